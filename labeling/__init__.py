@@ -1,0 +1,1 @@
+"""Trace-to-head pipeline for the WISV decision head: collect, label, relabel, train, evaluate."""

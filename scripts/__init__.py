@@ -1,0 +1,1 @@
+"""Model-pair training, benchmarks and netem/namespace scripts."""

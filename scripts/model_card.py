@@ -1,0 +1,109 @@
+"""Measure the shipped toy pair and write MODEL_CARD.md and card.json next to the weights.
+
+Usage: ``python scripts/model_card.py [--dir wisv/assets/toy-pair] [--n-acc 300] [--n-sd 200]``
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from wisv.evaluate import accuracy, encode_prompt, greedy_reference, mismatch_kind  # noqa: E402
+from wisv.models import load_pair  # noqa: E402
+from wisv.speculative import speculative_generate  # noqa: E402
+from wisv.toydata import load_split  # noqa: E402
+
+DRAFT_LENS = (4, 8, 16)
+
+
+def _dir_mb(path: Path) -> float:
+    return round(sum(f.stat().st_size for f in path.glob("*.safetensors")) / 2**20, 2)
+
+
+def measure(root: Path, n_acc: int, n_sd: int) -> dict:
+    """Accuracy of each model, greedy-SD AAL per K, first-mismatch kinds, sizes."""
+    drafter, target, tok = load_pair(root / "drafter", root / "target")
+    probs = load_split("test", max(n_acc, n_sd))
+    prompts = [encode_prompt(tok, p.prompt) for p in probs]
+    refs, res = {}, {}
+    for name, model in (("target", target), ("drafter", drafter)):
+        outs = [greedy_reference(model, ids) for ids in tqdm(prompts[:n_acc], desc=f"{name} greedy")]
+        refs[name] = outs
+        res[f"{name}_accuracy"] = accuracy([tok.decode(o) for o in outs], [p.answer for p in probs[:n_acc]])
+    kinds = collections.Counter()
+    for k in DRAFT_LENS:
+        acc_toks, rounds, same = 0, 0, 0
+        for i, ids in enumerate(tqdm(prompts[:n_sd], desc=f"greedy SD K={k}")):
+            out = speculative_generate(drafter, target, ids, max_new_tokens=160, draft_len=k)
+            acc_toks += sum(r.accepted for r in out.rounds)
+            rounds += len(out.rounds)
+            same += out.tokens == (refs["target"][i] if i < n_acc else greedy_reference(target, ids))
+            if k == 8:
+                kinds.update(mismatch_kind(tok, r.draft_tokens[r.mismatches[0]], r.target_argmax[r.mismatches[0]])
+                             for r in out.rounds if r.mismatches)
+        res[f"aal_k{k}"] = round(acc_toks / rounds, 3)
+        res[f"rounds_per_prompt_k{k}"] = round(rounds / n_sd, 2)
+        res[f"matches_target_k{k}"] = same / n_sd
+    total = sum(kinds.values())
+    res["first_mismatch_kinds_k8"] = {k: round(v / total, 3) for k, v in sorted(kinds.items())}
+    for name, model in (("target", target), ("drafter", drafter)):
+        res[f"{name}_params"] = sum(p.numel() for p in model.parameters())
+        res[f"{name}_file_mb"] = _dir_mb(root / name)
+        res[f"{name}_config"] = {k: getattr(model.config, k) for k in
+                                 ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")}
+    res.update(vocab_size=len(tok), n_accuracy_problems=n_acc, n_sd_problems=n_sd, torch=torch.__version__)
+    return res
+
+
+def card_markdown(r: dict, root: Path) -> str:
+    logs = {n: json.loads((root / n / "train_log.json").read_text()) for n in ("target", "drafter")
+            if (root / n / "train_log.json").exists()}
+    lines = ["# Built-in toy pair", "",
+             "Llama-architecture target and drafter sharing one byte-level BPE tokenizer (digits are single tokens),",
+             "trained by `scripts/train_toy_pair.py` on the toy arithmetic task in `wisv/toydata.py`.",
+             "Numbers below are measured on the shipped fp16 weights (loaded as fp32 on CPU) by `scripts/model_card.py`.",
+             "", "| | target | drafter |", "| --- | --- | --- |",
+             f"| accuracy on {r['n_accuracy_problems']} test problems | {r['target_accuracy']:.1%} | {r['drafter_accuracy']:.1%} |",
+             f"| parameters | {r['target_params']:,} | {r['drafter_params']:,} |",
+             f"| weights file (fp16) | {r['target_file_mb']} MB | {r['drafter_file_mb']} MB |",
+             f"| width / layers / heads / d_ff | {'/'.join(str(v) for v in r['target_config'].values())} | "
+             f"{'/'.join(str(v) for v in r['drafter_config'].values())} |"]
+    train = {n: f"{g['spec']['steps']} steps x {g['spec']['batch_size']}, final loss {g['train_log'][-1]['loss']}, "
+                f"{g['train_time_s'] / 60:.1f} min" for n, g in logs.items()}
+    if train:
+        lines.append(f"| training | {train.get('target', '')} | {train.get('drafter', '')} |")
+    lines += ["", f"Greedy speculative decoding on {r['n_sd_problems']} test problems:", "",
+              "| K | AAL | rounds / prompt | output == target greedy |", "| --- | --- | --- | --- |"]
+    lines += [f"| {k} | {r[f'aal_k{k}']} | {r[f'rounds_per_prompt_k{k}']} | {r[f'matches_target_k{k}']:.1%} |"
+              for k in DRAFT_LENS]
+    kinds = ", ".join(f"{k} {v:.0%}" for k, v in r["first_mismatch_kinds_k8"].items())
+    lines += ["", f"First mismatch per round at K=8: {kinds}.", f"Vocabulary: {r['vocab_size']} tokens.", ""]
+    return "\n".join(lines)
+
+
+def write_card(root: Path, n_acc: int = 300, n_sd: int = 200) -> dict:
+    res = measure(root, n_acc, n_sd)
+    (root / "card.json").write_text(json.dumps(res, indent=1))
+    (root / "MODEL_CARD.md").write_text(card_markdown(res, root))
+    print(card_markdown(res, root))
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", type=Path, default=Path(__file__).resolve().parents[1] / "wisv/assets/toy-pair")
+    ap.add_argument("--n-acc", type=int, default=300)
+    ap.add_argument("--n-sd", type=int, default=200)
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    write_card(args.dir, args.n_acc, args.n_sd)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""Shared evaluation helpers: prompt encoding, target-only greedy reference, accuracy and mismatch kinds."""
+from __future__ import annotations
+
+import torch
+from transformers import GenerationConfig, PreTrainedModel
+
+from wisv.toydata import is_correct
+
+MAX_NEW_TOKENS = 160  # toy solutions are at most ~110 tokens
+
+
+def encode_prompt(tokenizer, text: str) -> list[int]:
+    """Token ids the models are conditioned on (the tokenizer adds BOS where its family does)."""
+    return tokenizer(text).input_ids
+
+
+def eos_id(model: PreTrainedModel) -> int | None:
+    """The model's (first) EOS token id."""
+    eos = model.generation_config.eos_token_id
+    return eos[0] if isinstance(eos, list) else eos
+
+
+@torch.no_grad()
+def greedy_reference(model: PreTrainedModel, prompt_ids: list[int], max_new_tokens: int = MAX_NEW_TOKENS) -> list[int]:
+    """New tokens of ``model.generate(do_sample=False)``: the output lossless SD must reproduce."""
+    x = torch.tensor([prompt_ids], dtype=torch.long, device=model.device)
+    cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos_id(model),
+                           pad_token_id=model.generation_config.pad_token_id)
+    out = model.generate(x, attention_mask=torch.ones_like(x), generation_config=cfg)
+    return out[0, len(prompt_ids):].tolist()
+
+
+def accuracy(texts: list[str], answers: list[int]) -> float:
+    """Fraction of generated texts whose ``#### N`` answer is right."""
+    return sum(is_correct(t, a) for t, a in zip(texts, answers)) / max(1, len(texts))
+
+
+def token_kind(tokenizer, token_id: int) -> str:
+    """'digit' if the token is a digit, else 'word' (used for mismatch breakdowns)."""
+    s = tokenizer.decode([token_id]).strip()
+    return "digit" if s.isdigit() else "word"
+
+
+def mismatch_kind(tokenizer, draft_id: int, target_id: int) -> str:
+    """Breakdown label of a mismatch: 'word-word', 'digit-word' or 'digit-digit'."""
+    kinds = sorted((token_kind(tokenizer, draft_id), token_kind(tokenizer, target_id)))
+    return "-".join(kinds)
