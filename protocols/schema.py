@@ -1,0 +1,227 @@
+"""Message schemas as data (types, limits, header fields, tensors); each spec checks one value against itself."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+WIRE_VERSION = 1  # bump on any incompatible change to SCHEMAS or to the framing
+UNBOUNDED = 2**63  # upper bound for ints that have no protocol limit
+
+
+class WireError(ValueError):
+    """A message that cannot be encoded or decoded; .code is a short machine-readable reason."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"[{code}] {message}")
+        self.code = code
+
+
+class MsgType(enum.IntEnum):
+    """The one-byte message type that starts frame 0."""
+
+    OPEN = 1  # UE -> edge: start a session, carries the prompt
+    OPEN_OK = 2  # edge -> UE: session accepted, target model facts
+    PING = 3  # either way: RTT / rate probe
+    PONG = 4  # reply to PING, echoes seq
+    DRAFT = 5  # UE -> edge: a block of K draft tokens (+ hidden states or probs, per protocol)
+    HIDDEN_REQ = 6  # edge -> UE (SH): ask for drafter hidden states at some positions
+    HIDDEN = 7  # UE -> edge (SH): the requested hidden states
+    VERDICT = 8  # edge -> UE: result of verifying one round
+    CLOSE = 9  # UE -> edge: end the session
+    CLOSED = 10  # edge -> UE: session ended
+    ERROR = 11  # either way: the peer sent something wrong
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds that decode enforces; size bounds are checked on declared shapes before any buffer is read."""
+
+    vocab_size: int  # token ids must be in [0, vocab_size); also the max width V of DRAFT "probs"
+    max_draft_len: int = 64  # max tokens per DRAFT block (K); HIDDEN_REQ positions must be < this
+    max_hidden_dim: int = 16384  # max hidden width d of any hidden-state tensor
+    max_prompt_len: int = 8192  # max tokens in the OPEN prompt
+    max_positions: int = 64  # max positions per HIDDEN_REQ, and max rows (m) per HIDDEN
+    max_frame_bytes: int = 64 * 2**20  # max bytes in any one frame (frame 0 or a tensor frame)
+    max_header_bytes: int = 64 * 2**10  # max bytes of the msgpack header (frame 0 minus its type byte)
+
+
+# Wire dtypes, always little-endian and C-contiguous. numpy has no bfloat16:
+# send bf16 activations as float16 or float32 (the sender chooses and pays the bytes).
+DTYPES: dict[str, np.dtype] = {
+    name: np.dtype(name).newbyteorder("<") for name in ("uint8", "int32", "int64", "float16", "float32")
+}
+INT_IDS = ("int32", "int64")
+FLOATS = ("float16", "float32")
+
+
+@dataclass(frozen=True)
+class Range:
+    """An allowed integer interval [lo, hi), resolved against the Limits in force."""
+
+    code: str  # WireError code raised when a value falls outside
+    bounds: Callable[[Limits], tuple[int, int]]  # limits -> (lo, hi), hi exclusive
+
+
+TOKEN = Range("token_range", lambda lim: (0, lim.vocab_size))
+POSITION = Range("position_range", lambda lim: (0, lim.max_draft_len))
+DRAFT_LEN = Range("bad_field", lambda lim: (1, lim.max_draft_len + 1))
+COUNT = Range("bad_field", lambda lim: (0, lim.max_draft_len + 1))  # per-round counts: 0..K
+HIDDEN_DIM = Range("bad_field", lambda lim: (1, lim.max_hidden_dim + 1))
+NONNEG = Range("bad_field", lambda lim: (0, UNBOUNDED))
+POSITIVE = Range("bad_field", lambda lim: (1, UNBOUNDED))
+
+
+@dataclass(frozen=True)
+class Field:
+    """One header field. Types are matched exactly after msgpack decode, so bool is never an int."""
+
+    types: tuple[type, ...]  # accepted Python types; a float field also takes int (decoded as float)
+    required: bool = True
+    rng: Range | None = None  # for int fields: allowed interval
+    values: tuple[type, ...] | None = None  # for dict fields: accepted value types (keys are always str)
+
+    def check(self, where: str, value: Any, limits: Limits | None) -> Any:
+        """Return the value (int -> float for float fields) or raise; ranges are skipped when limits is None."""
+        if type(value) not in self.types:
+            got = f"{type(value).__name__} {brief(value)}"
+            raise WireError("bad_field", f"{where} must be {type_names(self.types)}, got {got}")
+        if self.values is not None:
+            for key, item in value.items():
+                if type(item) not in self.values:
+                    want = type_names(self.values)
+                    raise WireError("bad_field", f"{where}[{key!r}] must be {want}, got {brief(item)}")
+        if self.rng is not None and limits is not None:
+            lo, hi = self.rng.bounds(limits)
+            if not lo <= value < hi:
+                raise WireError(self.rng.code, f"{where} = {value} out of range [{lo}, {hi})")
+        return float(value) if float in self.types and type(value) is int else value
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One allowed tensor: dtypes, and per dim (min, name of the Limits field giving the inclusive max)."""
+
+    dtypes: tuple[str, ...]  # allowed keys of DTYPES
+    dims: tuple[tuple[int, str], ...]  # rank == len(dims); dim i in [dims[i][0], getattr(limits, dims[i][1])]
+    required: bool = True
+    rows_like: str | None = None  # dim 0 must equal dim 0 of this other tensor
+    rng: Range | None = None  # allowed values, for integer tensors
+
+    def check_dtype(self, where: str, dtype: Any) -> None:
+        if type(dtype) is not str or dtype not in self.dtypes:
+            allowed = list(self.dtypes)
+            raise WireError("bad_dtype", f"{where}: dtype {brief(dtype)} not allowed, expected one of {allowed}")
+
+    def check_shape(self, where: str, shape: tuple[int, ...], limits: Limits | None) -> None:
+        """Rank and per-dim bounds of a declared shape; upper bounds are skipped when limits is None."""
+        if len(shape) != len(self.dims):
+            rank = f"has rank {len(shape)}, expected {len(self.dims)}"
+            raise WireError("bad_shape", f"{where}: shape {list(shape)} {rank}")
+        for axis, (size, (lo, limit_name)) in enumerate(zip(shape, self.dims)):
+            hi = getattr(limits, limit_name) if limits is not None else None
+            if hi is not None and size > hi:
+                raise WireError("too_large", f"{where}: dim {axis} = {size} exceeds {limit_name}={hi}")
+            if size < lo:
+                raise WireError("bad_shape", f"{where}: dim {axis} = {size} below minimum {lo}")
+
+    def check_values(self, where: str, arr: np.ndarray, limits: Limits) -> None:
+        """Integer values within rng, naming the first offender."""
+        if self.rng is None or arr.size == 0:
+            return
+        lo, hi = self.rng.bounds(limits)
+        flat = arr.reshape(-1).astype(np.int64)
+        bad = np.flatnonzero((flat < lo) | (flat >= hi))
+        if bad.size:
+            i = int(bad[0])
+            raise WireError(self.rng.code, f"{where}: value {int(flat[i])} at index {i} out of range [{lo}, {hi})")
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Header fields and tensors of one message type (besides "v", "session" and "tensors")."""
+
+    fields: dict[str, Field] = field(default_factory=dict)
+    tensors: dict[str, Tensor] = field(default_factory=dict)
+
+
+INT = (int,)
+FLOAT = (float, int)
+
+SCHEMAS: dict[MsgType, Schema] = {
+    MsgType.OPEN: Schema(
+        fields={
+            "protocol": Field((str,)),
+            "draft_len": Field(INT, rng=DRAFT_LEN),
+            "max_new_tokens": Field(INT, rng=POSITIVE),
+            "drafter_hidden": Field(INT, required=False, rng=HIDDEN_DIM),
+            "head": Field((str, type(None)), required=False),
+            "meta": Field((dict,), required=False),
+        },
+        tensors={"prompt": Tensor(INT_IDS, ((1, "max_prompt_len"),), rng=TOKEN)},
+    ),
+    MsgType.OPEN_OK: Schema(
+        fields={"target_hidden": Field(INT, rng=HIDDEN_DIM), "vocab_size": Field(INT, rng=POSITIVE)},
+    ),
+    MsgType.PING: Schema(
+        fields={"seq": Field(INT, rng=NONNEG), "t_send": Field(FLOAT)},
+        tensors={"payload": Tensor(("uint8",), ((0, "max_frame_bytes"),), required=False)},
+    ),
+    MsgType.PONG: Schema(
+        fields={"seq": Field(INT, rng=NONNEG), "t_send": Field(FLOAT)},
+        tensors={"payload": Tensor(("uint8",), ((0, "max_frame_bytes"),), required=False)},
+    ),
+    MsgType.DRAFT: Schema(
+        fields={
+            "round": Field(INT, rng=NONNEG),
+            "t_draft_s": Field(FLOAT),
+            "csi": Field((dict,), required=False, values=FLOAT),
+            "protocol": Field((str,), required=False),
+        },
+        tensors={
+            "tokens": Tensor(INT_IDS, ((1, "max_draft_len"),), rng=TOKEN),  # [K]
+            "hidden": Tensor(  # [K, d] drafter hidden states (FH)
+                FLOATS, ((1, "max_draft_len"), (1, "max_hidden_dim")), required=False, rows_like="tokens"
+            ),
+            "probs": Tensor(  # [K, V], V <= vocab_size (drafter vocab may be smaller; missing ids = prob 0)
+                FLOATS, ((1, "max_draft_len"), (1, "vocab_size")), required=False, rows_like="tokens"
+            ),
+        },
+    ),
+    MsgType.HIDDEN_REQ: Schema(
+        fields={"round": Field(INT, rng=NONNEG)},
+        tensors={"positions": Tensor(("int32",), ((1, "max_positions"),), rng=POSITION)},  # [m]
+    ),
+    MsgType.HIDDEN: Schema(
+        fields={"round": Field(INT, rng=NONNEG)},
+        tensors={"hidden": Tensor(FLOATS, ((1, "max_positions"), (1, "max_hidden_dim")))},  # [m, d]
+    ),
+    MsgType.VERDICT: Schema(
+        fields={
+            "round": Field(INT, rng=NONNEG),
+            "n_accepted": Field(INT, rng=COUNT),
+            "next_token": Field(INT, rng=TOKEN),
+            "mismatches": Field(INT, rng=COUNT),
+            "queried": Field(INT, rng=COUNT),
+            "t_verify_s": Field(FLOAT),
+            "t_head_s": Field(FLOAT),
+            "done": Field((bool,)),
+        },
+    ),
+    MsgType.CLOSE: Schema(),
+    MsgType.CLOSED: Schema(),
+    MsgType.ERROR: Schema(fields={"code": Field((str,)), "text": Field((str,))}),
+}
+
+
+def type_names(types: tuple[type, ...]) -> str:
+    return " or ".join("None" if t is type(None) else t.__name__ for t in types)
+
+
+def brief(value: Any, width: int = 60) -> str:
+    """repr cut to width chars, so error messages stay short whatever the peer sent."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."

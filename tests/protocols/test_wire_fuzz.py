@@ -1,0 +1,128 @@
+"""Fuzz decode: any frame list yields a valid Message or a WireError, never another exception."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from protocols.schema import SCHEMAS
+from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, make
+
+LIMITS = Limits(vocab_size=50, max_draft_len=8, max_hidden_dim=16, max_prompt_len=16, max_positions=4,
+                max_frame_bytes=4096, max_header_bytes=1024)
+FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+FIELD_NAMES = sorted({name for s in SCHEMAS.values() for name in s.fields} | {"v", "session", "tensors"})
+TENSOR_NAMES = sorted({name for s in SCHEMAS.values() for name in s.tensors})
+
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.floats(), st.text(max_size=8),
+    st.binary(max_size=8), st.sampled_from([1, 0, -1, 3, 8, "s1", "fh", "int32", "float16", "uint8"]),
+)
+values = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
+descriptors = st.lists(
+    st.fixed_dictionaries({
+        "name": st.sampled_from(TENSOR_NAMES) | st.text(max_size=4),
+        "dtype": st.sampled_from(["int32", "int64", "float16", "float32", "uint8", "bool", "<i4"]) | values,
+        "shape": st.lists(st.integers(-2, 10) | st.sampled_from([2**40, 2**63]) | values, max_size=3),
+    }),
+    max_size=3,
+)
+headers = st.dictionaries(st.sampled_from(FIELD_NAMES), values, max_size=10).flatmap(
+    lambda h: st.fixed_dictionaries(
+        {"v": st.sampled_from([1, 1, 2, True]), "session": st.sampled_from(["s1", "", "a b"]),
+         "tensors": descriptors},
+    ).map(lambda base: {**h, **base})
+)
+
+
+def check(frames: list[Any]) -> None:
+    """decode either raises WireError, or returns a Message that re-encodes to the same bytes."""
+    try:
+        msg = decode(frames, LIMITS)
+    except WireError:
+        return
+    assert isinstance(msg, Message)
+    again = encode(msg)
+    assert encode(decode(again, LIMITS)) == again
+
+
+@FUZZ
+@given(st.lists(st.binary(max_size=64), max_size=5))
+def test_random_frames(frames: list[bytes]) -> None:
+    check(frames)
+
+
+@FUZZ
+@given(st.integers(0, 255), headers, st.lists(st.binary(max_size=48), max_size=3))
+def test_structured_headers(type_byte: int, header: dict[str, Any], bufs: list[bytes]) -> None:
+    check([bytes([type_byte]) + msgpack.packb(header, use_bin_type=True), *bufs])
+
+
+TYPED = {
+    int: st.integers(-1, 10), float: st.floats(), str: st.text(max_size=4), bool: st.booleans(),
+    type(None): st.none(),
+    dict: st.dictionaries(st.text(max_size=3), st.floats() | st.integers(), max_size=2),
+}
+
+
+@st.composite
+def near_valid(draw: st.DrawFn) -> list[bytes]:
+    """Mostly well-formed messages of a real type, so fuzzing reaches the tensor and range checks."""
+    mtype = draw(st.sampled_from(list(MsgType)))
+    schema = SCHEMAS[mtype]
+    header: dict[str, Any] = {"v": 1, "session": "s1"}
+    for name, spec in schema.fields.items():
+        if spec.required or draw(st.booleans()):
+            wild = draw(st.integers(0, 9)) == 0  # now and then a value of any type
+            header[name] = draw(values if wild else st.one_of(*(TYPED[t] for t in spec.types)))
+    descs, bufs = [], []
+    for name, spec in schema.tensors.items():
+        if not (spec.required or draw(st.booleans())):
+            continue
+        dtype = draw(st.sampled_from(spec.dtypes))
+        shape = draw(st.lists(st.integers(0, 5), min_size=len(spec.dims), max_size=len(spec.dims)))
+        size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        descs.append({"name": name, "dtype": dtype, "shape": shape})
+        bufs.append(draw(st.binary(min_size=size, max_size=size) | st.binary(max_size=8)))
+    header["tensors"] = descs
+    return [bytes([mtype]) + msgpack.packb(header, use_bin_type=True), *bufs]
+
+
+@FUZZ
+@given(near_valid())
+def test_near_valid_messages(frames: list[bytes]) -> None:
+    check(frames)
+
+
+def seed_frames() -> list[list[bytes]]:
+    block = {"tokens": np.array([1, 2], np.int32), "hidden": np.ones((2, 4), np.float16)}  # [K], [K, d]
+    draft = make(MsgType.DRAFT, "s1", block, round=0, t_draft_s=0.1, csi={"snr": 1.0})
+    open_ = make(MsgType.OPEN, "s1", {"prompt": np.array([3, 4, 5], np.int64)}, protocol="fh", draft_len=4,
+                 max_new_tokens=8, meta={"a": [1, {"b": 2}]})
+    req = make(MsgType.HIDDEN_REQ, "s1", {"positions": np.array([0, 3], np.int32)}, round=1)
+    return [encode(m) for m in (draft, open_, req)]
+
+
+@FUZZ
+@given(st.sampled_from(seed_frames()), st.data())
+def test_mutated_valid_messages(frames: list[bytes], data: st.DataObject) -> None:
+    index = data.draw(st.integers(0, len(frames) - 1))
+    frame = bytearray(frames[index])
+    for _ in range(data.draw(st.integers(1, 4))):
+        pos = data.draw(st.integers(0, len(frame)))
+        action = data.draw(st.sampled_from(["flip", "cut", "insert"]))
+        if action == "flip" and pos < len(frame):
+            frame[pos] ^= 1 << data.draw(st.integers(0, 7))
+        elif action == "cut":
+            del frame[pos:]
+        else:
+            frame[pos:pos] = data.draw(st.binary(min_size=1, max_size=4))
+    check([*frames[:index], bytes(frame), *frames[index + 1:]])
