@@ -1,0 +1,287 @@
+"""User-space link emulator (no root): a TCP relay imposing rate, PER, delay and jitter per direction.
+
+Who does what: ``linkmodel`` decides when each chunk leaves and arrives (pure functions plus the
+per-direction ``Link`` state), ``relay`` moves one connection's bytes at those times, and
+``LinkEmulator`` listens, connects each accepted client to the target, owns the links and counts
+bytes.  Up = client (UE) -> server (edge), down = server -> client.  The CSI in force is looked up
+(fixed, or from a trace replayed from ``start()``) when a chunk starts serializing.  With
+``shared_link`` every connection queues on one link per direction, like UEs sharing a cell;
+otherwise each connection has its own.  Queues are unbounded (no drops on overflow), the TCP
+handshake to the target is not delayed, and an ideal link (no CSI or ``CSI.ideal()``, no jitter)
+takes a fast path that forwards every chunk as soon as it is read.  Byte counters are summed over
+all connections and count a chunk just before it is handed to the receiver.  For accurate timing
+run the emulator in its own process (the CLI), away from GIL-heavy work.
+
+CLI: ``python -m channel.emulator --listen 127.0.0.1:5601 --forward 127.0.0.1:5555 --rate-mbps 20
+--rtt-ms 20 --per 0.01`` runs until SIGINT/SIGTERM and prints the byte counters.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+from channel.csi import CSI
+from channel.linkmodel import MTU_BYTES, Direction, Link, dir_params
+from channel.relay import Connection, shutdown_quietly
+from channel.trace import CSITrace, load_trace
+
+CONNECT_TIMEOUT_S = 3.0  # connecting to the target, s
+JOIN_TIMEOUT_S = 5.0  # stop(): longest wait for one thread, s
+DIRECTIONS: tuple[Direction, ...] = ("up", "down")
+
+
+@dataclass
+class LinkConfig:
+    """Where the relay listens and forwards, and the link it emulates."""
+
+    target_port: int  # server (edge) port to forward to
+    target_host: str = "127.0.0.1"  # server (edge) host
+    listen_host: str = "127.0.0.1"  # address the relay listens on
+    listen_port: int = 0  # 0 = any free port; read LinkEmulator.port after start()
+    csi: CSI | None = None  # fixed link state; None = ideal link
+    trace: str | Path | CSITrace | None = None  # CSI trace replayed from start(); excludes csi
+    trace_loop: bool = False  # loop a trace loaded from a path
+    jitter_ms: float = 0.0  # std of the Gaussian jitter on each one-way delay, ms
+    mtu_bytes: int = MTU_BYTES  # segment size for losses and retransmissions, bytes
+    seed: int = 0  # seeds loss and jitter draws
+    shared_link: bool = True  # one link per direction shared by all connections; False = one per connection
+
+    def __post_init__(self) -> None:
+        if self.csi is not None and self.trace is not None:
+            raise ValueError("LinkConfig: give csi or trace, not both")
+        if not 0 <= self.jitter_ms < math.inf:
+            raise ValueError(f"LinkConfig.jitter_ms must be finite and >= 0, got {self.jitter_ms}")
+        if self.mtu_bytes < 1:
+            raise ValueError(f"LinkConfig.mtu_bytes must be >= 1, got {self.mtu_bytes}")
+        for name in ("target_port", "listen_port"):
+            if not 0 <= getattr(self, name) < 65536:
+                raise ValueError(f"LinkConfig.{name} must be in [0, 65535], got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class ByteCounts:
+    """Payload bytes delivered by the relay."""
+
+    up: int  # client -> server, bytes
+    down: int  # server -> client, bytes
+
+
+class LinkEmulator:
+    """The relay: ``with LinkEmulator(cfg) as emu: connect to emu.endpoint``."""
+
+    def __init__(self, cfg: LinkConfig):
+        self.cfg = cfg
+        self.trace = _resolve_trace(cfg)
+        self.t0_s = 0.0  # time.perf_counter() at start()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._conns: set[Connection] = set()
+        self._n_opened = 0
+        self._bytes = {d: 0 for d in DIRECTIONS}
+        self._marked = {d: 0 for d in DIRECTIONS}
+        self._links: dict[Direction, Link] | None = None
+        self._listener: socket.socket | None = None
+        self._acceptor: threading.Thread | None = None
+
+    @property
+    def fast_path(self) -> bool:
+        """True when the link is ideal and chunks are forwarded at once."""
+        return len(self.trace) == 1 and self.trace.csis[0].is_ideal and self.cfg.jitter_ms == 0
+
+    @property
+    def port(self) -> int:
+        if self._listener is None:
+            raise RuntimeError("LinkEmulator.port: not started")
+        return self._listener.getsockname()[1]
+
+    @property
+    def endpoint(self) -> str:
+        """ZeroMQ-style address of the relay, e.g. tcp://127.0.0.1:5601."""
+        return f"tcp://{self.cfg.listen_host}:{self.port}"
+
+    @property
+    def n_connections(self) -> int:
+        with self._lock:
+            return len(self._conns)
+
+    def csi(self) -> CSI:
+        """CSI in force now (the ideal CSI when none is emulated); the trace's start before start()."""
+        return self.trace.at(time.perf_counter() - self.t0_s if self._listener is not None else 0.0)
+
+    def totals(self) -> ByteCounts:
+        """Bytes delivered per direction since start()."""
+        with self._lock:
+            return ByteCounts(self._bytes["up"], self._bytes["down"])
+
+    def take_counts(self) -> ByteCounts:
+        """Bytes delivered per direction since the previous take_counts() (or start()); resets the mark."""
+        with self._lock:
+            out = ByteCounts(*(self._bytes[d] - self._marked[d] for d in DIRECTIONS))
+            self._marked = dict(self._bytes)
+            return out
+
+    def start(self) -> LinkEmulator:
+        if self._listener is not None:
+            raise RuntimeError("LinkEmulator.start: already started")
+        listener = socket.create_server((self.cfg.listen_host, self.cfg.listen_port), backlog=64)
+        self._listener = listener
+        self.t0_s = time.perf_counter()
+        if self.cfg.shared_link and not self.fast_path:
+            self._links = self._make_links(0)
+        self._acceptor = threading.Thread(target=self._accept_loop, name="linkemu-accept", daemon=True)
+        self._acceptor.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop accepting, break every connection and join all threads."""
+        if self._listener is None or self._stop.is_set():
+            return
+        self._stop.set()
+        shutdown_quietly(self._listener, socket.SHUT_RDWR)  # wakes accept()
+        if self._acceptor is not None:
+            self._acceptor.join(JOIN_TIMEOUT_S)
+        self._listener.close()
+        with self._lock:
+            conns = list(self._conns)
+        for c in conns:
+            c.abort()
+        for c in conns:
+            c.join(JOIN_TIMEOUT_S)
+
+    def __enter__(self) -> LinkEmulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _make_links(self, conn_index: int) -> dict[Direction, Link]:
+        def params_at(d: Direction):
+            return lambda t_s: dir_params(self.trace.at(t_s), d, self.cfg.jitter_ms, self.cfg.mtu_bytes)
+
+        return {d: Link(params_at(d), np.random.default_rng([self.cfg.seed, i, conn_index]), self.t0_s)
+                for i, d in enumerate(DIRECTIONS)}
+
+    def _accept_loop(self) -> None:
+        assert self._listener is not None
+        while not self._stop.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return  # the listener was shut down by stop()
+            self._open(client)
+
+    def _open(self, client: socket.socket) -> None:
+        """Connect a new client to the target and start relaying; drop the client if that fails."""
+        try:
+            server = socket.create_connection((self.cfg.target_host, self.cfg.target_port), CONNECT_TIMEOUT_S)
+        except OSError:
+            client.close()
+            return
+        server.settimeout(None)
+        for s in (client, server):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self._lock:
+            self._n_opened += 1
+            n = self._n_opened
+        links = None if self.fast_path else self._links or self._make_links(n)
+        conn = Connection(f"linkemu-c{n}", client, server, links, self._count, self._closed)
+        with self._lock:
+            if self._stop.is_set():
+                client.close()
+                server.close()
+                return
+            self._conns.add(conn)
+        conn.start()
+
+    def _count(self, d: Direction, nbytes: int) -> None:
+        with self._lock:
+            self._bytes[d] += nbytes
+
+    def _closed(self, conn: Connection) -> None:
+        with self._lock:
+            self._conns.discard(conn)
+
+
+def _resolve_trace(cfg: LinkConfig) -> CSITrace:
+    if isinstance(cfg.trace, CSITrace):
+        return cfg.trace
+    if cfg.trace is not None:
+        return load_trace(cfg.trace, loop=cfg.trace_loop)
+    return CSITrace.constant(cfg.csi or CSI.ideal())
+
+
+def parse_hostport(text: str) -> tuple[str, int]:
+    """'127.0.0.1:5601' -> ('127.0.0.1', 5601)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host, int(port)
+
+
+def parse_args(argv: list[str] | None = None) -> LinkConfig:
+    ap = argparse.ArgumentParser(prog="python -m channel.emulator", description=__doc__.splitlines()[0])
+    ap.add_argument("--listen", type=parse_hostport, default=("127.0.0.1", 0), help="HOST:PORT to listen on")
+    ap.add_argument("--forward", type=parse_hostport, required=True, help="HOST:PORT of the server")
+    ap.add_argument("--rate-mbps", type=float, default=math.inf, help="both directions, Mbit/s (default unlimited)")
+    ap.add_argument("--rate-up-mbps", type=float, help="uplink rate, Mbit/s (overrides --rate-mbps)")
+    ap.add_argument("--rate-down-mbps", type=float, help="downlink rate, Mbit/s (overrides --rate-mbps)")
+    ap.add_argument("--rtt-ms", type=float, default=0.0, help="round-trip propagation delay, ms")
+    ap.add_argument("--per", type=float, default=0.0, help="segment loss probability, both directions")
+    ap.add_argument("--jitter-ms", type=float, default=0.0, help="std of the one-way delay jitter, ms")
+    ap.add_argument("--mtu-bytes", type=int, default=MTU_BYTES, help="segment size, bytes")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--csi-trace", type=Path, help="CSV CSI trace (replaces the rate/rtt/per options)")
+    ap.add_argument("--trace-loop", action="store_true", help="loop the CSI trace")
+    ap.add_argument("--per-connection", action="store_true", help="one link per connection instead of a shared one")
+    a = ap.parse_args(argv)
+    csi = None
+    if a.csi_trace is None:
+        up = a.rate_up_mbps if a.rate_up_mbps is not None else a.rate_mbps
+        down = a.rate_down_mbps if a.rate_down_mbps is not None else a.rate_mbps
+        try:
+            csi = CSI(up, down, a.rtt_ms, a.per, a.per)
+        except ValueError as e:
+            ap.error(str(e))
+    return LinkConfig(
+        target_host=a.forward[0], target_port=a.forward[1], listen_host=a.listen[0], listen_port=a.listen[1],
+        csi=csi, trace=a.csi_trace, trace_loop=a.trace_loop, jitter_ms=a.jitter_ms, mtu_bytes=a.mtu_bytes,
+        seed=a.seed, shared_link=not a.per_connection,
+    )
+
+
+def describe(cfg: LinkConfig) -> dict[str, object]:
+    """The config as logged: a CSITrace object shows as its row count."""
+    shown: dict[str, object] = {f.name: getattr(cfg, f.name) for f in fields(cfg)}
+    if isinstance(cfg.trace, CSITrace):
+        shown["trace"] = f"<CSITrace, {len(cfg.trace)} rows>"
+    return shown
+
+
+def run(cfg: LinkConfig) -> ByteCounts:
+    """Relay until SIGINT or SIGTERM; returns the byte totals."""
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    with LinkEmulator(cfg) as emu:
+        print(f"linkemu: {emu.endpoint} -> {cfg.target_host}:{cfg.target_port} config={describe(cfg)}", flush=True)
+        while not done.wait(0.5):
+            pass
+        counts = emu.totals()
+    print(f"linkemu: bytes up={counts.up} down={counts.down}", flush=True)
+    return counts
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()
