@@ -1,0 +1,175 @@
+"""Emulate a UE<->edge wireless link with tc: netem where the kernel has it, else tbf plus the user-space emulator.
+
+Usage:
+    # two namespaces (wisv-ue-<id>, wisv-edge-<id>) joined by a veth, shaped both ways, ping, hold 60 s
+    sudo python scripts/netem_link.py --rate-mbps 20 --rtt-ms 40 --jitter-ms 2 --per 0.01 --hold-s 60
+    # only print every command (no root needed, nothing is touched)
+    python scripts/netem_link.py --rate-up-mbps 5 --rate-down-mbps 50 --rtt-ms 40 --dry-run
+    # shape one existing device's egress (e.g. on a real host), whole RTT on this side
+    sudo python scripts/netem_link.py --apply-to-dev eth1 --rtt-ms 40 --per 0.01 --rate-mbps 20 --hold-s -1
+
+RTT and jitter are round-trip figures, split half per direction (the UE side's egress is uplink, the edge
+side's egress is downlink); --per is a fraction applied to each direction. With --apply-to-dev the whole
+RTT goes on that device unless --half-rtt (use it when the peer host shapes its own egress too), and
+--side picks the rate (ue: uplink, edge: downlink). --hold-s -1 holds until Ctrl-C. Everything applied
+is removed on exit, Ctrl-C included.
+
+Exit codes: 0 ok (Ctrl-C during the hold included); 1 a tc/ip command failed; 2 bad arguments;
+3 not root; 4 the ping check got no reply; 130 interrupted before the hold; 143 SIGTERM (after cleanup).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from channel.netns import NetnsTopology, ping_rtts, require_root, topology  # noqa: E402
+from channel.tc import CommandError, LinkPlan, NetemSpec, applied, direction_specs, kernel_has_netem, plan_link  # noqa: E402
+
+EXIT_OK, EXIT_CMD, EXIT_USAGE, EXIT_ROOT, EXIT_PING, EXIT_INTERRUPT, EXIT_TERM = 0, 1, 2, 3, 4, 130, 143
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rate-mbps", type=float, default=None, help="rate both ways (Mbit/s); default unlimited")
+    p.add_argument("--rate-up-mbps", type=float, default=None, help="uplink rate, overrides --rate-mbps")
+    p.add_argument("--rate-down-mbps", type=float, default=None, help="downlink rate, overrides --rate-mbps")
+    p.add_argument("--rtt-ms", type=float, default=0.0, help="added round-trip time, half per direction")
+    p.add_argument("--jitter-ms", type=float, default=0.0, help="round-trip jitter, half per direction")
+    p.add_argument("--per", type=float, default=0.0, help="packet error rate per direction, a fraction")
+    p.add_argument("--limit-pkts", type=int, default=1000, help="netem queue length")
+    p.add_argument("--dry-run", action="store_true", help="print the commands only; no root needed")
+    p.add_argument("--no-netem", action="store_true", help="plan as if the kernel had no netem")
+    p.add_argument("--ping-count", type=int, default=3, help="ping packets UE->edge after applying; 0 = skip")
+    p.add_argument("--hold-s", type=float, default=0.0, help="keep the link this long; -1 = until Ctrl-C")
+    p.add_argument("--apply-to-dev", default=None, help="shape this existing device instead of making namespaces")
+    p.add_argument("--netns", default=None, help="namespace holding --apply-to-dev")
+    p.add_argument("--side", choices=("ue", "edge"), default="ue", help="with --apply-to-dev: which rate to use")
+    p.add_argument("--half-rtt", action="store_true", help="with --apply-to-dev: put only half the RTT here")
+    return p.parse_args(argv)
+
+
+def link_specs(args: argparse.Namespace) -> tuple[NetemSpec, NetemSpec]:
+    """(uplink, downlink) specs from the arguments (raises ValueError on bad values)."""
+    up = args.rate_up_mbps if args.rate_up_mbps is not None else args.rate_mbps
+    down = args.rate_down_mbps if args.rate_down_mbps is not None else args.rate_mbps
+    return direction_specs(args.rtt_ms, args.jitter_ms, args.per, up, down, args.limit_pkts)
+
+
+def single_dev_spec(args: argparse.Namespace) -> NetemSpec:
+    """Spec for --apply-to-dev: the chosen side's rate, whole RTT unless --half-rtt."""
+    up, down = link_specs(args)
+    spec = up if args.side == "ue" else down
+    scale = 1.0 if args.half_rtt else 2.0
+    return NetemSpec(spec.delay_ms * scale, spec.jitter_ms * scale, spec.loss_pct, spec.rate_mbps, spec.limit_pkts)
+
+
+def show_plan(name: str, plan: LinkPlan) -> None:
+    print(f"[{name}] {plan.message}")
+    if plan.emulator_spec is not None:
+        e = plan.emulator_spec
+        print(f"[{name}] user-space emulator must add: delay {e.delay_ms} ms, jitter {e.jitter_ms} ms, loss {e.loss_pct} %")
+
+
+def detect(dev: str, netns: str | None, args: argparse.Namespace) -> bool:
+    """netem availability (probed on DEV), printed with its reason; dry runs assume netem unless --no-netem."""
+    if args.no_netem:
+        print("netem: not used (--no-netem)")
+        return False
+    if args.dry_run:
+        print("netem: not probed in a dry run; showing the netem plan (--no-netem shows the fallback)")
+        return True
+    check = kernel_has_netem(dev=dev, netns=netns)
+    print(f"netem: {'yes' if check else 'no'} ({check.reason})")
+    return check.available
+
+
+def ping_check(topo: NetnsTopology, count: int, args: argparse.Namespace, partial: bool) -> int:
+    """Ping UE -> edge and print the RTT (only kernel-shaped parts show up in it)."""
+    rtts = ping_rtts(topo.ue_ns, topo.edge_addr, count=count, timeout_s=1.0 + (args.rtt_ms + args.jitter_ms) / 1e3)
+    if not rtts:
+        print(f"ping {topo.ue_ns} -> {topo.edge_addr}: no reply", file=sys.stderr)
+        return EXIT_PING
+    print(f"ping {topo.ue_ns} -> {topo.edge_addr}: {len(rtts)}/{count} replies, "
+          f"RTT median {statistics.median(rtts):.3f} ms (min {min(rtts):.3f}, max {max(rtts):.3f})"
+          + ("; excludes the delay left to the user-space emulator" if partial else ""))
+    return EXIT_OK
+
+
+def hold(hold_s: float) -> None:
+    """Sleep hold_s seconds (forever when negative); Ctrl-C ends the hold normally."""
+    if hold_s == 0:
+        return
+    print(f"holding {'until Ctrl-C' if hold_s < 0 else f'{hold_s:g} s'} ...", flush=True)
+    try:
+        time.sleep(hold_s if hold_s > 0 else 10**9)
+    except KeyboardInterrupt:
+        print("interrupted: cleaning up")
+
+
+def run_topology(args: argparse.Namespace) -> int:
+    up, down = link_specs(args)
+    with topology(dry_run=args.dry_run, echo=print) as topo:
+        print(f"topology: {topo.ue_ns} ({topo.ue_dev} {topo.ue_addr}) <-> {topo.edge_ns} ({topo.edge_dev} {topo.edge_addr})")
+        have = detect(topo.ue_dev, topo.ue_ns, args)
+        plans = [("uplink", plan_link(up, topo.ue_dev, topo.ue_ns, have)),
+                 ("downlink", plan_link(down, topo.edge_dev, topo.edge_ns, have))]
+        with contextlib.ExitStack() as stack:
+            for name, plan in plans:
+                show_plan(name, plan)
+                stack.enter_context(applied(plan.apply_cmds, plan.cleanup_cmds, dry_run=args.dry_run, echo=print))
+            code = EXIT_OK if args.dry_run or args.ping_count <= 0 else ping_check(
+                topo, args.ping_count, args, any(p.userspace for _, p in plans))
+            hold(args.hold_s)
+    return code
+
+
+def run_single(args: argparse.Namespace) -> int:
+    if not args.dry_run:
+        require_root()
+    spec = single_dev_spec(args)
+    plan = plan_link(spec, args.apply_to_dev, args.netns, detect(args.apply_to_dev, args.netns, args))
+    show_plan(args.apply_to_dev, plan)
+    with applied(plan.apply_cmds, plan.cleanup_cmds, dry_run=args.dry_run, echo=print):
+        hold(args.hold_s)
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate, then shape either the two-namespace topology or one device; always clean up."""
+    try:
+        link_specs(args)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return run_single(args) if args.apply_to_dev else run_topology(args)
+    except PermissionError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_ROOT
+    except CommandError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_CMD
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPT
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(EXIT_TERM)  # unwinds through every `finally`, so cleanup still runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    return run(parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
