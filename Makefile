@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
-	$(BIN)/python -m wisv --prompts 10
+	$(BIN)/python -m testbed.run --protocol auto
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -81,6 +81,7 @@ class LinkEmulator:
         self.cfg = cfg
         self.trace = _resolve_trace(cfg)
         self.t0_s = 0.0  # time.perf_counter() at start()
+        self.t0_epoch_s = 0.0  # time.time() at start(): lets other processes look up the trace in force
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._conns: set[Connection] = set()
@@ -133,7 +134,7 @@ class LinkEmulator:
             raise RuntimeError("LinkEmulator.start: already started")
         listener = socket.create_server((self.cfg.listen_host, self.cfg.listen_port), backlog=64)
         self._listener = listener
-        self.t0_s = time.perf_counter()
+        self.t0_s, self.t0_epoch_s = time.perf_counter(), time.time()
         if self.cfg.shared_link and not self.fast_path:
             self._links = self._make_links(0)
         self._acceptor = threading.Thread(target=self._accept_loop, name="linkemu-accept", daemon=True)

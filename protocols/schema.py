@@ -73,6 +73,7 @@ COUNT = Range("bad_field", lambda lim: (0, lim.max_draft_len + 1))  # per-round 
 HIDDEN_DIM = Range("bad_field", lambda lim: (1, lim.max_hidden_dim + 1))
 NONNEG = Range("bad_field", lambda lim: (0, UNBOUNDED))
 POSITIVE = Range("bad_field", lambda lim: (1, UNBOUNDED))
+REPLY_BYTES = Range("too_large", lambda lim: (0, lim.max_frame_bytes + 1))
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,8 @@ SCHEMAS: dict[MsgType, Schema] = {
             "max_new_tokens": Field(INT, rng=POSITIVE),
             "drafter_hidden": Field(INT, required=False, rng=HIDDEN_DIM),
             "head": Field((str, type(None)), required=False),
+            "temperature": Field(FLOAT, required=False),  # sampling temperature (reject)
+            "seed": Field(INT, required=False, rng=NONNEG),  # edge sampling seed (reject)
             "meta": Field((dict,), required=False),
         },
         tensors={"prompt": Tensor(INT_IDS, ((1, "max_prompt_len"),), rng=TOKEN)},
@@ -167,7 +170,11 @@ SCHEMAS: dict[MsgType, Schema] = {
         fields={"target_hidden": Field(INT, rng=HIDDEN_DIM), "vocab_size": Field(INT, rng=POSITIVE)},
     ),
     MsgType.PING: Schema(
-        fields={"seq": Field(INT, rng=NONNEG), "t_send": Field(FLOAT)},
+        fields={
+            "seq": Field(INT, rng=NONNEG),
+            "t_send": Field(FLOAT),
+            "reply_bytes": Field(INT, required=False, rng=REPLY_BYTES),  # PONG payload size (downlink probe)
+        },
         tensors={"payload": Tensor(("uint8",), ((0, "max_frame_bytes"),), required=False)},
     ),
     MsgType.PONG: Schema(

@@ -134,7 +134,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "wisv/assets/toy-pair")
     ap.add_argument("--stages", default="tokenizer,drafter,target,card")
     ap.add_argument("--steps", type=int, default=None, help="override step count (pilot runs only)")
-    ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (the shipped weights used 1)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     stages = args.stages.split(",")

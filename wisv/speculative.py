@@ -1,10 +1,6 @@
 """In-process speculative decoding loop: draft K, verify K+1 in one target pass, commit, roll back caches.
 
-Cache invariant: for the committed sequence ``seq`` each model's KV cache covers a prefix of
-``seq`` and the tokens after it are *pending* (fed at the start of the model's next forward).
-The target's cache always covers ``seq[:-1]``, so verification forwards only
-``[seq[-1], y_1..y_K]``; after a verdict both caches are cropped back to the committed prefix.
-The prefix is never re-run.
+Both models keep a KV cache across rounds (see wisv/sessions.py); the prefix is never re-run.
 """
 from __future__ import annotations
 
@@ -12,10 +8,11 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import torch
-from transformers import DynamicCache, PreTrainedModel
+from transformers import PreTrainedModel
 
+from channel.csi import CSI
 from wisv.acceptance import Verdict, greedy_accept_ids, speculative_sampling_accept, wisv_accept
-from wisv.kvcache import crop_to
+from wisv.sessions import DraftSession, VerifySession
 
 Rule = Literal["greedy", "sampling", "wisv"]
 
@@ -23,22 +20,25 @@ Rule = Literal["greedy", "sampling", "wisv"]
 class MismatchPolicy(Protocol):
     """WISV acceptance policy: rejection probability for each greedy-mismatch position."""
 
-    def reject_probs(self, h_draft: torch.Tensor, h_target: torch.Tensor, positions: list[int]) -> torch.Tensor:
-        """h_draft: [m, d_d], h_target: [m, d_t] -> [m] probabilities in [0, 1]."""
+    def reject_probs(self, h_draft: torch.Tensor, h_target: torch.Tensor, positions: list[int],
+                     csi: CSI | None = None) -> torch.Tensor:
+        """h_draft: [m, d_d], h_target: [m, d_t], link state -> [m] probabilities in [0, 1]."""
         ...
 
 
 class RejectAll:
     """Rejects every mismatch: the greedy-equivalent policy (``--head none``)."""
 
-    def reject_probs(self, h_draft: torch.Tensor, h_target: torch.Tensor, positions: list[int]) -> torch.Tensor:
+    def reject_probs(self, h_draft: torch.Tensor, h_target: torch.Tensor, positions: list[int],
+                     csi: CSI | None = None) -> torch.Tensor:
         return torch.ones(len(positions))
 
 
 class AcceptAll:
     """Accepts every mismatch: commits the full draft every round (the accept-everything limit)."""
 
-    def reject_probs(self, h_draft: torch.Tensor, h_target: torch.Tensor, positions: list[int]) -> torch.Tensor:
+    def reject_probs(self, h_draft: torch.Tensor, h_target: torch.Tensor, positions: list[int],
+                     csi: CSI | None = None) -> torch.Tensor:
         return torch.zeros(len(positions))
 
 
@@ -72,63 +72,18 @@ class SpecOutput:
         return sum(r.accepted for r in self.rounds) / max(1, len(self.rounds))
 
 
-@dataclass
-class _Model:
-    """A model with its KV cache and the committed tokens not yet in the cache."""
-
-    model: PreTrainedModel
-    cache: DynamicCache
-    cached_len: int = 0
-
-    @torch.no_grad()
-    def forward(self, ids: list[int], hidden_layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Feed ``ids`` after the cache; return logits [n, V] and hidden states [n, d] (float32)."""
-        dev = self.model.device
-        x = torch.tensor([ids], dtype=torch.long, device=dev)  # [1, n]
-        pos = torch.arange(self.cached_len, self.cached_len + len(ids), device=dev)
-        out = self.model(input_ids=x, past_key_values=self.cache, use_cache=True, cache_position=pos,
-                         position_ids=pos.unsqueeze(0), output_hidden_states=True)
-        self.cached_len += len(ids)
-        return out.logits[0].float(), out.hidden_states[hidden_layer][0].float()
-
-    def rollback(self, length: int) -> None:
-        crop_to(self.cache, length)
-        self.cached_len = length
-
-
-def _draft(d: _Model, seq: list[int], k: int, rule: Rule, eos: int | None, temperature: float,
-           gen: torch.Generator | None, hidden_layer: int):
-    """Draft up to k tokens.  Returns tokens [k'], drafter probs [k', V] and hidden states [k', d_d]."""
-    toks, probs, hids = [], [], []
-    feed = seq[d.cached_len:]
-    for _ in range(k):
-        logits, hidden = d.forward(feed, hidden_layer)
-        last = logits[-1]  # [V]
-        if rule == "sampling":
-            q = torch.softmax(last.double() / temperature, dim=-1)
-            y = int(torch.multinomial(q, 1, generator=gen))
-            probs.append(q)
-        else:
-            y = int(last.argmax())
-        toks.append(y)
-        hids.append(hidden[-1])
-        feed = [y]
-        if eos is not None and y == eos:
-            break
-    return toks, (torch.stack(probs) if probs else None), torch.stack(hids) if hids else None
-
-
 def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prompt_ids: list[int] | torch.Tensor,
                          *, max_new_tokens: int, draft_len: int, rule: Rule = "greedy",
                          eos_token_id: int | None = None, policy: MismatchPolicy | None = None,
                          tau: float = 0.5, temperature: float = 1.0, generator: torch.Generator | None = None,
-                         hidden_layer: int = -1) -> SpecOutput:
+                         hidden_layer: int = -1, csi: CSI | None = None) -> SpecOutput:
     """Speculative decoding of ``prompt_ids`` with the drafter proposing ``draft_len`` tokens per round.
 
     rule: "greedy" (lossless w.r.t. target greedy decoding), "sampling" (speculative sampling at
     ``temperature``; pass a seeded ``generator``), "wisv" (semantic acceptance with ``policy`` and
     threshold ``tau``; RejectAll or tau=0 equals greedy).  Stops at EOS or ``max_new_tokens``.
-    ``hidden_layer`` selects which hidden-state layer is recorded (-1: final, post-norm).
+    ``hidden_layer`` selects which hidden-state layer is recorded (-1: final, post-norm); ``csi`` is
+    passed to the policy (the link state the decision head conditions on).
     """
     if rule not in ("greedy", "sampling", "wisv"):
         raise ValueError(f"unknown rule {rule!r}; use 'greedy', 'sampling' or 'wisv'")
@@ -143,22 +98,26 @@ def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prom
         eos_token_id = target.generation_config.eos_token_id
         eos_token_id = eos_token_id[0] if isinstance(eos_token_id, list) else eos_token_id
     policy = policy or RejectAll()
-    d, t = _Model(drafter, DynamicCache()), _Model(target, DynamicCache())
-    t.forward(seq[:-1], hidden_layer) if len(seq) > 1 else None  # prefill all but the last token
-    d.forward(seq[:-1], hidden_layer) if len(seq) > 1 else None
-    n_prompt, rounds = len(seq), []
-    while len(seq) - n_prompt < max_new_tokens:
-        budget = max_new_tokens - (len(seq) - n_prompt)
-        rec = _round(d, t, seq, min(draft_len, budget - 1), rule, eos_token_id, policy, tau, temperature,
-                     generator, hidden_layer, len(rounds))
+    d, t = DraftSession(drafter, seq, hidden_layer), VerifySession(target, seq, hidden_layer)
+    out, rounds = [], []
+    while len(out) < max_new_tokens:
+        budget = max_new_tokens - len(out)
+        rec = _round(d, t, min(draft_len, budget - 1), rule, eos_token_id, policy, tau, temperature,
+                     generator, len(rounds), csi)
         rounds.append(rec)
-        rec.committed = rec.committed[:budget]
-        if eos_token_id in rec.committed:
-            rec.committed = rec.committed[: rec.committed.index(eos_token_id) + 1]
-        seq.extend(rec.committed)
+        rec.committed = truncate_output(rec.committed, budget, eos_token_id)
+        out.extend(rec.committed)
         if rec.committed[-1] == eos_token_id:
             break
-    return SpecOutput(seq[n_prompt:], rounds)
+    return SpecOutput(out, rounds)
+
+
+def truncate_output(committed: list[int], budget: int, eos_token_id: int | None) -> list[int]:
+    """Cut a round's committed tokens at the token budget and just after EOS."""
+    committed = committed[:budget]
+    if eos_token_id is not None and eos_token_id in committed:
+        committed = committed[: committed.index(eos_token_id) + 1]
+    return committed
 
 
 def _verdict(rule: Rule, draft: torch.Tensor, q: torch.Tensor | None, logits: torch.Tensor, argmax: torch.Tensor,
@@ -173,21 +132,18 @@ def _verdict(rule: Rule, draft: torch.Tensor, q: torch.Tensor | None, logits: to
     return greedy_accept_ids(draft, argmax)
 
 
-def _round(d: _Model, t: _Model, seq: list[int], k: int, rule: Rule, eos: int | None, policy: MismatchPolicy,
-           tau: float, temperature: float, gen, hidden_layer: int, index: int) -> RoundRecord:
+def _round(d: DraftSession, t: VerifySession, k: int, rule: Rule, eos: int | None, policy: MismatchPolicy,
+           tau: float, temperature: float, gen, index: int, csi: CSI | None) -> RoundRecord:
     """Draft, verify in one pass, decide, and roll both caches back to the committed prefix."""
-    toks, q, h_d = _draft(d, seq, k, rule, eos, temperature, gen, hidden_layer) if k > 0 else ([], None, None)
-    logits, h_t = t.forward([seq[-1]] + toks, hidden_layer)  # [K+1, V], [K+1, d_t]
-    draft = torch.tensor(toks, dtype=torch.long, device=logits.device)
-    argmax = logits.argmax(dim=-1)  # [K+1]
-    mism = torch.nonzero(draft != argmax[: len(toks)]).flatten().tolist()
-    hd = h_d[mism] if mism else None
-    ht = h_t[mism] if mism else None
-    probs = policy.reject_probs(hd, ht, mism) if (rule == "wisv" and mism) else torch.zeros(0)
-    v = _verdict(rule, draft, q, logits, argmax, probs, tau, temperature, gen)
-    committed = v.committed(toks)
-    base = len(seq) - 1  # both caches are rolled back to cover seq + accepted draft tokens
-    t.rollback(base + 1 + v.n_accepted)
-    d.rollback(min(d.cached_len, base + 1 + v.n_accepted))
-    return RoundRecord(index, len(toks), v.n_accepted, mism, v.next_token, toks, argmax.tolist(), committed,
-                       [float(x) for x in probs], hd, ht)
+    dr = d.draft(k, sample=rule == "sampling", temperature=temperature, generator=gen, eos_token_id=eos)
+    blk = t.verify(dr.tokens)
+    draft = torch.tensor(dr.tokens, dtype=torch.long, device=blk.argmax.device)  # [K]
+    mism = torch.nonzero(draft != blk.argmax[: len(dr.tokens)]).flatten().tolist()
+    hd = dr.hidden[mism] if mism else None  # [m, d_d]
+    ht = blk.hidden[mism] if mism else None  # [m, d_t]
+    probs = policy.reject_probs(hd, ht, mism, csi) if (rule == "wisv" and mism) else torch.zeros(0)
+    v = _verdict(rule, draft, dr.probs, blk.logits, blk.argmax, probs, tau, temperature, gen)
+    committed = t.commit(dr.tokens, v.n_accepted, v.next_token)
+    d.commit(committed)
+    return RoundRecord(index, len(dr.tokens), v.n_accepted, mism, v.next_token, dr.tokens, blk.argmax.tolist(),
+                       committed, [float(x) for x in probs], hd, ht)

@@ -1,0 +1,47 @@
+"""Live CSI estimation on the UE: handshake RTT and timed probe payloads, smoothed (pure, transport-free)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from channel.csi import CSI
+
+
+@dataclass
+class CSIEstimator:
+    """Exponentially smoothed RTT and effective up/down rates from handshakes and probes.
+
+    PER is not observable by timing alone; a lossy link shows up as a lower effective rate
+    R(1-PER), which is what latency predictions need, so the estimate reports per = 0.
+    """
+
+    alpha: float = 0.5  # weight of the newest sample
+    rtt_ms: float | None = None
+    rate_up_mbps: float | None = None
+    rate_down_mbps: float | None = None
+
+    def add_rtt(self, rtt_s: float) -> None:
+        self.rtt_ms = _ewma(self.rtt_ms, rtt_s * 1e3, self.alpha)
+
+    def add_probe(self, direction: str, nbytes: int, elapsed_s: float) -> None:
+        """A probe of ``nbytes`` (one direction) whose exchange took ``elapsed_s`` including one RTT."""
+        rate = probe_rate_mbps(nbytes, elapsed_s, (self.rtt_ms or 0.0) / 1e3)
+        if direction == "up":
+            self.rate_up_mbps = _ewma(self.rate_up_mbps, rate, self.alpha)
+        else:
+            self.rate_down_mbps = _ewma(self.rate_down_mbps, rate, self.alpha)
+
+    def csi(self) -> CSI | None:
+        """The current estimate, or None before the first RTT sample."""
+        if self.rtt_ms is None:
+            return None
+        return CSI(self.rate_up_mbps or math.inf, self.rate_down_mbps or math.inf, self.rtt_ms)
+
+
+def probe_rate_mbps(nbytes: int, elapsed_s: float, rtt_s: float, floor_s: float = 1e-5) -> float:
+    """Effective rate from a probe: nbytes serialized in (elapsed - RTT) seconds."""
+    return nbytes * 8 / max(elapsed_s - rtt_s, floor_s) / 1e6
+
+
+def _ewma(old: float | None, new: float, alpha: float) -> float:
+    return new if old is None else old + alpha * (new - old)

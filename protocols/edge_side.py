@@ -1,0 +1,158 @@
+"""Edge side of a session as a state machine over messages: DRAFT -> (HIDDEN_REQ -> HIDDEN ->) VERDICT.
+
+The edge verifies a block in one target pass (KV cache kept across rounds), applies the
+protocol's acceptance rule, commits, and reports its compute time so the UE can separate
+communication from computation.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from channel.csi import CSI
+from protocols.registry import ROUND_PROTOCOLS, Protocol, get_protocol
+from protocols.wire import Message, MsgType, make
+from wisv.acceptance import Verdict, greedy_accept_ids, speculative_sampling_accept, wisv_accept
+from wisv.sessions import Block, VerifySession
+from wisv.speculative import MismatchPolicy, truncate_output
+
+
+class ProtocolError(ValueError):
+    """A well-formed message that is wrong for the session's state; .code names the problem."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class _Pending:
+    """A verified SH block waiting for the requested hidden states."""
+
+    round: int
+    tokens: list[int]
+    block: Block
+    mismatches: list[int]
+    t_verify_s: float
+    protocol: Protocol
+    csi: CSI | None
+
+
+class EdgeSession:
+    """One UE session on the edge: target KV state, protocol, token budget."""
+
+    def __init__(self, sid: str, verify: VerifySession, open_msg: Message, policy: MismatchPolicy, tau: float,
+                 eos_token_id: int | None):
+        h = open_msg.header
+        self.sid, self.verify, self.policy, self.tau, self.eos = sid, verify, policy, tau, eos_token_id
+        self.protocol_name = h["protocol"]
+        get_protocol(self.protocol_name)  # validates the name
+        self.draft_len, self.max_new = h["draft_len"], h["max_new_tokens"]
+        self.drafter_hidden = h.get("drafter_hidden")
+        self.temperature = h.get("temperature", 1.0)
+        self.gen = torch.Generator().manual_seed(h.get("seed", 0))
+        self.generated, self.done, self.pending = 0, False, None
+        self.last_active = time.monotonic()
+
+    def on_draft(self, msg: Message) -> Message:
+        """Verify a block; reply HIDDEN_REQ (SH with mismatches) or VERDICT."""
+        if self.done:
+            raise ProtocolError("session_done", "DRAFT after the session finished")
+        if self.pending is not None:
+            raise ProtocolError("bad_state", f"DRAFT while round {self.pending.round} waits for HIDDEN")
+        proto = self._round_protocol(msg.header.get("protocol"))
+        tokens = [int(t) for t in msg.tensors["tokens"]]
+        self._check_draft(proto, msg, len(tokens))
+        t0 = time.perf_counter()
+        block = self.verify.verify(tokens)
+        t_verify = time.perf_counter() - t0
+        mism = torch.nonzero(torch.tensor(tokens) != block.argmax[: len(tokens)].cpu()).flatten().tolist()
+        csi = _csi_of(msg.header.get("csi"))
+        queried = proto.query(mism)
+        pend = _Pending(msg.header["round"], tokens, block, mism, t_verify, proto, csi)
+        if queried:
+            self.pending = pend
+            return make(MsgType.HIDDEN_REQ, self.sid, {"positions": np.asarray(queried, np.int32)}, round=pend.round)
+        h_d = msg.tensors.get("hidden")
+        return self._finish(pend, None if h_d is None else h_d[mism], msg.tensors.get("probs"))
+
+    def on_hidden(self, msg: Message) -> Message:
+        """Finish the pending SH round with the uploaded hidden states."""
+        p = self.pending
+        if p is None or msg.header["round"] != p.round:
+            raise ProtocolError("bad_state", f"HIDDEN for round {msg.header['round']} with no such pending round")
+        hidden = msg.tensors["hidden"]
+        if hidden.shape[0] != len(p.mismatches):
+            raise ProtocolError("shape_mismatch", f"HIDDEN has {hidden.shape[0]} rows, requested {len(p.mismatches)}")
+        self._check_width(hidden)
+        self.pending = None
+        return self._finish(p, hidden, None)
+
+    def _finish(self, p: _Pending, h_d: np.ndarray | None, probs: np.ndarray | None) -> Message:
+        t0 = time.perf_counter()
+        v, t_head = self._decide(p, h_d, probs)
+        committed = self.verify.commit(p.tokens, v.n_accepted, v.next_token)
+        committed = truncate_output(committed, self.max_new - self.generated, self.eos)
+        self.generated += len(committed)
+        self.done = self.generated >= self.max_new or (self.eos is not None and committed[-1] == self.eos)
+        t_verify = p.t_verify_s + (time.perf_counter() - t0) - t_head
+        return make(MsgType.VERDICT, self.sid, None, round=p.round, n_accepted=v.n_accepted, next_token=v.next_token,
+                    mismatches=len(p.mismatches), queried=len(p.protocol.query(p.mismatches)),
+                    t_verify_s=t_verify, t_head_s=t_head, done=self.done)
+
+    def _decide(self, p: _Pending, h_d: np.ndarray | None, probs: np.ndarray | None) -> tuple[Verdict, float]:
+        draft = torch.tensor(p.tokens, dtype=torch.long)
+        argmax = p.block.argmax.cpu()
+        if p.protocol.rule == "sampling":
+            return self._sample(draft, p.block, probs), 0.0
+        if p.protocol.rule == "greedy" or not p.mismatches:
+            return greedy_accept_ids(draft, argmax), 0.0
+        t0 = time.perf_counter()
+        hd = torch.from_numpy(np.asarray(h_d, dtype=np.float32))  # [m, d_d]
+        ht = p.block.hidden[p.mismatches].cpu()  # [m, d_t]
+        reject = self.policy.reject_probs(hd, ht, p.mismatches, p.csi)
+        t_head = time.perf_counter() - t0
+        return wisv_accept(draft, argmax, reject, self.tau), t_head
+
+    def _sample(self, draft: torch.Tensor, block: Block, probs: np.ndarray) -> Verdict:
+        q = torch.from_numpy(np.asarray(probs, dtype=np.float64))  # [K, V'] fp16 on the wire
+        q = q / q.sum(dim=-1, keepdim=True)
+        p = torch.softmax(block.logits[:, : q.shape[-1]].double().cpu() / self.temperature, dim=-1)  # [K+1, V']
+        return speculative_sampling_accept(draft, q, p, self.gen)
+
+    def _round_protocol(self, named: str | None) -> Protocol:
+        name = named or self.protocol_name
+        if name not in ROUND_PROTOCOLS:
+            raise ProtocolError("bad_protocol", f"DRAFT names protocol {name!r}; expected one of {ROUND_PROTOCOLS}")
+        allowed = ("fh", "sh") if self.protocol_name == "auto" else (self.protocol_name,)
+        if name not in allowed:
+            raise ProtocolError("bad_protocol", f"DRAFT uses {name!r} in a {self.protocol_name!r} session")
+        return get_protocol(name)
+
+    def _check_draft(self, proto: Protocol, msg: Message, k: int) -> None:
+        if k > self.draft_len:
+            raise ProtocolError("too_large", f"DRAFT has {k} tokens, session draft_len is {self.draft_len}")
+        if proto.name == "fh" and "hidden" not in msg.tensors:
+            raise ProtocolError("missing_tensor", "fh DRAFT without 'hidden'")
+        if proto.rule == "sampling" and "probs" not in msg.tensors:
+            raise ProtocolError("missing_tensor", "reject DRAFT without 'probs'")
+        if "hidden" in msg.tensors:
+            self._check_width(msg.tensors["hidden"])
+
+    def _check_width(self, hidden: np.ndarray) -> None:
+        if self.drafter_hidden is not None and hidden.shape[1] != self.drafter_hidden:
+            raise ProtocolError("shape_mismatch", f"hidden width {hidden.shape[1]} != drafter_hidden "
+                                                  f"{self.drafter_hidden} declared at OPEN")
+
+
+def _csi_of(d: dict | None) -> CSI | None:
+    """The UE's measured CSI from a DRAFT header, or None when absent or malformed."""
+    if not d:
+        return None
+    try:
+        return CSI.from_dict(d)
+    except (ValueError, TypeError, KeyError):
+        return None

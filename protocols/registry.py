@@ -1,0 +1,79 @@
+"""Upload protocols behind one small interface, resolved by name: greedy, reject, fh, sh, auto.
+
+A protocol says what the UE uploads with a draft block, which positions the edge queries for
+hidden states afterwards, and which acceptance rule the edge applies.  ``auto`` is a UE-side
+chooser between ``fh`` and ``sh`` (see protocols/auto.py); each DRAFT names the protocol it used.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from wisv.sessions import Draft
+
+
+class Protocol:
+    """Base: token ids only, greedy acceptance, no hidden-state query."""
+
+    name: ClassVar[str] = "greedy"
+    rule: ClassVar[str] = "greedy"  # acceptance rule at the edge: greedy | sampling | wisv
+    samples: ClassVar[bool] = False  # the drafter samples (and uploads q) instead of taking argmax
+
+    def uplink(self, draft: Draft) -> dict[str, np.ndarray]:
+        """Tensors of the DRAFT message."""
+        return {"tokens": np.asarray(draft.tokens, dtype=np.int32)}  # [K]
+
+    def query(self, mismatches: list[int]) -> list[int]:
+        """Positions whose drafter hidden states the edge requests after verification."""
+        return []
+
+
+class Greedy(Protocol):
+    """Greedy SD: uplink carries token ids only; accept up to the first mismatch."""
+
+
+class Reject(Protocol):
+    """Speculative sampling: uplink carries the drafter's full-vocabulary probabilities (fp16)."""
+
+    name, rule, samples = "reject", "sampling", True
+
+    def uplink(self, draft: Draft) -> dict[str, np.ndarray]:
+        probs = draft.probs.float().numpy().astype(np.float16)  # [K, V]
+        return super().uplink(draft) | {"probs": probs}
+
+
+class FullHidden(Protocol):
+    """WISV-FH: token ids plus drafter hidden states for all K positions, in one uplink."""
+
+    name, rule = "fh", "wisv"
+
+    def uplink(self, draft: Draft) -> dict[str, np.ndarray]:
+        return super().uplink(draft) | {"hidden": draft.hidden.numpy().astype(np.float16)}  # [K, d_d]
+
+
+class SelectiveHidden(Protocol):
+    """WISV-SH: token ids first; the edge then requests hidden states at the mismatch positions only."""
+
+    name, rule = "sh", "wisv"
+
+    def query(self, mismatches: list[int]) -> list[int]:
+        return list(mismatches)
+
+
+class Auto(FullHidden):
+    """Chooses FH or SH before each round from the live CSI (the choice is made by protocols.auto)."""
+
+    name = "auto"
+
+
+PROTOCOLS: dict[str, type[Protocol]] = {p.name: p for p in (Greedy, Reject, FullHidden, SelectiveHidden, Auto)}
+ROUND_PROTOCOLS = ("greedy", "reject", "fh", "sh")  # what a DRAFT may name (auto resolves to fh or sh)
+
+
+def get_protocol(name: str) -> Protocol:
+    """Resolve a protocol by name, with a clear error listing the known ones."""
+    try:
+        return PROTOCOLS[name]()
+    except KeyError:
+        raise ValueError(f"unknown protocol {name!r}; choose one of {sorted(PROTOCOLS)}") from None

@@ -1,0 +1,121 @@
+"""UE side of a session as a state machine over messages: draft a block, upload it, answer HIDDEN_REQ, commit.
+
+The socket shell (testbed/ue.py) sends what ``open_message``/``next_draft``/``on_reply`` return and
+measures time; everything protocol-specific lives here.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from channel.csi import CSI
+from protocols.accounting import wire_payload_bits
+from protocols.auto import MismatchStats, choose
+from protocols.registry import Protocol, get_protocol
+from protocols.wire import Message, MsgType, make
+from wisv.sessions import Draft, DraftSession
+from wisv.speculative import truncate_output
+
+
+class EdgeError(RuntimeError):
+    """The edge answered with an ERROR message."""
+
+
+@dataclass
+class UEParams:
+    """What a UE session needs besides the drafter."""
+
+    protocol: str = "auto"  # greedy | reject | fh | sh | auto
+    draft_len: int = 8  # K, tokens per block
+    max_new_tokens: int = 160  # generation budget per prompt
+    auto_rule: str = "cost"  # auto's FH/SH rule: cost (eqs. 6/10) | rtt (FH if RTT > 10 ms)
+    temperature: float = 1.0  # sampling temperature (reject)
+    seed: int = 0  # sampling seed (reject; the edge gets seed + 1)
+    vocab_size: int = 0  # for the cost model's payload constants (reject probs width)
+
+
+@dataclass
+class RoundState:
+    """What the UE knows about the round in flight."""
+
+    index: int
+    protocol: str  # protocol actually used this round (auto resolves to fh or sh)
+    draft: Draft
+    t_draft_s: float
+    verdict: dict = field(default_factory=dict)  # VERDICT header once it arrives
+
+
+class UESession:
+    """Drives one prompt: OPEN, rounds of DRAFT/(HIDDEN_REQ/HIDDEN)/VERDICT, CLOSE."""
+
+    def __init__(self, sid: str, drafter: DraftSession, params: UEParams, eos_token_id: int | None):
+        self.sid, self.d, self.p, self.eos = sid, drafter, params, eos_token_id
+        self.proto: Protocol = get_protocol(params.protocol)
+        self.gen = torch.Generator().manual_seed(params.seed)
+        self.stats = MismatchStats()
+        self.tokens: list[int] = []
+        self.done = False
+        self.round: RoundState | None = None
+        self.n_rounds = 0
+
+    def open_message(self) -> Message:
+        prompt = np.asarray(self.d.seq, dtype=np.int32)
+        return make(MsgType.OPEN, self.sid, {"prompt": prompt}, protocol=self.p.protocol, draft_len=self.p.draft_len,
+                    max_new_tokens=self.p.max_new_tokens, drafter_hidden=int(self.d.model.config.hidden_size),
+                    temperature=float(self.p.temperature), seed=self.p.seed + 1)
+
+    def next_draft(self, csi_est: CSI | None) -> Message:
+        """Draft the next block and build its DRAFT message (auto picks FH or SH first)."""
+        budget = self.p.max_new_tokens - len(self.tokens)
+        k = max(1, min(self.p.draft_len, budget - 1))  # a block has >= 1 token; extra output is truncated
+        proto = self._round_protocol(csi_est, k)
+        t0 = time.perf_counter()
+        draft = self.d.draft(k, sample=proto.samples, temperature=self.p.temperature, generator=self.gen,
+                             eos_token_id=self.eos)
+        t_draft = time.perf_counter() - t0
+        self.round = RoundState(self.n_rounds, proto.name, draft, t_draft)
+        header = {"round": self.n_rounds, "t_draft_s": t_draft, "protocol": proto.name}
+        if csi_est is not None:
+            header["csi"] = csi_est.to_dict()
+        return make(MsgType.DRAFT, self.sid, proto.uplink(draft), **header)
+
+    def on_reply(self, msg: Message) -> Message | None:
+        """Answer a HIDDEN_REQ with HIDDEN; on VERDICT commit and return None."""
+        if msg.type == MsgType.ERROR:
+            raise EdgeError(f"edge error [{msg.header['code']}]: {msg.header['text']}")
+        r = self.round
+        if msg.type == MsgType.HIDDEN_REQ:
+            pos = [int(i) for i in msg.tensors["positions"]]
+            if max(pos) >= len(r.draft.tokens):
+                raise EdgeError(f"HIDDEN_REQ positions {pos} outside the {len(r.draft.tokens)}-token block")
+            hidden = r.draft.hidden[pos].numpy().astype(np.float16)  # [m, d_d]
+            return make(MsgType.HIDDEN, self.sid, {"hidden": hidden}, round=r.index)
+        if msg.type != MsgType.VERDICT:
+            raise EdgeError(f"unexpected {msg.type.name} during round {r.index}")
+        self._commit(msg.header)
+        return None
+
+    def close_message(self) -> Message:
+        return make(MsgType.CLOSE, self.sid)
+
+    def _commit(self, v: dict) -> None:
+        r = self.round
+        r.verdict = v
+        committed = r.draft.tokens[: v["n_accepted"]] + [v["next_token"]]
+        self.d.commit(committed)
+        committed = truncate_output(committed, self.p.max_new_tokens - len(self.tokens), self.eos)
+        self.tokens.extend(committed)
+        self.stats.update(v["mismatches"])
+        self.n_rounds += 1
+        self.done = v["done"] or len(self.tokens) >= self.p.max_new_tokens or committed[-1] == self.eos
+
+    def _round_protocol(self, csi_est: CSI | None, k: int) -> Protocol:
+        if self.proto.name != "auto":
+            return self.proto
+        if csi_est is None:
+            return get_protocol("fh")
+        pb = wire_payload_bits(int(self.d.model.config.hidden_size), self.p.vocab_size or 1)
+        return get_protocol(choose(self.p.auto_rule, csi_est, k, self.stats, pb))

@@ -1,0 +1,82 @@
+"""Benchmark the in-process core: tokens/s of target-only greedy vs greedy SD at K = 4, 8, 16, with AAL.
+
+Usage: ``python scripts/bench_core.py [--prompts 20] [--out results/bench_core.json] [--threads 1]``
+A benchmark, not a test: it writes JSON with the machine, versions and settings it ran under.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+import transformers
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from wisv.evaluate import encode_prompt, greedy_reference  # noqa: E402
+from wisv.lossless import check_lossless  # noqa: E402
+from wisv.models import load_pair  # noqa: E402
+from wisv.speculative import speculative_generate  # noqa: E402
+from wisv.toydata import load_split  # noqa: E402
+
+
+def bench_target_only(target, prompts: list[list[int]], max_new: int) -> tuple[dict, list[list[int]]]:
+    t0, outs = time.perf_counter(), []
+    for ids in tqdm(prompts, desc="target-only greedy"):
+        outs.append(greedy_reference(target, ids, max_new))
+    dt = time.perf_counter() - t0
+    n = sum(map(len, outs))
+    return {"tokens": n, "seconds": dt, "tokens_per_s": n / dt}, outs
+
+
+def bench_sd(drafter, target, prompts: list[list[int]], refs: list[list[int]], k: int, max_new: int) -> dict:
+    t0, n, acc, rounds, identical, ok = time.perf_counter(), 0, 0, 0, 0, 0
+    for ids, ref in tqdm(list(zip(prompts, refs)), desc=f"greedy SD K={k}"):
+        out = speculative_generate(drafter, target, ids, max_new_tokens=max_new, draft_len=k)
+        n, rounds = n + len(out.tokens), rounds + len(out.rounds)
+        acc += sum(r.accepted for r in out.rounds)
+        rep = check_lossless(target, ids, ref, out.tokens)
+        identical, ok = identical + rep.identical, ok + rep.ok
+    dt = time.perf_counter() - t0
+    return {"k": k, "tokens": n, "seconds": dt, "tokens_per_s": n / dt, "aal": acc / rounds,
+            "rounds_per_prompt": rounds / len(prompts), "identical_to_target": identical / len(prompts),
+            "lossless_up_to_near_ties": ok / len(prompts)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prompts", type=int, default=20)
+    ap.add_argument("--max-new-tokens", type=int, default=160)
+    ap.add_argument("--draft-lens", default="4,8,16")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--drafter", default=None)
+    ap.add_argument("--target", default=None)
+    ap.add_argument("--out", type=Path, default=Path("results/bench_core.json"))
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    drafter, target, tok = load_pair(args.drafter, args.target)
+    prompts = [encode_prompt(tok, p.prompt) for p in load_split("test", args.prompts)]
+    base, refs = bench_target_only(target, prompts, args.max_new_tokens)
+    sd = [bench_sd(drafter, target, prompts, refs, int(k), args.max_new_tokens) for k in args.draft_lens.split(",")]
+    for r in sd:
+        r["speedup"] = r["tokens_per_s"] / base["tokens_per_s"]
+    res = {"target_only": base, "greedy_sd": sd, "prompts": args.prompts, "max_new_tokens": args.max_new_tokens,
+           "threads": args.threads, "drafter": args.drafter or "built-in", "target": args.target or "built-in",
+           "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+           "versions": {"torch": torch.__version__, "transformers": transformers.__version__}}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(res, indent=1))
+    print(f"target-only: {base['tokens_per_s']:.1f} tok/s")
+    for r in sd:
+        print(f"greedy SD K={r['k']:>2}: {r['tokens_per_s']:.1f} tok/s ({r['speedup']:.2f}x), AAL {r['aal']:.2f}, "
+              f"identical {r['identical_to_target']:.0%}")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

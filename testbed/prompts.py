@@ -1,0 +1,65 @@
+"""Prompts of a run (built-in test split or a JSONL file) and the target-only greedy reference outputs."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import torch
+from tqdm import tqdm
+from transformers import AutoTokenizer
+
+from wisv.evaluate import encode_prompt, greedy_reference
+from wisv.models import builtin_paths, default_dtype, load_model
+from wisv.toydata import format_prompt, load_split
+
+
+def _target_dir(cfg) -> Path:
+    return Path(cfg.target) if cfg.target else builtin_paths()[1]
+
+
+def read_jsonl_prompts(path: Path, tok) -> list[dict]:
+    """Rows with ``prompt`` (question text, wrapped in the toy prompt format unless ``raw``) or ``prompt_ids``."""
+    rows = []
+    for i, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{i}: not JSON ({e})") from e
+        if "prompt_ids" in r:
+            ids = [int(t) for t in r["prompt_ids"]]
+        elif "prompt" in r:
+            text = r["prompt"] if r.get("raw") else format_prompt(r["prompt"])
+            ids = encode_prompt(tok, text)
+        else:
+            raise ValueError(f"{path}:{i}: needs 'prompt' or 'prompt_ids'")
+        rows.append({"prompt_id": str(r.get("prompt_id", f"line-{i}")), "prompt_ids": ids, "answer": r.get("answer")})
+    return rows
+
+
+def load_prompts(cfg, out_file: Path) -> tuple[pd.DataFrame, object]:
+    """Resolve the run's prompts, write them as JSONL (prompt_id, prompt_ids, answer) and return them."""
+    tok = AutoTokenizer.from_pretrained(_target_dir(cfg))
+    if cfg.prompts_file:
+        rows = read_jsonl_prompts(Path(cfg.prompts_file), tok)[: cfg.prompts]
+    else:
+        rows = [{"prompt_id": p.pid, "prompt_ids": encode_prompt(tok, p.prompt), "answer": p.answer}
+                for p in load_split("test", cfg.prompts)]
+    if not rows:
+        raise ValueError("no prompts to run")
+    out_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return pd.DataFrame(rows), tok
+
+
+def reference_outputs(cfg, prompts: pd.DataFrame, out_file: Path) -> dict[str, list[int]]:
+    """Target-only greedy outputs (what lossless protocols must reproduce), saved as JSONL."""
+    torch.set_num_threads(1)
+    target = load_model(_target_dir(cfg), "target", cfg.device, default_dtype(cfg.device))
+    refs = {}
+    for pid, ids in tqdm(list(zip(prompts["prompt_id"], prompts["prompt_ids"])), desc="target-only reference"):
+        refs[pid] = greedy_reference(target, list(ids), cfg.max_new_tokens)
+    out_file.write_text("".join(json.dumps({"prompt_id": k, "tokens": v}) + "\n" for k, v in refs.items()))
+    del target
+    return refs

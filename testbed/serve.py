@@ -1,0 +1,181 @@
+"""Edge server: a ZeroMQ ROUTER serving many UE sessions, each with its own target KV cache.
+
+Usage: ``python -m testbed.serve --bind tcp://127.0.0.1:5555 [--target DIR] [--head none]``
+Prints ``READY <endpoint>`` once listening.  A bad message gets an ERROR reply naming the problem;
+every other session keeps being served.  Sessions are freed on CLOSE or after ``--session-timeout-s``.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import zmq
+
+from protocols.edge_side import EdgeSession, ProtocolError
+from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, error_message, make
+from testbed.heads import HEAD_CHOICES, load_policy
+from wisv.evaluate import eos_id
+from wisv.models import builtin_paths, default_dtype, load_model
+from wisv.sessions import VerifySession
+
+log = logging.getLogger("testbed.serve")
+
+
+@dataclass
+class ServeConfig:
+    """Edge server settings."""
+
+    bind: str = "tcp://127.0.0.1:5555"  # ZeroMQ endpoint; port 0 picks a free port
+    target: str | None = None  # local HF directory of the target; None = built-in toy target
+    device: str = "cpu"  # torch device of the target
+    head: str = "none"  # decision head for fh/sh/auto: none (reject every mismatch) | accept-all
+    tau: float = 0.5  # decision threshold: reject a mismatch iff p >= tau
+    session_timeout_s: float = 120.0  # idle sessions are freed after this long
+    max_sessions: int = 256  # OPEN beyond this many live sessions is refused
+    max_draft_len: int = 64  # largest accepted block K
+
+
+class EdgeServer:
+    """Message handling without sockets: ``handle(peer, frames) -> reply frames``."""
+
+    def __init__(self, cfg: ServeConfig, target, policy):
+        self.cfg, self.target, self.policy = cfg, target, policy
+        self.eos = eos_id(target)
+        self.limits = Limits(vocab_size=int(target.config.vocab_size), max_draft_len=cfg.max_draft_len,
+                             max_positions=cfg.max_draft_len)
+        self.sessions: dict[tuple[bytes, str], EdgeSession] = {}
+
+    def handle(self, peer: bytes, frames: list) -> list[bytes]:
+        """Decode, dispatch and encode one reply; never raises for a peer's mistake."""
+        sid = "unknown"
+        try:
+            msg = decode(frames, self.limits)
+            sid = msg.session
+            return encode(self._dispatch(peer, msg))
+        except (WireError, ProtocolError) as e:
+            return encode(error_message(sid, e.code, str(e)))
+        except Exception as e:  # noqa: BLE001 - the server must keep serving other sessions
+            log.exception("internal error handling a message from session %s", sid)
+            self._drop(peer, sid)
+            return encode(error_message(sid, "internal", f"{type(e).__name__}: {e}"))
+
+    def _dispatch(self, peer: bytes, msg: Message) -> Message:
+        if msg.type == MsgType.PING:
+            payload = np.zeros(msg.header.get("reply_bytes", 0), np.uint8)
+            return make(MsgType.PONG, msg.session, {"payload": payload}, seq=msg.header["seq"],
+                        t_send=msg.header["t_send"])
+        if msg.type == MsgType.OPEN:
+            return self._open(peer, msg)
+        key = (peer, msg.session)
+        sess = self.sessions.get(key)
+        if sess is None:
+            raise ProtocolError("unknown_session", f"no open session {msg.session!r} for this peer")
+        sess.last_active = time.monotonic()
+        if msg.type == MsgType.DRAFT:
+            return sess.on_draft(msg)
+        if msg.type == MsgType.HIDDEN:
+            return sess.on_hidden(msg)
+        if msg.type == MsgType.CLOSE:
+            self._drop(peer, msg.session)
+            return make(MsgType.CLOSED, msg.session)
+        raise ProtocolError("bad_type", f"the edge does not accept {msg.type.name} messages")
+
+    def _open(self, peer: bytes, msg: Message) -> Message:
+        if len(self.sessions) >= self.cfg.max_sessions and (peer, msg.session) not in self.sessions:
+            raise ProtocolError("busy", f"{len(self.sessions)} sessions open (max {self.cfg.max_sessions})")
+        if msg.header["draft_len"] > self.cfg.max_draft_len:
+            raise ProtocolError("too_large", f"draft_len {msg.header['draft_len']} > {self.cfg.max_draft_len}")
+        self._drop(peer, msg.session)
+        prompt = [int(t) for t in msg.tensors["prompt"]]
+        sess = EdgeSession(msg.session, VerifySession(self.target, prompt), msg, self.policy, self.cfg.tau, self.eos)
+        self.sessions[(peer, msg.session)] = sess
+        return make(MsgType.OPEN_OK, msg.session, target_hidden=int(self.target.config.hidden_size),
+                    vocab_size=int(self.target.config.vocab_size))
+
+    def _drop(self, peer: bytes, sid: str) -> None:
+        sess = self.sessions.pop((peer, sid), None)
+        if sess is not None:
+            sess.verify.free()
+
+    def sweep(self, now: float | None = None) -> int:
+        """Free sessions idle for longer than the timeout; return how many."""
+        now = time.monotonic() if now is None else now
+        stale = [k for k, s in self.sessions.items() if now - s.last_active > self.cfg.session_timeout_s]
+        for peer, sid in stale:
+            self._drop(peer, sid)
+        return len(stale)
+
+
+def serve(cfg: ServeConfig, ready=print) -> None:
+    """Load the target, bind, and serve until SIGINT/SIGTERM."""
+    torch.set_num_threads(1)
+    path = cfg.target or builtin_paths()[1]
+    target = load_model(Path(path), "target", cfg.device, default_dtype(cfg.device))
+    server = EdgeServer(cfg, target, load_policy(cfg.head))
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    sock.setsockopt(zmq.LINGER, 0)
+    stop = {"flag": False}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.update(flag=True))
+    try:
+        endpoint = _bind(sock, cfg.bind)
+        ready(f"READY {endpoint}", flush=True)
+        _loop(sock, server, stop)
+    finally:
+        sock.close(0)
+        ctx.term()
+
+
+def _bind(sock: zmq.Socket, bind: str) -> str:
+    if bind.endswith(":0"):
+        bind = bind[:-2] + ":*"
+    sock.bind(bind)
+    return sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+
+
+def _loop(sock: zmq.Socket, server: EdgeServer, stop: dict) -> None:
+    poller = zmq.Poller()
+    poller.register(sock, zmq.POLLIN)
+    last_sweep = time.monotonic()
+    while not stop["flag"]:
+        if poller.poll(100):
+            peer, *frames = sock.recv_multipart(copy=False)
+            reply = server.handle(peer.bytes, frames)
+            sock.send_multipart([peer.bytes] + reply)
+        if time.monotonic() - last_sweep > 1.0:
+            server.sweep()
+            last_sweep = time.monotonic()
+
+
+def parse_args(argv: list[str] | None = None) -> ServeConfig:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    d = ServeConfig()
+    ap.add_argument("--bind", default=d.bind, help="ZeroMQ endpoint to bind (port 0: any free port)")
+    ap.add_argument("--target", default=None, help="local HF target directory (default: built-in toy target)")
+    ap.add_argument("--device", default=d.device)
+    ap.add_argument("--head", default=d.head, choices=HEAD_CHOICES,
+                    help="decision head for fh/sh/auto; 'none' rejects every mismatch (greedy-equivalent)")
+    ap.add_argument("--tau", type=float, default=d.tau, help="reject a mismatch iff p >= tau")
+    ap.add_argument("--session-timeout-s", type=float, default=d.session_timeout_s)
+    ap.add_argument("--max-sessions", type=int, default=d.max_sessions)
+    ap.add_argument("--max-draft-len", type=int, default=d.max_draft_len)
+    return ServeConfig(**{k: v for k, v in vars(ap.parse_args(argv)).items()})
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    cfg = parse_args(argv)
+    log.info("config %s", asdict(cfg))
+    serve(cfg)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

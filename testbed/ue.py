@@ -1,0 +1,210 @@
+"""UE process: drafts with the drafter and runs a protocol against the edge, writing one record per round.
+
+Usage: ``python -m testbed.ue --connect tcp://127.0.0.1:5601 --prompts-file prompts.jsonl --out DIR``
+Prompts JSONL rows hold ``prompt_id`` and ``prompt_ids``.  Writes ``rounds.csv`` and ``outputs.jsonl``
+to ``--out`` and prints ``PROGRESS {json}`` after each prompt.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import pandas as pd
+import torch
+import zmq
+
+from channel.measure import CSIEstimator
+from protocols.accounting import wire_bytes
+from protocols.ue_side import EdgeError, UEParams, UESession
+from protocols.wire import Limits, Message, MsgType, decode, encode, make
+from testbed.link import LinkSpec
+from wisv.evaluate import eos_id
+from wisv.models import builtin_paths, default_dtype, load_model
+from wisv.sessions import DraftSession
+
+
+@dataclass
+class UEConfig:
+    """UE process settings."""
+
+    connect: str = "tcp://127.0.0.1:5601"  # edge (or link emulator) endpoint
+    prompts_file: str = "prompts.jsonl"  # JSONL with prompt_id, prompt_ids
+    out: str = "ue-out"  # output directory
+    ue_id: str = "ue0"  # identity prefix of this UE's sessions
+    drafter: str | None = None  # local HF drafter directory; None = built-in toy drafter
+    device: str = "cpu"  # torch device of the drafter
+    protocol: str = "auto"  # greedy | reject | fh | sh | auto
+    auto_rule: str = "cost"  # auto's rule: cost | rtt
+    draft_len: int = 8  # K
+    max_new_tokens: int = 160  # budget per prompt
+    temperature: float = 1.0  # sampling temperature (reject)
+    seed: int = 0  # sampling seed base
+    probe_bytes: int = 8192  # rate-probe payload per direction before each request (0: RTT handshake only)
+    link_json: str | None = None  # JSON of the emulated LinkSpec, to record the CSI in force
+    link_t0_epoch_s: float = 0.0  # wall-clock time the link's trace started
+    recv_timeout_s: float = 120.0  # give up on a reply after this long
+
+
+class Client:
+    """DEALER socket shell: send/receive Messages, counting the bytes they occupy on the link."""
+
+    def __init__(self, ctx: zmq.Context, endpoint: str, identity: str, limits: Limits, timeout_s: float):
+        self.sock = ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.IDENTITY, identity.encode())
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.RCVTIMEO, int(timeout_s * 1000))
+        self.sock.connect(endpoint)
+        self.limits = limits
+
+    def send(self, msg: Message) -> int:
+        frames = encode(msg)
+        self.sock.send_multipart(frames, copy=False)
+        return wire_bytes(frames)
+
+    def recv(self) -> tuple[Message, int]:
+        try:
+            frames = self.sock.recv_multipart(copy=False)
+        except zmq.Again:
+            raise TimeoutError("no reply from the edge within the receive timeout") from None
+        return decode(frames, self.limits), wire_bytes([f.buffer for f in frames])
+
+    def exchange(self, msg: Message) -> tuple[Message, float]:
+        t0 = time.perf_counter()
+        self.send(msg)
+        reply, _ = self.recv()
+        if reply.type == MsgType.ERROR:
+            raise EdgeError(f"edge error [{reply.header['code']}]: {reply.header['text']}")
+        return reply, time.perf_counter() - t0
+
+    def close(self) -> None:
+        self.sock.close(0)
+
+
+def handshake(client: Client, est: CSIEstimator, sid: str, probe_bytes: int, seq: int) -> None:
+    """RTT handshake before a request, then timed uplink and downlink probes (if enabled)."""
+    _, rtt = client.exchange(make(MsgType.PING, sid, None, seq=seq, t_send=time.time()))
+    est.add_rtt(rtt)
+    if probe_bytes > 0:
+        up = make(MsgType.PING, sid, {"payload": torch.zeros(probe_bytes, dtype=torch.uint8).numpy()},
+                  seq=seq, t_send=time.time())
+        est.add_probe("up", probe_bytes, client.exchange(up)[1])
+        down = make(MsgType.PING, sid, None, seq=seq, t_send=time.time(), reply_bytes=probe_bytes)
+        est.add_probe("down", probe_bytes, client.exchange(down)[1])
+
+
+def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
+    """One DRAFT/(HIDDEN_REQ/HIDDEN)/VERDICT exchange; returns the round's measurements."""
+    t_start = time.perf_counter()
+    msg = sess.next_draft(est.csi())
+    t_first = time.perf_counter()
+    up, down, exchanges = client.send(msg), 0, 1
+    while True:
+        reply, nbytes = client.recv()
+        down += nbytes
+        t_last = time.perf_counter()
+        nxt = sess.on_reply(reply)
+        if nxt is None:
+            break
+        up += client.send(nxt)
+        exchanges += 1
+    r, v = sess.round, sess.round.verdict
+    edge_s = v["t_verify_s"] + v["t_head_s"]
+    return {"round": r.index, "protocol": r.protocol, "draft_len": len(r.draft.tokens), "accepted": v["n_accepted"],
+            "mismatches": v["mismatches"], "queried": v["queried"], "exchanges": exchanges,
+            "uplink_bytes": up, "downlink_bytes": down, "t_draft_s": r.t_draft_s,
+            "t_comm_s": (t_last - t_first) - edge_s, "t_verify_s": v["t_verify_s"], "t_head_s": v["t_head_s"],
+            "t_round_s": time.perf_counter() - t_start}
+
+
+def run_prompt(client: Client, drafter, cfg: UEConfig, pid: str, ids: list[int], index: int,
+               est: CSIEstimator, link: LinkSpec | None) -> tuple[dict, list[dict]]:
+    """Generate one prompt's output; returns the output record and its round records."""
+    sid = f"{cfg.ue_id}-{index}"
+    t0 = time.perf_counter()
+    handshake(client, est, sid, cfg.probe_bytes, index)
+    t_probe = time.perf_counter() - t0
+    params = UEParams(cfg.protocol, cfg.draft_len, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
+                      cfg.seed + index, int(drafter.config.vocab_size))
+    sess = UESession(sid, DraftSession(drafter, ids), params, eos_id(drafter))
+    t1 = time.perf_counter()
+    client.exchange(sess.open_message())
+    rows, trace = [], link.trace() if link else None
+    while not sess.done:
+        in_force = trace.at(time.time() - cfg.link_t0_epoch_s) if trace else None
+        row = {"prompt_id": pid, "ue_id": cfg.ue_id} | run_round(client, sess, est)
+        rows.append(row | _csi_columns(in_force, est))
+    client.exchange(sess.close_message())
+    out = {"prompt_id": pid, "ue_id": cfg.ue_id, "tokens": sess.tokens, "rounds": sess.n_rounds,
+           "t_e2e_s": time.perf_counter() - t1, "t_probe_s": t_probe}
+    return out, rows
+
+
+def _csi_columns(csi, est: CSIEstimator) -> dict:
+    m = est.csi()
+    cols = {"rtt_ms": None, "rate_up_mbps": None, "rate_down_mbps": None, "per": None, "per_down": None}
+    if csi is not None:
+        cols = {"rtt_ms": csi.rtt_ms, "rate_up_mbps": csi.rate_up_mbps, "rate_down_mbps": csi.rate_down_mbps,
+                "per": csi.per_up, "per_down": csi.per_down}
+    return cols | {"est_rtt_ms": m.rtt_ms if m else None, "est_rate_up_mbps": m.rate_up_mbps if m else None,
+                   "est_rate_down_mbps": m.rate_down_mbps if m else None}
+
+
+def run(cfg: UEConfig) -> Path:
+    """Run every prompt of the prompts file; write rounds.csv and outputs.jsonl."""
+    torch.set_num_threads(1)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    prompts = [json.loads(line) for line in Path(cfg.prompts_file).read_text().splitlines() if line.strip()]
+    drafter = load_model(Path(cfg.drafter) if cfg.drafter else builtin_paths()[0], "drafter", cfg.device,
+                         default_dtype(cfg.device))
+    link = LinkSpec(**json.loads(cfg.link_json)) if cfg.link_json else None
+    ctx, est = zmq.Context(), CSIEstimator()
+    client = Client(ctx, cfg.connect, f"{cfg.ue_id}", Limits(vocab_size=int(drafter.config.vocab_size)),
+                    cfg.recv_timeout_s)
+    all_rows = []
+    try:
+        client.exchange(make(MsgType.PING, cfg.ue_id, None, seq=0, t_send=time.time()))  # connect; not a sample
+        with (out / "outputs.jsonl").open("w") as f:
+            for i, p in enumerate(prompts):
+                rec, rows = _safe_prompt(client, drafter, cfg, p, i, est, link)
+                all_rows += rows
+                f.write(json.dumps(rec) + "\n")
+                f.flush()
+                print("PROGRESS " + json.dumps({"done": i + 1, "total": len(prompts), "prompt_id": rec["prompt_id"],
+                                                "error": rec.get("error")}), flush=True)
+    finally:
+        pd.DataFrame(all_rows).to_csv(out / "rounds.csv", index=False)
+        client.close()
+        ctx.term()
+    return out
+
+
+def _safe_prompt(client, drafter, cfg, p, i, est, link) -> tuple[dict, list[dict]]:
+    """Run one prompt; an edge error or timeout is recorded for that prompt and the run goes on."""
+    try:
+        return run_prompt(client, drafter, cfg, str(p["prompt_id"]), list(p["prompt_ids"]), i, est, link)
+    except (EdgeError, TimeoutError) as e:
+        return {"prompt_id": str(p["prompt_id"]), "ue_id": cfg.ue_id, "tokens": [], "error": str(e)}, []
+
+
+def parse_args(argv: list[str] | None = None) -> UEConfig:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for f in fields(UEConfig):
+        flag = "--" + f.name.replace("_", "-")
+        kind = {"int": int, "float": float}.get(str(f.type), str)
+        ap.add_argument(flag, type=kind, default=f.default)
+    return UEConfig(**vars(ap.parse_args(argv)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_args(argv)
+    print("CONFIG " + json.dumps(asdict(cfg)), flush=True)
+    run(cfg)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,131 @@
+"""Per-sequence model state with a persistent KV cache: the UE's drafting side and the edge's verifying side.
+
+Cache invariant: each session holds the committed sequence ``seq``; the model's KV cache covers a
+prefix of it and the rest is *pending* (fed at the start of the next forward).  The verifier's
+cache always covers ``seq[:-1]``, so a verification forwards only ``[seq[-1], y_1..y_K]``.
+``commit`` rolls the cache back to the committed prefix; the prefix is never re-run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from wisv.kvcache import crop_to
+
+
+@dataclass
+class Draft:
+    """One drafted block."""
+
+    tokens: list[int]  # [K] drafted token ids
+    hidden: torch.Tensor | None  # [K, d_d] hidden state that produced each token (float32)
+    probs: torch.Tensor | None  # [K, V] drafter distributions (sampling only, float64)
+
+
+@dataclass
+class Block:
+    """The target's single pass over ``[seq[-1]] + draft``."""
+
+    logits: torch.Tensor  # [K+1, V] float32
+    hidden: torch.Tensor  # [K+1, d_t] float32
+    argmax: torch.Tensor  # [K+1] long
+
+
+class _CachedModel:
+    """A causal LM, its KV cache and the committed sequence."""
+
+    def __init__(self, model: PreTrainedModel, prompt_ids: list[int], hidden_layer: int = -1):
+        if not prompt_ids:
+            raise ValueError("prompt_ids is empty")
+        self.model, self.hidden_layer = model, hidden_layer
+        self.cache, self.cached_len = DynamicCache(), 0
+        self.seq = [int(t) for t in prompt_ids]
+
+    @torch.no_grad()
+    def forward(self, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Feed ``ids`` after the cache; return logits [n, V] and hidden states [n, d] (float32)."""
+        dev = self.model.device
+        x = torch.tensor([ids], dtype=torch.long, device=dev)  # [1, n]
+        pos = torch.arange(self.cached_len, self.cached_len + len(ids), device=dev)  # [n]
+        out = self.model(input_ids=x, past_key_values=self.cache, use_cache=True, cache_position=pos,
+                         position_ids=pos.unsqueeze(0), output_hidden_states=True)
+        self.cached_len += len(ids)
+        return out.logits[0].float(), out.hidden_states[self.hidden_layer][0].float()
+
+    def rollback(self, length: int) -> None:
+        """Keep only the first ``length`` cached positions."""
+        if length < self.cached_len:
+            crop_to(self.cache, length)
+            self.cached_len = length
+
+    def free(self) -> None:
+        """Drop the KV cache (session end)."""
+        self.cache, self.cached_len = DynamicCache(), 0
+
+
+class DraftSession(_CachedModel):
+    """The drafter's view of one sequence (UE side)."""
+
+    def __init__(self, model: PreTrainedModel, prompt_ids: list[int], hidden_layer: int = -1):
+        super().__init__(model, prompt_ids, hidden_layer)
+        self.drafted: list[int] = []  # last block; all but its last token are in the cache after seq
+
+    def draft(self, k: int, *, sample: bool = False, temperature: float = 1.0,
+              generator: torch.Generator | None = None, eos_token_id: int | None = None) -> Draft:
+        """Propose up to ``k`` tokens after ``seq`` (stops early after EOS)."""
+        toks, probs, hids = [], [], []
+        feed = self.seq[self.cached_len:]
+        for _ in range(k):
+            logits, hidden = self.forward(feed)
+            last = logits[-1]  # [V]
+            if sample:
+                q = torch.softmax(last.double() / temperature, dim=-1)  # [V]
+                y = int(torch.multinomial(q, 1, generator=generator))
+                probs.append(q)
+            else:
+                y = int(last.argmax())
+            toks.append(y)
+            hids.append(hidden[-1])
+            feed = [y]
+            if eos_token_id is not None and y == eos_token_id:
+                break
+        self.drafted = toks
+        return Draft(toks, torch.stack(hids) if hids else None, torch.stack(probs) if probs else None)
+
+    def commit(self, tokens: list[int]) -> None:
+        """Append committed tokens; keep the cache only where it agrees with the new sequence."""
+        base = len(self.seq)
+        fed = self.drafted[: max(0, self.cached_len - base)]  # drafted tokens already in the cache
+        self.seq.extend(tokens)
+        self.rollback(min(self.cached_len, base + _common_len(fed, tokens)))
+        self.drafted = []
+
+
+class VerifySession(_CachedModel):
+    """The target's view of one sequence (edge side)."""
+
+    def __init__(self, model: PreTrainedModel, prompt_ids: list[int], hidden_layer: int = -1):
+        super().__init__(model, prompt_ids, hidden_layer)
+        if len(self.seq) > 1:
+            self.forward(self.seq[:-1])  # prefill: the cache covers seq[:-1]
+
+    def verify(self, draft: list[int]) -> Block:
+        """One target pass over the last committed token and the draft."""
+        logits, hidden = self.forward([self.seq[-1]] + list(draft))
+        return Block(logits, hidden, logits.argmax(dim=-1))
+
+    def commit(self, draft: list[int], n_accepted: int, next_token: int) -> list[int]:
+        """Commit ``draft[:n_accepted] + [next_token]``; roll the cache back to cover the new ``seq[:-1]``."""
+        committed = list(draft[:n_accepted]) + [int(next_token)]
+        self.rollback(len(self.seq) + n_accepted)
+        self.seq.extend(committed)
+        return committed
+
+
+def _common_len(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
