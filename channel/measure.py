@@ -31,6 +31,14 @@ class CSIEstimator:
         else:
             self.rate_down_mbps = _ewma(self.rate_down_mbps, rate, self.alpha)
 
+    def add_round(self, t_comm_s: float, up_bytes: int, down_bytes: int, exchanges: int) -> None:
+        """Passive RTT sample from a finished round: comm time minus estimated serialization, per exchange."""
+        if self.rtt_ms is None or exchanges < 1:
+            return
+        ser = sum(nbytes * 8 / (rate * 1e6) for nbytes, rate in ((up_bytes, self.rate_up_mbps),
+                                                                  (down_bytes, self.rate_down_mbps)) if rate)
+        self.add_rtt(max(t_comm_s - ser, 0.0) / exchanges)
+
     def csi(self) -> CSI | None:
         """The current estimate, or None before the first RTT sample."""
         if self.rtt_ms is None:

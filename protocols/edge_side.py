@@ -53,6 +53,8 @@ class EdgeSession:
         self.draft_len, self.max_new = h["draft_len"], h["max_new_tokens"]
         self.drafter_hidden = h.get("drafter_hidden")
         self.temperature = h.get("temperature", 1.0)
+        if not 0 < self.temperature < float("inf"):
+            raise ProtocolError("bad_field", f"OPEN temperature must be finite and > 0, got {self.temperature}")
         self.gen = torch.Generator().manual_seed(h.get("seed", 0))
         self.generated, self.done, self.pending = 0, False, None
         self.last_active = time.monotonic()
@@ -137,10 +139,21 @@ class EdgeSession:
             raise ProtocolError("too_large", f"DRAFT has {k} tokens, session draft_len is {self.draft_len}")
         if proto.name == "fh" and "hidden" not in msg.tensors:
             raise ProtocolError("missing_tensor", "fh DRAFT without 'hidden'")
-        if proto.rule == "sampling" and "probs" not in msg.tensors:
-            raise ProtocolError("missing_tensor", "reject DRAFT without 'probs'")
+        if proto.rule == "sampling":
+            self._check_probs(msg)
         if "hidden" in msg.tensors:
             self._check_width(msg.tensors["hidden"])
+
+    def _check_probs(self, msg: Message) -> None:
+        probs = msg.tensors.get("probs")
+        if probs is None:
+            raise ProtocolError("missing_tensor", "reject DRAFT without 'probs'")
+        tokens = msg.tensors["tokens"]
+        if int(tokens.max()) >= probs.shape[1]:
+            raise ProtocolError("token_range", f"token {int(tokens.max())} outside the {probs.shape[1]}-wide 'probs'")
+        sums = probs.astype(np.float64).sum(axis=1)
+        if not (np.isfinite(sums).all() and (sums > 0).all() and (probs >= 0).all()):
+            raise ProtocolError("bad_value", "'probs' rows must be non-negative with a finite positive sum")
 
     def _check_width(self, hidden: np.ndarray) -> None:
         if self.drafter_hidden is not None and hidden.shape[1] != self.drafter_hidden:

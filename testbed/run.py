@@ -18,8 +18,8 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
-from channel.emulator import LinkEmulator
 from protocols.registry import PROTOCOLS
+from testbed import placement
 from testbed.link import LinkSpec, resolve_rates
 from testbed.procs import Child, progress_handler
 from testbed.prompts import load_prompts, reference_outputs
@@ -50,6 +50,7 @@ class RunConfig:
     ues: int = 1  # UE processes; prompts are dealt round-robin
     probe_bytes: int = 8192  # rate-probe size before each request (0: RTT handshake only)
     reference: bool = True  # compute target-only greedy outputs for matches_target
+    netns: bool = False  # edge and UEs in their own network namespaces (root), tc on the veth
 
     def protocols(self) -> list[str]:
         return list(ALL_PROTOCOLS) if self.protocol == "all" else [self.protocol]
@@ -62,26 +63,23 @@ def run(cfg: RunConfig) -> list[dict]:
     (out / "config.json").write_text(json.dumps(asdict(cfg) | {"out": str(out)} | _versions(), indent=1))
     prompts, tok = load_prompts(cfg, out / "prompts.jsonl")
     refs = reference_outputs(cfg, prompts, out / "reference.jsonl") if cfg.reference else None
-    edge = Child("edge", _edge_args(cfg), out / "edge.log")
     summaries = []
-    try:
-        endpoint = edge.wait_for("READY", 300)
-        with LinkEmulator(cfg.link.emulator_config(int(endpoint.rsplit(":", 1)[1]))) as emu:
-            for proto in cfg.protocols():
-                pdir = out / proto
-                _run_ues(cfg, proto, emu, out / "prompts.jsonl", pdir, len(prompts))
-                s = _collect(proto, pdir, prompts, tok, refs)
-                (pdir / "summary.json").write_text(json.dumps(s, indent=1))
-                summaries.append(s)
-    finally:
-        edge.stop()
+    with (placement.netns if cfg.netns else placement.local)(cfg, out, _edge_args(cfg)) as site:
+        for note in site.notes:
+            print(f"link: {note}")
+        for proto in cfg.protocols():
+            pdir = out / proto
+            _run_ues(cfg, proto, site, out / "prompts.jsonl", pdir, len(prompts))
+            s = _collect(proto, pdir, prompts, tok, refs)
+            (pdir / "summary.json").write_text(json.dumps(s, indent=1))
+            summaries.append(s)
     pd.DataFrame(summaries).to_csv(out / "summary.csv", index=False)
     print(f"\nlink: {_describe_link(cfg.link)}; K={cfg.draft_len}; head={cfg.head}; results in {out}")
     print(table(summaries))
     return summaries
 
 
-def _run_ues(cfg: RunConfig, proto: str, emu: LinkEmulator, prompts_file: Path, pdir: Path, n: int) -> None:
+def _run_ues(cfg: RunConfig, proto: str, site: placement.Site, prompts_file: Path, pdir: Path, n: int) -> None:
     """Start cfg.ues UE processes for one protocol and wait for all of them, with one progress bar."""
     pdir.mkdir(parents=True, exist_ok=True)
     rows = [json.loads(x) for x in prompts_file.read_text().splitlines()]
@@ -91,8 +89,8 @@ def _run_ues(cfg: RunConfig, proto: str, emu: LinkEmulator, prompts_file: Path, 
             for u in range(cfg.ues):
                 part = pdir / f"prompts-ue{u}.jsonl"
                 part.write_text("".join(json.dumps(r) + "\n" for r in rows[u::cfg.ues]))
-                ues.append(Child(f"ue{u}", _ue_args(cfg, proto, emu, part, pdir / f"ue{u}", u),
-                                 pdir / f"ue{u}.log", progress_handler(bar)))
+                ues.append(Child(f"ue{u}", _ue_args(cfg, proto, site, part, pdir / f"ue{u}", u),
+                                 pdir / f"ue{u}.log", progress_handler(bar), prefix=site.ue_prefix))
             for ue in ues:
                 if ue.wait() != 0:
                     raise RuntimeError(f"{ue.name} ({proto}) failed; see {ue.log_path}")
@@ -104,7 +102,7 @@ def _run_ues(cfg: RunConfig, proto: str, emu: LinkEmulator, prompts_file: Path, 
 def _collect(proto: str, pdir: Path, prompts: pd.DataFrame, tok, refs) -> dict:
     """Merge the UEs' records into <pdir>/rounds.csv and outputs.jsonl, then summarize."""
     ue_dirs = sorted(d for d in pdir.glob("ue*") if d.is_dir())
-    frames = [pd.read_csv(d / "rounds.csv") for d in ue_dirs if (d / "rounds.csv").stat().st_size > 1]
+    frames = [f for f in (_read_rounds(d / "rounds.csv") for d in ue_dirs) if len(f)]
     rounds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     outputs = pd.concat([pd.read_json(d / "outputs.jsonl", lines=True) for d in ue_dirs], ignore_index=True)
     rounds.to_csv(pdir / "rounds.csv", index=False)
@@ -112,18 +110,26 @@ def _collect(proto: str, pdir: Path, prompts: pd.DataFrame, tok, refs) -> dict:
     return summarize(proto, rounds, outputs, prompts, tok.decode, refs)
 
 
+def _read_rounds(path: Path) -> pd.DataFrame:
+    """A UE's rounds.csv; empty when the UE recorded no round (e.g. every prompt failed)."""
+    try:
+        return pd.read_csv(path)
+    except (FileNotFoundError, pd.errors.EmptyDataError):
+        return pd.DataFrame()
+
+
 def _edge_args(cfg: RunConfig) -> list[str]:
-    args = ["testbed.serve", "--bind", "tcp://127.0.0.1:0", "--head", cfg.head, "--tau", str(cfg.tau),
+    args = ["testbed.serve", "--head", cfg.head, "--tau", str(cfg.tau),
             "--device", cfg.device, "--max-draft-len", str(max(64, cfg.draft_len))]
     return args + (["--target", cfg.target] if cfg.target else [])
 
 
-def _ue_args(cfg: RunConfig, proto: str, emu: LinkEmulator, prompts: Path, out: Path, u: int) -> list[str]:
-    args = ["testbed.ue", "--connect", emu.endpoint, "--prompts-file", str(prompts), "--out", str(out),
+def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, out: Path, u: int) -> list[str]:
+    args = ["testbed.ue", "--connect", site.connect, "--prompts-file", str(prompts), "--out", str(out),
             "--ue-id", f"ue{u}", "--protocol", proto, "--auto-rule", cfg.auto_rule, "--draft-len", str(cfg.draft_len),
             "--max-new-tokens", str(cfg.max_new_tokens), "--temperature", str(cfg.temperature),
             "--seed", str(cfg.seed), "--probe-bytes", str(cfg.probe_bytes), "--device", cfg.device,
-            "--link-json", json.dumps(asdict(cfg.link)), "--link-t0-epoch-s", repr(emu.t0_epoch_s)]
+            "--link-json", json.dumps(asdict(cfg.link)), "--link-t0-epoch-s", repr(site.t0_epoch_s)]
     return args + (["--drafter", cfg.drafter] if cfg.drafter else [])
 
 
@@ -169,6 +175,8 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
     ap.add_argument("--ues", type=int, default=d.ues, help="UE processes sharing the edge and the link")
     ap.add_argument("--probe-bytes", type=int, default=d.probe_bytes)
     ap.add_argument("--no-reference", action="store_true", help="skip target-only greedy reference outputs")
+    ap.add_argument("--netns", action="store_true",
+                    help="run edge and UEs in their own network namespaces joined by a veth (needs root)")
     a = ap.parse_args(argv)
     up, down = resolve_rates(a.rate_mbps, a.rate_up_mbps, a.rate_down_mbps)
     link = LinkSpec(up, down, a.rtt_ms, a.jitter_ms, a.per, a.csi_trace, a.seed)

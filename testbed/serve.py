@@ -84,6 +84,7 @@ class EdgeServer:
             return sess.on_hidden(msg)
         if msg.type == MsgType.CLOSE:
             self._drop(peer, msg.session)
+            log.info("closed session %s", msg.session)
             return make(MsgType.CLOSED, msg.session)
         raise ProtocolError("bad_type", f"the edge does not accept {msg.type.name} messages")
 
@@ -96,6 +97,7 @@ class EdgeServer:
         prompt = [int(t) for t in msg.tensors["prompt"]]
         sess = EdgeSession(msg.session, VerifySession(self.target, prompt), msg, self.policy, self.cfg.tau, self.eos)
         self.sessions[(peer, msg.session)] = sess
+        log.info("open session %s from peer %s (%s, K=%d)", msg.session, peer.hex(), sess.protocol_name, sess.draft_len)
         return make(MsgType.OPEN_OK, msg.session, target_hidden=int(self.target.config.hidden_size),
                     vocab_size=int(self.target.config.vocab_size))
 

@@ -7,6 +7,7 @@ to ``--out`` and prints ``PROGRESS {json}`` after each prompt.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -20,7 +21,7 @@ import zmq
 from channel.measure import CSIEstimator
 from protocols.accounting import wire_bytes
 from protocols.ue_side import EdgeError, UEParams, UESession
-from protocols.wire import Limits, Message, MsgType, decode, encode, make
+from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, make
 from testbed.link import LinkSpec
 from wisv.evaluate import eos_id
 from wisv.models import builtin_paths, default_dtype, load_model
@@ -53,29 +54,43 @@ class Client:
     """DEALER socket shell: send/receive Messages, counting the bytes they occupy on the link."""
 
     def __init__(self, ctx: zmq.Context, endpoint: str, identity: str, limits: Limits, timeout_s: float):
-        self.sock = ctx.socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.IDENTITY, identity.encode())
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.setsockopt(zmq.RCVTIMEO, int(timeout_s * 1000))
-        self.sock.connect(endpoint)
+        self.ctx, self.endpoint, self.identity, self.timeout_s = ctx, endpoint, identity, timeout_s
         self.limits = limits
+        self.sock = self._connect()
+
+    def _connect(self) -> zmq.Socket:
+        sock = self.ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.IDENTITY, self.identity.encode())
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVTIMEO, int(self.timeout_s * 1000))
+        sock.connect(self.endpoint)
+        return sock
+
+    def reconnect(self) -> None:
+        """Drop the socket and any late replies queued on it (after a timeout)."""
+        self.sock.close(0)
+        self.sock = self._connect()
 
     def send(self, msg: Message) -> int:
         frames = encode(msg)
         self.sock.send_multipart(frames, copy=False)
         return wire_bytes(frames)
 
-    def recv(self) -> tuple[Message, int]:
-        try:
-            frames = self.sock.recv_multipart(copy=False)
-        except zmq.Again:
-            raise TimeoutError("no reply from the edge within the receive timeout") from None
-        return decode(frames, self.limits), wire_bytes([f.buffer for f in frames])
+    def recv(self, session: str | None = None) -> tuple[Message, int]:
+        """Next reply (for ``session`` when given: stale replies of other sessions are dropped)."""
+        while True:
+            try:
+                frames = self.sock.recv_multipart(copy=False)
+            except zmq.Again:
+                raise TimeoutError("no reply from the edge within the receive timeout") from None
+            msg = decode(frames, self.limits)
+            if session is None or msg.session == session or msg.type == MsgType.ERROR:
+                return msg, wire_bytes([f.buffer for f in frames])
 
     def exchange(self, msg: Message) -> tuple[Message, float]:
         t0 = time.perf_counter()
         self.send(msg)
-        reply, _ = self.recv()
+        reply, _ = self.recv(msg.session)
         if reply.type == MsgType.ERROR:
             raise EdgeError(f"edge error [{reply.header['code']}]: {reply.header['text']}")
         return reply, time.perf_counter() - t0
@@ -103,7 +118,7 @@ def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
     t_first = time.perf_counter()
     up, down, exchanges = client.send(msg), 0, 1
     while True:
-        reply, nbytes = client.recv()
+        reply, nbytes = client.recv(sess.sid)
         down += nbytes
         t_last = time.perf_counter()
         nxt = sess.on_reply(reply)
@@ -131,15 +146,18 @@ def run_prompt(client: Client, drafter, cfg: UEConfig, pid: str, ids: list[int],
                       cfg.seed + index, int(drafter.config.vocab_size))
     sess = UESession(sid, DraftSession(drafter, ids), params, eos_id(drafter))
     t1 = time.perf_counter()
-    client.exchange(sess.open_message())
+    ok, _ = client.exchange(sess.open_message())
+    client.limits = dataclasses.replace(client.limits, vocab_size=max(client.limits.vocab_size, ok.header["vocab_size"]))
     rows, trace = [], link.trace() if link else None
     while not sess.done:
         in_force = trace.at(time.time() - cfg.link_t0_epoch_s) if trace else None
         row = {"prompt_id": pid, "ue_id": cfg.ue_id} | run_round(client, sess, est)
         rows.append(row | _csi_columns(in_force, est))
+        est.add_round(row["t_comm_s"], row["uplink_bytes"], row["downlink_bytes"], row["exchanges"])
+    t_e2e = time.perf_counter() - t1  # OPEN to the last VERDICT (eq. 22 plus session set-up)
     client.exchange(sess.close_message())
     out = {"prompt_id": pid, "ue_id": cfg.ue_id, "tokens": sess.tokens, "rounds": sess.n_rounds,
-           "t_e2e_s": time.perf_counter() - t1, "t_probe_s": t_probe}
+           "t_e2e_s": t_e2e, "t_probe_s": t_probe}
     return out, rows
 
 
@@ -187,7 +205,9 @@ def _safe_prompt(client, drafter, cfg, p, i, est, link) -> tuple[dict, list[dict
     """Run one prompt; an edge error or timeout is recorded for that prompt and the run goes on."""
     try:
         return run_prompt(client, drafter, cfg, str(p["prompt_id"]), list(p["prompt_ids"]), i, est, link)
-    except (EdgeError, TimeoutError) as e:
+    except (EdgeError, TimeoutError, WireError) as e:
+        if isinstance(e, TimeoutError):
+            client.reconnect()
         return {"prompt_id": str(p["prompt_id"]), "ue_id": cfg.ue_id, "tokens": [], "error": str(e)}, []
 
 

@@ -58,3 +58,10 @@ def test_csi_estimator():
     assert est.rate_up_mbps == pytest.approx(2.0)
     assert est.csi().rate_down_mbps == float("inf")
     assert probe_rate_mbps(1000, 0.001, 0.002) == pytest.approx(8000 / 1e-5 / 1e6)  # floored, no division by <= 0
+
+
+def test_passive_rtt_from_rounds():
+    est = CSIEstimator(alpha=1.0, rtt_ms=50.0, rate_up_mbps=8.0, rate_down_mbps=8.0)
+    est.add_round(t_comm_s=0.020 * 2 + 0.002, up_bytes=1000, down_bytes=1000, exchanges=2)  # 2 ms serialization
+    assert est.rtt_ms == pytest.approx(20.0)
+    CSIEstimator().add_round(0.1, 10, 10, 1)  # no RTT yet: ignored, no error

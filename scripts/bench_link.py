@@ -1,0 +1,342 @@
+"""Benchmark the emulated link: measured vs predicted round communication time, loopback overhead, protocol trends.
+
+Usage: ``python scripts/bench_link.py [--quick] [--drafter DIR --target DIR] [--max-new-tokens 30]``.
+A round's prediction uses the bytes it actually sent (SPEC "Communication time"):
+``up*8/(R_up(1-PER)) + down*8/(R_dn(1-PER)) + exchanges*RTT``; a point passes when
+``|mean measured / mean predicted - 1| <= tol``.  Writes bench_link.json and bench_link.png to --out (runs under
+--out/runs) and exits 0 even when checks fail; the failed ones are printed.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm import tqdm
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from channel.csi import serialization_s  # noqa: E402  (wisv.latency has the same formula but imports torch)
+from channel.emulator import LinkConfig, LinkEmulator  # noqa: E402
+from testbed.link import LinkSpec  # noqa: E402
+
+ALL_PROTOCOLS = ("greedy", "reject", "fh", "sh", "auto")  # testbed.run's "all" (imported lazily there: heavy)
+REJECT_POINT = (2.0, 20.0)  # (Mbit/s, ms) where reject must be far slower than greedy
+REJECT_SLOWDOWN_MIN = 1.5  # reject trend passes when its mean latency >= this many times greedy's
+AUTO_SLACK = 1.05  # auto trend passes when auto latency <= this times min(fh, sh)
+SH_SLACK_MS = 1.0  # SH trend: |extra time of 2-exchange rounds - RTT| <= tol*RTT + this, ms
+LOOPBACK_TARGET_MS = 0.3  # fast-path t_comm per round, ms
+QUICK = {"prompts": 2, "rates_mbps": [2.0], "rtts_ms": [20.0]}  # --quick: one grid point, 2 prompts
+SCALAR_FLAGS = ("out", "per", "tol", "max_new_tokens", "draft_len", "probe_bytes", "seed", "drafter", "target")
+
+
+@dataclass
+class BenchConfig:
+    """One benchmark run (written into bench_link.json)."""
+
+    out: str = "results/bench_link"  # output directory
+    prompts: int = 5  # prompts per protocol run
+    max_new_tokens: int = 160  # budget per prompt
+    rates_mbps: list[float] = field(default_factory=lambda: [2.0, 20.0, 200.0])  # symmetric rates, Mbit/s
+    rtts_ms: list[float] = field(default_factory=lambda: [5.0, 20.0, 50.0])  # round-trip times, ms
+    protocols: list[str] = field(default_factory=lambda: ["greedy", "fh"])  # fidelity protocols per grid point
+    per: float = 0.0  # packet error rate of each direction
+    trends: bool = True  # also run sh and auto on the grid, and greedy + reject at REJECT_POINT
+    tol: float = 0.10  # fidelity pass: |measured/predicted - 1| <= tol
+    draft_len: int = 8  # K
+    probe_bytes: int = 8192  # UE rate probe before each prompt (auto's cost rule needs the rate estimate)
+    seed: int = 0  # sampling and link-loss seed
+    drafter: str | None = None  # local HF drafter directory (None: built-in pair)
+    target: str | None = None  # local HF target directory (None: built-in pair)
+    quick: bool = False  # smoke run: QUICK overrides
+
+
+def _num(x: Any, default: float) -> float:
+    """x as a float; default for None or NaN (pandas' empty cell)."""
+    return default if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def predict_serialization_s(row: Mapping[str, Any]) -> float:
+    """Expected serialization time of a round's actual bytes, both directions (no propagation), s."""
+    per_up = _num(row.get("per"), 0.0)
+    per_dn = _num(row.get("per_down"), per_up)
+    r_up, r_dn = (_num(row.get(k), math.inf) or math.inf for k in ("rate_up_mbps", "rate_down_mbps"))  # 0 = unlimited
+    return (serialization_s(int(row["uplink_bytes"]), r_up, per_up)
+            + serialization_s(int(row["downlink_bytes"]), r_dn, per_dn))
+
+
+def predict_comm_s(row: Mapping[str, Any]) -> float:
+    """Predicted round communication time: serialization of the actual bytes plus one RTT per exchange, s."""
+    return predict_serialization_s(row) + float(row["exchanges"]) * _num(row.get("rtt_ms"), 0.0) / 1e3
+
+
+def fidelity_summary(rounds: pd.DataFrame, tol: float) -> dict:
+    """Mean measured vs mean predicted t_comm of one (grid point, protocol)."""
+    if rounds.empty:
+        return {"n_rounds": 0, "pass": False}
+    pred_s = rounds.apply(predict_comm_s, axis=1)
+    excess_ms = (rounds["t_comm_s"] - pred_s) * 1e3  # its floor is the systematic offset, its spread the noise
+    meas, pred = float(rounds["t_comm_s"].mean()), float(pred_s.mean())
+    ratio = meas / pred if pred > 0 else math.nan
+    return {"n_rounds": len(rounds), "measured_ms": meas * 1e3, "predicted_ms": pred * 1e3, "ratio": ratio,
+            "err_pct": abs(ratio - 1) * 100, "excess_min_ms": float(excess_ms.min()),
+            "excess_median_ms": float(excess_ms.median()), "pass": bool(abs(ratio - 1) <= tol)}
+
+
+def sh_exchange_check(rounds: pd.DataFrame, rtt_ms: float, tol: float) -> dict:
+    """SH: 2 exchanges exactly in rounds with mismatches, else 1; the 2-exchange rounds pay ~one RTT more."""
+    ex = rounds["exchanges"].astype(int)
+    ok = bool((ex == 1 + (rounds["mismatches"] > 0).astype(int)).all())
+    resid = rounds["t_comm_s"] - rounds.apply(predict_serialization_s, axis=1)  # measured minus serialization
+    two, one = resid[ex == 2], resid[ex == 1]
+    extra_ms = float(two.mean() - one.mean()) * 1e3 if len(two) and len(one) else None
+    near = extra_ms is not None and abs(extra_ms - rtt_ms) <= tol * rtt_ms + SH_SLACK_MS
+    return {"n_rounds": len(rounds), "n_two_exchange": int(len(two)), "exchanges_ok": ok, "extra_ms": extra_ms,
+            "rtt_ms": rtt_ms, "pass": ok and (near or extra_ms is None)}
+
+
+def auto_vs_best(auto_s: float, fh_s: float, sh_s: float) -> dict:
+    """auto's mean latency per prompt against the better of fh and sh."""
+    ratio = auto_s / min(fh_s, sh_s)
+    return {"auto_s": auto_s, "fh_s": fh_s, "sh_s": sh_s, "ratio": ratio, "pass": bool(ratio <= AUTO_SLACK)}
+
+
+def reject_vs_greedy(reject: Mapping[str, float], greedy: Mapping[str, float]) -> dict:
+    """Mean latency per prompt (the check) and mean t_comm per round of two testbed summaries."""
+    ratio = reject["latency_s"] / greedy["latency_s"]
+    return {"reject_s": reject["latency_s"], "greedy_s": greedy["latency_s"], "ratio": ratio,
+            "comm_ratio": reject["t_comm_s_mean"] / greedy["t_comm_s_mean"], "pass": bool(ratio >= REJECT_SLOWDOWN_MIN)}
+
+
+def plan(cfg: BenchConfig) -> list[tuple[float, float, list[str]]]:
+    """(rate_mbps, rtt_ms, protocols) of every point to run."""
+    extra = ["sh", "auto"] if cfg.trends else []
+    points = {(float(r), float(t)): list(dict.fromkeys(cfg.protocols + extra))
+              for r in cfg.rates_mbps for t in cfg.rtts_ms}
+    if cfg.trends:
+        points[REJECT_POINT] = list(dict.fromkeys(points.get(REJECT_POINT, []) + ["greedy", "reject"]))
+    return [(r, t, p) for (r, t), p in points.items()]
+
+
+def failures(grid: list[dict], overhead: dict, trends: dict) -> list[str]:
+    """One line per failed check."""
+    out = [f"fidelity {g['protocol']} @ {g['rate_mbps']:g} Mbps / {g['rtt_ms']:g} ms" for g in grid if not g["pass"]]
+    for name in ("sh", "auto"):
+        out += [f"{name} @ {s['rate_mbps']:g} Mbps / {s['rtt_ms']:g} ms" for s in trends.get(name, []) if not s["pass"]]
+    rj = trends.get("reject")
+    out += ["reject vs greedy"] if rj and not rj["pass"] else []
+    return out + ([] if overhead.get("pass") else [f"loopback overhead (target <= {LOOPBACK_TARGET_MS} ms)"])
+
+
+def build_report(cfg: BenchConfig, grid: list[dict], overhead: dict, trends: dict, errors: list[dict],
+                 machine: dict) -> dict:
+    """The bench_link.json document (NaN/inf become null)."""
+    doc = {"config": asdict(cfg), "machine": machine, "grid": grid, "overhead": overhead, "trends": trends,
+           "errors": errors, "failed": failures(grid, overhead, trends)}
+    return json.loads(json.dumps(doc), parse_constant=lambda _: None)  # NaN, Infinity -> null
+
+
+def run_point(cfg: BenchConfig, link: LinkSpec, protocols: list[str], out: Path) -> dict[str, tuple[dict, Any]]:
+    """Run the testbed on one link; {protocol: (summary, rounds)}.  From 4 protocols on, one "all" run (one edge)."""
+    from testbed.run import RunConfig, run
+    names = ["all"] if len(set(protocols)) >= 4 else protocols
+    res = {}
+    for name in names:
+        rc = RunConfig(protocol=name, prompts=cfg.prompts, draft_len=cfg.draft_len, max_new_tokens=cfg.max_new_tokens,
+                       out=str(out / name), seed=cfg.seed, link=link, drafter=cfg.drafter, target=cfg.target,
+                       probe_bytes=cfg.probe_bytes, reference=False)
+        for s in run(rc):
+            f = out / name / s["protocol"] / "rounds.csv"
+            res[s["protocol"]] = (s, pd.read_csv(f) if f.stat().st_size > 1 else pd.DataFrame())  # "\n": no rounds
+    return res
+
+
+def relay_overhead_ms(n: int = 300, nbytes: int = 256) -> dict:
+    """Median loopback TCP ping-pong time direct to an echo server and through the emulator's fast path, ms."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    threading.Thread(target=_echo_server, args=(srv,), daemon=True).start()
+    with srv, LinkEmulator(LinkConfig(target_port=srv.getsockname()[1])) as emu:
+        direct, relayed = _pingpong_s(srv.getsockname()[1], n, nbytes), _pingpong_s(emu.port, n, nbytes)
+    return {"direct_ms": direct * 1e3, "relayed_ms": relayed * 1e3, "added_ms": (relayed - direct) * 1e3}
+
+
+def _echo_server(srv: socket.socket) -> None:
+    """Echo every accepted connection (its own thread) until srv is closed."""
+    def echo(conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):  # the peer may go away mid-echo
+            while data := conn.recv(65536):
+                conn.sendall(data)
+    with contextlib.suppress(OSError):  # accept() fails once srv is closed
+        while True:
+            threading.Thread(target=echo, args=(srv.accept()[0],), daemon=True).start()
+
+
+def _pingpong_s(port: int, n: int, nbytes: int) -> float:
+    times, msg = [], b"x" * nbytes
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(n):
+            t0, got = time.perf_counter(), 0
+            s.sendall(msg)
+            while got < nbytes:
+                got += len(s.recv(nbytes - got))
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def loopback_overhead(cfg: BenchConfig, out: Path) -> dict:
+    """greedy over the unemulated link (emulator fast path): t_comm per round is pure overhead."""
+    link, error = LinkSpec(None, None, 0.0, 0.0, 0.0, None, cfg.seed), None
+    try:
+        rounds = run_point(cfg, link, ["greedy"], out)["greedy"][1]
+    except RuntimeError as e:  # the edge or the UE failed
+        rounds, error = pd.DataFrame(), str(e)
+    t_ms = rounds["t_comm_s"] * 1e3 if len(rounds) else pd.Series(dtype=float)
+    return {"greedy_mean_ms": float(t_ms.mean()), "greedy_median_ms": float(t_ms.median()), "n_rounds": len(t_ms),
+            "target_ms": LOOPBACK_TARGET_MS, "pass": bool(t_ms.mean() <= LOOPBACK_TARGET_MS), "error": error,
+            "relay_pingpong": relay_overhead_ms()}
+
+
+def trend_checks(results: dict[tuple[float, float], dict], tol: float) -> dict:
+    """Reject vs greedy at REJECT_POINT, SH exchanges per point, auto vs min(fh, sh) per point."""
+    lat = {pt: {p: s["latency_s"] for p, (s, _) in res.items()} for pt, res in results.items()}
+    rj = results.get(REJECT_POINT, {})
+    out: dict[str, Any] = {"reject": reject_vs_greedy(rj["reject"][0], rj["greedy"][0])
+                           if {"reject", "greedy"} <= set(rj) else None}
+    out["sh"] = [{"rate_mbps": r, "rtt_ms": t} | sh_exchange_check(res["sh"][1], t, tol)
+                 for (r, t), res in results.items() if "sh" in res and len(res["sh"][1])]
+    out["auto"] = [{"rate_mbps": r, "rtt_ms": t} | auto_vs_best(v["auto"], v["fh"], v["sh"])
+                   for (r, t), v in lat.items() if {"auto", "fh", "sh"} <= set(v)]
+    return out
+
+
+def machine_info() -> dict:
+    import torch
+    import transformers
+    return {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+            "torch": torch.__version__, "transformers": transformers.__version__,
+            "git_commit": _git("rev-parse", "HEAD"), "git_dirty": bool(_git("status", "--porcelain"))}
+
+
+def _git(*args: str) -> str | None:
+    """git's stdout in the repository, or None when git is missing or fails."""
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        p = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False, timeout=10)
+        return p.stdout.strip() if p.returncode == 0 else None
+    return None
+
+
+def plot(grid: list[dict], tol: float, path: Path) -> None:
+    """Measured vs predicted mean t_comm per grid point, log axes, y = x and the ±tol band."""
+    import matplotlib
+    import matplotlib.ticker
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    pts = [g for g in grid if (g.get("measured_ms") or 0) > 0 and (g.get("predicted_ms") or 0) > 0]
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    for proto, marker in zip(ALL_PROTOCOLS, "osD^v"):
+        mine = [g for g in pts if g["protocol"] == proto]
+        if mine:
+            ax.scatter([g["predicted_ms"] for g in mine], [g["measured_ms"] for g in mine], marker=marker, label=proto)
+    if pts:
+        vals = [g[k] for g in pts for k in ("predicted_ms", "measured_ms")]
+        x = np.geomspace(min(vals) / 1.5, max(vals) * 1.5, 50)
+        ax.fill_between(x, x * (1 - tol), x * (1 + tol), color="0.88", label=f"±{tol:.0%}")
+        ax.plot(x, x, "k-", lw=0.8, label="y = x")
+        ax.set(xscale="log", yscale="log")
+        ax.legend()
+    ax.set(xlabel="predicted t_comm per round (ms)", ylabel="measured t_comm per round (ms)")
+    plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")  # 20, not 2x10^1
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(plain)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def run(cfg: BenchConfig) -> dict:
+    """Run the grid, the loopback overhead and the trends; write bench_link.json and bench_link.png."""
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results, errors = {}, []
+    for rate, rtt, protos in tqdm(plan(cfg), desc="grid", unit="point"):
+        link = LinkSpec(rate, rate, rtt, 0.0, cfg.per, None, cfg.seed)
+        try:
+            results[(rate, rtt)] = run_point(cfg, link, protos, out / "runs" / f"r{rate:g}-rtt{rtt:g}")
+        except RuntimeError as e:  # a UE or the edge failed; keep the other points
+            errors.append({"rate_mbps": rate, "rtt_ms": rtt, "error": str(e)})
+    grid = [{"rate_mbps": r, "rtt_ms": t, "protocol": p} | fidelity_summary(rounds, cfg.tol)
+            for (r, t), res in results.items() for p, (_, rounds) in res.items()]
+    overhead = loopback_overhead(cfg, out / "runs" / "loopback")
+    trends = trend_checks(results, cfg.tol) if cfg.trends else {}
+    report = build_report(cfg, grid, overhead, trends, errors, machine_info())
+    (out / "bench_link.json").write_text(json.dumps(report, indent=1, allow_nan=False))
+    plot(report["grid"], cfg.tol, out / "bench_link.png")
+    print_report(report)
+    return report
+
+
+def print_report(report: dict) -> None:
+    """The grid and trend tables, the loopback overhead, errors and failed checks."""
+    tables = {"fidelity (t_comm per round, ms)": report["grid"]} | {
+        f"trend {k}": v if isinstance(v, list) else [v] for k, v in report["trends"].items() if v}
+    for title, rows in tables.items():
+        print(f"\n{title}\n" + pd.DataFrame(rows).round(3).to_string(index=False))
+    o, r = report["overhead"], report["overhead"]["relay_pingpong"]
+    if o["error"]:
+        print(f"ERROR loopback run: {o['error']}")
+    print(f"\nloopback greedy t_comm/round: mean {o['greedy_mean_ms'] or math.nan:.3f} ms, median "
+          f"{o['greedy_median_ms'] or math.nan:.3f} ms (target <= {o['target_ms']} ms); relay ping-pong: direct "
+          f"{r['direct_ms']:.3f} ms, via emulator fast path {r['relayed_ms']:.3f} ms")
+    for e in report["errors"]:
+        print(f"ERROR {e['rate_mbps']:g} Mbps / {e['rtt_ms']:g} ms: {e['error']}")
+    print("failed: " + ("; ".join(report["failed"]) if report["failed"] else "none"))
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x.strip()]
+
+
+def parse_args(argv: list[str] | None = None) -> BenchConfig:
+    d = BenchConfig()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prompts", type=int, default=None, help=f"prompts per run (default {d.prompts})")
+    ap.add_argument("--grid-rates", type=_floats, default=None, help="comma-separated Mbit/s (default 2,20,200)")
+    ap.add_argument("--grid-rtts", type=_floats, default=None, help="comma-separated ms (default 5,20,50)")
+    ap.add_argument("--protocols", type=lambda s: [p.strip() for p in s.split(",") if p.strip()], default=d.protocols,
+                    help="fidelity protocols, comma-separated (default greedy,fh)")
+    ap.add_argument("--trends", action=argparse.BooleanOptionalAction, default=d.trends)
+    for name in SCALAR_FLAGS:  # --out, --per, --tol, --max-new-tokens, ... with the dataclass defaults
+        default = getattr(d, name)
+        ap.add_argument("--" + name.replace("_", "-"), type=type(default) if default is not None else str, default=default)
+    ap.add_argument("--quick", action="store_true", help="smoke run: 2 Mbps / 20 ms only, 2 prompts")
+    a = ap.parse_args(argv)
+    if unknown := sorted(set(a.protocols) - set(ALL_PROTOCOLS)):
+        ap.error(f"unknown protocols {unknown}; choose from {list(ALL_PROTOCOLS)}")
+    base = QUICK if a.quick else {"prompts": d.prompts, "rates_mbps": d.rates_mbps, "rtts_ms": d.rtts_ms}
+    given = {"prompts": a.prompts, "rates_mbps": a.grid_rates, "rtts_ms": a.grid_rtts}
+    return BenchConfig(protocols=a.protocols, trends=a.trends, quick=a.quick, **{k: getattr(a, k) for k in SCALAR_FLAGS},
+                       **{k: v if v is not None else base[k] for k, v in given.items()})
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(parse_args(argv))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,77 @@
+"""Where a run's processes live and how they are linked: loopback + in-process emulator, or two netns + tc.
+
+Both placements start the edge, set up the link, and yield a ``Site``: the endpoint UEs connect to,
+the command prefix that puts a UE in its place, and when the link's trace clock started.
+Everything is torn down in ``finally``.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from channel.emulator import LinkEmulator
+from channel.netns import exec_prefix, topology
+from channel.tc import applied, direction_specs, kernel_has_netem, plan_link
+from testbed.procs import Child
+
+EDGE_PORT = 5555  # edge port inside its namespace
+EMULATOR_PORT = 5601  # emulator port on the UE namespace's loopback
+
+
+@dataclass
+class Site:
+    """What UEs need to join a running edge."""
+
+    connect: str  # endpoint UEs connect to
+    t0_epoch_s: float  # wall-clock start of the link (trace time 0)
+    ue_prefix: list[str] = field(default_factory=list)  # command prefix placing a UE (e.g. ip netns exec)
+    notes: list[str] = field(default_factory=list)  # how the link is emulated, for the log
+
+
+@contextmanager
+def local(cfg, out: Path, edge_args: list[str]) -> Iterator[Site]:
+    """Edge on loopback, the user-space emulator in this process."""
+    edge = Child("edge", edge_args + ["--bind", "tcp://127.0.0.1:0"], out / "edge.log")
+    try:
+        endpoint = edge.wait_for("READY", 300)
+        with LinkEmulator(cfg.link.emulator_config(int(endpoint.rsplit(":", 1)[1]))) as emu:
+            yield Site(emu.endpoint, emu.t0_epoch_s, notes=["user-space emulator on loopback"])
+    finally:
+        edge.stop()
+
+
+@contextmanager
+def netns(cfg, out: Path, edge_args: list[str]) -> Iterator[Site]:
+    """Edge and UEs in two namespaces joined by a veth; netem or tbf on the veth, the rest in user space."""
+    link = cfg.link
+    if link.csi_trace:
+        raise ValueError("--netns with --csi-trace is not supported: tc settings are static; use the default placement")
+    with ExitStack() as stack:
+        topo = stack.enter_context(topology())
+        have = bool(kernel_has_netem(dev=topo.ue_dev, netns=topo.ue_ns))
+        up, down = direction_specs(link.rtt_ms, link.jitter_ms, link.per, link.rate_up_mbps or None,
+                                   link.rate_down_mbps or None)
+        plans = [plan_link(up, topo.ue_dev, topo.ue_ns, have), plan_link(down, topo.edge_dev, topo.edge_ns, have)]
+        stack.enter_context(applied([c for p in plans for c in p.apply_cmds], [c for p in plans for c in p.cleanup_cmds]))
+        edge = Child("edge", edge_args + ["--bind", f"tcp://{topo.edge_addr}:{EDGE_PORT}"], out / "edge.log",
+                     prefix=exec_prefix(topo.edge_ns))
+        stack.callback(edge.stop)
+        edge.wait_for("READY", 300)
+        connect, t0 = f"tcp://{topo.edge_addr}:{EDGE_PORT}", time.time()
+        if any(p.userspace for p in plans):
+            emu = Child("emulator", _emulator_args(link, topo.edge_addr), out / "emulator.log",
+                        prefix=exec_prefix(topo.ue_ns))
+            stack.callback(emu.stop)
+            emu.wait_for("linkemu:", 60)
+            connect, t0 = f"tcp://127.0.0.1:{EMULATOR_PORT}", time.time()
+        yield Site(connect, t0, exec_prefix(topo.ue_ns), [p.message for p in plans])
+
+
+def _emulator_args(link, edge_addr: str) -> list[str]:
+    """Delay, jitter and loss in user space (the rate is on the veth via tbf)."""
+    return ["channel.emulator", "--listen", f"127.0.0.1:{EMULATOR_PORT}", "--forward", f"{edge_addr}:{EDGE_PORT}",
+            "--rtt-ms", str(link.rtt_ms), "--jitter-ms", str(link.jitter_ms), "--per", str(link.per),
+            "--seed", str(link.seed)]

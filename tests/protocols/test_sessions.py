@@ -1,0 +1,220 @@
+"""Edge and UE protocol state machines driven message by message (no sockets): losslessness, SH queries, errors."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from channel.csi import CSI
+from protocols.edge_side import EdgeSession
+from protocols.ue_side import UEParams, UESession
+from protocols.wire import Limits, Message, MsgType, decode, encode, make
+from testbed.serve import EdgeServer, ServeConfig
+from wisv.sessions import DraftSession, VerifySession
+from wisv.speculative import AcceptAll, MismatchPolicy, RejectAll, SpecOutput, speculative_generate
+
+VOCAB, EOS = 61, 60
+K, MAX_NEW = 4, 40  # draft length and token budget of every session here
+LIMITS = Limits(vocab_size=VOCAB, max_draft_len=16, max_positions=16)
+PROMPTS = [[3, 4, 5], [7, 8, 9, 10, 11, 12]]
+LONG_RTT, SHORT_RTT = CSI(50.0, 50.0, rtt_ms=40.0), CSI(50.0, 50.0, rtt_ms=2.0)  # auto "rtt" rule: FH, SH
+UPLINK = {"greedy": {"tokens"}, "fh": {"tokens", "hidden"}, "sh": {"tokens"}, "reject": {"tokens", "probs"}}
+
+
+def make_pair(family: str, hidden: int, layers: int, heads: int, kv: int, seed: int = 0):
+    """A random Llama target and a drafter that is a noisy copy of it (high but imperfect agreement)."""
+    assert family == "llama"
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                      num_key_value_heads=kv, intermediate_size=2 * hidden, initializer_range=0.15,
+                      eos_token_id=EOS, bos_token_id=0, pad_token_id=0, max_position_embeddings=256)
+    torch.manual_seed(seed)
+    target = LlamaForCausalLM(cfg).eval()
+    drafter = copy.deepcopy(target)
+    with torch.no_grad():
+        for p in drafter.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return drafter, target
+
+
+@pytest.fixture(scope="module")
+def pair():
+    torch.set_num_threads(1)
+    return make_pair("llama", 32, 2, 4, 2)
+
+
+@dataclass
+class RoundLog:
+    """One round as the edge saw the uplink and the UE saw the downlink."""
+
+    draft: Message  # decoded DRAFT
+    query: list[int] | None = None  # HIDDEN_REQ positions, if the edge asked
+    verdict: dict = field(default_factory=dict)  # VERDICT header
+
+
+def wire(msg: Message) -> Message:
+    """What the peer receives: encode, then decode against the receiver's Limits."""
+    return decode(encode(msg), LIMITS)
+
+
+def open_pair(pair, prompt: list[int], policy: MismatchPolicy | None = None, **params) -> tuple[EdgeSession, UESession]:
+    drafter, target = pair
+    ue_params = UEParams(**{"draft_len": K, "max_new_tokens": MAX_NEW} | params)
+    ue = UESession("ue-0", DraftSession(drafter, prompt), ue_params, EOS)
+    edge = EdgeSession("ue-0", VerifySession(target, prompt), wire(ue.open_message()), policy or RejectAll(), 0.5, EOS)
+    return edge, ue
+
+
+def drive(edge: EdgeSession, ue: UESession, csi: Callable[[int], CSI | None] = lambda i: None) -> list[RoundLog]:
+    """Run the session to the end, every message crossing the wire format."""
+    logs = []
+    while not ue.done:
+        log = RoundLog(wire(ue.next_draft(csi(ue.n_rounds))))
+        reply = wire(edge.on_draft(log.draft))
+        while (nxt := ue.on_reply(reply)) is not None:
+            log.query = reply.tensors["positions"].tolist()
+            reply = wire(edge.on_hidden(wire(nxt)))
+        log.verdict = reply.header
+        logs.append(log)
+    assert edge.done and edge.generated == len(ue.tokens)
+    return logs
+
+
+def reference(pair, prompt: list[int], **kwargs) -> SpecOutput:
+    drafter, target = pair
+    return speculative_generate(drafter, target, prompt, max_new_tokens=MAX_NEW, draft_len=K, eos_token_id=EOS,
+                                **kwargs)
+
+
+@pytest.mark.parametrize("prompt", PROMPTS, ids=["p3", "p6"])
+@pytest.mark.parametrize("protocol", ["greedy", "fh", "sh", "auto"])
+def test_rejectall_protocols_equal_greedy_speculative_decoding(pair, protocol: str, prompt: list[int]) -> None:
+    edge, ue = open_pair(pair, prompt, protocol=protocol, auto_rule="rtt")
+    logs = drive(edge, ue, csi=lambda i: LONG_RTT if i % 2 else SHORT_RTT)
+    assert ue.tokens == reference(pair, prompt).tokens
+    used = {log.draft.header["protocol"] for log in logs}
+    assert used == ({"fh", "sh"} if protocol == "auto" else {protocol})
+    for log in logs:
+        assert set(log.draft.tensors) == UPLINK[log.draft.header["protocol"]]
+    assert [log.verdict["round"] for log in logs] == list(range(len(logs)))
+    assert logs[-1].verdict["done"] and not any(log.verdict["done"] for log in logs[:-1])
+
+
+@pytest.mark.parametrize("prompt", PROMPTS, ids=["p3", "p6"])
+def test_sh_requests_hidden_exactly_at_the_mismatches(pair, prompt: list[int]) -> None:
+    edge, ue = open_pair(pair, prompt, protocol="sh")
+    logs = drive(edge, ue)
+    ref = reference(pair, prompt).rounds
+    assert len(logs) == len(ref)
+    assert any(r.mismatches for r in ref) and not all(r.mismatches for r in ref)  # both paths taken
+    compared = 0
+    for log, r in zip(logs, ref):
+        if r.drafted == 0:  # a one-token budget: the reference drafts nothing, the UE still drafts one
+            continue
+        assert log.draft.tensors["tokens"].tolist() == r.draft_tokens
+        assert log.query == (r.mismatches or None)
+        assert log.verdict["mismatches"] == log.verdict["queried"] == len(r.mismatches)
+        compared += 1
+    assert compared >= len(ref) - 1
+
+
+def test_fh_with_accept_all_commits_every_full_draft(pair) -> None:
+    prompt = PROMPTS[0]
+    edge, ue = open_pair(pair, prompt, policy=AcceptAll(), protocol="fh")
+    logs = drive(edge, ue)
+    assert all(log.verdict["n_accepted"] == len(log.draft.tensors["tokens"]) for log in logs)
+    assert any(log.verdict["mismatches"] > 0 for log in logs)  # mismatches existed and were accepted
+    assert all(log.query is None for log in logs)
+    assert ue.tokens == reference(pair, prompt, rule="wisv", policy=AcceptAll()).tokens
+
+
+def test_reject_sampling_is_seeded(pair) -> None:
+    def sample(seed: int) -> list[int]:
+        edge, ue = open_pair(pair, PROMPTS[1], protocol="reject", seed=seed)
+        logs = drive(edge, ue)
+        assert all(set(log.draft.tensors) == UPLINK["reject"] for log in logs)
+        return ue.tokens
+
+    first = sample(7)
+    assert sample(7) == first
+    assert any(sample(s) != first for s in (8, 9, 10))
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+
+def server_of(pair) -> EdgeServer:
+    return EdgeServer(ServeConfig(max_draft_len=16), pair[1], RejectAll())
+
+
+def ask(server: EdgeServer, peer: bytes, msg: Message) -> Message:
+    return decode(server.handle(peer, encode(msg)), LIMITS)
+
+
+def test_draft_before_open_or_from_another_peer_is_unknown_session(pair) -> None:
+    server = server_of(pair)
+    draft = make(MsgType.DRAFT, "ue-0", {"tokens": np.array([1, 2], np.int32)}, round=0, t_draft_s=0.0)
+    reply = ask(server, b"peer-a", draft)
+    assert (reply.type, reply.session, reply.header["code"]) == (MsgType.ERROR, "ue-0", "unknown_session")
+    assert "'ue-0'" in reply.header["text"]
+    _, ue = open_pair(pair, PROMPTS[0], protocol="greedy")
+    assert ask(server, b"peer-a", ue.open_message()).type == MsgType.OPEN_OK
+    assert ask(server, b"peer-b", draft).header["code"] == "unknown_session"  # sessions belong to their peer
+    assert ask(server, b"peer-a", draft).type == MsgType.VERDICT
+
+
+def _replace(msg: Message, tensors: dict | None = None, **header) -> Message:
+    return dataclasses.replace(msg, tensors=tensors or dict(msg.tensors), header=msg.header | header)
+
+
+def drop_hidden(m: Message) -> Message:
+    return _replace(m, {"tokens": m.tensors["tokens"]})
+
+
+def one_token_too_many(m: Message) -> Message:
+    t = m.tensors["tokens"]  # [k]
+    return _replace(m, {"tokens": np.concatenate([t, np.ones(K + 1 - len(t), t.dtype)])})
+
+
+def claim_sh(m: Message) -> Message:
+    return _replace(m, protocol="sh")
+
+
+def doubled_rows(m: Message) -> Message:
+    h = m.tensors["hidden"]  # [m, d]
+    return _replace(m, {"hidden": np.concatenate([h, h])})
+
+
+ERROR_CASES = [  # (protocol, message type to corrupt once, corruption, expected code, word in the text)
+    ("fh", MsgType.DRAFT, drop_hidden, "missing_tensor", "'hidden'"),
+    ("greedy", MsgType.DRAFT, one_token_too_many, "too_large", f"{K + 1} tokens"),
+    ("greedy", MsgType.DRAFT, claim_sh, "bad_protocol", "'sh'"),
+    ("sh", MsgType.HIDDEN, doubled_rows, "shape_mismatch", "rows"),
+]
+
+
+@pytest.mark.parametrize("protocol,mtype,corrupt,code,word", ERROR_CASES, ids=lambda c: getattr(c, "__name__", None))
+def test_protocol_errors_name_the_problem_and_leave_the_session_usable(
+    pair, protocol: str, mtype: MsgType, corrupt: Callable[[Message], Message], code: str, word: str
+) -> None:
+    server = server_of(pair)
+    _, ue = open_pair(pair, PROMPTS[1], protocol=protocol)
+    assert ask(server, b"p", ue.open_message()).type == MsgType.OPEN_OK
+    errors = []
+    while not ue.done:
+        msg = ue.next_draft(None)
+        while msg is not None:
+            if msg.type == mtype and not errors:
+                errors.append(ask(server, b"p", corrupt(msg)))  # the bad variant first, then the real one
+            msg = ue.on_reply(ask(server, b"p", msg))
+    assert len(errors) == 1, f"no {mtype.name} was sent to corrupt"
+    err = errors[0]
+    assert (err.type, err.session, err.header["code"]) == (MsgType.ERROR, "ue-0", code)
+    assert word in err.header["text"]
+    assert ue.tokens == reference(pair, PROMPTS[1]).tokens
+    assert ask(server, b"p", ue.close_message()).type == MsgType.CLOSED and not server.sessions
