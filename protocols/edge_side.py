@@ -58,6 +58,8 @@ class EdgeSession:
         self.gen = torch.Generator().manual_seed(h.get("seed", 0))
         self.generated, self.done, self.pending = 0, False, None
         self.last_active = time.monotonic()
+        self.msg_t0 = time.perf_counter()  # set by the server when a message of this session arrives
+        self.round_edge_s = 0.0  # edge handling time of the round so far (SH: the DRAFT part)
 
     def on_draft(self, msg: Message) -> Message:
         """Verify a block; reply HIDDEN_REQ (SH with mismatches) or VERDICT."""
@@ -77,6 +79,7 @@ class EdgeSession:
         pend = _Pending(msg.header["round"], tokens, block, mism, t_verify, proto, csi)
         if queried:
             self.pending = pend
+            self.round_edge_s = time.perf_counter() - self.msg_t0
             return make(MsgType.HIDDEN_REQ, self.sid, {"positions": np.asarray(queried, np.int32)}, round=pend.round)
         h_d = msg.tensors.get("hidden")
         return self._finish(pend, None if h_d is None else h_d[mism], msg.tensors.get("probs"))
@@ -100,10 +103,12 @@ class EdgeSession:
         committed = truncate_output(committed, self.max_new - self.generated, self.eos)
         self.generated += len(committed)
         self.done = self.generated >= self.max_new or (self.eos is not None and committed[-1] == self.eos)
-        t_verify = p.t_verify_s + (time.perf_counter() - t0) - t_head
+        now = time.perf_counter()
+        t_verify = p.t_verify_s + (now - t0) - t_head
+        t_edge, self.round_edge_s = self.round_edge_s + (now - self.msg_t0), 0.0
         return make(MsgType.VERDICT, self.sid, None, round=p.round, n_accepted=v.n_accepted, next_token=v.next_token,
                     mismatches=len(p.mismatches), queried=len(p.protocol.query(p.mismatches)),
-                    t_verify_s=t_verify, t_head_s=t_head, done=self.done)
+                    t_verify_s=t_verify, t_head_s=t_head, t_edge_s=t_edge, done=self.done)
 
     def _decide(self, p: _Pending, h_d: np.ndarray | None, probs: np.ndarray | None) -> tuple[Verdict, float]:
         draft = torch.tensor(p.tokens, dtype=torch.long)

@@ -215,6 +215,7 @@ SCHEMAS: dict[MsgType, Schema] = {
             "queried": Field(INT, rng=COUNT),
             "t_verify_s": Field(FLOAT),
             "t_head_s": Field(FLOAT),
+            "t_edge_s": Field(FLOAT, required=False),  # all edge handling this round (decode..reply), s
             "done": Field((bool,)),
         },
     ),

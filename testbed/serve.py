@@ -54,11 +54,11 @@ class EdgeServer:
 
     def handle(self, peer: bytes, frames: list) -> list[bytes]:
         """Decode, dispatch and encode one reply; never raises for a peer's mistake."""
-        sid = "unknown"
+        sid, t0 = "unknown", time.perf_counter()
         try:
             msg = decode(frames, self.limits)
             sid = msg.session
-            return encode(self._dispatch(peer, msg))
+            return encode(self._dispatch(peer, msg, t0))
         except (WireError, ProtocolError) as e:
             return encode(error_message(sid, e.code, str(e)))
         except Exception as e:  # noqa: BLE001 - the server must keep serving other sessions
@@ -66,7 +66,7 @@ class EdgeServer:
             self._drop(peer, sid)
             return encode(error_message(sid, "internal", f"{type(e).__name__}: {e}"))
 
-    def _dispatch(self, peer: bytes, msg: Message) -> Message:
+    def _dispatch(self, peer: bytes, msg: Message, t0: float) -> Message:
         if msg.type == MsgType.PING:
             payload = np.zeros(msg.header.get("reply_bytes", 0), np.uint8)
             return make(MsgType.PONG, msg.session, {"payload": payload}, seq=msg.header["seq"],
@@ -77,7 +77,7 @@ class EdgeServer:
         sess = self.sessions.get(key)
         if sess is None:
             raise ProtocolError("unknown_session", f"no open session {msg.session!r} for this peer")
-        sess.last_active = time.monotonic()
+        sess.last_active, sess.msg_t0 = time.monotonic(), t0
         if msg.type == MsgType.DRAFT:
             return sess.on_draft(msg)
         if msg.type == MsgType.HIDDEN:

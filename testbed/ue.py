@@ -116,7 +116,7 @@ def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
     t_start = time.perf_counter()
     msg = sess.next_draft(est.csi())
     t_first = time.perf_counter()
-    up, down, exchanges = client.send(msg), 0, 1
+    up, down, exchanges, ue_mid = client.send(msg), 0, 1, 0.0
     while True:
         reply, nbytes = client.recv(sess.sid)
         down += nbytes
@@ -125,9 +125,10 @@ def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
         if nxt is None:
             break
         up += client.send(nxt)
+        ue_mid += time.perf_counter() - t_last  # UE work between exchanges is not link time
         exchanges += 1
     r, v = sess.round, sess.round.verdict
-    edge_s = v["t_verify_s"] + v["t_head_s"]
+    edge_s = v.get("t_edge_s", v["t_verify_s"] + v["t_head_s"]) + ue_mid
     return {"round": r.index, "protocol": r.protocol, "draft_len": len(r.draft.tokens), "accepted": v["n_accepted"],
             "mismatches": v["mismatches"], "queried": v["queried"], "exchanges": exchanges,
             "uplink_bytes": up, "downlink_bytes": down, "t_draft_s": r.t_draft_s,

@@ -1,7 +1,6 @@
 """Edge and UE protocol state machines driven message by message (no sockets): losslessness, SH queries, errors."""
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -9,13 +8,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from channel.csi import CSI
 from protocols.edge_side import EdgeSession
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
 from testbed.serve import EdgeServer, ServeConfig
+from tests.tiny_pair import make_pair
 from wisv.sessions import DraftSession, VerifySession
 from wisv.speculative import AcceptAll, MismatchPolicy, RejectAll, SpecOutput, speculative_generate
 
@@ -27,25 +26,10 @@ LONG_RTT, SHORT_RTT = CSI(50.0, 50.0, rtt_ms=40.0), CSI(50.0, 50.0, rtt_ms=2.0) 
 UPLINK = {"greedy": {"tokens"}, "fh": {"tokens", "hidden"}, "sh": {"tokens"}, "reject": {"tokens", "probs"}}
 
 
-def make_pair(family: str, hidden: int, layers: int, heads: int, kv: int, seed: int = 0):
-    """A random Llama target and a drafter that is a noisy copy of it (high but imperfect agreement)."""
-    assert family == "llama"
-    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                      num_key_value_heads=kv, intermediate_size=2 * hidden, initializer_range=0.15,
-                      eos_token_id=EOS, bos_token_id=0, pad_token_id=0, max_position_embeddings=256)
-    torch.manual_seed(seed)
-    target = LlamaForCausalLM(cfg).eval()
-    drafter = copy.deepcopy(target)
-    with torch.no_grad():
-        for p in drafter.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    return drafter, target
-
-
 @pytest.fixture(scope="module")
 def pair():
     torch.set_num_threads(1)
-    return make_pair("llama", 32, 2, 4, 2)
+    return make_pair("llama", 32, 2, 4, 2, vocab=VOCAB, eos=EOS)
 
 
 @dataclass

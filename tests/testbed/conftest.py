@@ -1,7 +1,6 @@
 """Shared testbed fixtures: a tiny random drafter/target pair saved as HF directories with the built-in tokenizer."""
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -9,7 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+from transformers import AutoTokenizer
+
+from tests.tiny_pair import make_pair
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER_DIR = ROOT / "wisv" / "assets" / "toy-pair" / "tokenizer"
@@ -25,25 +26,11 @@ class PairDirs:
     eos: int  # tokenizer's EOS id, also the models' EOS
 
 
-def make_pair(vocab: int, eos: int, bos: int, pad: int, hidden: int = 32, seed: int = 0):
-    """A random Llama target and a drafter that is a noisy copy of it (high but imperfect agreement)."""
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, intermediate_size=2 * hidden, initializer_range=0.15,
-                      eos_token_id=eos, bos_token_id=bos, pad_token_id=pad, max_position_embeddings=512)
-    torch.manual_seed(seed)
-    target = LlamaForCausalLM(cfg).eval()
-    drafter = copy.deepcopy(target)
-    with torch.no_grad():
-        for p in drafter.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    return drafter, target
-
-
 @pytest.fixture(scope="session")
 def pair_dirs(tmp_path_factory: pytest.TempPathFactory) -> PairDirs:
     torch.set_num_threads(1)
     tok = AutoTokenizer.from_pretrained(TOKENIZER_DIR)
-    drafter, target = make_pair(len(tok), tok.eos_token_id, tok.bos_token_id, tok.pad_token_id)
+    drafter, target = make_pair(vocab=len(tok), eos=tok.eos_token_id, bos=tok.bos_token_id, pad=tok.pad_token_id)
     root = tmp_path_factory.mktemp("tiny-pair")
     for name, model in (("drafter", drafter), ("target", target)):
         model.save_pretrained(root / name)
