@@ -202,3 +202,25 @@ def test_protocol_errors_name_the_problem_and_leave_the_session_usable(
     assert word in err.header["text"]
     assert ue.tokens == reference(pair, PROMPTS[1]).tokens
     assert ask(server, b"p", ue.close_message()).type == MsgType.CLOSED and not server.sessions
+
+
+def test_idle_sessions_are_freed_after_the_timeout(pair) -> None:
+    server = EdgeServer(ServeConfig(max_draft_len=16, session_timeout_s=10.0), pair[1], RejectAll())
+    _, ue_a = open_pair(pair, PROMPTS[0], protocol="greedy")
+    assert ask(server, b"peer-a", ue_a.open_message()).type == MsgType.OPEN_OK
+    sess = server.sessions[(b"peer-a", ue_a.sid)]
+    assert sess.verify.cached_len > 0
+    t0 = sess.last_active
+    assert server.sweep(now=t0 + 5.0) == 0 and len(server.sessions) == 1
+    assert server.sweep(now=t0 + 10.5) == 1 and not server.sessions
+    assert sess.verify.cached_len == 0  # KV cache released
+    draft = make(MsgType.DRAFT, ue_a.sid, {"tokens": np.array([1], np.int32)}, round=0, t_draft_s=0.0)
+    assert ask(server, b"peer-a", draft).header["code"] == "unknown_session"
+
+
+def test_open_beyond_max_sessions_is_refused(pair) -> None:
+    server = EdgeServer(ServeConfig(max_draft_len=16, max_sessions=1), pair[1], RejectAll())
+    _, ue_a = open_pair(pair, PROMPTS[0], protocol="greedy")
+    assert ask(server, b"peer-a", ue_a.open_message()).type == MsgType.OPEN_OK
+    reply = ask(server, b"peer-b", ue_a.open_message())
+    assert reply.header["code"] == "busy" and "max 1" in reply.header["text"]
