@@ -1,0 +1,146 @@
+"""Pure per-round and end-to-end latency model: compute plus communication (SPEC eqs. 14, 16, 18-22).
+
+What one round costs, by protocol (all stages sequential: no overlap of drafting, link and verification):
+
+    greedy  T_draft + T_comm(one exchange, uplink s_greedy) + T_verify
+    reject  T_draft + T_comm(one exchange, uplink s_reject) + T_verify
+    fh      T_draft + T_FH  (eq. 6)                           + T_verify + T_head   (eq. 18)
+    sh      T_draft + T_SH  (eq. 10, m queried positions)     + T_verify + T_head   (eq. 19)
+
+``m`` is the number of greedy-mismatch positions of the block: the decision head's candidate set,
+which SH also queries (``protocols.registry.SelectiveHidden.query``).  The head runs only for the
+WISV protocols, ``T_head = m * head_flops(d_in, H) / (eta_ES F_ES)`` with ``d_in = d_d + d_t + d_c``.
+Greedy and reject return the same feedback as FH (index + token, ``S_fb + O_dn``).  Eq. 22 sums the
+rounds.  The hardware and model choices live in one ``Deployment``; a round is a ``RoundInputs``.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from channel.csi import CSI, FEATURE_DIM
+from wisv.compute import (DEFAULT_CONSTANTS, FlopConstants, ModelDims, compute_s, draft_flops, get_architecture,
+                          head_flops, verify_flops)
+from wisv.hardware import HardwareProfile, get_profile
+from wisv.latency import PayloadBits, s_greedy, s_reject, t_fh, t_sh, t_single_exchange
+
+PROTOCOLS = ("greedy", "reject", "fh", "sh")
+WISV_PROTOCOLS = ("fh", "sh")  # protocols that run the decision head
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Who runs what where: the model pair, the two devices, the payload encoding and the head size."""
+
+    drafter: ModelDims  # runs on the UE
+    target: ModelDims  # runs on the edge server
+    ue: HardwareProfile  # drafting device
+    edge: HardwareProfile  # verifying device (also runs the decision head)
+    payload: PayloadBits  # encoding constants of the uplink/downlink messages
+    head_hidden: int = 256  # decision-head hidden width H (the paper only says "small"; our choice)
+    csi_dim: int = FEATURE_DIM  # d_c, length of the CSI feature vector fed to the head
+    consts: FlopConstants = DEFAULT_CONSTANTS  # c1..c4 of eq. 13
+
+    @property
+    def head_d_in(self) -> int:
+        """d_in = d_d + d_t + d_c (eq. 17)."""
+        return self.drafter.d_model + self.target.d_model + self.csi_dim
+
+    @classmethod
+    def paper_llama(cls, ue: str = "jetson-agx-orin", edge: str = "a40") -> Deployment:
+        """The paper's testbed: Llama-3.2-1B on a Jetson AGX Orin, Llama-3.1-8B on an A40, paper packing."""
+        drafter, target = get_architecture("llama-3.2-1b"), get_architecture("llama-3.1-8b")
+        return cls(drafter, target, get_profile(ue), get_profile(edge),
+                   PayloadBits.paper(vocab=drafter.vocab, d_d=drafter.d_model))
+
+
+@dataclass(frozen=True)
+class RoundInputs:
+    """What a round's latency depends on, besides the link and the deployment."""
+
+    protocol: str  # "greedy" | "reject" | "fh" | "sh"
+    k: int  # K, tokens drafted this round
+    l: int  # L, committed prefix length at the start of the round (tokens)
+    m: float = 0  # greedy mismatches in the block (head candidates, SH queries); may be an average
+
+    def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {self.protocol!r}; known: {PROTOCOLS}")
+        if self.k < 1 or self.l < 0:
+            raise ValueError(f"need K >= 1 and L >= 0, got K={self.k}, L={self.l}")
+        if not 0 <= self.m <= self.k:
+            raise ValueError(f"need 0 <= m <= K, got m={self.m}, K={self.k}")
+
+    @staticmethod
+    def make_dummy(protocol: str = "fh") -> RoundInputs:
+        return RoundInputs(protocol, k=8, l=100, m=2)
+
+
+@dataclass(frozen=True)
+class RoundTimes:
+    """Time components of one round, seconds."""
+
+    draft_s: float  # T_draft, eq. 14
+    comm_s: float  # link time (eq. 6, eq. 10 or one greedy/reject exchange)
+    verify_s: float  # T_verify, eq. 16
+    head_s: float  # T_head, eq. 17 over the m candidates (0 for greedy/reject)
+
+    @property
+    def total_s(self) -> float:
+        """Eqs. 18/19: the sum of the components."""
+        return self.draft_s + self.comm_s + self.verify_s + self.head_s
+
+
+def t_draft_s(dims_d: ModelDims, L: int, K: int, ue: HardwareProfile, c: FlopConstants = DEFAULT_CONSTANTS) -> float:
+    """Eq. 14: T_draft = F_draft / (eta_UE * F_UE)."""
+    return compute_s(draft_flops(dims_d, L, K, c), ue)
+
+
+def t_verify_s(dims_t: ModelDims, L: int, K: int, edge: HardwareProfile,
+               c: FlopConstants = DEFAULT_CONSTANTS) -> float:
+    """Eq. 16: T_verify = F_verify / (eta_ES * F_ES)."""
+    return compute_s(verify_flops(dims_t, L, K, c), edge)
+
+
+def t_head_s(n_queried: float, d_in: int, H: int, edge: HardwareProfile) -> float:
+    """Decision-head time: n_queried * head_flops(d_in, H) on the edge (eq. 17 with eq. 11)."""
+    if n_queried < 0:
+        raise ValueError(f"n_queried must be >= 0, got {n_queried}")
+    return compute_s(n_queried * head_flops(d_in, H), edge)
+
+
+def comm_s(protocol: str, k: int, m: float, csi: CSI, pb: PayloadBits) -> float:
+    """Link time of one round of ``protocol`` (wisv.latency); ``m`` matters only for SH."""
+    feedback = pb.s_fb + pb.o_dn
+    if protocol == "greedy":
+        return t_single_exchange(s_greedy(k, pb), feedback, csi)
+    if protocol == "reject":
+        return t_single_exchange(s_reject(k, pb), feedback, csi)
+    if protocol == "fh":
+        return t_fh(k, csi, pb)
+    if protocol == "sh":
+        return t_sh(k, m, csi, pb)
+    raise ValueError(f"unknown protocol {protocol!r}; known: {PROTOCOLS}")
+
+
+def round_times(r: RoundInputs, csi: CSI, dep: Deployment) -> RoundTimes:
+    """Each time component of one round (eqs. 14, 16, 17 and the protocol's link time)."""
+    head = 0.0
+    if r.protocol in WISV_PROTOCOLS:
+        head = t_head_s(r.m, dep.head_d_in, dep.head_hidden, dep.edge)
+    return RoundTimes(
+        draft_s=t_draft_s(dep.drafter, r.l, r.k, dep.ue, dep.consts),
+        comm_s=comm_s(r.protocol, r.k, r.m, csi, dep.payload),
+        verify_s=t_verify_s(dep.target, r.l, r.k, dep.edge, dep.consts),
+        head_s=head,
+    )
+
+
+def round_time_s(r: RoundInputs, csi: CSI, dep: Deployment) -> float:
+    """Eqs. 18/19 (and their greedy/reject analogues): total seconds of one round."""
+    return round_times(r, csi, dep).total_s
+
+
+def e2e_s(rounds: Iterable[float]) -> float:
+    """Eq. 22: end-to-end latency, the sum of the per-round times (seconds)."""
+    return float(sum(rounds))
