@@ -21,7 +21,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, 
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from wisv.toydata import load_split  # noqa: E402
+from wisv.toydata import STYLE_FOLLOW, load_split  # noqa: E402
 
 SPECIALS = {"pad_token": "<|pad|>", "bos_token": "<|bos|>", "eos_token": "<|eos|>"}
 
@@ -34,14 +34,19 @@ class ModelSpec:
     num_layers: int  # decoder blocks
     num_heads: int  # attention heads (head_dim = hidden_size / num_heads)
     intermediate_size: int  # MLP width d_ff
-    steps: int  # optimizer steps (fixed for determinism)
+    steps: int  # optimizer steps taken (fixed for determinism)
     batch_size: int  # sequences per step
     lr: float  # peak AdamW learning rate
     warmup_steps: int  # linear warm-up steps before cosine decay
+    schedule_steps: int | None = None  # length of the cosine schedule (None: steps); > steps stops early
+    style_follow: float | None = STYLE_FOLLOW  # training data's per-problem wording style (None: uniform per slot)
 
 
 TARGET = ModelSpec(192, 6, 6, 512, steps=1800, batch_size=48, lr=2e-3, warmup_steps=60)
-DRAFTER = ModelSpec(96, 3, 4, 256, steps=1400, batch_size=48, lr=3e-3, warmup_steps=60)
+# The drafter never sees a consistent per-problem wording style (style_follow=None), so it cannot
+# infer it and makes harmless wording mismatches; it stops early on a longer schedule to stay weaker.
+DRAFTER = ModelSpec(96, 3, 4, 256, steps=800, batch_size=48, lr=3e-3, warmup_steps=60, schedule_steps=1400,
+                    style_follow=None)
 VOCAB_SIZE = 700  # byte-level BPE: 256 bytes + merges + specials
 SEED = 1234
 
@@ -96,11 +101,13 @@ def batch_tensors(rows: list[tuple[list[int], int]], pad_id: int) -> tuple[torch
 def lr_at(step: int, spec: ModelSpec) -> float:
     if step < spec.warmup_steps:
         return spec.lr * (step + 1) / spec.warmup_steps
-    frac = (step - spec.warmup_steps) / max(1, spec.steps - spec.warmup_steps)
+    total = spec.schedule_steps or spec.steps
+    frac = min(1.0, (step - spec.warmup_steps) / max(1, total - spec.warmup_steps))
     return spec.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
-def train_model(name: str, spec: ModelSpec, tok: PreTrainedTokenizerFast, data: list, out: Path) -> dict:
+def train_model(name: str, spec: ModelSpec, tok: PreTrainedTokenizerFast, data: list, out: Path,
+                save_at: tuple[int, ...] = ()) -> dict:
     """Train one model for a fixed number of steps and save it in fp16; return a log."""
     torch.manual_seed(SEED)
     model = make_model(spec, tok)
@@ -119,6 +126,9 @@ def train_model(name: str, spec: ModelSpec, tok: PreTrainedTokenizerFast, data: 
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        if step + 1 in save_at:  # pilot checkpoints: out/<name>-step<N>
+            model.save_pretrained(out / f"{name}-step{step + 1}")
+            tok.save_pretrained(out / f"{name}-step{step + 1}")
         if step % 50 == 0 or step == spec.steps - 1:
             log.append({"step": step, "loss": round(loss.item(), 4), "elapsed_s": round(time.time() - t0, 1)})
             print(f"[{name}] step {step}/{spec.steps} loss {loss.item():.4f} {time.time() - t0:.0f}s", flush=True)
@@ -134,6 +144,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "wisv/assets/toy-pair")
     ap.add_argument("--stages", default="tokenizer,drafter,target,card")
     ap.add_argument("--steps", type=int, default=None, help="override step count (pilot runs only)")
+    ap.add_argument("--save-at", default="", help="comma-separated steps to checkpoint (pilot runs only)")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (the shipped weights used 1)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -145,12 +156,14 @@ def main() -> None:
         tok.save_pretrained(args.out / "tokenizer")
         print(f"tokenizer: {len(tok)} tokens")
     tok = with_bos(PreTrainedTokenizerFast.from_pretrained(args.out / "tokenizer"))
-    data = [encode_problem(tok, p.prompt, p.solution) for p in train]
     for name, spec in (("drafter", DRAFTER), ("target", TARGET)):
         if name in stages:
             if args.steps:
                 spec = ModelSpec(**{**asdict(spec), "steps": args.steps})
-            train_model(name, spec, tok, data, args.out)
+            problems = train if spec.style_follow == STYLE_FOLLOW else load_split("train", style_follow=spec.style_follow)
+            data = [encode_problem(tok, p.prompt, p.solution) for p in problems]
+            save_at = tuple(int(x) for x in args.save_at.split(",") if x)
+            train_model(name, spec, tok, data, args.out, save_at)
     if "card" in stages:
         from scripts.model_card import write_card  # needs the speculative core
         write_card(args.out)

@@ -78,9 +78,11 @@ def _cap(s: str) -> str:
     return s[0].upper() + s[1:]
 
 
-def _pick(rng: random.Random, options: list[str], preferred: int) -> str:
-    """Follow the preferred option with probability STYLE_FOLLOW, else any other."""
-    if rng.random() < STYLE_FOLLOW or len(options) == 1:
+def _pick(rng: random.Random, options: list[str], preferred: int, follow: float | None) -> str:
+    """Follow the preferred option with probability ``follow``, else any other; None: uniform per slot."""
+    if follow is None:
+        return rng.choice(options)
+    if rng.random() < follow or len(options) == 1:
         return options[preferred % len(options)]
     return rng.choice([o for i, o in enumerate(options) if i != preferred % len(options)])
 
@@ -108,8 +110,13 @@ def _steps(rng: random.Random, start: int, n_steps: int) -> list[tuple[str, int,
     return steps
 
 
-def make_problem(rng: random.Random, pid: str) -> Problem:
-    """Generate one problem from a seeded random generator."""
+def make_problem(rng: random.Random, pid: str, style_follow: float | None = STYLE_FOLLOW) -> Problem:
+    """Generate one problem from a seeded random generator.
+
+    ``style_follow=None`` draws every wording slot uniformly (no per-problem style): the built-in
+    drafter is trained that way, so it cannot infer a problem's style from the answer so far and
+    makes harmless wording mismatches against the target.
+    """
     name, pron, _ = rng.choice(NAMES)
     obj, friend = rng.choice(OBJECTS), rng.choice(FRIENDS)
     start = rng.randint(2, 30)
@@ -121,15 +128,15 @@ def make_problem(rng: random.Random, pid: str) -> Problem:
         q.append(_cap(tmpl.format(b=b, **{**fmt, "F": friend})))
     q.append(rng.choice(QUESTION).format(**fmt))
     style = rng.randrange(12)  # preferred option index per slot, derived from one draw
-    a = [_pick(rng, ANS_START, style).format(a=start, **fmt)]
+    a = [_pick(rng, ANS_START, style, style_follow).format(a=start, **fmt)]
     x = start
     for op, b, y in steps:
         sym = {"add": "+", "sub": "-", "mul": "*"}[op]
-        head = _pick(rng, ANS_STEP[op], style // 4).format(b=b, **fmt)
-        link = _pick(rng, ANS_LINK, style).format(expr=f"{x} {sym} {b} = {y}", **fmt)
+        head = _pick(rng, ANS_STEP[op], style // 4, style_follow).format(b=b, **fmt)
+        link = _pick(rng, ANS_LINK, style, style_follow).format(expr=f"{x} {sym} {b} = {y}", **fmt)
         a.append(head + link)
         x = y
-    a.append(_pick(rng, ANS_END, style // 4).format(y=x, **fmt))
+    a.append(_pick(rng, ANS_END, style // 4, style_follow).format(y=x, **fmt))
     return Problem(pid=pid, question=" ".join(q), solution=" ".join(a) + f" #### {x}", answer=x)
 
 
@@ -139,8 +146,11 @@ def _split_of(question: str) -> str:
     return "test" if h < 2 else "calib" if h < 4 else "train"
 
 
-def load_split(split: str, n: int | None = None) -> list[Problem]:
-    """Return the first ``n`` problems of a fixed split (all of it when ``n`` is None)."""
+def load_split(split: str, n: int | None = None, style_follow: float | None = STYLE_FOLLOW) -> list[Problem]:
+    """Return the first ``n`` problems of a fixed split (all of it when ``n`` is None).
+
+    ``style_follow`` changes the solutions' wording (see make_problem); evaluation uses the default.
+    """
     if split not in SPLIT_SEEDS:
         raise ValueError(f"unknown split {split!r}; choose one of {sorted(SPLIT_SEEDS)}")
     size = SPLIT_SIZES[split] if n is None else n
@@ -148,7 +158,7 @@ def load_split(split: str, n: int | None = None) -> list[Problem]:
         raise ValueError(f"split {split!r} has {SPLIT_SIZES[split]} problems; asked for {size}")
     rng, out, seen = random.Random(SPLIT_SEEDS[split]), [], set()
     while len(out) < size:
-        p = make_problem(rng, pid="")
+        p = make_problem(rng, pid="", style_follow=style_follow)
         if _split_of(p.question) != split or p.question in seen:
             continue
         seen.add(p.question)
