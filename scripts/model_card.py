@@ -78,6 +78,9 @@ def card_markdown(r: dict, root: Path) -> str:
                 f"{g['train_time_s'] / 60:.1f} min" for n, g in logs.items()}
     if train:
         lines.append(f"| training | {train.get('target', '')} | {train.get('drafter', '')} |")
+        style = {n: "per-problem style (80%)" if g["spec"].get("style_follow", 0.8) is not None else
+                 "wording drawn per slot (no per-problem style)" for n, g in logs.items()}
+        lines.append(f"| training data wording | {style.get('target', '')} | {style.get('drafter', '')} |")
     lines += ["", f"Greedy speculative decoding on {r['n_sd_problems']} test problems:", "",
               "| K | AAL | rounds / prompt | output == target greedy |", "| --- | --- | --- | --- |"]
     lines += [f"| {k} | {r[f'aal_k{k}']} | {r[f'rounds_per_prompt_k{k}']} | {r[f'matches_target_k{k}']:.1%} |"
@@ -97,10 +100,14 @@ def write_card(root: Path, n_acc: int = 300, n_sd: int = 200) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--markdown-only", action="store_true", help="rewrite MODEL_CARD.md from card.json")
     ap.add_argument("--dir", type=Path, default=Path(__file__).resolve().parents[1] / "wisv/assets/toy-pair")
     ap.add_argument("--n-acc", type=int, default=300)
     ap.add_argument("--n-sd", type=int, default=200)
     args = ap.parse_args()
+    if args.markdown_only:
+        (args.dir / "MODEL_CARD.md").write_text(card_markdown(json.loads((args.dir / "card.json").read_text()), args.dir))
+        return
     torch.set_num_threads(2)
     write_card(args.dir, args.n_acc, args.n_sd)
 
