@@ -94,7 +94,7 @@ BadCase = tuple[Callable[[int], list[bytes]], str, str]  # vocab -> frames, expe
 BAD: dict[str, BadCase] = {
     "truncated_tensor": (lambda v: (f := draft_frames(v))[:1] + [f[1][:-1]], "truncated", "'tokens'"),
     "float_tokens": (float_tokens, "bad_dtype", "'float32'"),
-    "token_out_of_range": (lambda v: draft_frames(v, np.array([1, v, 2], np.int32)), "token_range", f"value {{v}}"),
+    "token_out_of_range": (lambda v: draft_frames(v, np.array([1, v, 2], np.int32)), "token_range", "value {v}"),
     "oversized_shape": (lambda v: with_descriptor(draft_frames(v), shape=[2**40]), "too_large", "max_draft_len=8"),
     "random_bytes": (lambda v: [random_bytes(64, 0)], "bad_type", "unknown message type"),
     "random_header": (lambda v: [bytes([MsgType.DRAFT]) + random_bytes(64, 1)], "bad_header", "msgpack"),
