@@ -37,7 +37,11 @@ def local(cfg, out: Path, edge_args: list[str]) -> Iterator[Site]:
     edge = Child("edge", edge_args + ["--bind", "tcp://127.0.0.1:0"], out / "edge.log")
     try:
         endpoint = edge.wait_for("READY", 300)
-        with LinkEmulator(cfg.link.emulator_config(int(endpoint.rsplit(":", 1)[1]))) as emu:
+        emu_cfg = cfg.link.emulator_config(int(endpoint.rsplit(":", 1)[1]))
+        if emu_cfg.csi is None and emu_cfg.trace is None and emu_cfg.jitter_ms == 0:
+            yield Site(endpoint, time.time(), notes=["no link emulation: the UE connects straight to the edge"])
+            return
+        with LinkEmulator(emu_cfg) as emu:
             yield Site(emu.endpoint, emu.t0_epoch_s, notes=["user-space emulator on loopback"])
     finally:
         edge.stop()
