@@ -15,7 +15,8 @@ import torch
 from channel.csi import CSI
 from protocols.registry import ROUND_PROTOCOLS, Protocol, get_protocol
 from protocols.wire import Message, MsgType, make
-from wisv.acceptance import Verdict, greedy_accept_ids, speculative_sampling_accept, wisv_accept
+from wisv.acceptance import (Verdict, greedy_accept_ids, mismatch_positions, speculative_sampling_from_logits,
+                             wisv_accept)
 from wisv.sessions import Block, VerifySession
 from wisv.speculative import MismatchPolicy, truncate_output
 
@@ -73,7 +74,7 @@ class EdgeSession:
         t0 = time.perf_counter()
         block = self.verify.verify(tokens)
         t_verify = time.perf_counter() - t0
-        mism = torch.nonzero(torch.tensor(tokens) != block.argmax[: len(tokens)].cpu()).flatten().tolist()
+        mism = mismatch_positions(torch.tensor(tokens), block.argmax.cpu())
         csi = _csi_of(msg.header.get("csi"))
         queried = proto.query(mism)
         pend = _Pending(msg.header["round"], tokens, block, mism, t_verify, proto, csi)
@@ -127,8 +128,7 @@ class EdgeSession:
     def _sample(self, draft: torch.Tensor, block: Block, probs: np.ndarray) -> Verdict:
         q = torch.from_numpy(np.asarray(probs, dtype=np.float64))  # [K, V'] fp16 on the wire
         q = q / q.sum(dim=-1, keepdim=True)
-        p = torch.softmax(block.logits[:, : q.shape[-1]].double().cpu() / self.temperature, dim=-1)  # [K+1, V']
-        return speculative_sampling_accept(draft, q, p, self.gen)
+        return speculative_sampling_from_logits(draft, q, block.logits, self.temperature, self.gen)
 
     def _round_protocol(self, named: str | None) -> Protocol:
         name = named or self.protocol_name

@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 import zmq
@@ -104,7 +105,7 @@ def handshake(client: Client, est: CSIEstimator, sid: str, probe_bytes: int, seq
     _, rtt = client.exchange(make(MsgType.PING, sid, None, seq=seq, t_send=time.time()))
     est.add_rtt(rtt)
     if probe_bytes > 0:
-        up = make(MsgType.PING, sid, {"payload": torch.zeros(probe_bytes, dtype=torch.uint8).numpy()},
+        up = make(MsgType.PING, sid, {"payload": np.zeros(probe_bytes, np.uint8)},
                   seq=seq, t_send=time.time())
         est.add_probe("up", probe_bytes, client.exchange(up)[1])
         down = make(MsgType.PING, sid, None, seq=seq, t_send=time.time(), reply_bytes=probe_bytes)

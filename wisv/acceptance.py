@@ -82,6 +82,16 @@ def speculative_sampling_accept(draft: torch.Tensor, q_probs: torch.Tensor, p_pr
     return Verdict(k, bonus, mism, None)
 
 
+def speculative_sampling_from_logits(draft: torch.Tensor, q_probs: torch.Tensor, target_logits: torch.Tensor,
+                                     temperature: float, generator: torch.Generator) -> Verdict:
+    """Speculative sampling with p = softmax(target_logits / temperature) on the drafter's vocabulary width.
+
+    q_probs: [K, V'] (V' may be smaller than the target's padded vocabulary); target_logits: [K+1, V].
+    """
+    p = torch.softmax(target_logits[:, : q_probs.shape[-1]].double().to(q_probs.device) / temperature, dim=-1)
+    return speculative_sampling_accept(draft, q_probs, p, generator)
+
+
 def wisv_accept(draft: torch.Tensor, target_argmax: torch.Tensor, reject_probs: torch.Tensor,
                 tau: float) -> Verdict:
     """WISV semantic acceptance (SPEC eq. 27 and rollback rule).

@@ -11,7 +11,9 @@ import torch
 from transformers import PreTrainedModel
 
 from channel.csi import CSI
-from wisv.acceptance import Verdict, greedy_accept_ids, speculative_sampling_accept, wisv_accept
+from wisv.acceptance import (Verdict, greedy_accept_ids, mismatch_positions, speculative_sampling_from_logits,
+                             wisv_accept)
+from wisv.evaluate import eos_id
 from wisv.sessions import DraftSession, VerifySession
 
 Rule = Literal["greedy", "sampling", "wisv"]
@@ -94,9 +96,7 @@ def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prom
     seq = [int(t) for t in (prompt_ids.flatten().tolist() if torch.is_tensor(prompt_ids) else prompt_ids)]
     if not seq:
         raise ValueError("prompt_ids is empty")
-    if eos_token_id is None:
-        eos_token_id = target.generation_config.eos_token_id
-        eos_token_id = eos_token_id[0] if isinstance(eos_token_id, list) else eos_token_id
+    eos_token_id = eos_id(target) if eos_token_id is None else eos_token_id
     policy = policy or RejectAll()
     d, t = DraftSession(drafter, seq, hidden_layer), VerifySession(target, seq, hidden_layer)
     out, rounds = [], []
@@ -124,9 +124,7 @@ def _verdict(rule: Rule, draft: torch.Tensor, q: torch.Tensor | None, logits: to
              mism_probs: torch.Tensor | None, tau: float, temperature: float, gen) -> Verdict:
     if rule == "sampling":
         q = q if q is not None else logits.new_zeros(0, logits.shape[-1]).double()  # nothing drafted
-        v = q.shape[-1]
-        p = torch.softmax(logits[:, :v].double() / temperature, dim=-1)  # [K+1, V] on the shared vocab
-        return speculative_sampling_accept(draft, q, p, gen)
+        return speculative_sampling_from_logits(draft, q, logits, temperature, gen)
     if rule == "wisv":
         return wisv_accept(draft, argmax, mism_probs, tau)
     return greedy_accept_ids(draft, argmax)
@@ -138,7 +136,7 @@ def _round(d: DraftSession, t: VerifySession, k: int, rule: Rule, eos: int | Non
     dr = d.draft(k, sample=rule == "sampling", temperature=temperature, generator=gen, eos_token_id=eos)
     blk = t.verify(dr.tokens)
     draft = torch.tensor(dr.tokens, dtype=torch.long, device=blk.argmax.device)  # [K]
-    mism = torch.nonzero(draft != blk.argmax[: len(dr.tokens)]).flatten().tolist()
+    mism = mismatch_positions(draft, blk.argmax)
     hd = dr.hidden[mism] if mism else None  # [m, d_d]
     ht = blk.hidden[mism] if mism else None  # [m, d_t]
     probs = policy.reject_probs(hd, ht, mism, csi) if (rule == "wisv" and mism) else torch.zeros(0)
