@@ -11,32 +11,12 @@ from transformers import AutoTokenizer
 
 from wisv.evaluate import encode_prompt, greedy_reference
 from wisv.models import builtin_paths, default_dtype, load_model
-from wisv.toydata import format_prompt, load_split
+from wisv.prompts import read_jsonl_prompts
+from wisv.toydata import load_split
 
 
 def _target_dir(cfg) -> Path:
     return Path(cfg.target) if cfg.target else builtin_paths()[1]
-
-
-def read_jsonl_prompts(path: Path, tok) -> list[dict]:
-    """Rows with ``prompt`` (question text, wrapped in the toy prompt format unless ``raw``) or ``prompt_ids``."""
-    rows = []
-    for i, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{i}: not JSON ({e})") from e
-        if "prompt_ids" in r:
-            ids = [int(t) for t in r["prompt_ids"]]
-        elif "prompt" in r:
-            text = r["prompt"] if r.get("raw") else format_prompt(r["prompt"])
-            ids = encode_prompt(tok, text)
-        else:
-            raise ValueError(f"{path}:{i}: needs 'prompt' or 'prompt_ids'")
-        rows.append({"prompt_id": str(r.get("prompt_id", f"line-{i}")), "prompt_ids": ids, "answer": r.get("answer")})
-    return rows
 
 
 def load_prompts(cfg, out_file: Path) -> tuple[pd.DataFrame, object]:

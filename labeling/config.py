@@ -1,0 +1,85 @@
+"""Config dataclasses of the labeling stages; each stage saves its resolved config in the run directory."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class CollectConfig:
+    """Stage 1: greedy SD traces on calibration prompts."""
+
+    run_dir: str = "runs/labeling"  # where every stage reads and writes
+    drafter: str | None = None  # drafter model dir (None: built-in toy drafter)
+    target: str | None = None  # target model dir (None: built-in toy target)
+    prompts_file: str | None = None  # JSONL with prompt/answer rows (None: the toy calib split)
+    prompts: int = 600  # number of calibration prompts
+    draft_len: int = 16  # K of the greedy SD run that finds the mismatches
+    max_new_tokens: int = 160  # generation budget per prompt
+    hidden_layer: int = -1  # hidden-state layer recorded for the head (-1: final, post-norm)
+    device: str = "cpu"  # torch device
+
+
+@dataclass
+class LabelConfig:
+    """Stage 2: AutoJudge-style base labels (force the draft token, let the target finish, compare outcomes)."""
+
+    run_dir: str = "runs/labeling"
+    checker: str = "wisv.toydata:is_correct"  # module:function (text, answer) -> bool, the task outcome
+    batch: int = 32  # continuations generated together (left-padded batch)
+    device: str = "cpu"
+
+
+@dataclass
+class RelabelConfig:
+    """Stage 3: CSI-aware budgeted relabeling (eqs. 28-31) and the no-CSI ablation."""
+
+    run_dir: str = "runs/labeling"
+    lam: float = 0.1  # lambda of eq. 28: decay of a critical mismatch's influence per token of distance
+    support_min: float = 0.2  # repair candidates: s_j >= support_min (1.0: only critical mismatches, SPEC's a <= y)
+    m_csi: int = 8  # CSI realisations sampled per episode
+    rate_mbps: tuple[float, float] = (1.0, 1000.0)  # rates drawn log-uniformly in [lo, hi] (each direction)
+    rtt_ms: tuple[float, float] = (1.0, 100.0)  # RTT drawn uniformly in [lo, hi]
+    per: tuple[float, float] = (0.0, 0.05)  # PER drawn uniformly in [lo, hi] (each direction)
+    budget_min: float = 0.1  # B(q) = n_cand * (budget_min + (1 - budget_min) * q ** budget_gamma)
+    budget_gamma: float = 1.0  # curvature of the budget in q
+    temperature: float = 0.1  # T of eq. 31: smoothness of the repair policy
+    no_csi_rate_mbps: float = 100.0  # constant CSI of the no-CSI ablation: rate (both directions)
+    no_csi_rtt_ms: float = 10.0  # ... and RTT
+    seed: int = 0  # RNG seed of the CSI and action samples
+
+
+@dataclass
+class TrainConfig:
+    """Stage 4: train the decision head with BCE, class balancing and weight decay."""
+
+    run_dir: str = "runs/labeling"
+    variant: str = "csi"  # "csi" (relabeled instances) or "nocsi" (the ablation)
+    hidden: int = 256  # MLP hidden width H
+    dropout: float = 0.1  # dropout between the layers
+    lr: float = 1e-3  # AdamW learning rate
+    weight_decay: float = 1e-2  # AdamW weight decay
+    epochs: int = 30  # passes over the training instances
+    batch: int = 512  # minibatch size
+    val_frac: float = 0.2  # fraction of *episodes* held out for validation
+    seed: int = 0  # init, shuffling and split seed
+
+
+@dataclass
+class EvalConfig:
+    """Stage 5: speculative decoding with the head on the held-out test split, tau x channel sweep."""
+
+    run_dir: str = "runs/labeling"
+    drafter: str | None = None  # None: the collect stage's drafter
+    target: str | None = None  # None: the collect stage's target
+    prompts_file: str | None = None  # JSONL test prompts (None: the toy test split)
+    prompts: int = 200  # test prompts
+    draft_len: int = 16  # K
+    taus: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8)  # thresholds swept (0 = greedy is always run)
+    channels: dict = field(default_factory=lambda: {"good": (500.0, 5.0), "poor": (2.0, 50.0)})  # name -> (Mbit/s, RTT ms)
+    variants: tuple[str, ...] = ("csi", "nocsi")  # which trained heads to evaluate
+    max_acc_drop_pts: float = 1.0  # tau choice: largest tau whose poor-channel accuracy is within this of greedy
+    protocol: str = "fh"  # protocol whose payloads the predicted latency uses
+    ue_profile: str = "jetson-agx-orin"  # hardware profile of the drafter (predicted latency)
+    edge_profile: str = "a40"  # hardware profile of the verifier (predicted latency)
+    max_new_tokens: int = 160
+    device: str = "cpu"

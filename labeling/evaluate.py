@@ -1,0 +1,179 @@
+"""Stage 5 (evaluate): the speculative loop with the trained heads on held-out prompts, swept over tau x channel.
+
+For each head variant ("csi", and the "nocsi" ablation), channel regime (name -> rate, RTT) and tau, run
+WISV speculative decoding at K = draft_len on the test prompts, with the regime's CSI given to the head.
+Greedy SD (tau = 0) is the baseline; a head without CSI input is run once per tau and its rounds are
+reused for every channel.  Per (variant, channel, tau): accuracy, AAL, rounds per prompt, and the
+*predicted* end-to-end latency per prompt from the latency model (wisv.roundtime; the pair's own
+dimensions, the configured UE/edge hardware profiles and the regime's link; ``protocol`` payloads, the
+greedy baseline with greedy payloads).  Writes evaluate.csv, accuracy_vs_tau.png, aal_vs_tau.png and
+headline.json: the tau chosen as the largest swept tau whose poor-channel accuracy is within
+``max_acc_drop_pts`` of greedy, and the gains there.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from channel.csi import CSI
+from labeling.config import EvalConfig
+from labeling.plots import plot_sweep
+from labeling.store import EVAL_CSV, HEADS, load_config, require, save_config, stage_path
+from wisv.compute import ModelDims, verify_flops
+from wisv.evaluate import accuracy, encode_prompt
+from wisv.hardware import get_profile
+from wisv.head import HeadPolicy, load_head
+from wisv.latency import PayloadBits
+from wisv.models import ModelPair, load_pair
+from wisv.prompts import read_jsonl_prompts
+from wisv.roundtime import Deployment, RoundInputs, round_time_s
+from wisv.sessions import VerifySession
+from wisv.speculative import RejectAll, SpecOutput, speculative_generate
+from wisv.toydata import load_split
+
+
+def test_prompts(cfg: EvalConfig, tok) -> list[dict]:
+    if cfg.prompts_file:
+        return read_jsonl_prompts(Path(cfg.prompts_file), tok)[: cfg.prompts]
+    return [{"prompt_id": p.pid, "prompt_ids": encode_prompt(tok, p.prompt), "answer": p.answer}
+            for p in load_split("test", cfg.prompts)]
+
+
+def channel_csi(channels: dict) -> dict[str, CSI]:
+    return {name: CSI.symmetric(rate, rtt) for name, (rate, rtt) in channels.items()}
+
+
+def deployment(pair: ModelPair, cfg: EvalConfig, head_hidden: int, csi_dim: int) -> Deployment:
+    """The pair's dimensions on the configured hardware profiles, paper payload packing."""
+    dd, dt = ModelDims.from_hf_config(pair.drafter.config), ModelDims.from_hf_config(pair.target.config)
+    return Deployment(dd, dt, get_profile(cfg.ue_profile), get_profile(cfg.edge_profile),
+                      PayloadBits.paper(vocab=dd.vocab, d_d=dd.d_model), head_hidden=head_hidden, csi_dim=csi_dim)
+
+
+def predicted_latency_s(outs: list[SpecOutput], prompt_lens: list[int], protocol: str, csi: CSI,
+                        dep: Deployment) -> float:
+    """Mean per-prompt end-to-end latency (eq. 22) of the recorded rounds under the model."""
+    total = 0.0
+    for out, plen in zip(outs, prompt_lens):
+        L = plen
+        for r in out.rounds:
+            m = len(r.mismatches) if protocol in ("fh", "sh") else 0
+            total += round_time_s(RoundInputs(protocol, max(1, r.drafted), L, m), csi, dep)
+            L += len(r.committed)
+    return total / max(1, len(outs))
+
+
+def run_loop(pair: ModelPair, rows: list[dict], cfg: EvalConfig, policy, tau: float, csi: CSI | None,
+             desc: str) -> list[SpecOutput]:
+    outs = []
+    for row in tqdm(rows, desc=desc, leave=False):
+        outs.append(speculative_generate(pair.drafter, pair.target, row["prompt_ids"], max_new_tokens=cfg.max_new_tokens,
+                                         draft_len=cfg.draft_len, rule="wisv", policy=policy, tau=tau, csi=csi))
+    return outs
+
+
+def metrics(outs: list[SpecOutput], rows: list[dict], tok) -> dict[str, float]:
+    n_rounds = sum(len(o.rounds) for o in outs)
+    return {"accuracy": accuracy([tok.decode(o.tokens) for o in outs], [r["answer"] for r in rows]),
+            "aal": sum(r.accepted for o in outs for r in o.rounds) / max(1, n_rounds),
+            "rounds_per_prompt": n_rounds / max(1, len(outs)),
+            "accepted_mismatches_per_prompt": sum(sum(j < r.accepted for j in r.mismatches)
+                                                  for o in outs for r in o.rounds) / max(1, len(outs))}
+
+
+def sweep(pair: ModelPair, rows: list[dict], cfg: EvalConfig, heads: dict, chans: dict[str, CSI]) -> pd.DataFrame:
+    """One row per (variant, channel, tau), plus the greedy baseline rows (variant 'greedy', tau 0)."""
+    plens = [len(r["prompt_ids"]) for r in rows]
+    recs = []
+    base = run_loop(pair, rows, cfg, RejectAll(), 0.0, None, "greedy SD")
+    for ch, c in chans.items():
+        dep = deployment(pair, cfg, 1, 1)
+        recs.append({"variant": "greedy", "channel": ch, "tau": 0.0, **metrics(base, rows, pair.tokenizer),
+                     "latency_s": predicted_latency_s(base, plens, "greedy", c, dep)})
+    for variant, head in heads.items():
+        dep, policy = deployment(pair, cfg, head.cfg.hidden, max(1, head.cfg.csi_dim)), HeadPolicy(head)
+        for tau in tqdm(cfg.taus, desc=f"tau sweep ({variant})"):
+            shared = None if head.cfg.csi_dim else run_loop(pair, rows, cfg, policy, tau, None, f"{variant} tau={tau}")
+            for ch, c in chans.items():
+                outs = shared or run_loop(pair, rows, cfg, policy, tau, c, f"{variant} {ch} tau={tau}")
+                recs.append({"variant": variant, "channel": ch, "tau": tau, **metrics(outs, rows, pair.tokenizer),
+                             "latency_s": predicted_latency_s(outs, plens, cfg.protocol, c, dep)})
+    return pd.DataFrame(recs)
+
+
+def headline(df: pd.DataFrame, cfg: EvalConfig, poor: str, good: str) -> dict:
+    """The chosen tau (largest with poor-channel accuracy within max_acc_drop_pts of greedy) and the gains there;
+    ``poor`` and ``good`` name the channels of lowest and highest quality q."""
+    g = df[(df.variant == "greedy") & (df.channel == poor)].iloc[0]
+    cand = df[(df.variant == "csi") & (df.channel == poor) & (df.accuracy >= g.accuracy - cfg.max_acc_drop_pts / 100 - 1e-9)]
+    if cand.empty:
+        return {"tau": None, "note": f"no swept tau keeps {poor}-channel accuracy within {cfg.max_acc_drop_pts} pt"}
+    tau = float(cand.tau.max())
+    out = {"tau": tau, "poor_channel": poor, "good_channel": good, "draft_len": cfg.draft_len, "greedy_accuracy": float(g.accuracy), "greedy_aal": float(g.aal),
+           "greedy_rounds_per_prompt": float(g.rounds_per_prompt)}
+    for variant in ("csi", "nocsi"):
+        for ch in (poor, good):
+            r = df[(df.variant == variant) & (df.channel == ch) & (df.tau == tau)]
+            if r.empty:
+                continue
+            r = r.iloc[0]
+            gr = df[(df.variant == "greedy") & (df.channel == ch)].iloc[0]
+            out[f"{variant}_{'poor' if ch == poor else 'good'}"] = {"accuracy": float(r.accuracy), "aal": float(r.aal),
+                                      "rounds_per_prompt": float(r.rounds_per_prompt), "latency_s": float(r.latency_s),
+                                      "aal_gain": float(r.aal / gr.aal - 1),
+                                      "rounds_change": float(r.rounds_per_prompt / gr.rounds_per_prompt - 1),
+                                      "latency_change": float(r.latency_s / gr.latency_s - 1)}
+    return out
+
+
+@torch.no_grad()
+def overhead(pair: ModelPair, head, rows: list[dict], cfg: EvalConfig, reps: int = 50) -> dict:
+    """Decision-head cost for one mismatch vs one target verification pass (K + 1 tokens), FLOPs and time."""
+    v = VerifySession(pair.target, rows[0]["prompt_ids"])
+    draft = rows[0]["prompt_ids"][: cfg.draft_len] or [0]
+    policy = HeadPolicy(head)
+    hd, ht = torch.zeros(1, head.cfg.d_draft), torch.zeros(1, head.cfg.d_target)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        policy.reject_probs(hd, ht, [0], CSI.symmetric(2, 50))
+    t_head = (time.perf_counter() - t0) / reps
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        v.verify(draft)
+        v.rollback(len(v.seq) - 1)
+    t_verify = (time.perf_counter() - t0) / reps
+    dims = ModelDims.from_hf_config(pair.target.config)
+    f_verify = verify_flops(dims, len(v.seq), len(draft) + 1)
+    return {"head_flops_per_query": head.cfg.flops_per_query(), "verify_flops": f_verify,
+            "flops_ratio": head.cfg.flops_per_query() / f_verify, "head_s": t_head, "verify_s": t_verify,
+            "time_ratio": t_head / t_verify, "verify_block_tokens": len(draft) + 1, "prefix_tokens": len(v.seq)}
+
+
+def run(cfg: EvalConfig) -> pd.DataFrame:
+    """Sweep, write evaluate.csv, the plots and headline.json; print the table and the headline."""
+    torch.set_num_threads(1)
+    ccfg = load_config(cfg.run_dir, "collect")
+    pair = load_pair(cfg.drafter or ccfg["drafter"], cfg.target or ccfg["target"], cfg.device)
+    heads = {v: load_head(require(cfg.run_dir, HEADS, "train", variant=v)) for v in cfg.variants}
+    rows = test_prompts(cfg, pair.tokenizer)
+    chans = channel_csi(cfg.channels)
+    if len(chans) < 2:
+        raise ValueError("evaluate needs at least two channels (e.g. good=500/5 poor=2/50)")
+    by_q = sorted(chans, key=lambda ch: chans[ch].quality())
+    df = sweep(pair, rows, cfg, heads, chans)
+    df.to_csv(stage_path(cfg.run_dir, EVAL_CSV), index=False)
+    plot_sweep(df, stage_path(cfg.run_dir, "accuracy_vs_tau.png"), "accuracy", "accuracy")
+    plot_sweep(df, stage_path(cfg.run_dir, "aal_vs_tau.png"), "aal", f"AAL (K = {cfg.draft_len})")
+    head_line = headline(df, cfg, poor=by_q[0], good=by_q[-1])
+    head_line["overhead"] = overhead(pair, next(iter(heads.values())), rows, cfg)
+    stage_path(cfg.run_dir, "headline.json").write_text(json.dumps(head_line, indent=1))
+    save_config(cfg.run_dir, "evaluate", cfg)
+    with pd.option_context("display.width", 160, "display.max_rows", 200):
+        print(df.round(4).to_string(index=False))
+    print(json.dumps(head_line, indent=1))
+    return df

@@ -1,0 +1,73 @@
+"""Stage 6 (export): copy the trained CSI-aware head to a directory the edge loads, at evaluate's chosen tau,
+with its card (HEAD_CARD.md) and the evidence it rests on (headline.json, evaluate.csv, the plots)."""
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from labeling.store import EVAL_CSV, HEADS, load_config, require
+from wisv.head import load_head, save_head
+
+EVIDENCE = ("headline.json", EVAL_CSV, "accuracy_vs_tau.png", "aal_vs_tau.png", "train_csi.png", "train_nocsi.png")
+
+
+@dataclass
+class ExportConfig:
+    """Where the head comes from and where it goes."""
+
+    run_dir: str = "runs/labeling"  # a run directory with train and evaluate done
+    to: str = "runs/labeling/export"  # destination head directory (e.g. wisv/assets/toy-pair/head)
+    variant: str = "csi"  # which trained head to export
+
+
+def card(headline: dict, configs: dict[str, dict]) -> str:
+    """Markdown card of the head's numbers (from headline.json) and how it was made."""
+    h = headline
+    lines = ["# WISV decision head", "",
+             f"Chosen tau **{h['tau']}**: the largest swept tau whose poor-channel accuracy stays within "
+             f"{configs['evaluate']['max_acc_drop_pts']} point of greedy SD, at K = {h['draft_len']} "
+             f"on {configs['evaluate']['prompts']} held-out test prompts.", "",
+             "| head | channel | accuracy | AAL | AAL vs greedy | rounds/prompt | rounds vs greedy | predicted latency vs greedy |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |",
+             f"| greedy SD | any | {h['greedy_accuracy']:.3f} | {h['greedy_aal']:.2f} | | "
+             f"{h['greedy_rounds_per_prompt']:.2f} | | |"]
+    for key in ("csi_poor", "csi_good", "nocsi_poor", "nocsi_good"):
+        if key in h:
+            r, (variant, ch) = h[key], key.split("_")
+            lines.append(f"| {'CSI-aware' if variant == 'csi' else 'no-CSI ablation'} | {ch} | {r['accuracy']:.3f} | "
+                         f"{r['aal']:.2f} | {r['aal_gain']:+.1%} | {r['rounds_per_prompt']:.2f} | "
+                         f"{r['rounds_change']:+.1%} | {r['latency_change']:+.1%} |")
+    o = h.get("overhead", {})
+    if o:
+        lines += ["", f"Overhead: {o['head_flops_per_query']:.3g} FLOPs per queried mismatch, "
+                      f"{o['flops_ratio']:.2%} of one target verification pass ({o['verify_block_tokens']} tokens at prefix "
+                      f"{o['prefix_tokens']}); measured {o['head_s'] * 1e6:.0f} us vs {o['verify_s'] * 1e3:.2f} ms "
+                      f"({o['time_ratio']:.1%}) on this CPU."]
+    ch = configs["evaluate"]["channels"]
+    lines += ["", "Channels: " + ", ".join(f"{k} = {v[0]:g} Mbit/s, {v[1]:g} ms RTT" for k, v in ch.items()) + ". "
+              "Predicted latency: wisv.roundtime with the pair's dimensions on the "
+              f"{configs['evaluate']['ue_profile']} / {configs['evaluate']['edge_profile']} profiles, "
+              f"{configs['evaluate']['protocol']} payloads (greedy SD with greedy payloads).",
+              "", "Made by `python -m labeling` (collect, label, relabel, train, evaluate, export); the stage configs "
+              "are in configs.json beside this card."]
+    return "\n".join(lines) + "\n"
+
+
+def run(cfg: ExportConfig) -> Path:
+    headline = json.loads(require(cfg.run_dir, "headline.json", "evaluate").read_text())
+    if headline.get("tau") is None:
+        raise ValueError(f"evaluate chose no tau ({headline.get('note')}); nothing to export")
+    head = load_head(require(cfg.run_dir, HEADS, "train", variant=cfg.variant))
+    head.cfg = replace(head.cfg, tau=headline["tau"])
+    out = save_head(head, cfg.to)
+    configs = {s: load_config(cfg.run_dir, s) for s in ("collect", "label", "relabel", f"train_{cfg.variant}", "evaluate")}
+    (out / "configs.json").write_text(json.dumps(configs, indent=1))
+    for name in EVIDENCE:
+        src = Path(cfg.run_dir) / name
+        if src.exists():
+            shutil.copy(src, out / name)
+    (out / "HEAD_CARD.md").write_text(card(headline, configs))
+    print(f"export: {cfg.variant} head at tau={headline['tau']} -> {out}")
+    return out

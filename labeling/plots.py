@@ -1,0 +1,31 @@
+"""Plots of the evaluate sweep: a metric vs tau per channel, CSI-aware head solid, no-CSI ablation dashed."""
+from __future__ import annotations
+
+import matplotlib
+import pandas as pd
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+STYLES = {"csi": "-", "nocsi": "--"}
+LABELS = {"csi": "CSI-aware head", "nocsi": "no-CSI ablation"}
+
+
+def plot_sweep(df: pd.DataFrame, path, metric: str, ylabel: str) -> None:
+    """metric vs tau, one colour per channel; greedy SD as a dotted horizontal line per channel."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, ch in enumerate(df.channel.unique()):
+        c = colours[i % len(colours)]
+        for variant, style in STYLES.items():
+            d = df[(df.variant == variant) & (df.channel == ch)].sort_values("tau")
+            if not d.empty:
+                ax.plot(d.tau, d[metric], style, marker="o", ms=3, color=c, label=f"{ch}: {LABELS[variant]}")
+        g = df[(df.variant == "greedy") & (df.channel == ch)]
+        if not g.empty:
+            ax.axhline(float(g[metric].iloc[0]), ls=":", color=c, lw=1, label=f"{ch}: greedy SD")
+    ax.set(xlabel="tau (reject iff p >= tau)", ylabel=ylabel, title=f"{ylabel} vs tau per channel")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
