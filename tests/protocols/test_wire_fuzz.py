@@ -69,7 +69,7 @@ def test_structured_headers(type_byte: int, header: dict[str, Any], bufs: list[b
 TYPED = {
     int: st.integers(-1, 10), float: st.floats(), str: st.text(max_size=4), bool: st.booleans(),
     type(None): st.none(),
-    dict: st.dictionaries(st.text(max_size=3), st.floats() | st.integers(), max_size=2),
+    dict: st.dictionaries(st.text(max_size=3), st.floats() | st.integers(-(2**63), 2**64 - 1), max_size=2),
 }
 
 
