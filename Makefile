@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU wheel of torch 2.13.0 lies on disk here; a bare `torch` would pull GBs of CUDA.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo test clean
+.PHONY: setup demo test head clean
 
 setup: $(VENV)/.installed
 
@@ -21,6 +21,12 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+# Rebuild the built-in pair's default decision head (about 25 min on 2 cores): the whole labeling pipeline.
+HEAD_RUN ?= runs/labeling-default
+head: setup
+	OMP_NUM_THREADS=1 $(BIN)/python -m labeling all --run-dir $(HEAD_RUN)
+	$(BIN)/python -m labeling export --run-dir $(HEAD_RUN) --to wisv/assets/toy-pair/head
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -41,7 +41,7 @@ class RelabelConfig:
     rtt_ms: tuple[float, float] = (1.0, 100.0)  # RTT drawn uniformly in [lo, hi]
     per: tuple[float, float] = (0.0, 0.05)  # PER drawn uniformly in [lo, hi] (each direction)
     budget_min: float = 0.1  # B(q) = n_cand * (budget_min + (1 - budget_min) * q ** budget_gamma)
-    budget_gamma: float = 1.0  # curvature of the budget in q
+    budget_gamma: float = 2.0  # curvature of the budget in q (2: poor links relax critical mismatches too)
     temperature: float = 0.1  # T of eq. 31: smoothness of the repair policy
     no_csi_rate_mbps: float = 100.0  # constant CSI of the no-CSI ablation: rate (both directions)
     no_csi_rtt_ms: float = 10.0  # ... and RTT
@@ -55,9 +55,9 @@ class TrainConfig:
     run_dir: str = "runs/labeling"
     variant: str = "csi"  # "csi" (relabeled instances) or "nocsi" (the ablation)
     hidden: int = 256  # MLP hidden width H
-    dropout: float = 0.1  # dropout between the layers
+    dropout: float = 0.3  # dropout between the layers
     lr: float = 1e-3  # AdamW learning rate
-    weight_decay: float = 1e-2  # AdamW weight decay
+    weight_decay: float = 0.05  # AdamW weight decay
     epochs: int = 30  # passes over the training instances
     batch: int = 512  # minibatch size
     val_frac: float = 0.2  # fraction of *episodes* held out for validation
@@ -74,10 +74,11 @@ class EvalConfig:
     prompts_file: str | None = None  # JSONL test prompts (None: the toy test split)
     prompts: int = 200  # test prompts
     draft_len: int = 16  # K
-    taus: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8)  # thresholds swept (0 = greedy is always run)
+    taus: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # thresholds swept (greedy = tau 0 always runs)
     channels: dict = field(default_factory=lambda: {"good": (500.0, 5.0), "poor": (2.0, 50.0)})  # name -> (Mbit/s, RTT ms)
     variants: tuple[str, ...] = ("csi", "nocsi")  # which trained heads to evaluate
-    max_acc_drop_pts: float = 1.0  # tau choice: largest tau whose poor-channel accuracy is within this of greedy
+    max_acc_drop_pts: float = 1.0  # tau choice: largest tau whose poor-channel accuracy is within this of greedy ...
+    tau_max: float = 0.5  # ... and at most this: 0.5 is the class-balanced head's decision boundary
     protocol: str = "fh"  # protocol whose payloads the predicted latency uses
     ue_profile: str = "jetson-agx-orin"  # hardware profile of the drafter (predicted latency)
     edge_profile: str = "a40"  # hardware profile of the verifier (predicted latency)

@@ -7,8 +7,13 @@ reused for every channel.  Per (variant, channel, tau): accuracy, AAL, rounds pe
 *predicted* end-to-end latency per prompt from the latency model (wisv.roundtime; the pair's own
 dimensions, the configured UE/edge hardware profiles and the regime's link; ``protocol`` payloads, the
 greedy baseline with greedy payloads).  Writes evaluate.csv, accuracy_vs_tau.png, aal_vs_tau.png and
-headline.json: the tau chosen as the largest swept tau whose poor-channel accuracy is within
-``max_acc_drop_pts`` of greedy, and the gains there.
+headline.json: the chosen tau and the gains there.
+
+The chosen tau is the largest swept tau that keeps the poor channel's accuracy within ``max_acc_drop_pts``
+of greedy SD and is at most ``tau_max`` (default 0.5, the decision boundary of the class-balanced head:
+above it the head accepts mismatches it rates more likely than not to need repair).  Without the cap a
+task whose accuracy never drops inside the sweep (the toy task) would pick the top of the grid, where
+every policy accepts every mismatch it is unsure of and channel awareness no longer shows.
 """
 from __future__ import annotations
 
@@ -110,11 +115,14 @@ def headline(df: pd.DataFrame, cfg: EvalConfig, poor: str, good: str) -> dict:
     """The chosen tau (largest with poor-channel accuracy within max_acc_drop_pts of greedy) and the gains there;
     ``poor`` and ``good`` name the channels of lowest and highest quality q."""
     g = df[(df.variant == "greedy") & (df.channel == poor)].iloc[0]
-    cand = df[(df.variant == "csi") & (df.channel == poor) & (df.accuracy >= g.accuracy - cfg.max_acc_drop_pts / 100 - 1e-9)]
+    ok = df[(df.variant == "csi") & (df.channel == poor) & (df.accuracy >= g.accuracy - cfg.max_acc_drop_pts / 100 - 1e-9)]
+    cand = ok[ok.tau <= cfg.tau_max + 1e-12]
     if cand.empty:
-        return {"tau": None, "note": f"no swept tau keeps {poor}-channel accuracy within {cfg.max_acc_drop_pts} pt"}
+        return {"tau": None, "note": f"no swept tau <= {cfg.tau_max} keeps {poor}-channel accuracy within "
+                                     f"{cfg.max_acc_drop_pts} pt"}
     tau = float(cand.tau.max())
-    out = {"tau": tau, "poor_channel": poor, "good_channel": good, "draft_len": cfg.draft_len, "greedy_accuracy": float(g.accuracy), "greedy_aal": float(g.aal),
+    out = {"tau": tau, "largest_tau_within_accuracy": float(ok.tau.max()), "poor_channel": poor, "good_channel": good,
+           "draft_len": cfg.draft_len, "greedy_accuracy": float(g.accuracy), "greedy_aal": float(g.aal),
            "greedy_rounds_per_prompt": float(g.rounds_per_prompt)}
     for variant in ("csi", "nocsi"):
         for ch in (poor, good):

@@ -26,9 +26,11 @@ def card(headline: dict, configs: dict[str, dict]) -> str:
     """Markdown card of the head's numbers (from headline.json) and how it was made."""
     h = headline
     lines = ["# WISV decision head", "",
-             f"Chosen tau **{h['tau']}**: the largest swept tau whose poor-channel accuracy stays within "
-             f"{configs['evaluate']['max_acc_drop_pts']} point of greedy SD, at K = {h['draft_len']} "
-             f"on {configs['evaluate']['prompts']} held-out test prompts.", "",
+             f"Chosen tau **{h['tau']}**: the largest swept tau <= {configs['evaluate']['tau_max']} (the class-balanced "
+             f"decision boundary) whose {h['poor_channel']}-channel accuracy stays within "
+             f"{configs['evaluate']['max_acc_drop_pts']} point of greedy SD (the accuracy bound alone allows up to "
+             f"{h['largest_tau_within_accuracy']}), at K = {h['draft_len']} on {configs['evaluate']['prompts']} "
+             "held-out test prompts.", "",
              "| head | channel | accuracy | AAL | AAL vs greedy | rounds/prompt | rounds vs greedy | predicted latency vs greedy |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |",
              f"| greedy SD | any | {h['greedy_accuracy']:.3f} | {h['greedy_aal']:.2f} | | "

@@ -7,20 +7,22 @@ import pandas as pd
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-STYLES = {"csi": "-", "nocsi": "--"}
+STYLES = {"csi": ("-", "o"), "nocsi": ("--", "x")}
 LABELS = {"csi": "CSI-aware head", "nocsi": "no-CSI ablation"}
 
 
 def plot_sweep(df: pd.DataFrame, path, metric: str, ylabel: str) -> None:
-    """metric vs tau, one colour per channel; greedy SD as a dotted horizontal line per channel."""
+    """metric vs tau, one colour per channel; greedy SD as a dotted horizontal line per channel.  A head without
+    CSI input gives the same curve in every channel, so its dashed lines overlap."""
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, ch in enumerate(df.channel.unique()):
         c = colours[i % len(colours)]
-        for variant, style in STYLES.items():
+        for variant, (style, marker) in STYLES.items():
             d = df[(df.variant == variant) & (df.channel == ch)].sort_values("tau")
             if not d.empty:
-                ax.plot(d.tau, d[metric], style, marker="o", ms=3, color=c, label=f"{ch}: {LABELS[variant]}")
+                ax.plot(d.tau, d[metric], style, marker=marker, ms=4, color=c, alpha=0.85,
+                        label=f"{ch}: {LABELS[variant]}")
         g = df[(df.variant == "greedy") & (df.channel == ch)]
         if not g.empty:
             ax.axhline(float(g[metric].iloc[0]), ls=":", color=c, lw=1, label=f"{ch}: greedy SD")

@@ -42,6 +42,9 @@ class _Pending:
     csi: CSI | None
 
 
+HEAD_PROTOCOLS = ("fh", "sh", "auto")  # protocols whose verdicts come from the decision head
+
+
 class EdgeSession:
     """One UE session on the edge: target KV state, protocol, token budget."""
 
@@ -53,6 +56,7 @@ class EdgeSession:
         get_protocol(self.protocol_name)  # validates the name
         self.draft_len, self.max_new = h["draft_len"], h["max_new_tokens"]
         self.drafter_hidden = h.get("drafter_hidden")
+        _check_head_width(policy, self.protocol_name, self.drafter_hidden)
         self.temperature = h.get("temperature", 1.0)
         if not 0 < self.temperature < float("inf"):
             raise ProtocolError("bad_field", f"OPEN temperature must be finite and > 0, got {self.temperature}")
@@ -164,6 +168,14 @@ class EdgeSession:
         if self.drafter_hidden is not None and hidden.shape[1] != self.drafter_hidden:
             raise ProtocolError("shape_mismatch", f"hidden width {hidden.shape[1]} != drafter_hidden "
                                                   f"{self.drafter_hidden} declared at OPEN")
+
+
+def _check_head_width(policy: MismatchPolicy, protocol: str, drafter_hidden: int | None) -> None:
+    """Refuse at OPEN a WISV session whose drafter hidden size the edge's decision head cannot take."""
+    want = getattr(getattr(policy, "cfg", None), "d_draft", None)
+    if want is not None and drafter_hidden is not None and protocol in HEAD_PROTOCOLS and drafter_hidden != want:
+        raise ProtocolError("shape_mismatch", f"this edge's decision head takes drafter hidden size {want}; "
+                                              f"OPEN declared {drafter_hidden}")
 
 
 def _csi_of(d: dict | None) -> CSI | None:

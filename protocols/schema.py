@@ -73,6 +73,7 @@ COUNT = Range("bad_field", lambda lim: (0, lim.max_draft_len + 1))  # per-round 
 HIDDEN_DIM = Range("bad_field", lambda lim: (1, lim.max_hidden_dim + 1))
 NONNEG = Range("bad_field", lambda lim: (0, UNBOUNDED))
 POSITIVE = Range("bad_field", lambda lim: (1, UNBOUNDED))
+LAYER = Range("bad_field", lambda lim: (-1024, 1025))  # hidden-state layer index (negative: from the end)
 REPLY_BYTES = Range("too_large", lambda lim: (0, lim.max_frame_bytes + 1))
 
 
@@ -167,7 +168,8 @@ SCHEMAS: dict[MsgType, Schema] = {
         tensors={"prompt": Tensor(INT_IDS, ((1, "max_prompt_len"),), rng=TOKEN)},
     ),
     MsgType.OPEN_OK: Schema(
-        fields={"target_hidden": Field(INT, rng=HIDDEN_DIM), "vocab_size": Field(INT, rng=POSITIVE)},
+        fields={"target_hidden": Field(INT, rng=HIDDEN_DIM), "vocab_size": Field(INT, rng=POSITIVE),
+                "hidden_layer": Field(INT, required=False, rng=LAYER)},  # layer the edge's head reads (default -1)
     ),
     MsgType.PING: Schema(
         fields={

@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from protocols.registry import PROTOCOLS
 from testbed import placement
+from testbed.heads import HEAD_HELP, load_policy
 from testbed.link import LinkSpec, resolve_rates
 from testbed.procs import Child, progress_handler
 from testbed.prompts import load_prompts, reference_outputs
@@ -43,8 +44,8 @@ class RunConfig:
     drafter: str | None = None  # local HF drafter directory (None: built-in)
     target: str | None = None  # local HF target directory (None: built-in)
     device: str = "cpu"  # torch device for both processes
-    head: str = "none"  # decision head of the edge
-    tau: float = 0.5  # decision threshold
+    head: str = "default"  # decision head of the edge: default | none | accept-all | PATH (testbed/heads.py)
+    tau: float | None = None  # decision threshold, reject iff p >= tau (None: the head's own tau)
     auto_rule: str = "cost"  # auto's FH/SH rule: cost | rtt
     temperature: float = 1.0  # sampling temperature (reject)
     ues: int = 1  # UE processes; prompts are dealt round-robin
@@ -58,9 +59,11 @@ class RunConfig:
 
 def run(cfg: RunConfig) -> list[dict]:
     """Run every requested protocol on the same prompts and link; return their summaries."""
+    _, tau, head_desc = load_policy(cfg.head, cfg.tau, cfg.target)  # fail fast on a bad --head
     out = Path(cfg.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{cfg.protocol}")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(asdict(cfg) | {"out": str(out)} | _versions(), indent=1))
+    resolved = {"out": str(out), "head_resolved": head_desc, "tau_resolved": tau}
+    (out / "config.json").write_text(json.dumps(asdict(cfg) | resolved | _versions(), indent=1))
     prompts, tok = load_prompts(cfg, out / "prompts.jsonl")
     refs = reference_outputs(cfg, prompts, out / "reference.jsonl") if cfg.reference else None
     summaries = []
@@ -74,7 +77,7 @@ def run(cfg: RunConfig) -> list[dict]:
             (pdir / "summary.json").write_text(json.dumps(s, indent=1))
             summaries.append(s)
     pd.DataFrame(summaries).to_csv(out / "summary.csv", index=False)
-    print(f"\nlink: {_describe_link(cfg.link)}; K={cfg.draft_len}; head={cfg.head}; results in {out}")
+    print(f"\nlink: {_describe_link(cfg.link)}; K={cfg.draft_len}; head={head_desc}; results in {out}")
     print(table(summaries))
     return summaries
 
@@ -119,8 +122,8 @@ def _read_rounds(path: Path) -> pd.DataFrame:
 
 
 def _edge_args(cfg: RunConfig) -> list[str]:
-    args = ["testbed.serve", "--head", cfg.head, "--tau", str(cfg.tau),
-            "--device", cfg.device, "--max-draft-len", str(max(64, cfg.draft_len))]
+    args = ["testbed.serve", "--head", cfg.head, "--device", cfg.device, "--max-draft-len", str(max(64, cfg.draft_len))]
+    args += ["--tau", str(cfg.tau)] if cfg.tau is not None else []
     return args + (["--target", cfg.target] if cfg.target else [])
 
 
@@ -168,8 +171,8 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
     ap.add_argument("--drafter", default=None, help="local HF drafter directory")
     ap.add_argument("--target", default=None, help="local HF target directory")
     ap.add_argument("--device", default=d.device)
-    ap.add_argument("--head", default=d.head, help="decision head: none (greedy-equivalent) | accept-all")
-    ap.add_argument("--tau", type=float, default=d.tau)
+    ap.add_argument("--head", default=d.head, help=HEAD_HELP)
+    ap.add_argument("--tau", type=float, default=d.tau, help="reject a mismatch iff p >= tau (default: the head's tau)")
     ap.add_argument("--auto-rule", default=d.auto_rule, choices=["cost", "rtt"])
     ap.add_argument("--temperature", type=float, default=d.temperature)
     ap.add_argument("--ues", type=int, default=d.ues, help="UE processes sharing the edge and the link")

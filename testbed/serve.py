@@ -11,7 +11,7 @@ import logging
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +20,7 @@ import zmq
 
 from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, error_message, make
-from testbed.heads import HEAD_CHOICES, load_policy
+from testbed.heads import HEAD_HELP, load_policy
 from wisv.evaluate import eos_id
 from wisv.models import builtin_paths, default_dtype, load_model
 from wisv.sessions import VerifySession
@@ -35,8 +35,8 @@ class ServeConfig:
     bind: str = "tcp://127.0.0.1:5555"  # ZeroMQ endpoint; port 0 picks a free port
     target: str | None = None  # local HF directory of the target; None = built-in toy target
     device: str = "cpu"  # torch device of the target
-    head: str = "none"  # decision head for fh/sh/auto: none (reject every mismatch) | accept-all
-    tau: float = 0.5  # decision threshold: reject a mismatch iff p >= tau
+    head: str = "default"  # decision head for fh/sh/auto: default | none | accept-all | PATH (testbed/heads.py)
+    tau: float | None = None  # decision threshold, reject iff p >= tau (None: the head's own tau)
     session_timeout_s: float = 120.0  # idle sessions are freed after this long
     max_sessions: int = 256  # OPEN beyond this many live sessions is refused
     max_draft_len: int = 64  # largest accepted block K
@@ -47,6 +47,9 @@ class EdgeServer:
 
     def __init__(self, cfg: ServeConfig, target, policy):
         self.cfg, self.target, self.policy = cfg, target, policy
+        head_cfg = getattr(policy, "cfg", None)  # a trained head's HeadConfig; None for the fixed policies
+        self.tau = cfg.tau if cfg.tau is not None else getattr(head_cfg, "tau", 0.5)
+        self.hidden_layer = getattr(head_cfg, "hidden_layer", -1)  # both sides record this layer for the head
         self.eos = eos_id(target)
         self.limits = Limits(vocab_size=int(target.config.vocab_size), max_draft_len=cfg.max_draft_len,
                              max_positions=cfg.max_draft_len)
@@ -95,11 +98,12 @@ class EdgeServer:
             raise ProtocolError("too_large", f"draft_len {msg.header['draft_len']} > {self.cfg.max_draft_len}")
         self._drop(peer, msg.session)
         prompt = [int(t) for t in msg.tensors["prompt"]]
-        sess = EdgeSession(msg.session, VerifySession(self.target, prompt), msg, self.policy, self.cfg.tau, self.eos)
+        verify = VerifySession(self.target, prompt, self.hidden_layer)
+        sess = EdgeSession(msg.session, verify, msg, self.policy, self.tau, self.eos)
         self.sessions[(peer, msg.session)] = sess
         log.info("open session %s from peer %s (%s, K=%d)", msg.session, peer.hex(), sess.protocol_name, sess.draft_len)
         return make(MsgType.OPEN_OK, msg.session, target_hidden=int(self.target.config.hidden_size),
-                    vocab_size=int(self.target.config.vocab_size))
+                    vocab_size=int(self.target.config.vocab_size), hidden_layer=self.hidden_layer)
 
     def _drop(self, peer: bytes, sid: str) -> None:
         sess = self.sessions.pop((peer, sid), None)
@@ -120,7 +124,9 @@ def serve(cfg: ServeConfig, ready=print) -> None:
     torch.set_num_threads(1)
     path = cfg.target or builtin_paths()[1]
     target = load_model(Path(path), "target", cfg.device, default_dtype(cfg.device))
-    server = EdgeServer(cfg, target, load_policy(cfg.head))
+    policy, tau, desc = load_policy(cfg.head, cfg.tau, cfg.target, int(target.config.hidden_size))
+    print(f"edge: decision head {desc}", flush=True)
+    server = EdgeServer(replace(cfg, tau=tau), target, policy)
     ctx = zmq.Context()
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.LINGER, 0)
@@ -163,9 +169,8 @@ def parse_args(argv: list[str] | None = None) -> ServeConfig:
     ap.add_argument("--bind", default=d.bind, help="ZeroMQ endpoint to bind (port 0: any free port)")
     ap.add_argument("--target", default=None, help="local HF target directory (default: built-in toy target)")
     ap.add_argument("--device", default=d.device)
-    ap.add_argument("--head", default=d.head, choices=HEAD_CHOICES,
-                    help="decision head for fh/sh/auto; 'none' rejects every mismatch (greedy-equivalent)")
-    ap.add_argument("--tau", type=float, default=d.tau, help="reject a mismatch iff p >= tau")
+    ap.add_argument("--head", default=d.head, help=HEAD_HELP)
+    ap.add_argument("--tau", type=float, default=d.tau, help="reject a mismatch iff p >= tau (default: the head's tau)")
     ap.add_argument("--session-timeout-s", type=float, default=d.session_timeout_s)
     ap.add_argument("--max-sessions", type=int, default=d.max_sessions)
     ap.add_argument("--max-draft-len", type=int, default=d.max_draft_len)
@@ -176,7 +181,11 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = parse_args(argv)
     log.info("config %s", asdict(cfg))
-    serve(cfg)
+    try:
+        serve(cfg)
+    except ValueError as e:  # a bad --head or --target
+        print(f"testbed.serve: error: {e}", file=sys.stderr, flush=True)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

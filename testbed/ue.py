@@ -150,6 +150,7 @@ def run_prompt(client: Client, drafter, cfg: UEConfig, pid: str, ids: list[int],
     t1 = time.perf_counter()
     ok, _ = client.exchange(sess.open_message())
     client.limits = dataclasses.replace(client.limits, vocab_size=max(client.limits.vocab_size, ok.header["vocab_size"]))
+    sess.d.hidden_layer = ok.header.get("hidden_layer", -1)  # the layer the edge's decision head was trained on
     rows, trace = [], link.trace() if link else None
     while not sess.done:
         in_force = trace.at(time.time() - cfg.link_t0_epoch_s) if trace else None

@@ -224,3 +224,20 @@ def test_open_beyond_max_sessions_is_refused(pair) -> None:
     assert ask(server, b"peer-a", ue_a.open_message()).type == MsgType.OPEN_OK
     reply = ask(server, b"peer-b", ue_a.open_message())
     assert reply.header["code"] == "busy" and "max 1" in reply.header["text"]
+
+
+def test_edge_with_a_head_announces_its_layer_and_tau_and_checks_the_drafter_width(pair) -> None:
+    from wisv.head import DecisionHead, HeadConfig, HeadPolicy
+
+    policy = HeadPolicy(DecisionHead(HeadConfig(d_draft=32, d_target=32, hidden=4, hidden_layer=-2, tau=0.3)))
+    server = EdgeServer(ServeConfig(max_draft_len=16), pair[1], policy)
+    assert server.tau == 0.3
+    _, ue = open_pair(pair, PROMPTS[0], protocol="fh")
+    ok = ask(server, b"peer-a", ue.open_message())
+    assert ok.type == MsgType.OPEN_OK and ok.header["hidden_layer"] == -2
+    assert server.sessions[(b"peer-a", ue.sid)].verify.hidden_layer == -2
+    wrong = make(MsgType.OPEN, "ue-1", {"prompt": np.array(PROMPTS[0], np.int32)}, protocol="sh", draft_len=4,
+                 max_new_tokens=8, drafter_hidden=48)
+    reply = ask(server, b"peer-a", wrong)
+    assert reply.header["code"] == "shape_mismatch" and "drafter hidden size 32" in reply.header["text"]
+    assert EdgeServer(ServeConfig(max_draft_len=16, tau=0.9), pair[1], policy).tau == 0.9
