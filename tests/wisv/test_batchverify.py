@@ -1,0 +1,88 @@
+"""Batched verification: every request's outcome equals verifying it alone, over rounds, with and without KV reuse."""
+import random
+
+import pytest
+import torch
+
+from tests.tiny_pair import make_pair
+from wisv.acceptance import greedy_accept_ids
+from wisv.batchverify import BatchVerifier, EngineConfig, VerifyRequest
+from wisv.sessions import VerifySession
+
+NEAR_TIE = 1e-4
+
+
+def _check_same(block, ref):
+    """Same argmax everywhere except certified near-ties; logits agree to float tolerance."""
+    assert torch.allclose(block.logits, ref.logits, atol=2e-4, rtol=1e-4)
+    diff = (block.argmax != ref.argmax).nonzero().flatten().tolist()
+    for j in diff:
+        top = torch.topk(ref.logits[j], 2).values
+        assert float(top[0] - top[1]) <= NEAR_TIE, f"position {j} differs without a near-tie"
+
+
+def _run(family: str, kv_reuse: bool, rounds: int = 5, seed: int = 0):
+    _, target = make_pair(family, vocab=61, eos=60, seed=seed)
+    rng = random.Random(seed)
+    eng = BatchVerifier(target, EngineConfig(kv_reuse=kv_reuse))
+    alone = {}
+    prompts = {f"s{i}": [rng.randrange(1, 60) for _ in range(rng.randint(1, 12))] for i in range(4)}
+    for sid, p in list(prompts.items())[:3]:
+        eng.open(sid, p)
+        alone[sid] = VerifySession(target, p)
+    for r in range(rounds):
+        if r == 2:  # a cold session joins a warm batch
+            eng.open("s3", prompts["s3"])
+            alone["s3"] = VerifySession(target, prompts["s3"])
+        reqs = [VerifyRequest(sid, [rng.randrange(1, 60) for _ in range(rng.randint(1, 6))]) for sid in alone]
+        blocks = eng.verify(reqs)
+        for req in reqs:
+            ref = alone[req.sid].verify(req.draft)
+            _check_same(blocks[req.sid], ref)
+            v = greedy_accept_ids(torch.tensor(req.draft), ref.argmax)
+            assert eng.commit(req.sid, v.n_accepted, v.next_token) == alone[req.sid].commit(
+                req.draft, v.n_accepted, v.next_token)
+            assert eng.sessions[req.sid].seq == alone[req.sid].seq
+    return eng
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+@pytest.mark.parametrize("kv_reuse", [True, False])
+def test_batched_equals_alone_over_rounds(family, kv_reuse):
+    eng = _run(family, kv_reuse)
+    if kv_reuse:  # caches cover seq[:-1] after each commit
+        assert all(st.cached_len == len(st.seq) - 1 for st in eng.sessions.values())
+        assert eng.memory_bytes() > 0
+    else:
+        assert eng.memory_bytes() == 0
+
+
+def test_single_request_path_equals_alone():
+    _, target = make_pair(vocab=61, eos=60)
+    eng, ref = BatchVerifier(target), VerifySession(target, [3, 4, 5])
+    eng.open("a", [3, 4, 5])
+    for draft in ([7, 8], [9], [1, 2, 3, 4]):
+        _check_same(eng.verify([VerifyRequest("a", draft)])["a"], ref.verify(draft))
+        eng.commit("a", 1, 11)
+        ref.commit(draft, 1, 11)
+
+
+def test_timeout_budget_and_errors():
+    _, target = make_pair(vocab=61, eos=60)
+    eng = BatchVerifier(target, EngineConfig(session_timeout_s=10, memory_budget_mb=0.0))
+    eng.open("a", [1, 2, 3])
+    eng.open("b", [4, 5])
+    eng.verify([VerifyRequest("a", [6, 7]), VerifyRequest("b", [8])])
+    assert eng.memory_bytes() == 0  # a zero budget drops every cache; the sessions survive
+    assert eng.sessions["a"].cached_len == 0 and eng.sessions["a"].seq == [1, 2, 3]
+    eng.commit("a", 2, 9)
+    assert eng.sessions["a"].seq == [1, 2, 3, 6, 7, 9]
+    now = eng.sessions["b"].last_active
+    assert eng.sweep(now + 5) == [] and sorted(eng.sweep(now + 11)) == ["a", "b"]
+    with pytest.raises(KeyError):
+        eng.verify([VerifyRequest("a", [1])])
+    eng.open("c", [1])
+    with pytest.raises(ValueError):
+        eng.verify([VerifyRequest("c", [1]), VerifyRequest("c", [2])])
+    with pytest.raises(ValueError):
+        eng.verify([VerifyRequest("c", [])])

@@ -1,0 +1,209 @@
+"""Batched verification engine (edge): many sessions' blocks in one target forward, each on its own KV cache.
+
+Each session keeps the committed sequence ``seq`` and a KV cache over a prefix of it (``cached_len``
+tokens; after a commit it covers ``seq[:-1]``, as wisv.sessions.VerifySession).  A verification feeds
+the uncached tail plus the draft, ``x_i = seq[cached_len:] + draft`` (one token plus K on a warm round,
+the whole prompt plus K on a cold one).
+
+Several requests run as **one** forward.  The sessions' caches have different lengths, so they are
+stacked *left-padded* to the longest (``C`` positions) and the new tokens *right-padded* to the longest
+block (``N``): attention mask ``[B, C + N]`` marks the real cache entries and the real new tokens,
+``position_ids`` continue each session's own positions (``cached_len_i + j``) and ``cache_position``
+is ``C + j`` for all rows, so causality holds column-wise.  Cached keys carry their rotary phase
+already, so left padding does not move them.  After the pass each row's cache is cut back out
+(its prefix plus its new tokens) and the commit crops it to the accepted prefix.  A batch of one
+skips the stacking and extends the session's cache in place.
+
+``kv_reuse=False`` is the SLED-style baseline: no cache survives a round, every verification
+recomputes the whole prefix.  Sessions idle past ``session_timeout_s`` are freed by ``sweep``, and when
+all caches together exceed ``memory_budget_mb`` the least recently used sessions lose their caches
+(they are recomputed on their next request, so no state is lost).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from wisv.kvcache import crop_to
+from wisv.sessions import Block
+
+
+@dataclass
+class EngineConfig:
+    """Batched verifier settings."""
+
+    kv_reuse: bool = True  # False: recompute the prefix every round (SLED baseline)
+    session_timeout_s: float = 120.0  # idle sessions are freed after this long
+    memory_budget_mb: float = 2048.0  # cap on all sessions' KV caches together (LRU caches dropped beyond)
+    hidden_layer: int = -1  # hidden-state layer returned with each block (for the decision head)
+    pad_id: int = 0  # token id fed at padded positions (masked out)
+
+
+@dataclass
+class SessionState:
+    """One session on the engine."""
+
+    seq: list[int]  # committed tokens (prompt + output)
+    cache: DynamicCache = field(default_factory=DynamicCache)  # covers seq[:cached_len]
+    cached_len: int = 0
+    last_active: float = field(default_factory=time.monotonic)
+    drafted: list[int] = field(default_factory=list)  # the block under verification
+
+    def kv_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for layer in self.cache.layers
+                   for t in (getattr(layer, "keys", None), getattr(layer, "values", None)) if t is not None)
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    """Verify ``draft`` for session ``sid`` (K tokens; the target scores K + 1 positions)."""
+
+    sid: str
+    draft: list[int]
+
+
+class BatchVerifier:
+    """The target, its sessions, and batched verification over them."""
+
+    def __init__(self, model: PreTrainedModel, cfg: EngineConfig | None = None):
+        self.model, self.cfg = model, cfg or EngineConfig()
+        self.sessions: dict[str, SessionState] = {}
+
+    def open(self, sid: str, prompt_ids: list[int]) -> None:
+        """Start (or restart) a session; its prompt is forwarded with its first verification."""
+        if not prompt_ids:
+            raise ValueError("prompt_ids is empty")
+        self.sessions[sid] = SessionState([int(t) for t in prompt_ids])
+
+    def close(self, sid: str) -> None:
+        self.sessions.pop(sid, None)
+
+    @torch.no_grad()
+    def verify(self, requests: list[VerifyRequest]) -> dict[str, Block]:
+        """One target forward over every request; returns each session's Block (K + 1 positions)."""
+        if not requests:
+            return {}
+        if len({r.sid for r in requests}) != len(requests):
+            raise ValueError("a batch holds at most one request per session")
+        states = [self._state(r.sid) for r in requests]
+        for st, r in zip(states, requests):
+            if not r.draft:
+                raise ValueError(f"session {r.sid}: empty draft")
+            st.drafted, st.last_active = list(r.draft), time.monotonic()
+            if not self.cfg.kv_reuse:
+                st.cache, st.cached_len = DynamicCache(), 0
+        feeds = [st.seq[st.cached_len:] + st.drafted for st in states]  # x_i
+        if len(states) == 1:
+            logits, hidden = self._forward_one(states[0], feeds[0])
+            outs = [(logits[0], hidden[0])]
+        else:
+            outs = self._forward_batch(states, feeds)
+        blocks = {}
+        for r, (lg, hd), x in zip(requests, outs, feeds):
+            k1 = len(r.draft) + 1  # the last K+1 fed positions score seq[-1]'s successor and the draft
+            lg, hd = lg[len(x) - k1: len(x)], hd[len(x) - k1: len(x)]
+            blocks[r.sid] = Block(lg.float(), hd.float(), lg.argmax(dim=-1))
+        self._enforce_budget()
+        return blocks
+
+    def commit(self, sid: str, n_accepted: int, next_token: int) -> list[int]:
+        """Commit ``draft[:n_accepted] + [next_token]`` and crop the cache to cover the new ``seq[:-1]``."""
+        st = self._state(sid)
+        if not 0 <= n_accepted <= len(st.drafted):
+            raise ValueError(f"session {sid}: n_accepted {n_accepted} outside [0, {len(st.drafted)}]")
+        committed = st.drafted[:n_accepted] + [int(next_token)]
+        keep = len(st.seq) + n_accepted
+        if self.cfg.kv_reuse and st.cached_len > keep:
+            crop_to(st.cache, keep)
+            st.cached_len = keep
+        elif not self.cfg.kv_reuse:
+            st.cache, st.cached_len = DynamicCache(), 0
+        st.seq.extend(committed)
+        st.drafted = []
+        return committed
+
+    def sweep(self, now: float | None = None) -> list[str]:
+        """Free sessions idle longer than the timeout; returns their ids."""
+        now = time.monotonic() if now is None else now
+        stale = [sid for sid, st in self.sessions.items() if now - st.last_active > self.cfg.session_timeout_s]
+        for sid in stale:
+            self.close(sid)
+        return stale
+
+    def memory_bytes(self) -> int:
+        """KV-cache bytes of all sessions."""
+        return sum(st.kv_bytes() for st in self.sessions.values())
+
+    def _state(self, sid: str) -> SessionState:
+        try:
+            return self.sessions[sid]
+        except KeyError:
+            raise KeyError(f"no open session {sid!r}") from None
+
+    def _enforce_budget(self) -> None:
+        """Drop the caches of the least recently used sessions until the total fits the budget."""
+        budget = self.cfg.memory_budget_mb * 2**20
+        for st in sorted(self.sessions.values(), key=lambda s: s.last_active):
+            if self.memory_bytes() <= budget:
+                return
+            st.cache, st.cached_len = DynamicCache(), 0
+
+    def _forward_one(self, st: SessionState, x: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        dev = self.model.device
+        pos = torch.arange(st.cached_len, st.cached_len + len(x), device=dev)  # [n]
+        out = self.model(input_ids=torch.tensor([x], device=dev), past_key_values=st.cache, use_cache=True,
+                         cache_position=pos, position_ids=pos.unsqueeze(0), output_hidden_states=True)
+        st.cached_len += len(x)
+        return out.logits, out.hidden_states[self.cfg.hidden_layer]  # [1, n, V], [1, n, d]
+
+    def _forward_batch(self, states: list[SessionState], feeds: list[list[int]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        dev = self.model.device
+        c_max, n_max, b = max(st.cached_len for st in states), max(len(x) for x in feeds), len(states)
+        ids = torch.full((b, n_max), self.cfg.pad_id, dtype=torch.long, device=dev)  # [B, N]
+        mask = torch.zeros((b, c_max + n_max), dtype=torch.long, device=dev)  # [B, C + N]
+        pos = torch.zeros((b, n_max), dtype=torch.long, device=dev)  # [B, N]
+        for i, (st, x) in enumerate(zip(states, feeds)):
+            ids[i, : len(x)] = torch.tensor(x, device=dev)
+            mask[i, c_max - st.cached_len: c_max] = 1
+            mask[i, c_max: c_max + len(x)] = 1
+            pos[i] = torch.arange(st.cached_len, st.cached_len + n_max, device=dev)
+        cache = _stack_caches(states, c_max)
+        out = self.model(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True,
+                         cache_position=torch.arange(c_max, c_max + n_max, device=dev), position_ids=pos,
+                         output_hidden_states=True)
+        for i, (st, x) in enumerate(zip(states, feeds)):
+            st.cache = _row_cache(out.past_key_values, i, c_max - st.cached_len, c_max, c_max + len(x))
+            st.cached_len += len(x)
+        hidden = out.hidden_states[self.cfg.hidden_layer]
+        return [(out.logits[i], hidden[i]) for i in range(b)]
+
+
+def _stack_caches(states: list[SessionState], c_max: int) -> DynamicCache:
+    """One batched cache, each session's entries left-padded to c_max positions (zeros where masked)."""
+    batched = DynamicCache()
+    if c_max == 0:
+        return batched
+    ref = next(st.cache for st in states if st.cached_len > 0)
+    for li, layer in enumerate(ref.layers):
+        k_ref = layer.keys  # [1, H, L, D]
+        shape = (len(states), k_ref.shape[1], c_max, k_ref.shape[3])
+        keys, values = k_ref.new_zeros(shape), k_ref.new_zeros(shape)  # [B, H, C, D]
+        for i, st in enumerate(states):
+            if st.cached_len:
+                keys[i, :, c_max - st.cached_len:] = st.cache.layers[li].keys[0]
+                values[i, :, c_max - st.cached_len:] = st.cache.layers[li].values[0]
+        batched.update(keys, values, li)
+    return batched
+
+
+def _row_cache(cache: DynamicCache, row: int, start: int, c_max: int, end: int) -> DynamicCache:
+    """Row ``row``'s own cache: its prefix [start, c_max) and its new tokens [c_max, end), copied out."""
+    own = DynamicCache()
+    for li, layer in enumerate(cache.layers):
+        k = torch.cat([layer.keys[row:row + 1, :, start:c_max], layer.keys[row:row + 1, :, c_max:end]], dim=2)
+        v = torch.cat([layer.values[row:row + 1, :, start:c_max], layer.values[row:row + 1, :, c_max:end]], dim=2)
+        own.update(k, v, li)  # torch.cat copies, so the batch tensors can be freed
+    return own
