@@ -5,7 +5,9 @@ tokens; after a commit it covers ``seq[:-1]``, as wisv.sessions.VerifySession). 
 the uncached tail plus the draft, ``x_i = seq[cached_len:] + draft`` (one token plus K on a warm round,
 the whole prompt plus K on a cold one).
 
-Several requests run as **one** forward.  The sessions' caches have different lengths, so they are
+Several requests run as **one** forward (a request with an uncached tail, e.g. a cold prompt, first
+prefills that tail in a forward of its own, so that one long prompt does not pad every row of the batch
+to its length).  The sessions' caches have different lengths, so they are
 stacked *left-padded* to the longest (``C`` positions) and the new tokens *right-padded* to the longest
 block (``N``): attention mask ``[B, C + N]`` marks the real cache entries and the real new tokens,
 ``position_ids`` continue each session's own positions (``cached_len_i + j``) and ``cache_position``
@@ -95,6 +97,10 @@ class BatchVerifier:
             st.drafted, st.last_active = list(r.draft), time.monotonic()
             if not self.cfg.kv_reuse:
                 st.cache, st.cached_len = DynamicCache(), 0
+        if len(states) > 1:  # prefill uncached tails alone, so the batched pass pads only to K_max + 1
+            for st in states:
+                if len(st.seq) - st.cached_len > 1:
+                    self._forward_one(st, st.seq[st.cached_len:-1])
         feeds = [st.seq[st.cached_len:] + st.drafted for st in states]  # x_i
         if len(states) == 1:
             logits, hidden = self._forward_one(states[0], feeds[0])

@@ -1,0 +1,51 @@
+"""Verification-time estimator: features by hand, exact recovery of known coefficients, CIs, metrics, save/load."""
+import numpy as np
+import pytest
+
+from wisv.estimator import EstimatorProfile, batch_features, bootstrap_ci, fit_metrics, fit_ols, fit_profile
+
+
+def test_batch_features_hand_values():
+    # two requests: (cached 10, new 3) and (cached 0, new 5)
+    f = batch_features([10, 0], [3, 5])
+    assert f.tolist() == [8, (10 + 3) * 3 + 5 * 5, 10, 1]
+    with pytest.raises(ValueError):
+        batch_features([1], [1, 2])
+    with pytest.raises(ValueError):
+        batch_features([0], [0])
+
+
+def _synthetic(n=120, noise=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    x = np.stack([batch_features(list(rng.integers(0, 500, b)), list(rng.integers(1, 40, b)))
+                  for b in rng.integers(1, 6, n)])
+    true = np.array([2e-5, 3e-8, 1e-6, 4e-3])
+    return x, x @ true + noise * rng.standard_normal(n), true
+
+
+def test_ols_recovers_exact_coefficients():
+    x, y, true = _synthetic()
+    assert fit_ols(x, y) == pytest.approx(true, rel=1e-6)
+
+
+def test_bootstrap_ci_brackets_the_truth_and_metrics():
+    x, y, true = _synthetic(noise=2e-4, seed=1)
+    lo, hi = bootstrap_ci(x, y, n_boot=100, seed=0)
+    assert np.all(lo <= hi)
+    assert lo[3] < true[3] < hi[3]
+    m = fit_metrics(y, x @ fit_ols(x, y))
+    assert m["r2"] > 0.9 and m["mae_s"] < 5e-4 and m["mape_pct"] > 0
+    assert fit_metrics(np.array([1.0, 2.0]), np.array([1.0, 2.0])) == {"r2": 1.0, "mae_s": 0.0, "mape_pct": 0.0}
+
+
+def test_profile_fit_predict_save_load(tmp_path):
+    x, y, true = _synthetic()
+    test = np.arange(len(y)) % 5 == 0
+    prof = fit_profile(x, y, test, n_boot=20)
+    assert prof.test["r2"] == pytest.approx(1.0) and prof.predict_s([10, 0], [3, 5]) == pytest.approx(
+        batch_features([10, 0], [3, 5]) @ true)
+    back = EstimatorProfile.load(prof.save(tmp_path / "p.json"))
+    assert back.coef == prof.coef
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(ValueError, match="testbed.profile"):
+        EstimatorProfile.load(tmp_path / "bad.json")

@@ -1,0 +1,91 @@
+"""WISP verification-time estimator (SPEC WISP eq. 19): batch features, OLS fit, bootstrap CIs, fit metrics.
+
+``T_batch = a * N_linear + b_compute * N_interactions + b_read * N_cached + c`` with, over the requests
+of a batch, ``N_linear = sum L_new``, ``N_interactions = sum (L_cached + L_new) * L_new`` and
+``N_cached = sum L_cached``.  Pure functions; the profiling that produces (features, seconds) pairs
+lives in testbed/profile.py.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+COEFS = ("a", "b_compute", "b_read", "c")
+
+
+def batch_features(cached: list[int], new: list[int]) -> np.ndarray:
+    """[N_linear, N_interactions, N_cached, 1] of one batch (per-request cached and new token counts)."""
+    if len(cached) != len(new) or not new:
+        raise ValueError("need one (cached, new) pair per request, at least one request")
+    if min(cached) < 0 or min(new) < 1:
+        raise ValueError("cached must be >= 0 and new >= 1")
+    c, n = np.asarray(cached, float), np.asarray(new, float)
+    return np.array([n.sum(), ((c + n) * n).sum(), c.sum(), 1.0])
+
+
+def fit_ols(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least-squares coefficients for x [N, 4] (features with the constant column), y [N] seconds."""
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    return coef
+
+
+def bootstrap_ci(x: np.ndarray, y: np.ndarray, n_boot: int = 200, alpha: float = 0.05,
+                 seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap (resampling batches) confidence intervals of the coefficients: (lo [4], hi [4])."""
+    rng = np.random.default_rng(seed)
+    boots = np.stack([fit_ols(x[idx], y[idx]) for idx in (rng.integers(0, len(y), len(y)) for _ in range(n_boot))])
+    return np.quantile(boots, alpha / 2, axis=0), np.quantile(boots, 1 - alpha / 2, axis=0)
+
+
+def fit_metrics(y: np.ndarray, y_hat: np.ndarray) -> dict[str, float]:
+    """R^2, mean absolute error (s) and mean absolute percentage error (%)."""
+    ss_res, ss_tot = float(((y - y_hat) ** 2).sum()), float(((y - y.mean()) ** 2).sum())
+    return {"r2": 1 - ss_res / ss_tot if ss_tot > 0 else float("nan"), "mae_s": float(np.abs(y - y_hat).mean()),
+            "mape_pct": float(100 * np.abs((y - y_hat) / y).mean())}
+
+
+@dataclass
+class EstimatorProfile:
+    """Fitted coefficients (seconds per unit), their CIs and fit quality; what the scheduler loads."""
+
+    coef: dict[str, float]  # a, b_compute, b_read, c
+    ci_lo: dict[str, float] = field(default_factory=dict)
+    ci_hi: dict[str, float] = field(default_factory=dict)
+    train: dict[str, float] = field(default_factory=dict)  # r2, mae_s, mape_pct on the training batches
+    test: dict[str, float] = field(default_factory=dict)  # the same on held-out batches
+    meta: dict = field(default_factory=dict)  # device, model, batch counts
+
+    def predict_s(self, cached: list[int], new: list[int]) -> float:
+        """Estimated verification time of one batch, seconds."""
+        return float(batch_features(cached, new) @ np.array([self.coef[k] for k in COEFS]))
+
+    def save(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(asdict(self), indent=1))
+        return p
+
+    @classmethod
+    def load(cls, path: str | Path) -> EstimatorProfile:
+        try:
+            d = json.loads(Path(path).read_text())
+            prof = cls(**d)
+        except (OSError, json.JSONDecodeError, TypeError) as e:
+            raise ValueError(f"{path}: not an estimator profile ({e}); run python -m testbed.profile") from e
+        if set(prof.coef) != set(COEFS):
+            raise ValueError(f"{path}: coefficients {sorted(prof.coef)}, expected {list(COEFS)}")
+        return prof
+
+
+def fit_profile(x: np.ndarray, y: np.ndarray, test_mask: np.ndarray, n_boot: int = 200, seed: int = 0,
+                meta: dict | None = None) -> EstimatorProfile:
+    """Fit on the training rows, bootstrap CIs, and report train and held-out metrics."""
+    tr = ~test_mask
+    coef = fit_ols(x[tr], y[tr])
+    lo, hi = bootstrap_ci(x[tr], y[tr], n_boot, seed=seed)
+    named = lambda v: {k: float(c) for k, c in zip(COEFS, v)}  # noqa: E731
+    return EstimatorProfile(named(coef), named(lo), named(hi), fit_metrics(y[tr], x[tr] @ coef),
+                            fit_metrics(y[test_mask], x[test_mask] @ coef) if test_mask.any() else {}, meta or {})
