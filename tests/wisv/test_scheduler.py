@@ -1,0 +1,54 @@
+"""Batch selection: deadlines by hand, FCFS order and memory stop, SLO-aware EDF for critical requests, utility fill,
+and the memory / deadline stopping rules."""
+import pytest
+
+from wisv.scheduler import Request, deadline_s, latest_start_s, select_fcfs, select_slo, slo_order
+
+
+def R(rid, arrival=0.0, deadline=10.0, g=4.0, v=1.0, mem=1, cached=0, new=1):
+    return Request(rid, arrival, deadline, g, v, mem, cached, new)
+
+
+def per_request(cost_s):
+    """T_hat(B) = cost_s per request in the batch."""
+    return lambda cached, new: cost_s * len(new)
+
+
+def test_deadline_hand_value():
+    # 8 drafted tokens at 4 tok/s leave 2 s; minus 0.3 s drafting and 0.2 s network
+    assert deadline_s(10.0, 4.0, 8, 0.3, 0.2) == pytest.approx(11.5)
+    assert deadline_s(0.0, 2.0, 4, 0.0, 0.0, alpha=0.5) == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        deadline_s(0, 0, 4, 0, 0)
+    assert latest_start_s(R("a", deadline=5, v=1), delta_s=0.5) == 3.5
+
+
+def test_fcfs_takes_arrival_order_until_memory_or_max_batch():
+    reqs = [R("c", arrival=3), R("a", arrival=1, mem=5), R("b", arrival=2, mem=5)]
+    assert [r.rid for r in select_fcfs(reqs, mem_budget_bytes=20, max_batch=8)] == ["a", "b", "c"]
+    assert [r.rid for r in select_fcfs(reqs, mem_budget_bytes=10, max_batch=8)] == ["a", "b"]
+    assert [r.rid for r in select_fcfs(reqs, mem_budget_bytes=20, max_batch=1)] == ["a"]
+
+
+def test_slo_order_puts_critical_first_by_deadline_then_utility():
+    reqs = [R("hi_util", deadline=50, g=8, v=1), R("lo_util", deadline=40, g=1, v=1),
+            R("crit_late", deadline=3.0, v=1), R("crit_early", deadline=2.5, v=1)]
+    # at t=2: LST = d - v: crit_early 1.5, crit_late 2.0 -> both critical
+    assert [r.rid for r in slo_order(reqs, now_s=2.0, delta_s=0.0)] == ["crit_early", "crit_late", "hi_util", "lo_util"]
+    # at t=0 nothing is critical: utility g/v orders all (ties by arrival, then id)
+    assert [r.rid for r in slo_order(reqs, now_s=0.0, delta_s=0.0)] == ["hi_util", "crit_early", "crit_late", "lo_util"]
+
+
+def test_slo_stops_at_the_first_deadline_violation():
+    reqs = [R("a", deadline=1.0, g=8), R("b", deadline=1.0, g=6), R("c", deadline=10.0, g=1)]
+    # 0.4 s per request: {a} 0.4 <= 1, {a, b} 0.8 <= 1, {a, b, c} 1.2 > min deadline 1.0 -> stop
+    assert [r.rid for r in select_slo(reqs, 0.0, 100, per_request(0.4))] == ["a", "b"]
+    assert [r.rid for r in select_slo(reqs, 0.0, 100, per_request(0.1))] == ["a", "b", "c"]
+
+
+def test_slo_stops_at_memory_and_serves_a_late_request_alone():
+    reqs = [R("a", g=8, mem=6), R("b", g=6, mem=6), R("c", g=1, mem=1)]
+    assert [r.rid for r in select_slo(reqs, 0.0, 10, per_request(0.1))] == ["a"]  # b breaks memory: stop there
+    late = [R("x", deadline=0.5, g=1)]
+    assert [r.rid for r in select_slo(late, 1.0, 10, per_request(1.0))] == ["x"]
+    assert select_slo([R("big", mem=11)], 0.0, 10, per_request(0.1)) == []

@@ -1,0 +1,86 @@
+"""Edge batch selection as pure functions: FCFS (the SLED baseline) and WISP's SLO-aware Algorithm 1.
+
+A pending verification request carries its deadline ``d_i`` (SPEC WISP eqs. 6 and 12:
+``d_i = a_i + alpha * N_d / s_c - T_draft - T_network``), the tokens it is expected to commit ``g_i``,
+its estimated verification cost alone ``v_i``, its KV memory ``m_i`` and its cached/new token counts
+(for the batch-time estimate ``T_hat(B)``, wisv/estimator.py).
+
+SLO-aware selection at time ``t``: requests past their latest start time ``LST_i = d_i - v_i - delta``
+are *critical* and go first in earliest-deadline order; the rest follow by decreasing utility
+``U_i = g_i / v_i``.  The batch grows in that order and stops at the first request that would break the
+memory budget ``sum m <= M`` or the deadline test ``t + T_hat(B) <= min_{i in B} d_i``.  The first request
+is always taken when its memory fits (a late request is served, not starved).  FCFS takes requests in
+arrival order and stops only at the memory budget or ``max_batch``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+BatchTime = Callable[[list[int], list[int]], float]  # (cached per request, new per request) -> seconds
+
+
+@dataclass(frozen=True)
+class Request:
+    """One pending verification request."""
+
+    rid: str  # request id (session + round)
+    arrival_s: float  # a_i, when the edge received it
+    deadline_s: float  # d_i
+    g_tokens: float  # expected committed tokens (accepted + correction)
+    v_s: float  # estimated verification time alone
+    mem_bytes: int  # KV memory the request needs on the engine
+    cached: int = 0  # cached prefix tokens (estimator feature)
+    new: int = 1  # tokens to forward (estimator feature)
+
+    @property
+    def utility(self) -> float:
+        """U_i = g_i / v_i."""
+        return self.g_tokens / max(self.v_s, 1e-9)
+
+
+def deadline_s(arrival_s: float, slo_tok_s: float, n_draft: int, t_draft_s: float, t_network_s: float,
+               alpha: float = 1.0) -> float:
+    """Eqs. 6 and 12: d_i = a_i + (alpha * N_d / s_c - T_draft - T_network)."""
+    if slo_tok_s <= 0 or n_draft < 1:
+        raise ValueError(f"need slo_tok_s > 0 and n_draft >= 1, got {slo_tok_s}, {n_draft}")
+    return arrival_s + alpha * n_draft / slo_tok_s - t_draft_s - t_network_s
+
+
+def latest_start_s(r: Request, delta_s: float) -> float:
+    """LST_i = d_i - v_i - delta."""
+    return r.deadline_s - r.v_s - delta_s
+
+
+def select_fcfs(pending: Sequence[Request], mem_budget_bytes: int, max_batch: int) -> list[Request]:
+    """Arrival order, up to max_batch requests within the memory budget."""
+    batch, mem = [], 0
+    for r in sorted(pending, key=lambda r: (r.arrival_s, r.rid)):
+        if len(batch) >= max_batch or mem + r.mem_bytes > mem_budget_bytes:
+            break
+        batch.append(r)
+        mem += r.mem_bytes
+    return batch
+
+
+def slo_order(pending: Sequence[Request], now_s: float, delta_s: float) -> list[Request]:
+    """Critical requests (now >= LST) by deadline, then the rest by decreasing utility."""
+    critical = sorted((r for r in pending if now_s >= latest_start_s(r, delta_s)), key=lambda r: (r.deadline_s, r.rid))
+    ids = {r.rid for r in critical}
+    rest = sorted((r for r in pending if r.rid not in ids), key=lambda r: (-r.utility, r.arrival_s, r.rid))
+    return critical + rest
+
+
+def select_slo(pending: Sequence[Request], now_s: float, mem_budget_bytes: int, batch_time: BatchTime,
+               delta_s: float = 0.0, max_batch: int = 64) -> list[Request]:
+    """WISP Algorithm 1: grow the batch in slo_order until memory, deadline or max_batch stops it."""
+    batch: list[Request] = []
+    for r in slo_order(pending, now_s, delta_s):
+        cand = batch + [r]
+        if len(cand) > max_batch or sum(x.mem_bytes for x in cand) > mem_budget_bytes:
+            break
+        late = now_s + batch_time([x.cached for x in cand], [x.new for x in cand]) > min(x.deadline_s for x in cand)
+        if late and batch:
+            break
+        batch = cand
+    return batch
