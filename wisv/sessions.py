@@ -13,6 +13,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from wisv.kvcache import crop_to
+from wisv.rejection import draft_features
 
 
 @dataclass
@@ -22,6 +23,7 @@ class Draft:
     tokens: list[int]  # [K] drafted token ids
     hidden: torch.Tensor | None  # [K, d_d] hidden state that produced each token (float32)
     probs: torch.Tensor | None  # [K, V] drafter distributions (sampling only, float64)
+    features: torch.Tensor | None = None  # [K, 4] rejection-predictor features of each step (wisv.rejection)
 
 
 @dataclass
@@ -75,11 +77,12 @@ class DraftSession(_CachedModel):
     def draft(self, k: int, *, sample: bool = False, temperature: float = 1.0,
               generator: torch.Generator | None = None, eos_token_id: int | None = None) -> Draft:
         """Propose up to ``k`` tokens after ``seq`` (stops early after EOS)."""
-        toks, probs, hids = [], [], []
+        toks, probs, hids, lasts = [], [], [], []
         feed = self.seq[self.cached_len:]
         for _ in range(k):
             logits, hidden = self.forward(feed)
             last = logits[-1]  # [V]
+            lasts.append(last)
             if sample:
                 q = torch.softmax(last.double() / temperature, dim=-1)  # [V]
                 y = int(torch.multinomial(q, 1, generator=generator))
@@ -92,7 +95,8 @@ class DraftSession(_CachedModel):
             if eos_token_id is not None and y == eos_token_id:
                 break
         self.drafted = toks
-        return Draft(toks, torch.stack(hids) if hids else None, torch.stack(probs) if probs else None)
+        feats = draft_features(torch.stack(lasts)) if lasts else None
+        return Draft(toks, torch.stack(hids) if hids else None, torch.stack(probs) if probs else None, feats)
 
     def commit(self, tokens: list[int]) -> None:
         """Append committed tokens; keep the cache only where it agrees with the new sequence."""

@@ -1,0 +1,112 @@
+"""Train WISP's rejection predictor from logged greedy-SD rounds and report held-out recall, FPR and WDT.
+
+Usage: ``python scripts/rejection_predictor.py [--prompts 150] [--k-max 16] [--threshold 0.5]
+[--out results/rejection_predictor.json]``
+
+Runs greedy SD (built-in pair, calib split) at K = k_max, logs each drafted token's features (wisv.rejection)
+and its outcome (accepted, or the first rejected; later tokens excluded), holds out whole rounds, trains the
+MLP, and reports recall / FPR on the held-out tokens.  WDT with the predictor is what the same held-out
+rounds would have wasted had drafting stopped at the first flagged token (the verdict of the tokens sent is
+unchanged on the greedy path, so accepted = min(accepted, sent)); ``tau_d`` is the measured drafter time
+per token.  Writes JSON and the predictor's weights (safetensors).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from wisv.acceptance import greedy_accept_ids  # noqa: E402
+from wisv.evaluate import eos_id, encode_prompt  # noqa: E402
+from wisv.models import load_pair  # noqa: E402
+from wisv.rejection import (evaluate_predictor, round_labels, split_rounds, stop_length,  # noqa: E402
+                            train_predictor, wasted_drafting)
+from wisv.sessions import DraftSession, VerifySession  # noqa: E402
+from wisv.toydata import load_split  # noqa: E402
+
+
+def log_rounds(pair, prompts: int, k: int, max_new: int = 160) -> tuple[list[dict], float]:
+    """Greedy SD rounds with per-token features; returns rounds and the drafter's seconds per token."""
+    rounds, t_draft, n_draft = [], 0.0, 0
+    eos = eos_id(pair.target)
+    for p in tqdm(load_split("calib", prompts), desc="greedy SD rounds"):
+        ids = encode_prompt(pair.tokenizer, p.prompt)
+        d, t, out = DraftSession(pair.drafter, ids), VerifySession(pair.target, ids), 0
+        while out < max_new:
+            t0 = time.perf_counter()
+            dr = d.draft(min(k, max_new - out), eos_token_id=eos)
+            t_draft, n_draft = t_draft + time.perf_counter() - t0, n_draft + len(dr.tokens)
+            v = greedy_accept_ids(torch.tensor(dr.tokens), t.verify(dr.tokens).argmax)
+            rounds.append({"features": dr.features, "drafted": len(dr.tokens), "accepted": v.n_accepted})
+            committed = t.commit(dr.tokens, v.n_accepted, v.next_token)
+            d.commit(committed)
+            out += len(committed)
+            if eos in committed:
+                break
+    return rounds, t_draft / max(1, n_draft)
+
+
+def dataset(rounds: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
+    xs, ys = [], []
+    for r in rounds:
+        lab = round_labels(r["drafted"], r["accepted"])
+        xs.append(r["features"][: len(lab)])
+        ys.append(torch.tensor(lab, dtype=torch.float32))
+    return torch.cat(xs), torch.cat(ys)
+
+
+def wdt_report(model, rounds: list[dict], threshold: float, k_max: int, tau_d: float) -> dict:
+    """Mean wasted tokens / seconds per round without and with stop-at-first-predicted-rejection."""
+    base, pred, sent_tokens, acc_base, acc_pred = [], [], 0, 0, 0
+    with torch.no_grad():
+        for r in rounds:
+            p = model(r["features"]).tolist()
+            sent = stop_length(p, threshold, k_max)
+            accepted = min(r["accepted"], sent)
+            base.append(wasted_drafting(r["drafted"], r["accepted"], tau_d)[0])
+            pred.append(wasted_drafting(sent, accepted, tau_d)[0])
+            sent_tokens, acc_base, acc_pred = sent_tokens + sent, acc_base + r["accepted"], acc_pred + accepted
+    n = max(1, len(rounds))
+    return {"wdt_tokens_per_round_without": sum(base) / n, "wdt_tokens_per_round_with": sum(pred) / n,
+            "wdt_ms_per_round_without": 1e3 * tau_d * sum(base) / n, "wdt_ms_per_round_with": 1e3 * tau_d * sum(pred) / n,
+            "aal_without": acc_base / n, "aal_with": acc_pred / n, "drafted_per_round_with": sent_tokens / n}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prompts", type=int, default=150)
+    ap.add_argument("--k-max", type=int, default=16)
+    ap.add_argument("--threshold", type=float, default=0.5)
+    ap.add_argument("--test-frac", type=float, default=0.3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="results/rejection_predictor.json")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    rounds, tau_d = log_rounds(load_pair(), args.prompts, args.k_max)
+    test = split_rounds(len(rounds), args.test_frac, args.seed)
+    train_r = [r for r, t in zip(rounds, test) if not t]
+    test_r = [r for r, t in zip(rounds, test) if t]
+    model = train_predictor(*dataset(train_r), seed=args.seed)
+    met = evaluate_predictor(model, *dataset(test_r), args.threshold)
+    doc = {"config": vars(args), "rounds_train": len(train_r), "rounds_test": len(test_r), "tau_d_s": tau_d,
+           "held_out": {"recall": met.recall, "fpr": met.fpr, "n_rejected": met.n_rejected, "n_accepted": met.n_accepted},
+           "wdt_held_out": wdt_report(model, test_r, args.threshold, args.k_max, tau_d)}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1))
+    save_file(model.state_dict(), str(out.with_suffix(".safetensors")))
+    print(json.dumps({k: doc[k] for k in ("held_out", "wdt_held_out")}, indent=1))
+    return doc
+
+
+if __name__ == "__main__":
+    np.set_printoptions(precision=3)
+    main()

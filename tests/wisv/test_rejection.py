@@ -1,0 +1,49 @@
+"""Rejection predictor: features by hand, labels, stop rule, WDT, training on separable data, drafts carry features."""
+import math
+
+import pytest
+import torch
+
+from tests.tiny_pair import make_pair
+from wisv.rejection import (draft_features, evaluate_predictor, round_labels, stop_length, train_predictor,
+                            wasted_drafting)
+from wisv.sessions import DraftSession
+
+
+def test_features_hand_values():
+    f = draft_features(torch.tensor([[0.0, 0.0, 0.0, 0.0], [math.log(3.0), 0.0, -1e9, -1e9]]))
+    assert f[0].tolist() == pytest.approx([0.25, math.log(4), 0.0, 0.0])
+    # probabilities 3/4, 1/4, 0, 0
+    assert f[1, :3].tolist() == pytest.approx([0.75, -(0.75 * math.log(0.75) + 0.25 * math.log(0.25)), 0.5])
+
+
+@pytest.mark.parametrize("drafted,accepted,labels", [(4, 4, [0, 0, 0, 0]), (4, 1, [0, 1]), (3, 0, [1])])
+def test_round_labels_stop_after_the_first_rejection(drafted, accepted, labels):
+    assert round_labels(drafted, accepted) == labels
+
+
+def test_stop_length_and_wdt():
+    assert stop_length([0.1, 0.2, 0.9, 0.1], 0.5, 8) == 2
+    assert stop_length([0.9, 0.1], 0.5, 8) == 1  # always send at least one token
+    assert stop_length([0.1] * 10, 0.5, 6) == 6
+    assert wasted_drafting(8, 3, 0.01) == (5, pytest.approx(0.05))
+    assert wasted_drafting(4, 4, 0.01) == (0, 0.0)
+
+
+def test_training_separates_separable_tokens_and_is_seeded():
+    g = torch.Generator().manual_seed(0)
+    x0 = torch.randn(300, 4, generator=g) + torch.tensor([2.0, -1.0, 1.0, 0.0])  # accepted: confident
+    x1 = torch.randn(60, 4, generator=g) + torch.tensor([-2.0, 1.0, -1.0, 0.0])  # rejected: unsure
+    x, y = torch.cat([x0, x1]), torch.cat([torch.zeros(300), torch.ones(60)])
+    m = train_predictor(x, y, epochs=100, seed=1)
+    met = evaluate_predictor(m, x, y, 0.5)
+    assert met.recall > 0.9 and met.fpr < 0.1 and (met.n_rejected, met.n_accepted) == (60, 300)
+    assert torch.equal(m(x), train_predictor(x, y, epochs=100, seed=1)(x))
+    with pytest.raises(ValueError):
+        train_predictor(x0, torch.zeros(300))
+
+
+def test_drafts_carry_one_feature_row_per_token():
+    drafter, _ = make_pair()
+    d = DraftSession(drafter, [1, 2, 3]).draft(5)
+    assert d.features.shape == (5, 4) and bool((d.features[:, 0] <= 1).all())
