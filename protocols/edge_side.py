@@ -62,12 +62,22 @@ class EdgeSession:
             raise ProtocolError("bad_field", f"OPEN temperature must be finite and > 0, got {self.temperature}")
         self.gen = torch.Generator().manual_seed(h.get("seed", 0))
         self.generated, self.done, self.pending = 0, False, None
+        self.incoming: tuple[Message, Protocol, list[int]] | None = None  # a DRAFT waiting for its block
+        self.rounds = 0  # finished rounds (the scheduler's expected tokens per round = generated / rounds)
+        self.slo_tok_s = _slo_of(h.get("meta"))  # the UE's SLO class, token/s (None: best effort)
         self.last_active = time.monotonic()
         self.msg_t0 = time.perf_counter()  # set by the server when a message of this session arrives
         self.round_edge_s = 0.0  # edge handling time of the round so far (SH: the DRAFT part)
 
     def on_draft(self, msg: Message) -> Message:
-        """Verify a block; reply HIDDEN_REQ (SH with mismatches) or VERDICT."""
+        """Verify a block alone; reply HIDDEN_REQ (SH with mismatches) or VERDICT."""
+        tokens = self.begin_draft(msg)
+        t0 = time.perf_counter()
+        block = self.verify.verify(tokens)
+        return self.end_draft(block, time.perf_counter() - t0)
+
+    def begin_draft(self, msg: Message) -> list[int]:
+        """Validate a DRAFT against the session's state and keep it until its block is verified; its tokens."""
         if self.done:
             raise ProtocolError("session_done", "DRAFT after the session finished")
         if self.pending is not None:
@@ -75,13 +85,17 @@ class EdgeSession:
         proto = self._round_protocol(msg.header.get("protocol"))
         tokens = [int(t) for t in msg.tensors["tokens"]]
         self._check_draft(proto, msg, len(tokens))
-        t0 = time.perf_counter()
-        block = self.verify.verify(tokens)
-        t_verify = time.perf_counter() - t0
+        self.incoming = (msg, proto, tokens)
+        return tokens
+
+    def end_draft(self, block: Block, t_verify_s: float) -> Message:
+        """Finish the kept DRAFT with the target's block (verified alone or in a batch)."""
+        msg, proto, tokens = self.incoming
+        self.incoming = None
         mism = mismatch_positions(torch.tensor(tokens), block.argmax.cpu())
         csi = _csi_of(msg.header.get("csi"))
         queried = proto.query(mism)
-        pend = _Pending(msg.header["round"], tokens, block, mism, t_verify, proto, csi)
+        pend = _Pending(msg.header["round"], tokens, block, mism, t_verify_s, proto, csi)
         if queried:
             self.pending = pend
             self.round_edge_s = time.perf_counter() - self.msg_t0
@@ -107,6 +121,7 @@ class EdgeSession:
         committed = self.verify.commit(p.tokens, v.n_accepted, v.next_token)
         committed = truncate_output(committed, self.max_new - self.generated, self.eos)
         self.generated += len(committed)
+        self.rounds += 1
         self.done = self.generated >= self.max_new or (self.eos is not None and committed[-1] == self.eos)
         now = time.perf_counter()
         t_verify = p.t_verify_s + (now - t0) - t_head
@@ -168,6 +183,16 @@ class EdgeSession:
         if self.drafter_hidden is not None and hidden.shape[1] != self.drafter_hidden:
             raise ProtocolError("shape_mismatch", f"hidden width {hidden.shape[1]} != drafter_hidden "
                                                   f"{self.drafter_hidden} declared at OPEN")
+
+
+def _slo_of(meta: dict | None) -> float | None:
+    """The SLO token speed a UE declares in OPEN meta ('slo_tok_s'), validated."""
+    slo = (meta or {}).get("slo_tok_s")
+    if slo is None:
+        return None
+    if isinstance(slo, bool) or not isinstance(slo, (int, float)) or not 0 < slo < float("inf"):
+        raise ProtocolError("bad_field", f"OPEN meta slo_tok_s must be a finite number > 0, got {slo!r}")
+    return float(slo)
 
 
 def _check_head_width(policy: MismatchPolicy, protocol: str, drafter_hidden: int | None) -> None:

@@ -51,6 +51,8 @@ class RunConfig:
     ues: int = 1  # UE processes; prompts are dealt round-robin
     probe_bytes: int = 8192  # rate-probe size before each request (0: RTT handshake only)
     reference: bool = True  # compute target-only greedy outputs for matches_target
+    batch_verify: bool = False  # edge verifies concurrent UEs' drafts in one pass (testbed.serve --batch-verify)
+    kv_reuse: bool = True  # False: the edge recomputes each prefix every round (SLED baseline)
     netns: bool = False  # edge and UEs in their own network namespaces (root), tc on the veth
 
     def protocols(self) -> list[str]:
@@ -124,6 +126,8 @@ def _read_rounds(path: Path) -> pd.DataFrame:
 def _edge_args(cfg: RunConfig) -> list[str]:
     args = ["testbed.serve", "--head", cfg.head, "--device", cfg.device, "--max-draft-len", str(max(64, cfg.draft_len))]
     args += ["--tau", str(cfg.tau)] if cfg.tau is not None else []
+    args += ["--batch-verify"] if cfg.batch_verify else []
+    args += [] if cfg.kv_reuse else ["--no-kv-reuse"]
     return args + (["--target", cfg.target] if cfg.target else [])
 
 
@@ -180,6 +184,9 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
     ap.add_argument("--no-reference", action="store_true", help="skip target-only greedy reference outputs")
     ap.add_argument("--netns", action="store_true",
                     help="run edge and UEs in their own network namespaces joined by a veth (needs root)")
+    ap.add_argument("--batch-verify", action="store_true", help="the edge verifies concurrent UEs' drafts in one pass")
+    ap.add_argument("--no-kv-reuse", dest="kv_reuse", action="store_false",
+                    help="the edge recomputes each prefix every round (SLED baseline)")
     a = ap.parse_args(argv)
     up, down = resolve_rates(a.rate_mbps, a.rate_up_mbps, a.rate_down_mbps)
     link = LinkSpec(up, down, a.rtt_ms, a.jitter_ms, a.per, a.csi_trace, a.seed)

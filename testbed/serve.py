@@ -20,7 +20,10 @@ import zmq
 
 from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, error_message, make
+from testbed.edgebatch import SCHEDULER_CHOICES, DraftBatcher
 from testbed.heads import HEAD_HELP, load_policy
+from wisv.batchverify import BatchVerifier, EngineConfig, EngineView
+from wisv.estimator import EstimatorProfile
 from wisv.evaluate import eos_id
 from wisv.models import builtin_paths, default_dtype, load_model
 from wisv.sessions import VerifySession
@@ -40,6 +43,12 @@ class ServeConfig:
     session_timeout_s: float = 120.0  # idle sessions are freed after this long
     max_sessions: int = 256  # OPEN beyond this many live sessions is refused
     max_draft_len: int = 64  # largest accepted block K
+    batch_verify: bool = False  # verify concurrent DRAFTs of many sessions in one target pass (wisv/batchverify.py)
+    scheduler: str = "fcfs"  # batch selection when batching: fcfs | slo (WISP Algorithm 1)
+    max_batch: int = 16  # most requests in one verification pass
+    kv_reuse: bool = True  # False: recompute each session's prefix every round (SLED baseline; uses the engine)
+    memory_budget_mb: float = 2048.0  # cap on all sessions' KV caches together (engine)
+    estimator: str | None = None  # verification-time profile from testbed.profile (needed by --scheduler slo)
 
 
 class EdgeServer:
@@ -54,20 +63,45 @@ class EdgeServer:
         self.limits = Limits(vocab_size=int(target.config.vocab_size), max_draft_len=cfg.max_draft_len,
                              max_positions=cfg.max_draft_len)
         self.sessions: dict[tuple[bytes, str], EdgeSession] = {}
+        self.engine, self.batcher = _engine(cfg, target, self.hidden_layer)
 
     def handle(self, peer: bytes, frames: list) -> list[bytes]:
         """Decode, dispatch and encode one reply; never raises for a peer's mistake."""
-        sid, t0 = "unknown", time.perf_counter()
+        return self._guard(peer, frames, self._dispatch)
+
+    def handle_many(self, items: list[tuple[bytes, list]]) -> list[tuple[bytes, list[bytes]]]:
+        """Several messages at once; with batching their DRAFTs are verified together (one pass per batch)."""
+        if self.batcher is None:
+            return [(peer, self.handle(peer, frames)) for peer, frames in items]
+        replies, held = [], []
+        for peer, frames in items:
+            out = self._guard(peer, frames, self._hold_drafts)
+            (held if isinstance(out, EdgeSession) else replies).append((peer, out))
+        return replies + self.batcher.run(held, lambda peer, s, make_reply: self._guard(
+            peer, None, lambda *_: make_reply(), sid=s.sid))
+
+    def _guard(self, peer: bytes, frames: list | None, act, sid: str = "unknown"):
+        """Run ``act(peer, msg, t0)`` on the decoded frames; errors become ERROR replies (encoded)."""
+        t0 = time.perf_counter()
         try:
-            msg = decode(frames, self.limits)
-            sid = msg.session
-            return encode(self._dispatch(peer, msg, t0))
+            msg = decode(frames, self.limits) if frames is not None else None
+            sid = msg.session if msg is not None else sid
+            out = act(peer, msg, t0)
+            return out if isinstance(out, EdgeSession) else encode(out)
         except (WireError, ProtocolError) as e:
             return encode(error_message(sid, e.code, str(e)))
         except Exception as e:  # noqa: BLE001 - the server must keep serving other sessions
             log.exception("internal error handling a message from session %s", sid)
             self._drop(peer, sid)
             return encode(error_message(sid, "internal", f"{type(e).__name__}: {e}"))
+
+    def _hold_drafts(self, peer: bytes, msg: Message, t0: float) -> Message | EdgeSession:
+        """Validate and keep a DRAFT for the batcher; any other message is handled at once."""
+        if msg.type != MsgType.DRAFT:
+            return self._dispatch(peer, msg, t0)
+        sess = self._session(peer, msg, t0)
+        sess.begin_draft(msg)
+        return sess
 
     def _dispatch(self, peer: bytes, msg: Message, t0: float) -> Message:
         if msg.type == MsgType.PING:
@@ -76,11 +110,7 @@ class EdgeServer:
                         t_send=msg.header["t_send"])
         if msg.type == MsgType.OPEN:
             return self._open(peer, msg)
-        key = (peer, msg.session)
-        sess = self.sessions.get(key)
-        if sess is None:
-            raise ProtocolError("unknown_session", f"no open session {msg.session!r} for this peer")
-        sess.last_active, sess.msg_t0 = time.monotonic(), t0
+        sess = self._session(peer, msg, t0)
         if msg.type == MsgType.DRAFT:
             return sess.on_draft(msg)
         if msg.type == MsgType.HIDDEN:
@@ -91,6 +121,13 @@ class EdgeServer:
             return make(MsgType.CLOSED, msg.session)
         raise ProtocolError("bad_type", f"the edge does not accept {msg.type.name} messages")
 
+    def _session(self, peer: bytes, msg: Message, t0: float) -> EdgeSession:
+        sess = self.sessions.get((peer, msg.session))
+        if sess is None:
+            raise ProtocolError("unknown_session", f"no open session {msg.session!r} for this peer")
+        sess.last_active, sess.msg_t0 = time.monotonic(), t0
+        return sess
+
     def _open(self, peer: bytes, msg: Message) -> Message:
         if len(self.sessions) >= self.cfg.max_sessions and (peer, msg.session) not in self.sessions:
             raise ProtocolError("busy", f"{len(self.sessions)} sessions open (max {self.cfg.max_sessions})")
@@ -98,7 +135,8 @@ class EdgeServer:
             raise ProtocolError("too_large", f"draft_len {msg.header['draft_len']} > {self.cfg.max_draft_len}")
         self._drop(peer, msg.session)
         prompt = [int(t) for t in msg.tensors["prompt"]]
-        verify = VerifySession(self.target, prompt, self.hidden_layer)
+        verify = (EngineView(self.engine, f"{peer.hex()}/{msg.session}", prompt) if self.engine is not None
+                  else VerifySession(self.target, prompt, self.hidden_layer))
         sess = EdgeSession(msg.session, verify, msg, self.policy, self.tau, self.eos)
         self.sessions[(peer, msg.session)] = sess
         log.info("open session %s from peer %s (%s, K=%d)", msg.session, peer.hex(), sess.protocol_name, sess.draft_len)
@@ -117,6 +155,18 @@ class EdgeServer:
         for peer, sid in stale:
             self._drop(peer, sid)
         return len(stale)
+
+
+def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[BatchVerifier | None, DraftBatcher | None]:
+    """The batched engine (with --batch-verify or --no-kv-reuse) and, when batching, its batcher."""
+    if not cfg.batch_verify and cfg.kv_reuse:
+        return None, None
+    engine = BatchVerifier(target, EngineConfig(kv_reuse=cfg.kv_reuse, session_timeout_s=cfg.session_timeout_s,
+                                                memory_budget_mb=cfg.memory_budget_mb, hidden_layer=hidden_layer))
+    if not cfg.batch_verify:
+        return engine, None
+    est = EstimatorProfile.load(cfg.estimator) if cfg.estimator else None
+    return engine, DraftBatcher(engine, cfg.scheduler, cfg.max_batch, est)
 
 
 def serve(cfg: ServeConfig, ready=print) -> None:
@@ -155,12 +205,23 @@ def _loop(sock: zmq.Socket, server: EdgeServer, stop: dict) -> None:
     last_sweep = time.monotonic()
     while not stop["flag"]:
         if poller.poll(100):
-            peer, *frames = sock.recv_multipart(copy=False)
-            reply = server.handle(peer.bytes, frames)
-            sock.send_multipart([peer.bytes] + reply)
+            for peer, reply in server.handle_many(_drain(sock, 4 * server.cfg.max_batch)):
+                sock.send_multipart([peer] + reply)
         if time.monotonic() - last_sweep > 1.0:
             server.sweep()
             last_sweep = time.monotonic()
+
+
+def _drain(sock: zmq.Socket, most: int) -> list[tuple[bytes, list]]:
+    """Every message waiting on the socket (at least one is), up to ``most``."""
+    items = []
+    while len(items) < most:
+        try:
+            peer, *frames = sock.recv_multipart(flags=zmq.NOBLOCK if items else 0, copy=False)
+        except zmq.Again:
+            break
+        items.append((peer.bytes, frames))
+    return items
 
 
 def parse_args(argv: list[str] | None = None) -> ServeConfig:
@@ -174,6 +235,13 @@ def parse_args(argv: list[str] | None = None) -> ServeConfig:
     ap.add_argument("--session-timeout-s", type=float, default=d.session_timeout_s)
     ap.add_argument("--max-sessions", type=int, default=d.max_sessions)
     ap.add_argument("--max-draft-len", type=int, default=d.max_draft_len)
+    ap.add_argument("--batch-verify", action="store_true", help="verify concurrent sessions' drafts in one pass")
+    ap.add_argument("--scheduler", default=d.scheduler, choices=SCHEDULER_CHOICES, help="batch selection")
+    ap.add_argument("--max-batch", type=int, default=d.max_batch)
+    ap.add_argument("--no-kv-reuse", dest="kv_reuse", action="store_false",
+                    help="recompute each prefix every round (SLED baseline)")
+    ap.add_argument("--memory-budget-mb", type=float, default=d.memory_budget_mb)
+    ap.add_argument("--estimator", default=None, help="verification-time profile JSON from python -m testbed.profile")
     return ServeConfig(**{k: v for k, v in vars(ap.parse_args(argv)).items()})
 
 

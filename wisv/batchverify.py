@@ -213,3 +213,33 @@ def _row_cache(cache: DynamicCache, row: int, start: int, c_max: int, end: int) 
         v = torch.cat([layer.values[row:row + 1, :, start:c_max], layer.values[row:row + 1, :, c_max:end]], dim=2)
         own.update(k, v, li)  # torch.cat copies, so the batch tensors can be freed
     return own
+
+
+class EngineView:
+    """One engine session behind VerifySession's interface (verify alone, commit, free) for the edge's sessions."""
+
+    def __init__(self, engine: BatchVerifier, sid: str, prompt_ids: list[int]):
+        self.engine, self.sid = engine, sid
+        engine.open(sid, prompt_ids)
+
+    @property
+    def seq(self) -> list[int]:
+        return self.engine.sessions[self.sid].seq
+
+    @property
+    def cached_len(self) -> int:
+        st = self.engine.sessions.get(self.sid)
+        return st.cached_len if st else 0
+
+    @property
+    def hidden_layer(self) -> int:
+        return self.engine.cfg.hidden_layer
+
+    def verify(self, draft: list[int]) -> Block:
+        return self.engine.verify([VerifyRequest(self.sid, list(draft))])[self.sid]
+
+    def commit(self, draft: list[int], n_accepted: int, next_token: int) -> list[int]:
+        return self.engine.commit(self.sid, n_accepted, next_token)
+
+    def free(self) -> None:
+        self.engine.close(self.sid)

@@ -1,0 +1,86 @@
+"""Batched DRAFT verification on the edge: the scheduler picks each batch, the engine verifies it in one pass,
+and every session in it finishes its round (wisv/batchverify.py, wisv/scheduler.py, protocols/edge_side.py).
+
+A request's scheduling inputs: arrival = when its DRAFT reached the edge; deadline from the session's SLO
+class (``slo_tok_s`` in the OPEN ``meta``; none = best effort, no deadline) with the UE-reported drafting
+time and the RTT of its CSI (WISP eqs. 6/12); expected committed tokens = the session's mean so far;
+verification cost from the estimator profile (testbed.profile).
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+from protocols.edge_side import EdgeSession
+from protocols.wire import Message
+from wisv.batchverify import BatchVerifier, VerifyRequest
+from wisv.estimator import EstimatorProfile
+from wisv.scheduler import Request, deadline_s, select_fcfs, select_slo
+
+SCHEDULER_CHOICES = ("fcfs", "slo")
+Held = tuple[bytes, EdgeSession]  # (peer, session holding a validated DRAFT)
+
+
+class DraftBatcher:
+    """Verifies held DRAFTs batch by batch until none is left."""
+
+    def __init__(self, engine: BatchVerifier, scheduler: str = "fcfs", max_batch: int = 16,
+                 estimator: EstimatorProfile | None = None):
+        if scheduler not in SCHEDULER_CHOICES:
+            raise ValueError(f"unknown scheduler {scheduler!r}; choose one of {SCHEDULER_CHOICES}")
+        if scheduler == "slo" and estimator is None:
+            raise ValueError("the slo scheduler needs a verification-time profile (--estimator, from testbed.profile)")
+        self.engine, self.scheduler, self.max_batch, self.estimator = engine, scheduler, max_batch, estimator
+
+    def run(self, held: list[Held], finish: Callable[[bytes, EdgeSession, Callable[[], Message]], list[bytes]]
+            ) -> list[tuple[bytes, list[bytes]]]:
+        """Verify every held DRAFT; ``finish(peer, session, make_reply)`` encodes a reply or an error."""
+        queue, replies = list(held), []
+        while queue:
+            batch = self.select(queue)
+            reqs = [VerifyRequest(s.verify.sid, s.incoming[2]) for _, s in batch]
+            t0 = time.perf_counter()
+            try:
+                blocks, err = self.engine.verify(reqs), None
+            except Exception as e:  # noqa: BLE001 - reported to every session of the batch by finish()
+                blocks, err = {}, e
+            dt = time.perf_counter() - t0
+            for peer, s in batch:
+                replies.append((peer, finish(peer, s, _reply(s, blocks.get(s.verify.sid), dt, err))))
+            chosen = {id(s) for _, s in batch}
+            queue = [(p, s) for p, s in queue if id(s) not in chosen]
+        return replies
+
+    def select(self, queue: list[Held]) -> list[Held]:
+        """The next batch from the queue, by the configured scheduler."""
+        pending = [self.request(*pair) for pair in queue]
+        reqs = {r.rid: pair for r, pair in zip(pending, queue)}
+        if self.scheduler == "fcfs":
+            chosen = select_fcfs(pending, mem_budget_bytes=2**62, max_batch=self.max_batch)
+        else:
+            chosen = select_slo(pending, time.perf_counter(), 2**62, self.estimator.predict_s, max_batch=self.max_batch)
+        return [reqs[r.rid] for r in chosen]
+
+    def request(self, peer: bytes, s: EdgeSession) -> Request:
+        """Scheduling view of a held DRAFT."""
+        msg, _, tokens = s.incoming
+        cached = s.verify.cached_len
+        new = len(s.verify.seq) - cached + len(tokens)
+        v = self.estimator.predict_s([cached], [new]) if self.estimator else float(new)
+        d = math.inf
+        if s.slo_tok_s:
+            csi = msg.header.get("csi") or {}
+            d = deadline_s(s.msg_t0, s.slo_tok_s, len(tokens), float(msg.header.get("t_draft_s", 0.0)),
+                           float(csi.get("rtt_ms", 0.0)) / 1e3)
+        g = s.generated / s.rounds if s.rounds else len(tokens) / 2 + 1
+        return Request(f"{peer.hex()}/{s.sid}", s.msg_t0, d, g, max(v, 1e-6), 0, cached, new)
+
+
+def _reply(s: EdgeSession, block, dt: float, err: Exception | None) -> Callable[[], Message]:
+    def make_reply() -> Message:
+        if err is not None:
+            s.incoming = None
+            raise err
+        return s.end_draft(block, dt)
+    return make_reply

@@ -1,0 +1,93 @@
+"""Batched verification on the edge server: sessions served in lockstep batches (fcfs, slo) and without KV reuse
+produce exactly the outputs of verifying each session alone; a bad draft in a batch fails alone."""
+import numpy as np
+import pytest
+import torch
+
+from protocols.ue_side import UEParams, UESession
+from protocols.wire import Limits, MsgType, decode, encode, make
+from testbed.serve import EdgeServer, ServeConfig
+from tests.tiny_pair import make_pair
+from wisv.estimator import EstimatorProfile
+from wisv.sessions import DraftSession
+from wisv.speculative import RejectAll, speculative_generate
+
+VOCAB, EOS, K, MAX_NEW = 61, 60, 4, 30
+LIMITS = Limits(vocab_size=VOCAB, max_draft_len=16, max_positions=16)
+PROMPTS = [[3, 4, 5], [7, 8, 9, 10, 11, 12], [20], [30, 31, 32, 33]]
+PROTOCOLS = ["greedy", "fh", "sh", "auto"]
+
+
+@pytest.fixture(scope="module")
+def pair():
+    torch.set_num_threads(1)
+    return make_pair("llama", 32, 2, 4, 2, vocab=VOCAB, eos=EOS)
+
+
+def _estimator(tmp_path) -> str:
+    prof = EstimatorProfile({"a": 1e-4, "b_compute": 1e-7, "b_read": 1e-6, "c": 1e-3})
+    return str(prof.save(tmp_path / "est.json"))
+
+
+def lockstep(server: EdgeServer, ues: dict[bytes, UESession]) -> None:
+    """Every unfinished UE sends its next message; the server handles them together; replies go back."""
+    for peer, ue in ues.items():
+        assert decode(server.handle(peer, encode(ue.open_message())), LIMITS).type == MsgType.OPEN_OK
+    outbox = {peer: ue.next_draft(None) for peer, ue in ues.items()}
+    while outbox:
+        replies = server.handle_many([(peer, encode(m)) for peer, m in outbox.items()])
+        assert sorted(p for p, _ in replies) == sorted(outbox)
+        outbox = {}
+        for peer, frames in replies:
+            reply, ue = decode(frames, LIMITS), ues[peer]
+            assert reply.type != MsgType.ERROR, reply.header
+            nxt = ue.on_reply(reply)
+            if nxt is not None:
+                outbox[peer] = nxt
+            elif not ue.done:
+                outbox[peer] = ue.next_draft(None)
+
+
+def _ues(pair, **params):
+    drafter = pair[0]
+    return {f"peer{i}".encode(): UESession(f"s{i}", DraftSession(drafter, p),
+                                           UEParams(proto, K, MAX_NEW, "rtt", **params), EOS)
+            for i, (p, proto) in enumerate(zip(PROMPTS, PROTOCOLS))}
+
+
+@pytest.mark.parametrize("cfg", [dict(batch_verify=True), dict(batch_verify=True, max_batch=2),
+                                 dict(batch_verify=True, scheduler="slo", estimator="EST"),
+                                 dict(kv_reuse=False), dict(batch_verify=True, kv_reuse=False)],
+                         ids=["fcfs", "fcfs-batch2", "slo", "no-kv-reuse", "batched-no-kv-reuse"])
+def test_batched_server_equals_sessions_verified_alone(pair, cfg, tmp_path):
+    if cfg.get("estimator") == "EST":
+        cfg = cfg | {"estimator": _estimator(tmp_path)}
+    server = EdgeServer(ServeConfig(max_draft_len=16, **cfg), pair[1], RejectAll())
+    sizes, verify = [], server.engine.verify
+    server.engine.verify = lambda reqs: sizes.append(len(reqs)) or verify(reqs)
+    ues = _ues(pair)
+    lockstep(server, ues)
+    if cfg.get("batch_verify"):
+        assert max(sizes) == min(4, cfg.get("max_batch", 16))  # really batched, never past max_batch
+    for ue, prompt in zip(ues.values(), PROMPTS):
+        ref = speculative_generate(pair[0], pair[1], prompt, max_new_tokens=MAX_NEW, draft_len=K, eos_token_id=EOS)
+        assert ue.done and ue.tokens == ref.tokens
+
+
+def test_a_bad_draft_fails_alone_and_slo_meta_is_validated(pair, tmp_path):
+    server = EdgeServer(ServeConfig(max_draft_len=16, batch_verify=True), pair[1], RejectAll())
+    ues = _ues(pair)
+    (pa, a), (pb, b) = list(ues.items())[:2]
+    for peer, ue in ((pa, a), (pb, b)):
+        server.handle(peer, encode(ue.open_message()))
+    good = a.next_draft(None)
+    bad = make(MsgType.DRAFT, "s1", {"tokens": np.array([1] * 9, np.int32)}, round=0, t_draft_s=0.0)  # K 9 > 4
+    out = dict(server.handle_many([(pa, encode(good)), (pb, encode(bad))]))
+    assert decode(out[pa], LIMITS).type == MsgType.VERDICT
+    err = decode(out[pb], LIMITS)
+    assert err.type == MsgType.ERROR and err.header["code"] == "too_large"
+    opened = make(MsgType.OPEN, "s9", {"prompt": np.array([3, 4], np.int32)}, protocol="greedy", draft_len=4,
+                  max_new_tokens=8, meta={"slo_tok_s": "fast"})
+    assert decode(server.handle(b"p9", encode(opened)), LIMITS).header["code"] == "bad_field"
+    with pytest.raises(ValueError, match="estimator"):
+        EdgeServer(ServeConfig(batch_verify=True, scheduler="slo"), pair[1], RejectAll())
