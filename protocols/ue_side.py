@@ -6,6 +6,7 @@ measures time; everything protocol-specific lives here.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,8 +52,10 @@ class RoundState:
 class UESession:
     """Drives one prompt: OPEN, rounds of DRAFT/(HIDDEN_REQ/HIDDEN)/VERDICT, CLOSE."""
 
-    def __init__(self, sid: str, drafter: DraftSession, params: UEParams, eos_token_id: int | None):
+    def __init__(self, sid: str, drafter: DraftSession, params: UEParams, eos_token_id: int | None,
+                 stop: Callable[[torch.Tensor], bool] | None = None):
         self.sid, self.d, self.p, self.eos = sid, drafter, params, eos_token_id
+        self.stop = stop  # WISP rejection predictor: end the block at the first predicted rejection
         self.proto: Protocol = get_protocol(params.protocol)
         self.gen = torch.Generator().manual_seed(params.seed)
         self.stats = MismatchStats()
@@ -74,7 +77,7 @@ class UESession:
         proto = self._round_protocol(csi_est, k)
         t0 = time.perf_counter()
         draft = self.d.draft(k, sample=proto.samples, temperature=self.p.temperature, generator=self.gen,
-                             eos_token_id=self.eos)
+                             eos_token_id=self.eos, stop=self.stop)
         t_draft = time.perf_counter() - t0
         self.round = RoundState(self.n_rounds, proto.name, draft, t_draft)
         header = {"round": self.n_rounds, "t_draft_s": t_draft, "protocol": proto.name}

@@ -20,15 +20,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from wisv.acceptance import greedy_accept_ids  # noqa: E402
 from wisv.evaluate import eos_id, encode_prompt  # noqa: E402
 from wisv.models import load_pair  # noqa: E402
-from wisv.rejection import (evaluate_predictor, round_labels, split_rounds, stop_length,  # noqa: E402
-                            train_predictor, wasted_drafting)
+from wisv.rejection import (evaluate_predictor, round_labels, save_predictor, split_rounds,  # noqa: E402
+                            stop_length, train_predictor, wasted_drafting)
 from wisv.sessions import DraftSession, VerifySession  # noqa: E402
 from wisv.toydata import load_split  # noqa: E402
 
@@ -102,7 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1))
-    save_file(model.state_dict(), str(out.with_suffix(".safetensors")))
+    save_predictor(model, str(out.with_suffix(".safetensors")))
     print(json.dumps({k: doc[k] for k in ("held_out", "wdt_held_out")}, indent=1))
     return doc
 

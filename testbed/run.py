@@ -51,6 +51,7 @@ class RunConfig:
     ues: int = 1  # UE processes; prompts are dealt round-robin
     probe_bytes: int = 8192  # rate-probe size before each request (0: RTT handshake only)
     reference: bool = True  # compute target-only greedy outputs for matches_target
+    rejection_predictor: str | None = None  # UEs end each block at the first predicted rejection (WISP)
     batch_verify: bool = False  # edge verifies concurrent UEs' drafts in one pass (testbed.serve --batch-verify)
     kv_reuse: bool = True  # False: the edge recomputes each prefix every round (SLED baseline)
     netns: bool = False  # edge and UEs in their own network namespaces (root), tc on the veth
@@ -137,6 +138,7 @@ def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, ou
             "--max-new-tokens", str(cfg.max_new_tokens), "--temperature", str(cfg.temperature),
             "--seed", str(cfg.seed), "--probe-bytes", str(cfg.probe_bytes), "--device", cfg.device,
             "--link-json", json.dumps(asdict(cfg.link)), "--link-t0-epoch-s", repr(site.t0_epoch_s)]
+    args += ["--rejection-predictor", cfg.rejection_predictor] if cfg.rejection_predictor else []
     return args + (["--drafter", cfg.drafter] if cfg.drafter else [])
 
 
@@ -184,6 +186,8 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
     ap.add_argument("--no-reference", action="store_true", help="skip target-only greedy reference outputs")
     ap.add_argument("--netns", action="store_true",
                     help="run edge and UEs in their own network namespaces joined by a veth (needs root)")
+    ap.add_argument("--rejection-predictor", default=None,
+                    help="WISP rejection predictor for the UEs (scripts/rejection_predictor.py writes one)")
     ap.add_argument("--batch-verify", action="store_true", help="the edge verifies concurrent UEs' drafts in one pass")
     ap.add_argument("--no-kv-reuse", dest="kv_reuse", action="store_false",
                     help="the edge recomputes each prefix every round (SLED baseline)")

@@ -37,6 +37,7 @@ def summarize(protocol: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompt
         "t_verify_s_mean": float(rounds["t_verify_s"].mean()) if len(rounds) else math.nan,
         "t_draft_s_mean": float(rounds["t_draft_s"].mean()) if len(rounds) else math.nan,
         "generated_tokens": n_tok,
+        "wdt_tokens_per_round": float(rounds["wdt_tokens"].mean()) if "wdt_tokens" in rounds else math.nan,
     }
 
 

@@ -26,6 +26,7 @@ from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, 
 from testbed.link import LinkSpec
 from wisv.evaluate import eos_id
 from wisv.models import builtin_paths, default_dtype, load_model
+from wisv.rejection import load_predictor, stop_rule
 from wisv.sessions import DraftSession
 
 
@@ -49,6 +50,8 @@ class UEConfig:
     link_json: str | None = None  # JSON of the emulated LinkSpec, to record the CSI in force
     link_t0_epoch_s: float = 0.0  # wall-clock time the link's trace started
     recv_timeout_s: float = 120.0  # give up on a reply after this long
+    rejection_predictor: str | None = None  # WISP predictor (safetensors): end each block at the first predicted rejection
+    rejection_threshold: float = 0.5  # flag a token when the predictor's p(rejected) >= this
 
 
 class Client:
@@ -129,16 +132,18 @@ def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
         ue_mid += time.perf_counter() - t_last  # UE work between exchanges is not link time
         exchanges += 1
     r, v = sess.round, sess.round.verdict
+    wdt = max(0, len(r.draft.tokens) - v["n_accepted"])  # wasted draft tokens (WISP WDT)
     edge_s = v.get("t_edge_s", v["t_verify_s"] + v["t_head_s"]) + ue_mid
     return {"round": r.index, "protocol": r.protocol, "draft_len": len(r.draft.tokens), "accepted": v["n_accepted"],
             "mismatches": v["mismatches"], "queried": v["queried"], "exchanges": exchanges,
             "uplink_bytes": up, "downlink_bytes": down, "t_draft_s": r.t_draft_s,
             "t_comm_s": (t_last - t_first) - edge_s, "t_verify_s": v["t_verify_s"], "t_head_s": v["t_head_s"],
-            "t_round_s": time.perf_counter() - t_start}
+            "t_round_s": time.perf_counter() - t_start, "wdt_tokens": wdt,
+            "t_wdt_s": r.t_draft_s * wdt / max(1, len(r.draft.tokens))}
 
 
 def run_prompt(client: Client, drafter, cfg: UEConfig, pid: str, ids: list[int], index: int,
-               est: CSIEstimator, link: LinkSpec | None) -> tuple[dict, list[dict]]:
+               est: CSIEstimator, link: LinkSpec | None, stop=None) -> tuple[dict, list[dict]]:
     """Generate one prompt's output; returns the output record and its round records."""
     sid = f"{cfg.ue_id}-{index}"
     t0 = time.perf_counter()
@@ -146,7 +151,7 @@ def run_prompt(client: Client, drafter, cfg: UEConfig, pid: str, ids: list[int],
     t_probe = time.perf_counter() - t0
     params = UEParams(cfg.protocol, cfg.draft_len, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
                       cfg.seed + index, int(drafter.config.vocab_size))
-    sess = UESession(sid, DraftSession(drafter, ids), params, eos_id(drafter))
+    sess = UESession(sid, DraftSession(drafter, ids), params, eos_id(drafter), stop)
     t1 = time.perf_counter()
     ok, _ = client.exchange(sess.open_message())
     client.limits = dataclasses.replace(client.limits, vocab_size=max(client.limits.vocab_size, ok.header["vocab_size"]))
@@ -183,6 +188,7 @@ def run(cfg: UEConfig) -> Path:
     drafter = load_model(Path(cfg.drafter) if cfg.drafter else builtin_paths()[0], "drafter", cfg.device,
                          default_dtype(cfg.device))
     link = LinkSpec(**json.loads(cfg.link_json)) if cfg.link_json else None
+    stop = stop_rule(load_predictor(cfg.rejection_predictor), cfg.rejection_threshold) if cfg.rejection_predictor else None
     ctx, est = zmq.Context(), CSIEstimator()
     client = Client(ctx, cfg.connect, f"{cfg.ue_id}", Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s)
@@ -191,7 +197,7 @@ def run(cfg: UEConfig) -> Path:
         client.exchange(make(MsgType.PING, cfg.ue_id, None, seq=0, t_send=time.time()))  # connect; not a sample
         with (out / "outputs.jsonl").open("w") as f:
             for i, p in enumerate(prompts):
-                rec, rows = _safe_prompt(client, drafter, cfg, p, i, est, link)
+                rec, rows = _safe_prompt(client, drafter, cfg, p, i, est, link, stop)
                 all_rows += rows
                 f.write(json.dumps(rec) + "\n")
                 f.flush()
@@ -204,10 +210,10 @@ def run(cfg: UEConfig) -> Path:
     return out
 
 
-def _safe_prompt(client, drafter, cfg, p, i, est, link) -> tuple[dict, list[dict]]:
+def _safe_prompt(client, drafter, cfg, p, i, est, link, stop) -> tuple[dict, list[dict]]:
     """Run one prompt; an edge error or timeout is recorded for that prompt and the run goes on."""
     try:
-        return run_prompt(client, drafter, cfg, str(p["prompt_id"]), list(p["prompt_ids"]), i, est, link)
+        return run_prompt(client, drafter, cfg, str(p["prompt_id"]), list(p["prompt_ids"]), i, est, link, stop)
     except (EdgeError, TimeoutError, WireError) as e:
         if isinstance(e, TimeoutError):
             client.reconnect()

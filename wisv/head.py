@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -140,7 +141,7 @@ def load_head(path: str | Path) -> DecisionHead:
     head = DecisionHead(cfg)
     try:
         head.load_state_dict(load_file(str(w_file)))
-    except RuntimeError as e:
+    except (RuntimeError, SafetensorError) as e:
         raise ValueError(f"{w_file}: weights do not match {CONFIG_FILE} ({e})") from e
     return head.eval()
 

@@ -107,3 +107,30 @@ def split_rounds(n_rounds: int, test_frac: float, seed: int) -> np.ndarray:
     """Boolean mask [n_rounds] of held-out rounds (whole rounds, so a round's tokens stay together)."""
     rng = np.random.default_rng(seed)
     return rng.random(n_rounds) < test_frac
+
+
+def save_predictor(model: RejectionPredictor, path: str) -> None:
+    """Weights and standardisation as safetensors (hidden width is read back from the shapes)."""
+    from safetensors.torch import save_file
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, path)
+
+
+def load_predictor(path: str) -> RejectionPredictor:
+    """A predictor written by save_predictor (or scripts/rejection_predictor.py); ValueError when it is not one."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+    try:
+        state = load_file(path)
+        model = RejectionPredictor(hidden=int(state["net.0.weight"].shape[0]))
+        model.load_state_dict(state)
+    except (OSError, KeyError, RuntimeError, SafetensorError) as e:
+        raise ValueError(f"{path}: not a rejection predictor ({e}); train one with scripts/rejection_predictor.py") from e
+    return model.eval()
+
+
+def stop_rule(model: RejectionPredictor, threshold: float):
+    """The DraftSession.draft ``stop`` callback: True when the token is predicted rejected."""
+    def stop(features: torch.Tensor) -> bool:
+        with torch.no_grad():
+            return float(model(features[None])[0]) >= threshold
+    return stop

@@ -7,6 +7,7 @@ cache always covers ``seq[:-1]``, so a verification forwards only ``[seq[-1], y_
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -75,28 +76,34 @@ class DraftSession(_CachedModel):
         self.drafted: list[int] = []  # last block; all but its last token are in the cache after seq
 
     def draft(self, k: int, *, sample: bool = False, temperature: float = 1.0,
-              generator: torch.Generator | None = None, eos_token_id: int | None = None) -> Draft:
-        """Propose up to ``k`` tokens after ``seq`` (stops early after EOS)."""
-        toks, probs, hids, lasts = [], [], [], []
+              generator: torch.Generator | None = None, eos_token_id: int | None = None,
+              stop: Callable[[torch.Tensor], bool] | None = None) -> Draft:
+        """Propose up to ``k`` tokens after ``seq`` (stops early after EOS).  ``stop(features [4])`` is asked
+        about every token after the first; True drops that token and ends the block (WISP's predictor)."""
+        toks, probs, hids, feats = [], [], [], []
         feed = self.seq[self.cached_len:]
         for _ in range(k):
             logits, hidden = self.forward(feed)
             last = logits[-1]  # [V]
-            lasts.append(last)
+            feat = draft_features(last[None])[0]  # [4]
             if sample:
                 q = torch.softmax(last.double() / temperature, dim=-1)  # [V]
                 y = int(torch.multinomial(q, 1, generator=generator))
                 probs.append(q)
             else:
                 y = int(last.argmax())
+            if stop is not None and toks and stop(feat):
+                probs = probs[: len(toks)]
+                break
             toks.append(y)
             hids.append(hidden[-1])
+            feats.append(feat)
             feed = [y]
             if eos_token_id is not None and y == eos_token_id:
                 break
         self.drafted = toks
-        feats = draft_features(torch.stack(lasts)) if lasts else None
-        return Draft(toks, torch.stack(hids) if hids else None, torch.stack(probs) if probs else None, feats)
+        return Draft(toks, torch.stack(hids) if hids else None, torch.stack(probs) if probs else None,
+                     torch.stack(feats) if feats else None)
 
     def commit(self, tokens: list[int]) -> None:
         """Append committed tokens; keep the cache only where it agrees with the new sequence."""

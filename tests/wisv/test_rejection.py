@@ -47,3 +47,40 @@ def test_drafts_carry_one_feature_row_per_token():
     drafter, _ = make_pair()
     d = DraftSession(drafter, [1, 2, 3]).draft(5)
     assert d.features.shape == (5, 4) and bool((d.features[:, 0] <= 1).all())
+
+
+def test_stop_callback_ends_the_block_and_greedy_sd_stays_lossless():
+    from wisv.acceptance import greedy_accept_ids
+    from wisv.sessions import VerifySession
+    drafter, target = make_pair()
+    assert DraftSession(drafter, [1, 2, 3]).draft(5, stop=lambda f: True).tokens.__len__() == 1  # >= 1 token
+    calls = []
+    d = DraftSession(drafter, [1, 2, 3]).draft(6, stop=lambda f: calls.append(f) or len(calls) == 3)
+    assert len(d.tokens) == 3 and d.features.shape == (3, 4)
+    # greedy SD whose blocks are cut by a stop rule still reproduces target-only greedy decoding
+    prompt, out = [4, 5, 6], []
+    ds, vs = DraftSession(drafter, prompt), VerifySession(target, prompt)
+    flip = iter([False, True] * 100)
+    while len(out) < 20:
+        dr = ds.draft(4, stop=lambda f: next(flip))
+        v = greedy_accept_ids(torch.tensor(dr.tokens), vs.verify(dr.tokens).argmax)
+        committed = vs.commit(dr.tokens, v.n_accepted, v.next_token)
+        ds.commit(committed)
+        out += committed
+    from wisv.evaluate import greedy_reference
+    assert out[:20] == greedy_reference(target, prompt, 20)[:20]
+
+
+def test_predictor_save_load_round_trip(tmp_path):
+    from wisv.rejection import load_predictor, save_predictor, stop_rule
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(40, 4, generator=g)
+    y = (x[:, 0] < 0).float()
+    m = train_predictor(x, y, epochs=20)
+    save_predictor(m, str(tmp_path / "p.safetensors"))
+    back = load_predictor(str(tmp_path / "p.safetensors"))
+    assert torch.equal(back(x), m(x))
+    assert stop_rule(back, 0.0)(x[0]) is True and stop_rule(back, 1.01)(x[0]) is False
+    (tmp_path / "bad.safetensors").write_bytes(b"nope")
+    with pytest.raises(ValueError, match="rejection predictor"):
+        load_predictor(str(tmp_path / "bad.safetensors"))
