@@ -18,6 +18,7 @@ from protocols.auto import MismatchStats, choose
 from protocols.registry import Protocol, get_protocol
 from protocols.wire import Message, MsgType, make
 from wisv.sessions import Draft, DraftSession
+from wisv.specedge import proactive_reuse
 from wisv.speculative import truncate_output
 
 
@@ -36,6 +37,7 @@ class UEParams:
     temperature: float = 1.0  # sampling temperature (reject)
     seed: int = 0  # sampling seed (reject; the edge gets seed + 1)
     vocab_size: int = 0  # for the cost model's payload constants (reject probs width)
+    proactive: int = 0  # SpecEdge: draft up to this many tokens past the block while it is verified (0: off)
 
 
 @dataclass
@@ -47,6 +49,8 @@ class RoundState:
     draft: Draft
     t_draft_s: float
     verdict: dict = field(default_factory=dict)  # VERDICT header once it arrives
+    proactive: Draft | None = None  # tokens drafted past the block while waiting (SpecEdge)
+    reused: int = 0  # proactive tokens that open the next block
 
 
 class UESession:
@@ -85,6 +89,14 @@ class UESession:
             header["csi"] = csi_est.to_dict()
         return make(MsgType.DRAFT, self.sid, proto.uplink(draft), **header)
 
+    def draft_proactively(self, reply_waiting: Callable[[], bool]) -> int:
+        """While the block is verified, draft up to ``proactive`` more tokens (greedy protocols); returns how many."""
+        r = self.round
+        if not self.p.proactive or r is None or r.proactive is not None or get_protocol(r.protocol).samples:
+            return 0
+        r.proactive = self.d.draft_more(self.p.proactive, reply_waiting)
+        return len(r.proactive.tokens)
+
     def on_reply(self, msg: Message) -> Message | None:
         """Answer a HIDDEN_REQ with HIDDEN; on VERDICT commit and return None."""
         if msg.type == MsgType.ERROR:
@@ -108,12 +120,21 @@ class UESession:
         r = self.round
         r.verdict = v
         committed = r.draft.tokens[: v["n_accepted"]] + [v["next_token"]]
-        self.d.commit(committed)
+        self.d.commit(committed, self._carry(r, v))
         committed = truncate_output(committed, self.p.max_new_tokens - len(self.tokens), self.eos)
         self.tokens.extend(committed)
         self.stats.update(v["mismatches"])
         self.n_rounds += 1
         self.done = v["done"] or len(self.tokens) >= self.p.max_new_tokens or committed[-1] == self.eos
+
+    def _carry(self, r: RoundState, v: dict) -> Draft | None:
+        """The proactive tokens the next block reuses (SpecEdge): all accepted and the bonus equals p_1."""
+        pro = r.proactive
+        if pro is None or not pro.tokens:
+            return None
+        reused = proactive_reuse(len(r.draft.tokens), v["n_accepted"], v["next_token"], pro.tokens)
+        r.reused = len(reused)
+        return Draft(reused, pro.hidden[1:], None, pro.features[1:]) if reused else None
 
     def _round_protocol(self, csi_est: CSI | None, k: int) -> Protocol:
         if self.proto.name != "auto":

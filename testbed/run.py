@@ -52,6 +52,7 @@ class RunConfig:
     probe_bytes: int = 8192  # rate-probe size before each request (0: RTT handshake only)
     reference: bool = True  # compute target-only greedy outputs for matches_target
     rejection_predictor: str | None = None  # UEs end each block at the first predicted rejection (WISP)
+    proactive: int = 0  # UEs draft up to this many tokens past each block while it is verified (SpecEdge)
     batch_verify: bool = False  # edge verifies concurrent UEs' drafts in one pass (testbed.serve --batch-verify)
     kv_reuse: bool = True  # False: the edge recomputes each prefix every round (SLED baseline)
     netns: bool = False  # edge and UEs in their own network namespaces (root), tc on the veth
@@ -139,6 +140,7 @@ def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, ou
             "--seed", str(cfg.seed), "--probe-bytes", str(cfg.probe_bytes), "--device", cfg.device,
             "--link-json", json.dumps(asdict(cfg.link)), "--link-t0-epoch-s", repr(site.t0_epoch_s)]
     args += ["--rejection-predictor", cfg.rejection_predictor] if cfg.rejection_predictor else []
+    args += ["--proactive", str(cfg.proactive)] if cfg.proactive else []
     return args + (["--drafter", cfg.drafter] if cfg.drafter else [])
 
 
@@ -188,6 +190,8 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
                     help="run edge and UEs in their own network namespaces joined by a veth (needs root)")
     ap.add_argument("--rejection-predictor", default=None,
                     help="WISP rejection predictor for the UEs (scripts/rejection_predictor.py writes one)")
+    ap.add_argument("--proactive", type=int, default=d.proactive,
+                    help="SpecEdge: UEs draft up to N tokens past each block while it is verified (0: off)")
     ap.add_argument("--batch-verify", action="store_true", help="the edge verifies concurrent UEs' drafts in one pass")
     ap.add_argument("--no-kv-reuse", dest="kv_reuse", action="store_false",
                     help="the edge recomputes each prefix every round (SLED baseline)")

@@ -52,6 +52,7 @@ class UEConfig:
     recv_timeout_s: float = 120.0  # give up on a reply after this long
     rejection_predictor: str | None = None  # WISP predictor (safetensors): end each block at the first predicted rejection
     rejection_threshold: float = 0.5  # flag a token when the predictor's p(rejected) >= this
+    proactive: int = 0  # SpecEdge: draft up to this many tokens past each block while it is verified (0: off)
 
 
 class Client:
@@ -79,6 +80,10 @@ class Client:
         frames = encode(msg)
         self.sock.send_multipart(frames, copy=False)
         return wire_bytes(frames)
+
+    def reply_waiting(self) -> bool:
+        """True when a reply is already queued on the socket."""
+        return bool(self.sock.poll(0))
 
     def recv(self, session: str | None = None) -> tuple[Message, int]:
         """Next reply (for ``session`` when given: stale replies of other sessions are dropped)."""
@@ -121,6 +126,9 @@ def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
     msg = sess.next_draft(est.csi())
     t_first = time.perf_counter()
     up, down, exchanges, ue_mid = client.send(msg), 0, 1, 0.0
+    t_pro = time.perf_counter()
+    n_pro = sess.draft_proactively(client.reply_waiting)  # SpecEdge: overlaps the link and the verification
+    t_pro = time.perf_counter() - t_pro
     while True:
         reply, nbytes = client.recv(sess.sid)
         down += nbytes
@@ -138,7 +146,8 @@ def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
             "mismatches": v["mismatches"], "queried": v["queried"], "exchanges": exchanges,
             "uplink_bytes": up, "downlink_bytes": down, "t_draft_s": r.t_draft_s,
             "t_comm_s": (t_last - t_first) - edge_s, "t_verify_s": v["t_verify_s"], "t_head_s": v["t_head_s"],
-            "t_round_s": time.perf_counter() - t_start, "wdt_tokens": wdt,
+            "t_round_s": time.perf_counter() - t_start, "wdt_tokens": wdt, "proactive_drafted": n_pro,
+            "proactive_reused": r.reused, "t_proactive_s": t_pro,
             "t_wdt_s": r.t_draft_s * wdt / max(1, len(r.draft.tokens))}
 
 
@@ -150,7 +159,7 @@ def run_prompt(client: Client, drafter, cfg: UEConfig, pid: str, ids: list[int],
     handshake(client, est, sid, cfg.probe_bytes, index)
     t_probe = time.perf_counter() - t0
     params = UEParams(cfg.protocol, cfg.draft_len, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
-                      cfg.seed + index, int(drafter.config.vocab_size))
+                      cfg.seed + index, int(drafter.config.vocab_size), cfg.proactive)
     sess = UESession(sid, DraftSession(drafter, ids), params, eos_id(drafter), stop)
     t1 = time.perf_counter()
     ok, _ = client.exchange(sess.open_message())

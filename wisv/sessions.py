@@ -74,6 +74,7 @@ class DraftSession(_CachedModel):
     def __init__(self, model: PreTrainedModel, prompt_ids: list[int], hidden_layer: int = -1):
         super().__init__(model, prompt_ids, hidden_layer)
         self.drafted: list[int] = []  # last block; all but its last token are in the cache after seq
+        self.carry: Draft | None = None  # proactive tokens kept as the start of the next block (SpecEdge)
 
     def draft(self, k: int, *, sample: bool = False, temperature: float = 1.0,
               generator: torch.Generator | None = None, eos_token_id: int | None = None,
@@ -81,8 +82,11 @@ class DraftSession(_CachedModel):
         """Propose up to ``k`` tokens after ``seq`` (stops early after EOS).  ``stop(features [4])`` is asked
         about every token after the first; True drops that token and ends the block (WISP's predictor)."""
         toks, probs, hids, feats = [], [], [], []
-        feed = self.seq[self.cached_len:]
-        for _ in range(k):
+        if self.carry is not None:  # reuse proactive tokens: they open this block
+            c, self.carry = self.carry, None
+            toks, hids, feats = list(c.tokens[:k]), list(c.hidden[:k]), list(c.features[:k])
+        feed = (self.seq + toks)[self.cached_len:]
+        for _ in range(k - len(toks)):
             logits, hidden = self.forward(feed)
             last = logits[-1]  # [V]
             feat = draft_features(last[None])[0]  # [4]
@@ -101,17 +105,33 @@ class DraftSession(_CachedModel):
             feed = [y]
             if eos_token_id is not None and y == eos_token_id:
                 break
-        self.drafted = toks
+        self.drafted = list(toks)  # a copy: draft_more extends it, the returned block stays as sent
         return Draft(toks, torch.stack(hids) if hids else None, torch.stack(probs) if probs else None,
                      torch.stack(feats) if feats else None)
 
-    def commit(self, tokens: list[int]) -> None:
-        """Append committed tokens; keep the cache only where it agrees with the new sequence."""
+    def draft_more(self, m: int, should_stop: Callable[[], bool]) -> Draft:
+        """Proactive drafting (SpecEdge): greedily continue the block in flight by up to ``m`` tokens, checking
+        ``should_stop()`` (the verdict has arrived) before each one."""
+        toks, hids, feats = [], [], []
+        while len(toks) < m and self.drafted and not should_stop():
+            logits, hidden = self.forward((self.seq + self.drafted)[self.cached_len:])
+            y = int(logits[-1].argmax())
+            toks.append(y)
+            hids.append(hidden[-1])
+            feats.append(draft_features(logits[-1][None])[0])
+            self.drafted.append(y)
+        return Draft(toks, torch.stack(hids) if hids else None, None, torch.stack(feats) if feats else None)
+
+    def commit(self, tokens: list[int], carry: Draft | None = None) -> None:
+        """Append committed tokens; keep the cache only where it agrees with the new sequence.  ``carry``:
+        proactive tokens that follow ``tokens`` in the drafted sequence and open the next block."""
         base = len(self.seq)
         fed = self.drafted[: max(0, self.cached_len - base)]  # drafted tokens already in the cache
+        after = tokens + (carry.tokens if carry else [])
+        keep = min(_common_len(fed, after), len(after) - 1)  # the last token stays pending: the next forward feeds it
         self.seq.extend(tokens)
-        self.rollback(min(self.cached_len, base + _common_len(fed, tokens)))
-        self.drafted = []
+        self.rollback(min(self.cached_len, base + keep))
+        self.drafted, self.carry = [], carry if carry and carry.tokens else None
 
 
 class VerifySession(_CachedModel):

@@ -241,3 +241,26 @@ def test_edge_with_a_head_announces_its_layer_and_tau_and_checks_the_drafter_wid
     reply = ask(server, b"peer-a", wrong)
     assert reply.header["code"] == "shape_mismatch" and "drafter hidden size 32" in reply.header["text"]
     assert EdgeServer(ServeConfig(max_draft_len=16, tau=0.9), pair[1], policy).tau == 0.9
+
+
+@pytest.mark.parametrize("protocol", ["greedy", "fh", "sh"])
+def test_proactive_drafting_reuses_tokens_and_stays_lossless(pair, protocol: str) -> None:
+    same = (pair[1], pair[1])  # a drafter equal to the target: every block is accepted and the bonus is p_1
+    for models in (pair, same):
+        for prompt in PROMPTS:
+            edge, ue = open_pair(models, prompt, protocol=protocol, proactive=3)
+            reused = drafted = 0
+            while not ue.done:
+                draft = wire(ue.next_draft(None))
+                drafted += ue.draft_proactively(lambda: False)  # the verdict is "slow": draft all 3
+                reply = wire(edge.on_draft(draft))
+                while (nxt := ue.on_reply(reply)) is not None:
+                    reply = wire(edge.on_hidden(wire(nxt)))
+                reused += ue.round.reused
+            assert ue.tokens == reference(models, prompt).tokens
+            assert drafted > 0
+        if models is same:
+            assert reused > 0  # proactive tokens opened later blocks
+    edge, ue = open_pair(pair, PROMPTS[0], protocol=protocol, proactive=3)
+    ue.next_draft(None)
+    assert ue.draft_proactively(lambda: True) == 0  # the reply is already waiting: no proactive token
