@@ -11,6 +11,15 @@ drafting faster than the weights can be read (a 1B fp16 drafter on Orin: 2.5 GB 
 ~ 12 ms/token at best).  The bound ignores kernel-launch and framework overhead, so real eager
 runs are slower still; a measured ``local`` profile (``save_profile``/``load_profile``) should
 replace these defaults whenever a device is available.
+
+Per-call costs: tiny models on a CPU are dominated by what every forward call pays regardless of its
+token count, not by FLOPs, so a profile may add ``pass_overhead_s`` per forward call (framework
+dispatch) plus ``weight_read_s`` per weight of the model per call (streaming the weights: bytes per weight
+/ memory bandwidth), and ``phase_overhead_s`` once per compute phase (a drafting run of K calls, or one
+verification): the price of starting work after waiting on the link (cold caches, clock ramp-up on a
+shared VM); see ``call_overhead_s``.  All default to 0, so the named presets above are pure eq. 11.  The
+measured ``local`` profile (``python -m testbed.simulate calibrate``, fitted by ``wisv.calibrate``) sets
+them; ``get_profile("local")`` reads it from ``LOCAL_PROFILE_PATH`` or a given path.
 """
 from __future__ import annotations
 
@@ -19,6 +28,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 ROLES = ("ue", "edge", "any")
+LOCAL = "local"  # name of the measured profile of this machine
+LOCAL_PROFILE_PATH = Path(__file__).resolve().parents[1] / "results" / "local_profile.json"  # calibrate's default
+CALIBRATE_CMD = "python -m testbed.simulate calibrate --out {path}"  # how the local profile file is made
 
 
 @dataclass(frozen=True)
@@ -31,6 +43,9 @@ class HardwareProfile:
     source: str  # where peak_tflops and eta come from (datasheet, derivation, measurement)
     role: str = "any"  # "ue" (drafts), "edge" (verifies) or "any"
     mem_bw_gbps: float | None = None  # peak DRAM bandwidth, GB/s (documents the eta bound); None if unknown
+    pass_overhead_s: float = 0.0  # fixed time per forward call (dispatch, launches), s; 0 = pure eq. 11
+    weight_read_s: float = 0.0  # time per model weight per forward call (weight streaming), s; 0 = pure eq. 11
+    phase_overhead_s: float = 0.0  # fixed time per compute phase (drafting run or verification), s; 0 = pure eq. 11
 
     def __post_init__(self) -> None:
         if not self.peak_tflops > 0:
@@ -41,11 +56,21 @@ class HardwareProfile:
             raise ValueError(f"HardwareProfile.role must be one of {ROLES}, got {self.role!r}")
         if self.mem_bw_gbps is not None and not self.mem_bw_gbps > 0:
             raise ValueError(f"HardwareProfile.mem_bw_gbps must be > 0 or None, got {self.mem_bw_gbps}")
+        for name in ("pass_overhead_s", "weight_read_s", "phase_overhead_s"):
+            if not 0 <= getattr(self, name) < float("inf"):
+                raise ValueError(f"HardwareProfile.{name} must be finite and >= 0, got {getattr(self, name)}")
 
     @property
     def effective_flops(self) -> float:
         """eta * F_peak, FLOP/s."""
         return self.eta * self.peak_tflops * 1e12
+
+    def call_overhead_s(self, n_weights: float, passes: float = 1) -> float:
+        """Fixed cost of one compute phase of ``passes`` forward calls of an ``n_weights``-weight model, s
+        (on top of eq. 11): one phase overhead plus the per-call costs; 0 for no calls."""
+        if passes <= 0:
+            return 0.0
+        return self.phase_overhead_s + passes * (self.pass_overhead_s + self.weight_read_s * n_weights)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -91,12 +116,18 @@ PROFILES: dict[str, HardwareProfile] = {p.name: p for p in (
 )}
 
 
-def get_profile(name: str) -> HardwareProfile:
-    """Named profile from ``PROFILES``."""
+def get_profile(name: str, local_path: str | Path | None = None) -> HardwareProfile:
+    """Named profile from ``PROFILES``, or ``"local"``: the measured profile file (default ``LOCAL_PROFILE_PATH``)."""
+    if name == LOCAL:
+        path = Path(local_path) if local_path is not None else LOCAL_PROFILE_PATH
+        if not path.is_file():
+            raise ValueError(f"no measured 'local' hardware profile at {path}; run "
+                             f"`{CALIBRATE_CMD.format(path=path)}` on this machine first")
+        return load_profile(path)
     try:
         return PROFILES[name]
     except KeyError:
-        raise ValueError(f"unknown hardware profile {name!r}; known: {sorted(PROFILES)}") from None
+        raise ValueError(f"unknown hardware profile {name!r}; known: {sorted(PROFILES) + [LOCAL]}") from None
 
 
 def with_roofline_eta(profile: HardwareProfile, tokens_per_pass: int) -> HardwareProfile:
@@ -114,11 +145,13 @@ def save_profile(profile: HardwareProfile, path: str | Path) -> None:
 
 
 def load_profile(path: str | Path) -> HardwareProfile:
-    """Read a profile written by ``save_profile`` (validated on load)."""
+    """Read a profile written by ``save_profile``, or the ``"profile"`` of a calibration record (validated on load)."""
     try:
         d = json.loads(Path(path).read_text())
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON ({e})") from e
     if not isinstance(d, dict):
         raise ValueError(f"{path}: expected a JSON object, got {type(d).__name__}")
+    if isinstance(d.get("profile"), dict):  # a calibration record (wisv.calibrate.save_calibration)
+        d = d["profile"]
     return HardwareProfile.from_dict(d)

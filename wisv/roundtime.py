@@ -12,6 +12,12 @@ which SH also queries (``protocols.registry.SelectiveHidden.query``).  The head 
 WISV protocols, ``T_head = m * head_flops(d_in, H) / (eta_ES F_ES)`` with ``d_in = d_d + d_t + d_c``.
 Greedy and reject return the same feedback as FH (index + token, ``S_fb + O_dn``).  Eq. 22 sums the
 rounds.  The hardware and model choices live in one ``Deployment``; a round is a ``RoundInputs``.
+
+Fixed costs (all 0 by default, so the paper's equations are unchanged): a profile's fixed costs
+(``HardwareProfile.call_overhead_s``, with the model's ``n_weights``) are charged once per compute phase
+plus once per forward call, i.e. one phase of K calls for drafting and one phase of one call for the
+verification pass; ``Deployment.exchange_overhead_s`` is charged once per request/reply exchange (1 per
+round, 2 for an SH round that queries hidden states).
 """
 from __future__ import annotations
 
@@ -19,8 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from channel.csi import CSI, FEATURE_DIM
-from wisv.compute import (DEFAULT_CONSTANTS, FlopConstants, ModelDims, compute_s, draft_flops, get_architecture,
-                          head_flops, verify_flops)
+from wisv.compute import (DEFAULT_CONSTANTS, FlopConstants, ModelDims, compute_s, draft_flops, flops_per_token,
+                          get_architecture, head_flops, verify_flops)
 from wisv.hardware import HardwareProfile, get_profile
 from wisv.latency import PayloadBits, s_greedy, s_reject, t_fh, t_sh, t_single_exchange
 
@@ -40,6 +46,7 @@ class Deployment:
     head_hidden: int = 256  # decision-head hidden width H (the paper only says "small"; our choice)
     csi_dim: int = FEATURE_DIM  # d_c, length of the CSI feature vector fed to the head
     consts: FlopConstants = DEFAULT_CONSTANTS  # c1..c4 of eq. 13
+    exchange_overhead_s: float = 0.0  # fixed host time per request/reply exchange (encode, process hops), s
 
     @property
     def head_d_in(self) -> int:
@@ -91,15 +98,33 @@ class RoundTimes:
         return self.draft_s + self.comm_s + self.verify_s + self.head_s
 
 
+def n_weights(dims: ModelDims, c: FlopConstants = DEFAULT_CONSTANTS) -> float:
+    """Weights a forward call streams: f(0) / 2, the multiply-adds of one token with an empty cache (eq. 13)."""
+    return flops_per_token(dims, 0, c) / 2.0
+
+
 def t_draft_s(dims_d: ModelDims, L: int, K: int, ue: HardwareProfile, c: FlopConstants = DEFAULT_CONSTANTS) -> float:
-    """Eq. 14: T_draft = F_draft / (eta_UE * F_UE)."""
-    return compute_s(draft_flops(dims_d, L, K, c), ue)
+    """Eq. 14: T_draft = F_draft / (eta_UE * F_UE), plus the UE's fixed cost of one phase of K forward calls."""
+    return compute_s(draft_flops(dims_d, L, K, c), ue) + ue.call_overhead_s(n_weights(dims_d, c), K)
 
 
 def t_verify_s(dims_t: ModelDims, L: int, K: int, edge: HardwareProfile,
                c: FlopConstants = DEFAULT_CONSTANTS) -> float:
-    """Eq. 16: T_verify = F_verify / (eta_ES * F_ES)."""
-    return compute_s(verify_flops(dims_t, L, K, c), edge)
+    """Eq. 16: T_verify = F_verify / (eta_ES * F_ES), plus the edge's fixed cost of one phase of one call."""
+    return compute_s(verify_flops(dims_t, L, K, c), edge) + edge.call_overhead_s(n_weights(dims_t, c), 1)
+
+
+def t_prefill_s(dims: ModelDims, n_tokens: int, profile: HardwareProfile,
+                c: FlopConstants = DEFAULT_CONSTANTS) -> float:
+    """One forward call over ``n_tokens`` new tokens with an empty cache (a prompt prefill), s."""
+    if n_tokens <= 0:
+        return 0.0
+    return compute_s(verify_flops(dims, 0, n_tokens, c), profile) + profile.call_overhead_s(n_weights(dims, c), 1)
+
+
+def n_exchanges(protocol: str, m: float) -> int:
+    """Request/reply exchanges of one round: 2 for an SH round with queried positions, else 1."""
+    return 2 if protocol == "sh" and m > 0 else 1
 
 
 def t_head_s(n_queried: float, d_in: int, H: int, edge: HardwareProfile) -> float:
@@ -109,17 +134,19 @@ def t_head_s(n_queried: float, d_in: int, H: int, edge: HardwareProfile) -> floa
     return compute_s(n_queried * head_flops(d_in, H), edge)
 
 
-def comm_s(protocol: str, k: int, m: float, csi: CSI, pb: PayloadBits) -> float:
-    """Link time of one round of ``protocol`` (wisv.latency); ``m`` matters only for SH."""
+def comm_s(protocol: str, k: int, m: float, csi: CSI, pb: PayloadBits, exchange_overhead_s: float = 0.0) -> float:
+    """Link time of one round of ``protocol`` (wisv.latency), plus ``exchange_overhead_s`` per exchange;
+    ``m`` matters only for SH."""
+    fixed = n_exchanges(protocol, m) * exchange_overhead_s
     feedback = pb.s_fb + pb.o_dn
     if protocol == "greedy":
-        return t_single_exchange(s_greedy(k, pb), feedback, csi)
+        return t_single_exchange(s_greedy(k, pb), feedback, csi) + fixed
     if protocol == "reject":
-        return t_single_exchange(s_reject(k, pb), feedback, csi)
+        return t_single_exchange(s_reject(k, pb), feedback, csi) + fixed
     if protocol == "fh":
-        return t_fh(k, csi, pb)
+        return t_fh(k, csi, pb) + fixed
     if protocol == "sh":
-        return t_sh(k, m, csi, pb)
+        return t_sh(k, m, csi, pb) + fixed
     raise ValueError(f"unknown protocol {protocol!r}; known: {PROTOCOLS}")
 
 
@@ -130,7 +157,7 @@ def round_times(r: RoundInputs, csi: CSI, dep: Deployment) -> RoundTimes:
         head = t_head_s(r.m, dep.head_d_in, dep.head_hidden, dep.edge)
     return RoundTimes(
         draft_s=t_draft_s(dep.drafter, r.l, r.k, dep.ue, dep.consts),
-        comm_s=comm_s(r.protocol, r.k, r.m, csi, dep.payload),
+        comm_s=comm_s(r.protocol, r.k, r.m, csi, dep.payload, dep.exchange_overhead_s),
         verify_s=t_verify_s(dep.target, r.l, r.k, dep.edge, dep.consts),
         head_s=head,
     )
