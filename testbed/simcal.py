@@ -1,0 +1,191 @@
+"""``python -m testbed.simulate calibrate``: time the pair's forward calls here and fit the ``local`` profile.
+
+Compute: greedy rounds of the in-process loop (``wisv.sessions``) at several K, with ``idle_gap_ms`` of
+sleep before every timed phase.  The gap reproduces the testbed's duty cycle: UE and edge idle while the
+link carries their messages, and on a shared VM a core that has idled runs the next few ms markedly
+slower (here ~2x: K=8 drafting takes ~7 ms back to back, ~13 ms after a 20 ms idle).  Each drafting run
+(K calls) and each verification pass (+ greedy decision + commit, as the edge times it) is one
+``CallTiming``; ``wisv.calibrate.fit_compute`` fits the per-phase and per-call overheads and the FLOP
+rate.  The raw timings are written next to the record (``<out>.timings.csv``).
+
+Per-exchange overhead: a short ``testbed.run`` (or ``--link-run DIR``, an existing run) gives, per
+prompt, the time left after its measured compute and the ideal link model; the median per exchange is
+the fixed cost of the process hops (``wisv.calibrate.fit_exchange_overhead``).
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from wisv.acceptance import greedy_accept_ids
+from wisv.calibrate import Calibration, CallTiming, ComputeFit, fit_compute, fit_exchange_overhead, profile_from_fit, \
+    save_calibration
+from wisv.compute import ModelDims, draft_flops, verify_flops
+from wisv.evaluate import encode_prompt
+from wisv.hardware import LOCAL_PROFILE_PATH
+from wisv.models import load_pair
+from wisv.roundtime import n_weights
+from wisv.sessions import DraftSession, VerifySession
+from wisv.toydata import load_split
+
+
+@dataclass
+class CalibrateConfig:
+    """One calibration (collected into the record's notes)."""
+
+    out: str = str(LOCAL_PROFILE_PATH)  # calibration record to write (get_profile("local") reads it)
+    draft_lens: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])  # K values timed
+    prompts: int = 3  # test prompts whose rounds are timed
+    rounds_per_k: int = 10  # timed rounds per (prompt, K), after one untimed round
+    idle_gap_ms: float = 20.0  # sleep before each timed call, ms (see the module docstring)
+    link_run: str | None = None  # testbed.run directory to measure the exchange overhead from (None: run one)
+    link_prompts: int = 3  # prompts of the short testbed run (20 Mbps / 20 ms, greedy, K = 8)
+    no_link: bool = False  # skip the exchange-overhead measurement (writes 0)
+    drafter: str | None = None  # local HF drafter directory (None: built-in)
+    target: str | None = None  # local HF target directory (None: built-in)
+
+
+def time_rounds(pair, cfg: CalibrateConfig) -> list[CallTiming]:
+    """CallTimings of greedy rounds at every K (each prompt's first round, with the drafter's prefill, is untimed)."""
+    dims_d, dims_t = ModelDims.from_hf_config(pair.drafter.config), ModelDims.from_hf_config(pair.target.config)
+    w_d, w_t = n_weights(dims_d), n_weights(dims_t)
+    max_pos = int(getattr(pair.target.config, "max_position_embeddings", 2048))
+    gap, out = cfg.idle_gap_ms / 1e3, []
+    for k in cfg.draft_lens:
+        for p in load_split("test", cfg.prompts):
+            ids = encode_prompt(pair.tokenizer, p.prompt)
+            d, v = DraftSession(pair.drafter, ids), VerifySession(pair.target, ids)
+            for r in range(cfg.rounds_per_k + 1):
+                if len(v.seq) + k + 1 > max_pos:
+                    break
+                L = len(v.seq)
+                time.sleep(gap)
+                t0 = time.perf_counter()
+                dr = d.draft(k)
+                t_draft = time.perf_counter() - t0
+                time.sleep(gap)
+                t0 = time.perf_counter()
+                blk = v.verify(dr.tokens)
+                verdict = greedy_accept_ids(torch.tensor(dr.tokens), blk.argmax)
+                committed = v.commit(dr.tokens, verdict.n_accepted, verdict.next_token)
+                t_verify = time.perf_counter() - t0
+                d.commit(committed)
+                if r:
+                    n = len(dr.tokens)
+                    out.append(CallTiming("draft", n, w_d, draft_flops(dims_d, L, n), t_draft, k, L))
+                    out.append(CallTiming("verify", 1, w_t, verify_flops(dims_t, L, n), t_verify, k, L))
+    return out
+
+
+def measure_peak_tflops(n: int = 512, seconds: float = 0.5) -> float:
+    """Dense float32 matmul throughput of one thread, TFLOP/s (the profile's peak)."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    reps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        torch.mm(a, b)
+        reps += 1
+    return 2.0 * n ** 3 * reps / (time.perf_counter() - t0) / 1e12
+
+
+def medians_by_k(timings: list[CallTiming], fit: ComputeFit) -> list[dict]:
+    """Measured and predicted median seconds per (role, K): the fit at a glance."""
+    df = pd.DataFrame([asdict(t) for t in timings])
+    df["pred"] = [fit.predict_s(t.passes, t.n_weights, t.flops) for t in timings]
+    g = df.groupby(["role", "k"])[["seconds", "pred"]].median().reset_index()
+    return [{"role": r.role, "k": int(r.k), "measured_ms": r.seconds * 1e3, "predicted_ms": r.pred * 1e3}
+            for r in g.itertuples()]
+
+
+def exchange_overhead(run_dir: Path, cal: Calibration, dims: tuple[ModelDims, ModelDims],
+                      vocab: int) -> tuple[float, dict]:
+    """Median per-exchange residual over the prompts of every protocol of a testbed run."""
+    from protocols.accounting import wire_payload_bits
+    from testbed.simvalidate import load_run, prompt_residuals
+    from wisv.roundtime import Deployment
+    dep = Deployment(dims[0], dims[1], cal.profile, cal.profile, wire_payload_bits(dims[0].d_model, vocab))
+    run = load_run(run_dir)
+    res = pd.concat([prompt_residuals(p, run, dep) for p in run.rounds], ignore_index=True)
+    ex = fit_exchange_overhead(res["residual_s"].tolist(), res["exchanges"].tolist())
+    return ex, {"run": str(run_dir), "prompts": len(res), "protocols": sorted(run.rounds),
+                "per_exchange_ms_quartiles": [float(x) * 1e3 for x in
+                                              (res["residual_s"] / res["exchanges"]).quantile([0.25, 0.5, 0.75])]}
+
+
+def short_link_run(cfg: CalibrateConfig) -> Path:
+    """A small greedy testbed.run on an emulated 20 Mbps / 20 ms link; returns its directory."""
+    from testbed.link import LinkSpec
+    from testbed.run import RunConfig, run
+    out = Path("runs") / f"calibrate-link-{time.strftime('%Y%m%d-%H%M%S')}"
+    run(RunConfig(protocol="greedy", prompts=cfg.link_prompts, draft_len=8, out=str(out), head="none",
+                  reference=False, link=LinkSpec(20.0, 20.0, 20.0), drafter=cfg.drafter, target=cfg.target))
+    return out
+
+
+def calibrate(cfg: CalibrateConfig) -> Calibration:
+    """Time, fit, measure the exchange overhead, write the record and print a summary."""
+    torch.set_num_threads(1)
+    pair = load_pair(cfg.drafter, cfg.target)
+    peak = measure_peak_tflops()
+    print(f"calibrate: timing K in {cfg.draft_lens} on {cfg.prompts} prompts, {cfg.idle_gap_ms:g} ms idle gaps ...")
+    timings = time_rounds(pair, cfg)
+    fit = fit_compute(timings)
+    source = (f"measured on {platform.node()} ({platform.processor() or platform.machine()}, 1 torch thread) by "
+              f"testbed.simulate calibrate, {time.strftime('%Y-%m-%d %H:%M')}; peak = float32 matmul")
+    cal = Calibration(profile_from_fit(fit, peak, source=source), fit=asdict(fit),
+                      notes={"config": asdict(cfg), "by_k": medians_by_k(timings, fit), "peak_tflops_measured": peak})
+    dims = (ModelDims.from_hf_config(pair.drafter.config), ModelDims.from_hf_config(pair.target.config))
+    del pair
+    if not cfg.no_link:
+        run_dir = Path(cfg.link_run) if cfg.link_run else short_link_run(cfg)
+        cal.exchange_overhead_s, cal.notes["exchange"] = exchange_overhead(run_dir, cal, dims, dims[0].vocab)
+    save_calibration(cal, cfg.out)
+    timings_csv = Path(cfg.out).with_suffix(".timings.csv")
+    pd.DataFrame([asdict(t) for t in timings]).to_csv(timings_csv, index=False)
+    _print(cal, fit)
+    print(f"wrote {cfg.out} and {timings_csv} (the raw timings)")
+    return cal
+
+
+def _print(cal: Calibration, fit: ComputeFit) -> None:
+    p = cal.profile
+    print(f"fit on {fit.n_used}/{fit.n_total} phases: {p.phase_overhead_s * 1e3:.3f} ms/phase + "
+          f"{p.pass_overhead_s * 1e3:.3f} ms/call + "
+          f"{p.weight_read_s * 1e9:.3f} ns/weight/call + FLOPs / {fit.flops_per_s / 1e9:.1f} GFLOP/s "
+          f"(|rel err| median {fit.rel_err_median:.1%}, p90 {fit.rel_err_p90:.1%}); eta = {p.eta:.3f} of "
+          f"{p.peak_tflops * 1e3:.1f} GFLOP/s; exchange overhead {cal.exchange_overhead_s * 1e3:.2f} ms")
+    for r in cal.notes["by_k"]:
+        print(f"  {r['role']:6s} K={r['k']:3d}  measured {r['measured_ms']:7.2f} ms  "
+              f"predicted {r['predicted_ms']:7.2f} ms")
+
+
+def parse_args(argv: list[str] | None = None) -> CalibrateConfig:
+    d = CalibrateConfig()
+    ap = argparse.ArgumentParser(prog="python -m testbed.simulate calibrate", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=d.out, help="calibration record (JSON) to write")
+    ap.add_argument("--draft-lens", type=_ints, default=d.draft_lens, help="comma-separated K values to time")
+    ap.add_argument("--prompts", type=int, default=d.prompts)
+    ap.add_argument("--rounds-per-k", type=int, default=d.rounds_per_k)
+    ap.add_argument("--idle-gap-ms", type=float, default=d.idle_gap_ms, help="sleep before each timed call, ms")
+    ap.add_argument("--link-run", default=None,
+                    help="testbed.run directory for the exchange overhead (default: run a short one)")
+    ap.add_argument("--link-prompts", type=int, default=d.link_prompts)
+    ap.add_argument("--no-link", action="store_true", help="do not measure the per-exchange overhead")
+    ap.add_argument("--drafter", default=None)
+    ap.add_argument("--target", default=None)
+    return CalibrateConfig(**vars(ap.parse_args(argv)))
+
+
+def _ints(s: str) -> list[int]:
+    return [int(x) for x in s.split(",") if x.strip()]
+
+
+def main(argv: list[str] | None = None) -> None:
+    calibrate(parse_args(argv))
+

@@ -1,0 +1,142 @@
+"""What ``testbed.simulate`` resolves from its config: the pair (lazily loaded), the head, the deployment, the links."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig
+
+from channel.csi import CSI, FEATURE_DIM
+from channel.trace import load_trace
+from protocols.accounting import wire_payload_bits
+from testbed.heads import default_head_dir
+from testbed.simmodel import constant
+from testbed.simtraces import file_id
+from wisv.calibrate import load_calibration
+from wisv.compute import ModelDims, get_architecture
+from wisv.hardware import LOCAL, LOCAL_PROFILE_PATH, get_profile
+from wisv.latency import PayloadBits
+from wisv.models import builtin_paths, load_pair
+from wisv.roundtime import Deployment
+from wisv.speculative import MismatchPolicy
+
+
+class PairCache:
+    """The model pair, loaded on first use: cached traces need only its id and its dimensions."""
+
+    def __init__(self, drafter: str | None, target: str | None):
+        d_default, t_default = builtin_paths()
+        self.d_dir = Path(drafter) if drafter else d_default
+        self.t_dir = Path(target) if target else t_default
+        self.builtin = drafter is None and target is None
+        self.name = "built-in toy" if self.builtin else f"{self.d_dir.name} -> {self.t_dir.name}"
+        self.id = file_id(self.d_dir, self.t_dir)
+        self._pair = None
+
+    def get(self):
+        """The loaded ModelPair (one torch thread)."""
+        if self._pair is None:
+            torch.set_num_threads(1)
+            self._pair = load_pair(self.d_dir, self.t_dir)
+        return self._pair
+
+    def dims(self) -> tuple[ModelDims, ModelDims]:
+        return (ModelDims.from_hf_config(AutoConfig.from_pretrained(self.d_dir)),
+                ModelDims.from_hf_config(AutoConfig.from_pretrained(self.t_dir)))
+
+
+@dataclass(frozen=True)
+class Head:
+    """The decision head of the WISV methods, or none (fh/sh then use greedy, lossless acceptance)."""
+
+    policy: MismatchPolicy | None  # HeadPolicy, or None
+    tau: float  # operating threshold
+    id: str  # cache id of the head files ("" without a head)
+    desc: str  # what was resolved, for the printout and config.json
+    hidden: int = 256  # H, for the head's FLOPs (eq. 17)
+    csi_dim: int = FEATURE_DIM  # d_c
+
+
+def resolve_head(head: str, tau: float | None, pair: PairCache) -> Head:
+    """``default`` (the built-in pair's head; a clear notice when it is missing), ``none`` or a head directory."""
+    from wisv.head import load_policy_from
+    if head == "none":
+        return Head(None, 0.0, "", "none: fh/sh use greedy (lossless) acceptance")
+    path = default_head_dir() if head == "default" else Path(head)
+    if head == "default" and not pair.builtin:
+        return Head(None, 0.0, "", "none: the default head belongs to the built-in pair; pass --head PATH")
+    if not (path / "head.json").is_file():
+        if head != "default":
+            raise ValueError(f"--head {head}: not a decision-head directory (no head.json)")
+        msg = (f"no decision head at {path} (train one with `python -m labeling`); fh/sh are simulated with "
+               f"greedy (lossless) acceptance instead of WISV")
+        print(f"note: {msg}")
+        return Head(None, 0.0, "", f"none: {msg}")
+    policy, tau = load_policy_from(path, tau)
+    d, t = pair.dims()
+    if (policy.cfg.d_draft, policy.cfg.d_target) != (d.d_model, t.d_model):
+        raise ValueError(f"head {path} takes hidden sizes {policy.cfg.d_draft}/{policy.cfg.d_target}, "
+                         f"the pair has {d.d_model}/{t.d_model}")
+    return Head(policy, float(tau), file_id(path), f"{path} (tau={tau})", policy.cfg.hidden, policy.cfg.csi_dim)
+
+
+def deployment(cfg, pair: PairCache, head: Head) -> tuple[Deployment, dict]:
+    """Dims (pair or named architectures), profiles, payload encoding and exchange overhead -> Deployment."""
+    if bool(cfg.arch_drafter) != bool(cfg.arch_target):
+        raise ValueError("give both --arch-drafter and --arch-target, or neither")
+    if cfg.arch_drafter:
+        d, t = get_architecture(cfg.arch_drafter), get_architecture(cfg.arch_target)
+        dims_desc = f"{cfg.arch_drafter} -> {cfg.arch_target}"
+    else:
+        (d, t), dims_desc = pair.dims(), f"the {pair.name} pair's own"
+    ue, edge = get_profile(cfg.ue_profile, cfg.local_profile), get_profile(cfg.edge_profile, cfg.local_profile)
+    if cfg.payload == "paper":
+        pb = PayloadBits.paper(vocab=d.vocab, d_d=d.d_model)
+    elif cfg.payload == "wire":
+        pb = wire_payload_bits(d.d_model, d.vocab)
+    else:
+        raise ValueError(f"unknown payload encoding {cfg.payload!r}; use paper or wire")
+    ex = exchange_overhead_s(cfg)
+    dep = Deployment(d, t, ue, edge, pb, head_hidden=head.hidden, csi_dim=head.csi_dim, exchange_overhead_s=ex)
+    resolved = {"dims": dims_desc, "drafter_dims": asdict(d), "target_dims": asdict(t), "ue": ue.to_dict(),
+                "edge": edge.to_dict(), "payload": asdict(pb), "exchange_overhead_s": ex}
+    return dep, resolved
+
+
+def exchange_overhead_s(cfg) -> float:
+    """--exchange-overhead-ms, else the calibrated value when both devices are ``local``, else 0."""
+    if cfg.exchange_overhead_ms is not None:
+        return cfg.exchange_overhead_ms / 1e3
+    if cfg.ue_profile == LOCAL and cfg.edge_profile == LOCAL:
+        return load_calibration(cfg.local_profile or LOCAL_PROFILE_PATH).exchange_overhead_s
+    return 0.0
+
+
+@dataclass(frozen=True)
+class Link:
+    """One simulated link setting."""
+
+    name: str  # label in the table
+    rate_mbps: float  # symmetric rate (a trace: its mean uplink rate), Mbit/s
+    rtt_ms: float  # RTT (a trace: its mean), ms
+    per: float  # packet error rate (a trace: its mean uplink PER)
+    csi_at: Callable[[float], CSI]  # CSI in force at simulated time t (s)
+    head_csi: CSI  # the CSI WISV traces are generated with (a trace: its row mean)
+
+
+def links_of(cfg) -> list[Link]:
+    """The rate x RTT grid at --per, or one looping CSI trace."""
+    if cfg.csi_trace:
+        tr = load_trace(cfg.csi_trace, loop=True)
+        n = len(tr.csis)
+        mean = CSI(*(sum(getattr(c, f) for c in tr.csis) / n
+                     for f in ("rate_up_mbps", "rate_down_mbps", "rtt_ms", "per_up", "per_down")))
+        return [Link(f"trace {Path(cfg.csi_trace).name}", mean.rate_up_mbps, mean.rtt_ms, mean.per_up, tr.at, mean)]
+    out = []
+    for r in cfg.rates_mbps:
+        for t in cfg.rtts_ms:
+            c = CSI.symmetric(r, t, cfg.per)
+            out.append(Link(f"{r:g} Mbps / {t:g} ms", float(r), float(t), cfg.per, constant(c), c))
+    return out

@@ -1,0 +1,102 @@
+"""Per-round acceptance traces of the in-process speculative loop, cached on disk as CSV (one file per key).
+
+A trace is what the latency model needs from a (pair, prompts, K, rule) run: one row per round with
+``drafted``, ``accepted``, ``mismatches`` (greedy-mismatch count: head candidates and SH queries),
+``committed`` (tokens appended) and ``prefix_len`` (committed length L at the round's start, prompt
+included), plus per-prompt ``prompt_len``, ``n_tokens`` and ``correct``.  Rules: ``greedy`` (greedy SD and
+lossless FH/SH), ``sampling`` (reject; seeded per prompt) and ``wisv`` (FH/SH with a decision head, whose
+traces depend on the CSI the head sees and are therefore cached per link setting).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from channel.csi import CSI
+from wisv.evaluate import encode_prompt
+from wisv.speculative import MismatchPolicy, SpecOutput, speculative_generate
+from wisv.toydata import is_correct, load_split
+
+TRACE_COLUMNS = ["prompt_id", "round", "drafted", "accepted", "mismatches", "committed", "prefix_len",
+                 "prompt_len", "n_tokens", "correct"]
+RULES = ("greedy", "sampling", "wisv")
+
+
+@dataclass(frozen=True)
+class TraceKey:
+    """Everything a trace depends on; its hash names the cache file."""
+
+    pair: str  # id of the model pair (pair_id)
+    rule: str  # greedy | sampling | wisv
+    k: int  # draft window K
+    prompts: int  # first N problems of the built-in test split
+    max_new_tokens: int  # budget per prompt
+    seed: int = 0  # sampling: generator seed base (prompt i uses seed + i)
+    temperature: float = 1.0  # sampling temperature
+    head: str = ""  # wisv: id of the decision head (head_id)
+    tau: float = 0.0  # wisv: threshold
+    csi: tuple[float, ...] = ()  # wisv: the CSI the head conditions on (rate_up, rate_down, rtt, per_up, per_down)
+
+    def filename(self) -> str:
+        digest = hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+        return f"{self.rule}-k{self.k}-n{self.prompts}-{digest}.csv"
+
+
+def file_id(*paths: Path) -> str:
+    """Short id of files/directories by resolved path, size and mtime (changes when a model is retrained)."""
+    h = hashlib.sha1()
+    for p in paths:
+        for f in sorted(p.rglob("*")) if p.is_dir() else [p]:
+            if f.is_file():
+                st = f.stat()
+                h.update(f"{f.resolve()}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()[:12]
+
+
+def trace_rows(out: SpecOutput, prompt_id: str, prompt_len: int, correct: bool) -> list[dict]:
+    """Rows of one prompt's trace (TRACE_COLUMNS)."""
+    rows, prefix = [], prompt_len
+    for r in out.rounds:
+        rows.append({"prompt_id": prompt_id, "round": r.round, "drafted": r.drafted, "accepted": r.accepted,
+                     "mismatches": len(r.mismatches), "committed": len(r.committed), "prefix_len": prefix,
+                     "prompt_len": prompt_len, "n_tokens": len(out.tokens), "correct": bool(correct)})
+        prefix += len(r.committed)
+    return rows
+
+
+def generate_trace(pair, key: TraceKey, policy: MismatchPolicy | None = None, csi: CSI | None = None,
+                   hidden_layer: int = -1) -> pd.DataFrame:
+    """Run speculative_generate on each prompt with the key's rule and K; return the trace.
+
+    ``policy``, ``csi`` and ``hidden_layer`` (the layer the head was trained on) matter for ``wisv`` only."""
+    if key.rule not in RULES:
+        raise ValueError(f"unknown rule {key.rule!r}; known: {RULES}")
+    rows = []
+    for i, p in enumerate(load_split("test", key.prompts)):
+        ids = encode_prompt(pair.tokenizer, p.prompt)
+        gen = torch.Generator().manual_seed(key.seed + i) if key.rule == "sampling" else None
+        out = speculative_generate(pair.drafter, pair.target, ids, max_new_tokens=key.max_new_tokens, draft_len=key.k,
+                                   rule=key.rule, policy=policy, tau=key.tau, temperature=key.temperature,
+                                   generator=gen, hidden_layer=hidden_layer, csi=csi)
+        rows += trace_rows(out, p.pid, len(ids), is_correct(pair.tokenizer.decode(out.tokens), p.answer))
+    return pd.DataFrame(rows, columns=TRACE_COLUMNS)
+
+
+def cached_trace(cache_dir: Path, key: TraceKey, make: Callable[[], pd.DataFrame]) -> tuple[pd.DataFrame, bool]:
+    """(trace, hit): read the key's CSV from ``cache_dir``, or build it with ``make()`` and write it."""
+    path = Path(cache_dir) / key.filename()
+    if path.is_file():
+        return pd.read_csv(path, dtype={"prompt_id": str}), True
+    df = make()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    df.to_csv(tmp, index=False)
+    tmp.replace(path)  # atomic: an interrupted run never leaves a half-written trace
+    path.with_suffix(".json").write_text(json.dumps(asdict(key), indent=1))
+    return df, False

@@ -1,0 +1,190 @@
+"""Validation: predict each prompt of a ``testbed.run`` output from the ``local`` profile; compare with the measurement.
+
+A prompt's measured time is the UE's ``t_e2e_s`` (OPEN to the last VERDICT).  Its prediction is the OPEN
+exchange (prompt upload, one RTT, the target's prefill) plus eq. 22 over its rounds, each round predicted
+from what the run recorded (protocol, K, mismatches/queried, prefix length) under the CSI in force
+(``rounds.csv``; else the run's ``config.json`` link): compute from the profile, link time from the
+testbed's wire-format payload sizes, plus the calibrated fixed time per exchange.  The drafter's first
+round also pays its prompt prefill (its cache starts empty).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from channel.csi import CSI
+from wisv.compute import compute_s, verify_flops
+from wisv.latency import t_single_exchange
+from wisv.roundtime import Deployment, RoundInputs, round_time_s, t_prefill_s
+
+CSI_COLUMNS = ("rate_up_mbps", "rate_down_mbps", "rtt_ms", "per", "per_down")
+
+
+@dataclass
+class RunData:
+    """What validation reads from a testbed.run directory."""
+
+    link: dict  # config.json "link" (LinkSpec fields)
+    prompt_len: dict[str, int]  # prompt_id -> prompt tokens
+    rounds: dict[str, pd.DataFrame]  # protocol -> rounds.csv
+    outputs: dict[str, pd.DataFrame]  # protocol -> outputs.jsonl (successful prompts)
+    drafter: str | None  # config.json drafter dir (None: built-in)
+    target: str | None  # config.json target dir (None: built-in)
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Read config.json, prompts.jsonl and every <protocol>/rounds.csv + outputs.jsonl of a run."""
+    run_dir = Path(run_dir)
+    cfg_file = run_dir / "config.json"
+    if not cfg_file.is_file():
+        raise ValueError(f"{run_dir} is not a testbed.run output directory (no config.json)")
+    cfg = json.loads(cfg_file.read_text())
+    prompts = [json.loads(x) for x in (run_dir / "prompts.jsonl").read_text().splitlines() if x.strip()]
+    rounds, outputs = {}, {}
+    for d in sorted(p for p in run_dir.iterdir() if (p / "rounds.csv").is_file() and (p / "outputs.jsonl").is_file()):
+        out = pd.read_json(d / "outputs.jsonl", lines=True, dtype={"prompt_id": str})
+        if "error" in out:
+            out = out[out["error"].isna()]
+        rounds[d.name] = pd.read_csv(d / "rounds.csv", dtype={"prompt_id": str})
+        outputs[d.name] = out
+    if not rounds:
+        raise ValueError(f"{run_dir} has no <protocol>/rounds.csv with outputs.jsonl")
+    return RunData(cfg.get("link", {}), {str(p["prompt_id"]): len(p["prompt_ids"]) for p in prompts},
+                   rounds, outputs, cfg.get("drafter"), cfg.get("target"))
+
+
+def link_csi(link: dict) -> CSI:
+    """The fixed CSI of a run's LinkSpec dict (None or 0 rate = unlimited)."""
+    up, down = link.get("rate_up_mbps") or math.inf, link.get("rate_down_mbps") or math.inf
+    per = link.get("per") or 0.0
+    return CSI(up, down, link.get("rtt_ms") or 0.0, per, per)
+
+
+def row_csi(row: dict, fallback: CSI) -> CSI:
+    """The CSI a round recorded as in force; missing values come from ``fallback``."""
+    vals = {c: row.get(c) for c in CSI_COLUMNS}
+    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in vals.values()):
+        return fallback
+    return CSI(vals["rate_up_mbps"], vals["rate_down_mbps"], vals["rtt_ms"], vals["per"], vals["per_down"])
+
+
+def with_prefix(rounds: pd.DataFrame, prompt_len: dict[str, int]) -> pd.DataFrame:
+    """Add prompt_len and prefix_len (committed length L at each round's start) to one protocol's rounds."""
+    r = rounds.sort_values(["prompt_id", "round"], kind="stable").copy()
+    r["prompt_len"] = r["prompt_id"].map(prompt_len)
+    if r["prompt_len"].isna().any():
+        missing = sorted(set(r.loc[r["prompt_len"].isna(), "prompt_id"]))
+        raise ValueError(f"rounds of prompts not in prompts.jsonl: {missing}")
+    done_before = (r["accepted"] + 1).groupby(r["prompt_id"]).cumsum() - (r["accepted"] + 1)
+    r["prefix_len"] = (r["prompt_len"] + done_before).astype(int)
+    return r
+
+
+def open_s(prompt_len: int, csi: CSI, dep: Deployment) -> float:
+    """The OPEN exchange: prompt ids up, an OK down, one RTT, the target's prefill of prompt[:-1], one overhead."""
+    pb = dep.payload
+    return (t_single_exchange(prompt_len * pb.b_tok + pb.o_up, pb.o_dn, csi) + dep.exchange_overhead_s
+            + t_prefill_s(dep.target, prompt_len - 1, dep.edge, dep.consts))
+
+
+def predict_round_s(row: dict, csi: CSI, dep: Deployment) -> float:
+    """One recorded round's predicted time; round 0 adds the drafter's prompt prefill."""
+    k = max(1, int(row["draft_len"]))
+    m = int(row["queried"] if row["protocol"] == "sh" else row["mismatches"])
+    t = round_time_s(RoundInputs(row["protocol"], k=k, l=int(row["prefix_len"]), m=min(m, k)), csi, dep)
+    if int(row["round"]) == 0:
+        t += compute_s(verify_flops(dep.drafter, 0, int(row["prompt_len"]) - 1, dep.consts), dep.ue)
+    return t
+
+
+def predict_prompts(protocol: str, run: RunData, dep: Deployment) -> pd.DataFrame:
+    """One row per successful prompt: prompt_id, protocol, predicted_s, measured_s, rounds, rounds-only parts."""
+    fallback = link_csi(run.link)
+    rounds = with_prefix(run.rounds[protocol], run.prompt_len)
+    rows = []
+    for pid, g in rounds.groupby("prompt_id", sort=False):
+        recs = g.to_dict("records")
+        pred_rounds = sum(predict_round_s(r, row_csi(r, fallback), dep) for r in recs)
+        first = row_csi(recs[0], fallback)
+        rows.append({"prompt_id": pid, "protocol": protocol, "rounds": len(recs),
+                     "predicted_s": open_s(run.prompt_len[pid], first, dep) + pred_rounds,
+                     "predicted_rounds_s": pred_rounds, "measured_rounds_s": float(g["t_round_s"].sum())})
+    df = pd.DataFrame(rows)
+    meas = run.outputs[protocol].set_index("prompt_id")["t_e2e_s"]
+    df["measured_s"] = df["prompt_id"].map(meas)
+    return df.dropna(subset=["measured_s"])[["prompt_id", "protocol", "predicted_s", "measured_s", "rounds",
+                                             "predicted_rounds_s", "measured_rounds_s"]]
+
+
+def error_stats(df: pd.DataFrame) -> dict:
+    """Mean predicted/measured ratio and mean/median/p90 of |pred - meas| / meas."""
+    rel = (df["predicted_s"] - df["measured_s"]).abs() / df["measured_s"]
+    return {"prompts": int(len(df)), "mean_ratio": float((df["predicted_s"] / df["measured_s"]).mean()),
+            "mean_abs_rel_err": float(rel.mean()), "median_abs_rel_err": float(rel.median()),
+            "p90_abs_rel_err": float(np.quantile(rel, 0.9)) if len(rel) else math.nan}
+
+
+def prompt_residuals(protocol: str, run: RunData, dep: Deployment) -> pd.DataFrame:
+    """Per prompt: what t_e2e_s leaves after the *measured* compute, the ideal link time of the bytes actually
+    sent (serialization + one RTT per exchange) and the predicted OPEN (without overhead); and its exchanges."""
+    fallback = link_csi(run.link)
+    rounds = run.rounds[protocol]
+    meas = run.outputs[protocol].set_index("prompt_id")["t_e2e_s"]
+    rows = []
+    for pid, g in rounds.groupby("prompt_id", sort=False):
+        if pid not in meas:
+            continue
+        link = 0.0
+        for r in g.to_dict("records"):
+            c = row_csi(r, fallback)
+            link += c.uplink_s(int(r["uplink_bytes"])) + c.downlink_s(int(r["downlink_bytes"]))
+            link += int(r["exchanges"]) * c.rtt_ms / 1e3
+        compute = float((g["t_draft_s"] + g["t_verify_s"] + g["t_head_s"]).sum())
+        first = row_csi(g.iloc[0].to_dict(), fallback)
+        opened = open_s(run.prompt_len[pid], first, dep) - dep.exchange_overhead_s
+        rows.append({"prompt_id": pid, "residual_s": float(meas[pid]) - compute - link - opened,
+                     "exchanges": int(g["exchanges"].sum()) + 1})
+    return pd.DataFrame(rows)
+
+
+def run_validate(cfg) -> pd.DataFrame:
+    """``--validate RUN_DIR``: validation.csv, validation.png, validation.json in cfg.out; prints the error summary."""
+    from protocols.accounting import wire_payload_bits
+    from testbed import simplot
+    from testbed.simsetup import PairCache
+    from wisv.calibrate import load_calibration
+    from wisv.hardware import LOCAL, LOCAL_PROFILE_PATH, get_profile
+
+    run = load_run(cfg.validate)
+    path = Path(cfg.local_profile) if cfg.local_profile else LOCAL_PROFILE_PATH
+    profile = get_profile(LOCAL, path)  # a clear error naming the calibrate command when missing
+    cal = load_calibration(path)
+    ex = cfg.exchange_overhead_ms / 1e3 if cfg.exchange_overhead_ms is not None else cal.exchange_overhead_s
+    d, t = PairCache(run.drafter, run.target).dims()
+    dep = Deployment(d, t, profile, profile, wire_payload_bits(d.d_model, d.vocab), exchange_overhead_s=ex)
+    val = pd.concat([predict_prompts(p, run, dep) for p in run.rounds], ignore_index=True)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    val.to_csv(out / "validation.csv", index=False)
+    stats = {p: error_stats(g) for p, g in val.groupby("protocol")} | {"all": error_stats(val)}
+    title = f"{Path(cfg.validate).name}: {_link_desc(run.link)}; local profile, {ex * 1e3:.2f} ms/exchange"
+    simplot.scatter(val, out / "validation.png", title)
+    doc = {"run_dir": str(cfg.validate), "local_profile": str(path), "profile": profile.to_dict(),
+           "exchange_overhead_s": ex, "link": run.link, "stats": stats}
+    (out / "validation.json").write_text(json.dumps(doc, indent=1))
+    print(title)
+    print(pd.DataFrame(stats).T.to_string(float_format=lambda v: f"{v:.3f}"))
+    print(f"wrote {out / 'validation.csv'}, {out / 'validation.png'}, {out / 'validation.json'}")
+    return val
+
+
+def _link_desc(link: dict) -> str:
+    if link.get("csi_trace"):
+        return f"trace {link['csi_trace']}"
+    rate = link.get("rate_up_mbps") or "unlimited"
+    return f"{rate} Mbps, RTT {link.get('rtt_ms', 0):g} ms, PER {link.get('per', 0):g}"

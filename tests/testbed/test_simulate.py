@@ -1,0 +1,215 @@
+"""testbed.simulate: traces, the latency model over traces, a tiny end-to-end run, calibration timing and validation."""
+import json
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from channel.csi import CSI
+from channel.trace import CSITrace, save_trace
+from testbed.simcal import CalibrateConfig, exchange_overhead, time_rounds
+from testbed.simmodel import constant, prompt_latencies, summarize
+from testbed.simsetup import PairCache, links_of, resolve_head
+from testbed.simtraces import TraceKey, cached_trace, trace_rows
+from testbed.simulate import SimConfig, parse_args, run
+from testbed.simvalidate import load_run, prompt_residuals, with_prefix
+from wisv.calibrate import Calibration, save_calibration
+from wisv.compute import ModelDims, draft_flops, verify_flops
+from wisv.hardware import HardwareProfile
+from wisv.latency import PayloadBits
+from wisv.models import load_pair
+from wisv.roundtime import Deployment
+from wisv.speculative import RoundRecord, SpecOutput
+
+DIMS = ModelDims(n_layers=2, d_model=4, d_ff=8, vocab=10, n_heads=2, n_kv_heads=1)
+# per call 1 ms; FLOPs cost ~nothing (1e21 FLOP/s)
+FAST = HardwareProfile("local", peak_tflops=1e9, eta=1.0, source="test", pass_overhead_s=1e-3)
+PB0 = PayloadBits(b_tok=0, b_h=0, b_idx=0, d_d=4, vocab=10)  # nothing to serialize
+
+
+def _rec(i: int, drafted: int, accepted: int, mism: list[int], committed: int) -> RoundRecord:
+    return RoundRecord(i, drafted, accepted, mism, 0, [0] * drafted, [0] * (drafted + 1), [0] * committed)
+
+
+def test_trace_rows_track_the_prefix():
+    out = SpecOutput([0] * 7, [_rec(0, 4, 2, [2, 3], 3), _rec(1, 4, 3, [], 4)])
+    rows = trace_rows(out, "p0", prompt_len=10, correct=True)
+    assert [(r["prefix_len"], r["mismatches"], r["committed"]) for r in rows] == [(10, 2, 3), (13, 0, 4)]
+    assert all(r["n_tokens"] == 7 and r["correct"] for r in rows)
+
+
+def _trace() -> pd.DataFrame:
+    rows = [("a", 0, 4, 2, 1, 3, 10), ("a", 1, 4, 4, 0, 5, 13), ("b", 0, 2, 0, 1, 1, 8)]
+    df = pd.DataFrame(rows, columns=["prompt_id", "round", "drafted", "accepted", "mismatches", "committed",
+                                     "prefix_len"])
+    df["n_tokens"] = df["prompt_id"].map({"a": 8, "b": 1})
+    df["correct"] = df["prompt_id"].map({"a": True, "b": False})
+    return df
+
+
+def test_prompt_latencies_by_hand():
+    """greedy round = K calls + 1 call + RTT 10 ms; sh adds one RTT in rounds with a mismatch."""
+    dep = Deployment(DIMS, DIMS, FAST, FAST, PB0)
+    link = constant(CSI.symmetric(math.inf, 10.0))
+    g = prompt_latencies(_trace(), "greedy", link, dep).set_index("prompt_id")
+    assert g.loc["a", "latency_s"] == pytest.approx(2 * 0.015, rel=1e-6)  # 2 rounds x (4 + 1 + 10) ms
+    assert g.loc["b", "latency_s"] == pytest.approx((2 + 1 + 10) * 1e-3, rel=1e-6)
+    sh = prompt_latencies(_trace(), "sh", link, dep).set_index("prompt_id")["latency_s"]
+    assert sh["a"] - g.loc["a", "latency_s"] == pytest.approx(0.010, rel=1e-6)  # round 0 queried one position
+    s = summarize(g.reset_index())
+    assert s["aal"] == pytest.approx(6 / 3) and s["rounds_per_prompt"] == 1.5 and s["accuracy"] == 0.5
+    assert s["latency_s"] == pytest.approx((0.030 + 0.013) / 2, rel=1e-6)
+    assert s["throughput_tok_s"] == pytest.approx(9 / 0.043, rel=1e-6)
+
+
+def test_trace_cache_builds_once(tmp_path):
+    key = TraceKey("pair", "greedy", 4, 2, 16)
+    calls = []
+    make = lambda: calls.append(1) or _trace()  # noqa: E731
+    first, hit1 = cached_trace(tmp_path, key, make)
+    second, hit2 = cached_trace(tmp_path, key, make)
+    assert (hit1, hit2, len(calls)) == (False, True, 1)
+    pd.testing.assert_frame_equal(first, second, check_dtype=False)
+    assert TraceKey("pair", "wisv", 4, 2, 16, csi=(1.0,)).filename() != TraceKey("pair", "wisv", 4, 2, 16,
+                                                                                   csi=(2.0,)).filename()
+
+
+def test_links_grid_and_trace(tmp_path):
+    cfg = SimConfig(rates_mbps=[20.0, 500.0], rtts_ms=[5.0], per=0.1)
+    links = links_of(cfg)
+    assert [(x.rate_mbps, x.rtt_ms, x.per) for x in links] == [(20.0, 5.0, 0.1), (500.0, 5.0, 0.1)]
+    assert links[0].csi_at(123.0) == CSI.symmetric(20.0, 5.0, 0.1)
+    save_trace(CSITrace((0.0, 1.0), (CSI.symmetric(10.0, 20.0), CSI.symmetric(30.0, 40.0))), tmp_path / "t.csv")
+    (link,) = links_of(SimConfig(csi_trace=str(tmp_path / "t.csv")))
+    assert (link.rate_mbps, link.rtt_ms) == (20.0, 30.0)  # row means
+    assert link.csi_at(1.5).rtt_ms == 40.0 and link.csi_at(2.5).rtt_ms == 20.0  # loops with period 2 s
+
+
+def test_head_resolution(tmp_path, pair_dirs):
+    pair = PairCache(str(pair_dirs.drafter), str(pair_dirs.target))
+    assert resolve_head("none", None, pair).policy is None
+    assert "built-in pair" in resolve_head("default", None, pair).desc  # the default head is not for this pair
+    with pytest.raises(ValueError, match="not a decision-head directory"):
+        resolve_head(str(tmp_path), None, pair)
+
+
+def test_parse_args_lists():
+    cfg = parse_args(["--draft-lens", "2,4", "--rates-mbps", "20", "--methods", "greedy,fh", "--arch-drafter",
+                      "llama-3.2-1b", "--arch-target", "llama-3.1-8b"])
+    assert (cfg.draft_lens, cfg.rates_mbps, cfg.methods, cfg.arch_target) == ([2, 4], [20.0], ["greedy", "fh"],
+                                                                              "llama-3.1-8b")
+
+
+def test_tiny_end_to_end(tmp_path, pair_dirs):
+    """2 prompts of the tiny pair, 2 windows, 4 methods, 4 links; a re-run reads the cache and gives the same table."""
+    cfg = SimConfig(out=str(tmp_path / "out"), draft_lens=[2, 4], prompts=2, max_new_tokens=12, head="none",
+                    cache_dir=str(tmp_path / "cache"), drafter=str(pair_dirs.drafter), target=str(pair_dirs.target),
+                    arch_drafter="llama-3.2-1b", arch_target="llama-3.1-8b")
+    table = run(cfg)
+    assert len(table) == 2 * 4 * 4
+    assert set(table["method"]) == {"greedy", "reject", "FH (lossless)", "SH (lossless)"}
+    assert len(list((tmp_path / "cache").glob("*.csv"))) == 4  # greedy + sampling traces per K
+    out = tmp_path / "out"
+    assert (out / "fig4.png").stat().st_size > 0
+    resolved = json.loads((out / "config.json").read_text())["resolved"]
+    assert resolved["dims"] == "llama-3.2-1b -> llama-3.1-8b"
+    assert "acceptance traces" in table["acceptance_from"][0] and "llama-3.2-1b" in table["timing_from"][0]
+    again = run(cfg)
+    pd.testing.assert_frame_equal(table, again)
+    lat = table.set_index(["method", "draft_len", "rate_mbps", "rtt_ms"])["latency_s"]
+    assert lat["reject", 4, 20.0, 50.0] > 3 * lat["reject", 4, 500.0, 50.0]  # K*V probabilities on the uplink
+    assert lat["greedy", 4, 20.0, 50.0] < 1.05 * lat["greedy", 4, 500.0, 50.0]  # token ids only
+    assert (lat["SH (lossless)", 4, 20.0, 50.0] >= lat["FH (lossless)", 4, 20.0, 50.0]).all()
+
+
+def test_time_rounds_records_calls(pair_dirs):
+    torch.set_num_threads(1)
+    pair = load_pair(pair_dirs.drafter, pair_dirs.target)
+    t = time_rounds(pair, CalibrateConfig(draft_lens=[1, 3], prompts=1, rounds_per_k=2, idle_gap_ms=0.0))
+    assert [(x.role, x.k, x.passes) for x in t] == [("draft", 1, 1), ("verify", 1, 1)] * 2 + [
+        ("draft", 3, 3), ("verify", 3, 1)] * 2
+    d, tg = ModelDims.from_hf_config(pair.drafter.config), ModelDims.from_hf_config(pair.target.config)
+    assert t[0].flops == draft_flops(d, t[0].l, 1) and t[1].flops == verify_flops(tg, t[1].l, 1)
+    assert all(x.seconds > 0 for x in t)
+
+
+def _run_dir(tmp_path, t_e2e_s: float = 0.060):
+    """A testbed.run directory: one greedy prompt of 5 tokens, 2 rounds of K = 4 on an unlimited, 10 ms link."""
+    run = tmp_path / "run"
+    (run / "greedy").mkdir(parents=True)
+    link = {"rate_up_mbps": None, "rate_down_mbps": None, "rtt_ms": 10.0, "jitter_ms": 0.0, "per": 0.0,
+            "csi_trace": None, "seed": 0}
+    (run / "config.json").write_text(json.dumps({"link": link, "drafter": None, "target": None}))
+    (run / "prompts.jsonl").write_text(json.dumps({"prompt_id": "p0", "prompt_ids": [1, 2, 3, 4, 5]}) + "\n")
+    base = {"prompt_id": "p0", "protocol": "greedy", "draft_len": 4, "queried": 0, "exchanges": 1,
+            "uplink_bytes": 100, "downlink_bytes": 50, "t_draft_s": 0.004, "t_comm_s": 0.011, "t_verify_s": 0.001,
+            "t_head_s": 0.0, "t_round_s": 0.017, "rtt_ms": 10.0, "rate_up_mbps": math.inf,
+            "rate_down_mbps": math.inf, "per": 0.0, "per_down": 0.0}
+    rounds = [base | {"round": 0, "accepted": 2, "mismatches": 1}, base | {"round": 1, "accepted": 4, "mismatches": 0}]
+    pd.DataFrame(rounds).to_csv(run / "greedy" / "rounds.csv", index=False)
+    (run / "greedy" / "outputs.jsonl").write_text(json.dumps({"prompt_id": "p0", "tokens": [7] * 8, "t_e2e_s": t_e2e_s})
+                                                  + "\n")
+    return run
+
+
+def test_with_prefix_and_residuals(tmp_path):
+    run = load_run(_run_dir(tmp_path))
+    r = with_prefix(run.rounds["greedy"], run.prompt_len)
+    assert r["prefix_len"].tolist() == [5, 8]  # 5 prompt tokens, then 2 accepted + 1
+    dep = Deployment(DIMS, DIMS, FAST, FAST, PB0)
+    res = prompt_residuals("greedy", run, dep)
+    # 60 ms - measured compute 10 ms - 2 RTTs 20 ms - OPEN (RTT 10 ms + prefill call 1 ms) = 19 ms over 3 exchanges
+    assert res["residual_s"].iloc[0] == pytest.approx(0.019, abs=1e-6) and res["exchanges"].iloc[0] == 3
+
+
+def test_validate_synthetic_run(tmp_path, capsys):
+    """predicted = OPEN (10 + 2 + 1 ms) + 2 x (4 draft calls + 1 verify call + 10 ms RTT + 2 ms) = 47 ms."""
+    run = _run_dir(tmp_path, t_e2e_s=0.050)
+    save_calibration(Calibration(FAST, exchange_overhead_s=0.002), tmp_path / "local.json")
+    out = tmp_path / "val"
+    val = _validate(["--validate", str(run), "--out", str(out), "--local-profile", str(tmp_path / "local.json")])
+    assert list(val.columns[:4]) == ["prompt_id", "protocol", "predicted_s", "measured_s"] and len(val) == 1
+    assert val["predicted_s"].iloc[0] == pytest.approx(0.047, abs=1e-5)
+    stats = json.loads((out / "validation.json").read_text())["stats"]["greedy"]
+    assert stats["mean_abs_rel_err"] == pytest.approx(0.003 / 0.050, abs=1e-3)
+    assert (out / "validation.png").is_file() and (out / "validation.csv").is_file()
+    assert "mean_abs_rel_err" in capsys.readouterr().out
+
+
+def test_exchange_overhead_from_a_run(tmp_path):
+    run = _run_dir(tmp_path)
+    cal = Calibration(FAST)
+    ex, notes = exchange_overhead(run, cal, (DIMS, DIMS), DIMS.vocab)
+    # wire payload bits make the serialization 0 on the unlimited link: same 19 ms / 3 exchanges as above
+    assert ex == pytest.approx(0.019 / 3, abs=1e-6) and notes["prompts"] == 1
+
+
+def test_validate_without_local_profile_says_how_to_make_one(tmp_path):
+    run = _run_dir(tmp_path)
+    with pytest.raises(ValueError, match="testbed.simulate calibrate"):
+        _validate(["--validate", str(run), "--out", str(tmp_path / "v"), "--local-profile",
+                          str(tmp_path / "missing.json")])
+
+
+def _validate(argv: list[str]) -> pd.DataFrame:
+    return run(parse_args(argv))
+
+
+def test_missing_default_head_falls_back_with_a_notice(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("testbed.simsetup.default_head_dir", lambda: tmp_path / "no-head")
+    head = resolve_head("default", None, PairCache(None, None))
+    assert head.policy is None and "no decision head" in capsys.readouterr().out
+
+
+def test_wisv_traces_are_cached_per_link(tmp_path, pair_dirs):
+    """A (random) head for the tiny pair: fh/sh become WISV-FH/SH, with one trace per link setting."""
+    from wisv.head import DecisionHead, HeadConfig, save_head
+    torch.manual_seed(0)
+    save_head(DecisionHead(HeadConfig(d_draft=32, d_target=32, tau=0.5)), tmp_path / "head")
+    cfg = SimConfig(out=str(tmp_path / "out"), methods=["fh", "sh"], draft_lens=[3], prompts=2, max_new_tokens=10,
+                    rates_mbps=[2.0, 200.0], rtts_ms=[20.0], head=str(tmp_path / "head"),
+                    cache_dir=str(tmp_path / "cache"), drafter=str(pair_dirs.drafter), target=str(pair_dirs.target))
+    table = run(cfg)
+    assert set(table["method"]) == {"WISV-FH", "WISV-SH"} and set(table["acceptance"]) == {"wisv"}
+    assert len(list((tmp_path / "cache").glob("wisv-*.csv"))) == 2  # fh and sh share a link's trace
