@@ -7,6 +7,7 @@ to ``--out`` and prints ``PROGRESS {json}`` after each prompt.
 from __future__ import annotations
 
 import argparse
+import gc
 import dataclasses
 import json
 import sys
@@ -197,6 +198,8 @@ def run(cfg: UEConfig) -> Path:
     drafter = load_model(Path(cfg.drafter) if cfg.drafter else builtin_paths()[0], "drafter", cfg.device,
                          default_dtype(cfg.device))
     link = LinkSpec(**json.loads(cfg.link_json)) if cfg.link_json else None
+    gc.collect()
+    gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
     stop = stop_rule(load_predictor(cfg.rejection_predictor), cfg.rejection_threshold) if cfg.rejection_predictor else None
     ctx, est = zmq.Context(), CSIEstimator()
     client = Client(ctx, cfg.connect, f"{cfg.ue_id}", Limits(vocab_size=int(drafter.config.vocab_size)),
