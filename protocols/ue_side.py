@@ -18,7 +18,7 @@ from protocols.auto import MismatchStats, choose
 from protocols.registry import Protocol, get_protocol
 from protocols.wire import Message, MsgType, make
 from wisv.sessions import Draft, DraftSession
-from wisv.specedge import proactive_reuse
+from wisv.specedge import pipeline_depth, proactive_reuse
 from wisv.speculative import truncate_output
 
 
@@ -38,6 +38,7 @@ class UEParams:
     seed: int = 0  # sampling seed (reject; the edge gets seed + 1)
     vocab_size: int = 0  # for the cost model's payload constants (reject probs width)
     proactive: int = 0  # SpecEdge: draft up to this many tokens past the block while it is verified (0: off)
+    pipeline_depth: bool = False  # SpecEdge: K with K * tau_d + RTT ~= the edge's last verify time (<= draft_len)
 
 
 @dataclass
@@ -78,6 +79,10 @@ class UESession:
         """Draft the next block and build its DRAFT message (auto picks FH or SH first)."""
         budget = self.p.max_new_tokens - len(self.tokens)
         k = max(1, min(self.p.draft_len, budget - 1))  # a block has >= 1 token; extra output is truncated
+        if self.p.pipeline_depth and self.round is not None and self.round.verdict and self.round.draft.tokens:
+            r = self.round
+            rtt_s = csi_est.rtt_ms / 1e3 if csi_est is not None else 0.0
+            k = min(k, pipeline_depth(r.verdict["t_verify_s"], rtt_s, r.t_draft_s / len(r.draft.tokens), 1, k))
         proto = self._round_protocol(csi_est, k)
         t0 = time.perf_counter()
         draft = self.d.draft(k, sample=proto.samples, temperature=self.p.temperature, generator=self.gen,

@@ -53,6 +53,7 @@ class RunConfig:
     reference: bool = True  # compute target-only greedy outputs for matches_target
     rejection_predictor: str | None = None  # UEs end each block at the first predicted rejection (WISP)
     proactive: int = 0  # UEs draft up to this many tokens past each block while it is verified (SpecEdge)
+    pipeline_depth: bool = False  # UEs pick K per round: K * tau_d + RTT ~= the edge's verify time (SpecEdge)
     batch_verify: bool = False  # edge verifies concurrent UEs' drafts in one pass (testbed.serve --batch-verify)
     kv_reuse: bool = True  # False: the edge recomputes each prefix every round (SLED baseline)
     netns: bool = False  # edge and UEs in their own network namespaces (root), tc on the veth
@@ -141,6 +142,7 @@ def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, ou
             "--link-json", json.dumps(asdict(cfg.link)), "--link-t0-epoch-s", repr(site.t0_epoch_s)]
     args += ["--rejection-predictor", cfg.rejection_predictor] if cfg.rejection_predictor else []
     args += ["--proactive", str(cfg.proactive)] if cfg.proactive else []
+    args += ["--pipeline-depth", "1"] if cfg.pipeline_depth else []
     return args + (["--drafter", cfg.drafter] if cfg.drafter else [])
 
 
@@ -192,6 +194,8 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
                     help="WISP rejection predictor for the UEs (scripts/rejection_predictor.py writes one)")
     ap.add_argument("--proactive", type=int, default=d.proactive,
                     help="SpecEdge: UEs draft up to N tokens past each block while it is verified (0: off)")
+    ap.add_argument("--pipeline-depth", action="store_true",
+                    help="SpecEdge: UEs choose K per round so that drafting + RTT ~= the edge's verify time (K <= --draft-len)")
     ap.add_argument("--batch-verify", action="store_true", help="the edge verifies concurrent UEs' drafts in one pass")
     ap.add_argument("--no-kv-reuse", dest="kv_reuse", action="store_false",
                     help="the edge recomputes each prefix every round (SLED baseline)")

@@ -54,6 +54,7 @@ class UEConfig:
     rejection_predictor: str | None = None  # WISP predictor (safetensors): end each block at the first predicted rejection
     rejection_threshold: float = 0.5  # flag a token when the predictor's p(rejected) >= this
     proactive: int = 0  # SpecEdge: draft up to this many tokens past each block while it is verified (0: off)
+    pipeline_depth: int = 0  # SpecEdge: 1 = choose K per round so that K * tau_d + RTT ~= the edge's verify time
 
 
 class Client:
@@ -160,7 +161,7 @@ def run_prompt(client: Client, drafter, cfg: UEConfig, pid: str, ids: list[int],
     handshake(client, est, sid, cfg.probe_bytes, index)
     t_probe = time.perf_counter() - t0
     params = UEParams(cfg.protocol, cfg.draft_len, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
-                      cfg.seed + index, int(drafter.config.vocab_size), cfg.proactive)
+                      cfg.seed + index, int(drafter.config.vocab_size), cfg.proactive, bool(cfg.pipeline_depth))
     sess = UESession(sid, DraftSession(drafter, ids), params, eos_id(drafter), stop)
     t1 = time.perf_counter()
     ok, _ = client.exchange(sess.open_message())
