@@ -1,0 +1,189 @@
+"""``python -m testbed.load``: N emulated UEs with mixed token-speed SLOs against one edge, through the link emulator.
+
+    python -m testbed.load --ues 8 --slo-mix 2,4,6,8 --scheduler slo
+    python -m testbed.load --sweep 1,2,4,8,16 --scheduler fcfs --out runs/load-fcfs
+
+The UEs live in this process (testbed/loadgen.py): each replays the built-in pair's greedy-SD blocks for its
+prompts with an emulated drafting time ``--tau-d-ms`` per token, so N devices cost no drafting compute here.
+The edge (``testbed.serve --batch-verify --head none``) verifies for real, with the chosen scheduler.
+Writes per N ``requests.csv`` (one row per verified request: t_queue_s, t_verify_s, the SLO budget and whether
+it was missed) and ``summary.json``; with ``--sweep``, ``sweep.csv``, the capacity per class (largest N whose
+violation rate is <= epsilon), ``violations_vs_n.png`` and the queue-time vs verify-time scatter.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import matplotlib
+import pandas as pd
+import torch
+import zmq
+from tqdm import tqdm
+
+from protocols.wire import Limits
+from testbed import placement
+from testbed.link import LinkSpec
+from testbed.loadgen import Device, LoadLoop, Trace
+from wisv.evaluate import encode_prompt
+from wisv.models import load_pair
+from wisv.speculative import speculative_generate
+from wisv.toydata import load_split
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+@dataclass
+class LoadConfig:
+    """One load test (or a sweep over N)."""
+
+    ues: int = 8  # emulated UEs (ignored with --sweep)
+    sweep: str = ""  # comma-separated N values for a capacity sweep
+    slo_mix: str = "2,4,6,8"  # SLO classes in token/s, dealt to the UEs round-robin
+    prompts_per_ue: int = 2  # prompts each UE runs, one session after another
+    draft_len: int = 8  # K
+    max_new_tokens: int = 160
+    tau_d_ms: float = 20.0  # emulated drafting time per token on the device
+    scheduler: str = "slo"  # edge batch selection: fcfs | slo
+    estimator: str = "results/verify_profile.json"  # verification-time profile for slo (testbed.profile)
+    max_batch: int = 16  # most requests per verification pass
+    epsilon: float = 0.1  # capacity: largest N with violation rate <= epsilon per class
+    timeout_s: float = 600.0  # give up on a load run after this long
+    out: str = ""  # default runs/load-<time>
+    target: str | None = None  # local HF target (None: built-in); the drafter must match it
+    drafter: str | None = None
+    link: LinkSpec = field(default_factory=LinkSpec)  # emulated link (shared by all UEs)
+
+    def ns(self) -> list[int]:
+        return [int(x) for x in self.sweep.split(",")] if self.sweep else [self.ues]
+
+    def classes(self) -> list[float]:
+        return [float(x) for x in self.slo_mix.split(",")]
+
+
+def make_traces(cfg: LoadConfig, n_prompts: int) -> list[Trace]:
+    """Greedy-SD blocks of the first n_prompts test prompts (in-process, the same models the edge uses)."""
+    torch.set_num_threads(1)
+    pair = load_pair(cfg.drafter, cfg.target)
+    traces = []
+    for p in tqdm(load_split("test", n_prompts), desc="recording drafts"):
+        ids = encode_prompt(pair.tokenizer, p.prompt)
+        out = speculative_generate(pair.drafter, pair.target, ids, max_new_tokens=cfg.max_new_tokens,
+                                   draft_len=cfg.draft_len)
+        rounds = [r for r in out.rounds if r.draft_tokens]  # a last round may draft nothing (one token of budget left)
+        traces.append(Trace(p.pid, ids, [r.draft_tokens for r in rounds], [r.accepted for r in rounds]))
+    return traces
+
+
+def summarize(df: pd.DataFrame, n: int, wall_s: float, errors: list[str]) -> dict:
+    """Goodput, violation rate per class, mean WDT and queue/verify times of one load run."""
+    per_class = df.groupby("slo_tok_s")["violated"].mean() if len(df) else pd.Series(dtype=float)
+    return {"ues": n, "requests": int(len(df)), "wall_s": wall_s,
+            "goodput_tok_s": float(df["committed"].sum() / wall_s) if len(df) else 0.0,
+            "violation_rate": {str(k): float(v) for k, v in per_class.items()},
+            "violation_rate_all": float(df["violated"].mean()) if len(df) else float("nan"),
+            "wdt_tokens_mean": float(df["wdt_tokens"].mean()) if len(df) else float("nan"),
+            "t_queue_s_mean": float(df["t_queue_s"].mean()) if len(df) else float("nan"),
+            "t_verify_s_mean": float(df["t_verify_s"].mean()) if len(df) else float("nan"),
+            "errors": errors}
+
+
+def capacity(sweep: pd.DataFrame, classes: list[float], epsilon: float) -> dict[str, int]:
+    """Per class: the largest swept N up to which every swept N has a violation rate <= epsilon (0 if the
+    smallest already fails); a noisy pass after a failure does not count."""
+    out = {}
+    for c in classes:
+        col, cap = f"viol_{c:g}", 0
+        for n, v in sorted(zip(sweep["ues"], sweep[col] if col in sweep else [float("inf")] * len(sweep))):
+            if not v <= epsilon:
+                break
+            cap = int(n)
+        out[f"{c:g}"] = cap
+    return out
+
+
+def run_load(cfg: LoadConfig, site: placement.Site, traces: list[Trace], n: int, out: Path) -> dict:
+    classes = cfg.classes()
+    devices = [Device(f"ue{i}", classes[i % len(classes)],
+                      [traces[(i * cfg.prompts_per_ue + j) % len(traces)] for j in range(cfg.prompts_per_ue)])
+               for i in range(n)]
+    ctx = zmq.Context()
+    loop = LoadLoop(ctx, site.connect, devices, cfg.draft_len, cfg.max_new_tokens, cfg.tau_d_ms / 1e3,
+                    Limits(vocab_size=1 << 20))
+    t0 = time.perf_counter()
+    with tqdm(total=n * cfg.prompts_per_ue, desc=f"{n} UEs", unit="prompt") as bar:
+        loop.run(cfg.timeout_s, bar)
+    wall = time.perf_counter() - t0
+    ctx.term()
+    df = pd.DataFrame([r for d in devices for r in d.records])
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / "requests.csv", index=False)
+    s = summarize(df, n, wall, [e for d in devices for e in d.errors])
+    (out / "summary.json").write_text(json.dumps(s, indent=1))
+    return s
+
+
+def plots(sweep: pd.DataFrame, classes: list[float], last: pd.DataFrame, out: Path, epsilon: float) -> None:
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for c in classes:
+        ax.plot(sweep["ues"], sweep[f"viol_{c:g}"], marker="o", label=f"{c:g} tok/s")
+    ax.axhline(epsilon, ls=":", color="grey", label=f"epsilon = {epsilon}")
+    ax.set(xlabel="UEs", ylabel="SLO violation rate", title="violation rate vs N per class")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "violations_vs_n.png", dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(5, 4))
+    ax.scatter(last["t_verify_s"] * 1e3, last["t_queue_s"] * 1e3, s=6, alpha=0.5)
+    ax.set(xlabel="verify time (ms)", ylabel="queue time (ms)", title="queue vs verify time (largest N)")
+    fig.tight_layout()
+    fig.savefig(out / "queue_vs_verify.png", dpi=110)
+    plt.close(fig)
+
+
+def run(cfg: LoadConfig) -> pd.DataFrame:
+    out = Path(cfg.out or f"runs/load-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
+    traces = make_traces(cfg, max(cfg.ns()) * cfg.prompts_per_ue)
+    edge = ["testbed.serve", "--head", "none", "--batch-verify", "--scheduler", cfg.scheduler,
+            "--max-batch", str(cfg.max_batch), "--max-draft-len", str(max(64, cfg.draft_len))]
+    edge += (["--estimator", cfg.estimator] if cfg.scheduler == "slo" else []) + (["--target", cfg.target] if cfg.target else [])
+    rows = []
+    with placement.local(cfg, out, edge) as site:
+        for n in cfg.ns():
+            s = run_load(cfg, site, traces, n, out / f"n{n}")
+            rows.append({"ues": n, "goodput_tok_s": s["goodput_tok_s"], "wdt_tokens_mean": s["wdt_tokens_mean"],
+                         "t_queue_s_mean": s["t_queue_s_mean"], "errors": len(s["errors"]),
+                         **{f"viol_{float(k):g}": v for k, v in s["violation_rate"].items()}})
+            print(f"N={n}: goodput {s['goodput_tok_s']:.1f} tok/s, violations {s['violation_rate']}, "
+                  f"WDT {s['wdt_tokens_mean']:.2f}, queue {s['t_queue_s_mean'] * 1e3:.1f} ms, errors {len(s['errors'])}")
+    sweep = pd.DataFrame(rows)
+    sweep.to_csv(out / "sweep.csv", index=False)
+    cap = capacity(sweep, cfg.classes(), cfg.epsilon)
+    (out / "capacity.json").write_text(json.dumps({"epsilon": cfg.epsilon, "capacity": cap}, indent=1))
+    plots(sweep, cfg.classes(), pd.read_csv(out / f"n{max(cfg.ns())}" / "requests.csv"), out, cfg.epsilon)
+    print(f"capacity (largest N with violation rate <= {cfg.epsilon}): {cap}; results in {out}")
+    return sweep
+
+
+def parse_args(argv: list[str] | None = None) -> LoadConfig:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    d = LoadConfig()
+    for k, v in asdict(d).items():
+        if k != "link":
+            ap.add_argument("--" + k.replace("_", "-"), type=type(v) if v is not None else str, default=v)
+    ap.add_argument("--rate-mbps", type=float, default=d.link.rate_up_mbps, help="link rate, both directions (0: unlimited)")
+    ap.add_argument("--rtt-ms", type=float, default=d.link.rtt_ms)
+    a = vars(ap.parse_args(argv))
+    rate, rtt = a.pop("rate_mbps") or None, a.pop("rtt_ms")
+    return LoadConfig(**a, link=LinkSpec(rate, rate, rtt))
+
+
+if __name__ == "__main__":
+    run(parse_args(sys.argv[1:]))

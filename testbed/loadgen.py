@@ -1,0 +1,147 @@
+"""Emulated UE devices for load tests: one event loop drives N devices, each on its own ZeroMQ socket.
+
+A device replays recorded greedy-SD blocks (``Trace``: the drafter's blocks along the target's greedy path,
+which is what the edge commits when it verifies greedily), waits an emulated drafting time
+``len(block) * tau_d`` before sending each, and runs its prompts one session after another.  Its OPEN
+carries its SLO class (``meta.slo_tok_s``), its DRAFTs the emulated drafting time.  Each VERDICT yields one
+request record: the edge's queue and verify times, the link time, and whether the request missed its
+verification budget ``tau_c = N_d / s_c - T_draft - T_network`` (WISP eq. 6, alpha = 1).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import zmq
+
+from protocols.wire import Limits, Message, MsgType, decode, encode, make
+
+
+@dataclass
+class Trace:
+    """One prompt's recorded greedy-SD run: the blocks drafted and what each round committed."""
+
+    prompt_id: str
+    prompt_ids: list[int]
+    blocks: list[list[int]]  # drafted tokens per round
+    accepted: list[int]  # accepted draft tokens per round (greedy verdicts)
+
+
+@dataclass
+class Device:
+    """One emulated UE."""
+
+    name: str
+    slo_tok_s: float
+    traces: list[Trace]  # prompts, run in order
+    sock: zmq.Socket | None = None
+    prompt: int = 0  # index into traces
+    round: int = 0  # index into the prompt's blocks
+    state: str = "idle"  # idle -> opening -> drafting -> waiting -> ... -> done
+    t_ready: float = 0.0  # drafting ends (perf_counter seconds)
+    t_send: float = 0.0
+    records: list[dict] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def sid(self) -> str:
+        return f"{self.name}-p{self.prompt}"
+
+    @property
+    def block(self) -> list[int]:
+        return self.traces[self.prompt].blocks[self.round]
+
+
+def request_record(dev: Device, v: dict, t_round_s: float, tau_d_s: float) -> dict:
+    """One verified request: times, tokens and the SLO verdict (pure)."""
+    n_d = len(dev.block)
+    t_draft = n_d * tau_d_s
+    t_edge = float(v.get("t_edge_s", v["t_verify_s"] + v["t_head_s"]))
+    t_net = max(0.0, t_round_s - t_edge)
+    budget = n_d / dev.slo_tok_s - t_draft - t_net  # tau_c
+    return {"ue": dev.name, "slo_tok_s": dev.slo_tok_s, "prompt_id": dev.traces[dev.prompt].prompt_id,
+            "round": dev.round, "drafted": n_d, "accepted": int(v["n_accepted"]),
+            "committed": int(v["n_accepted"]) + 1, "wdt_tokens": n_d - int(v["n_accepted"]), "t_draft_s": t_draft,
+            "t_round_s": t_round_s, "t_edge_s": t_edge, "t_verify_s": float(v["t_verify_s"]),
+            "t_queue_s": max(0.0, t_edge - float(v["t_verify_s"]) - float(v["t_head_s"])), "t_comm_s": t_net,
+            "budget_s": budget, "violated": bool(t_edge > budget)}
+
+
+class LoadLoop:
+    """Drives the devices until every prompt is done or the deadline passes."""
+
+    def __init__(self, ctx: zmq.Context, endpoint: str, devices: list[Device], draft_len: int, max_new: int,
+                 tau_d_s: float, limits: Limits):
+        self.devices, self.draft_len, self.max_new, self.tau_d_s, self.limits = devices, draft_len, max_new, tau_d_s, limits
+        self.poller = zmq.Poller()
+        self.by_sock = {}
+        for d in devices:
+            d.sock = ctx.socket(zmq.DEALER)
+            d.sock.setsockopt(zmq.IDENTITY, d.name.encode())
+            d.sock.setsockopt(zmq.LINGER, 0)
+            d.sock.connect(endpoint)
+            self.poller.register(d.sock, zmq.POLLIN)
+            self.by_sock[d.sock] = d
+
+    def run(self, timeout_s: float, progress=None) -> None:
+        t_end = time.perf_counter() + timeout_s
+        for d in self.devices:
+            self._open(d)
+        while any(d.state != "done" for d in self.devices) and time.perf_counter() < t_end:
+            now = time.perf_counter()
+            for d in self.devices:
+                if d.state == "drafting" and d.t_ready <= now:
+                    self._send_draft(d)
+            wait = min([d.t_ready - now for d in self.devices if d.state == "drafting"] + [0.01])
+            for sock, _ in self.poller.poll(max(0, int(wait * 1000))):
+                self._on_reply(self.by_sock[sock], decode(sock.recv_multipart(), self.limits), progress)
+        for d in self.devices:
+            if d.state != "done":
+                d.errors.append(f"unfinished after {timeout_s} s (state {d.state})")
+            d.sock.close(0)
+
+    def _open(self, d: Device) -> None:
+        if d.prompt >= len(d.traces):
+            d.state = "done"
+            return
+        tr = d.traces[d.prompt]
+        d.round, d.state = 0, "opening"
+        d.sock.send_multipart(encode(make(MsgType.OPEN, d.sid, {"prompt": np.asarray(tr.prompt_ids, np.int32)},
+                                          protocol="greedy", draft_len=self.draft_len, max_new_tokens=self.max_new,
+                                          meta={"slo_tok_s": d.slo_tok_s})))
+
+    def _start_drafting(self, d: Device) -> None:
+        d.state, d.t_ready = "drafting", time.perf_counter() + len(d.block) * self.tau_d_s
+
+    def _send_draft(self, d: Device) -> None:
+        d.state, d.t_send = "waiting", time.perf_counter()
+        d.sock.send_multipart(encode(make(MsgType.DRAFT, d.sid, {"tokens": np.asarray(d.block, np.int32)},
+                                          round=d.round, t_draft_s=len(d.block) * self.tau_d_s, protocol="greedy")))
+
+    def _on_reply(self, d: Device, msg: Message, progress) -> None:
+        if msg.type == MsgType.ERROR:
+            d.errors.append(f"{d.sid}: [{msg.header['code']}] {msg.header['text']}")
+            self._next_prompt(d, progress)
+        elif msg.type == MsgType.OPEN_OK and d.state == "opening":
+            self._start_drafting(d)
+        elif msg.type == MsgType.VERDICT and d.state == "waiting":
+            self._on_verdict(d, msg.header, time.perf_counter() - d.t_send, progress)
+
+    def _on_verdict(self, d: Device, v: dict, t_round: float, progress) -> None:
+        tr = d.traces[d.prompt]
+        d.records.append(request_record(d, v, t_round, self.tau_d_s))
+        if v["n_accepted"] != tr.accepted[d.round]:
+            d.errors.append(f"{d.sid} round {d.round}: edge accepted {v['n_accepted']}, the trace {tr.accepted[d.round]}")
+            return self._next_prompt(d, progress)
+        d.round += 1
+        if v["done"] or d.round >= len(tr.blocks):
+            return self._next_prompt(d, progress)
+        self._start_drafting(d)
+
+    def _next_prompt(self, d: Device, progress) -> None:
+        d.sock.send_multipart(encode(make(MsgType.CLOSE, d.sid)))
+        d.prompt += 1
+        if progress is not None:
+            progress.update(1)
+        self._open(d)

@@ -1,0 +1,42 @@
+"""Load generator: request records by hand, capacity from a sweep table, and a small live run against a real edge."""
+import json
+
+import pandas as pd
+import pytest
+
+from testbed.link import LinkSpec
+from testbed.load import LoadConfig, capacity, run
+from testbed.loadgen import Device, Trace, request_record
+
+
+def test_request_record_budget_and_violation():
+    dev = Device("ue0", 4.0, [Trace("p", [1], [[5, 6, 7, 8]], [2])])
+    v = {"n_accepted": 2, "t_verify_s": 0.05, "t_head_s": 0.0, "t_edge_s": 0.30}
+    r = request_record(dev, v, t_round_s=0.40, tau_d_s=0.1)
+    # 4 tokens at 4 tok/s = 1 s; minus 0.4 s drafting and 0.1 s network -> budget 0.5 s; edge took 0.3 s
+    assert r["budget_s"] == pytest.approx(0.5) and not r["violated"]
+    assert r["t_queue_s"] == pytest.approx(0.25) and r["wdt_tokens"] == 2 and r["committed"] == 3
+    assert request_record(dev, v | {"t_edge_s": 0.36}, 0.40, 0.1)["violated"] is False  # 0.36 <= 0.46
+    assert request_record(dev, v | {"t_edge_s": 0.36}, 0.70, 0.1)["violated"] is True  # budget 0.26 s
+
+
+def test_capacity_is_the_largest_n_within_epsilon():
+    sweep = pd.DataFrame({"ues": [1, 2, 4, 8], "viol_2": [0.0, 0.0, 0.05, 0.3], "viol_8": [0.0, 0.2, 0.0, 0.5]})
+    assert capacity(sweep, [2.0, 8.0], 0.1) == {"2": 4, "8": 1}  # class 8 fails at N=2: its pass at 4 is noise
+    assert capacity(sweep, [2.0, 8.0], 0.0) == {"2": 2, "8": 1}
+    assert capacity(sweep, [4.0], 0.1) == {"4": 0}  # a class never swept
+
+
+def test_live_sweep_against_a_batched_edge(pair_dirs, tmp_path):
+    cfg = LoadConfig(sweep="1,3", slo_mix="2,50", prompts_per_ue=1, draft_len=4, max_new_tokens=16, tau_d_ms=2.0,
+                     scheduler="fcfs", timeout_s=120, out=str(tmp_path), target=str(pair_dirs.target),
+                     drafter=str(pair_dirs.drafter), link=LinkSpec(None, None, 0.0))
+    sweep = run(cfg)
+    assert sweep["ues"].tolist() == [1, 3] and (sweep["errors"] == 0).all()
+    reqs = pd.read_csv(tmp_path / "n3" / "requests.csv")
+    assert set(reqs["ue"]) == {"ue0", "ue1", "ue2"} and set(reqs["slo_tok_s"]) == {2.0, 50.0}
+    assert (reqs["t_queue_s"] >= 0).all() and (reqs["t_verify_s"] > 0).all()
+    cap = json.loads((tmp_path / "capacity.json").read_text())["capacity"]
+    assert set(cap) == {"2", "50"}
+    for png in ("violations_vs_n.png", "queue_vs_verify.png"):
+        assert (tmp_path / png).stat().st_size > 0
