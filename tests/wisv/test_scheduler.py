@@ -1,6 +1,8 @@
 """Batch selection: deadlines by hand, FCFS order and memory stop, SLO-aware EDF for critical requests, utility fill,
 and the memory / deadline stopping rules."""
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wisv.scheduler import Request, deadline_s, latest_start_s, select_fcfs, select_slo, slo_order
 
@@ -52,3 +54,22 @@ def test_slo_stops_at_memory_and_serves_a_late_request_alone():
     late = [R("x", deadline=0.5, g=1)]
     assert [r.rid for r in select_slo(late, 1.0, 10, per_request(1.0))] == ["x"]
     assert select_slo([R("big", mem=11)], 0.0, 10, per_request(0.1)) == []
+
+
+requests = st.lists(st.builds(
+    Request, rid=st.uuids().map(str), arrival_s=st.floats(0, 1), deadline_s=st.floats(0, 3),
+    g_tokens=st.floats(0.5, 16), v_s=st.floats(0.001, 0.5), mem_bytes=st.integers(0, 50),
+    cached=st.integers(0, 600), new=st.integers(1, 32)), max_size=12, unique_by=lambda r: r.rid)
+
+
+@settings(max_examples=200, deadline=None)
+@given(requests, st.floats(0, 2), st.integers(0, 200), st.floats(0.001, 0.2), st.integers(1, 8))
+def test_slo_batches_always_respect_memory_and_deadlines(pending, now, mem, per_req, max_batch):
+    batch = select_slo(pending, now, mem, per_request(per_req), max_batch=max_batch)
+    assert len(batch) <= max_batch and len({r.rid for r in batch}) == len(batch)
+    assert sum(r.mem_bytes for r in batch) <= mem
+    if len(batch) > 1:  # a lone late request is served; any larger batch meets every member's deadline
+        assert now + per_req * len(batch) <= min(r.deadline_s for r in batch) + 1e-12
+    assert [r.rid for r in batch] == [r.rid for r in slo_order(pending, now, 0.0)][: len(batch)]
+    fcfs = select_fcfs(pending, mem, max_batch)
+    assert sum(r.mem_bytes for r in fcfs) <= mem and len(fcfs) <= max_batch
