@@ -53,6 +53,9 @@ def test_slo_stops_at_memory_and_serves_a_late_request_alone():
     assert [r.rid for r in select_slo(reqs, 0.0, 10, per_request(0.1))] == ["a"]  # b breaks memory: stop there
     late = [R("x", deadline=0.5, g=1)]
     assert [r.rid for r in select_slo(late, 1.0, 10, per_request(1.0))] == ["x"]
+    # a lost deadline does not stop the batch: y (d=0.5 < now) rides along with z (d=10)
+    lost = [R("y", deadline=0.5, g=8), R("z", deadline=10.0, g=1)]
+    assert [r.rid for r in select_slo(lost, 1.0, 10, per_request(0.1))] == ["y", "z"]
     assert select_slo([R("big", mem=11)], 0.0, 10, per_request(0.1)) == []
 
 
@@ -68,8 +71,9 @@ def test_slo_batches_always_respect_memory_and_deadlines(pending, now, mem, per_
     batch = select_slo(pending, now, mem, per_request(per_req), max_batch=max_batch)
     assert len(batch) <= max_batch and len({r.rid for r in batch}) == len(batch)
     assert sum(r.mem_bytes for r in batch) <= mem
-    if len(batch) > 1:  # a lone late request is served; any larger batch meets every member's deadline
-        assert now + per_req * len(batch) <= min(r.deadline_s for r in batch) + 1e-12
+    feasible = [r.deadline_s for r in batch if r.deadline_s >= now + r.v_s]
+    if len(batch) > 1 and feasible:  # a larger batch meets the deadline of every member that could still make it
+        assert now + per_req * len(batch) <= min(feasible) + 1e-12
     assert [r.rid for r in batch] == [r.rid for r in slo_order(pending, now, 0.0)][: len(batch)]
     fcfs = select_fcfs(pending, mem, max_batch)
     assert sum(r.mem_bytes for r in fcfs) <= mem and len(fcfs) <= max_batch
