@@ -3,7 +3,8 @@ target and device, fit the WISP verification-time estimator (wisv/estimator.py) 
 
 Each sample builds a batch on the batched engine (wisv/batchverify.py): *warm* requests have a cached
 prefix (16..--max-prefix tokens, prefilled untimed) and feed K + 1 tokens; *cold* requests feed a whole
-prompt (8..--max-prompt tokens) plus K.  The timed call is one ``verify`` of the batch.  Batches are split
+prompt (8..--max-prompt tokens) plus K.  The timed call is one ``verify`` of the batch, repeated ``--repeats`` times with the caches rolled back in
+between; the median is kept (single timings on a small shared VM are noisy).  Batches are split
 train/test (--test-frac, seeded), fitted by OLS with bootstrap CIs; the JSON profile holds the coefficients,
 CIs, train and held-out R^2 / MAE / MAPE, and the raw samples go to a CSV beside it.
 """
@@ -22,6 +23,7 @@ from tqdm import tqdm
 
 from wisv.batchverify import BatchVerifier, VerifyRequest
 from wisv.estimator import batch_features, fit_profile
+from wisv.kvcache import crop_to
 from wisv.models import builtin_paths, default_dtype, load_model
 
 
@@ -37,6 +39,7 @@ class ProfileConfig:
     max_prompt: int = 256  # cold requests: prompt 8..max_prompt tokens
     max_draft_len: int = 16  # K: 1..max_draft_len
     test_frac: float = 0.25  # held-out fraction of batches
+    repeats: int = 3  # each batch is timed this many times (rolled back in between); the median is kept
     n_boot: int = 200  # bootstrap resamples for the CIs
     seed: int = 0  # sampling and split seed
     out: str = "results/verify_profile.json"  # the profile; samples go to <out stem>_samples.csv
@@ -69,9 +72,17 @@ def time_batch(target, reqs: list[tuple[int, int]], rng: np.random.Generator, cf
         batch.append(VerifyRequest(sid, rng.integers(3, vocab, k).tolist()))
         cached.append(c)
         new.append(len(st.seq) - st.cached_len + k)
-    t0 = time.perf_counter()
-    eng.verify(batch)
-    return cached, new, time.perf_counter() - t0
+    before = {sid: st.cached_len for sid, st in eng.sessions.items()}
+    times = []
+    for _ in range(max(1, cfg.repeats)):
+        t0 = time.perf_counter()
+        eng.verify(batch)
+        times.append(time.perf_counter() - t0)
+        for sid, st in eng.sessions.items():  # roll back: the next repeat does the same work
+            if st.cached_len > before[sid]:
+                crop_to(st.cache, before[sid])
+                st.cached_len = before[sid]
+    return cached, new, float(np.median(times))
 
 
 def run(cfg: ProfileConfig) -> dict:
