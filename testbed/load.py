@@ -52,6 +52,7 @@ class LoadConfig:
     scheduler: str = "slo"  # edge batch selection: fcfs | slo
     estimator: str = "results/verify_profile.json"  # verification-time profile for slo (testbed.profile)
     max_batch: int = 16  # most requests per verification pass
+    compare_max_batch: int = 0  # >0: also run the sweep against an edge with this max batch (1: one at a time)
     epsilon: float = 0.1  # capacity: largest N with violation rate <= epsilon per class
     timeout_s: float = 600.0  # give up on a load run after this long
     out: str = ""  # default runs/load-<time>
@@ -147,12 +148,31 @@ def plots(sweep: pd.DataFrame, classes: list[float], last: pd.DataFrame, out: Pa
 
 
 def run(cfg: LoadConfig) -> pd.DataFrame:
+    """The sweep (or the single N) against one edge; with ``compare_max_batch`` also against a second edge that
+    verifies at most that many requests per pass, in the same run (``batching.csv``)."""
     out = Path(cfg.out or f"runs/load-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
     traces = make_traces(cfg, max(cfg.ns()) * cfg.prompts_per_ue)
+    sweep = _sweep(cfg, traces, cfg.max_batch, out)
+    sweep.to_csv(out / "sweep.csv", index=False)
+    cap = capacity(sweep, cfg.classes(), cfg.epsilon)
+    (out / "capacity.json").write_text(json.dumps({"epsilon": cfg.epsilon, "capacity": cap}, indent=1))
+    plots(sweep, cfg.classes(), pd.read_csv(out / f"n{max(cfg.ns())}" / "requests.csv"), out, cfg.epsilon)
+    print(f"capacity (largest N with violation rate <= {cfg.epsilon}): {cap}; results in {out}")
+    if cfg.compare_max_batch:
+        other = _sweep(cfg, traces, cfg.compare_max_batch, out / f"max_batch_{cfg.compare_max_batch}")
+        both = pd.concat([sweep.assign(max_batch=cfg.max_batch), other.assign(max_batch=cfg.compare_max_batch)])
+        both.to_csv(out / "batching.csv", index=False)
+        print(both[["max_batch", "ues", "goodput_tok_s", "t_queue_s_mean"]].to_string(index=False))
+    return sweep
+
+
+def _sweep(cfg: LoadConfig, traces: list[Trace], max_batch: int, out: Path) -> pd.DataFrame:
+    """Start an edge with this max_batch and run every N of the sweep against it."""
+    out.mkdir(parents=True, exist_ok=True)
     edge = ["testbed.serve", "--head", "none", "--batch-verify", "--scheduler", cfg.scheduler,
-            "--max-batch", str(cfg.max_batch), "--max-draft-len", str(max(64, cfg.draft_len))]
+            "--max-batch", str(max_batch), "--max-draft-len", str(max(64, cfg.draft_len))]
     edge += (["--estimator", cfg.estimator] if cfg.scheduler == "slo" else []) + (["--target", cfg.target] if cfg.target else [])
     rows = []
     with placement.local(cfg, out, edge) as site:
@@ -161,15 +181,10 @@ def run(cfg: LoadConfig) -> pd.DataFrame:
             rows.append({"ues": n, "goodput_tok_s": s["goodput_tok_s"], "wdt_tokens_mean": s["wdt_tokens_mean"],
                          "t_queue_s_mean": s["t_queue_s_mean"], "errors": len(s["errors"]),
                          **{f"viol_{float(k):g}": v for k, v in s["violation_rate"].items()}})
-            print(f"N={n}: goodput {s['goodput_tok_s']:.1f} tok/s, violations {s['violation_rate']}, "
-                  f"WDT {s['wdt_tokens_mean']:.2f}, queue {s['t_queue_s_mean'] * 1e3:.1f} ms, errors {len(s['errors'])}")
-    sweep = pd.DataFrame(rows)
-    sweep.to_csv(out / "sweep.csv", index=False)
-    cap = capacity(sweep, cfg.classes(), cfg.epsilon)
-    (out / "capacity.json").write_text(json.dumps({"epsilon": cfg.epsilon, "capacity": cap}, indent=1))
-    plots(sweep, cfg.classes(), pd.read_csv(out / f"n{max(cfg.ns())}" / "requests.csv"), out, cfg.epsilon)
-    print(f"capacity (largest N with violation rate <= {cfg.epsilon}): {cap}; results in {out}")
-    return sweep
+            print(f"max_batch {max_batch}, N={n}: goodput {s['goodput_tok_s']:.1f} tok/s, violations "
+                  f"{s['violation_rate']}, WDT {s['wdt_tokens_mean']:.2f}, queue {s['t_queue_s_mean'] * 1e3:.1f} ms, "
+                  f"errors {len(s['errors'])}")
+    return pd.DataFrame(rows)
 
 
 def parse_args(argv: list[str] | None = None) -> LoadConfig:

@@ -29,7 +29,7 @@ def test_capacity_is_the_largest_n_within_epsilon():
 
 def test_live_sweep_against_a_batched_edge(pair_dirs, tmp_path):
     cfg = LoadConfig(sweep="1,3", slo_mix="2,50", prompts_per_ue=1, draft_len=4, max_new_tokens=16, tau_d_ms=2.0,
-                     scheduler="fcfs", timeout_s=120, out=str(tmp_path), target=str(pair_dirs.target),
+                     scheduler="fcfs", timeout_s=120, compare_max_batch=1, out=str(tmp_path), target=str(pair_dirs.target),
                      drafter=str(pair_dirs.drafter), link=LinkSpec(None, None, 0.0))
     sweep = run(cfg)
     assert sweep["ues"].tolist() == [1, 3] and (sweep["errors"] == 0).all()
@@ -38,5 +38,7 @@ def test_live_sweep_against_a_batched_edge(pair_dirs, tmp_path):
     assert (reqs["t_queue_s"] >= 0).all() and (reqs["t_verify_s"] > 0).all()
     cap = json.loads((tmp_path / "capacity.json").read_text())["capacity"]
     assert set(cap) == {"2", "50"}
+    both = pd.read_csv(tmp_path / "batching.csv")
+    assert sorted(set(both["max_batch"])) == [1, 16] and len(both) == 4
     for png in ("violations_vs_n.png", "queue_vs_verify.png"):
         assert (tmp_path / png).stat().st_size > 0
