@@ -272,7 +272,8 @@ def run(cfg: LinkConfig) -> ByteCounts:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
     with LinkEmulator(cfg) as emu:
-        print(f"linkemu: {emu.endpoint} -> {cfg.target_host}:{cfg.target_port} config={describe(cfg)}", flush=True)
+        print(f"linkemu: {emu.endpoint} -> {cfg.target_host}:{cfg.target_port} t0_epoch_s={emu.t0_epoch_s!r} "
+              f"config={describe(cfg)}", flush=True)
         while not done.wait(0.5):
             pass
         counts = emu.totals()

@@ -6,6 +6,7 @@ Everything is torn down in ``finally``.
 """
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -49,33 +50,46 @@ def local(cfg, out: Path, edge_args: list[str]) -> Iterator[Site]:
 
 @contextmanager
 def netns(cfg, out: Path, edge_args: list[str]) -> Iterator[Site]:
-    """Edge and UEs in two namespaces joined by a veth; netem or tbf on the veth, the rest in user space."""
+    """Edge and UEs in two namespaces joined by a veth; netem or tbf on the veth, the rest in user space (a CSI
+    trace: all of it in user space, in the UE namespace)."""
     link = cfg.link
-    if link.csi_trace:
-        raise ValueError("--netns with --csi-trace is not supported: tc settings are static; use the default placement")
     with ExitStack() as stack:
         topo = stack.enter_context(topology())
-        have = bool(kernel_has_netem(dev=topo.ue_dev, netns=topo.ue_ns))
-        up, down = direction_specs(link.rtt_ms, link.jitter_ms, link.per, link.rate_up_mbps or None,
-                                   link.rate_down_mbps or None)
-        plans = [plan_link(up, topo.ue_dev, topo.ue_ns, have), plan_link(down, topo.edge_dev, topo.edge_ns, have)]
+        plans = [] if link.csi_trace else _plans(link, topo)  # a trace is replayed in user space, rate included
         stack.enter_context(applied([c for p in plans for c in p.apply_cmds], [c for p in plans for c in p.cleanup_cmds]))
         edge = Child("edge", edge_args + ["--bind", f"tcp://{topo.edge_addr}:{EDGE_PORT}"], out / "edge.log",
                      prefix=exec_prefix(topo.edge_ns))
         stack.callback(edge.stop)
         edge.wait_for("READY", 300)
         connect, t0 = f"tcp://{topo.edge_addr}:{EDGE_PORT}", time.time()
-        if any(p.userspace for p in plans):
+        if link.csi_trace or any(p.userspace for p in plans):
             emu = Child("emulator", _emulator_args(link, topo.edge_addr), out / "emulator.log",
                         prefix=exec_prefix(topo.ue_ns))
             stack.callback(emu.stop)
-            emu.wait_for("linkemu:", 60)
-            connect, t0 = f"tcp://127.0.0.1:{EMULATOR_PORT}", time.time()
-        yield Site(connect, t0, exec_prefix(topo.ue_ns), [p.message for p in plans])
+            line = emu.wait_for("linkemu:", 60)
+            connect, t0 = f"tcp://127.0.0.1:{EMULATOR_PORT}", _t0_of(line) or time.time()
+        notes = [p.message for p in plans] or [f"CSI trace {link.csi_trace} replayed by the user-space emulator in "
+                                               "the UE namespace (rate, delay, loss; no tc on the veth)"]
+        yield Site(connect, t0, exec_prefix(topo.ue_ns), notes)
+
+
+def _plans(link, topo) -> list:
+    """tc plans of both veth ends: netem where the kernel has it, else tbf plus the user-space emulator."""
+    have = bool(kernel_has_netem(dev=topo.ue_dev, netns=topo.ue_ns))
+    up, down = direction_specs(link.rtt_ms, link.jitter_ms, link.per, link.rate_up_mbps or None,
+                               link.rate_down_mbps or None)
+    return [plan_link(up, topo.ue_dev, topo.ue_ns, have), plan_link(down, topo.edge_dev, topo.edge_ns, have)]
 
 
 def _emulator_args(link, edge_addr: str) -> list[str]:
-    """Delay, jitter and loss in user space (the rate is on the veth via tbf)."""
-    return ["channel.emulator", "--listen", f"127.0.0.1:{EMULATOR_PORT}", "--forward", f"{edge_addr}:{EDGE_PORT}",
+    """Delay, jitter and loss in user space (the rate is on the veth via tbf); with a CSI trace, the whole trace."""
+    args = ["channel.emulator", "--listen", f"127.0.0.1:{EMULATOR_PORT}", "--forward", f"{edge_addr}:{EDGE_PORT}",
             "--rtt-ms", str(link.rtt_ms), "--jitter-ms", str(link.jitter_ms), "--per", str(link.per),
             "--seed", str(link.seed)]
+    return args + (["--csi-trace", str(Path(link.csi_trace).resolve())] if link.csi_trace else [])
+
+
+def _t0_of(line: str) -> float | None:
+    """The trace start the emulator reports in its 'linkemu:' line."""
+    m = re.search(r"t0_epoch_s=([0-9.]+)", line)
+    return float(m.group(1)) if m else None

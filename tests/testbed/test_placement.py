@@ -1,0 +1,19 @@
+"""Placement helpers: the emulator command for a netns run (fixed link or CSI trace) and its reported trace start."""
+from pathlib import Path
+
+from testbed.link import LinkSpec
+from testbed.placement import _emulator_args, _t0_of
+
+
+def test_emulator_args_fixed_and_trace(tmp_path):
+    fixed = _emulator_args(LinkSpec(20.0, 20.0, 30.0, 1.0, 0.01), "10.0.0.2")
+    assert fixed[:5] == ["channel.emulator", "--listen", "127.0.0.1:5601", "--forward", "10.0.0.2:5555"]
+    assert "--csi-trace" not in fixed and fixed[fixed.index("--rtt-ms") + 1] == "30.0"
+    trace = tmp_path / "t.csv"
+    traced = _emulator_args(LinkSpec(csi_trace=str(trace)), "10.0.0.2")
+    assert traced[-2:] == ["--csi-trace", str(Path(trace).resolve())]
+
+
+def test_t0_from_the_emulator_line():
+    assert _t0_of("127.0.0.1:5601 -> 10.0.0.2:5555 t0_epoch_s=1700000000.25 config={}") == 1700000000.25
+    assert _t0_of("127.0.0.1:5601 -> 10.0.0.2:5555 config={}") is None
