@@ -16,25 +16,9 @@ from tqdm import tqdm
 
 from labeling.config import CollectConfig
 from labeling.store import EPISODES, TRACES, save_config, stage_path, write_jsonl
-from wisv.evaluate import encode_prompt
 from wisv.models import load_pair
-from wisv.prompts import read_jsonl_prompts
+from wisv.prompts import prompt_rows
 from wisv.speculative import SpecOutput, speculative_generate
-from wisv.toydata import load_split
-
-
-def calib_prompts(cfg: CollectConfig, tok) -> list[dict]:
-    """Rows with prompt_id, prompt_ids and answer: a JSONL file, or the toy task's calibration split."""
-    if cfg.prompts_file:
-        rows = read_jsonl_prompts(Path(cfg.prompts_file), tok)[: cfg.prompts]
-        if any(r["answer"] is None for r in rows):
-            raise ValueError(f"{cfg.prompts_file}: every row needs an 'answer' for labeling")
-    else:
-        rows = [{"prompt_id": p.pid, "prompt_ids": encode_prompt(tok, p.prompt), "answer": p.answer}
-                for p in load_split("calib", cfg.prompts)]
-    if not rows:
-        raise ValueError("no calibration prompts")
-    return rows
 
 
 def episode_mismatches(out: SpecOutput) -> list[dict]:
@@ -53,7 +37,7 @@ def run(cfg: CollectConfig) -> Path:
     """Collect traces into cfg.run_dir; returns the traces file."""
     torch.set_num_threads(1)
     pair = load_pair(cfg.drafter, cfg.target, cfg.device)
-    rows = calib_prompts(cfg, pair.tokenizer)
+    rows = prompt_rows(pair.tokenizer, "calib", cfg.prompts, cfg.prompts_file, need_answers=True)
     episodes, mism = [], []
     for e, row in enumerate(tqdm(rows, desc="collect (greedy SD)")):
         out = speculative_generate(pair.drafter, pair.target, row["prompt_ids"], max_new_tokens=cfg.max_new_tokens,

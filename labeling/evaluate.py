@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 from tqdm import tqdm
@@ -30,23 +30,15 @@ from labeling.config import EvalConfig
 from labeling.plots import plot_sweep
 from labeling.store import EVAL_CSV, HEADS, load_config, require, save_config, stage_path
 from wisv.compute import ModelDims, verify_flops
-from wisv.evaluate import accuracy, encode_prompt
+from wisv.evaluate import accuracy
 from wisv.hardware import get_profile
 from wisv.head import HeadPolicy, load_head
 from wisv.latency import PayloadBits
 from wisv.models import ModelPair, load_pair
-from wisv.prompts import read_jsonl_prompts
-from wisv.roundtime import Deployment, RoundInputs, round_time_s
+from wisv.prompts import prompt_rows
+from wisv.roundtime import Deployment, rounds_s
 from wisv.sessions import VerifySession
 from wisv.speculative import RejectAll, SpecOutput, speculative_generate
-from wisv.toydata import load_split
-
-
-def test_prompts(cfg: EvalConfig, tok) -> list[dict]:
-    if cfg.prompts_file:
-        return read_jsonl_prompts(Path(cfg.prompts_file), tok)[: cfg.prompts]
-    return [{"prompt_id": p.pid, "prompt_ids": encode_prompt(tok, p.prompt), "answer": p.answer}
-            for p in load_split("test", cfg.prompts)]
 
 
 def channel_csi(channels: dict) -> dict[str, CSI]:
@@ -63,13 +55,11 @@ def deployment(pair: ModelPair, cfg: EvalConfig, head_hidden: int, csi_dim: int)
 def predicted_latency_s(outs: list[SpecOutput], prompt_lens: list[int], protocol: str, csi: CSI,
                         dep: Deployment) -> float:
     """Mean per-prompt end-to-end latency (eq. 22) of the recorded rounds under the model."""
-    total = 0.0
+    total, memo = 0.0, {}
     for out, plen in zip(outs, prompt_lens):
-        L = plen
-        for r in out.rounds:
-            m = len(r.mismatches) if protocol in ("fh", "sh") else 0
-            total += round_time_s(RoundInputs(protocol, max(1, r.drafted), L, m), csi, dep)
-            L += len(r.committed)
+        starts = np.cumsum([plen] + [len(r.committed) for r in out.rounds])  # prefix length at each round
+        rounds = [(r.drafted, int(L), len(r.mismatches)) for r, L in zip(out.rounds, starts)]
+        total += rounds_s(rounds, protocol, lambda _t: csi, dep, memo=memo)
     return total / max(1, len(outs))
 
 
@@ -168,7 +158,7 @@ def run(cfg: EvalConfig) -> pd.DataFrame:
     ccfg = load_config(cfg.run_dir, "collect")
     pair = load_pair(cfg.drafter or ccfg["drafter"], cfg.target or ccfg["target"], cfg.device)
     heads = {v: load_head(require(cfg.run_dir, HEADS, "train", variant=v)) for v in cfg.variants}
-    rows = test_prompts(cfg, pair.tokenizer)
+    rows = prompt_rows(pair.tokenizer, "test", cfg.prompts, cfg.prompts_file)
     chans = channel_csi(cfg.channels)
     if len(chans) < 2:
         raise ValueError("evaluate needs at least two channels (e.g. good=500/5 poor=2/50)")

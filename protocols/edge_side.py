@@ -42,9 +42,6 @@ class _Pending:
     csi: CSI | None
 
 
-HEAD_PROTOCOLS = ("fh", "sh", "auto")  # protocols whose verdicts come from the decision head
-
-
 class EdgeSession:
     """One UE session on the edge: target KV state, protocol, token budget."""
 
@@ -198,7 +195,7 @@ def _slo_of(meta: dict | None) -> float | None:
 def _check_head_width(policy: MismatchPolicy, protocol: str, drafter_hidden: int | None) -> None:
     """Refuse at OPEN a WISV session whose drafter hidden size the edge's decision head cannot take."""
     want = getattr(getattr(policy, "cfg", None), "d_draft", None)
-    if want is not None and drafter_hidden is not None and protocol in HEAD_PROTOCOLS and drafter_hidden != want:
+    if want is not None and drafter_hidden is not None and get_protocol(protocol).rule == "wisv" and drafter_hidden != want:
         raise ProtocolError("shape_mismatch", f"this edge's decision head takes drafter hidden size {want}; "
                                               f"OPEN declared {drafter_hidden}")
 

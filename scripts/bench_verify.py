@@ -24,7 +24,6 @@ import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from wisv.batchverify import BatchVerifier, EngineConfig, VerifyRequest  # noqa: E402
-from wisv.kvcache import crop_to  # noqa: E402
 from wisv.models import builtin_paths, default_dtype, load_model  # noqa: E402
 
 
@@ -52,11 +51,8 @@ def warm_round_ms(target, L: int, k: int, rounds: int, kv_reuse: bool, seed: int
 
 def _reset(eng: BatchVerifier, sid: str, L: int) -> None:
     """Roll a session back to its first L tokens, so every timed round runs at prefix L."""
-    st = eng.sessions[sid]
-    st.seq = st.seq[:L]
-    if st.cached_len > L - 1:
-        crop_to(st.cache, L - 1)
-        st.cached_len = L - 1
+    eng.sessions[sid].seq = eng.sessions[sid].seq[:L]
+    eng.rollback(sid, L - 1)
 
 
 def batch_vs_serial_ms(target, L: int, k: int, b: int, rounds: int) -> dict:

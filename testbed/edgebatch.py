@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 
 from protocols.edge_side import EdgeSession
-from protocols.wire import Message
 from wisv.batchverify import BatchVerifier, VerifyRequest
 from wisv.estimator import EstimatorProfile
 from wisv.scheduler import Request, deadline_s, select_fcfs, select_slo
+from wisv.sessions import Block
 
 SCHEDULER_CHOICES = ("fcfs", "slo")
 Held = tuple[bytes, EdgeSession]  # (peer, session holding a validated DRAFT)
@@ -33,24 +32,22 @@ class DraftBatcher:
             raise ValueError("the slo scheduler needs a verification-time profile (--estimator, from testbed.profile)")
         self.engine, self.scheduler, self.max_batch, self.estimator = engine, scheduler, max_batch, estimator
 
-    def run(self, held: list[Held], finish: Callable[[bytes, EdgeSession, Callable[[], Message]], list[bytes]]
-            ) -> list[tuple[bytes, list[bytes]]]:
-        """Verify every held DRAFT; ``finish(peer, session, make_reply)`` encodes a reply or an error."""
-        queue, replies = list(held), []
+    def run(self, held: list[Held]) -> list[tuple[bytes, EdgeSession, Block | Exception, float]]:
+        """Verify every held DRAFT, batch by batch: (peer, session, its block or the batch's error, batch seconds)."""
+        queue, done = list(held), []
         while queue:
             batch = self.select(queue)
             reqs = [VerifyRequest(s.verify.sid, s.incoming[2]) for _, s in batch]
             t0 = time.perf_counter()
             try:
                 blocks, err = self.engine.verify(reqs), None
-            except Exception as e:  # noqa: BLE001 - reported to every session of the batch by finish()
+            except Exception as e:  # noqa: BLE001 - every session of the batch gets the error
                 blocks, err = {}, e
             dt = time.perf_counter() - t0
-            for peer, s in batch:
-                replies.append((peer, finish(peer, s, _reply(s, blocks.get(s.verify.sid), dt, err))))
+            done += [(peer, s, err or blocks[s.verify.sid], dt) for peer, s in batch]
             chosen = {id(s) for _, s in batch}
             queue = [(p, s) for p, s in queue if id(s) not in chosen]
-        return replies
+        return done
 
     def select(self, queue: list[Held]) -> list[Held]:
         """The next batch from the queue, by the configured scheduler."""
@@ -76,11 +73,3 @@ class DraftBatcher:
         g = s.generated / s.rounds if s.rounds else len(tokens) / 2 + 1
         return Request(f"{peer.hex()}/{s.sid}", s.msg_t0, d, g, max(v, 1e-6), 0, cached, new)
 
-
-def _reply(s: EdgeSession, block, dt: float, err: Exception | None) -> Callable[[], Message]:
-    def make_reply() -> Message:
-        if err is not None:
-            s.incoming = None
-            raise err
-        return s.end_draft(block, dt)
-    return make_reply

@@ -23,7 +23,6 @@ from tqdm import tqdm
 
 from wisv.batchverify import BatchVerifier, VerifyRequest
 from wisv.estimator import batch_features, fit_profile
-from wisv.kvcache import crop_to
 from wisv.models import builtin_paths, default_dtype, load_model
 
 
@@ -78,10 +77,8 @@ def time_batch(target, reqs: list[tuple[int, int]], rng: np.random.Generator, cf
         t0 = time.perf_counter()
         eng.verify(batch)
         times.append(time.perf_counter() - t0)
-        for sid, st in eng.sessions.items():  # roll back: the next repeat does the same work
-            if st.cached_len > before[sid]:
-                crop_to(st.cache, before[sid])
-                st.cached_len = before[sid]
+        for sid, length in before.items():  # roll back: the next repeat does the same work
+            eng.rollback(sid, length)
     return cached, new, float(np.median(times))
 
 

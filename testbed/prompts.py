@@ -9,10 +9,9 @@ import torch
 from tqdm import tqdm
 from transformers import AutoTokenizer
 
-from wisv.evaluate import encode_prompt, greedy_reference
+from wisv.evaluate import greedy_reference
 from wisv.models import builtin_paths, default_dtype, load_model
-from wisv.prompts import read_jsonl_prompts
-from wisv.toydata import load_split
+from wisv.prompts import prompt_rows
 
 
 def _target_dir(cfg) -> Path:
@@ -22,13 +21,7 @@ def _target_dir(cfg) -> Path:
 def load_prompts(cfg, out_file: Path) -> tuple[pd.DataFrame, object]:
     """Resolve the run's prompts, write them as JSONL (prompt_id, prompt_ids, answer) and return them."""
     tok = AutoTokenizer.from_pretrained(_target_dir(cfg))
-    if cfg.prompts_file:
-        rows = read_jsonl_prompts(Path(cfg.prompts_file), tok)[: cfg.prompts]
-    else:
-        rows = [{"prompt_id": p.pid, "prompt_ids": encode_prompt(tok, p.prompt), "answer": p.answer}
-                for p in load_split("test", cfg.prompts)]
-    if not rows:
-        raise ValueError("no prompts to run")
+    rows = prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file)
     out_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return pd.DataFrame(rows), tok
 

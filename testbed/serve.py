@@ -78,8 +78,9 @@ class EdgeServer:
         for peer, frames in items:
             out = self._guard(peer, frames, self._hold_drafts)
             (held if isinstance(out, EdgeSession) else replies).append((peer, out))
-        return replies + self.batcher.run(held, lambda peer, s, make_reply: self._guard(
-            peer, None, lambda *_: make_reply(), sid=s.sid))
+        for peer, sess, block, dt in self.batcher.run(held):
+            replies.append((peer, self._guard(peer, None, lambda *_: _end_draft(sess, block, dt), sid=sess.sid)))
+        return replies
 
     def _guard(self, peer: bytes, frames: list | None, act, sid: str = "unknown"):
         """Run ``act(peer, msg, t0)`` on the decoded frames; errors become ERROR replies (encoded)."""
@@ -156,6 +157,14 @@ class EdgeServer:
         for peer, sid in stale:
             self._drop(peer, sid)
         return len(stale)
+
+
+def _end_draft(sess: EdgeSession, block, dt: float) -> Message:
+    """Finish a held DRAFT with its batched block, or fail it with the batch's error."""
+    if isinstance(block, Exception):
+        sess.incoming = None
+        raise block
+    return sess.end_draft(block, dt)
 
 
 def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[BatchVerifier | None, DraftBatcher | None]:

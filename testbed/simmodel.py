@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from channel.csi import CSI
-from wisv.roundtime import Deployment, RoundInputs, round_time_s
+from wisv.roundtime import Deployment, rounds_s
 
 
 def prompt_latencies(trace: pd.DataFrame, protocol: str, csi_at: Callable[[float], CSI], dep: Deployment,
@@ -20,15 +20,9 @@ def prompt_latencies(trace: pd.DataFrame, protocol: str, csi_at: Callable[[float
     memo: dict[tuple, float] = {}
     t, out = t0_s, []
     for pid, g in trace.groupby("prompt_id", sort=False):
-        start = t
-        for k, l, m in zip(g["drafted"], g["prefix_len"], g["mismatches"]):
-            csi = csi_at(t)
-            key = (int(k), int(l), int(m), csi)
-            if key not in memo:
-                k1 = max(1, int(k))
-                memo[key] = round_time_s(RoundInputs(protocol, k=k1, l=int(l), m=min(int(m), k1)), csi, dep)
-            t += memo[key]
-        out.append({"prompt_id": pid, "latency_s": t - start, "rounds": len(g), "accepted": int(g["accepted"].sum()),
+        latency = rounds_s(zip(g["drafted"], g["prefix_len"], g["mismatches"]), protocol, csi_at, dep, t, memo)
+        t += latency
+        out.append({"prompt_id": pid, "latency_s": latency, "rounds": len(g), "accepted": int(g["accepted"].sum()),
                     "n_tokens": int(g["n_tokens"].iloc[0]), "correct": bool(g["correct"].iloc[0])})
     return pd.DataFrame(out)
 

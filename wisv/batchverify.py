@@ -30,7 +30,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from wisv.kvcache import crop_to
-from wisv.sessions import Block
+from wisv.sessions import Block, cached_forward
 
 
 @dataclass
@@ -103,8 +103,7 @@ class BatchVerifier:
                     self._forward_one(st, st.seq[st.cached_len:-1])
         feeds = [st.seq[st.cached_len:] + st.drafted for st in states]  # x_i
         if len(states) == 1:
-            logits, hidden = self._forward_one(states[0], feeds[0])
-            outs = [(logits[0], hidden[0])]
+            outs = [self._forward_one(states[0], feeds[0])]
         else:
             outs = self._forward_batch(states, feeds)
         blocks = {}
@@ -121,11 +120,9 @@ class BatchVerifier:
         if not 0 <= n_accepted <= len(st.drafted):
             raise ValueError(f"session {sid}: n_accepted {n_accepted} outside [0, {len(st.drafted)}]")
         committed = st.drafted[:n_accepted] + [int(next_token)]
-        keep = len(st.seq) + n_accepted
-        if self.cfg.kv_reuse and st.cached_len > keep:
-            crop_to(st.cache, keep)
-            st.cached_len = keep
-        elif not self.cfg.kv_reuse:
+        if self.cfg.kv_reuse:
+            self.rollback(sid, len(st.seq) + n_accepted)
+        else:
             st.cache, st.cached_len = DynamicCache(), 0
         st.seq.extend(committed)
         st.drafted = []
@@ -157,13 +154,17 @@ class BatchVerifier:
                 return
             st.cache, st.cached_len = DynamicCache(), 0
 
+    def rollback(self, sid: str, length: int) -> None:
+        """Keep only the first ``length`` cached positions of a session (no-op when it has fewer)."""
+        st = self._state(sid)
+        if st.cached_len > length:
+            crop_to(st.cache, length)
+            st.cached_len = length
+
     def _forward_one(self, st: SessionState, x: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        dev = self.model.device
-        pos = torch.arange(st.cached_len, st.cached_len + len(x), device=dev)  # [n]
-        out = self.model(input_ids=torch.tensor([x], device=dev), past_key_values=st.cache, use_cache=True,
-                         cache_position=pos, position_ids=pos.unsqueeze(0), output_hidden_states=True)
+        out = cached_forward(self.model, st.cache, st.cached_len, x, self.cfg.hidden_layer)  # [n, V], [n, d]
         st.cached_len += len(x)
-        return out.logits, out.hidden_states[self.cfg.hidden_layer]  # [1, n, V], [1, n, d]
+        return out
 
     def _forward_batch(self, states: list[SessionState], feeds: list[list[int]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         dev = self.model.device

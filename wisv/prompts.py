@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from wisv.evaluate import encode_prompt
-from wisv.toydata import format_prompt
+from wisv.toydata import format_prompt, load_split
 
 
 def read_jsonl_prompts(path: Path, tok) -> list[dict]:
@@ -27,3 +27,19 @@ def read_jsonl_prompts(path: Path, tok) -> list[dict]:
             raise ValueError(f"{path}:{i}: needs 'prompt' or 'prompt_ids'")
         rows.append({"prompt_id": str(r.get("prompt_id", f"line-{i}")), "prompt_ids": ids, "answer": r.get("answer")})
     return rows
+
+
+def prompt_rows(tok, split: str, n: int | None, prompts_file: str | None = None,
+                need_answers: bool = False) -> list[dict]:
+    """Rows with prompt_id, prompt_ids and answer: the first ``n`` of a JSONL file, or of the toy task's ``split``."""
+    if prompts_file:
+        rows = read_jsonl_prompts(Path(prompts_file), tok)[:n]
+        if need_answers and any(r["answer"] is None for r in rows):
+            raise ValueError(f"{prompts_file}: every row needs an 'answer'")
+    else:
+        rows = [{"prompt_id": p.pid, "prompt_ids": encode_prompt(tok, p.prompt), "answer": p.answer}
+                for p in load_split(split, n)]
+    if not rows:
+        raise ValueError(f"no prompts ({prompts_file or f'toy {split} split'}, n={n})")
+    return rows
+

@@ -21,7 +21,7 @@ round, 2 for an SH round that queries hidden states).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from channel.csi import CSI, FEATURE_DIM
@@ -166,6 +166,22 @@ def round_times(r: RoundInputs, csi: CSI, dep: Deployment) -> RoundTimes:
 def round_time_s(r: RoundInputs, csi: CSI, dep: Deployment) -> float:
     """Eqs. 18/19 (and their greedy/reject analogues): total seconds of one round."""
     return round_times(r, csi, dep).total_s
+
+
+def rounds_s(rounds: Iterable[tuple[int, int, int]], protocol: str, csi_at: Callable[[float], CSI], dep: Deployment,
+             t0_s: float = 0.0, memo: dict | None = None) -> float:
+    """Eq. 22 over recorded rounds ``(K drafted, prefix L, m mismatches)``, each under the CSI in force at its
+    start (``csi_at(t)``, t counted from ``t0_s``).  A round that drafted nothing (a 1-token budget left) is
+    charged as K = 1.  ``memo`` caches round times across calls."""
+    memo = {} if memo is None else memo
+    t = t0_s
+    for k, l, m in rounds:
+        csi, k1 = csi_at(t), max(1, int(k))
+        key = (k1, int(l), min(int(m), k1), csi)
+        if key not in memo:
+            memo[key] = round_time_s(RoundInputs(protocol, k=k1, l=int(l), m=key[2]), csi, dep)
+        t += memo[key]
+    return t - t0_s
 
 
 def e2e_s(rounds: Iterable[float]) -> float:

@@ -46,16 +46,11 @@ class _CachedModel:
         self.cache, self.cached_len = DynamicCache(), 0
         self.seq = [int(t) for t in prompt_ids]
 
-    @torch.no_grad()
     def forward(self, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Feed ``ids`` after the cache; return logits [n, V] and hidden states [n, d] (float32)."""
-        dev = self.model.device
-        x = torch.tensor([ids], dtype=torch.long, device=dev)  # [1, n]
-        pos = torch.arange(self.cached_len, self.cached_len + len(ids), device=dev)  # [n]
-        out = self.model(input_ids=x, past_key_values=self.cache, use_cache=True, cache_position=pos,
-                         position_ids=pos.unsqueeze(0), output_hidden_states=True)
+        out = cached_forward(self.model, self.cache, self.cached_len, ids, self.hidden_layer)
         self.cached_len += len(ids)
-        return out.logits[0].float(), out.hidden_states[self.hidden_layer][0].float()
+        return out
 
     def rollback(self, length: int) -> None:
         """Keep only the first ``length`` cached positions."""
@@ -153,6 +148,19 @@ class VerifySession(_CachedModel):
         self.rollback(len(self.seq) + n_accepted)
         self.seq.extend(committed)
         return committed
+
+
+@torch.no_grad()
+def cached_forward(model: PreTrainedModel, cache: DynamicCache, cached_len: int, ids: list[int],
+                   hidden_layer: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
+    """One sequence's forward of ``ids`` after ``cached_len`` cached positions (the cache is extended in place):
+    logits [n, V] and hidden states [n, d], float32."""
+    dev = model.device
+    x = torch.tensor([ids], dtype=torch.long, device=dev)  # [1, n]
+    pos = torch.arange(cached_len, cached_len + len(ids), device=dev)  # [n]
+    out = model(input_ids=x, past_key_values=cache, use_cache=True, cache_position=pos,
+                position_ids=pos.unsqueeze(0), output_hidden_states=True)
+    return out.logits[0].float(), out.hidden_states[hidden_layer][0].float()
 
 
 def _common_len(a: list[int], b: list[int]) -> int:

@@ -5,7 +5,7 @@ from channel.csi import CSI
 from wisv.compute import ModelDims
 from wisv.hardware import HardwareProfile
 from wisv.latency import PayloadBits
-from wisv.roundtime import (Deployment, RoundInputs, e2e_s, round_time_s, round_times, t_draft_s, t_head_s,
+from wisv.roundtime import (Deployment, RoundInputs, e2e_s, round_time_s, round_times, rounds_s, t_draft_s, t_head_s,
                             t_verify_s)
 
 # drafter: f_d(l) = 2 * (4*l*4 + 8*16 + 6*4*8) + 2*4*10 = 32 l + 720
@@ -98,3 +98,13 @@ def test_paper_scale_plausibility(k, latency_s, rounds):
     """Default hardware profiles land within 2x of the paper's greedy round time (Table I, 500 Mbit/s, 50 ms)."""
     predicted = round_time_s(RoundInputs("greedy", k, 300, 1), CSI.symmetric(500.0, 50.0), PAPER)
     assert 0.5 < predicted / (latency_s / rounds) < 2.0
+
+
+def test_rounds_s_sums_rounds_under_the_csi_in_force():
+    dep = Deployment.paper_llama()
+    good, poor = CSI.symmetric(500, 5), CSI.symmetric(2, 50)
+    first = round_time_s(RoundInputs("fh", 4, 10, 1), good, dep)
+    expect = first + round_time_s(RoundInputs("fh", 1, 15, 0), poor, dep)  # K = 0 is charged as K = 1
+    got = rounds_s([(4, 10, 1), (0, 15, 0)], "fh", lambda t: good if t < first / 2 else poor, dep)
+    assert got == pytest.approx(expect)
+    assert rounds_s([], "greedy", lambda t: good, dep) == 0.0
