@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from testbed import simplot
+from testbed.simtrends import format_trends, trends
 from testbed.simmodel import prompt_latencies, summarize
 from testbed.simsetup import Head, Link, PairCache, deployment, links_of, resolve_head
 from testbed.simtraces import TraceKey, cached_trace, generate_trace
@@ -92,7 +93,13 @@ def run(cfg: SimConfig) -> pd.DataFrame:
     table.to_csv(out / "table.csv", index=False)
     simplot.fig4(table, out / "fig4.png", title=timing_from)
     (out / "config.json").write_text(json.dumps(asdict(cfg) | {"resolved": resolved | {"head": head.desc}}, indent=1))
+    found = trends(table)
+    (out / "trends.json").write_text(json.dumps({"acceptance_from": acc_from, "timing_from": timing_from,
+                                                  "trends": [t.to_dict() for t in found]}, indent=1))
     _print(table, acc_from, timing_from, head.desc, out)
+    if found:
+        print("\nTable I / Fig. 4 trends (latency from the model; acceptance from the pair's traces):")
+        print(format_trends(found))
     return table
 
 
@@ -128,7 +135,7 @@ def _print(table: pd.DataFrame, acc_from: str, timing_from: str, head_desc: str,
             float_format=lambda v: f"{v:.3f}"))
     cols = ["method", "draft_len", "link", "latency_s", "aal", "rounds_per_prompt", "throughput_tok_s", "accuracy"]
     print("\n" + table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print(f"\nwrote {out / 'table.csv'}, {out / 'fig4.png'}, {out / 'config.json'}")
+    print(f"\nwrote {out / 'table.csv'}, {out / 'fig4.png'}, {out / 'trends.json'}, {out / 'config.json'}")
 
 
 def parse_args(argv: list[str] | None = None) -> SimConfig:
