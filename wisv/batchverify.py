@@ -12,8 +12,10 @@ stacked *left-padded* to the longest (``C`` positions) and the new tokens *right
 block (``N``): attention mask ``[B, C + N]`` marks the real cache entries and the real new tokens,
 ``position_ids`` continue each session's own positions (``cached_len_i + j``) and ``cache_position``
 is ``C + j`` for all rows, so causality holds column-wise.  Cached keys carry their rotary phase
-already, so left padding does not move them.  After the pass each row's cache is cut back out
-(its prefix plus its new tokens) and the commit crops it to the accepted prefix.  A batch of one
+already, so left padding does not move them.  The stacked cache is allocated with room for the block, so
+the forward writes the new keys in place, and each row's cache is then a view of its own positions (its
+prefix plus its new tokens): one copy of each cached entry per batched round, as a batch of one pays in
+transformers' concatenating cache.  The commit crops it to the accepted prefix.  A batch of one
 skips the stacking and extends the session's cache in place.
 
 ``kv_reuse=False`` is the SLED-style baseline: no cache survives a round, every verification
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
+from transformers.cache_utils import DynamicLayer
 
 from wisv.kvcache import crop_to
 from wisv.sessions import Block, cached_forward
@@ -55,8 +58,8 @@ class SessionState:
     drafted: list[int] = field(default_factory=list)  # the block under verification
 
     def kv_bytes(self) -> int:
-        return sum(t.numel() * t.element_size() for layer in self.cache.layers
-                   for t in (getattr(layer, "keys", None), getattr(layer, "values", None)) if t is not None)
+        """Bytes of the buffers this session's cache lives in (a batch's shared buffer counted whole)."""
+        return sum(dict(_storages(self.cache)).values())
 
 
 @dataclass(frozen=True)
@@ -137,8 +140,8 @@ class BatchVerifier:
         return stale
 
     def memory_bytes(self) -> int:
-        """KV-cache bytes of all sessions."""
-        return sum(st.kv_bytes() for st in self.sessions.values())
+        """KV-cache bytes of all sessions: every buffer once, however many sessions view into it."""
+        return sum(dict(p for st in self.sessions.values() for p in _storages(st.cache)).values())
 
     def _state(self, sid: str) -> SessionState:
         try:
@@ -177,43 +180,82 @@ class BatchVerifier:
             mask[i, c_max - st.cached_len: c_max] = 1
             mask[i, c_max: c_max + len(x)] = 1
             pos[i] = torch.arange(st.cached_len, st.cached_len + n_max, device=dev)
-        cache = _stack_caches(states, c_max)
+        cache = _stack_caches(states, c_max, n_max)
         out = self.model(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True,
                          cache_position=torch.arange(c_max, c_max + n_max, device=dev), position_ids=pos,
                          output_hidden_states=True)
         for i, (st, x) in enumerate(zip(states, feeds)):
-            st.cache = _row_cache(out.past_key_values, i, c_max - st.cached_len, c_max, c_max + len(x))
+            st.cache = _row_cache(out.past_key_values, i, c_max - st.cached_len, c_max + len(x))
             st.cached_len += len(x)
         hidden = out.hidden_states[self.cfg.hidden_layer]
         return [(out.logits[i], hidden[i]) for i in range(b)]
 
 
-def _stack_caches(states: list[SessionState], c_max: int) -> DynamicCache:
-    """One batched cache, each session's entries left-padded to c_max positions (zeros where masked)."""
+def _stack_caches(states: list[SessionState], c_max: int, n_max: int) -> DynamicCache:
+    """One batched cache with room for the block: each session's entries left-padded to c_max positions (zeros
+    where masked), then n_max free positions that the forward fills in place (``_SlabLayer``)."""
     batched = DynamicCache()
-    if c_max == 0:
+    ref = next((st.cache for st in states if st.cached_len > 0), None)
+    if ref is None:
         return batched
-    ref = next(st.cache for st in states if st.cached_len > 0)
+    layers = []
     for li, layer in enumerate(ref.layers):
         k_ref = layer.keys  # [1, H, L, D]
-        shape = (len(states), k_ref.shape[1], c_max, k_ref.shape[3])
-        keys, values = k_ref.new_zeros(shape), k_ref.new_zeros(shape)  # [B, H, C, D]
+        shape = (len(states), k_ref.shape[1], c_max + n_max, k_ref.shape[3])
+        keys, values = k_ref.new_empty(shape), k_ref.new_empty(shape)  # [B, H, C + N, D]
         for i, st in enumerate(states):
+            pad = c_max - st.cached_len
+            keys[i, :, :pad], values[i, :, :pad] = 0, 0  # masked, but must be finite
             if st.cached_len:
-                keys[i, :, c_max - st.cached_len:] = st.cache.layers[li].keys[0]
-                values[i, :, c_max - st.cached_len:] = st.cache.layers[li].values[0]
-        batched.update(keys, values, li)
+                keys[i, :, pad:c_max] = st.cache.layers[li].keys[0]
+                values[i, :, pad:c_max] = st.cache.layers[li].values[0]
+        layers.append(_SlabLayer(keys, values, c_max))
+    batched.layers = layers
     return batched
 
 
-def _row_cache(cache: DynamicCache, row: int, start: int, c_max: int, end: int) -> DynamicCache:
-    """Row ``row``'s own cache: its prefix [start, c_max) and its new tokens [c_max, end), copied out."""
+class _SlabLayer(DynamicLayer):
+    """A cache layer over preallocated [B, H, C + N, D] buffers: ``update`` writes the new keys in place
+    instead of concatenating (which would copy every cached entry once more)."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, filled: int):
+        super().__init__()
+        self._kbuf, self._vbuf, self._filled = keys, values, filled
+        self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+        self.keys, self.values = keys[..., :filled, :], values[..., :filled, :]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        end = self._filled + key_states.shape[-2]
+        if end > self._kbuf.shape[-2]:
+            raise RuntimeError(f"batched cache holds {self._kbuf.shape[-2]} positions, {end} needed")
+        self._kbuf[..., self._filled:end, :] = key_states
+        self._vbuf[..., self._filled:end, :] = value_states
+        self._filled = end
+        self.keys, self.values = self._kbuf[..., :end, :], self._vbuf[..., :end, :]
+        return self.keys, self.values
+
+
+def _row_cache(cache: DynamicCache, row: int, start: int, end: int) -> DynamicCache:
+    """Row ``row``'s own cache, positions [start, end) of the batch (its prefix then its new tokens): views into
+    the batch buffers, no copy.  The buffers live until every row has moved on (``_storage_bytes`` counts them)."""
     own = DynamicCache()
-    for li, layer in enumerate(cache.layers):
-        k = torch.cat([layer.keys[row:row + 1, :, start:c_max], layer.keys[row:row + 1, :, c_max:end]], dim=2)
-        v = torch.cat([layer.values[row:row + 1, :, start:c_max], layer.values[row:row + 1, :, c_max:end]], dim=2)
-        own.update(k, v, li)  # torch.cat copies, so the batch tensors can be freed
+    layers = []
+    for layer in cache.layers:
+        own_layer = DynamicLayer()
+        own_layer.lazy_initialization(layer.keys, layer.values)
+        own_layer.keys = layer.keys[row:row + 1, :, start:end]
+        own_layer.values = layer.values[row:row + 1, :, start:end]
+        layers.append(own_layer)
+    own.layers = layers
     return own
+
+
+def _storages(cache: DynamicCache):
+    """(data pointer, bytes) of every buffer behind a cache's tensors (views of one buffer share a pointer)."""
+    for layer in cache.layers:
+        for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+            if t is not None and t.numel():
+                yield t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()
 
 
 class EngineView:

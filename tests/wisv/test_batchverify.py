@@ -86,3 +86,26 @@ def test_timeout_budget_and_errors():
         eng.verify([VerifyRequest("c", [1]), VerifyRequest("c", [2])])
     with pytest.raises(ValueError):
         eng.verify([VerifyRequest("c", [])])
+
+
+def test_batched_rows_share_one_buffer_counted_once():
+    _, target = make_pair(vocab=61, eos=60)
+    eng = BatchVerifier(target)
+    eng.open("a", [1, 2, 3, 4, 5, 6])
+    eng.open("b", [7, 8])
+    for sid in ("a", "b"):  # warm both alone first
+        eng.verify([VerifyRequest(sid, [9])])
+        eng.commit(sid, 1, 10)
+    alone = eng.memory_bytes()
+    eng.verify([VerifyRequest("a", [11, 12]), VerifyRequest("b", [13])])
+    a, b = eng.sessions["a"], eng.sessions["b"]
+    ka, kb = a.cache.layers[0].keys, b.cache.layers[0].keys
+    assert ka.untyped_storage().data_ptr() == kb.untyped_storage().data_ptr()  # views of the batch buffer
+    assert ka.shape[2] == a.cached_len and kb.shape[2] == b.cached_len
+    both = eng.memory_bytes()
+    assert both == a.kv_bytes() == b.kv_bytes()  # one buffer, counted once by the engine
+    assert both >= alone  # it holds both rows, padded
+    eng.commit("a", 0, 14)  # crops a view; the buffer stays until b moves on
+    assert eng.memory_bytes() == both
+    eng.verify([VerifyRequest("a", [15])])  # alone: a's cache is concatenated into a buffer of its own
+    assert eng.sessions["a"].cache.layers[0].keys.untyped_storage().data_ptr() != kb.untyped_storage().data_ptr()
