@@ -25,12 +25,15 @@ class DraftBatcher:
     """Verifies held DRAFTs batch by batch until none is left."""
 
     def __init__(self, engine: BatchVerifier, scheduler: str = "fcfs", max_batch: int = 16,
-                 estimator: EstimatorProfile | None = None):
+                 estimator: EstimatorProfile | None = None, guard_s: float = 0.0):
         if scheduler not in SCHEDULER_CHOICES:
             raise ValueError(f"unknown scheduler {scheduler!r}; choose one of {SCHEDULER_CHOICES}")
         if scheduler == "slo" and estimator is None:
             raise ValueError("the slo scheduler needs a verification-time profile (--estimator, from testbed.profile)")
+        if guard_s < 0:
+            raise ValueError(f"guard time must be >= 0, got {guard_s}")
         self.engine, self.scheduler, self.max_batch, self.estimator = engine, scheduler, max_batch, estimator
+        self.guard_s = guard_s  # WISP's delta: requests turn critical this much before their latest start
 
     def run(self, held: list[Held]) -> list[tuple[bytes, EdgeSession, Block | Exception, float]]:
         """Verify every held DRAFT, batch by batch: (peer, session, its block or the batch's error, batch seconds)."""
@@ -56,7 +59,8 @@ class DraftBatcher:
         if self.scheduler == "fcfs":
             chosen = select_fcfs(pending, mem_budget_bytes=2**62, max_batch=self.max_batch)
         else:
-            chosen = select_slo(pending, time.perf_counter(), 2**62, self.estimator.predict_s, max_batch=self.max_batch)
+            chosen = select_slo(pending, time.perf_counter(), 2**62, self.estimator.predict_s, delta_s=self.guard_s,
+                                max_batch=self.max_batch)
         return [reqs[r.rid] for r in chosen]
 
     def request(self, peer: bytes, s: EdgeSession) -> Request:
@@ -64,12 +68,12 @@ class DraftBatcher:
         msg, _, tokens = s.incoming
         cached = s.verify.cached_len
         new = len(s.verify.seq) - cached + len(tokens)
-        v = self.estimator.predict_s([cached], [new]) if self.estimator else float(new)
+        v = self.estimator.predict_s([cached], [new]) if self.estimator else float(new)  # alone: one pass
         d = math.inf
         if s.slo_tok_s:
             csi = msg.header.get("csi") or {}
             d = deadline_s(s.msg_t0, s.slo_tok_s, len(tokens), float(msg.header.get("t_draft_s", 0.0)),
                            float(csi.get("rtt_ms", 0.0)) / 1e3)
         g = s.generated / s.rounds if s.rounds else len(tokens) / 2 + 1
-        return Request(f"{peer.hex()}/{s.sid}", s.msg_t0, d, g, max(v, 1e-6), 0, cached, new)
+        return Request(f"{peer.hex()}/{s.sid}", s.msg_t0, d, g, max(v, 1e-6), 0, cached, new, len(tokens) + 1)
 

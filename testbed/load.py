@@ -52,6 +52,7 @@ class LoadConfig:
     scheduler: str = "slo"  # edge batch selection: fcfs | slo
     estimator: str = "results/verify_profile.json"  # verification-time profile for slo (testbed.profile)
     max_batch: int = 16  # most requests per verification pass
+    guard_ms: float = 0.0  # slo scheduler's guard time delta, ms (testbed.serve --guard-ms)
     compare_max_batch: int = 0  # >0: also run the sweep against an edge with this max batch (1: one at a time)
     epsilon: float = 0.1  # capacity: largest N with violation rate <= epsilon per class
     timeout_s: float = 600.0  # give up on a load run after this long
@@ -173,7 +174,9 @@ def _sweep(cfg: LoadConfig, traces: list[Trace], max_batch: int, out: Path) -> p
     out.mkdir(parents=True, exist_ok=True)
     edge = ["testbed.serve", "--head", "none", "--batch-verify", "--scheduler", cfg.scheduler,
             "--max-batch", str(max_batch), "--max-draft-len", str(max(64, cfg.draft_len))]
-    edge += (["--estimator", cfg.estimator] if cfg.scheduler == "slo" else []) + (["--target", cfg.target] if cfg.target else [])
+    if cfg.scheduler == "slo":
+        edge += ["--estimator", cfg.estimator, "--guard-ms", str(cfg.guard_ms)]
+    edge += ["--target", cfg.target] if cfg.target else []
     rows = []
     with placement.local(cfg, out, edge) as site:
         for n in cfg.ns():

@@ -50,6 +50,7 @@ class ServeConfig:
     kv_reuse: bool = True  # False: recompute each session's prefix every round (SLED baseline; uses the engine)
     memory_budget_mb: float = 2048.0  # cap on all sessions' KV caches together (engine)
     estimator: str | None = None  # verification-time profile from testbed.profile (needed by --scheduler slo)
+    guard_ms: float = 0.0  # slo scheduler's guard time delta (LST = deadline - v - delta), ms
 
 
 class EdgeServer:
@@ -176,7 +177,7 @@ def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[BatchVerifier 
     if not cfg.batch_verify:
         return engine, None
     est = EstimatorProfile.load(cfg.estimator) if cfg.estimator else None
-    return engine, DraftBatcher(engine, cfg.scheduler, cfg.max_batch, est)
+    return engine, DraftBatcher(engine, cfg.scheduler, cfg.max_batch, est, cfg.guard_ms / 1e3)
 
 
 def serve(cfg: ServeConfig, ready=print) -> None:
@@ -254,6 +255,8 @@ def parse_args(argv: list[str] | None = None) -> ServeConfig:
                     help="recompute each prefix every round (SLED baseline)")
     ap.add_argument("--memory-budget-mb", type=float, default=d.memory_budget_mb)
     ap.add_argument("--estimator", default=None, help="verification-time profile JSON from python -m testbed.profile")
+    ap.add_argument("--guard-ms", type=float, default=d.guard_ms,
+                    help="slo scheduler's guard time delta, ms (absorbs estimator error on noisy machines)")
     return ServeConfig(**{k: v for k, v in vars(ap.parse_args(argv)).items()})
 
 

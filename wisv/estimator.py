@@ -1,9 +1,17 @@
 """WISP verification-time estimator (SPEC WISP eq. 19): batch features, OLS fit, bootstrap CIs, fit metrics.
 
-``T_batch = a * N_linear + b_compute * N_interactions + b_read * N_cached + c`` with, over the requests
-of a batch, ``N_linear = sum L_new``, ``N_interactions = sum (L_cached + L_new) * L_new`` and
-``N_cached = sum L_cached``.  Pure functions; the profiling that produces (features, seconds) pairs
-lives in testbed/profile.py.
+``T_batch = a * N_linear + b_compute * N_interactions + b_read * N_cached + c`` with, over the forward
+passes of a batch, ``N_linear = sum L_new``, ``N_interactions = sum (L_cached + L_new) * L_new`` and
+``N_cached = sum L_cached``.
+
+The sums run over what the engine (wisv/batchverify.py) actually computes.  Without ``block`` (or for a
+batch of one, which is a single pass) that is the SPEC's per-request sum.  With ``block`` (each request's
+K + 1 positions that go through the batched pass), a batch of several requests is counted as the engine
+runs it: each uncached tail beyond those positions (a cold prompt) is a pass of its own, and the batched
+pass is a padded rectangle, every row ``max(block)`` new tokens over ``max(cached)`` cache entries.  Padding
+is real work on a padded engine (and is where mixing long and short blocks costs, WISP's verification
+interference), so counting it is what lets one set of coefficients fit both paths.  Pure functions; the
+profiling that produces (features, seconds) pairs lives in testbed/profile.py.
 """
 from __future__ import annotations
 
@@ -16,14 +24,24 @@ import numpy as np
 COEFS = ("a", "b_compute", "b_read", "c")
 
 
-def batch_features(cached: list[int], new: list[int]) -> np.ndarray:
-    """[N_linear, N_interactions, N_cached, 1] of one batch (per-request cached and new token counts)."""
-    if len(cached) != len(new) or not new:
-        raise ValueError("need one (cached, new) pair per request, at least one request")
+def batch_features(cached: list[int], new: list[int], block: list[int] | None = None) -> np.ndarray:
+    """[N_linear, N_interactions, N_cached, 1] of one batch: per-request cached and new token counts, and
+    optionally the positions of each request that the batched pass feeds (``block``, <= new)."""
+    if len(cached) != len(new) or not new or (block is not None and len(block) != len(new)):
+        raise ValueError("need one (cached, new[, block]) per request, at least one request")
     if min(cached) < 0 or min(new) < 1:
         raise ValueError("cached must be >= 0 and new >= 1")
     c, n = np.asarray(cached, float), np.asarray(new, float)
-    return np.array([n.sum(), ((c + n) * n).sum(), c.sum(), 1.0])
+    if block is None or len(new) == 1:
+        return np.array([n.sum(), ((c + n) * n).sum(), c.sum(), 1.0])
+    b = np.asarray(block, float)
+    if b.min() < 1 or np.any(b > n):
+        raise ValueError("block must be in 1..new for every request")
+    tail = n - b  # uncached positions beyond the block: prefilled alone, one pass per request that has them
+    rows, big_c, big_n = len(new), float((c + tail).max()), float(b.max())  # the padded batched pass
+    prefill = np.array([tail.sum(), ((c + tail) * tail).sum(), (c * (tail > 0)).sum()])
+    batched = np.array([rows * big_n, rows * big_n * (big_c + big_n), rows * big_c])
+    return np.append(prefill + batched, 1.0)
 
 
 def fit_ols(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -58,9 +76,9 @@ class EstimatorProfile:
     test: dict[str, float] = field(default_factory=dict)  # the same on held-out batches
     meta: dict = field(default_factory=dict)  # device, model, batch counts
 
-    def predict_s(self, cached: list[int], new: list[int]) -> float:
-        """Estimated verification time of one batch, seconds."""
-        return float(batch_features(cached, new) @ np.array([self.coef[k] for k in COEFS]))
+    def predict_s(self, cached: list[int], new: list[int], block: list[int] | None = None) -> float:
+        """Estimated verification time of one batch, seconds (``block`` as in batch_features)."""
+        return float(batch_features(cached, new, block) @ np.array([self.coef[k] for k in COEFS]))
 
     def save(self, path: str | Path) -> Path:
         p = Path(path)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-BatchTime = Callable[[list[int], list[int]], float]  # (cached per request, new per request) -> seconds
+BatchTime = Callable[[list[int], list[int], list[int]], float]  # (cached, new, block per request) -> seconds
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class Request:
     mem_bytes: int  # KV memory the request needs on the engine
     cached: int = 0  # cached prefix tokens (estimator feature)
     new: int = 1  # tokens to forward (estimator feature)
+    block: int = 0  # of those, the positions the batched pass feeds, K + 1 (estimator feature; 0: all of new)
 
     @property
     def utility(self) -> float:
@@ -82,7 +83,8 @@ def select_slo(pending: Sequence[Request], now_s: float, mem_budget_bytes: int, 
         if len(cand) > max_batch or sum(x.mem_bytes for x in cand) > mem_budget_bytes:
             break
         feasible = [x.deadline_s for x in cand if x.deadline_s >= now_s + x.v_s]  # a lost deadline binds no one
-        late = bool(feasible) and now_s + batch_time([x.cached for x in cand], [x.new for x in cand]) > min(feasible)
+        late = bool(feasible) and now_s + batch_time([x.cached for x in cand], [x.new for x in cand],
+                                                        [x.block or x.new for x in cand]) > min(feasible)
         if late and batch:
             break
         batch = cand

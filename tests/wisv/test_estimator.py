@@ -49,3 +49,16 @@ def test_profile_fit_predict_save_load(tmp_path):
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(ValueError, match="testbed.profile"):
         EstimatorProfile.load(tmp_path / "bad.json")
+
+
+def test_batch_features_count_what_the_padded_engine_computes():
+    # one request is one pass: block changes nothing
+    assert batch_features([10], [9], [9]).tolist() == batch_features([10], [9]).tolist()
+    # warm (cached 10, K=2 -> block 3) + cold (prompt 4 + K=1: new 5, block 2): the cold tail of 3 is
+    # prefilled alone, then both rows run padded to 3 new tokens over max(10, 3) = 10 cache entries
+    f = batch_features([10, 0], [3, 5], [3, 2])
+    assert f.tolist() == [3 + 2 * 3, 3 * 3 + 2 * 3 * (10 + 3), 0 + 2 * 10, 1]
+    # two warm rows of different K: the short one is padded to the long one's block
+    assert batch_features([5, 7], [2, 4], [2, 4]).tolist() == [8, 2 * 4 * (7 + 4), 14, 1]
+    with pytest.raises(ValueError):
+        batch_features([1, 1], [2, 2], [3, 1])  # block > new

@@ -13,7 +13,7 @@ def R(rid, arrival=0.0, deadline=10.0, g=4.0, v=1.0, mem=1, cached=0, new=1):
 
 def per_request(cost_s):
     """T_hat(B) = cost_s per request in the batch."""
-    return lambda cached, new: cost_s * len(new)
+    return lambda cached, new, block: cost_s * len(new)
 
 
 def test_deadline_hand_value():
