@@ -49,6 +49,7 @@ class LoadConfig:
     draft_len: int = 8  # K
     max_new_tokens: int = 160
     tau_d_ms: float = 20.0  # emulated drafting time per token on the device
+    stagger_s: float = 0.5  # UEs open their first sessions evenly spread over this long (0: all at once)
     scheduler: str = "slo"  # edge batch selection: fcfs | slo
     estimator: str = "results/verify_profile.json"  # verification-time profile for slo (testbed.profile)
     max_batch: int = 16  # most requests per verification pass
@@ -119,7 +120,7 @@ def run_load(cfg: LoadConfig, site: placement.Site, traces: list[Trace], n: int,
                     Limits(vocab_size=1 << 20))
     t0 = time.perf_counter()
     with tqdm(total=n * cfg.prompts_per_ue, desc=f"{n} UEs", unit="prompt") as bar:
-        loop.run(cfg.timeout_s, bar)
+        loop.run(cfg.timeout_s, bar, cfg.stagger_s)
     wall = time.perf_counter() - t0
     ctx.term()
     df = pd.DataFrame([r for d in devices for r in d.records])

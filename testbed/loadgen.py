@@ -39,7 +39,7 @@ class Device:
     prompt: int = 0  # index into traces
     round: int = 0  # index into the prompt's blocks
     state: str = "idle"  # idle -> opening -> drafting -> waiting -> ... -> done
-    t_ready: float = 0.0  # drafting ends (perf_counter seconds)
+    t_ready: float = 0.0  # idle: first OPEN due; drafting: drafting ends (perf_counter seconds)
     t_send: float = 0.0
     records: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -84,16 +84,21 @@ class LoadLoop:
             self.poller.register(d.sock, zmq.POLLIN)
             self.by_sock[d.sock] = d
 
-    def run(self, timeout_s: float, progress=None) -> None:
-        t_end = time.perf_counter() + timeout_s
-        for d in self.devices:
-            self._open(d)
+    def run(self, timeout_s: float, progress=None, stagger_s: float = 0.0) -> None:
+        """Run every device's prompts; device i opens its first session at i / N * stagger_s (arrivals spread
+        evenly rather than every first prompt prefilled in one burst)."""
+        t0 = time.perf_counter()
+        t_end = t0 + timeout_s
+        for i, d in enumerate(self.devices):
+            d.state, d.t_ready = "idle", t0 + stagger_s * i / len(self.devices)
         while any(d.state != "done" for d in self.devices) and time.perf_counter() < t_end:
             now = time.perf_counter()
             for d in self.devices:
-                if d.state == "drafting" and d.t_ready <= now:
+                if d.state == "idle" and d.t_ready <= now:
+                    self._open(d)
+                elif d.state == "drafting" and d.t_ready <= now:
                     self._send_draft(d)
-            wait = min([d.t_ready - now for d in self.devices if d.state == "drafting"] + [0.01])
+            wait = min([d.t_ready - now for d in self.devices if d.state in ("idle", "drafting")] + [0.01])
             for sock, _ in self.poller.poll(max(0, int(wait * 1000))):
                 self._on_reply(self.by_sock[sock], decode(sock.recv_multipart(), self.limits), progress)
         for d in self.devices:
