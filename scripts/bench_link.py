@@ -63,6 +63,7 @@ class BenchConfig:
     drafter: str | None = None  # local HF drafter directory (None: built-in pair)
     target: str | None = None  # local HF target directory (None: built-in pair)
     quick: bool = False  # smoke run: QUICK overrides
+    cpu_wakeup_us: int | None = None  # hold this CPU wake-up latency bound during each run (testbed/wakeup.py)
 
 
 def _num(x: Any, default: float) -> float:
@@ -158,7 +159,7 @@ def run_point(cfg: BenchConfig, link: LinkSpec, protocols: list[str], out: Path)
     for name in names:
         rc = RunConfig(protocol=name, prompts=cfg.prompts, draft_len=cfg.draft_len, max_new_tokens=cfg.max_new_tokens,
                        out=str(out / name), seed=cfg.seed, link=link, drafter=cfg.drafter, target=cfg.target,
-                       probe_bytes=cfg.probe_bytes, reference=False)
+                       probe_bytes=cfg.probe_bytes, reference=False, cpu_wakeup_us=cfg.cpu_wakeup_us)
         for s in run(rc):
             f = out / name / s["protocol"] / "rounds.csv"
             res[s["protocol"]] = (s, pd.read_csv(f) if f.stat().st_size > 1 else pd.DataFrame())  # "\n": no rounds
@@ -325,12 +326,14 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
         default = getattr(d, name)
         ap.add_argument("--" + name.replace("_", "-"), type=type(default) if default is not None else str, default=default)
     ap.add_argument("--quick", action="store_true", help="smoke run: 2 Mbps / 20 ms only, 2 prompts")
+    ap.add_argument("--cpu-wakeup-us", type=int, default=None,
+                    help="hold /dev/cpu_dma_latency at this bound during each run (testbed.run --cpu-wakeup-us)")
     a = ap.parse_args(argv)
     if unknown := sorted(set(a.protocols) - set(ALL_PROTOCOLS)):
         ap.error(f"unknown protocols {unknown}; choose from {list(ALL_PROTOCOLS)}")
     base = QUICK if a.quick else {"prompts": d.prompts, "rates_mbps": d.rates_mbps, "rtts_ms": d.rtts_ms}
     given = {"prompts": a.prompts, "rates_mbps": a.grid_rates, "rtts_ms": a.grid_rtts}
-    return BenchConfig(protocols=a.protocols, trends=a.trends, quick=a.quick, **{k: getattr(a, k) for k in SCALAR_FLAGS},
+    return BenchConfig(protocols=a.protocols, trends=a.trends, quick=a.quick, cpu_wakeup_us=a.cpu_wakeup_us, **{k: getattr(a, k) for k in SCALAR_FLAGS},
                        **{k: v if v is not None else base[k] for k, v in given.items()})
 
 

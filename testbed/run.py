@@ -25,6 +25,7 @@ from testbed.link import LinkSpec, resolve_rates
 from testbed.procs import Child, progress_handler
 from testbed.prompts import load_prompts, reference_outputs
 from testbed.summary import summarize, table
+from testbed.wakeup import cpu_wakeup_bound
 
 ALL_PROTOCOLS = ("greedy", "reject", "fh", "sh", "auto")
 
@@ -56,6 +57,7 @@ class RunConfig:
     pipeline_depth: bool = False  # UEs pick K per round: K * tau_d + RTT ~= the edge's verify time (SpecEdge)
     batch_verify: bool = False  # edge verifies concurrent UEs' drafts in one pass (testbed.serve --batch-verify)
     kv_reuse: bool = True  # False: the edge recomputes each prefix every round (SLED baseline)
+    cpu_wakeup_us: int | None = None  # hold this CPU wake-up latency bound during the run (testbed/wakeup.py)
     netns: bool = False  # edge and UEs in their own network namespaces (root), tc on the veth
 
     def protocols(self) -> list[str]:
@@ -72,8 +74,9 @@ def run(cfg: RunConfig) -> list[dict]:
     prompts, tok = load_prompts(cfg, out / "prompts.jsonl")
     refs = reference_outputs(cfg, prompts, out / "reference.jsonl") if cfg.reference else None
     summaries = []
-    with (placement.netns if cfg.netns else placement.local)(cfg, out, _edge_args(cfg)) as site:
-        for note in site.notes:
+    with cpu_wakeup_bound(cfg.cpu_wakeup_us) as wakeup, \
+            (placement.netns if cfg.netns else placement.local)(cfg, out, _edge_args(cfg)) as site:
+        for note in site.notes + ([wakeup] if cfg.cpu_wakeup_us is not None else []):
             print(f"link: {note}")
         for proto in cfg.protocols():
             pdir = out / proto
@@ -199,6 +202,9 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
     ap.add_argument("--batch-verify", action="store_true", help="the edge verifies concurrent UEs' drafts in one pass")
     ap.add_argument("--no-kv-reuse", dest="kv_reuse", action="store_false",
                     help="the edge recomputes each prefix every round (SLED baseline)")
+    ap.add_argument("--cpu-wakeup-us", type=int, default=None,
+                    help="hold /dev/cpu_dma_latency at this many us during the run (root; 0 = CPUs poll when idle: "
+                         "removes the VM's ~0.2 ms wake-up per hop at the price of spinning CPUs)")
     a = ap.parse_args(argv)
     up, down = resolve_rates(a.rate_mbps, a.rate_up_mbps, a.rate_down_mbps)
     link = LinkSpec(up, down, a.rtt_ms, a.jitter_ms, a.per, a.csi_trace, a.seed)
@@ -207,7 +213,11 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
 
 
 def main(argv: list[str] | None = None) -> None:
-    run(parse_args(argv))
+    try:
+        run(parse_args(argv))
+    except (PermissionError, FileNotFoundError) as e:  # e.g. --cpu-wakeup-us without root
+        print(f"testbed.run: error: {e}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":
