@@ -13,7 +13,7 @@ import time
 
 from protocols.edge_side import EdgeSession
 from wisv.batchverify import BatchVerifier, VerifyRequest
-from wisv.estimator import EstimatorProfile
+from wisv.estimator import EstimatorProfile, rescale
 from wisv.scheduler import Request, deadline_s, select_fcfs, select_slo
 from wisv.sessions import Block
 
@@ -33,7 +33,8 @@ class DraftBatcher:
         if guard_s < 0:
             raise ValueError(f"guard time must be >= 0, got {guard_s}")
         self.engine, self.scheduler, self.max_batch, self.estimator = engine, scheduler, max_batch, estimator
-        self.guard_s = guard_s  # WISP's delta: requests turn critical this much before their latest start
+        self.guard_s = guard_s  # WISP's delta: requests turn critical this much earlier; batches keep this slack
+        self.scale = 1.0  # live batch time / profile prediction (EWMA), applied to every estimate
 
     def run(self, held: list[Held]) -> list[tuple[bytes, EdgeSession, Block | Exception, float]]:
         """Verify every held DRAFT, batch by batch: (peer, session, its block or the batch's error, batch seconds)."""
@@ -41,12 +42,15 @@ class DraftBatcher:
         while queue:
             batch = self.select(queue)
             reqs = [VerifyRequest(s.verify.sid, s.incoming[2]) for _, s in batch]
+            raw = self._predict_raw(batch) if self.estimator else 0.0  # before verify moves the caches
             t0 = time.perf_counter()
             try:
                 blocks, err = self.engine.verify(reqs), None
             except Exception as e:  # noqa: BLE001 - every session of the batch gets the error
                 blocks, err = {}, e
             dt = time.perf_counter() - t0
+            if self.estimator and err is None:
+                self.scale = rescale(self.scale, raw, dt)
             done += [(peer, s, err or blocks[s.verify.sid], dt) for peer, s in batch]
             chosen = {id(s) for _, s in batch}
             queue = [(p, s) for p, s in queue if id(s) not in chosen]
@@ -59,21 +63,35 @@ class DraftBatcher:
         if self.scheduler == "fcfs":
             chosen = select_fcfs(pending, mem_budget_bytes=2**62, max_batch=self.max_batch)
         else:
-            chosen = select_slo(pending, time.perf_counter(), 2**62, self.estimator.predict_s, delta_s=self.guard_s,
+            chosen = select_slo(pending, time.perf_counter(), 2**62, self.batch_time, delta_s=self.guard_s,
                                 max_batch=self.max_batch)
         return [reqs[r.rid] for r in chosen]
+
+    def batch_time(self, cached: list[int], new: list[int], block: list[int] | None = None) -> float:
+        """The profile's estimate scaled by the live correction, seconds."""
+        return self.scale * self.estimator.predict_s(cached, new, block)
+
+    def _predict_raw(self, batch: list[Held]) -> float:
+        """The profile's (unscaled) estimate for a batch about to be verified."""
+        reqs = [self.request_shape(s) for _, s in batch]
+        return self.estimator.predict_s(*map(list, zip(*reqs)))
+
+    @staticmethod
+    def request_shape(s: EdgeSession) -> tuple[int, int, int]:
+        """(cached, new, block) of a held DRAFT."""
+        cached = s.verify.cached_len
+        return cached, len(s.verify.seq) - cached + len(s.incoming[2]), len(s.incoming[2]) + 1
 
     def request(self, peer: bytes, s: EdgeSession) -> Request:
         """Scheduling view of a held DRAFT."""
         msg, _, tokens = s.incoming
-        cached = s.verify.cached_len
-        new = len(s.verify.seq) - cached + len(tokens)
-        v = self.estimator.predict_s([cached], [new]) if self.estimator else float(new)  # alone: one pass
+        cached, new, block = self.request_shape(s)
+        v = self.batch_time([cached], [new]) if self.estimator else float(new)  # alone: one pass
         d = math.inf
         if s.slo_tok_s:
             csi = msg.header.get("csi") or {}
             d = deadline_s(s.msg_t0, s.slo_tok_s, len(tokens), float(msg.header.get("t_draft_s", 0.0)),
                            float(csi.get("rtt_ms", 0.0)) / 1e3)
         g = s.generated / s.rounds if s.rounds else len(tokens) / 2 + 1
-        return Request(f"{peer.hex()}/{s.sid}", s.msg_t0, d, g, max(v, 1e-6), 0, cached, new, len(tokens) + 1)
+        return Request(f"{peer.hex()}/{s.sid}", s.msg_t0, d, g, max(v, 1e-6), 0, cached, new, block)
 

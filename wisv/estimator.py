@@ -98,6 +98,18 @@ class EstimatorProfile:
         return prof
 
 
+def rescale(scale: float, predicted_s: float, measured_s: float, weight: float = 0.1,
+            bounds: tuple[float, float] = (0.25, 4.0)) -> float:
+    """One step of the online correction: EWMA of measured / predicted batch time, kept within bounds.
+
+    A profile timed on an idle, hot machine misses what the live edge pays (contention, wake-ups); scaling
+    every prediction by this ratio is the online part of WISP's estimator."""
+    if predicted_s <= 0 or measured_s <= 0:
+        return scale
+    ratio = min(max(measured_s / predicted_s, bounds[0]), bounds[1])
+    return (1 - weight) * scale + weight * ratio
+
+
 def fit_profile(x: np.ndarray, y: np.ndarray, test_mask: np.ndarray, n_boot: int = 200, seed: int = 0,
                 meta: dict | None = None) -> EstimatorProfile:
     """Fit on the training rows, bootstrap CIs, and report train and held-out metrics."""

@@ -8,7 +8,7 @@ its estimated verification cost alone ``v_i``, its KV memory ``m_i`` and its cac
 SLO-aware selection at time ``t``: requests past their latest start time ``LST_i = d_i - v_i - delta``
 are *critical* and go first in earliest-deadline order; the rest follow by decreasing utility
 ``U_i = g_i / v_i``.  The batch grows in that order and stops at the first request that would break the
-memory budget ``sum m <= M`` or the deadline test ``t + T_hat(B) <= min d_i`` over the members that can
+memory budget ``sum m <= M`` or the deadline test ``t + T_hat(B) + delta <= min d_i`` over the members that can
 still meet their deadline (``d_i >= t + v_i``): a request whose deadline is already lost is served but
 constrains no one, otherwise one late request would shrink every batch to one under overload.  The first
 request is always taken when its memory fits (a late request is served, not starved).  FCFS takes requests in
@@ -83,8 +83,8 @@ def select_slo(pending: Sequence[Request], now_s: float, mem_budget_bytes: int, 
         if len(cand) > max_batch or sum(x.mem_bytes for x in cand) > mem_budget_bytes:
             break
         feasible = [x.deadline_s for x in cand if x.deadline_s >= now_s + x.v_s]  # a lost deadline binds no one
-        late = bool(feasible) and now_s + batch_time([x.cached for x in cand], [x.new for x in cand],
-                                                        [x.block or x.new for x in cand]) > min(feasible)
+        t_hat = batch_time([x.cached for x in cand], [x.new for x in cand], [x.block or x.new for x in cand])
+        late = bool(feasible) and now_s + t_hat + delta_s > min(feasible)
         if late and batch:
             break
         batch = cand

@@ -69,6 +69,8 @@ def test_batched_server_equals_sessions_verified_alone(pair, cfg, tmp_path):
     lockstep(server, ues)
     if cfg.get("batch_verify"):
         assert max(sizes) == min(4, cfg.get("max_batch", 16))  # really batched, never past max_batch
+    if cfg.get("estimator"):  # the live correction learnt from the batches it timed
+        assert server.batcher.scale != 1.0
     for ue, prompt in zip(ues.values(), PROMPTS):
         ref = speculative_generate(pair[0], pair[1], prompt, max_new_tokens=MAX_NEW, draft_len=K, eos_token_id=EOS)
         assert ue.done and ue.tokens == ref.tokens

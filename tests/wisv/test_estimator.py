@@ -62,3 +62,13 @@ def test_batch_features_count_what_the_padded_engine_computes():
     assert batch_features([5, 7], [2, 4], [2, 4]).tolist() == [8, 2 * 4 * (7 + 4), 14, 1]
     with pytest.raises(ValueError):
         batch_features([1, 1], [2, 2], [3, 1])  # block > new
+
+
+def test_rescale_tracks_the_live_ratio_within_bounds():
+    from wisv.estimator import rescale
+    s = 1.0
+    for _ in range(60):
+        s = rescale(s, predicted_s=0.010, measured_s=0.020)
+    assert s == pytest.approx(2.0, rel=1e-2)
+    assert rescale(1.0, 0.01, 1.0, weight=1.0) == 4.0  # clamped
+    assert rescale(1.5, 0.0, 0.02) == 1.5  # nothing to learn from

@@ -46,6 +46,8 @@ def test_slo_stops_at_the_first_deadline_violation():
     # 0.4 s per request: {a} 0.4 <= 1, {a, b} 0.8 <= 1, {a, b, c} 1.2 > min deadline 1.0 -> stop
     assert [r.rid for r in select_slo(reqs, 0.0, 100, per_request(0.4))] == ["a", "b"]
     assert [r.rid for r in select_slo(reqs, 0.0, 100, per_request(0.1))] == ["a", "b", "c"]
+    # the guard time is slack the batch must keep: {a, b} 0.8 + 0.3 > 1.0 -> a alone
+    assert [r.rid for r in select_slo(reqs, 0.0, 100, per_request(0.4), delta_s=0.3)] == ["a"]
 
 
 def test_slo_stops_at_memory_and_serves_a_late_request_alone():
