@@ -207,9 +207,19 @@ def loopback_overhead(cfg: BenchConfig, out: Path) -> dict:
     except RuntimeError as e:  # the edge or the UE failed
         rounds, error = pd.DataFrame(), str(e)
     t_ms = rounds["t_comm_s"] * 1e3 if len(rounds) else pd.Series(dtype=float)
+    floor = zmq_floor(rounds) if len(rounds) else {}
+    added = float(t_ms.mean()) - floor["mean_ms"] if floor else math.nan
     return {"greedy_mean_ms": float(t_ms.mean()), "greedy_median_ms": float(t_ms.median()), "n_rounds": len(t_ms),
             "target_ms": LOOPBACK_TARGET_MS, "pass": bool(t_ms.mean() <= LOOPBACK_TARGET_MS), "error": error,
-            "relay_pingpong": relay_overhead_ms()}
+            "relay_pingpong": relay_overhead_ms(), "zmq_floor": floor, "added_over_floor_ms": added,
+            "pass_over_floor": bool(added <= LOOPBACK_TARGET_MS)}
+
+
+def zmq_floor(rounds: pd.DataFrame) -> dict:
+    """Bare ZeroMQ rounds with this run's mean drafting gap and edge compute (testbed/zmqfloor.py)."""
+    from testbed.zmqfloor import round_floor
+    compute = float((rounds["t_verify_s"] + rounds["t_head_s"]).mean())
+    return round_floor(n=200, gap_s=float(rounds["t_draft_s"].mean()), compute_s=compute)
 
 
 def trend_checks(results: dict[tuple[float, float], dict], tol: float) -> dict:
@@ -304,6 +314,9 @@ def print_report(report: dict) -> None:
     print(f"\nloopback greedy t_comm/round: mean {o['greedy_mean_ms'] or math.nan:.3f} ms, median "
           f"{o['greedy_median_ms'] or math.nan:.3f} ms (target <= {o['target_ms']} ms); relay ping-pong: direct "
           f"{r['direct_ms']:.3f} ms, via emulator fast path {r['relayed_ms']:.3f} ms")
+    if f := o.get("zmq_floor"):
+        print(f"bare ZeroMQ round with the same idle pattern: mean {f['mean_ms']:.3f} ms, median {f['median_ms']:.3f} ms; "
+              f"the testbed adds {o['added_over_floor_ms']:.3f} ms over it")
     for e in report["errors"]:
         print(f"ERROR {e['rate_mbps']:g} Mbps / {e['rtt_ms']:g} ms: {e['error']}")
     print("failed: " + ("; ".join(report["failed"]) if report["failed"] else "none"))
