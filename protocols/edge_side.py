@@ -70,7 +70,11 @@ class EdgeSession:
         """Verify a block alone; reply HIDDEN_REQ (SH with mismatches) or VERDICT."""
         tokens = self.begin_draft(msg)
         t0 = time.perf_counter()
-        block = self.verify.verify(tokens)
+        try:
+            block = self.verify.verify(tokens)
+        except Exception:
+            self.incoming = None  # the session can send its DRAFT again
+            raise
         return self.end_draft(block, time.perf_counter() - t0)
 
     def begin_draft(self, msg: Message) -> list[int]:
@@ -79,6 +83,8 @@ class EdgeSession:
             raise ProtocolError("session_done", "DRAFT after the session finished")
         if self.pending is not None:
             raise ProtocolError("bad_state", f"DRAFT while round {self.pending.round} waits for HIDDEN")
+        if self.incoming is not None:
+            raise ProtocolError("bad_state", "DRAFT while the session's previous DRAFT waits for verification")
         proto = self._round_protocol(msg.header.get("protocol"))
         tokens = [int(t) for t in msg.tensors["tokens"]]
         self._check_draft(proto, msg, len(tokens))

@@ -19,6 +19,7 @@ from wisv.sessions import Block
 
 SCHEDULER_CHOICES = ("fcfs", "slo")
 Held = tuple[bytes, EdgeSession]  # (peer, session holding a validated DRAFT)
+Done = tuple[bytes, EdgeSession, Block | Exception, float]  # (peer, session, its block or the error, batch seconds)
 
 
 class DraftBatcher:
@@ -36,25 +37,30 @@ class DraftBatcher:
         self.guard_s = guard_s  # WISP's delta: requests turn critical this much earlier; batches keep this slack
         self.scale = 1.0  # live batch time / profile prediction (EWMA), applied to every estimate
 
-    def run(self, held: list[Held]) -> list[tuple[bytes, EdgeSession, Block | Exception, float]]:
+    def run(self, held: list[Held]) -> list[Done]:
         """Verify every held DRAFT, batch by batch: (peer, session, its block or the batch's error, batch seconds)."""
         queue, done = list(held), []
         while queue:
-            batch = self.select(queue)
-            reqs = [VerifyRequest(s.verify.sid, s.incoming[2]) for _, s in batch]
-            raw = self._predict_raw(batch) if self.estimator else 0.0  # before verify moves the caches
-            t0 = time.perf_counter()
-            try:
-                blocks, err = self.engine.verify(reqs), None
-            except Exception as e:  # noqa: BLE001 - every session of the batch gets the error
-                blocks, err = {}, e
-            dt = time.perf_counter() - t0
-            if self.estimator and err is None:
-                self.scale = rescale(self.scale, raw, dt)
-            done += [(peer, s, err or blocks[s.verify.sid], dt) for peer, s in batch]
-            chosen = {id(s) for _, s in batch}
-            queue = [(p, s) for p, s in queue if id(s) not in chosen]
+            finished, queue = self.step(queue)
+            done += finished
         return done
+
+    def step(self, queue: list[Held]) -> tuple[list[Done], list[Held]]:
+        """Verify one batch chosen from the queue; (its results, the requests still waiting)."""
+        batch = self.select(queue)
+        reqs = [VerifyRequest(s.verify.sid, s.incoming[2]) for _, s in batch]
+        raw = self._predict_raw(batch) if self.estimator else 0.0  # before verify moves the caches
+        t0 = time.perf_counter()
+        try:
+            blocks, err = self.engine.verify(reqs), None
+        except Exception as e:  # noqa: BLE001 - every session of the batch gets the error
+            blocks, err = {}, e
+        dt = time.perf_counter() - t0
+        if self.estimator and err is None:
+            self.scale = rescale(self.scale, raw, dt)
+        chosen = {id(s) for _, s in batch}
+        return ([(peer, s, err or blocks[s.verify.sid], dt) for peer, s in batch],
+                [(p, s) for p, s in queue if id(s) not in chosen])
 
     def select(self, queue: list[Held]) -> list[Held]:
         """The next batch from the queue, by the configured scheduler."""

@@ -66,21 +66,30 @@ class EdgeServer:
                              max_positions=cfg.max_draft_len)
         self.sessions: dict[tuple[bytes, str], EdgeSession] = {}
         self.engine, self.batcher = _engine(cfg, target, self.hidden_layer)
+        self.held: list = []  # validated DRAFTs waiting for the batcher (peer, EdgeSession)
 
     def handle(self, peer: bytes, frames: list) -> list[bytes]:
         """Decode, dispatch and encode one reply; never raises for a peer's mistake."""
         return self._guard(peer, frames, self._dispatch)
 
-    def handle_many(self, items: list[tuple[bytes, list]]) -> list[tuple[bytes, list[bytes]]]:
-        """Several messages at once; with batching their DRAFTs are verified together (one pass per batch)."""
+    def handle_many(self, items: list[tuple[bytes, list]], one_batch: bool = False) -> list[tuple[bytes, list[bytes]]]:
+        """Several messages at once; with batching their DRAFTs join the waiting ones and are verified together.
+
+        ``one_batch``: verify only the next batch and keep the rest waiting, so that the caller can add what arrived
+        meanwhile before the scheduler picks again (the serving loop does this); otherwise verify until none waits."""
         if self.batcher is None:
             return [(peer, self.handle(peer, frames)) for peer, frames in items]
-        replies, held = [], []
+        replies = []
         for peer, frames in items:
             out = self._guard(peer, frames, self._hold_drafts)
-            (held if isinstance(out, EdgeSession) else replies).append((peer, out))
-        for peer, sess, block, dt in self.batcher.run(held):
-            replies.append((peer, self._guard(peer, None, lambda *_: _end_draft(sess, block, dt), sid=sess.sid)))
+            (self.held if isinstance(out, EdgeSession) else replies).append((peer, out))
+        self.held = [(p, s) for p, s in self.held if self.sessions.get((p, s.sid)) is s]  # closed meanwhile: drop
+        while self.held:
+            done, self.held = self.batcher.step(self.held)
+            for peer, sess, block, dt in done:
+                replies.append((peer, self._guard(peer, None, lambda *_: _end_draft(sess, block, dt), sid=sess.sid)))
+            if one_batch:
+                break
         return replies
 
     def _guard(self, peer: bytes, frames: list | None, act, sid: str = "unknown"):
@@ -217,8 +226,9 @@ def _loop(sock: zmq.Socket, server: EdgeServer, stop: dict) -> None:
     poller.register(sock, zmq.POLLIN)
     last_sweep = time.monotonic()
     while not stop["flag"]:
-        if poller.poll(100):
-            for peer, reply in server.handle_many(_drain(sock, 4 * server.cfg.max_batch)):
+        items = _drain(sock, 4 * server.cfg.max_batch) if poller.poll(0 if server.held else 100) else []
+        if items or server.held:  # one batch per turn: what arrived during it joins the queue before the next pick
+            for peer, reply in server.handle_many(items, one_batch=True):
                 sock.send_multipart([peer] + reply)
         if time.monotonic() - last_sweep > 1.0:
             server.sweep()

@@ -93,3 +93,21 @@ def test_a_bad_draft_fails_alone_and_slo_meta_is_validated(pair, tmp_path):
     assert decode(server.handle(b"p9", encode(opened)), LIMITS).header["code"] == "bad_field"
     with pytest.raises(ValueError, match="estimator"):
         EdgeServer(ServeConfig(batch_verify=True, scheduler="slo"), pair[1], RejectAll())
+
+
+def test_one_batch_per_turn_keeps_the_rest_waiting_and_guards_held_drafts(pair):
+    server = EdgeServer(ServeConfig(max_draft_len=16, batch_verify=True, max_batch=2), pair[1], RejectAll())
+    ues = _ues(pair)
+    for peer, ue in ues.items():
+        server.handle(peer, encode(ue.open_message()))
+    drafts = {peer: ue.next_draft(None) for peer, ue in ues.items()}
+    first = dict(server.handle_many([(p, encode(m)) for p, m in drafts.items()], one_batch=True))
+    assert len(first) == 2 and len(server.held) == 2  # one batch of max_batch; two DRAFTs still wait
+    waiting = [p for p, _ in server.held]
+    close = make(MsgType.CLOSE, ues[waiting[1]].sid)
+    again = [(p, decode(r, LIMITS)) for p, r in server.handle_many(
+        [(waiting[0], encode(drafts[waiting[0]])), (waiting[1], encode(close))], one_batch=True)]
+    assert again[0][0] == waiting[0] and again[0][1].header["code"] == "bad_state"  # a second DRAFT while one waits
+    assert again[1][0] == waiting[1] and again[1][1].type == MsgType.CLOSED  # closed while its DRAFT waits
+    assert [(p, m.type) for p, m in again[2:]] in ([(waiting[0], MsgType.VERDICT)], [(waiting[0], MsgType.HIDDEN_REQ)])
+    assert server.held == []  # the closed session's DRAFT was dropped, not verified
