@@ -40,6 +40,7 @@ class _Pending:
     t_verify_s: float
     protocol: Protocol
     csi: CSI | None
+    batch: int = 1  # requests verified in the same target pass
 
 
 class EdgeSession:
@@ -91,14 +92,14 @@ class EdgeSession:
         self.incoming = (msg, proto, tokens)
         return tokens
 
-    def end_draft(self, block: Block, t_verify_s: float) -> Message:
+    def end_draft(self, block: Block, t_verify_s: float, batch: int = 1) -> Message:
         """Finish the kept DRAFT with the target's block (verified alone or in a batch)."""
         msg, proto, tokens = self.incoming
         self.incoming = None
         mism = mismatch_positions(torch.tensor(tokens), block.argmax.cpu())
         csi = _csi_of(msg.header.get("csi"))
         queried = proto.query(mism)
-        pend = _Pending(msg.header["round"], tokens, block, mism, t_verify_s, proto, csi)
+        pend = _Pending(msg.header["round"], tokens, block, mism, t_verify_s, proto, csi, batch)
         if queried:
             self.pending = pend
             self.round_edge_s = time.perf_counter() - self.msg_t0
@@ -131,7 +132,7 @@ class EdgeSession:
         t_edge, self.round_edge_s = self.round_edge_s + (now - self.msg_t0), 0.0
         return make(MsgType.VERDICT, self.sid, None, round=p.round, n_accepted=v.n_accepted, next_token=v.next_token,
                     mismatches=len(p.mismatches), queried=len(p.protocol.query(p.mismatches)),
-                    t_verify_s=t_verify, t_head_s=t_head, t_edge_s=t_edge, done=self.done)
+                    t_verify_s=t_verify, t_head_s=t_head, t_edge_s=t_edge, batch=p.batch, done=self.done)
 
     def _decide(self, p: _Pending, h_d: np.ndarray | None, probs: np.ndarray | None) -> tuple[Verdict, float]:
         draft = torch.tensor(p.tokens, dtype=torch.long)

@@ -218,6 +218,7 @@ SCHEMAS: dict[MsgType, Schema] = {
             "t_verify_s": Field(FLOAT),
             "t_head_s": Field(FLOAT),
             "t_edge_s": Field(FLOAT, required=False),  # all edge handling this round (decode..reply), s
+            "batch": Field(INT, required=False, rng=POSITIVE),  # requests verified in the same target pass
             "done": Field((bool,)),
         },
     ),

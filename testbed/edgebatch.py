@@ -19,7 +19,7 @@ from wisv.sessions import Block
 
 SCHEDULER_CHOICES = ("fcfs", "slo")
 Held = tuple[bytes, EdgeSession]  # (peer, session holding a validated DRAFT)
-Done = tuple[bytes, EdgeSession, Block | Exception, float]  # (peer, session, its block or the error, batch seconds)
+Done = tuple[bytes, EdgeSession, Block | Exception, float, int]  # (peer, session, block or error, batch s, batch size)
 
 
 class DraftBatcher:
@@ -38,7 +38,7 @@ class DraftBatcher:
         self.scale = 1.0  # live batch time / profile prediction (EWMA), applied to every estimate
 
     def run(self, held: list[Held]) -> list[Done]:
-        """Verify every held DRAFT, batch by batch: (peer, session, its block or the batch's error, batch seconds)."""
+        """Verify every held DRAFT, batch by batch (``Done`` per request)."""
         queue, done = list(held), []
         while queue:
             finished, queue = self.step(queue)
@@ -59,7 +59,7 @@ class DraftBatcher:
         if self.estimator and err is None:
             self.scale = rescale(self.scale, raw, dt)
         chosen = {id(s) for _, s in batch}
-        return ([(peer, s, err or blocks[s.verify.sid], dt) for peer, s in batch],
+        return ([(peer, s, err or blocks[s.verify.sid], dt, len(batch)) for peer, s in batch],
                 [(p, s) for p, s in queue if id(s) not in chosen])
 
     def select(self, queue: list[Held]) -> list[Held]:

@@ -65,7 +65,7 @@ def request_record(dev: Device, v: dict, t_round_s: float, tau_d_s: float) -> di
             "committed": int(v["n_accepted"]) + 1, "wdt_tokens": n_d - int(v["n_accepted"]), "t_draft_s": t_draft,
             "t_round_s": t_round_s, "t_edge_s": t_edge, "t_verify_s": float(v["t_verify_s"]),
             "t_queue_s": max(0.0, t_edge - float(v["t_verify_s"]) - float(v["t_head_s"])), "t_comm_s": t_net,
-            "budget_s": budget, "violated": bool(t_edge > budget)}
+            "budget_s": budget, "violated": bool(t_edge > budget), "batch": int(v.get("batch", 1))}
 
 
 class LoadLoop:

@@ -86,8 +86,8 @@ class EdgeServer:
         self.held = [(p, s) for p, s in self.held if self.sessions.get((p, s.sid)) is s]  # closed meanwhile: drop
         while self.held:
             done, self.held = self.batcher.step(self.held)
-            for peer, sess, block, dt in done:
-                replies.append((peer, self._guard(peer, None, lambda *_: _end_draft(sess, block, dt), sid=sess.sid)))
+            for peer, sess, block, dt, n in done:
+                replies.append((peer, self._guard(peer, None, lambda *_: _end_draft(sess, block, dt, n), sid=sess.sid)))
             if one_batch:
                 break
         return replies
@@ -169,12 +169,12 @@ class EdgeServer:
         return len(stale)
 
 
-def _end_draft(sess: EdgeSession, block, dt: float) -> Message:
+def _end_draft(sess: EdgeSession, block, dt: float, batch: int) -> Message:
     """Finish a held DRAFT with its batched block, or fail it with the batch's error."""
     if isinstance(block, Exception):
         sess.incoming = None
         raise block
-    return sess.end_draft(block, dt)
+    return sess.end_draft(block, dt, batch)
 
 
 def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[BatchVerifier | None, DraftBatcher | None]:

@@ -110,4 +110,7 @@ def test_one_batch_per_turn_keeps_the_rest_waiting_and_guards_held_drafts(pair):
     assert again[0][0] == waiting[0] and again[0][1].header["code"] == "bad_state"  # a second DRAFT while one waits
     assert again[1][0] == waiting[1] and again[1][1].type == MsgType.CLOSED  # closed while its DRAFT waits
     assert [(p, m.type) for p, m in again[2:]] in ([(waiting[0], MsgType.VERDICT)], [(waiting[0], MsgType.HIDDEN_REQ)])
+    verdicts = [decode(r, LIMITS) for _, r in first.items()]
+    batches = [v.header.get("batch") for v in verdicts if v.type == MsgType.VERDICT]
+    assert batches and set(batches) == {2}  # each verdict reports its batch size
     assert server.held == []  # the closed session's DRAFT was dropped, not verified

@@ -36,6 +36,7 @@ def test_live_sweep_against_a_batched_edge(pair_dirs, tmp_path):
     reqs = pd.read_csv(tmp_path / "n3" / "requests.csv")
     assert set(reqs["ue"]) == {"ue0", "ue1", "ue2"} and set(reqs["slo_tok_s"]) == {2.0, 50.0}
     assert (reqs["t_queue_s"] >= 0).all() and (reqs["t_verify_s"] > 0).all()
+    assert reqs["batch"].between(1, 3).all()  # the edge reports each request's batch size
     cap = json.loads((tmp_path / "capacity.json").read_text())["capacity"]
     assert set(cap) == {"2", "50"}
     both = pd.read_csv(tmp_path / "batching.csv")
