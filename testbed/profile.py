@@ -182,8 +182,12 @@ def parse_args(argv: list[str] | None = None) -> ProfileConfig:
     d = ProfileConfig()
     for name, default in asdict(d).items():
         kind = type(default) if default is not None else str
-        ap.add_argument("--" + name.replace("_", "-"), type=kind, default=default)
-    return ProfileConfig(**vars(ap.parse_args(argv)))
+        choices = ("min", "median") if name == "stat" else None
+        ap.add_argument("--" + name.replace("_", "-"), type=kind, default=default, choices=choices)
+    cfg = ProfileConfig(**vars(ap.parse_args(argv)))
+    if cfg.repeats < 1 or cfg.batches < 2:
+        ap.error("need --repeats >= 1 and --batches >= 2")
+    return cfg
 
 
 if __name__ == "__main__":
