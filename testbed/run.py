@@ -206,6 +206,8 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
                     help="hold /dev/cpu_dma_latency at this many us during the run (root; 0 = CPUs poll when idle: "
                          "removes the VM's ~0.2 ms wake-up per hop at the price of spinning CPUs)")
     a = ap.parse_args(argv)
+    if a.cpu_wakeup_us is not None and a.cpu_wakeup_us < 0:
+        ap.error("--cpu-wakeup-us must be >= 0")
     up, down = resolve_rates(a.rate_mbps, a.rate_up_mbps, a.rate_down_mbps)
     link = LinkSpec(up, down, a.rtt_ms, a.jitter_ms, a.per, a.csi_trace, a.seed)
     keep = {f.name for f in dataclasses.fields(RunConfig)} - {"link", "reference"}
