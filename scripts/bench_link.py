@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from channel.csi import serialization_s  # noqa: E402  (wisv.latency has the same formula but imports torch)
 from channel.emulator import LinkConfig, LinkEmulator  # noqa: E402
 from testbed.link import LinkSpec  # noqa: E402
+from testbed.zmqfloor import round_floor  # noqa: E402
 
 ALL_PROTOCOLS = ("greedy", "reject", "fh", "sh", "auto")  # testbed.run's "all" (imported lazily there: heavy)
 REJECT_POINT = (2.0, 20.0)  # (Mbit/s, ms) where reject must be far slower than greedy
@@ -217,7 +218,6 @@ def loopback_overhead(cfg: BenchConfig, out: Path) -> dict:
 
 def zmq_floor(rounds: pd.DataFrame) -> dict:
     """Bare ZeroMQ rounds with this run's mean drafting gap and edge compute (testbed/zmqfloor.py)."""
-    from testbed.zmqfloor import round_floor
     compute = float((rounds["t_verify_s"] + rounds["t_head_s"]).mean())
     return round_floor(n=200, gap_s=float(rounds["t_draft_s"].mean()), compute_s=compute)
 

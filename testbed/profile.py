@@ -126,12 +126,13 @@ def run(cfg: ProfileConfig) -> dict:
                        for kind, sh, t in zip(kinds, shape, times)])
     x = np.stack([batch_features(c, n, b) for c, n, b in zip(df.cached, df.new, df.block)])
     test = np.random.default_rng(cfg.seed + 1).random(len(df)) < cfg.test_frac
-    times = np.array(df.times_s.tolist())
+    reps = np.array(df.times_s.tolist())  # [batches, repeats]
     prof = fit_profile(x, df.seconds.to_numpy(), test, cfg.n_boot, cfg.seed,
                        meta={"config": asdict(cfg), "device": cfg.device, "batches_train": int((~test).sum()),
                              "batches_test": int(test.sum()), "torch": torch.__version__,
-                             "test_vs_median": _test_vs_median(x, times, test, cfg),
-                             "by_repeats": repeats_needed(x, times, test, cfg.stat)})
+                             "by_repeats": repeats_needed(x, reps, test, cfg.stat)})
+    # the same fit against each batch's *median* repeat: what a loaded machine sees
+    prof.meta["test_vs_median"] = fit_metrics(np.median(reps[test], axis=1), x[test] @ prof.coef_vector())
     out = prof.save(cfg.out)
     df.assign(test=test).to_csv(out.with_name(out.stem + "_samples.csv"), index=False)
     _print(prof)
@@ -154,13 +155,6 @@ def repeats_needed(x: np.ndarray, times: np.ndarray, test: np.ndarray, stat: str
         coef = fit_ols(x[~test], y[~test])
         out.append({"repeats": r, **fit_metrics(y[test], x[test] @ coef)})
     return out
-
-
-def _test_vs_median(x: np.ndarray, times: np.ndarray, test: np.ndarray, cfg: ProfileConfig) -> dict:
-    """The fitted model's held-out errors against each batch's *median* repeat (what a loaded machine sees)."""
-    y = np.array([summarize_times(t, cfg.stat) for t in times])
-    coef = fit_ols(x[~test], y[~test])
-    return fit_metrics(np.median(times[test], axis=1), x[test] @ coef)
 
 
 def _print(prof) -> None:

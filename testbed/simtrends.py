@@ -29,7 +29,7 @@ def trends(table: pd.DataFrame) -> list[Trend]:
 
 
 def _lat(table: pd.DataFrame, method_prefix: str) -> pd.DataFrame:
-    """Latency by (rate, rtt) rows and draft window columns, for the first method label starting with the prefix."""
+    """Latency by (rate, rtt) rows and draft window columns, over the method labels starting with the prefix."""
     rows = table[table["method"].str.startswith(method_prefix)]
     return rows.pivot_table(index=["rate_mbps", "rtt_ms"], columns="draft_len", values="latency_s")
 

@@ -76,9 +76,13 @@ class EstimatorProfile:
     test: dict[str, float] = field(default_factory=dict)  # the same on held-out batches
     meta: dict = field(default_factory=dict)  # device, model, batch counts
 
+    def coef_vector(self) -> np.ndarray:
+        """The coefficients in feature order (a, b_compute, b_read, c)."""
+        return np.array([self.coef[k] for k in COEFS])
+
     def predict_s(self, cached: list[int], new: list[int], block: list[int] | None = None) -> float:
         """Estimated verification time of one batch, seconds (``block`` as in batch_features)."""
-        return float(batch_features(cached, new, block) @ np.array([self.coef[k] for k in COEFS]))
+        return float(batch_features(cached, new, block) @ self.coef_vector())
 
     def save(self, path: str | Path) -> Path:
         p = Path(path)
