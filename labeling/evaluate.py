@@ -65,10 +65,12 @@ def predicted_latency_s(outs: list[SpecOutput], prompt_lens: list[int], protocol
 
 def run_loop(pair: ModelPair, rows: list[dict], cfg: EvalConfig, policy, tau: float, csi: CSI | None,
              desc: str) -> list[SpecOutput]:
+    layer = getattr(getattr(policy, "cfg", None), "hidden_layer", -1)  # a head reads the layer it was trained on
     outs = []
     for row in tqdm(rows, desc=desc, leave=False):
         outs.append(speculative_generate(pair.drafter, pair.target, row["prompt_ids"], max_new_tokens=cfg.max_new_tokens,
-                                         draft_len=cfg.draft_len, rule="wisv", policy=policy, tau=tau, csi=csi))
+                                         draft_len=cfg.draft_len, rule="wisv", policy=policy, tau=tau, csi=csi,
+                                         hidden_layer=layer))
     return outs
 
 

@@ -20,6 +20,7 @@ from labeling.config import LabelConfig
 from labeling.store import EPISODES, LABELS, load_config, load_traces, read_jsonl, require, save_config, stage_path
 from wisv.evaluate import eos_id, mismatch_kind
 from wisv.models import load_pair
+from wisv.speculative import truncate_output
 
 Checker = Callable[[str, object], bool]
 
@@ -48,11 +49,7 @@ def batched_greedy(model: PreTrainedModel, prefixes: list[list[int]], max_new_to
     eos = eos_id(model)
     cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos, pad_token_id=pad_id)
     out = model.generate(ids.to(model.device), attention_mask=mask.to(model.device), generation_config=cfg)
-    return [_cut(row[width:].tolist(), eos) for row in out]
-
-
-def _cut(tokens: list[int], eos: int | None) -> list[int]:
-    return tokens[: tokens.index(eos) + 1] if eos is not None and eos in tokens else tokens
+    return [truncate_output(row[width:].tolist(), max_new_tokens, eos) for row in out]
 
 
 def forced_prefixes(episode: dict, positions: list[int], draft_ids: list[int]) -> list[list[int]]:

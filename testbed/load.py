@@ -29,6 +29,7 @@ from protocols.wire import Limits
 from testbed import placement
 from testbed.link import LinkSpec
 from testbed.loadgen import Device, LoadLoop, Trace
+from testbed.summary import read_csv_or_empty
 from wisv.evaluate import encode_prompt
 from wisv.models import load_pair
 from wisv.speculative import speculative_generate
@@ -142,7 +143,8 @@ def plots(sweep: pd.DataFrame, classes: list[float], last: pd.DataFrame, out: Pa
     fig.savefig(out / "violations_vs_n.png", dpi=110)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(5, 4))
-    ax.scatter(last["t_verify_s"] * 1e3, last["t_queue_s"] * 1e3, s=6, alpha=0.5)
+    if len(last):  # the largest N may have recorded no request (every UE failed)
+        ax.scatter(last["t_verify_s"] * 1e3, last["t_queue_s"] * 1e3, s=6, alpha=0.5)
     ax.set(xlabel="verify time (ms)", ylabel="queue time (ms)", title="queue vs verify time (largest N)")
     fig.tight_layout()
     fig.savefig(out / "queue_vs_verify.png", dpi=110)
@@ -160,7 +162,7 @@ def run(cfg: LoadConfig) -> pd.DataFrame:
     sweep.to_csv(out / "sweep.csv", index=False)
     cap = capacity(sweep, cfg.classes(), cfg.epsilon)
     (out / "capacity.json").write_text(json.dumps({"epsilon": cfg.epsilon, "capacity": cap}, indent=1))
-    plots(sweep, cfg.classes(), pd.read_csv(out / f"n{max(cfg.ns())}" / "requests.csv"), out, cfg.epsilon)
+    plots(sweep, cfg.classes(), read_csv_or_empty(out / f"n{max(cfg.ns())}" / "requests.csv"), out, cfg.epsilon)
     print(f"capacity (largest N with violation rate <= {cfg.epsilon}): {cap}; results in {out}")
     if cfg.compare_max_batch:
         other = _sweep(cfg, traces, cfg.compare_max_batch, out / f"max_batch_{cfg.compare_max_batch}")

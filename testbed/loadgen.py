@@ -16,6 +16,8 @@ import numpy as np
 import zmq
 
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
+from wisv.rejection import wasted_drafting
+from wisv.scheduler import deadline_s
 
 
 @dataclass
@@ -59,10 +61,10 @@ def request_record(dev: Device, v: dict, t_round_s: float, tau_d_s: float) -> di
     t_draft = n_d * tau_d_s
     t_edge = float(v.get("t_edge_s", v["t_verify_s"] + v["t_head_s"]))
     t_net = max(0.0, t_round_s - t_edge)
-    budget = n_d / dev.slo_tok_s - t_draft - t_net  # tau_c
+    budget = deadline_s(0.0, dev.slo_tok_s, n_d, t_draft, t_net)  # tau_c: the deadline counted from arrival
     return {"ue": dev.name, "slo_tok_s": dev.slo_tok_s, "prompt_id": dev.traces[dev.prompt].prompt_id,
             "round": dev.round, "drafted": n_d, "accepted": int(v["n_accepted"]),
-            "committed": int(v["n_accepted"]) + 1, "wdt_tokens": n_d - int(v["n_accepted"]), "t_draft_s": t_draft,
+            "committed": int(v["n_accepted"]) + 1, "wdt_tokens": wasted_drafting(n_d, int(v["n_accepted"]), tau_d_s)[0], "t_draft_s": t_draft,
             "t_round_s": t_round_s, "t_edge_s": t_edge, "t_verify_s": float(v["t_verify_s"]),
             "t_queue_s": max(0.0, t_edge - float(v["t_verify_s"]) - float(v["t_head_s"])), "t_comm_s": t_net,
             "budget_s": budget, "violated": bool(t_edge > budget), "batch": int(v.get("batch", 1))}

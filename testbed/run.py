@@ -24,7 +24,7 @@ from testbed.heads import HEAD_HELP, load_policy
 from testbed.link import LinkSpec, resolve_rates
 from testbed.procs import Child, progress_handler
 from testbed.prompts import load_prompts, reference_outputs
-from testbed.summary import summarize, table
+from testbed.summary import read_csv_or_empty, summarize, table
 from testbed.wakeup import cpu_wakeup_bound
 
 ALL_PROTOCOLS = ("greedy", "reject", "fh", "sh", "auto")
@@ -113,20 +113,12 @@ def _run_ues(cfg: RunConfig, proto: str, site: placement.Site, prompts_file: Pat
 def _collect(proto: str, pdir: Path, prompts: pd.DataFrame, tok, refs) -> dict:
     """Merge the UEs' records into <pdir>/rounds.csv and outputs.jsonl, then summarize."""
     ue_dirs = sorted(d for d in pdir.glob("ue*") if d.is_dir())
-    frames = [f for f in (_read_rounds(d / "rounds.csv") for d in ue_dirs) if len(f)]
+    frames = [f for f in (read_csv_or_empty(d / "rounds.csv") for d in ue_dirs) if len(f)]
     rounds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     outputs = pd.concat([pd.read_json(d / "outputs.jsonl", lines=True) for d in ue_dirs], ignore_index=True)
     rounds.to_csv(pdir / "rounds.csv", index=False)
     outputs.to_json(pdir / "outputs.jsonl", orient="records", lines=True)
     return summarize(proto, rounds, outputs, prompts, tok.decode, refs)
-
-
-def _read_rounds(path: Path) -> pd.DataFrame:
-    """A UE's rounds.csv; empty when the UE recorded no round (e.g. every prompt failed)."""
-    try:
-        return pd.read_csv(path)
-    except (FileNotFoundError, pd.errors.EmptyDataError):
-        return pd.DataFrame()
 
 
 def _edge_args(cfg: RunConfig) -> list[str]:

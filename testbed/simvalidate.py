@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from channel.csi import CSI
+from testbed.summary import read_csv_or_empty
 from wisv.compute import compute_s, verify_flops
 from wisv.latency import t_single_exchange
 from wisv.roundtime import Deployment, RoundInputs, round_time_s, t_prefill_s
@@ -50,8 +51,9 @@ def load_run(run_dir: str | Path) -> RunData:
         out = pd.read_json(d / "outputs.jsonl", lines=True, dtype={"prompt_id": str})
         if "error" in out:
             out = out[out["error"].isna()]
-        rounds[d.name] = pd.read_csv(d / "rounds.csv", dtype={"prompt_id": str})
-        outputs[d.name] = out
+        r = read_csv_or_empty(d / "rounds.csv", dtype={"prompt_id": str})
+        if len(r):  # a protocol whose every prompt failed has nothing to validate
+            rounds[d.name], outputs[d.name] = r, out
     if not rounds:
         raise ValueError(f"{run_dir} has no <protocol>/rounds.csv with outputs.jsonl")
     return RunData(cfg.get("link", {}), {str(p["prompt_id"]): len(p["prompt_ids"]) for p in prompts},

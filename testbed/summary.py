@@ -2,10 +2,19 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
 from wisv.toydata import is_correct
+
+def read_csv_or_empty(path: Path, **kwargs) -> pd.DataFrame:
+    """A per-round/per-request CSV; empty when nothing was recorded (the file is missing or holds no row)."""
+    try:
+        return pd.read_csv(path, **kwargs)
+    except (FileNotFoundError, pd.errors.EmptyDataError):
+        return pd.DataFrame()
+
 
 SUMMARY_COLUMNS = ["protocol", "prompts", "accuracy", "aal", "rounds_per_prompt", "latency_s", "throughput_tok_s",
                    "uplink_bytes", "downlink_bytes", "matches_target"]

@@ -27,7 +27,7 @@ from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, 
 from testbed.link import LinkSpec
 from wisv.evaluate import eos_id
 from wisv.models import builtin_paths, default_dtype, load_model
-from wisv.rejection import load_predictor, stop_rule
+from wisv.rejection import load_predictor, stop_rule, wasted_drafting
 from wisv.sessions import DraftSession
 
 
@@ -142,7 +142,8 @@ def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
         ue_mid += time.perf_counter() - t_last  # UE work between exchanges is not link time
         exchanges += 1
     r, v = sess.round, sess.round.verdict
-    wdt = max(0, len(r.draft.tokens) - v["n_accepted"])  # wasted draft tokens (WISP WDT)
+    n = len(r.draft.tokens)
+    wdt, t_wdt = wasted_drafting(n, v["n_accepted"], r.t_draft_s / max(1, n))  # WISP WDT
     edge_s = v.get("t_edge_s", v["t_verify_s"] + v["t_head_s"]) + ue_mid
     return {"round": r.index, "protocol": r.protocol, "draft_len": len(r.draft.tokens), "accepted": v["n_accepted"],
             "mismatches": v["mismatches"], "queried": v["queried"], "exchanges": exchanges,
@@ -150,7 +151,7 @@ def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
             "t_comm_s": (t_last - t_first) - edge_s, "t_verify_s": v["t_verify_s"], "t_head_s": v["t_head_s"],
             "t_round_s": time.perf_counter() - t_start, "wdt_tokens": wdt, "proactive_drafted": n_pro,
             "proactive_reused": r.reused, "t_proactive_s": t_pro,
-            "t_wdt_s": r.t_draft_s * wdt / max(1, len(r.draft.tokens))}
+            "t_wdt_s": t_wdt}
 
 
 def run_prompt(client: Client, drafter, cfg: UEConfig, pid: str, ids: list[int], index: int,
