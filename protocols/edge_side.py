@@ -74,7 +74,7 @@ class EdgeSession:
         try:
             block = self.verify.verify(tokens)
         except Exception:
-            self.incoming = None  # the session can send its DRAFT again
+            self.abort_draft()
             raise
         return self.end_draft(block, time.perf_counter() - t0)
 
@@ -91,6 +91,15 @@ class EdgeSession:
         self._check_draft(proto, msg, len(tokens))
         self.incoming = (msg, proto, tokens)
         return tokens
+
+    @property
+    def draft_tokens(self) -> list[int]:
+        """The kept DRAFT's tokens (between begin_draft and end_draft)."""
+        return self.incoming[2]
+
+    def abort_draft(self) -> None:
+        """Forget the kept DRAFT (its verification failed): the session can send its DRAFT again."""
+        self.incoming = None
 
     def end_draft(self, block: Block, t_verify_s: float, batch: int = 1) -> Message:
         """Finish the kept DRAFT with the target's block (verified alone or in a batch)."""

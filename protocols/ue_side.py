@@ -82,7 +82,7 @@ class UESession:
         if self.p.pipeline_depth and self.round is not None and self.round.verdict and self.round.draft.tokens:
             r = self.round
             rtt_s = csi_est.rtt_ms / 1e3 if csi_est is not None else 0.0
-            k = min(k, pipeline_depth(r.verdict["t_verify_s"], rtt_s, r.t_draft_s / len(r.draft.tokens), 1, k))
+            k = pipeline_depth(r.verdict["t_verify_s"], rtt_s, r.t_draft_s / len(r.draft.tokens), 1, k)  # <= k
         proto = self._round_protocol(csi_est, k)
         t0 = time.perf_counter()
         draft = self.d.draft(k, sample=proto.samples, temperature=self.p.temperature, generator=self.gen,

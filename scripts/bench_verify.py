@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
-import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from scripts.bench_link import machine_info  # noqa: E402
 from wisv.batchverify import BatchVerifier, EngineConfig, VerifyRequest  # noqa: E402
 from wisv.models import builtin_paths, default_dtype, load_model  # noqa: E402
 
@@ -109,8 +108,7 @@ def main(argv: list[str] | None = None) -> dict:
     batch = batch_vs_serial_ms(target, 128, args.draft_len, args.batch, args.rounds)
     print(f"batch of {args.batch} at prefix ~128: one forward {batch['batched_ms']:.2f} ms vs one by one "
           f"{batch['serial_ms']:.2f} ms ({batch['speedup']:.2f}x)")
-    doc = {"config": vars(args), "machine": {"platform": platform.platform(), "torch": torch.__version__,
-                                             "transformers": transformers.__version__},
+    doc = {"config": vars(args), "machine": machine_info(),
            "prefixes": rows, "checks": checks, "batch": batch}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1))

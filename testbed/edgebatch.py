@@ -48,7 +48,7 @@ class DraftBatcher:
     def step(self, queue: list[Held]) -> tuple[list[Done], list[Held]]:
         """Verify one batch chosen from the queue; (its results, the requests still waiting)."""
         batch = self.select(queue)
-        reqs = [VerifyRequest(s.verify.sid, s.incoming[2]) for _, s in batch]
+        reqs = [VerifyRequest(s.verify.sid, s.draft_tokens) for _, s in batch]
         raw = self._predict_raw(batch) if self.estimator else 0.0  # before verify moves the caches
         t0 = time.perf_counter()
         try:
@@ -86,7 +86,8 @@ class DraftBatcher:
     def request_shape(s: EdgeSession) -> tuple[int, int, int]:
         """(cached, new, block) of a held DRAFT."""
         cached = s.verify.cached_len
-        return cached, len(s.verify.seq) - cached + len(s.incoming[2]), len(s.incoming[2]) + 1
+        k = len(s.draft_tokens)
+        return cached, len(s.verify.seq) - cached + k, k + 1
 
     def request(self, peer: bytes, s: EdgeSession) -> Request:
         """Scheduling view of a held DRAFT."""

@@ -39,7 +39,5 @@ def load_policy(head: str, tau: float | None = None, target: str | None = None,
         return FIXED[head](), FALLBACK_TAU if tau is None else tau, head
     if not Path(head).exists():
         raise ValueError(f"unknown head {head!r}: not one of default, {', '.join(FIXED)} and not a directory")
-    policy, tau = load_policy_from(head, tau)
-    if target_hidden is not None and policy.cfg.d_target != target_hidden:
-        raise ValueError(f"head {head} expects target hidden size {policy.cfg.d_target}, the target has {target_hidden}")
+    policy, tau = load_policy_from(head, tau, d_target=target_hidden)
     return policy, tau, f"{head} (tau={tau})"

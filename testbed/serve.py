@@ -172,7 +172,7 @@ class EdgeServer:
 def _end_draft(sess: EdgeSession, block, dt: float, batch: int) -> Message:
     """Finish a held DRAFT with its batched block, or fail it with the batch's error."""
     if isinstance(block, Exception):
-        sess.incoming = None
+        sess.abort_draft()
         raise block
     return sess.end_draft(block, dt, batch)
 

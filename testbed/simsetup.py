@@ -74,11 +74,8 @@ def resolve_head(head: str, tau: float | None, pair: PairCache) -> Head:
                f"greedy (lossless) acceptance instead of WISV")
         print(f"note: {msg}")
         return Head(None, 0.0, "", f"none: {msg}")
-    policy, tau = load_policy_from(path, tau)
     d, t = pair.dims()
-    if (policy.cfg.d_draft, policy.cfg.d_target) != (d.d_model, t.d_model):
-        raise ValueError(f"head {path} takes hidden sizes {policy.cfg.d_draft}/{policy.cfg.d_target}, "
-                         f"the pair has {d.d_model}/{t.d_model}")
+    policy, tau = load_policy_from(path, tau, d_draft=d.d_model, d_target=t.d_model)
     return Head(policy, float(tau), file_id(path), f"{path} (tau={tau})", policy.cfg.hidden, policy.cfg.csi_dim)
 
 

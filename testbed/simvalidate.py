@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from channel.csi import CSI
+from testbed.link import LinkSpec
 from testbed.summary import read_csv_or_empty
 from wisv.compute import compute_s, verify_flops
 from wisv.latency import t_single_exchange
@@ -60,13 +61,6 @@ def load_run(run_dir: str | Path) -> RunData:
                    rounds, outputs, cfg.get("drafter"), cfg.get("target"))
 
 
-def link_csi(link: dict) -> CSI:
-    """The fixed CSI of a run's LinkSpec dict (None or 0 rate = unlimited)."""
-    up, down = link.get("rate_up_mbps") or math.inf, link.get("rate_down_mbps") or math.inf
-    per = link.get("per") or 0.0
-    return CSI(up, down, link.get("rtt_ms") or 0.0, per, per)
-
-
 def row_csi(row: dict, fallback: CSI) -> CSI:
     """The CSI a round recorded as in force; missing values come from ``fallback``."""
     vals = {c: row.get(c) for c in CSI_COLUMNS}
@@ -106,7 +100,7 @@ def predict_round_s(row: dict, csi: CSI, dep: Deployment) -> float:
 
 def predict_prompts(protocol: str, run: RunData, dep: Deployment) -> pd.DataFrame:
     """One row per successful prompt: prompt_id, protocol, predicted_s, measured_s, rounds, rounds-only parts."""
-    fallback = link_csi(run.link)
+    fallback = LinkSpec(**run.link).fixed_csi()
     rounds = with_prefix(run.rounds[protocol], run.prompt_len)
     rows = []
     for pid, g in rounds.groupby("prompt_id", sort=False):
@@ -134,7 +128,7 @@ def error_stats(df: pd.DataFrame) -> dict:
 def prompt_residuals(protocol: str, run: RunData, dep: Deployment) -> pd.DataFrame:
     """Per prompt: what t_e2e_s leaves after the *measured* compute, the ideal link time of the bytes actually
     sent (serialization + one RTT per exchange) and the predicted OPEN (without overhead); and its exchanges."""
-    fallback = link_csi(run.link)
+    fallback = LinkSpec(**run.link).fixed_csi()
     rounds = run.rounds[protocol]
     meas = run.outputs[protocol].set_index("prompt_id")["t_e2e_s"]
     rows = []

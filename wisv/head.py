@@ -146,7 +146,12 @@ def load_head(path: str | Path) -> DecisionHead:
     return head.eval()
 
 
-def load_policy_from(path: str | Path, tau: float | None = None) -> tuple[HeadPolicy, float]:
-    """(policy, tau) for a head directory; ``tau`` overrides the head's own operating threshold."""
+def load_policy_from(path: str | Path, tau: float | None = None, d_draft: int | None = None,
+                     d_target: int | None = None) -> tuple[HeadPolicy, float]:
+    """(policy, tau) for a head directory; ``tau`` overrides the head's own operating threshold.  A head trained
+    for other hidden sizes than the given drafter/target ones raises ValueError."""
     head = load_head(path)
+    for role, want, have in (("drafter", d_draft, head.cfg.d_draft), ("target", d_target, head.cfg.d_target)):
+        if want is not None and have != want:
+            raise ValueError(f"head {path} expects {role} hidden size {have}, the {role} has {want}")
     return HeadPolicy(head), head.cfg.tau if tau is None else tau
