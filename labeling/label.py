@@ -17,9 +17,10 @@ from tqdm import tqdm
 from transformers import GenerationConfig, PreTrainedModel
 
 from labeling.config import LabelConfig
-from labeling.store import EPISODES, LABELS, load_config, load_traces, read_jsonl, require, save_config, stage_path
+from labeling.store import EPISODES, LABELS, load_config, load_traces, require, save_config, stage_path
 from wisv.evaluate import eos_id, mismatch_kind
 from wisv.models import load_pair
+from wisv.prompts import read_jsonl
 from wisv.speculative import truncate_output
 
 Checker = Callable[[str, object], bool]

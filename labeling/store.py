@@ -40,14 +40,6 @@ def load_config(run_dir: str | Path, stage: str) -> dict:
     return json.loads(require(run_dir, f"config_{stage}.json", stage).read_text())
 
 
-def write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def load_traces(run_dir: str | Path) -> dict[str, np.ndarray]:
     """The collect stage's arrays (see labeling/collect.py for the fields)."""
     with np.load(require(run_dir, TRACES, "collect")) as f:

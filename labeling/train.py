@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 from labeling.config import TrainConfig
 from labeling.store import HEADS, INSTANCES, load_config, load_traces, require, save_config, stage_path
+from wisv.evaluate import recall_fpr
 from wisv.head import DecisionHead, HeadConfig, build_inputs, save_head
 
 matplotlib.use("Agg")
@@ -79,11 +80,8 @@ def fit(head: DecisionHead, z: torch.Tensor, a: torch.Tensor, val: np.ndarray, c
 def _val_metrics(head: DecisionHead, z: torch.Tensor, a: torch.Tensor, loss_fn) -> dict[str, float]:
     head.eval()
     logits = head.logits(z)
-    pred = logits >= 0
-    pos, neg = a == 1, a == 0
-    return {"val_loss": float(loss_fn(logits, a)),
-            "val_recall": float(pred[pos].float().mean()) if pos.any() else float("nan"),
-            "val_fpr": float(pred[neg].float().mean()) if neg.any() else float("nan")}
+    recall, fpr = recall_fpr(logits >= 0, a)
+    return {"val_loss": float(loss_fn(logits, a)), "val_recall": recall, "val_fpr": fpr}
 
 
 def plot_curves(log: pd.DataFrame, path, title: str) -> None:

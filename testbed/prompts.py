@@ -1,7 +1,6 @@
 """Prompts of a run (built-in test split or a JSONL file) and the target-only greedy reference outputs."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +10,7 @@ from transformers import AutoTokenizer
 
 from wisv.evaluate import greedy_reference
 from wisv.models import builtin_paths, default_dtype, load_model
-from wisv.prompts import prompt_rows
+from wisv.prompts import prompt_rows, write_jsonl
 
 
 def _target_dir(cfg) -> Path:
@@ -22,7 +21,7 @@ def load_prompts(cfg, out_file: Path) -> tuple[pd.DataFrame, object]:
     """Resolve the run's prompts, write them as JSONL (prompt_id, prompt_ids, answer) and return them."""
     tok = AutoTokenizer.from_pretrained(_target_dir(cfg))
     rows = prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file)
-    out_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_jsonl(out_file, rows)
     return pd.DataFrame(rows), tok
 
 
@@ -33,6 +32,6 @@ def reference_outputs(cfg, prompts: pd.DataFrame, out_file: Path) -> dict[str, l
     refs = {}
     for pid, ids in tqdm(list(zip(prompts["prompt_id"], prompts["prompt_ids"])), desc="target-only reference"):
         refs[pid] = greedy_reference(target, list(ids), cfg.max_new_tokens)
-    out_file.write_text("".join(json.dumps({"prompt_id": k, "tokens": v}) + "\n" for k, v in refs.items()))
+    write_jsonl(out_file, ({"prompt_id": k, "tokens": v} for k, v in refs.items()))
     del target
     return refs

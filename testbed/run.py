@@ -26,6 +26,7 @@ from testbed.procs import Child, progress_handler
 from testbed.prompts import load_prompts, reference_outputs
 from testbed.summary import read_csv_or_empty, summarize, table
 from testbed.wakeup import cpu_wakeup_bound
+from wisv.prompts import read_jsonl, write_jsonl
 
 ALL_PROTOCOLS = ("greedy", "reject", "fh", "sh", "auto")
 
@@ -93,13 +94,13 @@ def run(cfg: RunConfig) -> list[dict]:
 def _run_ues(cfg: RunConfig, proto: str, site: placement.Site, prompts_file: Path, pdir: Path, n: int) -> None:
     """Start cfg.ues UE processes for one protocol and wait for all of them, with one progress bar."""
     pdir.mkdir(parents=True, exist_ok=True)
-    rows = [json.loads(x) for x in prompts_file.read_text().splitlines()]
+    rows = read_jsonl(prompts_file)
     ues = []
     with tqdm(total=n, desc=proto, unit="prompt") as bar:
         try:
             for u in range(cfg.ues):
                 part = pdir / f"prompts-ue{u}.jsonl"
-                part.write_text("".join(json.dumps(r) + "\n" for r in rows[u::cfg.ues]))
+                write_jsonl(part, rows[u::cfg.ues])
                 ues.append(Child(f"ue{u}", _ue_args(cfg, proto, site, part, pdir / f"ue{u}", u),
                                  pdir / f"ue{u}.log", progress_handler(bar), prefix=site.ue_prefix))
             for ue in ues:

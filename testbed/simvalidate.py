@@ -22,6 +22,7 @@ from testbed.link import LinkSpec
 from testbed.summary import read_csv_or_empty
 from wisv.compute import compute_s, verify_flops
 from wisv.latency import t_single_exchange
+from wisv.prompts import read_jsonl
 from wisv.roundtime import Deployment, RoundInputs, round_time_s, t_prefill_s
 
 CSI_COLUMNS = ("rate_up_mbps", "rate_down_mbps", "rtt_ms", "per", "per_down")
@@ -46,7 +47,7 @@ def load_run(run_dir: str | Path) -> RunData:
     if not cfg_file.is_file():
         raise ValueError(f"{run_dir} is not a testbed.run output directory (no config.json)")
     cfg = json.loads(cfg_file.read_text())
-    prompts = [json.loads(x) for x in (run_dir / "prompts.jsonl").read_text().splitlines() if x.strip()]
+    prompts = read_jsonl(run_dir / "prompts.jsonl")
     rounds, outputs = {}, {}
     for d in sorted(p for p in run_dir.iterdir() if (p / "rounds.csv").is_file() and (p / "outputs.jsonl").is_file()):
         out = pd.read_json(d / "outputs.jsonl", lines=True, dtype={"prompt_id": str})

@@ -1,4 +1,4 @@
-"""Shared evaluation helpers: prompt encoding, target-only greedy reference, accuracy and mismatch kinds."""
+"""Shared evaluation helpers: prompt encoding, target-only greedy reference, accuracy, recall/FPR, mismatch kinds."""
 from __future__ import annotations
 
 import torch
@@ -33,6 +33,13 @@ def greedy_reference(model: PreTrainedModel, prompt_ids: list[int], max_new_toke
 def accuracy(texts: list[str], answers: list[int]) -> float:
     """Fraction of generated texts whose ``#### N`` answer is right."""
     return sum(is_correct(t, a) for t, a in zip(texts, answers)) / max(1, len(texts))
+
+
+def recall_fpr(flag: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+    """Recall on the positive class (y == 1) and false-positive rate on the negative one (nan if a class is absent)."""
+    pos, neg = y == 1, y == 0
+    return (float(flag[pos].float().mean()) if pos.any() else float("nan"),
+            float(flag[neg].float().mean()) if neg.any() else float("nan"))
 
 
 def token_kind(tokenizer, token_id: int) -> str:

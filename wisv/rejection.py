@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from wisv.evaluate import recall_fpr
+
 FEATURES = ("confidence", "entropy", "margin", "logit_std")
 
 
@@ -78,9 +80,8 @@ class PredictorMetrics:
 def evaluate_predictor(model: RejectionPredictor, x: torch.Tensor, y: torch.Tensor, threshold: float) -> PredictorMetrics:
     with torch.no_grad():
         flag = model(x) >= threshold
-    rej, acc = y == 1, y == 0
-    return PredictorMetrics(float(flag[rej].float().mean()) if rej.any() else float("nan"),
-                            float(flag[acc].float().mean()) if acc.any() else float("nan"), int(rej.sum()), int(acc.sum()))
+    recall, fpr = recall_fpr(flag, y)
+    return PredictorMetrics(recall, fpr, int((y == 1).sum()), int((y == 0).sum()))
 
 
 def train_predictor(x: torch.Tensor, y: torch.Tensor, epochs: int = 200, lr: float = 1e-2, hidden: int = 16,
