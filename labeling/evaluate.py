@@ -88,17 +88,19 @@ def sweep(pair: ModelPair, rows: list[dict], cfg: EvalConfig, heads: dict, chans
     plens = [len(r["prompt_ids"]) for r in rows]
     recs = []
     base = run_loop(pair, rows, cfg, RejectAll(), 0.0, None, "greedy SD")
+    dep, base_m = deployment(pair, cfg, 1, 1), metrics(base, rows, pair.tokenizer)
     for ch, c in chans.items():
-        dep = deployment(pair, cfg, 1, 1)
-        recs.append({"variant": "greedy", "channel": ch, "tau": 0.0, **metrics(base, rows, pair.tokenizer),
+        recs.append({"variant": "greedy", "channel": ch, "tau": 0.0, **base_m,
                      "latency_s": predicted_latency_s(base, plens, "greedy", c, dep)})
     for variant, head in heads.items():
         dep, policy = deployment(pair, cfg, head.cfg.hidden, max(1, head.cfg.csi_dim)), HeadPolicy(head)
         for tau in tqdm(cfg.taus, desc=f"tau sweep ({variant})"):
             shared = None if head.cfg.csi_dim else run_loop(pair, rows, cfg, policy, tau, None, f"{variant} tau={tau}")
+            shared_m = shared and metrics(shared, rows, pair.tokenizer)  # a head without CSI: one run for all channels
             for ch, c in chans.items():
                 outs = shared or run_loop(pair, rows, cfg, policy, tau, c, f"{variant} {ch} tau={tau}")
-                recs.append({"variant": variant, "channel": ch, "tau": tau, **metrics(outs, rows, pair.tokenizer),
+                recs.append({"variant": variant, "channel": ch, "tau": tau,
+                             **(shared_m or metrics(outs, rows, pair.tokenizer)),
                              "latency_s": predicted_latency_s(outs, plens, cfg.protocol, c, dep)})
     return pd.DataFrame(recs)
 

@@ -1,4 +1,5 @@
-"""Plots of the evaluate sweep: a metric vs tau per channel, CSI-aware head solid, no-CSI ablation dashed."""
+"""Plots of the pipeline: training curves, and the evaluate sweep (a metric vs tau per channel, CSI-aware head solid,
+no-CSI ablation dashed)."""
 from __future__ import annotations
 
 import matplotlib
@@ -28,6 +29,21 @@ def plot_sweep(df: pd.DataFrame, path, metric: str, ylabel: str) -> None:
             ax.axhline(float(g[metric].iloc[0]), ls=":", color=c, lw=1, label=f"{ch}: greedy SD")
     ax.set(xlabel="tau (reject iff p >= tau)", ylabel=ylabel, title=f"{ylabel} vs tau per channel")
     ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_curves(log: pd.DataFrame, path, title: str) -> None:
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.5))
+    ax1.plot(log["epoch"], log["train_loss"], label="train")
+    ax1.plot(log["epoch"], log["val_loss"], label="validation")
+    ax1.set(xlabel="epoch", ylabel="class-balanced BCE", title=title)
+    ax1.legend()
+    ax2.plot(log["epoch"], log["val_recall"], label="recall (repair)")
+    ax2.plot(log["epoch"], log["val_fpr"], label="false-positive rate")
+    ax2.set(xlabel="epoch", ylabel="validation, p >= 0.5", ylim=(0, 1))
+    ax2.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 
-import matplotlib
 import numpy as np
 import pandas as pd
 import torch
@@ -18,12 +17,10 @@ from torch import nn
 from tqdm import tqdm
 
 from labeling.config import TrainConfig
+from labeling.plots import plot_curves
 from labeling.store import HEADS, INSTANCES, load_config, load_traces, require, save_config, stage_path
 from wisv.evaluate import recall_fpr
 from wisv.head import DecisionHead, HeadConfig, build_inputs, save_head
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 
 def make_dataset(traces: dict, inst: dict, use_csi: bool) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
@@ -82,21 +79,6 @@ def _val_metrics(head: DecisionHead, z: torch.Tensor, a: torch.Tensor, loss_fn) 
     logits = head.logits(z)
     recall, fpr = recall_fpr(logits >= 0, a)
     return {"val_loss": float(loss_fn(logits, a)), "val_recall": recall, "val_fpr": fpr}
-
-
-def plot_curves(log: pd.DataFrame, path, title: str) -> None:
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.5))
-    ax1.plot(log["epoch"], log["train_loss"], label="train")
-    ax1.plot(log["epoch"], log["val_loss"], label="validation")
-    ax1.set(xlabel="epoch", ylabel="class-balanced BCE", title=title)
-    ax1.legend()
-    ax2.plot(log["epoch"], log["val_recall"], label="recall (repair)")
-    ax2.plot(log["epoch"], log["val_fpr"], label="false-positive rate")
-    ax2.set(xlabel="epoch", ylabel="validation, p >= 0.5", ylim=(0, 1))
-    ax2.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def run(cfg: TrainConfig) -> DecisionHead:
