@@ -106,10 +106,8 @@ def medians_by_k(timings: list[CallTiming], fit: ComputeFit) -> list[dict]:
 def exchange_overhead(run_dir: Path, cal: Calibration, dims: tuple[ModelDims, ModelDims],
                       vocab: int) -> tuple[float, dict]:
     """Median per-exchange residual over the prompts of every protocol of a testbed run."""
-    from protocols.accounting import wire_payload_bits
-    from testbed.simvalidate import load_run, prompt_residuals
-    from wisv.roundtime import Deployment
-    dep = Deployment(dims[0], dims[1], cal.profile, cal.profile, wire_payload_bits(dims[0].d_model, vocab))
+    from testbed.simvalidate import load_run, prompt_residuals, wire_deployment
+    dep = wire_deployment(dims[0], dims[1], cal.profile, vocab=vocab)
     run = load_run(run_dir)
     res = pd.concat([prompt_residuals(p, run, dep) for p in run.rounds], ignore_index=True)
     ex = fit_exchange_overhead(res["residual_s"].tolist(), res["exchanges"].tolist())

@@ -62,6 +62,13 @@ def load_run(run_dir: str | Path) -> RunData:
                    rounds, outputs, cfg.get("drafter"), cfg.get("target"))
 
 
+def wire_deployment(d, t, profile, exchange_overhead_s: float = 0.0, vocab: int | None = None) -> Deployment:
+    """The testbed as it runs: one (local) profile on both ends, the wire format's payload sizes."""
+    from protocols.accounting import wire_payload_bits
+    return Deployment(d, t, profile, profile, wire_payload_bits(d.d_model, d.vocab if vocab is None else vocab),
+                      exchange_overhead_s=exchange_overhead_s)
+
+
 def row_csi(row: dict, fallback: CSI) -> CSI:
     """The CSI a round recorded as in force; missing values come from ``fallback``."""
     vals = {c: row.get(c) for c in CSI_COLUMNS}
@@ -151,7 +158,6 @@ def prompt_residuals(protocol: str, run: RunData, dep: Deployment) -> pd.DataFra
 
 def run_validate(cfg) -> pd.DataFrame:
     """``--validate RUN_DIR``: validation.csv, validation.png, validation.json in cfg.out; prints the error summary."""
-    from protocols.accounting import wire_payload_bits
     from testbed import simplot
     from testbed.simsetup import PairCache
     from wisv.calibrate import load_calibration
@@ -163,7 +169,7 @@ def run_validate(cfg) -> pd.DataFrame:
     cal = load_calibration(path)
     ex = cfg.exchange_overhead_ms / 1e3 if cfg.exchange_overhead_ms is not None else cal.exchange_overhead_s
     d, t = PairCache(run.drafter, run.target).dims()
-    dep = Deployment(d, t, profile, profile, wire_payload_bits(d.d_model, d.vocab), exchange_overhead_s=ex)
+    dep = wire_deployment(d, t, profile, ex)
     val = pd.concat([predict_prompts(p, run, dep) for p in run.rounds], ignore_index=True)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
