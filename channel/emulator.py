@@ -53,12 +53,15 @@ class LinkConfig:
     mtu_bytes: int = MTU_BYTES  # segment size for losses and retransmissions, bytes
     seed: int = 0  # seeds loss and jitter draws
     shared_link: bool = True  # one link per direction shared by all connections; False = one per connection
+    host_overhead_ms: float = 0.0  # hosts' one-way cost taken out of each direction's delay (calibrated), ms
 
     def __post_init__(self) -> None:
         if self.csi is not None and self.trace is not None:
             raise ValueError("LinkConfig: give csi or trace, not both")
         if not 0 <= self.jitter_ms < math.inf:
             raise ValueError(f"LinkConfig.jitter_ms must be finite and >= 0, got {self.jitter_ms}")
+        if not 0 <= self.host_overhead_ms < math.inf:
+            raise ValueError(f"LinkConfig.host_overhead_ms must be finite and >= 0, got {self.host_overhead_ms}")
         if self.mtu_bytes < 1:
             raise ValueError(f"LinkConfig.mtu_bytes must be >= 1, got {self.mtu_bytes}")
         for name in ("target_port", "listen_port"):
@@ -165,7 +168,8 @@ class LinkEmulator:
 
     def _make_links(self, conn_index: int) -> dict[Direction, Link]:
         def params_at(d: Direction):
-            return lambda t_s: dir_params(self.trace.at(t_s), d, self.cfg.jitter_ms, self.cfg.mtu_bytes)
+            return lambda t_s: dir_params(self.trace.at(t_s), d, self.cfg.jitter_ms, self.cfg.mtu_bytes,
+                                          self.cfg.host_overhead_ms)
 
         return {d: Link(params_at(d), np.random.default_rng([self.cfg.seed, i, conn_index]), self.t0_s)
                 for i, d in enumerate(DIRECTIONS)}
@@ -238,6 +242,8 @@ def parse_args(argv: list[str] | None = None) -> LinkConfig:
     ap.add_argument("--per", type=float, default=0.0, help="segment loss probability, both directions")
     ap.add_argument("--jitter-ms", type=float, default=0.0, help="std of the one-way delay jitter, ms")
     ap.add_argument("--mtu-bytes", type=int, default=MTU_BYTES, help="segment size, bytes")
+    ap.add_argument("--host-overhead-ms", type=float, default=0.0,
+                    help="hosts' one-way cost taken out of each direction's delay, ms (scripts/bench_link.py measures it)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--csi-trace", type=Path, help="CSV CSI trace (replaces the rate/rtt/per options)")
     ap.add_argument("--trace-loop", action="store_true", help="loop the CSI trace")
@@ -254,7 +260,7 @@ def parse_args(argv: list[str] | None = None) -> LinkConfig:
     return LinkConfig(
         target_host=a.forward[0], target_port=a.forward[1], listen_host=a.listen[0], listen_port=a.listen[1],
         csi=csi, trace=a.csi_trace, trace_loop=a.trace_loop, jitter_ms=a.jitter_ms, mtu_bytes=a.mtu_bytes,
-        seed=a.seed, shared_link=not a.per_connection,
+        seed=a.seed, shared_link=not a.per_connection, host_overhead_ms=a.host_overhead_ms,
     )
 
 

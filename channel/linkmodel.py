@@ -8,7 +8,10 @@ transmissions per segment is geometric with mean ``1 / (1 - per)``, so the expec
 is ``S / (R (1 - PER))`` (SPEC "Communication time") whatever the chunking.  Header bytes are not counted.
 
 The chunk is delivered one propagation delay after its last bit leaves:
-``deliver = max(serialize_done + max(0, delay_ms + N(0, jitter_ms^2)) / 1e3, prev_deliver_s)``.
+``deliver = max(serialize_done + max(0, delay_ms + N(0, jitter_ms^2) - overhead_ms) / 1e3, prev_deliver_s)``.
+``overhead_ms`` (default 0) is the hosts' own one-way cost (sockets, wake-ups, the relay's hops): the
+emulator takes it out of the propagation delay so that what the endpoints measure matches the model;
+it can remove at most the whole delay, never serialization time.
 Jitter is Gaussian with standard deviation ``jitter_ms``, clipped at zero delay, and a chunk is never
 delivered before the one ahead of it on the same link, so byte order is preserved (this clipping
 makes the mean delay slightly larger than ``delay_ms`` when jitter is large against the chunk spacing).
@@ -38,17 +41,19 @@ class DirParams:
     delay_ms: float = 0.0  # one-way propagation delay, ms (rtt_ms / 2)
     jitter_ms: float = 0.0  # standard deviation of the Gaussian jitter on delay_ms, ms
     mtu_bytes: int = MTU_BYTES  # segment size for losses and retransmissions, bytes
+    overhead_ms: float = 0.0  # hosts' own one-way cost, taken out of delay_ms (never below zero delay), ms
 
     @property
     def is_ideal(self) -> bool:
         return math.isinf(self.rate_mbps) and self.per == 0 and self.delay_ms == 0 and self.jitter_ms == 0
 
 
-def dir_params(csi: CSI, direction: Direction, jitter_ms: float = 0.0, mtu_bytes: int = MTU_BYTES) -> DirParams:
+def dir_params(csi: CSI, direction: Direction, jitter_ms: float = 0.0, mtu_bytes: int = MTU_BYTES,
+               overhead_ms: float = 0.0) -> DirParams:
     """The parameters of one direction of a CSI; each direction gets half the RTT."""
     if direction == "up":
-        return DirParams(csi.rate_up_mbps, csi.per_up, csi.rtt_ms / 2, jitter_ms, mtu_bytes)
-    return DirParams(csi.rate_down_mbps, csi.per_down, csi.rtt_ms / 2, jitter_ms, mtu_bytes)
+        return DirParams(csi.rate_up_mbps, csi.per_up, csi.rtt_ms / 2, jitter_ms, mtu_bytes, overhead_ms)
+    return DirParams(csi.rate_down_mbps, csi.per_down, csi.rtt_ms / 2, jitter_ms, mtu_bytes, overhead_ms)
 
 
 class Slot(NamedTuple):
@@ -86,7 +91,7 @@ def schedule(
     start_s = max(now_s, link_free_at_s)
     sent_bytes, n_tx = air_bytes(nbytes, p.per, p.mtu_bytes, rng)
     done_s = start_s + sent_bytes * 8 / (p.rate_mbps * 1e6)
-    delay_ms = p.delay_ms + (rng.normal(0.0, p.jitter_ms) if p.jitter_ms > 0 else 0.0)
+    delay_ms = p.delay_ms + (rng.normal(0.0, p.jitter_ms) if p.jitter_ms > 0 else 0.0) - p.overhead_ms
     deliver_s = max(done_s + max(delay_ms, 0.0) / 1e3, prev_deliver_s)
     return Slot(done_s, deliver_s, n_tx)
 

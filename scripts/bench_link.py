@@ -3,7 +3,14 @@
 Usage: ``python scripts/bench_link.py [--quick] [--drafter DIR --target DIR] [--max-new-tokens 30]``.
 A round's prediction uses the bytes it actually sent (SPEC "Communication time"):
 ``up*8/(R_up(1-PER)) + down*8/(R_dn(1-PER)) + exchanges*RTT``; a point passes when
-``|mean measured / mean predicted - 1| <= tol``.  Writes bench_link.json and bench_link.png to --out (runs under
+``|mean measured / mean predicted - 1| <= tol``.
+
+The hosts themselves cost time the link model does not know (sockets, ZeroMQ's I/O threads, the relay's
+hops, VM wake-ups: ~1 ms each way here).  Unless ``--host-overhead-ms`` is given, a calibration run first
+measures it (greedy at CALIBRATION_POINT, off the grid, with no compensation): the mean excess of t_comm over
+the prediction per exchange, halved per direction.  The grid then runs with the emulator taking that much out
+of each direction's delay (``testbed.run --host-overhead-ms``).  ``--host-overhead-ms 0`` measures the raw
+link.  Writes bench_link.json and bench_link.png to --out (runs under
 --out/runs) and exits 0 even when checks fail; the failed ones are printed.
 """
 from __future__ import annotations
@@ -41,6 +48,7 @@ REJECT_SLOWDOWN_MIN = 1.5  # reject trend passes when its mean latency >= this m
 AUTO_SLACK = 1.05  # auto trend passes when auto latency <= this times min(fh, sh)
 SH_SLACK_MS = 1.0  # SH trend: |extra time of 2-exchange rounds - RTT| <= tol*RTT + this, ms
 LOOPBACK_TARGET_MS = 0.3  # fast-path t_comm per round, ms
+CALIBRATION_POINT = (100.0, 10.0)  # (Mbit/s, ms) of the host-overhead calibration run: not a grid point
 QUICK = {"prompts": 2, "rates_mbps": [2.0], "rtts_ms": [20.0]}  # --quick: one grid point, 2 prompts
 SCALAR_FLAGS = ("out", "per", "tol", "max_new_tokens", "draft_len", "probe_bytes", "seed", "drafter", "target")
 
@@ -65,6 +73,7 @@ class BenchConfig:
     target: str | None = None  # local HF target directory (None: built-in pair)
     quick: bool = False  # smoke run: QUICK overrides
     cpu_wakeup_us: int | None = None  # hold this CPU wake-up latency bound during each run (testbed/wakeup.py)
+    host_overhead_ms: float | None = None  # one-way compensation for the grid; None = calibrate it first
 
 
 def _num(x: Any, default: float) -> float:
@@ -95,7 +104,8 @@ def fidelity_summary(rounds: pd.DataFrame, tol: float) -> dict:
     meas, pred = float(rounds["t_comm_s"].mean()), float(pred_s.mean())
     ratio = meas / pred if pred > 0 else math.nan
     return {"n_rounds": len(rounds), "measured_ms": meas * 1e3, "predicted_ms": pred * 1e3, "ratio": ratio,
-            "err_pct": abs(ratio - 1) * 100, "excess_min_ms": float(excess_ms.min()),
+            "err_pct": abs(ratio - 1) * 100, "excess_mean_ms": float(excess_ms.mean()),
+            "excess_min_ms": float(excess_ms.min()),
             "excess_median_ms": float(excess_ms.median()), "pass": bool(abs(ratio - 1) <= tol)}
 
 
@@ -144,11 +154,21 @@ def failures(grid: list[dict], overhead: dict, trends: dict) -> list[str]:
     return out + ([] if overhead.get("pass") else [f"loopback overhead (target <= {LOOPBACK_TARGET_MS} ms)"])
 
 
+def host_overhead_from(rounds: pd.DataFrame) -> dict:
+    """One-way host overhead from uncompensated rounds: mean excess of t_comm over the model per exchange, / 2."""
+    if rounds.empty:
+        raise RuntimeError("the calibration run produced no rounds")
+    excess_s = rounds["t_comm_s"] - rounds.apply(predict_comm_s, axis=1)
+    per_exchange_ms = float(excess_s.sum() / rounds["exchanges"].sum()) * 1e3
+    return {"n_rounds": len(rounds), "excess_round_ms": float(excess_s.mean()) * 1e3,
+            "excess_exchange_ms": per_exchange_ms, "host_overhead_ms": max(0.0, per_exchange_ms / 2)}
+
+
 def build_report(cfg: BenchConfig, grid: list[dict], overhead: dict, trends: dict, errors: list[dict],
-                 machine: dict) -> dict:
+                 machine: dict, calibration: dict | None = None) -> dict:
     """The bench_link.json document (NaN/inf become null)."""
-    doc = {"config": asdict(cfg), "machine": machine, "grid": grid, "overhead": overhead, "trends": trends,
-           "errors": errors, "failed": failures(grid, overhead, trends)}
+    doc = {"config": asdict(cfg), "machine": machine, "calibration": calibration, "grid": grid,
+           "overhead": overhead, "trends": trends, "errors": errors, "failed": failures(grid, overhead, trends)}
     return json.loads(json.dumps(doc), parse_constant=lambda _: None)  # NaN, Infinity -> null
 
 
@@ -216,6 +236,13 @@ def loopback_overhead(cfg: BenchConfig, out: Path) -> dict:
             "pass_over_floor": bool(added <= LOOPBACK_TARGET_MS)}
 
 
+def calibrate(cfg: BenchConfig, out: Path) -> dict:
+    """Measure the one-way host overhead: greedy at CALIBRATION_POINT with no compensation."""
+    rate, rtt = CALIBRATION_POINT
+    rounds = run_point(cfg, LinkSpec(rate, rate, rtt, 0.0, cfg.per, None, cfg.seed), ["greedy"], out)["greedy"][1]
+    return {"rate_mbps": rate, "rtt_ms": rtt, "protocol": "greedy"} | host_overhead_from(rounds)
+
+
 def zmq_floor(rounds: pd.DataFrame) -> dict:
     """Bare ZeroMQ rounds with this run's mean drafting gap and edge compute (testbed/zmqfloor.py)."""
     compute = float((rounds["t_verify_s"] + rounds["t_head_s"]).mean())
@@ -263,19 +290,21 @@ def plot(grid: list[dict], tol: float, path: Path) -> None:
     for proto, marker in zip(ALL_PROTOCOLS, "osD^v"):
         mine = [g for g in pts if g["protocol"] == proto]
         if mine:
-            ax.scatter([g["predicted_ms"] for g in mine], [g["measured_ms"] for g in mine], marker=marker, label=proto)
+            ax.scatter([g["predicted_ms"] for g in mine], [g["measured_ms"] for g in mine], marker=marker, label=proto,
+                       zorder=3)
     if pts:
         vals = [g[k] for g in pts for k in ("predicted_ms", "measured_ms")]
         x = np.geomspace(min(vals) / 1.5, max(vals) * 1.5, 50)
-        ax.fill_between(x, x * (1 - tol), x * (1 + tol), color="0.88", label=f"±{tol:.0%}")
-        ax.plot(x, x, "k-", lw=0.8, label="y = x")
+        ax.fill_between(x, x * (1 - tol), x * (1 + tol), color="0.88", label=f"±{tol:.0%}", zorder=1)
+        ax.plot(x, x, "k-", lw=0.8, label="y = x", zorder=2)
         ax.set(xscale="log", yscale="log")
         ax.legend()
     ax.set(xlabel="predicted t_comm per round (ms)", ylabel="measured t_comm per round (ms)")
     plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")  # 20, not 2x10^1
     for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
         axis.set_major_formatter(plain)
-        axis.set_minor_formatter(plain)
+        axis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # minor labels crowd each other
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
@@ -285,8 +314,10 @@ def run(cfg: BenchConfig) -> dict:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     results, errors = {}, []
+    calibration = calibrate(cfg, out / "runs" / "calibration") if cfg.host_overhead_ms is None else None
+    comp_ms = calibration["host_overhead_ms"] if calibration else cfg.host_overhead_ms
     for rate, rtt, protos in tqdm(plan(cfg), desc="grid", unit="point"):
-        link = LinkSpec(rate, rate, rtt, 0.0, cfg.per, None, cfg.seed)
+        link = LinkSpec(rate, rate, rtt, 0.0, cfg.per, None, cfg.seed, comp_ms)
         try:
             results[(rate, rtt)] = run_point(cfg, link, protos, out / "runs" / f"r{rate:g}-rtt{rtt:g}")
         except RuntimeError as e:  # a UE or the edge failed; keep the other points
@@ -295,7 +326,7 @@ def run(cfg: BenchConfig) -> dict:
             for (r, t), res in results.items() for p, (_, rounds) in res.items()]
     overhead = loopback_overhead(cfg, out / "runs" / "loopback")
     trends = trend_checks(results, cfg.tol) if cfg.trends else {}
-    report = build_report(cfg, grid, overhead, trends, errors, machine_info())
+    report = build_report(cfg, grid, overhead, trends, errors, machine_info(), calibration)
     (out / "bench_link.json").write_text(json.dumps(report, indent=1, allow_nan=False))
     plot(report["grid"], cfg.tol, out / "bench_link.png")
     print_report(report)
@@ -306,6 +337,12 @@ def print_report(report: dict) -> None:
     """The grid and trend tables, the loopback overhead, errors and failed checks."""
     tables = {"fidelity (t_comm per round, ms)": report["grid"]} | {
         f"trend {k}": v if isinstance(v, list) else [v] for k, v in report["trends"].items() if v}
+    if c := report.get("calibration"):
+        print(f"host overhead calibrated at {c['rate_mbps']:g} Mbps / {c['rtt_ms']:g} ms (greedy, {c['n_rounds']} rounds):"
+              f" {c['excess_exchange_ms']:.3f} ms per exchange over the model -> the emulator takes "
+              f"{c['host_overhead_ms']:.3f} ms out of each direction's delay")
+    else:
+        print(f"host overhead: {report['config']['host_overhead_ms']:g} ms per direction (given, not calibrated)")
     for title, rows in tables.items():
         print(f"\n{title}\n" + pd.DataFrame(rows).round(3).to_string(index=False))
     o, r = report["overhead"], report["overhead"]["relay_pingpong"]
@@ -341,12 +378,17 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
     ap.add_argument("--quick", action="store_true", help="smoke run: 2 Mbps / 20 ms only, 2 prompts")
     ap.add_argument("--cpu-wakeup-us", type=int, default=None,
                     help="hold /dev/cpu_dma_latency at this bound during each run (testbed.run --cpu-wakeup-us)")
+    ap.add_argument("--host-overhead-ms", type=float, default=None,
+                    help="one-way compensation for the grid, ms (default: calibrate it first; 0 = raw link)")
     a = ap.parse_args(argv)
+    if a.host_overhead_ms is not None and not 0 <= a.host_overhead_ms < math.inf:
+        ap.error("--host-overhead-ms must be finite and >= 0")
     if unknown := sorted(set(a.protocols) - set(ALL_PROTOCOLS)):
         ap.error(f"unknown protocols {unknown}; choose from {list(ALL_PROTOCOLS)}")
     base = QUICK if a.quick else {"prompts": d.prompts, "rates_mbps": d.rates_mbps, "rtts_ms": d.rtts_ms}
     given = {"prompts": a.prompts, "rates_mbps": a.grid_rates, "rtts_ms": a.grid_rtts}
-    return BenchConfig(protocols=a.protocols, trends=a.trends, quick=a.quick, cpu_wakeup_us=a.cpu_wakeup_us, **{k: getattr(a, k) for k in SCALAR_FLAGS},
+    return BenchConfig(protocols=a.protocols, trends=a.trends, quick=a.quick, cpu_wakeup_us=a.cpu_wakeup_us,
+                       host_overhead_ms=a.host_overhead_ms, **{k: getattr(a, k) for k in SCALAR_FLAGS},
                        **{k: v if v is not None else base[k] for k, v in given.items()})
 
 

@@ -20,6 +20,7 @@ class LinkSpec:
     per: float = 0.0  # packet error rate of each direction, [0, 1)
     csi_trace: str | None = None  # CSV of t_s, rate_up_mbps, rate_down_mbps, rtt_ms, per
     seed: int = 0  # loss/jitter draws
+    host_overhead_ms: float = 0.0  # hosts' one-way cost the user-space emulator takes out of each delay, ms
 
     def fixed_csi(self) -> CSI:
         up = self.rate_up_mbps if self.rate_up_mbps else math.inf
@@ -34,7 +35,8 @@ class LinkSpec:
         csi = None if self.csi_trace else self.fixed_csi()
         return LinkConfig(target_port=target_port, target_host=target_host, listen_host=listen_host,
                           csi=None if csi is not None and csi.is_ideal else csi,
-                          trace=self.csi_trace, jitter_ms=self.jitter_ms, seed=self.seed)
+                          trace=self.csi_trace, jitter_ms=self.jitter_ms, seed=self.seed,
+                          host_overhead_ms=self.host_overhead_ms)
 
 
 def resolve_rates(rate: float | None, up: float | None, down: float | None) -> tuple[float | None, float | None]:

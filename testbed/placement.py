@@ -85,7 +85,7 @@ def _emulator_args(link, edge_addr: str) -> list[str]:
     """Delay, jitter and loss in user space (the rate is on the veth via tbf); with a CSI trace, the whole trace."""
     args = ["channel.emulator", "--listen", f"127.0.0.1:{EMULATOR_PORT}", "--forward", f"{edge_addr}:{EDGE_PORT}",
             "--rtt-ms", str(link.rtt_ms), "--jitter-ms", str(link.jitter_ms), "--per", str(link.per),
-            "--seed", str(link.seed)]
+            "--seed", str(link.seed), "--host-overhead-ms", str(link.host_overhead_ms)]
     return args + (["--csi-trace", str(Path(link.csi_trace).resolve())] if link.csi_trace else [])
 
 

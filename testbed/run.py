@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -146,8 +147,9 @@ def _describe_link(link: LinkSpec) -> str:
     if link.csi_trace:
         return f"trace {link.csi_trace}"
     rate = lambda r: "unlimited" if not r else f"{r:g} Mbps"  # noqa: E731
+    comp = f", host overhead {link.host_overhead_ms:g} ms/direction taken out" if link.host_overhead_ms else ""
     return (f"up {rate(link.rate_up_mbps)}, down {rate(link.rate_down_mbps)}, RTT {link.rtt_ms:g} ms, "
-            f"jitter {link.jitter_ms:g} ms, PER {link.per:g}")
+            f"jitter {link.jitter_ms:g} ms, PER {link.per:g}{comp}")
 
 
 def _versions() -> dict:
@@ -174,6 +176,9 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
     ap.add_argument("--jitter-ms", type=float, default=dl.jitter_ms)
     ap.add_argument("--per", type=float, default=dl.per, help="packet error rate per direction")
     ap.add_argument("--csi-trace", default=None, help="CSV of t_s, rate_up_mbps, rate_down_mbps, rtt_ms, per")
+    ap.add_argument("--host-overhead-ms", type=float, default=dl.host_overhead_ms,
+                    help="hosts' one-way cost (sockets, wake-ups, relay) the user-space emulator takes out of each "
+                         "direction's delay, so that t_comm matches the link model; scripts/bench_link.py measures it")
     ap.add_argument("--drafter", default=None, help="local HF drafter directory")
     ap.add_argument("--target", default=None, help="local HF target directory")
     ap.add_argument("--device", default=d.device)
@@ -201,8 +206,10 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
     a = ap.parse_args(argv)
     if a.cpu_wakeup_us is not None and a.cpu_wakeup_us < 0:
         ap.error("--cpu-wakeup-us must be >= 0")
+    if not 0 <= a.host_overhead_ms < math.inf:
+        ap.error("--host-overhead-ms must be finite and >= 0")
     up, down = resolve_rates(a.rate_mbps, a.rate_up_mbps, a.rate_down_mbps)
-    link = LinkSpec(up, down, a.rtt_ms, a.jitter_ms, a.per, a.csi_trace, a.seed)
+    link = LinkSpec(up, down, a.rtt_ms, a.jitter_ms, a.per, a.csi_trace, a.seed, a.host_overhead_ms)
     keep = {f.name for f in dataclasses.fields(RunConfig)} - {"link", "reference"}
     return RunConfig(link=link, reference=not a.no_reference, **{k: v for k, v in vars(a).items() if k in keep})
 

@@ -35,6 +35,23 @@ def test_schedule_rate_queue_and_propagation(now_s, nbytes, rate_mbps, delay_ms,
     assert slot.deliver_at_s == pytest.approx(deliver_s)
 
 
+@pytest.mark.parametrize("delay_ms,overhead_ms,deliver_s", [
+    (20.0, 1.5, 1.0285),  # 10 ms serialization + (20 - 1.5) ms
+    (1.0, 1.5, 1.01),  # never below zero delay: serialization is kept whole
+    (20.0, 0.0, 1.03),
+])
+def test_host_overhead_comes_out_of_the_delay_only(delay_ms, overhead_ms, deliver_s):
+    p = DirParams(1.0, 0.0, delay_ms, overhead_ms=overhead_ms)
+    slot = schedule(1.0, 1250, p, 0.0, np.random.default_rng(0))
+    assert slot.serialize_done_s == pytest.approx(1.01)
+    assert slot.deliver_at_s == pytest.approx(deliver_s)
+
+
+def test_dir_params_carries_the_host_overhead():
+    p = dir_params(CSI.symmetric(20.0, 10.0), "down", overhead_ms=0.7)
+    assert (p.delay_ms, p.overhead_ms) == (5.0, 0.7)
+
+
 def test_schedule_without_loss_is_exactly_s_over_r():
     p = DirParams(rate_mbps=10.0, mtu_bytes=1000)
     slot = schedule(0.0, 4500, p, 0.0, np.random.default_rng(0))
@@ -260,6 +277,10 @@ def test_cli_config_and_run(echo_port, tmp_path):
                       "--rate-down-mbps", "50", "--rtt-ms", "20", "--per", "0.01", "--per-connection"])
     assert (cfg.target_port, cfg.listen_port, cfg.shared_link) == (5555, 5601, False)
     assert cfg.csi == CSI(20.0, 50.0, 20.0, 0.01, 0.01)
+    assert cfg.host_overhead_ms == 0.0
+    assert parse_args(["--forward", "127.0.0.1:1", "--host-overhead-ms", "0.8"]).host_overhead_ms == 0.8
+    with pytest.raises(ValueError, match="host_overhead_ms"):
+        LinkConfig(target_port=1, host_overhead_ms=-1.0)
     with pytest.raises(SystemExit):
         parse_args(["--forward", "nohost"])
     cmd = [sys.executable, "-m", "channel.emulator", "--forward", f"127.0.0.1:{echo_port}", "--rtt-ms", "2"]

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from scripts.bench_link import (REJECT_POINT, BenchConfig, auto_vs_best, build_report, failures, fidelity_summary,
-                                parse_args, plan, predict_comm_s, reject_vs_greedy, sh_exchange_check)
+                                host_overhead_from, parse_args, plan, predict_comm_s, reject_vs_greedy,
+                                sh_exchange_check)
 
 
 def _row(up: int = 100, down: int = 50, ex: int = 1, rate: float | None = 2.0, rtt: float = 20.0,
@@ -114,6 +115,21 @@ def test_parse_args_defaults_and_overrides():
     assert parse_args(["--protocols", "greedy, sh"]).protocols == ["greedy", "sh"]
     with pytest.raises(SystemExit):
         parse_args(["--protocols", "greedy,bogus"])
+    assert cfg.host_overhead_ms is None and parse_args(["--host-overhead-ms", "0"]).host_overhead_ms == 0.0
+    with pytest.raises(SystemExit):
+        parse_args(["--host-overhead-ms", "-1"])
+
+
+def test_host_overhead_is_half_the_excess_per_exchange():
+    rows = [_row(ex=1) | {"t_comm_s": predict_comm_s(_row(ex=1)) + 0.002},
+            _row(ex=2) | {"t_comm_s": predict_comm_s(_row(ex=2)) + 0.004}]
+    c = host_overhead_from(pd.DataFrame(rows))
+    assert c["excess_exchange_ms"] == pytest.approx(2.0) and c["host_overhead_ms"] == pytest.approx(1.0)
+    assert c["excess_round_ms"] == pytest.approx(3.0) and c["n_rounds"] == 2
+    faster = host_overhead_from(pd.DataFrame([_row() | {"t_comm_s": 0.0}]))
+    assert faster["host_overhead_ms"] == 0.0  # never a negative compensation
+    with pytest.raises(RuntimeError, match="no rounds"):
+        host_overhead_from(pd.DataFrame())
 
 
 def test_build_report_shape_is_strict_json():
@@ -122,7 +138,7 @@ def test_build_report_shape_is_strict_json():
     trends = {"reject": reject_vs_greedy(_summary(3.0, 0.1), _summary(1.0, 0.1)), "sh": [], "auto": []}
     overhead = {"greedy_mean_ms": math.nan, "pass": True}
     doc = build_report(BenchConfig(), grid, overhead, trends, [], {"cpu_count": 2})
-    assert set(doc) == {"config", "machine", "grid", "overhead", "trends", "errors", "failed"}
+    assert set(doc) == {"config", "machine", "calibration", "grid", "overhead", "trends", "errors", "failed"}
     assert doc["config"]["rates_mbps"] == [2.0, 20.0, 200.0] and doc["grid"][0]["ratio"] is None
     assert doc["overhead"]["greedy_mean_ms"] is None and doc["failed"] == ["fidelity fh @ 2 Mbps / 20 ms"]
     assert json.loads(json.dumps(doc, allow_nan=False)) == doc

@@ -9,6 +9,9 @@ def test_emulator_args_fixed_and_trace(tmp_path):
     fixed = _emulator_args(LinkSpec(20.0, 20.0, 30.0, 1.0, 0.01), "10.0.0.2")
     assert fixed[:5] == ["channel.emulator", "--listen", "127.0.0.1:5601", "--forward", "10.0.0.2:5555"]
     assert "--csi-trace" not in fixed and fixed[fixed.index("--rtt-ms") + 1] == "30.0"
+    assert fixed[fixed.index("--host-overhead-ms") + 1] == "0.0"
+    comp = _emulator_args(LinkSpec(20.0, 20.0, 30.0, host_overhead_ms=0.9), "10.0.0.2")
+    assert comp[comp.index("--host-overhead-ms") + 1] == "0.9"
     trace = tmp_path / "t.csv"
     traced = _emulator_args(LinkSpec(csi_trace=str(trace)), "10.0.0.2")
     assert traced[-2:] == ["--csi-trace", str(Path(trace).resolve())]
@@ -17,3 +20,10 @@ def test_emulator_args_fixed_and_trace(tmp_path):
 def test_t0_from_the_emulator_line():
     assert _t0_of("127.0.0.1:5601 -> 10.0.0.2:5555 t0_epoch_s=1700000000.25 config={}") == 1700000000.25
     assert _t0_of("127.0.0.1:5601 -> 10.0.0.2:5555 config={}") is None
+
+
+def test_run_flag_reaches_the_emulator_config():
+    from testbed.run import parse_args
+    cfg = parse_args(["--rtt-ms", "10", "--host-overhead-ms", "0.8"])
+    assert cfg.link.host_overhead_ms == 0.8
+    assert cfg.link.emulator_config(5555).host_overhead_ms == 0.8
