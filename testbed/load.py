@@ -118,7 +118,7 @@ def run_load(cfg: LoadConfig, site: placement.Site, traces: list[Trace], n: int,
                for i in range(n)]
     ctx = zmq.Context()
     loop = LoadLoop(ctx, site.connect, devices, cfg.draft_len, cfg.max_new_tokens, cfg.tau_d_ms / 1e3,
-                    Limits(vocab_size=1 << 20))
+                    Limits(vocab_size=1 << 20), t_net0_s=cfg.link.rtt_ms / 1e3)
     t0 = time.perf_counter()
     with tqdm(total=n * cfg.prompts_per_ue, desc=f"{n} UEs", unit="prompt") as bar:
         loop.run(cfg.timeout_s, bar, cfg.stagger_s)

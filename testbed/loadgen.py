@@ -3,7 +3,9 @@
 A device replays recorded greedy-SD blocks (``Trace``: the drafter's blocks along the target's greedy path,
 which is what the edge commits when it verifies greedily), waits an emulated drafting time
 ``len(block) * tau_d`` before sending each, and runs its prompts one session after another.  Its OPEN
-carries its SLO class (``meta.slo_tok_s``), its DRAFTs the emulated drafting time.  Each VERDICT yields one
+carries its SLO class (``meta.slo_tok_s``), its DRAFTs the emulated drafting time and, as the CSI's
+``rtt_ms``, the network time it measured (a smoothed T_network of its rounds; the link's RTT until the first
+verdict), which the edge takes off the deadline as WISP eq. 6 does.  Each VERDICT yields one
 request record: the edge's queue and verify times, the link time, and whether the request missed its
 verification budget ``tau_c = N_d / s_c - T_draft - T_network`` (WISP eq. 6, alpha = 1).
 """
@@ -43,6 +45,7 @@ class Device:
     state: str = "idle"  # idle -> opening -> drafting -> waiting -> ... -> done
     t_ready: float = 0.0  # idle: first OPEN due; drafting: drafting ends (perf_counter seconds)
     t_send: float = 0.0
+    t_net_s: float = 0.0  # smoothed network time of its rounds, reported in each DRAFT
     records: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -70,11 +73,19 @@ def request_record(dev: Device, v: dict, t_round_s: float, tau_d_s: float) -> di
             "budget_s": budget, "violated": bool(t_edge > budget), "batch": int(v.get("batch", 1))}
 
 
+NET_SMOOTHING = 0.3  # weight of the newest round in a device's network-time estimate
+
+
+def smooth(prev_s: float, new_s: float, weight: float = NET_SMOOTHING) -> float:
+    """Exponentially smoothed estimate (pure)."""
+    return (1 - weight) * prev_s + weight * new_s
+
+
 class LoadLoop:
     """Drives the devices until every prompt is done or the deadline passes."""
 
     def __init__(self, ctx: zmq.Context, endpoint: str, devices: list[Device], draft_len: int, max_new: int,
-                 tau_d_s: float, limits: Limits):
+                 tau_d_s: float, limits: Limits, t_net0_s: float = 0.0):
         self.devices, self.draft_len, self.max_new, self.tau_d_s, self.limits = devices, draft_len, max_new, tau_d_s, limits
         self.poller = zmq.Poller()
         self.by_sock = {}
@@ -85,6 +96,7 @@ class LoadLoop:
             d.sock.connect(endpoint)
             self.poller.register(d.sock, zmq.POLLIN)
             self.by_sock[d.sock] = d
+            d.t_net_s = t_net0_s  # until its first verdict: the link's RTT
 
     def run(self, timeout_s: float, progress=None, stagger_s: float = 0.0) -> None:
         """Run every device's prompts; device i opens its first session at i / N * stagger_s (arrivals spread
@@ -124,7 +136,8 @@ class LoadLoop:
     def _send_draft(self, d: Device) -> None:
         d.state, d.t_send = "waiting", time.perf_counter()
         d.sock.send_multipart(encode(make(MsgType.DRAFT, d.sid, {"tokens": np.asarray(d.block, np.int32)},
-                                          round=d.round, t_draft_s=len(d.block) * self.tau_d_s, protocol="greedy")))
+                                          round=d.round, t_draft_s=len(d.block) * self.tau_d_s, protocol="greedy",
+                                          csi={"rtt_ms": d.t_net_s * 1e3})))
 
     def _on_reply(self, d: Device, msg: Message, progress) -> None:
         if msg.type == MsgType.ERROR:
@@ -138,6 +151,7 @@ class LoadLoop:
     def _on_verdict(self, d: Device, v: dict, t_round: float, progress) -> None:
         tr = d.traces[d.prompt]
         d.records.append(request_record(d, v, t_round, self.tau_d_s))
+        d.t_net_s = smooth(d.t_net_s, d.records[-1]["t_comm_s"])
         if v["n_accepted"] != tr.accepted[d.round]:
             d.errors.append(f"{d.sid} round {d.round}: edge accepted {v['n_accepted']}, the trace {tr.accepted[d.round]}")
             return self._next_prompt(d, progress)

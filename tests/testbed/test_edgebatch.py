@@ -114,3 +114,17 @@ def test_one_batch_per_turn_keeps_the_rest_waiting_and_guards_held_drafts(pair):
     batches = [v.header.get("batch") for v in verdicts if v.type == MsgType.VERDICT]
     assert batches and set(batches) == {2}  # each verdict reports its batch size
     assert server.held == []  # the closed session's DRAFT was dropped, not verified
+
+
+def test_deadline_takes_off_the_reported_drafting_and_network_time(pair, tmp_path):
+    server = EdgeServer(ServeConfig(max_draft_len=16, batch_verify=True, scheduler="slo",
+                                    estimator=_estimator(tmp_path)), pair[1], RejectAll())
+    opened = make(MsgType.OPEN, "s0", {"prompt": np.array([3, 4], np.int32)}, protocol="greedy", draft_len=4,
+                  max_new_tokens=8, meta={"slo_tok_s": 40.0})
+    assert decode(server.handle(b"p0", encode(opened)), LIMITS).type == MsgType.OPEN_OK
+    draft = make(MsgType.DRAFT, "s0", {"tokens": np.array([5, 6, 7, 8], np.int32)}, round=0, t_draft_s=0.02,
+                 csi={"rtt_ms": 30.0})
+    sess = server._guard(b"p0", encode(draft), server._hold_drafts)
+    req = server.batcher.request(b"p0", sess)
+    # 4 tokens at 40 tok/s = 100 ms, minus 20 ms drafting and 30 ms network: 50 ms after arrival
+    assert req.deadline_s - req.arrival_s == pytest.approx(0.05)

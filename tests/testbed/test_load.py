@@ -43,3 +43,10 @@ def test_live_sweep_against_a_batched_edge(pair_dirs, tmp_path):
     assert sorted(set(both["max_batch"])) == [1, 16] and len(both) == 4
     for png in ("violations_vs_n.png", "queue_vs_verify.png"):
         assert (tmp_path / png).stat().st_size > 0
+
+
+def test_network_time_estimate_is_smoothed():
+    from testbed.loadgen import NET_SMOOTHING, smooth
+    assert smooth(0.02, 0.02) == pytest.approx(0.02)
+    assert smooth(0.0, 0.01) == pytest.approx(NET_SMOOTHING * 0.01)
+    assert Device("ue0", 4.0, []).t_net_s == 0.0
