@@ -18,6 +18,7 @@ from wisv.scheduler import Request, deadline_s, select_fcfs, select_slo
 from wisv.sessions import Block
 
 SCHEDULER_CHOICES = ("fcfs", "slo")
+LOST_ORDER_CHOICES = ("last", "edf")  # slo: requests past saving go last (default) or first by EDF (the paper)
 Held = tuple[bytes, EdgeSession]  # (peer, session holding a validated DRAFT)
 Done = tuple[bytes, EdgeSession, Block | Exception, float, int]  # (peer, session, block or error, batch s, batch size)
 
@@ -26,15 +27,18 @@ class DraftBatcher:
     """Verifies held DRAFTs batch by batch until none is left."""
 
     def __init__(self, engine: BatchVerifier, scheduler: str = "fcfs", max_batch: int = 16,
-                 estimator: EstimatorProfile | None = None, guard_s: float = 0.0):
+                 estimator: EstimatorProfile | None = None, guard_s: float = 0.0, lost_order: str = "last"):
         if scheduler not in SCHEDULER_CHOICES:
             raise ValueError(f"unknown scheduler {scheduler!r}; choose one of {SCHEDULER_CHOICES}")
         if scheduler == "slo" and estimator is None:
             raise ValueError("the slo scheduler needs a verification-time profile (--estimator, from testbed.profile)")
+        if lost_order not in LOST_ORDER_CHOICES:
+            raise ValueError(f"unknown lost-request order {lost_order!r}; choose one of {LOST_ORDER_CHOICES}")
         if guard_s < 0:
             raise ValueError(f"guard time must be >= 0, got {guard_s}")
         self.engine, self.scheduler, self.max_batch, self.estimator = engine, scheduler, max_batch, estimator
         self.guard_s = guard_s  # WISP's delta: requests turn critical this much earlier; batches keep this slack
+        self.lost_last = lost_order == "last"  # wisv/scheduler.py: lost_last
         self.scale = 1.0  # live batch time / profile prediction (EWMA), applied to every estimate
 
     def run(self, held: list[Held]) -> list[Done]:
@@ -70,7 +74,7 @@ class DraftBatcher:
             chosen = select_fcfs(pending, mem_budget_bytes=2**62, max_batch=self.max_batch)
         else:
             chosen = select_slo(pending, time.perf_counter(), 2**62, self.batch_time, delta_s=self.guard_s,
-                                max_batch=self.max_batch)
+                                max_batch=self.max_batch, lost_last=self.lost_last)
         return [reqs[r.rid] for r in chosen]
 
     def batch_time(self, cached: list[int], new: list[int], block: list[int] | None = None) -> float:

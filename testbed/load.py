@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from protocols.wire import Limits
 from testbed import placement
+from testbed.edgebatch import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from testbed.link import LinkSpec
 from testbed.loadgen import Device, LoadLoop, Trace
 from testbed.summary import read_csv_or_empty
@@ -55,6 +56,7 @@ class LoadConfig:
     estimator: str = "results/verify_profile.json"  # verification-time profile for slo (testbed.profile)
     max_batch: int = 16  # most requests per verification pass
     guard_ms: float = 0.0  # slo scheduler's guard time delta, ms (testbed.serve --guard-ms)
+    lost_order: str = "last"  # slo: last | edf (testbed.serve --lost-order)
     compare_max_batch: int = 0  # >0: also run the sweep against an edge with this max batch (1: one at a time)
     epsilon: float = 0.1  # capacity: largest N with violation rate <= epsilon per class
     timeout_s: float = 600.0  # give up on a load run after this long
@@ -62,6 +64,12 @@ class LoadConfig:
     target: str | None = None  # local HF target (None: built-in); the drafter must match it
     drafter: str | None = None
     link: LinkSpec = field(default_factory=LinkSpec)  # emulated link (shared by all UEs)
+
+    def __post_init__(self) -> None:
+        if self.scheduler not in SCHEDULER_CHOICES:
+            raise ValueError(f"unknown scheduler {self.scheduler!r}; choose one of {SCHEDULER_CHOICES}")
+        if self.lost_order not in LOST_ORDER_CHOICES:
+            raise ValueError(f"unknown lost-request order {self.lost_order!r}; choose one of {LOST_ORDER_CHOICES}")
 
     def ns(self) -> list[int]:
         return [int(x) for x in self.sweep.split(",")] if self.sweep else [self.ues]
@@ -178,7 +186,7 @@ def _sweep(cfg: LoadConfig, traces: list[Trace], max_batch: int, out: Path) -> p
     edge = ["testbed.serve", "--head", "none", "--batch-verify", "--scheduler", cfg.scheduler,
             "--max-batch", str(max_batch), "--max-draft-len", str(max(64, cfg.draft_len))]
     if cfg.scheduler == "slo":
-        edge += ["--estimator", cfg.estimator, "--guard-ms", str(cfg.guard_ms)]
+        edge += ["--estimator", cfg.estimator, "--guard-ms", str(cfg.guard_ms), "--lost-order", cfg.lost_order]
     edge += ["--target", cfg.target] if cfg.target else []
     rows = []
     with placement.local(cfg, out, edge) as site:
@@ -203,7 +211,10 @@ def parse_args(argv: list[str] | None = None) -> LoadConfig:
     ap.add_argument("--rtt-ms", type=float, default=d.link.rtt_ms)
     a = vars(ap.parse_args(argv))
     rate, rtt = a.pop("rate_mbps") or None, a.pop("rtt_ms")
-    return LoadConfig(**a, link=LinkSpec(rate, rate, rtt))
+    try:
+        return LoadConfig(**a, link=LinkSpec(rate, rate, rtt))
+    except ValueError as e:
+        ap.error(str(e))
 
 
 if __name__ == "__main__":

@@ -21,8 +21,9 @@ import zmq
 
 from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, error_message, make
-from testbed.edgebatch import SCHEDULER_CHOICES, DraftBatcher
+from testbed.edgebatch import LOST_ORDER_CHOICES, SCHEDULER_CHOICES, DraftBatcher
 from testbed.heads import HEAD_HELP, load_policy
+from testbed.inbox import Inbox
 from wisv.batchverify import BatchVerifier, EngineConfig, EngineView
 from wisv.estimator import EstimatorProfile
 from wisv.evaluate import eos_id
@@ -51,6 +52,7 @@ class ServeConfig:
     memory_budget_mb: float = 2048.0  # cap on all sessions' KV caches together (engine)
     estimator: str | None = None  # verification-time profile from testbed.profile (needed by --scheduler slo)
     guard_ms: float = 0.0  # slo scheduler's guard time delta (LST = deadline - v - delta), ms
+    lost_order: str = "last"  # slo: requests that can no longer meet their deadline go last | edf (the paper)
 
 
 class EdgeServer:
@@ -72,16 +74,18 @@ class EdgeServer:
         """Decode, dispatch and encode one reply; never raises for a peer's mistake."""
         return self._guard(peer, frames, self._dispatch)
 
-    def handle_many(self, items: list[tuple[bytes, list]], one_batch: bool = False) -> list[tuple[bytes, list[bytes]]]:
-        """Several messages at once; with batching their DRAFTs join the waiting ones and are verified together.
+    def handle_many(self, items: list[tuple], one_batch: bool = False) -> list[tuple[bytes, list[bytes]]]:
+        """Several messages ``(peer, frames[, arrival perf_counter s])`` at once; with batching their DRAFTs join
+        the waiting ones and are verified together.  Without an arrival time a message arrives when handled.
 
         ``one_batch``: verify only the next batch and keep the rest waiting, so that the caller can add what arrived
         meanwhile before the scheduler picks again (the serving loop does this); otherwise verify until none waits."""
         if self.batcher is None:
-            return [(peer, self.handle(peer, frames)) for peer, frames in items]
+            return [(item[0], self._guard(item[0], item[1], self._dispatch, t0=_arrival(item))) for item in items]
         replies = []
-        for peer, frames in items:
-            out = self._guard(peer, frames, self._hold_drafts)
+        for item in items:
+            peer, frames = item[:2]
+            out = self._guard(peer, frames, self._hold_drafts, t0=_arrival(item))
             (self.held if isinstance(out, EdgeSession) else replies).append((peer, out))
         self.held = [(p, s) for p, s in self.held if self.sessions.get((p, s.sid)) is s]  # closed meanwhile: drop
         while self.held:
@@ -92,9 +96,9 @@ class EdgeServer:
                 break
         return replies
 
-    def _guard(self, peer: bytes, frames: list | None, act, sid: str = "unknown"):
-        """Run ``act(peer, msg, t0)`` on the decoded frames; errors become ERROR replies (encoded)."""
-        t0 = time.perf_counter()
+    def _guard(self, peer: bytes, frames: list | None, act, sid: str = "unknown", t0: float | None = None):
+        """Run ``act(peer, msg, t0)`` on the decoded frames (t0: arrival, default now); errors become ERROR replies."""
+        t0 = time.perf_counter() if t0 is None else t0
         try:
             msg = decode(frames, self.limits) if frames is not None else None
             sid = msg.session if msg is not None else sid
@@ -169,6 +173,11 @@ class EdgeServer:
         return len(stale)
 
 
+def _arrival(item: tuple) -> float | None:
+    """The arrival time of a ``handle_many`` item, if it carries one."""
+    return item[2] if len(item) > 2 else None
+
+
 def _end_draft(sess: EdgeSession, block, dt: float, batch: int) -> Message:
     """Finish a held DRAFT with its batched block, or fail it with the batch's error."""
     if isinstance(block, Exception):
@@ -186,7 +195,7 @@ def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[BatchVerifier 
     if not cfg.batch_verify:
         return engine, None
     est = EstimatorProfile.load(cfg.estimator) if cfg.estimator else None
-    return engine, DraftBatcher(engine, cfg.scheduler, cfg.max_batch, est, cfg.guard_ms / 1e3)
+    return engine, DraftBatcher(engine, cfg.scheduler, cfg.max_batch, est, cfg.guard_ms / 1e3, cfg.lost_order)
 
 
 def serve(cfg: ServeConfig, ready=print) -> None:
@@ -208,7 +217,11 @@ def serve(cfg: ServeConfig, ready=print) -> None:
     try:
         endpoint = _bind(sock, cfg.bind)
         ready(f"READY {endpoint}", flush=True)
-        _loop(sock, server, stop)
+        if server.batcher is None:
+            _loop(sock, server, stop)
+        else:
+            with Inbox(ctx, sock) as inbox:
+                _batch_loop(inbox, server, stop)
     finally:
         sock.close(0)
         ctx.term()
@@ -230,6 +243,19 @@ def _loop(sock: zmq.Socket, server: EdgeServer, stop: dict) -> None:
         if items or server.held:  # one batch per turn: what arrived during it joins the queue before the next pick
             for peer, reply in server.handle_many(items, one_batch=True):
                 sock.send_multipart([peer] + reply)
+        if time.monotonic() - last_sweep > 1.0:
+            server.sweep()
+            last_sweep = time.monotonic()
+
+
+def _batch_loop(inbox: Inbox, server: EdgeServer, stop: dict) -> None:
+    """The batching edge's loop: messages come stamped with their arrival from the receiver thread."""
+    last_sweep = time.monotonic()
+    while not stop["flag"]:
+        items = inbox.get(0 if server.held else 0.1, 4 * server.cfg.max_batch)
+        if items or server.held:  # one batch per turn: what arrived during it joins the queue before the next pick
+            for peer, reply in server.handle_many([(p, f, t) for t, p, f in items], one_batch=True):
+                inbox.send([peer] + reply)
         if time.monotonic() - last_sweep > 1.0:
             server.sweep()
             last_sweep = time.monotonic()
@@ -267,6 +293,9 @@ def parse_args(argv: list[str] | None = None) -> ServeConfig:
     ap.add_argument("--estimator", default=None, help="verification-time profile JSON from python -m testbed.profile")
     ap.add_argument("--guard-ms", type=float, default=d.guard_ms,
                     help="slo scheduler's guard time delta, ms (absorbs estimator error on noisy machines)")
+    ap.add_argument("--lost-order", default=d.lost_order, choices=LOST_ORDER_CHOICES,
+                    help="slo: requests that can no longer meet their deadline go last (default) or first in EDF "
+                         "order as in the paper's Algorithm 1")
     return ServeConfig(**{k: v for k, v in vars(ap.parse_args(argv)).items()})
 
 

@@ -11,7 +11,13 @@ are *critical* and go first in earliest-deadline order; the rest follow by decre
 memory budget ``sum m <= M`` or the deadline test ``t + T_hat(B) + delta <= min d_i`` over the members that can
 still meet their deadline (``d_i >= t + v_i``): a request whose deadline is already lost is served but
 constrains no one, otherwise one late request would shrink every batch to one under overload.  The first
-request is always taken when its memory fits (a late request is served, not starved).  FCFS takes requests in
+request is always taken when its memory fits (a late request is served, not starved).
+
+``lost_last`` (the edge's default) refines the order under overload: a lost request (``d_i < t + v_i``) is
+critical by the paper's rule, and EDF would put it first, so that serving the hopeless ones makes the
+next ones late too (EDF's domino effect).  With ``lost_last`` the order is: critical requests that can still
+make it (EDF), then the rest by utility, then the lost ones (EDF).  They are still served when a batch has
+room, and alone when nothing else waits.  FCFS takes requests in
 arrival order and stops only at the memory budget or ``max_batch``.
 """
 from __future__ import annotations
@@ -66,23 +72,32 @@ def select_fcfs(pending: Sequence[Request], mem_budget_bytes: int, max_batch: in
     return batch
 
 
-def slo_order(pending: Sequence[Request], now_s: float, delta_s: float) -> list[Request]:
-    """Critical requests (now >= LST) by deadline, then the rest by decreasing utility."""
-    critical = sorted((r for r in pending if now_s >= latest_start_s(r, delta_s)), key=lambda r: (r.deadline_s, r.rid))
-    ids = {r.rid for r in critical}
+def is_lost(r: Request, now_s: float) -> bool:
+    """The request cannot meet its deadline even if verified alone right now."""
+    return r.deadline_s < now_s + r.v_s
+
+
+def slo_order(pending: Sequence[Request], now_s: float, delta_s: float, lost_last: bool = False) -> list[Request]:
+    """Critical requests (now >= LST) by deadline, then the rest by decreasing utility; with ``lost_last``,
+    requests that can no longer meet their deadline go after all others, by deadline."""
+    edf = lambda r: (r.deadline_s, r.rid)  # noqa: E731
+    lost = sorted((r for r in pending if lost_last and is_lost(r, now_s)), key=edf)
+    ids = {r.rid for r in lost}
+    critical = sorted((r for r in pending if r.rid not in ids and now_s >= latest_start_s(r, delta_s)), key=edf)
+    ids |= {r.rid for r in critical}
     rest = sorted((r for r in pending if r.rid not in ids), key=lambda r: (-r.utility, r.arrival_s, r.rid))
-    return critical + rest
+    return critical + rest + lost
 
 
 def select_slo(pending: Sequence[Request], now_s: float, mem_budget_bytes: int, batch_time: BatchTime,
-               delta_s: float = 0.0, max_batch: int = 64) -> list[Request]:
+               delta_s: float = 0.0, max_batch: int = 64, lost_last: bool = False) -> list[Request]:
     """WISP Algorithm 1: grow the batch in slo_order until memory, deadline or max_batch stops it."""
     batch: list[Request] = []
-    for r in slo_order(pending, now_s, delta_s):
+    for r in slo_order(pending, now_s, delta_s, lost_last):
         cand = batch + [r]
         if len(cand) > max_batch or sum(x.mem_bytes for x in cand) > mem_budget_bytes:
             break
-        feasible = [x.deadline_s for x in cand if x.deadline_s >= now_s + x.v_s]  # a lost deadline binds no one
+        feasible = [x.deadline_s for x in cand if not is_lost(x, now_s)]  # a lost deadline binds no one
         t_hat = batch_time([x.cached for x in cand], [x.new for x in cand], [x.block or x.new for x in cand])
         late = bool(feasible) and now_s + t_hat + delta_s > min(feasible)
         if late and batch:

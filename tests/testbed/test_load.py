@@ -50,3 +50,12 @@ def test_network_time_estimate_is_smoothed():
     assert smooth(0.02, 0.02) == pytest.approx(0.02)
     assert smooth(0.0, 0.01) == pytest.approx(NET_SMOOTHING * 0.01)
     assert Device("ue0", 4.0, []).t_net_s == 0.0
+
+
+def test_scheduler_options_are_checked_up_front():
+    from testbed.load import parse_args
+    assert parse_args(["--lost-order", "edf"]).lost_order == "edf"
+    with pytest.raises(SystemExit):
+        parse_args(["--lost-order", "sometimes"])
+    with pytest.raises(ValueError, match="scheduler"):
+        LoadConfig(scheduler="random")

@@ -41,6 +41,20 @@ def test_slo_order_puts_critical_first_by_deadline_then_utility():
     assert [r.rid for r in slo_order(reqs, now_s=0.0, delta_s=0.0)] == ["hi_util", "crit_early", "crit_late", "lo_util"]
 
 
+def test_lost_last_puts_hopeless_requests_after_the_rest():
+    reqs = [R("util", deadline=50, g=8, v=1), R("crit", deadline=3.5, g=2, v=0.5), R("lost_a", deadline=2.5, v=1),
+            R("lost_b", deadline=1.0, v=1)]
+    # at t=2: lost_a (2.5 < 2 + 1) and lost_b are lost; crit (LST 3.0 > 2) is not critical yet
+    assert [r.rid for r in slo_order(reqs, 2.0, 0.0)] == ["lost_b", "lost_a", "util", "crit"]  # the paper's EDF
+    assert [r.rid for r in slo_order(reqs, 2.0, 0.0, lost_last=True)] == ["util", "crit", "lost_b", "lost_a"]
+    # at t=2.8 with delta 0.3, crit is critical (LST 2.7) and can still make it (3.5 >= 2.8 + 0.5)
+    assert [r.rid for r in slo_order(reqs, 2.8, 0.3, lost_last=True)] == ["crit", "util", "lost_b", "lost_a"]
+    # the lost ones ride along while the batch keeps every feasible deadline (0.2 s each: 2.8 + 0.6 <= 3.5,
+    # 2.8 + 0.8 > 3.5); with nothing else waiting they are served together, by deadline
+    assert [r.rid for r in select_slo(reqs, 2.8, 100, per_request(0.2), lost_last=True)] == ["util", "crit", "lost_b"]
+    assert [r.rid for r in select_slo(reqs[2:], 2.6, 100, per_request(5.0), lost_last=True)] == ["lost_b", "lost_a"]
+
+
 def test_slo_stops_at_the_first_deadline_violation():
     reqs = [R("a", deadline=1.0, g=8), R("b", deadline=1.0, g=6), R("c", deadline=10.0, g=1)]
     # 0.4 s per request: {a} 0.4 <= 1, {a, b} 0.8 <= 1, {a, b, c} 1.2 > min deadline 1.0 -> stop
@@ -68,14 +82,14 @@ requests = st.lists(st.builds(
 
 
 @settings(max_examples=200, deadline=None)
-@given(requests, st.floats(0, 2), st.integers(0, 200), st.floats(0.001, 0.2), st.integers(1, 8))
-def test_slo_batches_always_respect_memory_and_deadlines(pending, now, mem, per_req, max_batch):
-    batch = select_slo(pending, now, mem, per_request(per_req), max_batch=max_batch)
+@given(requests, st.floats(0, 2), st.integers(0, 200), st.floats(0.001, 0.2), st.integers(1, 8), st.booleans())
+def test_slo_batches_always_respect_memory_and_deadlines(pending, now, mem, per_req, max_batch, lost_last):
+    batch = select_slo(pending, now, mem, per_request(per_req), max_batch=max_batch, lost_last=lost_last)
     assert len(batch) <= max_batch and len({r.rid for r in batch}) == len(batch)
     assert sum(r.mem_bytes for r in batch) <= mem
     feasible = [r.deadline_s for r in batch if r.deadline_s >= now + r.v_s]
     if len(batch) > 1 and feasible:  # a larger batch meets the deadline of every member that could still make it
         assert now + per_req * len(batch) <= min(feasible) + 1e-12
-    assert [r.rid for r in batch] == [r.rid for r in slo_order(pending, now, 0.0)][: len(batch)]
+    assert [r.rid for r in batch] == [r.rid for r in slo_order(pending, now, 0.0, lost_last)][: len(batch)]
     fcfs = select_fcfs(pending, mem, max_batch)
     assert sum(r.mem_bytes for r in fcfs) <= mem and len(fcfs) <= max_batch

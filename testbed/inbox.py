@@ -1,0 +1,80 @@
+"""The batching edge's receiver thread: owns the ROUTER socket, stamps each message when it arrives, sends replies.
+
+A verification batch blocks the serving loop for tens of milliseconds.  Without this thread a DRAFT that
+arrives meanwhile waits in ZeroMQ's buffer, unseen: the edge would date its arrival (and so its deadline,
+WISP eq. 12) only when the batch is over, and count that wait as link time instead of queue time.  Here a
+thread receives while the engine computes (torch releases the GIL in its kernels; the switch interval is
+lowered so that the thread gets the GIL within ~1 ms when Python code holds it) and hands ``(arrival,
+peer, frames)`` to the loop through a queue.  Replies go back through an inproc PAIR socket, because a
+ZeroMQ socket must be used by one thread only.  The single-session path does not use it: the extra hop
+costs a thread wake-up per reply.
+"""
+from __future__ import annotations
+
+import itertools
+import queue
+import sys
+import threading
+import time
+
+import zmq
+
+SWITCH_INTERVAL_S = 0.001  # Python's GIL switch interval while an Inbox runs (default 5 ms)
+POLL_MS = 100  # the thread checks its stop flag at least this often
+_ids = itertools.count()
+
+Arrival = tuple[float, bytes, list]  # (perf_counter at receipt, peer identity, frames)
+
+
+class Inbox:
+    """Receive on ``sock`` in a thread; ``get`` the stamped messages, ``send`` replies (from one other thread)."""
+
+    def __init__(self, ctx: zmq.Context, sock: zmq.Socket):
+        self.sock, self._q = sock, queue.SimpleQueue()
+        addr = f"inproc://edge-replies-{next(_ids)}"
+        self._pull = ctx.socket(zmq.PAIR)
+        self._pull.bind(addr)
+        self._push = ctx.socket(zmq.PAIR)
+        self._push.connect(addr)
+        self._stop = threading.Event()
+        self._switch = sys.getswitchinterval()
+        self._thread = threading.Thread(target=self._run, name="edge-inbox", daemon=True)
+
+    def __enter__(self) -> Inbox:
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        sys.setswitchinterval(self._switch)
+        self._push.close(0)
+        self._pull.close(0)
+
+    def get(self, timeout_s: float, most: int) -> list[Arrival]:
+        """Messages received so far (waiting up to timeout_s for the first), at most ``most``."""
+        items = []
+        try:
+            items.append(self._q.get(timeout=timeout_s) if timeout_s > 0 else self._q.get_nowait())
+            while len(items) < most:
+                items.append(self._q.get_nowait())
+        except queue.Empty:
+            pass
+        return items
+
+    def send(self, frames: list) -> None:
+        """Queue one reply (peer identity first) for the thread to send."""
+        self._push.send_multipart(frames)
+
+    def _run(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        poller.register(self._pull, zmq.POLLIN)
+        while not self._stop.is_set():
+            for s, _ in poller.poll(POLL_MS):
+                if s is self.sock:
+                    peer, *frames = self.sock.recv_multipart(copy=False)
+                    self._q.put((time.perf_counter(), peer.bytes, frames))
+                else:
+                    self.sock.send_multipart(self._pull.recv_multipart(copy=False), copy=False)
