@@ -1,0 +1,92 @@
+"""Compare two ``testbed.load --sweep`` runs (a baseline and a candidate scheduler) on the tightest SLO class.
+
+``python -m testbed.loadcompare BASELINE_DIR CANDIDATE_DIR [--over 0.2] [--cut 0.5] [--capacity-ratio 1.5]``
+reads each run's ``sweep.csv``, ``capacity.json`` and ``config.json`` and checks WISP's two claims: at every
+swept N where the baseline violates the tightest class's SLO for more than ``over`` of its requests, the
+candidate's rate is at most ``cut`` times the baseline's; and the candidate's capacity for that class is at
+least ``capacity_ratio`` times the baseline's.  Prints a table and writes ``compare.json`` to the candidate's
+directory (or ``--out``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+
+def tightest_class(sweep: pd.DataFrame) -> str:
+    """The sweep's class column with the highest token-speed target ("viol_50" -> 50 tok/s)."""
+    cols = [c for c in sweep.columns if c.startswith("viol_")]
+    if not cols:
+        raise ValueError("the sweep has no viol_<class> columns")
+    return max(cols, key=lambda c: float(c[len("viol_"):]))
+
+
+def compare(base: pd.DataFrame, cand: pd.DataFrame, base_cap: dict, cand_cap: dict, over: float = 0.2,
+            cut: float = 0.5, capacity_ratio: float = 1.5) -> dict:
+    """The two checks on the tightest class (pure): per-N rates where the baseline is over ``over``, capacities."""
+    col = tightest_class(base)
+    cls = col[len("viol_"):]
+    both = base[["ues", col]].merge(cand[["ues", col]], on="ues", suffixes=("_base", "_cand"))
+    loaded = both[both[f"{col}_base"] > over]
+    points = [{"ues": int(r.ues), "base": float(r[f"{col}_base"]), "cand": float(r[f"{col}_cand"]),
+               "ratio": float(r[f"{col}_cand"] / r[f"{col}_base"]),
+               "pass": bool(r[f"{col}_cand"] <= cut * r[f"{col}_base"])} for _, r in loaded.iterrows()]
+    b, c = int(base_cap[cls]), int(cand_cap[cls])
+    cap_ratio = c / b if b else (float("inf") if c else float("nan"))
+    return {"class_tok_s": float(cls), "over": over, "cut": cut, "points": points,
+            "cut_pass": bool(points) and all(p["pass"] for p in points),
+            "capacity_base": b, "capacity_cand": c, "capacity_ratio": cap_ratio,
+            "capacity_pass": bool(cap_ratio >= capacity_ratio), "capacity_ratio_target": capacity_ratio}
+
+
+def load_run(path: Path) -> tuple[pd.DataFrame, dict, dict]:
+    """(sweep.csv, capacity per class, config) of one sweep directory."""
+    try:
+        sweep = pd.read_csv(path / "sweep.csv")
+        cap = json.loads((path / "capacity.json").read_text())["capacity"]
+        cfg = json.loads((path / "config.json").read_text())
+    except FileNotFoundError as e:
+        raise SystemExit(f"{path} is not a finished testbed.load --sweep run: {e.filename} is missing") from None
+    return sweep, cap, cfg
+
+
+def report(res: dict, base_cfg: dict, cand_cfg: dict) -> str:
+    """Human-readable lines for the printed comparison."""
+    lines = [f"tightest class {res['class_tok_s']:g} tok/s: {base_cfg.get('scheduler')} (baseline) vs "
+             f"{cand_cfg.get('scheduler')} (candidate)"]
+    if not res["points"]:
+        lines.append(f"  the baseline never violates more than {res['over']:.0%}: no loaded point to compare")
+    for p in res["points"]:
+        lines.append(f"  N={p['ues']}: {p['base']:.1%} -> {p['cand']:.1%} (x{p['ratio']:.2f}, "
+                     f"{'pass' if p['pass'] else 'FAIL'}: <= x{res['cut']:g})")
+    lines.append(f"  capacity {res['capacity_base']} -> {res['capacity_cand']} UEs (x{res['capacity_ratio']:.2f}, "
+                 f"{'pass' if res['capacity_pass'] else 'FAIL'}: >= x{res['capacity_ratio_target']:g})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("baseline", type=Path)
+    ap.add_argument("candidate", type=Path)
+    ap.add_argument("--over", type=float, default=0.2, help="loaded points: baseline violation rate above this")
+    ap.add_argument("--cut", type=float, default=0.5, help="pass: candidate rate <= cut * baseline rate")
+    ap.add_argument("--capacity-ratio", type=float, default=1.5, help="pass: candidate capacity >= this x baseline")
+    ap.add_argument("--out", type=Path, default=None, help="where compare.json goes (default: the candidate dir)")
+    a = ap.parse_args(argv)
+    (bs, bcap, bcfg), (cs, ccap, ccfg) = load_run(a.baseline), load_run(a.candidate)
+    res = compare(bs, cs, bcap, ccap, a.over, a.cut, a.capacity_ratio)
+    res |= {"baseline": str(a.baseline), "candidate": str(a.candidate), "baseline_config": bcfg,
+            "candidate_config": ccfg}
+    print(report(res, bcfg, ccfg))
+    out = a.out or a.candidate
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compare.json").write_text(json.dumps(res, indent=1))
+    return res
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
