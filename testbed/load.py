@@ -93,11 +93,21 @@ def make_traces(cfg: LoadConfig, n_prompts: int) -> list[Trace]:
 
 
 def summarize(df: pd.DataFrame, n: int, wall_s: float, errors: list[str]) -> dict:
-    """Goodput, violation rate per class, mean WDT and queue/verify times of one load run."""
+    """Goodput, violation rate per class, mean WDT and queue/verify times of one load run.
+
+    A request is *infeasible* when its budget (eq. 6) is <= 0 before the edge does anything: its own drafting
+    and network time already use up the SLO (e.g. a prompt's short last block over a 20 ms RTT), so no
+    scheduler can meet it.  ``violation_rate`` counts every request; ``violation_rate_feasible`` only the others,
+    which is what the edge can act on; ``infeasible_rate`` is their share."""
     per_class = df.groupby("slo_tok_s")["violated"].mean() if len(df) else pd.Series(dtype=float)
+    feasible = df[df["budget_s"] > 0] if len(df) else df
+    per_feasible = feasible.groupby("slo_tok_s")["violated"].mean() if len(feasible) else pd.Series(dtype=float)
+    infeasible = (df["budget_s"] <= 0).groupby(df["slo_tok_s"]).mean() if len(df) else pd.Series(dtype=float)
     return {"ues": n, "requests": int(len(df)), "wall_s": wall_s,
             "goodput_tok_s": float(df["committed"].sum() / wall_s) if len(df) else 0.0,
             "violation_rate": {str(k): float(v) for k, v in per_class.items()},
+            "violation_rate_feasible": {str(k): float(v) for k, v in per_feasible.items()},
+            "infeasible_rate": {str(k): float(v) for k, v in infeasible.items()},
             "violation_rate_all": float(df["violated"].mean()) if len(df) else float("nan"),
             "wdt_tokens_mean": float(df["wdt_tokens"].mean()) if len(df) else float("nan"),
             "t_queue_s_mean": float(df["t_queue_s"].mean()) if len(df) else float("nan"),
@@ -105,12 +115,13 @@ def summarize(df: pd.DataFrame, n: int, wall_s: float, errors: list[str]) -> dic
             "errors": errors}
 
 
-def capacity(sweep: pd.DataFrame, classes: list[float], epsilon: float) -> dict[str, int]:
+def capacity(sweep: pd.DataFrame, classes: list[float], epsilon: float, prefix: str = "viol_") -> dict[str, int]:
     """Per class: the largest swept N up to which every swept N has a violation rate <= epsilon (0 if the
-    smallest already fails); a noisy pass after a failure does not count."""
+    smallest already fails); a noisy pass after a failure does not count.  ``prefix`` picks the rate columns
+    (``viol_``: all requests, ``viol_feasible_``: feasible ones)."""
     out = {}
     for c in classes:
-        col, cap = f"viol_{c:g}", 0
+        col, cap = f"{prefix}{c:g}", 0
         for n, v in sorted(zip(sweep["ues"], sweep[col] if col in sweep else [float("inf")] * len(sweep))):
             if not v <= epsilon:
                 break
@@ -143,9 +154,11 @@ def run_load(cfg: LoadConfig, site: placement.Site, traces: list[Trace], n: int,
 def plots(sweep: pd.DataFrame, classes: list[float], last: pd.DataFrame, out: Path, epsilon: float) -> None:
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for c in classes:
-        ax.plot(sweep["ues"], sweep[f"viol_{c:g}"], marker="o", label=f"{c:g} tok/s")
+        line, = ax.plot(sweep["ues"], sweep[f"viol_{c:g}"], marker="o", label=f"{c:g} tok/s")
+        if f"viol_feasible_{c:g}" in sweep:
+            ax.plot(sweep["ues"], sweep[f"viol_feasible_{c:g}"], ls="--", color=line.get_color(), lw=0.9)
     ax.axhline(epsilon, ls=":", color="grey", label=f"epsilon = {epsilon}")
-    ax.set(xlabel="UEs", ylabel="SLO violation rate", title="violation rate vs N per class")
+    ax.set(xlabel="UEs", ylabel="SLO violation rate", title="violation rate vs N per class (dashed: feasible requests)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "violations_vs_n.png", dpi=110)
@@ -167,11 +180,7 @@ def run(cfg: LoadConfig) -> pd.DataFrame:
     (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
     traces = make_traces(cfg, max(cfg.ns()) * cfg.prompts_per_ue)
     sweep = _sweep(cfg, traces, cfg.max_batch, out)
-    sweep.to_csv(out / "sweep.csv", index=False)
-    cap = capacity(sweep, cfg.classes(), cfg.epsilon)
-    (out / "capacity.json").write_text(json.dumps({"epsilon": cfg.epsilon, "capacity": cap}, indent=1))
-    plots(sweep, cfg.classes(), read_csv_or_empty(out / f"n{max(cfg.ns())}" / "requests.csv"), out, cfg.epsilon)
-    print(f"capacity (largest N with violation rate <= {cfg.epsilon}): {cap}; results in {out}")
+    finish_sweep(cfg, sweep, out)
     if cfg.compare_max_batch:
         other = _sweep(cfg, traces, cfg.compare_max_batch, out / f"max_batch_{cfg.compare_max_batch}")
         both = pd.concat([sweep.assign(max_batch=cfg.max_batch), other.assign(max_batch=cfg.compare_max_batch)])
@@ -192,13 +201,51 @@ def _sweep(cfg: LoadConfig, traces: list[Trace], max_batch: int, out: Path) -> p
     with placement.local(cfg, out, edge) as site:
         for n in cfg.ns():
             s = run_load(cfg, site, traces, n, out / f"n{n}")
-            rows.append({"ues": n, "goodput_tok_s": s["goodput_tok_s"], "wdt_tokens_mean": s["wdt_tokens_mean"],
-                         "t_queue_s_mean": s["t_queue_s_mean"], "errors": len(s["errors"]),
-                         **{f"viol_{float(k):g}": v for k, v in s["violation_rate"].items()}})
+            rows.append(sweep_row(s))
             print(f"max_batch {max_batch}, N={n}: goodput {s['goodput_tok_s']:.1f} tok/s, violations "
-                  f"{s['violation_rate']}, WDT {s['wdt_tokens_mean']:.2f}, queue {s['t_queue_s_mean'] * 1e3:.1f} ms, "
-                  f"errors {len(s['errors'])}")
+                  f"{_rates(s['violation_rate'])} (feasible requests: {_rates(s['violation_rate_feasible'])}), "
+                  f"WDT {s['wdt_tokens_mean']:.2f}, queue {s['t_queue_s_mean'] * 1e3:.1f} ms, errors {len(s['errors'])}")
     return pd.DataFrame(rows)
+
+
+def sweep_row(s: dict) -> dict:
+    """One sweep.csv row from a load run's summary."""
+    return {"ues": s["ues"], "goodput_tok_s": s["goodput_tok_s"], "wdt_tokens_mean": s["wdt_tokens_mean"],
+            "t_queue_s_mean": s["t_queue_s_mean"], "errors": len(s["errors"]),
+            **{f"viol_{float(k):g}": v for k, v in s["violation_rate"].items()},
+            **{f"viol_feasible_{float(k):g}": v for k, v in s["violation_rate_feasible"].items()},
+            **{f"infeasible_{float(k):g}": v for k, v in s["infeasible_rate"].items()}}
+
+
+def _rates(rates: dict) -> str:
+    return "{" + ", ".join(f"{float(k):g}: {v:.1%}" for k, v in rates.items()) + "}"
+
+
+def finish_sweep(cfg: LoadConfig, sweep: pd.DataFrame, out: Path) -> None:
+    """sweep.csv, capacity.json (all and feasible requests) and the plots of a finished sweep."""
+    sweep.to_csv(out / "sweep.csv", index=False)
+    cap = capacity(sweep, cfg.classes(), cfg.epsilon)
+    cap_f = capacity(sweep, cfg.classes(), cfg.epsilon, prefix="viol_feasible_")
+    (out / "capacity.json").write_text(json.dumps({"epsilon": cfg.epsilon, "capacity": cap,
+                                                   "capacity_feasible": cap_f}, indent=1))
+    plots(sweep, cfg.classes(), read_csv_or_empty(out / f"n{max(cfg.ns())}" / "requests.csv"), out, cfg.epsilon)
+    print(f"capacity (largest N with violation rate <= {cfg.epsilon}): {cap}; over feasible requests: {cap_f}; "
+          f"results in {out}")
+
+
+def resummarize(out: Path) -> pd.DataFrame:
+    """Rebuild a finished sweep's summaries, sweep.csv, capacity.json and plots from its per-request records."""
+    cfg_doc = json.loads((out / "config.json").read_text())
+    cfg = LoadConfig(**{k: v for k, v in cfg_doc.items() if k != "link"}, link=LinkSpec(**cfg_doc["link"]))
+    rows = []
+    for n in cfg.ns():
+        old = json.loads((out / f"n{n}" / "summary.json").read_text())
+        s = summarize(read_csv_or_empty(out / f"n{n}" / "requests.csv"), n, old["wall_s"], old["errors"])
+        (out / f"n{n}" / "summary.json").write_text(json.dumps(s, indent=1))
+        rows.append(sweep_row(s))
+    sweep = pd.DataFrame(rows)
+    finish_sweep(cfg, sweep, out)
+    return sweep
 
 
 def parse_args(argv: list[str] | None = None) -> LoadConfig:
@@ -209,7 +256,10 @@ def parse_args(argv: list[str] | None = None) -> LoadConfig:
             ap.add_argument("--" + k.replace("_", "-"), type=type(v) if v is not None else str, default=v)
     ap.add_argument("--rate-mbps", type=float, default=d.link.rate_up_mbps, help="link rate, both directions (0: unlimited)")
     ap.add_argument("--rtt-ms", type=float, default=d.link.rtt_ms)
+    ap.add_argument("--resummarize", metavar="DIR", help="rebuild a finished run's summaries, sweep.csv, capacity.json "
+                    "and plots from its per-request records (no load is run)")
     a = vars(ap.parse_args(argv))
+    a.pop("resummarize")
     rate, rtt = a.pop("rate_mbps") or None, a.pop("rtt_ms")
     try:
         return LoadConfig(**a, link=LinkSpec(rate, rate, rtt))
@@ -217,5 +267,16 @@ def parse_args(argv: list[str] | None = None) -> LoadConfig:
         ap.error(str(e))
 
 
+def main(argv: list[str] | None = None) -> None:
+    """Run a load test, or with ``--resummarize DIR`` rebuild a finished one's summaries from its records."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--resummarize", type=Path, default=None)
+    known, rest = pre.parse_known_args(argv)
+    if known.resummarize is not None:
+        resummarize(known.resummarize)
+    else:
+        run(parse_args(rest))
+
+
 if __name__ == "__main__":
-    run(parse_args(sys.argv[1:]))
+    main(sys.argv[1:])

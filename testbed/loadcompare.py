@@ -4,8 +4,10 @@
 reads each run's ``sweep.csv``, ``capacity.json`` and ``config.json`` and checks WISP's two claims: at every
 swept N where the baseline violates the tightest class's SLO for more than ``over`` of its requests, the
 candidate's rate is at most ``cut`` times the baseline's; and the candidate's capacity for that class is at
-least ``capacity_ratio`` times the baseline's.  Prints a table and writes ``compare.json`` to the candidate's
-directory (or ``--out``).
+least ``capacity_ratio`` times the baseline's.  ``--feasible`` compares the rates over feasible requests
+(``viol_feasible_*``, ``capacity_feasible``: requests whose budget the link alone had not used up, see
+``testbed.load.summarize``).  Prints a table and writes ``compare.json`` (``compare_feasible.json``) to the
+candidate's directory (or ``--out``).
 """
 from __future__ import annotations
 
@@ -17,19 +19,19 @@ from pathlib import Path
 import pandas as pd
 
 
-def tightest_class(sweep: pd.DataFrame) -> str:
+def tightest_class(sweep: pd.DataFrame, prefix: str = "viol_") -> str:
     """The sweep's class column with the highest token-speed target ("viol_50" -> 50 tok/s)."""
-    cols = [c for c in sweep.columns if c.startswith("viol_")]
+    cols = [c for c in sweep.columns if c.startswith(prefix) and c[len(prefix):].replace(".", "", 1).isdigit()]
     if not cols:
-        raise ValueError("the sweep has no viol_<class> columns")
-    return max(cols, key=lambda c: float(c[len("viol_"):]))
+        raise ValueError(f"the sweep has no {prefix}<class> columns")
+    return max(cols, key=lambda c: float(c[len(prefix):]))
 
 
 def compare(base: pd.DataFrame, cand: pd.DataFrame, base_cap: dict, cand_cap: dict, over: float = 0.2,
-            cut: float = 0.5, capacity_ratio: float = 1.5) -> dict:
+            cut: float = 0.5, capacity_ratio: float = 1.5, prefix: str = "viol_") -> dict:
     """The two checks on the tightest class (pure): per-N rates where the baseline is over ``over``, capacities."""
-    col = tightest_class(base)
-    cls = col[len("viol_"):]
+    col = tightest_class(base, prefix)
+    cls = col[len(prefix):]
     both = base[["ues", col]].merge(cand[["ues", col]], on="ues", suffixes=("_base", "_cand"))
     loaded = both[both[f"{col}_base"] > over]
     points = [{"ues": int(r.ues), "base": float(r[f"{col}_base"]), "cand": float(r[f"{col}_cand"]),
@@ -37,17 +39,22 @@ def compare(base: pd.DataFrame, cand: pd.DataFrame, base_cap: dict, cand_cap: di
                "pass": bool(r[f"{col}_cand"] <= cut * r[f"{col}_base"])} for _, r in loaded.iterrows()]
     b, c = int(base_cap[cls]), int(cand_cap[cls])
     cap_ratio = c / b if b else (float("inf") if c else float("nan"))
-    return {"class_tok_s": float(cls), "over": over, "cut": cut, "points": points,
+    return {"class_tok_s": float(cls), "rates": prefix, "over": over, "cut": cut, "points": points,
             "cut_pass": bool(points) and all(p["pass"] for p in points),
             "capacity_base": b, "capacity_cand": c, "capacity_ratio": cap_ratio,
             "capacity_pass": bool(cap_ratio >= capacity_ratio), "capacity_ratio_target": capacity_ratio}
 
 
-def load_run(path: Path) -> tuple[pd.DataFrame, dict, dict]:
+def load_run(path: Path, feasible: bool = False) -> tuple[pd.DataFrame, dict, dict]:
     """(sweep.csv, capacity per class, config) of one sweep directory."""
+    key = "capacity_feasible" if feasible else "capacity"
     try:
         sweep = pd.read_csv(path / "sweep.csv")
-        cap = json.loads((path / "capacity.json").read_text())["capacity"]
+        caps = json.loads((path / "capacity.json").read_text())
+        if key not in caps:
+            raise SystemExit(f"{path}/capacity.json has no {key}: rebuild it with python -m testbed.load "
+                             f"--resummarize {path}")
+        cap = caps[key]
         cfg = json.loads((path / "config.json").read_text())
     except FileNotFoundError as e:
         raise SystemExit(f"{path} is not a finished testbed.load --sweep run: {e.filename} is missing") from None
@@ -56,7 +63,8 @@ def load_run(path: Path) -> tuple[pd.DataFrame, dict, dict]:
 
 def report(res: dict, base_cfg: dict, cand_cfg: dict) -> str:
     """Human-readable lines for the printed comparison."""
-    lines = [f"tightest class {res['class_tok_s']:g} tok/s: {base_cfg.get('scheduler')} (baseline) vs "
+    which = "feasible requests" if res["rates"] == "viol_feasible_" else "all requests"
+    lines = [f"tightest class {res['class_tok_s']:g} tok/s, {which}: {base_cfg.get('scheduler')} (baseline) vs "
              f"{cand_cfg.get('scheduler')} (candidate)"]
     if not res["points"]:
         lines.append(f"  the baseline never violates more than {res['over']:.0%}: no loaded point to compare")
@@ -75,16 +83,18 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--over", type=float, default=0.2, help="loaded points: baseline violation rate above this")
     ap.add_argument("--cut", type=float, default=0.5, help="pass: candidate rate <= cut * baseline rate")
     ap.add_argument("--capacity-ratio", type=float, default=1.5, help="pass: candidate capacity >= this x baseline")
+    ap.add_argument("--feasible", action="store_true", help="compare the rates over feasible requests")
     ap.add_argument("--out", type=Path, default=None, help="where compare.json goes (default: the candidate dir)")
     a = ap.parse_args(argv)
-    (bs, bcap, bcfg), (cs, ccap, ccfg) = load_run(a.baseline), load_run(a.candidate)
-    res = compare(bs, cs, bcap, ccap, a.over, a.cut, a.capacity_ratio)
+    (bs, bcap, bcfg), (cs, ccap, ccfg) = load_run(a.baseline, a.feasible), load_run(a.candidate, a.feasible)
+    res = compare(bs, cs, bcap, ccap, a.over, a.cut, a.capacity_ratio,
+                  prefix="viol_feasible_" if a.feasible else "viol_")
     res |= {"baseline": str(a.baseline), "candidate": str(a.candidate), "baseline_config": bcfg,
             "candidate_config": ccfg}
     print(report(res, bcfg, ccfg))
     out = a.out or a.candidate
     out.mkdir(parents=True, exist_ok=True)
-    (out / "compare.json").write_text(json.dumps(res, indent=1))
+    (out / ("compare_feasible.json" if a.feasible else "compare.json")).write_text(json.dumps(res, indent=1))
     return res
 
 

@@ -25,6 +25,21 @@ def test_capacity_is_the_largest_n_within_epsilon():
     assert capacity(sweep, [2.0, 8.0], 0.1) == {"2": 4, "8": 1}  # class 8 fails at N=2: its pass at 4 is noise
     assert capacity(sweep, [2.0, 8.0], 0.0) == {"2": 2, "8": 1}
     assert capacity(sweep, [4.0], 0.1) == {"4": 0}  # a class never swept
+    feasible = sweep.assign(viol_feasible_8=[0.0, 0.05, 0.0, 0.2])
+    assert capacity(feasible, [8.0], 0.1, prefix="viol_feasible_") == {"8": 4}
+
+
+def test_summary_separates_infeasible_requests():
+    from testbed.load import summarize, sweep_row
+    df = pd.DataFrame({"slo_tok_s": [50.0, 50.0, 50.0, 50.0, 20.0], "violated": [True, True, False, False, False],
+                       "budget_s": [-0.001, 0.02, 0.02, 0.03, 0.2], "committed": [3, 9, 9, 9, 9],
+                       "wdt_tokens": [0, 1, 0, 2, 0], "t_queue_s": [0.0] * 5, "t_verify_s": [0.01] * 5})
+    s = summarize(df, 2, 1.0, [])
+    assert s["violation_rate"]["50.0"] == 0.5  # every request
+    assert s["violation_rate_feasible"]["50.0"] == pytest.approx(1 / 3)  # the first had a negative budget
+    assert s["infeasible_rate"] == {"50.0": 0.25, "20.0": 0.0}
+    row = sweep_row(s)
+    assert (row["viol_50"], row["infeasible_50"], row["ues"]) == (0.5, 0.25, 2)
 
 
 def test_live_sweep_against_a_batched_edge(pair_dirs, tmp_path):
@@ -37,8 +52,12 @@ def test_live_sweep_against_a_batched_edge(pair_dirs, tmp_path):
     assert set(reqs["ue"]) == {"ue0", "ue1", "ue2"} and set(reqs["slo_tok_s"]) == {2.0, 50.0}
     assert (reqs["t_queue_s"] >= 0).all() and (reqs["t_verify_s"] > 0).all()
     assert reqs["batch"].between(1, 3).all()  # the edge reports each request's batch size
-    cap = json.loads((tmp_path / "capacity.json").read_text())["capacity"]
-    assert set(cap) == {"2", "50"}
+    cap = json.loads((tmp_path / "capacity.json").read_text())
+    assert set(cap["capacity"]) == {"2", "50"} == set(cap["capacity_feasible"])
+    (tmp_path / "sweep.csv").unlink()
+    from testbed.load import main
+    main(["--resummarize", str(tmp_path)])  # rebuilt from the per-request records alone
+    assert pd.read_csv(tmp_path / "sweep.csv")[["ues", "viol_50"]].equals(sweep[["ues", "viol_50"]])
     both = pd.read_csv(tmp_path / "batching.csv")
     assert sorted(set(both["max_batch"])) == [1, 16] and len(both) == 4
     for png in ("violations_vs_n.png", "queue_vs_verify.png"):

@@ -12,6 +12,8 @@ CAND = pd.DataFrame({"ues": [8, 16, 24, 32], "viol_20": [0, 0, 0.02, 0.1], "viol
 
 def test_tightest_class_is_the_fastest_target():
     assert tightest_class(BASE) == "viol_50"
+    feas = BASE.assign(viol_feasible_50=0.1, viol_feasible_20=0.0)
+    assert tightest_class(feas) == "viol_50" and tightest_class(feas, "viol_feasible_") == "viol_feasible_50"
     with pytest.raises(ValueError):
         tightest_class(pd.DataFrame({"ues": [1]}))
 
@@ -25,6 +27,9 @@ def test_compare_checks_every_loaded_point_and_capacity():
     assert lenient["cut_pass"] and not lenient["capacity_pass"]
     calm = compare(BASE, CAND, {"50": 16}, {"50": 16}, over=0.5)
     assert calm["points"] == [] and not calm["cut_pass"]  # no loaded point: the claim is not shown
+    fb, fc = BASE.assign(viol_feasible_50=[0, 0, 0.22, 0.3]), CAND.assign(viol_feasible_50=[0, 0, 0.05, 0.1])
+    feas = compare(fb, fc, {"50": 16}, {"50": 32}, prefix="viol_feasible_")
+    assert feas["cut_pass"] and feas["capacity_ratio"] == 2.0 and feas["rates"] == "viol_feasible_"
 
 
 def test_cli_writes_compare_json(tmp_path, capsys):
@@ -39,3 +44,5 @@ def test_cli_writes_compare_json(tmp_path, capsys):
     assert "N=32: 40.0% -> 25.0%" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="not a finished"):
         main([str(tmp_path / "b"), str(tmp_path / "missing")])
+    with pytest.raises(SystemExit, match="resummarize"):  # a run from before the feasible split
+        main([str(tmp_path / "b"), str(tmp_path / "c"), "--feasible"])
