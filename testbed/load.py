@@ -48,6 +48,7 @@ class LoadConfig:
     sweep: str = ""  # comma-separated N values for a capacity sweep
     slo_mix: str = "2,4,6,8"  # SLO classes in token/s, dealt to the UEs round-robin
     prompts_per_ue: int = 2  # prompts each UE runs, one session after another
+    repeats: int = 1  # run every N this many times (all N, then again) and report the mean per N
     draft_len: int = 8  # K
     max_new_tokens: int = 160
     tau_d_ms: float = 20.0  # emulated drafting time per token on the device
@@ -68,6 +69,8 @@ class LoadConfig:
     def __post_init__(self) -> None:
         if self.scheduler not in SCHEDULER_CHOICES:
             raise ValueError(f"unknown scheduler {self.scheduler!r}; choose one of {SCHEDULER_CHOICES}")
+        if self.repeats < 1:
+            raise ValueError(f"repeats must be >= 1, got {self.repeats}")
         if self.lost_order not in LOST_ORDER_CHOICES:
             raise ValueError(f"unknown lost-request order {self.lost_order!r}; choose one of {LOST_ORDER_CHOICES}")
 
@@ -179,10 +182,9 @@ def run(cfg: LoadConfig) -> pd.DataFrame:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
     traces = make_traces(cfg, max(cfg.ns()) * cfg.prompts_per_ue)
-    sweep = _sweep(cfg, traces, cfg.max_batch, out)
-    finish_sweep(cfg, sweep, out)
+    sweep = finish_sweep(cfg, _sweep(cfg, traces, cfg.max_batch, out), out)
     if cfg.compare_max_batch:
-        other = _sweep(cfg, traces, cfg.compare_max_batch, out / f"max_batch_{cfg.compare_max_batch}")
+        other = mean_sweep(_sweep(cfg, traces, cfg.compare_max_batch, out / f"max_batch_{cfg.compare_max_batch}"))
         both = pd.concat([sweep.assign(max_batch=cfg.max_batch), other.assign(max_batch=cfg.compare_max_batch)])
         both.to_csv(out / "batching.csv", index=False)
         print(both[["max_batch", "ues", "goodput_tok_s", "t_queue_s_mean"]].to_string(index=False))
@@ -199,10 +201,10 @@ def _sweep(cfg: LoadConfig, traces: list[Trace], max_batch: int, out: Path) -> p
     edge += ["--target", cfg.target] if cfg.target else []
     rows = []
     with placement.local(cfg, out, edge) as site:
-        for n in cfg.ns():
-            s = run_load(cfg, site, traces, n, out / f"n{n}")
-            rows.append(sweep_row(s))
-            print(f"max_batch {max_batch}, N={n}: goodput {s['goodput_tok_s']:.1f} tok/s, violations "
+        for rep, n in plan_runs(cfg.ns(), cfg.repeats):
+            s = run_load(cfg, site, traces, n, run_dir(out, n, rep, cfg.repeats))
+            rows.append(sweep_row(s) | {"repeat": rep})
+            print(f"max_batch {max_batch}, N={n}{f' (repeat {rep})' if cfg.repeats > 1 else ''}: goodput {s['goodput_tok_s']:.1f} tok/s, violations "
                   f"{_rates(s['violation_rate'])} (feasible requests: {_rates(s['violation_rate_feasible'])}), "
                   f"WDT {s['wdt_tokens_mean']:.2f}, queue {s['t_queue_s_mean'] * 1e3:.1f} ms, errors {len(s['errors'])}")
     return pd.DataFrame(rows)
@@ -217,20 +219,46 @@ def sweep_row(s: dict) -> dict:
             **{f"infeasible_{float(k):g}": v for k, v in s["infeasible_rate"].items()}}
 
 
+def plan_runs(ns: list[int], repeats: int) -> list[tuple[int, int]]:
+    """(repeat, N) in run order: every N once, then again, so that a slow spell of the machine spreads over all N."""
+    return [(rep, n) for rep in range(repeats) for n in ns]
+
+
+def run_dir(out: Path, n: int, rep: int, repeats: int) -> Path:
+    """Where one load run's records go: n<N>, or n<N>-r<repeat> when repeated."""
+    return out / (f"n{n}" if repeats == 1 else f"n{n}-r{rep}")
+
+
+def mean_sweep(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per N: the mean over its repeats (errors summed), with the number of repeats."""
+    if "repeat" not in rows:
+        return rows
+    mean = rows.drop(columns="repeat").groupby("ues", as_index=False).mean()
+    mean["errors"] = rows.groupby("ues")["errors"].sum().to_numpy()
+    return mean.assign(repeats=rows.groupby("ues")["repeat"].count().to_numpy())
+
+
 def _rates(rates: dict) -> str:
     return "{" + ", ".join(f"{float(k):g}: {v:.1%}" for k, v in rates.items()) + "}"
 
 
-def finish_sweep(cfg: LoadConfig, sweep: pd.DataFrame, out: Path) -> None:
-    """sweep.csv, capacity.json (all and feasible requests) and the plots of a finished sweep."""
+def finish_sweep(cfg: LoadConfig, rows: pd.DataFrame, out: Path) -> pd.DataFrame:
+    """sweep.csv (the mean per N; every repeat in sweep_repeats.csv), capacity.json (all and feasible requests)
+    and the plots of a finished sweep; returns the mean sweep."""
+    if cfg.repeats > 1:
+        rows.to_csv(out / "sweep_repeats.csv", index=False)
+    sweep = mean_sweep(rows)
     sweep.to_csv(out / "sweep.csv", index=False)
     cap = capacity(sweep, cfg.classes(), cfg.epsilon)
     cap_f = capacity(sweep, cfg.classes(), cfg.epsilon, prefix="viol_feasible_")
     (out / "capacity.json").write_text(json.dumps({"epsilon": cfg.epsilon, "capacity": cap,
                                                    "capacity_feasible": cap_f}, indent=1))
-    plots(sweep, cfg.classes(), read_csv_or_empty(out / f"n{max(cfg.ns())}" / "requests.csv"), out, cfg.epsilon)
-    print(f"capacity (largest N with violation rate <= {cfg.epsilon}): {cap}; over feasible requests: {cap_f}; "
-          f"results in {out}")
+    last = read_csv_or_empty(run_dir(out, max(cfg.ns()), 0, cfg.repeats) / "requests.csv")
+    plots(sweep, cfg.classes(), last, out, cfg.epsilon)
+    mean = f" (mean of {cfg.repeats} repeats)" if cfg.repeats > 1 else ""
+    print(f"capacity (largest N with violation rate <= {cfg.epsilon}{mean}): {cap}; over feasible requests: "
+          f"{cap_f}; results in {out}")
+    return sweep
 
 
 def resummarize(out: Path) -> pd.DataFrame:
@@ -238,14 +266,13 @@ def resummarize(out: Path) -> pd.DataFrame:
     cfg_doc = json.loads((out / "config.json").read_text())
     cfg = LoadConfig(**{k: v for k, v in cfg_doc.items() if k != "link"}, link=LinkSpec(**cfg_doc["link"]))
     rows = []
-    for n in cfg.ns():
-        old = json.loads((out / f"n{n}" / "summary.json").read_text())
-        s = summarize(read_csv_or_empty(out / f"n{n}" / "requests.csv"), n, old["wall_s"], old["errors"])
-        (out / f"n{n}" / "summary.json").write_text(json.dumps(s, indent=1))
-        rows.append(sweep_row(s))
-    sweep = pd.DataFrame(rows)
-    finish_sweep(cfg, sweep, out)
-    return sweep
+    for rep, n in plan_runs(cfg.ns(), cfg.repeats):
+        d = run_dir(out, n, rep, cfg.repeats)
+        old = json.loads((d / "summary.json").read_text())
+        s = summarize(read_csv_or_empty(d / "requests.csv"), n, old["wall_s"], old["errors"])
+        (d / "summary.json").write_text(json.dumps(s, indent=1))
+        rows.append(sweep_row(s) | {"repeat": rep})
+    return finish_sweep(cfg, pd.DataFrame(rows), out)
 
 
 def parse_args(argv: list[str] | None = None) -> LoadConfig:

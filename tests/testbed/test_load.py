@@ -78,3 +78,40 @@ def test_scheduler_options_are_checked_up_front():
         parse_args(["--lost-order", "sometimes"])
     with pytest.raises(ValueError, match="scheduler"):
         LoadConfig(scheduler="random")
+
+
+def test_repeats_run_every_n_then_again_and_average():
+    from pathlib import Path
+
+    from testbed.load import mean_sweep, plan_runs, run_dir
+    assert plan_runs([8, 16], 2) == [(0, 8), (0, 16), (1, 8), (1, 16)]
+    assert run_dir(Path("o"), 8, 1, 2) == Path("o/n8-r1") and run_dir(Path("o"), 8, 0, 1) == Path("o/n8")
+    rows = pd.DataFrame({"ues": [8, 16, 8, 16], "repeat": [0, 0, 1, 1], "viol_50": [0.1, 0.3, 0.0, 0.2],
+                         "errors": [0, 1, 0, 2]})
+    mean = mean_sweep(rows)
+    assert mean["ues"].tolist() == [8, 16] and mean["viol_50"].tolist() == pytest.approx([0.05, 0.25])
+    assert mean["errors"].tolist() == [0, 3] and mean["repeats"].tolist() == [2, 2]
+    assert mean_sweep(rows.drop(columns="repeat")).equals(rows.drop(columns="repeat"))  # one run: as is
+    with pytest.raises(ValueError, match="repeats"):
+        LoadConfig(repeats=0)
+
+
+def test_resummarize_a_repeated_sweep_from_its_records(tmp_path):
+    from dataclasses import asdict
+
+    from testbed.load import main
+    cfg = LoadConfig(sweep="2,4", slo_mix="50", repeats=2, out=str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps(asdict(cfg)))
+    for rep, viol in ((0, [True, False]), (1, [True, True])):
+        for n in (2, 4):
+            d = tmp_path / f"n{n}-r{rep}"
+            d.mkdir()
+            pd.DataFrame({"slo_tok_s": [50.0, 50.0], "violated": viol, "budget_s": [0.01, 0.02], "committed": [5, 5],
+                          "wdt_tokens": [1, 1], "t_queue_s": [0.0, 0.0], "t_verify_s": [0.01, 0.01],
+                          "t_round_s": [0.05, 0.05]}).to_csv(d / "requests.csv", index=False)
+            (d / "summary.json").write_text(json.dumps({"wall_s": 1.0, "errors": []}))
+    main(["--resummarize", str(tmp_path)])
+    sweep = pd.read_csv(tmp_path / "sweep.csv")
+    assert sweep["viol_50"].tolist() == [0.75, 0.75] and sweep["repeats"].tolist() == [2, 2]
+    assert len(pd.read_csv(tmp_path / "sweep_repeats.csv")) == 4
+    assert json.loads((tmp_path / "capacity.json").read_text())["capacity"] == {"50": 0}
