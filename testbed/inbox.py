@@ -37,6 +37,7 @@ class Inbox:
         self._push = ctx.socket(zmq.PAIR)
         self._push.connect(addr)
         self._stop = threading.Event()
+        self._error: BaseException | None = None  # what ended the thread, re-raised by get()
         self._switch = sys.getswitchinterval()
         self._thread = threading.Thread(target=self._run, name="edge-inbox", daemon=True)
 
@@ -53,7 +54,11 @@ class Inbox:
         self._pull.close(0)
 
     def get(self, timeout_s: float, most: int) -> list[Arrival]:
-        """Messages received so far (waiting up to timeout_s for the first), at most ``most``."""
+        """Messages received so far (waiting up to timeout_s for the first), at most ``most``.
+
+        Raises RuntimeError if the receiver thread died (the edge would otherwise wait for messages forever)."""
+        if self._error is not None:
+            raise RuntimeError(f"the edge's receiver thread failed: {self._error!r}") from self._error
         items = []
         try:
             items.append(self._q.get(timeout=timeout_s) if timeout_s > 0 else self._q.get_nowait())
@@ -68,6 +73,12 @@ class Inbox:
         self._push.send_multipart(frames)
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        except BaseException as e:  # noqa: BLE001 - handed to the serving loop, which stops the edge
+            self._error = e
+
+    def _serve(self) -> None:
         poller = zmq.Poller()
         poller.register(self.sock, zmq.POLLIN)
         poller.register(self._pull, zmq.POLLIN)

@@ -2,6 +2,7 @@
 replies reach the right peer."""
 import time
 
+import pytest
 import zmq
 
 from testbed.inbox import Inbox
@@ -39,3 +40,17 @@ def test_arrivals_are_stamped_while_the_loop_is_busy_and_replies_go_out():
             d.close(0)
         router.close(0)
         ctx.term()
+
+
+def test_a_dead_receiver_thread_is_reported_not_waited_for():
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.bind_to_random_port("tcp://127.0.0.1")
+    inbox = Inbox(ctx, router)
+    inbox._serve = lambda: (_ for _ in ()).throw(zmq.ZMQError(msg="boom"))  # the thread fails at once
+    with inbox:
+        inbox._thread.join(5)
+        with pytest.raises(RuntimeError, match="receiver thread failed"):
+            inbox.get(0.01, most=1)
+    router.close(0)
+    ctx.term()
