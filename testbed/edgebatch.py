@@ -27,7 +27,8 @@ class DraftBatcher:
     """Verifies held DRAFTs batch by batch until none is left."""
 
     def __init__(self, engine: BatchVerifier, scheduler: str = "fcfs", max_batch: int = 16,
-                 estimator: EstimatorProfile | None = None, guard_s: float = 0.0, lost_order: str = "last"):
+                 estimator: EstimatorProfile | None = None, guard_s: float = 0.0, lost_order: str = "last",
+                 slack_s: float | None = None):
         if scheduler not in SCHEDULER_CHOICES:
             raise ValueError(f"unknown scheduler {scheduler!r}; choose one of {SCHEDULER_CHOICES}")
         if scheduler == "slo" and estimator is None:
@@ -39,6 +40,9 @@ class DraftBatcher:
         self.engine, self.scheduler, self.max_batch, self.estimator = engine, scheduler, max_batch, estimator
         self.guard_s = guard_s  # WISP's delta: requests turn critical this much earlier; batches keep this slack
         self.lost_last = lost_order == "last"  # wisv/scheduler.py: lost_last
+        if slack_s is not None and slack_s < 0:
+            raise ValueError(f"batch slack must be >= 0, got {slack_s}")
+        self.slack_s = slack_s  # time a batch keeps before its earliest feasible deadline; None = guard_s
         self.scale = 1.0  # live batch time / profile prediction (EWMA), applied to every estimate
 
     def run(self, held: list[Held]) -> list[Done]:
@@ -74,7 +78,7 @@ class DraftBatcher:
             chosen = select_fcfs(pending, mem_budget_bytes=2**62, max_batch=self.max_batch)
         else:
             chosen = select_slo(pending, time.perf_counter(), 2**62, self.batch_time, delta_s=self.guard_s,
-                                max_batch=self.max_batch, lost_last=self.lost_last)
+                                max_batch=self.max_batch, lost_last=self.lost_last, slack_s=self.slack_s)
         return [reqs[r.rid] for r in chosen]
 
     def batch_time(self, cached: list[int], new: list[int], block: list[int] | None = None) -> float:

@@ -58,6 +58,7 @@ class LoadConfig:
     max_batch: int = 16  # most requests per verification pass
     guard_ms: float = 0.0  # slo scheduler's guard time delta, ms (testbed.serve --guard-ms)
     lost_order: str = "last"  # slo: last | edf (testbed.serve --lost-order)
+    slack_ms: float = -1.0  # slo: batch slack before the earliest feasible deadline, ms (testbed.serve --slack-ms; <0: guard)
     compare_max_batch: int = 0  # >0: also run the sweep against an edge with this max batch (1: one at a time)
     epsilon: float = 0.1  # capacity: largest N with violation rate <= epsilon per class
     timeout_s: float = 600.0  # give up on a load run after this long
@@ -198,6 +199,7 @@ def _sweep(cfg: LoadConfig, traces: list[Trace], max_batch: int, out: Path) -> p
             "--max-batch", str(max_batch), "--max-draft-len", str(max(64, cfg.draft_len))]
     if cfg.scheduler == "slo":
         edge += ["--estimator", cfg.estimator, "--guard-ms", str(cfg.guard_ms), "--lost-order", cfg.lost_order]
+        edge += ["--slack-ms", str(cfg.slack_ms)] if cfg.slack_ms >= 0 else []
     edge += ["--target", cfg.target] if cfg.target else []
     rows = []
     with placement.local(cfg, out, edge) as site:

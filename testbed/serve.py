@@ -53,6 +53,7 @@ class ServeConfig:
     estimator: str | None = None  # verification-time profile from testbed.profile (needed by --scheduler slo)
     guard_ms: float = 0.0  # slo scheduler's guard time delta (LST = deadline - v - delta), ms
     lost_order: str = "last"  # slo: requests that can no longer meet their deadline go last | edf (the paper)
+    slack_ms: float | None = None  # slo: time a batch keeps before its earliest feasible deadline (None: guard_ms)
 
 
 class EdgeServer:
@@ -195,7 +196,8 @@ def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[BatchVerifier 
     if not cfg.batch_verify:
         return engine, None
     est = EstimatorProfile.load(cfg.estimator) if cfg.estimator else None
-    return engine, DraftBatcher(engine, cfg.scheduler, cfg.max_batch, est, cfg.guard_ms / 1e3, cfg.lost_order)
+    slack = None if cfg.slack_ms is None else cfg.slack_ms / 1e3
+    return engine, DraftBatcher(engine, cfg.scheduler, cfg.max_batch, est, cfg.guard_ms / 1e3, cfg.lost_order, slack)
 
 
 def serve(cfg: ServeConfig, ready=print) -> None:
@@ -293,6 +295,9 @@ def parse_args(argv: list[str] | None = None) -> ServeConfig:
     ap.add_argument("--estimator", default=None, help="verification-time profile JSON from python -m testbed.profile")
     ap.add_argument("--guard-ms", type=float, default=d.guard_ms,
                     help="slo scheduler's guard time delta, ms (absorbs estimator error on noisy machines)")
+    ap.add_argument("--slack-ms", type=float, default=d.slack_ms,
+                    help="slo: time a batch keeps before its earliest feasible deadline, ms (default: --guard-ms; "
+                         "the paper's deadline test has 0)")
     ap.add_argument("--lost-order", default=d.lost_order, choices=LOST_ORDER_CHOICES,
                     help="slo: requests that can no longer meet their deadline go last (default) or first in EDF "
                          "order as in the paper's Algorithm 1")

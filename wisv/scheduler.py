@@ -8,7 +8,7 @@ its estimated verification cost alone ``v_i``, its KV memory ``m_i`` and its cac
 SLO-aware selection at time ``t``: requests past their latest start time ``LST_i = d_i - v_i - delta``
 are *critical* and go first in earliest-deadline order; the rest follow by decreasing utility
 ``U_i = g_i / v_i``.  The batch grows in that order and stops at the first request that would break the
-memory budget ``sum m <= M`` or the deadline test ``t + T_hat(B) + delta <= min d_i`` over the members that can
+memory budget ``sum m <= M`` or the deadline test ``t + T_hat(B) + slack <= min d_i`` over the members that can
 still meet their deadline (``d_i >= t + v_i``): a request whose deadline is already lost is served but
 constrains no one, otherwise one late request would shrink every batch to one under overload.  The first
 request is always taken when its memory fits (a late request is served, not starved).
@@ -90,8 +90,13 @@ def slo_order(pending: Sequence[Request], now_s: float, delta_s: float, lost_las
 
 
 def select_slo(pending: Sequence[Request], now_s: float, mem_budget_bytes: int, batch_time: BatchTime,
-               delta_s: float = 0.0, max_batch: int = 64, lost_last: bool = False) -> list[Request]:
-    """WISP Algorithm 1: grow the batch in slo_order until memory, deadline or max_batch stops it."""
+               delta_s: float = 0.0, max_batch: int = 64, lost_last: bool = False,
+               slack_s: float | None = None) -> list[Request]:
+    """WISP Algorithm 1: grow the batch in slo_order until memory, deadline or max_batch stops it.
+
+    ``delta_s`` is the guard in LST; ``slack_s`` (default: ``delta_s``) the time the batch must keep before the
+    earliest feasible deadline (the paper's test has none)."""
+    slack_s = delta_s if slack_s is None else slack_s
     batch: list[Request] = []
     for r in slo_order(pending, now_s, delta_s, lost_last):
         cand = batch + [r]
@@ -99,7 +104,7 @@ def select_slo(pending: Sequence[Request], now_s: float, mem_budget_bytes: int, 
             break
         feasible = [x.deadline_s for x in cand if not is_lost(x, now_s)]  # a lost deadline binds no one
         t_hat = batch_time([x.cached for x in cand], [x.new for x in cand], [x.block or x.new for x in cand])
-        late = bool(feasible) and now_s + t_hat + delta_s > min(feasible)
+        late = bool(feasible) and now_s + t_hat + slack_s > min(feasible)
         if late and batch:
             break
         batch = cand

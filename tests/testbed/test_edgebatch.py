@@ -128,3 +128,15 @@ def test_deadline_takes_off_the_reported_drafting_and_network_time(pair, tmp_pat
     req = server.batcher.request(b"p0", sess)
     # 4 tokens at 40 tok/s = 100 ms, minus 20 ms drafting and 30 ms network: 50 ms after arrival
     assert req.arrival_s == 123.0 and req.deadline_s == pytest.approx(123.05)
+
+
+def test_batch_slack_defaults_to_the_guard_and_is_checked(pair, tmp_path):
+    est = _estimator(tmp_path)
+    server = EdgeServer(ServeConfig(batch_verify=True, scheduler="slo", estimator=est, guard_ms=10.0), pair[1],
+                        RejectAll())
+    assert server.batcher.slack_s is None and server.batcher.guard_s == pytest.approx(0.01)
+    server = EdgeServer(ServeConfig(batch_verify=True, scheduler="slo", estimator=est, guard_ms=10.0, slack_ms=0.0),
+                        pair[1], RejectAll())
+    assert server.batcher.slack_s == 0.0
+    with pytest.raises(ValueError, match="slack"):
+        EdgeServer(ServeConfig(batch_verify=True, scheduler="slo", estimator=est, slack_ms=-1.0), pair[1], RejectAll())

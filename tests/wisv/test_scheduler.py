@@ -62,6 +62,8 @@ def test_slo_stops_at_the_first_deadline_violation():
     assert [r.rid for r in select_slo(reqs, 0.0, 100, per_request(0.1))] == ["a", "b", "c"]
     # the guard time is slack the batch must keep: {a, b} 0.8 + 0.3 > 1.0 -> a alone
     assert [r.rid for r in select_slo(reqs, 0.0, 100, per_request(0.4), delta_s=0.3)] == ["a"]
+    # ... unless the slack is set apart from LST's guard (the paper's test has none)
+    assert [r.rid for r in select_slo(reqs, 0.0, 100, per_request(0.4), delta_s=0.3, slack_s=0.0)] == ["a", "b"]
 
 
 def test_slo_stops_at_memory_and_serves_a_late_request_alone():
