@@ -21,15 +21,15 @@ class CSIEstimator:
     rate_down_mbps: float | None = None
 
     def add_rtt(self, rtt_s: float) -> None:
-        self.rtt_ms = _ewma(self.rtt_ms, rtt_s * 1e3, self.alpha)
+        self.rtt_ms = ewma(self.rtt_ms, rtt_s * 1e3, self.alpha)
 
     def add_probe(self, direction: str, nbytes: int, elapsed_s: float) -> None:
         """A probe of ``nbytes`` (one direction) whose exchange took ``elapsed_s`` including one RTT."""
         rate = probe_rate_mbps(nbytes, elapsed_s, (self.rtt_ms or 0.0) / 1e3)
         if direction == "up":
-            self.rate_up_mbps = _ewma(self.rate_up_mbps, rate, self.alpha)
+            self.rate_up_mbps = ewma(self.rate_up_mbps, rate, self.alpha)
         else:
-            self.rate_down_mbps = _ewma(self.rate_down_mbps, rate, self.alpha)
+            self.rate_down_mbps = ewma(self.rate_down_mbps, rate, self.alpha)
 
     def add_round(self, t_comm_s: float, up_bytes: int, down_bytes: int, exchanges: int) -> None:
         """Passive RTT sample from a finished round: comm time minus estimated serialization, per exchange."""
@@ -51,5 +51,6 @@ def probe_rate_mbps(nbytes: int, elapsed_s: float, rtt_s: float, floor_s: float 
     return nbytes * 8 / max(elapsed_s - rtt_s, floor_s) / 1e6
 
 
-def _ewma(old: float | None, new: float, alpha: float) -> float:
+def ewma(old: float | None, new: float, alpha: float) -> float:
+    """Exponentially weighted moving average: ``new`` weighs ``alpha``; the first value (old None) is taken as is."""
     return new if old is None else old + alpha * (new - old)

@@ -62,7 +62,7 @@ def proactive_check(off: dict, on: dict, rtt_ms: float) -> dict:
 def _run(rc, name: str) -> dict:
     from testbed.run import run
     (summary,) = run(replace(rc, out=str(Path(rc.out) / name)))
-    return summary | {"config": {k: v for k, v in asdict(rc).items() if k != "link"} | {"link": asdict(rc.link)}}
+    return summary | {"config": asdict(rc)}  # asdict recurses into the link
 
 
 def run(cfg: ControlsConfig) -> dict:

@@ -7,7 +7,8 @@ thread receives while the engine computes (torch releases the GIL in its kernels
 lowered so that the thread gets the GIL within ~1 ms when Python code holds it) and hands ``(arrival,
 peer, frames)`` to the loop through a queue.  Replies go back through an inproc PAIR socket, because a
 ZeroMQ socket must be used by one thread only.  The single-session path does not use it: the extra hop
-costs a thread wake-up per reply.
+costs a thread wake-up per reply.  ``Direct`` gives that path the same ``get``/``send`` interface: the serving
+loop reads the socket itself and a message is dated when it is handled.
 """
 from __future__ import annotations
 
@@ -23,7 +24,31 @@ SWITCH_INTERVAL_S = 0.001  # Python's GIL switch interval while an Inbox runs (d
 POLL_MS = 100  # the thread checks its stop flag at least this often
 _ids = itertools.count()
 
-Arrival = tuple[float, bytes, list]  # (perf_counter at receipt, peer identity, frames)
+Arrival = tuple[float | None, bytes, list]  # (perf_counter at receipt or None: when handled, peer, frames)
+
+
+class Direct:
+    """The serving loop reads the ROUTER socket itself (no thread, no stamp): the single-session path."""
+
+    def __init__(self, sock: zmq.Socket):
+        self.sock, self._poller = sock, zmq.Poller()
+        self._poller.register(sock, zmq.POLLIN)
+
+    def get(self, timeout_s: float, most: int) -> list[Arrival]:
+        """Messages waiting on the socket (waiting up to timeout_s for the first), at most ``most``."""
+        if not self._poller.poll(int(timeout_s * 1000)):
+            return []
+        items = []
+        while len(items) < most:
+            try:
+                peer, *frames = self.sock.recv_multipart(flags=zmq.NOBLOCK if items else 0, copy=False)
+            except zmq.Again:
+                break
+            items.append((None, peer.bytes, frames))
+        return items
+
+    def send(self, frames: list) -> None:
+        self.sock.send_multipart(frames)
 
 
 class Inbox:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import zmq
 
+from channel.measure import ewma
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
 from wisv.rejection import wasted_drafting
 from wisv.scheduler import deadline_s
@@ -77,8 +78,8 @@ NET_SMOOTHING = 0.3  # weight of the newest round in a device's network-time est
 
 
 def smooth(prev_s: float, new_s: float, weight: float = NET_SMOOTHING) -> float:
-    """Exponentially smoothed estimate (pure)."""
-    return (1 - weight) * prev_s + weight * new_s
+    """A device's network-time estimate after one more round (pure)."""
+    return ewma(prev_s, new_s, weight)
 
 
 class LoadLoop:

@@ -23,7 +23,7 @@ from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, error_message, make
 from testbed.edgebatch import LOST_ORDER_CHOICES, SCHEDULER_CHOICES, DraftBatcher
 from testbed.heads import HEAD_HELP, load_policy
-from testbed.inbox import Inbox
+from testbed.inbox import Direct, Inbox
 from wisv.batchverify import BatchVerifier, EngineConfig, EngineView
 from wisv.estimator import EstimatorProfile
 from wisv.evaluate import eos_id
@@ -220,10 +220,10 @@ def serve(cfg: ServeConfig, ready=print) -> None:
         endpoint = _bind(sock, cfg.bind)
         ready(f"READY {endpoint}", flush=True)
         if server.batcher is None:
-            _loop(sock, server, stop)
+            _loop(Direct(sock), server, stop)
         else:
             with Inbox(ctx, sock) as inbox:
-                _batch_loop(inbox, server, stop)
+                _loop(inbox, server, stop)
     finally:
         sock.close(0)
         ctx.term()
@@ -236,43 +236,17 @@ def _bind(sock: zmq.Socket, bind: str) -> str:
     return sock.getsockopt(zmq.LAST_ENDPOINT).decode()
 
 
-def _loop(sock: zmq.Socket, server: EdgeServer, stop: dict) -> None:
-    poller = zmq.Poller()
-    poller.register(sock, zmq.POLLIN)
+def _loop(source: Direct | Inbox, server: EdgeServer, stop: dict) -> None:
+    """Serve until stopped: handle what arrived, one batch per turn, and sweep idle sessions every second."""
     last_sweep = time.monotonic()
     while not stop["flag"]:
-        items = _drain(sock, 4 * server.cfg.max_batch) if poller.poll(0 if server.held else 100) else []
-        if items or server.held:  # one batch per turn: what arrived during it joins the queue before the next pick
-            for peer, reply in server.handle_many(items, one_batch=True):
-                sock.send_multipart([peer] + reply)
-        if time.monotonic() - last_sweep > 1.0:
-            server.sweep()
-            last_sweep = time.monotonic()
-
-
-def _batch_loop(inbox: Inbox, server: EdgeServer, stop: dict) -> None:
-    """The batching edge's loop: messages come stamped with their arrival from the receiver thread."""
-    last_sweep = time.monotonic()
-    while not stop["flag"]:
-        items = inbox.get(0 if server.held else 0.1, 4 * server.cfg.max_batch)
+        items = source.get(0 if server.held else 0.1, 4 * server.cfg.max_batch)
         if items or server.held:  # one batch per turn: what arrived during it joins the queue before the next pick
             for peer, reply in server.handle_many([(p, f, t) for t, p, f in items], one_batch=True):
-                inbox.send([peer] + reply)
+                source.send([peer] + reply)
         if time.monotonic() - last_sweep > 1.0:
             server.sweep()
             last_sweep = time.monotonic()
-
-
-def _drain(sock: zmq.Socket, most: int) -> list[tuple[bytes, list]]:
-    """Every message waiting on the socket (at least one is), up to ``most``."""
-    items = []
-    while len(items) < most:
-        try:
-            peer, *frames = sock.recv_multipart(flags=zmq.NOBLOCK if items else 0, copy=False)
-        except zmq.Again:
-            break
-        items.append((peer.bytes, frames))
-    return items
 
 
 def parse_args(argv: list[str] | None = None) -> ServeConfig:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from channel.measure import ewma
+
 COEFS = ("a", "b_compute", "b_read", "c")
 
 
@@ -110,8 +112,7 @@ def rescale(scale: float, predicted_s: float, measured_s: float, weight: float =
     every prediction by this ratio is the online part of WISP's estimator."""
     if predicted_s <= 0 or measured_s <= 0:
         return scale
-    ratio = min(max(measured_s / predicted_s, bounds[0]), bounds[1])
-    return (1 - weight) * scale + weight * ratio
+    return ewma(scale, min(max(measured_s / predicted_s, bounds[0]), bounds[1]), weight)
 
 
 def fit_profile(x: np.ndarray, y: np.ndarray, test_mask: np.ndarray, n_boot: int = 200, seed: int = 0,
