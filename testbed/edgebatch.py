@@ -12,7 +12,7 @@ import math
 import time
 
 from protocols.edge_side import EdgeSession
-from wisv.batchverify import BatchVerifier, VerifyRequest
+from wisv.batchverify import BatchVerifier, VerifyRequest, request_shape
 from wisv.estimator import EstimatorProfile, rescale
 from wisv.scheduler import Request, deadline_s, select_fcfs, select_slo
 from wisv.sessions import Block
@@ -93,9 +93,7 @@ class DraftBatcher:
     @staticmethod
     def request_shape(s: EdgeSession) -> tuple[int, int, int]:
         """(cached, new, block) of a held DRAFT."""
-        cached = s.verify.cached_len
-        k = len(s.draft_tokens)
-        return cached, len(s.verify.seq) - cached + k, k + 1
+        return request_shape(s.verify, len(s.draft_tokens))
 
     def request(self, peer: bytes, s: EdgeSession) -> Request:
         """Scheduling view of a held DRAFT."""

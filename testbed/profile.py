@@ -26,7 +26,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from wisv.batchverify import BatchVerifier, VerifyRequest
+from wisv.batchverify import BatchVerifier, VerifyRequest, request_shape
 from wisv.estimator import batch_features, fit_metrics, fit_ols, fit_profile
 from wisv.models import builtin_paths, default_dtype, load_model
 
@@ -75,21 +75,19 @@ class Prepared:
 def prepare_batch(target, reqs: list[tuple[int, int]], rng: np.random.Generator, cfg: ProfileConfig) -> Prepared:
     """Build the sessions of one batch (warm prefixes prefilled untimed)."""
     vocab = int(target.config.vocab_size)
-    eng, batch, cached, new = BatchVerifier(target), [], [], []
+    eng, batch, shapes = BatchVerifier(target), [], []
     for i, (c, k) in enumerate(reqs):
         sid = f"r{i}"
         if c:  # warm: prompt of c + 1 tokens, cache covers c after one untimed round
             eng.open(sid, rng.integers(3, vocab, c).tolist())
             eng.verify([VerifyRequest(sid, [int(rng.integers(3, vocab))])])
             eng.commit(sid, 1, int(rng.integers(3, vocab)))
-            c = eng.sessions[sid].cached_len
         else:
             eng.open(sid, rng.integers(3, vocab, int(rng.integers(8, cfg.max_prompt + 1))).tolist())
-        st = eng.sessions[sid]
         batch.append(VerifyRequest(sid, rng.integers(3, vocab, k).tolist()))
-        cached.append(c)
-        new.append(len(st.seq) - st.cached_len + k)
-    return Prepared(eng, batch, cached, new, [k + 1 for _, k in reqs], {sid: st.cached_len for sid, st in eng.sessions.items()})
+        shapes.append(request_shape(eng.sessions[sid], k))
+    cached, new, block = (list(col) for col in zip(*shapes))
+    return Prepared(eng, batch, cached, new, block, {sid: st.cached_len for sid, st in eng.sessions.items()})
 
 
 def time_once(p: Prepared) -> float:
@@ -126,7 +124,7 @@ def run(cfg: ProfileConfig) -> dict:
                        for kind, sh, t in zip(kinds, shape, times)])
     x = np.stack([batch_features(c, n, b) for c, n, b in zip(df.cached, df.new, df.block)])
     test = np.random.default_rng(cfg.seed + 1).random(len(df)) < cfg.test_frac
-    reps = np.array(df.times_s.tolist())  # [batches, repeats]
+    reps = np.array(times)  # [batches, repeats], unrounded
     prof = fit_profile(x, df.seconds.to_numpy(), test, cfg.n_boot, cfg.seed,
                        meta={"config": asdict(cfg), "device": cfg.device, "batches_train": int((~test).sum()),
                              "batches_test": int(test.sum()), "torch": torch.__version__,

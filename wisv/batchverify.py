@@ -258,6 +258,12 @@ def _storages(cache: DynamicCache):
                 yield t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()
 
 
+def request_shape(session, k: int) -> tuple[int, int, int]:
+    """(cached, new, block) of a request drafting k tokens on a session (SessionState or EngineView): the token
+    counts the estimator is fitted on (testbed.profile) and predicts with (the edge's scheduler)."""
+    return session.cached_len, len(session.seq) - session.cached_len + k, k + 1
+
+
 class EngineView:
     """One engine session behind VerifySession's interface (verify alone, commit, free) for the edge's sessions."""
 
