@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from labeling.config import CollectConfig
 from labeling.store import EPISODES, TRACES, save_config, stage_path
-from wisv.prompts import write_jsonl
+from wisv.jsonl import write_jsonl
 from wisv.models import load_pair
 from wisv.prompts import prompt_rows
 from wisv.speculative import SpecOutput, speculative_generate

@@ -20,7 +20,7 @@ from labeling.config import LabelConfig
 from labeling.store import EPISODES, LABELS, load_config, load_traces, require, save_config, stage_path
 from wisv.evaluate import eos_id, mismatch_kind
 from wisv.models import load_pair
-from wisv.prompts import read_jsonl
+from wisv.jsonl import read_jsonl
 from wisv.speculative import truncate_output
 
 Checker = Callable[[str, object], bool]

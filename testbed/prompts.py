@@ -10,7 +10,8 @@ from transformers import AutoTokenizer
 
 from wisv.evaluate import greedy_reference
 from wisv.models import builtin_paths, default_dtype, load_model
-from wisv.prompts import prompt_rows, write_jsonl
+from wisv.jsonl import write_jsonl
+from wisv.prompts import prompt_rows
 
 
 def _target_dir(cfg) -> Path:

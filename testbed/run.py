@@ -27,7 +27,7 @@ from testbed.procs import Child, progress_handler
 from testbed.prompts import load_prompts, reference_outputs
 from testbed.summary import read_csv_or_empty, summarize, table
 from testbed.wakeup import cpu_wakeup_bound
-from wisv.prompts import read_jsonl, write_jsonl
+from wisv.jsonl import read_jsonl, write_jsonl
 
 ALL_PROTOCOLS = ("greedy", "reject", "fh", "sh", "auto")
 

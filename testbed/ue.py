@@ -26,6 +26,7 @@ from protocols.ue_side import EdgeError, UEParams, UESession
 from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, make
 from testbed.link import LinkSpec
 from wisv.evaluate import eos_id
+from wisv.jsonl import read_jsonl
 from wisv.models import builtin_paths, default_dtype, load_model
 from wisv.rejection import load_predictor, stop_rule, wasted_drafting
 from wisv.sessions import DraftSession
@@ -196,7 +197,7 @@ def run(cfg: UEConfig) -> Path:
     torch.set_num_threads(1)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    prompts = [json.loads(line) for line in Path(cfg.prompts_file).read_text().splitlines() if line.strip()]
+    prompts = read_jsonl(Path(cfg.prompts_file))
     drafter = load_model(Path(cfg.drafter) if cfg.drafter else builtin_paths()[0], "drafter", cfg.device,
                          default_dtype(cfg.device))
     link = LinkSpec(**json.loads(cfg.link_json)) if cfg.link_json else None

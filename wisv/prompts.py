@@ -1,22 +1,12 @@
-"""Prompt files: JSONL rows with a question (or raw prompt text, or token ids) and an optional reference answer;
-the JSONL reader and writer the project's records use."""
+"""Prompt files: JSONL rows with a question (or raw prompt text, or token ids) and an optional reference answer."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 from wisv.evaluate import encode_prompt
+from wisv.jsonl import read_jsonl, write_jsonl  # noqa: F401 - re-exported for callers of wisv.prompts
 from wisv.toydata import format_prompt, load_split
-
-
-def write_jsonl(path: Path, rows) -> None:
-    """One JSON object per line."""
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    """Every non-blank line as a JSON object."""
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def read_jsonl_prompts(path: Path, tok) -> list[dict]:
