@@ -8,7 +8,8 @@ lowered so that the thread gets the GIL within ~1 ms when Python code holds it) 
 peer, frames)`` to the loop through a queue.  Replies go back through an inproc PAIR socket, because a
 ZeroMQ socket must be used by one thread only.  The single-session path does not use it: the extra hop
 costs a thread wake-up per reply.  ``Direct`` gives that path the same ``get``/``send`` interface: the serving
-loop reads the socket itself and a message is dated when it is handled.
+loop reads the socket itself and dates a message when it reads it, so that the edge time it reports spans from
+the socket (decoding included) and the UE's link time starts and ends at its own socket (testbed/ue.py).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ Arrival = tuple[float | None, bytes, list]  # (perf_counter at receipt or None: 
 
 
 class Direct:
-    """The serving loop reads the ROUTER socket itself (no thread, no stamp): the single-session path."""
+    """The serving loop reads the ROUTER socket itself (no thread; stamped when read): the single-session path."""
 
     def __init__(self, sock: zmq.Socket):
         self.sock, self._poller = sock, zmq.Poller()
@@ -44,7 +45,7 @@ class Direct:
                 peer, *frames = self.sock.recv_multipart(flags=zmq.NOBLOCK if items else 0, copy=False)
             except zmq.Again:
                 break
-            items.append((None, peer.bytes, frames))
+            items.append((time.perf_counter(), peer.bytes, frames))
         return items
 
     def send(self, frames: list) -> None:

@@ -64,6 +64,7 @@ class Client:
     def __init__(self, ctx: zmq.Context, endpoint: str, identity: str, limits: Limits, timeout_s: float):
         self.ctx, self.endpoint, self.identity, self.timeout_s = ctx, endpoint, identity, timeout_s
         self.limits = limits
+        self.t_sent = self.t_received = 0.0  # perf_counter at the socket of the last send / the last reply
         self.sock = self._connect()
 
     def _connect(self) -> zmq.Socket:
@@ -80,7 +81,9 @@ class Client:
         self.sock = self._connect()
 
     def send(self, msg: Message) -> int:
+        """Encode and send; ``t_sent`` is stamped at the socket, after encoding (the codec is host work, not link)."""
         frames = encode(msg)
+        self.t_sent = time.perf_counter()
         self.sock.send_multipart(frames, copy=False)
         return wire_bytes(frames)
 
@@ -95,17 +98,18 @@ class Client:
                 frames = self.sock.recv_multipart(copy=False)
             except zmq.Again:
                 raise TimeoutError("no reply from the edge within the receive timeout") from None
+            self.t_received = time.perf_counter()  # at the socket, before decoding
             msg = decode(frames, self.limits)
             if session is None or msg.session == session or msg.type == MsgType.ERROR:
                 return msg, wire_bytes([f.buffer for f in frames])
 
     def exchange(self, msg: Message) -> tuple[Message, float]:
-        t0 = time.perf_counter()
+        """Send and wait for the reply; (reply, socket-to-socket seconds)."""
         self.send(msg)
         reply, _ = self.recv(msg.session)
         if reply.type == MsgType.ERROR:
             raise EdgeError(f"edge error [{reply.header['code']}]: {reply.header['text']}")
-        return reply, time.perf_counter() - t0
+        return reply, self.t_received - self.t_sent
 
     def close(self) -> None:
         self.sock.close(0)
@@ -127,20 +131,20 @@ def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
     """One DRAFT/(HIDDEN_REQ/HIDDEN)/VERDICT exchange; returns the round's measurements."""
     t_start = time.perf_counter()
     msg = sess.next_draft(est.csi())
-    t_first = time.perf_counter()
     up, down, exchanges, ue_mid = client.send(msg), 0, 1, 0.0
+    t_first = client.t_sent
     t_pro = time.perf_counter()
     n_pro = sess.draft_proactively(client.reply_waiting)  # SpecEdge: overlaps the link and the verification
     t_pro = time.perf_counter() - t_pro
     while True:
         reply, nbytes = client.recv(sess.sid)
         down += nbytes
-        t_last = time.perf_counter()
+        t_last = client.t_received
         nxt = sess.on_reply(reply)
         if nxt is None:
             break
         up += client.send(nxt)
-        ue_mid += time.perf_counter() - t_last  # UE work between exchanges is not link time
+        ue_mid += client.t_sent - t_last  # UE work between exchanges (decode, encode included) is not link time
         exchanges += 1
     r, v = sess.round, sess.round.verdict
     n = len(r.draft.tokens)

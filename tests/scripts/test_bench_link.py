@@ -147,4 +147,12 @@ def test_build_report_shape_is_strict_json():
 def test_failures_lists_trend_and_overhead_checks():
     trends = {"reject": None, "sh": [{"rate_mbps": 2.0, "rtt_ms": 5.0, "pass": False}],
               "auto": [{"rate_mbps": 20.0, "rtt_ms": 50.0, "pass": True}]}
-    assert failures([], {"pass": False}, trends) == ["sh @ 2 Mbps / 5 ms", "loopback overhead (target <= 0.3 ms)"]
+    assert failures([], {"pass": False}, trends) == ["sh @ 2 Mbps / 5 ms",
+                                                     "loopback overhead over ZeroMQ's floor (target <= 0.3 ms)"]
+
+
+def test_only_the_required_protocols_fail_fidelity():
+    grid = [{"rate_mbps": 20.0, "rtt_ms": 5.0, "protocol": p, "pass": False} for p in ("greedy", "auto")]
+    assert failures(grid, {"pass": True}, {}) == ["fidelity greedy @ 20 Mbps / 5 ms"]
+    assert failures(grid, {"pass": True}, {}, ("greedy", "auto")) == ["fidelity greedy @ 20 Mbps / 5 ms",
+                                                                      "fidelity auto @ 20 Mbps / 5 ms"]
