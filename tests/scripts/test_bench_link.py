@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from scripts.bench_link import (REJECT_POINT, BenchConfig, auto_vs_best, build_report, failures, fidelity_summary,
-                                host_overhead_from, parse_args, plan, predict_comm_s, reject_vs_greedy,
+                                host_overhead_from, parse_args, plan, predict_comm_s, protocol_time_s, reject_vs_greedy,
                                 sh_exchange_check)
 
 
@@ -81,6 +81,20 @@ def test_sh_exchange_check_without_mismatches_has_no_extra():
 def test_auto_vs_best(auto, fh, sh, ok):
     r = auto_vs_best(auto, fh, sh)
     assert r["ratio"] == pytest.approx(auto / min(fh, sh)) and r["pass"] is ok
+
+
+def test_auto_vs_best_checks_the_protocol_time_when_given():
+    noisy = auto_vs_best(1.08, 1.0, 1.5, {"auto": 0.201, "fh": 0.200, "sh": 0.26})  # compute noise, same link time
+    assert noisy["ratio"] == pytest.approx(1.08) and noisy["link_ratio"] == pytest.approx(1.005) and noisy["pass"]
+    worse = auto_vs_best(1.0, 1.0, 1.5, {"auto": 0.23, "fh": 0.200, "sh": 0.26})  # a wrong choice shows here
+    assert worse["link_ratio"] == pytest.approx(1.15) and not worse["pass"]
+
+
+def test_protocol_time_is_round_time_outside_the_forwards_per_prompt():
+    rounds = pd.DataFrame({"prompt_id": ["a", "a", "b"], "t_round_s": [0.05, 0.04, 0.06],
+                           "t_draft_s": [0.02, 0.02, 0.03], "t_verify_s": [0.01, 0.01, 0.01]})
+    assert protocol_time_s(rounds) == pytest.approx((0.02 + 0.01 + 0.02) / 2)
+    assert math.isnan(protocol_time_s(pd.DataFrame()))
 
 
 def _summary(latency_s: float, t_comm_s: float) -> dict:
