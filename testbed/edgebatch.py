@@ -13,7 +13,7 @@ import time
 
 from protocols.edge_side import EdgeSession
 from wisv.batchverify import BatchVerifier, VerifyRequest, request_shape
-from wisv.estimator import EstimatorProfile, rescale
+from wisv.estimator import EstimatorProfile, LiveFit, live_update
 from wisv.scheduler import Request, deadline_s, select_fcfs, select_slo
 from wisv.sessions import Block
 
@@ -43,7 +43,7 @@ class DraftBatcher:
         if slack_s is not None and slack_s < 0:
             raise ValueError(f"batch slack must be >= 0, got {slack_s}")
         self.slack_s = slack_s  # time a batch keeps before its earliest feasible deadline; None = guard_s
-        self.scale = 1.0  # live batch time / profile prediction (EWMA), applied to every estimate
+        self.live = LiveFit()  # online affine correction of the profile from the batches' measured times
 
     def run(self, held: list[Held]) -> list[Done]:
         """Verify every held DRAFT, batch by batch (``Done`` per request)."""
@@ -65,7 +65,7 @@ class DraftBatcher:
             blocks, err = {}, e
         dt = time.perf_counter() - t0
         if self.estimator and err is None:
-            self.scale = rescale(self.scale, raw, dt)
+            self.live = live_update(self.live, raw, dt)
         chosen = {id(s) for _, s in batch}
         return ([(peer, s, err or blocks[s.verify.sid], dt, len(batch)) for peer, s in batch],
                 [(p, s) for p, s in queue if id(s) not in chosen])
@@ -82,8 +82,8 @@ class DraftBatcher:
         return [reqs[r.rid] for r in chosen]
 
     def batch_time(self, cached: list[int], new: list[int], block: list[int] | None = None) -> float:
-        """The profile's estimate scaled by the live correction, seconds."""
-        return self.scale * self.estimator.predict_s(cached, new, block)
+        """The profile's estimate with the live correction, seconds."""
+        return self.live.predict(self.estimator.predict_s(cached, new, block))
 
     def _predict_raw(self, batch: list[Held]) -> float:
         """The profile's (unscaled) estimate for a batch about to be verified."""

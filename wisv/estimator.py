@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 
-from channel.measure import ewma
 
 COEFS = ("a", "b_compute", "b_read", "c")
 
@@ -104,15 +103,50 @@ class EstimatorProfile:
         return prof
 
 
-def rescale(scale: float, predicted_s: float, measured_s: float, weight: float = 0.1,
-            bounds: tuple[float, float] = (0.25, 4.0)) -> float:
-    """One step of the online correction: EWMA of measured / predicted batch time, kept within bounds.
+PRIOR_POINTS_S = (0.005, 0.040)  # profile predictions at which the prior pins measured = predicted (s = 1, o = 0)
 
-    A profile timed on an idle, hot machine misses what the live edge pays (contention, wake-ups); scaling
-    every prediction by this ratio is the online part of WISP's estimator."""
+
+@dataclass(frozen=True)
+class LiveFit:
+    """Online affine correction of the profile: ``measured ~ scale * predicted + offset_s``.
+
+    A profile timed on an idle, hot machine misses what the live edge pays: a fixed part per batch
+    (wake-ups, the serving loop, contention with the UEs' processes; ~4 ms a batch here against the profile's
+    1 ms) and a proportional part.  A ratio alone (measured / predicted) cannot hold both: fitted on small
+    batches it inflates every large batch's estimate, so the deadline test keeps batches small, whose large
+    ratios keep it so.  This fits both by exponentially weighted least squares (each batch's weight decays by
+    ``decay`` per batch) over the decayed sums below, plus two fixed pseudo-batches of weight ``prior_weight`` at
+    PRIOR_POINTS_S on measured = predicted, which start it at the profile and keep it determined when every
+    batch has the same size.  The online part of WISP's estimator."""
+
+    sxx: float = 0.0  # decayed sums over batches of predicted^2, predicted, 1, predicted*measured, measured
+    sx: float = 0.0
+    n: float = 0.0
+    sxy: float = 0.0
+    sy: float = 0.0
+    scale: float = 1.0
+    offset_s: float = 0.0
+
+    def predict(self, predicted_s: float) -> float:
+        """Corrected estimate, seconds (never below a quarter of the profile's)."""
+        return max(self.scale * predicted_s + self.offset_s, 0.25 * predicted_s)
+
+
+def live_update(fit: LiveFit, predicted_s: float, measured_s: float, decay: float = 0.95,
+                prior_weight: float = 0.2, scale_bounds: tuple[float, float] = (0.25, 4.0),
+                offset_bounds_s: tuple[float, float] = (-0.05, 0.05)) -> LiveFit:
+    """One batch's step of the online correction (see LiveFit); a batch with no prediction or time is skipped."""
     if predicted_s <= 0 or measured_s <= 0:
-        return scale
-    return ewma(scale, min(max(measured_s / predicted_s, bounds[0]), bounds[1]), weight)
+        return fit
+    x, y = predicted_s, measured_s
+    sums = [decay * v + d for v, d in zip((fit.sxx, fit.sx, fit.n, fit.sxy, fit.sy), (x * x, x, 1.0, x * y, y))]
+    sxx, sx, n, sxy, sy = sums
+    px = np.asarray(PRIOR_POINTS_S)
+    a = np.array([[sxx + prior_weight * (px ** 2).sum(), sx + prior_weight * px.sum()],
+                  [sx + prior_weight * px.sum(), n + prior_weight * len(px)]])
+    b = np.array([sxy + prior_weight * (px ** 2).sum(), sy + prior_weight * px.sum()])
+    scale, offset = np.linalg.solve(a, b)
+    return LiveFit(sxx, sx, n, sxy, sy, float(np.clip(scale, *scale_bounds)), float(np.clip(offset, *offset_bounds_s)))
 
 
 def fit_profile(x: np.ndarray, y: np.ndarray, test_mask: np.ndarray, n_boot: int = 200, seed: int = 0,

@@ -64,11 +64,25 @@ def test_batch_features_count_what_the_padded_engine_computes():
         batch_features([1, 1], [2, 2], [3, 1])  # block > new
 
 
-def test_rescale_tracks_the_live_ratio_within_bounds():
-    from wisv.estimator import rescale
-    s = 1.0
-    for _ in range(60):
-        s = rescale(s, predicted_s=0.010, measured_s=0.020)
-    assert s == pytest.approx(2.0, rel=1e-2)
-    assert rescale(1.0, 0.01, 1.0, weight=1.0) == 4.0  # clamped
-    assert rescale(1.5, 0.0, 0.02) == 1.5  # nothing to learn from
+def test_live_fit_starts_at_the_profile_and_learns_a_fixed_and_a_proportional_part():
+    from wisv.estimator import LiveFit, live_update
+    fit = LiveFit()
+    assert fit.predict(0.02) == pytest.approx(0.02)
+    rng = np.random.default_rng(0)
+    for raw in rng.uniform(0.003, 0.04, 200):  # the live edge pays 4 ms a batch more, and 10% more per unit
+        fit = live_update(fit, raw, 0.004 + 1.1 * raw)
+    assert fit.scale == pytest.approx(1.1, rel=0.05) and fit.offset_s == pytest.approx(0.004, abs=4e-4)
+    assert fit.predict(0.003) == pytest.approx(0.0073, rel=0.05) and fit.predict(0.04) == pytest.approx(0.048, rel=0.05)
+
+
+def test_live_fit_stays_determined_on_one_batch_size_and_within_bounds():
+    from wisv.estimator import LiveFit, live_update
+    fit = LiveFit()
+    for _ in range(100):  # every batch the same: the prior keeps the 2x2 system solvable
+        fit = live_update(fit, 0.01, 0.02)
+    assert fit.predict(0.01) == pytest.approx(0.02, rel=0.02)
+    assert live_update(LiveFit(), 0.0, 0.02) == LiveFit()  # nothing to learn from
+    wild = LiveFit()
+    for raw in (0.005, 0.04) * 50:
+        wild = live_update(wild, raw, 100 * raw)
+    assert wild.scale == 4.0 and wild.predict(0.001) >= 0.25 * 0.001
