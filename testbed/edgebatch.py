@@ -9,15 +9,18 @@ verification cost from the estimator profile (testbed.profile).
 from __future__ import annotations
 
 import math
+import statistics
 import time
+from collections import defaultdict, deque
 
 from protocols.edge_side import EdgeSession
 from wisv.batchverify import BatchVerifier, VerifyRequest, request_shape
 from wisv.estimator import EstimatorProfile, LiveFit, live_update
-from wisv.scheduler import Request, deadline_s, select_fcfs, select_slo
+from wisv.scheduler import Request, arrival_reserve_s, deadline_s, select_fcfs, select_slo
 from wisv.sessions import Block
 
 SCHEDULER_CHOICES = ("fcfs", "slo")
+BUDGET_WINDOW = 64  # recent budgets kept per SLO class for the arrival reserve
 LOST_ORDER_CHOICES = ("last", "edf")  # slo: requests past saving go last (default) or first by EDF (the paper)
 Held = tuple[bytes, EdgeSession]  # (peer, session holding a validated DRAFT)
 Done = tuple[bytes, EdgeSession, Block | Exception, float, int]  # (peer, session, block or error, batch s, batch size)
@@ -28,7 +31,7 @@ class DraftBatcher:
 
     def __init__(self, engine: BatchVerifier, scheduler: str = "fcfs", max_batch: int = 16,
                  estimator: EstimatorProfile | None = None, guard_s: float = 0.0, lost_order: str = "last",
-                 slack_s: float | None = None):
+                 slack_s: float | None = None, reserve: bool = True):
         if scheduler not in SCHEDULER_CHOICES:
             raise ValueError(f"unknown scheduler {scheduler!r}; choose one of {SCHEDULER_CHOICES}")
         if scheduler == "slo" and estimator is None:
@@ -44,6 +47,8 @@ class DraftBatcher:
             raise ValueError(f"batch slack must be >= 0, got {slack_s}")
         self.slack_s = slack_s  # time a batch keeps before its earliest feasible deadline; None = guard_s
         self.live = LiveFit()  # online affine correction of the profile from the batches' measured times
+        self.reserve = reserve  # slo: bound batches so that a tight request arriving meanwhile can still make it
+        self.budgets: dict[float, deque] = defaultdict(lambda: deque(maxlen=BUDGET_WINDOW))  # class -> d_i - a_i
 
     def run(self, held: list[Held]) -> list[Done]:
         """Verify every held DRAFT, batch by batch (``Done`` per request)."""
@@ -77,9 +82,18 @@ class DraftBatcher:
         if self.scheduler == "fcfs":
             chosen = select_fcfs(pending, mem_budget_bytes=2**62, max_batch=self.max_batch)
         else:
+            cap = arrival_reserve_s(self.tightest_budget_s(), min(r.v_s for r in pending), self.guard_s)
             chosen = select_slo(pending, time.perf_counter(), 2**62, self.batch_time, delta_s=self.guard_s,
-                                max_batch=self.max_batch, lost_last=self.lost_last, slack_s=self.slack_s)
+                                max_batch=self.max_batch, lost_last=self.lost_last, slack_s=self.slack_s,
+                                max_batch_s=cap if self.reserve else math.inf)
+        for r in chosen:
+            if math.isfinite(r.deadline_s) and r.deadline_s > r.arrival_s:  # a budget <= 0 was never feasible
+                self.budgets[reqs[r.rid][1].slo_tok_s].append(r.deadline_s - r.arrival_s)
         return [reqs[r.rid] for r in chosen]
+
+    def tightest_budget_s(self) -> float:
+        """The smallest per-class median of recent verification budgets (d_i - a_i); inf before any deadline."""
+        return min((statistics.median(b) for b in self.budgets.values()), default=math.inf)
 
     def batch_time(self, cached: list[int], new: list[int], block: list[int] | None = None) -> float:
         """The profile's estimate with the live correction, seconds."""

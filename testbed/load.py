@@ -59,6 +59,7 @@ class LoadConfig:
     guard_ms: float = 0.0  # slo scheduler's guard time delta, ms (testbed.serve --guard-ms)
     lost_order: str = "last"  # slo: last | edf (testbed.serve --lost-order)
     slack_ms: float = -1.0  # slo: batch slack before the earliest feasible deadline, ms (testbed.serve --slack-ms; <0: guard)
+    arrival_reserve: bool = True  # slo: bound batches for tight arrivals (testbed.serve --[no-]arrival-reserve)
     compare_max_batch: int = 0  # >0: also run the sweep against an edge with this max batch (1: one at a time)
     epsilon: float = 0.1  # capacity: largest N with violation rate <= epsilon per class
     timeout_s: float = 600.0  # give up on a load run after this long
@@ -200,6 +201,7 @@ def _sweep(cfg: LoadConfig, traces: list[Trace], max_batch: int, out: Path) -> p
     if cfg.scheduler == "slo":
         edge += ["--estimator", cfg.estimator, "--guard-ms", str(cfg.guard_ms), "--lost-order", cfg.lost_order]
         edge += ["--slack-ms", str(cfg.slack_ms)] if cfg.slack_ms >= 0 else []
+        edge += [] if cfg.arrival_reserve else ["--no-arrival-reserve"]
     edge += ["--target", cfg.target] if cfg.target else []
     rows = []
     with placement.local(cfg, out, edge) as site:
@@ -281,7 +283,9 @@ def parse_args(argv: list[str] | None = None) -> LoadConfig:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     d = LoadConfig()
     for k, v in asdict(d).items():
-        if k != "link":
+        if isinstance(v, bool):
+            ap.add_argument("--" + k.replace("_", "-"), action=argparse.BooleanOptionalAction, default=v)
+        elif k != "link":
             ap.add_argument("--" + k.replace("_", "-"), type=type(v) if v is not None else str, default=v)
     ap.add_argument("--rate-mbps", type=float, default=d.link.rate_up_mbps, help="link rate, both directions (0: unlimited)")
     ap.add_argument("--rtt-ms", type=float, default=d.link.rtt_ms)

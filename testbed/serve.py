@@ -54,6 +54,7 @@ class ServeConfig:
     guard_ms: float = 0.0  # slo scheduler's guard time delta (LST = deadline - v - delta), ms
     lost_order: str = "last"  # slo: requests that can no longer meet their deadline go last | edf (the paper)
     slack_ms: float | None = None  # slo: time a batch keeps before its earliest feasible deadline (None: guard_ms)
+    arrival_reserve: bool = True  # slo: no batch so long that a tight request arriving meanwhile must miss
 
 
 class EdgeServer:
@@ -197,7 +198,8 @@ def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[BatchVerifier 
         return engine, None
     est = EstimatorProfile.load(cfg.estimator) if cfg.estimator else None
     slack = None if cfg.slack_ms is None else cfg.slack_ms / 1e3
-    return engine, DraftBatcher(engine, cfg.scheduler, cfg.max_batch, est, cfg.guard_ms / 1e3, cfg.lost_order, slack)
+    return engine, DraftBatcher(engine, cfg.scheduler, cfg.max_batch, est, cfg.guard_ms / 1e3, cfg.lost_order, slack,
+                                cfg.arrival_reserve)
 
 
 def serve(cfg: ServeConfig, ready=print) -> None:
@@ -272,6 +274,10 @@ def parse_args(argv: list[str] | None = None) -> ServeConfig:
     ap.add_argument("--slack-ms", type=float, default=d.slack_ms,
                     help="slo: time a batch keeps before its earliest feasible deadline, ms (default: --guard-ms; "
                          "the paper's deadline test has 0)")
+    ap.add_argument("--arrival-reserve", action=argparse.BooleanOptionalAction, default=d.arrival_reserve,
+                    help="slo: cap a batch's estimated time at the tightest class's median budget less the guard and one "
+                         "request's time, so that a request of that class arriving during it can still make its "
+                         "deadline (--no-arrival-reserve: the paper's Algorithm 1)")
     ap.add_argument("--lost-order", default=d.lost_order, choices=LOST_ORDER_CHOICES,
                     help="slo: requests that can no longer meet their deadline go last (default) or first in EDF "
                          "order as in the paper's Algorithm 1")

@@ -22,6 +22,7 @@ arrival order and stops only at the memory budget or ``max_batch``.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -91,11 +92,12 @@ def slo_order(pending: Sequence[Request], now_s: float, delta_s: float, lost_las
 
 def select_slo(pending: Sequence[Request], now_s: float, mem_budget_bytes: int, batch_time: BatchTime,
                delta_s: float = 0.0, max_batch: int = 64, lost_last: bool = False,
-               slack_s: float | None = None) -> list[Request]:
+               slack_s: float | None = None, max_batch_s: float = math.inf) -> list[Request]:
     """WISP Algorithm 1: grow the batch in slo_order until memory, deadline or max_batch stops it.
 
     ``delta_s`` is the guard in LST; ``slack_s`` (default: ``delta_s``) the time the batch must keep before the
-    earliest feasible deadline (the paper's test has none)."""
+    earliest feasible deadline (the paper's test has none).  ``max_batch_s`` also stops it where its estimated
+    time would pass this bound (see ``arrival_reserve_s``; the paper has none)."""
     slack_s = delta_s if slack_s is None else slack_s
     batch: list[Request] = []
     for r in slo_order(pending, now_s, delta_s, lost_last):
@@ -105,7 +107,20 @@ def select_slo(pending: Sequence[Request], now_s: float, mem_budget_bytes: int, 
         feasible = [x.deadline_s for x in cand if not is_lost(x, now_s)]  # a lost deadline binds no one
         t_hat = batch_time([x.cached for x in cand], [x.new for x in cand], [x.block or x.new for x in cand])
         late = bool(feasible) and now_s + t_hat + slack_s > min(feasible)
-        if late and batch:
+        if (late or t_hat > max_batch_s) and batch:
             break
         batch = cand
     return batch
+
+
+def arrival_reserve_s(tightest_budget_s: float, one_request_s: float, delta_s: float) -> float:
+    """Longest batch that still lets a request of the tightest class arriving just after dispatch meet its
+    deadline: it waits for this batch, then is verified in the next (at least one request's time), within its
+    budget less the guard.  ``inf`` when no class has a deadline; never less than one request's time.
+
+    Algorithm 1 looks only at the requests already waiting.  Under load its utility fill grows batches to
+    ``max_batch`` whenever none is critical, and a tight request that arrives during such a batch (~45 ms of a
+    ~50 ms budget here) is lost before it is ever considered."""
+    if not math.isfinite(tightest_budget_s):
+        return math.inf
+    return max(tightest_budget_s - delta_s - one_request_s, one_request_s)

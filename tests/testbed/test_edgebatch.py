@@ -1,5 +1,7 @@
 """Batched verification on the edge server: sessions served in lockstep batches (fcfs, slo) and without KV reuse
 produce exactly the outputs of verifying each session alone; a bad draft in a batch fails alone."""
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -140,3 +142,24 @@ def test_batch_slack_defaults_to_the_guard_and_is_checked(pair, tmp_path):
     assert server.batcher.slack_s == 0.0
     with pytest.raises(ValueError, match="slack"):
         EdgeServer(ServeConfig(batch_verify=True, scheduler="slo", estimator=est, slack_ms=-1.0), pair[1], RejectAll())
+
+
+def test_arrival_reserve_learns_the_tightest_class_budget_from_served_requests(pair, tmp_path):
+    server = EdgeServer(ServeConfig(max_draft_len=16, batch_verify=True, scheduler="slo",
+                                    estimator=_estimator(tmp_path)), pair[1], RejectAll())
+    b = server.batcher
+    assert b.reserve and b.tightest_budget_s() == math.inf  # no deadline seen yet: no cap
+    opened = make(MsgType.OPEN, "s0", {"prompt": np.array([3, 4], np.int32)}, protocol="greedy", draft_len=4,
+                  max_new_tokens=8, meta={"slo_tok_s": 40.0})
+    assert decode(server.handle(b"p0", encode(opened)), LIMITS).type == MsgType.OPEN_OK
+    draft = make(MsgType.DRAFT, "s0", {"tokens": np.array([5, 6, 7, 8], np.int32)}, round=0, t_draft_s=0.02,
+                 csi={"rtt_ms": 30.0})
+    sess = server._guard(b"p0", encode(draft), server._hold_drafts, t0=123.0)
+    assert b.select([(b"p0", sess)]) == [(b"p0", sess)]
+    assert b.tightest_budget_s() == pytest.approx(0.05)  # 100 ms - 20 ms drafting - 30 ms network
+    b.budgets[20.0].extend([0.3, 0.2])  # a looser class does not move it
+    b.budgets[40.0].extend([0.06, 0.07])  # the median of the class's recent budgets
+    assert b.tightest_budget_s() == pytest.approx(0.06)
+    off = EdgeServer(ServeConfig(batch_verify=True, scheduler="slo", estimator=_estimator(tmp_path),
+                                 arrival_reserve=False), pair[1], RejectAll())
+    assert not off.batcher.reserve

@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wisv.scheduler import Request, deadline_s, latest_start_s, select_fcfs, select_slo, slo_order
+from wisv.scheduler import (Request, arrival_reserve_s, deadline_s, latest_start_s, select_fcfs, select_slo,
+                            slo_order)
 
 
 def R(rid, arrival=0.0, deadline=10.0, g=4.0, v=1.0, mem=1, cached=0, new=1):
@@ -77,6 +78,21 @@ def test_slo_stops_at_memory_and_serves_a_late_request_alone():
     assert select_slo([R("big", mem=11)], 0.0, 10, per_request(0.1)) == []
 
 
+def test_slo_stops_where_the_batch_would_outlast_the_arrival_reserve():
+    reqs = [R("a", deadline=10.0, g=8), R("b", deadline=10.0, g=6), R("c", deadline=10.0, g=1)]
+    # no deadline binds here; a 0.9 s cap stops at {a, b} (0.8 s), and one request always goes
+    assert [r.rid for r in select_slo(reqs, 0.0, 100, per_request(0.4))] == ["a", "b", "c"]
+    assert [r.rid for r in select_slo(reqs, 0.0, 100, per_request(0.4), max_batch_s=0.9)] == ["a", "b"]
+    assert [r.rid for r in select_slo(reqs, 0.0, 100, per_request(0.4), max_batch_s=0.1)] == ["a"]
+
+
+def test_arrival_reserve_leaves_a_tight_arrival_its_own_verification():
+    # 52 ms budget, 10 ms guard, 8 ms for one request: batches up to 34 ms
+    assert arrival_reserve_s(0.052, 0.008, 0.010) == pytest.approx(0.034)
+    assert arrival_reserve_s(0.015, 0.008, 0.010) == pytest.approx(0.008)  # never below one request
+    assert arrival_reserve_s(float("inf"), 0.008, 0.010) == float("inf")  # no deadlines: no cap
+
+
 requests = st.lists(st.builds(
     Request, rid=st.uuids().map(str), arrival_s=st.floats(0, 1), deadline_s=st.floats(0, 3),
     g_tokens=st.floats(0.5, 16), v_s=st.floats(0.001, 0.5), mem_bytes=st.integers(0, 50),
@@ -84,10 +100,13 @@ requests = st.lists(st.builds(
 
 
 @settings(max_examples=200, deadline=None)
-@given(requests, st.floats(0, 2), st.integers(0, 200), st.floats(0.001, 0.2), st.integers(1, 8), st.booleans())
-def test_slo_batches_always_respect_memory_and_deadlines(pending, now, mem, per_req, max_batch, lost_last):
-    batch = select_slo(pending, now, mem, per_request(per_req), max_batch=max_batch, lost_last=lost_last)
+@given(requests, st.floats(0, 2), st.integers(0, 200), st.floats(0.001, 0.2), st.integers(1, 8), st.booleans(),
+       st.floats(0.001, 1.0) | st.just(float("inf")))
+def test_slo_batches_always_respect_memory_and_deadlines(pending, now, mem, per_req, max_batch, lost_last, cap):
+    batch = select_slo(pending, now, mem, per_request(per_req), max_batch=max_batch, lost_last=lost_last,
+                       max_batch_s=cap)
     assert len(batch) <= max_batch and len({r.rid for r in batch}) == len(batch)
+    assert len(batch) <= 1 or per_req * len(batch) <= cap  # only a single request may outlast the reserve
     assert sum(r.mem_bytes for r in batch) <= mem
     feasible = [r.deadline_s for r in batch if r.deadline_s >= now + r.v_s]
     if len(batch) > 1 and feasible:  # a larger batch meets the deadline of every member that could still make it
