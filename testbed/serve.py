@@ -275,8 +275,8 @@ def parse_args(argv: list[str] | None = None) -> ServeConfig:
                     help="slo: time a batch keeps before its earliest feasible deadline, ms (default: --guard-ms; "
                          "the paper's deadline test has 0)")
     ap.add_argument("--arrival-reserve", action=argparse.BooleanOptionalAction, default=d.arrival_reserve,
-                    help="slo: cap a batch's estimated time at the tightest class's median budget less the guard and one "
-                         "request's time, so that a request of that class arriving during it can still make its "
+                    help="slo: cap a batch's estimated time at half the tightest class's median budget less the guard, "
+                         "so that a request of that class arriving during it can still make its "
                          "deadline (--no-arrival-reserve: the paper's Algorithm 1)")
     ap.add_argument("--lost-order", default=d.lost_order, choices=LOST_ORDER_CHOICES,
                     help="slo: requests that can no longer meet their deadline go last (default) or first in EDF "
