@@ -29,6 +29,7 @@ from protocols.wire import Limits
 from testbed import placement
 from testbed.edgebatch import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from testbed.link import LinkSpec
+from testbed.loadcompare import capacity
 from testbed.loadgen import Device, LoadLoop, Trace
 from testbed.summary import read_csv_or_empty
 from wisv.evaluate import encode_prompt
@@ -118,21 +119,6 @@ def summarize(df: pd.DataFrame, n: int, wall_s: float, errors: list[str]) -> dic
             "t_queue_s_mean": float(df["t_queue_s"].mean()) if len(df) else float("nan"),
             "t_verify_s_mean": float(df["t_verify_s"].mean()) if len(df) else float("nan"),
             "errors": errors}
-
-
-def capacity(sweep: pd.DataFrame, classes: list[float], epsilon: float, prefix: str = "viol_") -> dict[str, int]:
-    """Per class: the largest swept N up to which every swept N has a violation rate <= epsilon (0 if the
-    smallest already fails); a noisy pass after a failure does not count.  ``prefix`` picks the rate columns
-    (``viol_``: all requests, ``viol_feasible_``: feasible ones)."""
-    out = {}
-    for c in classes:
-        col, cap = f"{prefix}{c:g}", 0
-        for n, v in sorted(zip(sweep["ues"], sweep[col] if col in sweep else [float("inf")] * len(sweep))):
-            if not v <= epsilon:
-                break
-            cap = int(n)
-        out[f"{c:g}"] = cap
-    return out
 
 
 def run_load(cfg: LoadConfig, site: placement.Site, traces: list[Trace], n: int, out: Path) -> dict:

@@ -8,6 +8,10 @@ least ``capacity_ratio`` times the baseline's.  ``--feasible`` compares the rate
 (``viol_feasible_*``, ``capacity_feasible``: requests whose budget the link alone had not used up, see
 ``testbed.load.summarize``).  Prints a table and writes ``compare.json`` (``compare_feasible.json``) to the
 candidate's directory (or ``--out``).
+
+Several runs per side (``FCFS1,FCFS2 SLO1,SLO2``) are pooled: every repeat of every run (``sweep_repeats.csv``,
+or ``sweep.csv`` for a run of one repeat) is averaged per N, and the capacities are recomputed from the pooled
+means with the first run's epsilon.
 """
 from __future__ import annotations
 
@@ -25,6 +29,21 @@ def tightest_class(sweep: pd.DataFrame, prefix: str = "viol_") -> str:
     if not cols:
         raise ValueError(f"the sweep has no {prefix}<class> columns")
     return max(cols, key=lambda c: float(c[len(prefix):]))
+
+
+def capacity(sweep: pd.DataFrame, classes: list[float], epsilon: float, prefix: str = "viol_") -> dict[str, int]:
+    """Per class: the largest swept N up to which every swept N has a violation rate <= epsilon (0 if the
+    smallest already fails); a noisy pass after a failure does not count.  ``prefix`` picks the rate columns
+    (``viol_``: all requests, ``viol_feasible_``: feasible ones)."""
+    out = {}
+    for c in classes:
+        col, cap = f"{prefix}{c:g}", 0
+        for n, v in sorted(zip(sweep["ues"], sweep[col] if col in sweep else [float("inf")] * len(sweep))):
+            if not v <= epsilon:
+                break
+            cap = int(n)
+        out[f"{c:g}"] = cap
+    return out
 
 
 def compare(base: pd.DataFrame, cand: pd.DataFrame, base_cap: dict, cand_cap: dict, over: float = 0.2,
@@ -61,11 +80,34 @@ def load_run(path: Path, feasible: bool = False) -> tuple[pd.DataFrame, dict, di
     return sweep, cap, cfg
 
 
+def load_runs(paths: list[Path], feasible: bool = False) -> tuple[pd.DataFrame, dict, dict]:
+    """One run as load_run; several pooled: the mean per N of all their repeats, capacities recomputed."""
+    if len(paths) == 1:
+        return load_run(paths[0], feasible)
+    tables, cfgs = [], []
+    for p in paths:
+        _, _, cfg = load_run(p, feasible)
+        rep = p / "sweep_repeats.csv"
+        tables.append(pd.read_csv(rep if rep.exists() else p / "sweep.csv"))
+        cfgs.append(cfg)
+    table = pd.concat(tables, ignore_index=True)
+    sweep = table.drop(columns=[c for c in ("repeat",) if c in table]).groupby("ues", as_index=False).mean()
+    prefix = "viol_feasible_" if feasible else "viol_"
+    classes = [float(c[len(prefix):]) for c in sweep.columns
+               if c.startswith(prefix) and c[len(prefix):].replace(".", "", 1).isdigit()]
+    eps = float(cfgs[0].get("epsilon", 0.1))
+    return sweep, capacity(sweep, classes, eps, prefix), cfgs[0] | {"pooled_runs": [str(p) for p in paths],
+                                                                    "pooled_repeats": len(table) // len(sweep)}
+
+
 def report(res: dict, base_cfg: dict, cand_cfg: dict) -> str:
     """Human-readable lines for the printed comparison."""
     which = "feasible requests" if res["rates"] == "viol_feasible_" else "all requests"
     lines = [f"tightest class {res['class_tok_s']:g} tok/s, {which}: {base_cfg.get('scheduler')} (baseline) vs "
              f"{cand_cfg.get('scheduler')} (candidate)"]
+    for side, cfg in (("baseline", base_cfg), ("candidate", cand_cfg)):
+        if "pooled_runs" in cfg:
+            lines.append(f"  {side}: {len(cfg['pooled_runs'])} runs pooled, {cfg['pooled_repeats']} repeats per N")
     if not res["points"]:
         lines.append(f"  the baseline never violates more than {res['over']:.0%}: no loaded point to compare")
     for p in res["points"]:
@@ -78,24 +120,31 @@ def report(res: dict, base_cfg: dict, cand_cfg: dict) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("baseline", type=Path)
-    ap.add_argument("candidate", type=Path)
+    ap.add_argument("baseline", type=_paths, help="sweep directory (several, comma-separated: pooled)")
+    ap.add_argument("candidate", type=_paths, help="sweep directory (several, comma-separated: pooled)")
     ap.add_argument("--over", type=float, default=0.2, help="loaded points: baseline violation rate above this")
     ap.add_argument("--cut", type=float, default=0.5, help="pass: candidate rate <= cut * baseline rate")
     ap.add_argument("--capacity-ratio", type=float, default=1.5, help="pass: candidate capacity >= this x baseline")
     ap.add_argument("--feasible", action="store_true", help="compare the rates over feasible requests")
     ap.add_argument("--out", type=Path, default=None, help="where compare.json goes (default: the candidate dir)")
     a = ap.parse_args(argv)
-    (bs, bcap, bcfg), (cs, ccap, ccfg) = load_run(a.baseline, a.feasible), load_run(a.candidate, a.feasible)
+    (bs, bcap, bcfg), (cs, ccap, ccfg) = load_runs(a.baseline, a.feasible), load_runs(a.candidate, a.feasible)
     res = compare(bs, cs, bcap, ccap, a.over, a.cut, a.capacity_ratio,
                   prefix="viol_feasible_" if a.feasible else "viol_")
-    res |= {"baseline": str(a.baseline), "candidate": str(a.candidate), "baseline_config": bcfg,
-            "candidate_config": ccfg}
+    res |= {"baseline": ",".join(map(str, a.baseline)), "candidate": ",".join(map(str, a.candidate)),
+            "baseline_config": bcfg, "candidate_config": ccfg}
     print(report(res, bcfg, ccfg))
-    out = a.out or a.candidate
+    out = a.out or a.candidate[0]
     out.mkdir(parents=True, exist_ok=True)
     (out / ("compare_feasible.json" if a.feasible else "compare.json")).write_text(json.dumps(res, indent=1))
     return res
+
+
+def _paths(text: str) -> list[Path]:
+    paths = [Path(p) for p in text.split(",") if p.strip()]
+    if not paths:
+        raise argparse.ArgumentTypeError("no sweep directory given")
+    return paths
 
 
 if __name__ == "__main__":

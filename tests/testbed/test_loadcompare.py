@@ -46,3 +46,25 @@ def test_cli_writes_compare_json(tmp_path, capsys):
         main([str(tmp_path / "b"), str(tmp_path / "missing")])
     with pytest.raises(SystemExit, match="resummarize"):  # a run from before the feasible split
         main([str(tmp_path / "b"), str(tmp_path / "c"), "--feasible"])
+
+
+def test_cli_pools_several_runs_per_side(tmp_path, capsys):
+    def run(name, sweep, sched, repeats=None):
+        d = tmp_path / name
+        d.mkdir()
+        sweep.to_csv(d / "sweep.csv", index=False)
+        if repeats is not None:
+            repeats.to_csv(d / "sweep_repeats.csv", index=False)
+        (d / "capacity.json").write_text(json.dumps({"epsilon": 0.1, "capacity": {"20": 0, "50": 0}}))
+        (d / "config.json").write_text(json.dumps({"scheduler": sched, "epsilon": 0.1}))
+        return str(d)
+    # the base's second run has two repeats (its sweep.csv is their mean and is not read)
+    reps = pd.concat([BASE.assign(viol_50=[0.05, 0.12, 0.3, 0.5], repeat=0), BASE.assign(repeat=1)])
+    b1, b2 = run("b1", BASE, "fcfs"), run("b2", BASE.assign(viol_50=-1.0), "fcfs", reps)
+    c1, c2 = run("c1", CAND, "slo"), run("c2", CAND, "slo")
+    res = main([f"{b1},{b2}", f"{c1},{c2}"])
+    # base per N over its three repeats: 0.05, (0.08 + 0.12 + 0.08) / 3, (0.25 + 0.3 + 0.25) / 3, ...
+    assert [p["ues"] for p in res["points"]] == [24, 32] and res["points"][0]["base"] == pytest.approx(0.8 / 3)
+    assert res["capacity_base"] == 16 and res["capacity_cand"] == 24  # recomputed from the pooled means, not read
+    assert res["baseline_config"]["pooled_repeats"] == 3 and res["candidate"] == f"{c1},{c2}"
+    assert (tmp_path / "c1" / "compare.json").exists()
