@@ -163,7 +163,8 @@ def plan(cfg: BenchConfig) -> list[tuple[float, float, list[str]]]:
     return [(r, t, p) for (r, t), p in points.items()]
 
 
-def failures(grid: list[dict], overhead: dict, trends: dict, required: tuple[str, ...] = ("greedy", "fh")) -> list[str]:
+def failures(grid: list[dict], overhead: dict, trends: dict,
+             required: tuple[str, ...] = ("greedy", "fh")) -> list[str]:
     """One line per failed check (fidelity of the ``required`` protocols; the others' is informational)."""
     out = [f"fidelity {g['protocol']} @ {g['rate_mbps']:g} Mbps / {g['rtt_ms']:g} ms" for g in grid
            if not g["pass"] and g["protocol"] in required]
@@ -171,7 +172,8 @@ def failures(grid: list[dict], overhead: dict, trends: dict, required: tuple[str
         out += [f"{name} @ {s['rate_mbps']:g} Mbps / {s['rtt_ms']:g} ms" for s in trends.get(name, []) if not s["pass"]]
     rj = trends.get("reject")
     out += ["reject vs greedy"] if rj and not rj["pass"] else []
-    return out + ([] if overhead.get("pass") else [f"loopback overhead over ZeroMQ's floor (target <= {LOOPBACK_TARGET_MS} ms)"])
+    loopback = f"loopback overhead over ZeroMQ's floor (target <= {LOOPBACK_TARGET_MS} ms)"
+    return out + ([] if overhead.get("pass") else [loopback])
 
 
 def host_overhead_from(rounds: pd.DataFrame) -> dict:
@@ -188,7 +190,8 @@ def build_report(cfg: BenchConfig, grid: list[dict], overhead: dict, trends: dic
                  machine: dict, calibration: dict | None = None) -> dict:
     """The bench_link.json document (NaN/inf become null)."""
     doc = {"config": asdict(cfg), "machine": machine, "calibration": calibration, "grid": grid,
-           "overhead": overhead, "trends": trends, "errors": errors, "failed": failures(grid, overhead, trends, tuple(cfg.protocols))}
+           "overhead": overhead, "trends": trends, "errors": errors,
+           "failed": failures(grid, overhead, trends, tuple(cfg.protocols))}
     return json.loads(json.dumps(doc), parse_constant=lambda _: None)  # NaN, Infinity -> null
 
 
@@ -252,7 +255,8 @@ def loopback_overhead(cfg: BenchConfig, out: Path) -> dict:
     added = float(t_ms.median()) - floor["median_ms"] if floor else math.nan  # medians: one VM stall skews a mean
     return {"greedy_mean_ms": float(t_ms.mean()), "greedy_median_ms": float(t_ms.median()), "n_rounds": len(t_ms),
             "target_ms": LOOPBACK_TARGET_MS, "error": error, "relay_pingpong": relay_overhead_ms(), "zmq_floor": floor,
-            "added_over_floor_ms": added, "added_over_floor_mean_ms": float(t_ms.mean()) - floor.get("mean_ms", math.nan),
+            "added_over_floor_ms": added,
+            "added_over_floor_mean_ms": float(t_ms.mean()) - floor.get("mean_ms", math.nan),
             "pass": bool(added <= LOOPBACK_TARGET_MS), "pass_absolute": bool(t_ms.mean() <= LOOPBACK_TARGET_MS)}
 
 

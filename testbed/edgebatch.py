@@ -82,10 +82,11 @@ class DraftBatcher:
         if self.scheduler == "fcfs":
             chosen = select_fcfs(pending, mem_budget_bytes=2**62, max_batch=self.max_batch)
         else:
-            cap = arrival_reserve_s(self.tightest_budget_s(), min(r.v_s for r in pending), self.guard_s)
+            cap = (arrival_reserve_s(self.tightest_budget_s(), min(r.v_s for r in pending), self.guard_s)
+                   if self.reserve else math.inf)
             chosen = select_slo(pending, time.perf_counter(), 2**62, self.batch_time, delta_s=self.guard_s,
                                 max_batch=self.max_batch, lost_last=self.lost_last, slack_s=self.slack_s,
-                                max_batch_s=cap if self.reserve else math.inf)
+                                max_batch_s=cap)
         for r in chosen:
             if math.isfinite(r.deadline_s) and r.deadline_s > r.arrival_s:  # a budget <= 0 was never feasible
                 self.budgets[reqs[r.rid][1].slo_tok_s].append(r.deadline_s - r.arrival_s)

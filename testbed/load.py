@@ -29,7 +29,7 @@ from protocols.wire import Limits
 from testbed import placement
 from testbed.edgebatch import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from testbed.link import LinkSpec
-from testbed.loadcompare import capacity
+from testbed.loadcompare import capacity, mean_sweep
 from testbed.loadgen import Device, LoadLoop, Trace
 from testbed.summary import read_csv_or_empty
 from wisv.evaluate import encode_prompt
@@ -217,15 +217,6 @@ def plan_runs(ns: list[int], repeats: int) -> list[tuple[int, int]]:
 def run_dir(out: Path, n: int, rep: int, repeats: int) -> Path:
     """Where one load run's records go: n<N>, or n<N>-r<repeat> when repeated."""
     return out / (f"n{n}" if repeats == 1 else f"n{n}-r{rep}")
-
-
-def mean_sweep(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per N: the mean over its repeats (errors summed), with the number of repeats."""
-    if "repeat" not in rows:
-        return rows
-    mean = rows.drop(columns="repeat").groupby("ues", as_index=False).mean()
-    mean["errors"] = rows.groupby("ues")["errors"].sum().to_numpy()
-    return mean.assign(repeats=rows.groupby("ues")["repeat"].count().to_numpy())
 
 
 def _rates(rates: dict) -> str:

@@ -23,9 +23,14 @@ from pathlib import Path
 import pandas as pd
 
 
+def class_columns(sweep: pd.DataFrame, prefix: str = "viol_") -> list[str]:
+    """The sweep's per-class rate columns under ``prefix`` ("viol_50": class 50 tok/s)."""
+    return [c for c in sweep.columns if c.startswith(prefix) and c[len(prefix):].replace(".", "", 1).isdigit()]
+
+
 def tightest_class(sweep: pd.DataFrame, prefix: str = "viol_") -> str:
     """The sweep's class column with the highest token-speed target ("viol_50" -> 50 tok/s)."""
-    cols = [c for c in sweep.columns if c.startswith(prefix) and c[len(prefix):].replace(".", "", 1).isdigit()]
+    cols = class_columns(sweep, prefix)
     if not cols:
         raise ValueError(f"the sweep has no {prefix}<class> columns")
     return max(cols, key=lambda c: float(c[len(prefix):]))
@@ -44,6 +49,16 @@ def capacity(sweep: pd.DataFrame, classes: list[float], epsilon: float, prefix: 
             cap = int(n)
         out[f"{c:g}"] = cap
     return out
+
+
+def mean_sweep(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per N: the mean over its repeats (errors summed), with the number of repeats."""
+    if "repeat" not in rows:
+        return rows
+    mean = rows.drop(columns="repeat").groupby("ues", as_index=False).mean()
+    if "errors" in rows:
+        mean["errors"] = rows.groupby("ues")["errors"].sum().to_numpy()
+    return mean.assign(repeats=rows.groupby("ues")["repeat"].count().to_numpy())
 
 
 def compare(base: pd.DataFrame, cand: pd.DataFrame, base_cap: dict, cand_cap: dict, over: float = 0.2,
@@ -88,16 +103,14 @@ def load_runs(paths: list[Path], feasible: bool = False) -> tuple[pd.DataFrame, 
     for p in paths:
         _, _, cfg = load_run(p, feasible)
         rep = p / "sweep_repeats.csv"
-        tables.append(pd.read_csv(rep if rep.exists() else p / "sweep.csv"))
+        tables.append(pd.read_csv(rep) if rep.exists() else pd.read_csv(p / "sweep.csv").assign(repeat=0))
         cfgs.append(cfg)
-    table = pd.concat(tables, ignore_index=True)
-    sweep = table.drop(columns=[c for c in ("repeat",) if c in table]).groupby("ues", as_index=False).mean()
+    sweep = mean_sweep(pd.concat(tables, ignore_index=True))
     prefix = "viol_feasible_" if feasible else "viol_"
-    classes = [float(c[len(prefix):]) for c in sweep.columns
-               if c.startswith(prefix) and c[len(prefix):].replace(".", "", 1).isdigit()]
-    eps = float(cfgs[0].get("epsilon", 0.1))
-    return sweep, capacity(sweep, classes, eps, prefix), cfgs[0] | {"pooled_runs": [str(p) for p in paths],
-                                                                    "pooled_repeats": len(table) // len(sweep)}
+    classes = [float(col[len(prefix):]) for col in class_columns(sweep, prefix)]
+    cap = capacity(sweep, classes, float(cfgs[0].get("epsilon", 0.1)), prefix)
+    return sweep, cap, cfgs[0] | {"pooled_runs": [str(p) for p in paths],
+                                  "pooled_repeats": int(sweep["repeats"].min())}
 
 
 def report(res: dict, base_cfg: dict, cand_cfg: dict) -> str:

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 COEFS = ("a", "b_compute", "b_read", "c")
 
 
@@ -104,6 +103,7 @@ class EstimatorProfile:
 
 
 PRIOR_POINTS_S = (0.005, 0.040)  # profile predictions at which the prior pins measured = predicted (s = 1, o = 0)
+_PRIOR_XX, _PRIOR_X = sum(x * x for x in PRIOR_POINTS_S), sum(PRIOR_POINTS_S)  # its sums (measured = predicted)
 
 
 @dataclass(frozen=True)
@@ -141,10 +141,9 @@ def live_update(fit: LiveFit, predicted_s: float, measured_s: float, decay: floa
     x, y = predicted_s, measured_s
     sums = [decay * v + d for v, d in zip((fit.sxx, fit.sx, fit.n, fit.sxy, fit.sy), (x * x, x, 1.0, x * y, y))]
     sxx, sx, n, sxy, sy = sums
-    px = np.asarray(PRIOR_POINTS_S)
-    a = np.array([[sxx + prior_weight * (px ** 2).sum(), sx + prior_weight * px.sum()],
-                  [sx + prior_weight * px.sum(), n + prior_weight * len(px)]])
-    b = np.array([sxy + prior_weight * (px ** 2).sum(), sy + prior_weight * px.sum()])
+    pxx, px, pn = prior_weight * _PRIOR_XX, prior_weight * _PRIOR_X, prior_weight * len(PRIOR_POINTS_S)
+    a = np.array([[sxx + pxx, sx + px], [sx + px, n + pn]])
+    b = np.array([sxy + pxx, sy + px])
     scale, offset = np.linalg.solve(a, b)
     return LiveFit(sxx, sx, n, sxy, sy, float(np.clip(scale, *scale_bounds)), float(np.clip(offset, *offset_bounds_s)))
 
