@@ -86,7 +86,7 @@ class DraftBatcher:
                    if self.reserve else math.inf)
             chosen = select_slo(pending, time.perf_counter(), 2**62, self.batch_time, delta_s=self.guard_s,
                                 max_batch=self.max_batch, lost_last=self.lost_last, slack_s=self.slack_s,
-                                max_batch_s=cap)
+                                max_batch_s=cap, horizon_s=cap if math.isfinite(cap) else 0.0)
         for r in chosen:
             if math.isfinite(r.deadline_s) and r.deadline_s > r.arrival_s:  # a budget <= 0 was never feasible
                 self.budgets[reqs[r.rid][1].slo_tok_s].append(r.deadline_s - r.arrival_s)

@@ -276,8 +276,9 @@ def parse_args(argv: list[str] | None = None) -> ServeConfig:
                          "the paper's deadline test has 0)")
     ap.add_argument("--arrival-reserve", action=argparse.BooleanOptionalAction, default=d.arrival_reserve,
                     help="slo: cap a batch's estimated time at half the tightest class's median budget less the guard, "
-                         "so that a request of that class arriving during it can still make its "
-                         "deadline (--no-arrival-reserve: the paper's Algorithm 1)")
+                         "so that a request of that class arriving during it can still make its deadline, and "
+                         "count as critical the requests whose latest start falls within such a batch "
+                         "(--no-arrival-reserve: the paper's Algorithm 1)")
     ap.add_argument("--lost-order", default=d.lost_order, choices=LOST_ORDER_CHOICES,
                     help="slo: requests that can no longer meet their deadline go last (default) or first in EDF "
                          "order as in the paper's Algorithm 1")

@@ -17,8 +17,13 @@ request is always taken when its memory fits (a late request is served, not star
 critical by the paper's rule, and EDF would put it first, so that serving the hopeless ones makes the
 next ones late too (EDF's domino effect).  With ``lost_last`` the order is: critical requests that can still
 make it (EDF), then the rest by utility, then the lost ones (EDF).  They are still served when a batch has
-room, and alone when nothing else waits.  FCFS takes requests in
-arrival order and stops only at the memory budget or ``max_batch``.
+room, and alone when nothing else waits.
+
+``horizon_s`` (0 in the paper) looks ahead one batch: a request is critical when its LST falls before
+``t + horizon``.  The next dispatch comes only after the batch being built, so a request whose LST falls
+inside it and that waits for the next one starts late; with batches capped at ``horizon`` (``arrival_reserve_s``)
+every request critical by then is taken in time.  FCFS takes requests in arrival order and stops only at the
+memory budget or ``max_batch``.
 """
 from __future__ import annotations
 
@@ -78,13 +83,15 @@ def is_lost(r: Request, now_s: float) -> bool:
     return r.deadline_s < now_s + r.v_s
 
 
-def slo_order(pending: Sequence[Request], now_s: float, delta_s: float, lost_last: bool = False) -> list[Request]:
-    """Critical requests (now >= LST) by deadline, then the rest by decreasing utility; with ``lost_last``,
-    requests that can no longer meet their deadline go after all others, by deadline."""
+def slo_order(pending: Sequence[Request], now_s: float, delta_s: float, lost_last: bool = False,
+              horizon_s: float = 0.0) -> list[Request]:
+    """Critical requests (now + horizon >= LST) by deadline, then the rest by decreasing utility; with
+    ``lost_last``, requests that can no longer meet their deadline go after all others, by deadline."""
     edf = lambda r: (r.deadline_s, r.rid)  # noqa: E731
     lost = sorted((r for r in pending if lost_last and is_lost(r, now_s)), key=edf)
     ids = {r.rid for r in lost}
-    critical = sorted((r for r in pending if r.rid not in ids and now_s >= latest_start_s(r, delta_s)), key=edf)
+    critical = sorted((r for r in pending if r.rid not in ids and now_s + horizon_s >= latest_start_s(r, delta_s)),
+                      key=edf)
     ids |= {r.rid for r in critical}
     rest = sorted((r for r in pending if r.rid not in ids), key=lambda r: (-r.utility, r.arrival_s, r.rid))
     return critical + rest + lost
@@ -92,15 +99,16 @@ def slo_order(pending: Sequence[Request], now_s: float, delta_s: float, lost_las
 
 def select_slo(pending: Sequence[Request], now_s: float, mem_budget_bytes: int, batch_time: BatchTime,
                delta_s: float = 0.0, max_batch: int = 64, lost_last: bool = False,
-               slack_s: float | None = None, max_batch_s: float = math.inf) -> list[Request]:
+               slack_s: float | None = None, max_batch_s: float = math.inf, horizon_s: float = 0.0) -> list[Request]:
     """WISP Algorithm 1: grow the batch in slo_order until memory, deadline or max_batch stops it.
 
     ``delta_s`` is the guard in LST; ``slack_s`` (default: ``delta_s``) the time the batch must keep before the
     earliest feasible deadline (the paper's test has none).  ``max_batch_s`` also stops it where its estimated
-    time would pass this bound (see ``arrival_reserve_s``; the paper has none)."""
+    time would pass this bound (see ``arrival_reserve_s``; the paper has none); ``horizon_s`` is slo_order's
+    look-ahead."""
     slack_s = delta_s if slack_s is None else slack_s
     batch: list[Request] = []
-    for r in slo_order(pending, now_s, delta_s, lost_last):
+    for r in slo_order(pending, now_s, delta_s, lost_last, horizon_s):
         cand = batch + [r]
         if len(cand) > max_batch or sum(x.mem_bytes for x in cand) > mem_budget_bytes:
             break

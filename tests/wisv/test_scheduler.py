@@ -86,6 +86,17 @@ def test_slo_stops_where_the_batch_would_outlast_the_arrival_reserve():
     assert [r.rid for r in select_slo(reqs, 0.0, 100, per_request(0.4), max_batch_s=0.1)] == ["a"]
 
 
+def test_horizon_makes_requests_critical_whose_lst_falls_within_the_next_batch():
+    reqs = [R("hi_util", deadline=50, g=8, v=1), R("soon", deadline=3.5, g=1, v=1), R("later", deadline=4.5, g=1, v=1)]
+    # at t=2 neither is critical (LST 2.5, 3.5); a 0.6 s look-ahead takes "soon" (LST 2.5 <= 2.6) first
+    assert [r.rid for r in slo_order(reqs, 2.0, 0.0)] == ["hi_util", "later", "soon"]  # utility ties: by id
+    assert [r.rid for r in slo_order(reqs, 2.0, 0.0, horizon_s=0.6)] == ["soon", "hi_util", "later"]
+    assert [r.rid for r in slo_order(reqs, 2.0, 0.0, horizon_s=1.5)] == ["soon", "later", "hi_util"]
+    # batches capped at one request (1 s): the look-ahead serves "soon" in time, the utility order loses it
+    assert [r.rid for r in select_slo(reqs, 2.0, 100, per_request(1.0), max_batch_s=1.0, horizon_s=1.0)] == ["soon"]
+    assert [r.rid for r in select_slo(reqs, 2.0, 100, per_request(1.0), max_batch_s=1.0)] == ["hi_util"]
+
+
 def test_arrival_reserve_leaves_a_tight_arrival_its_own_verification():
     # 60 ms budget, 10 ms guard: batches up to 25 ms, as long as the one a tight arrival then needs
     assert arrival_reserve_s(0.060, 0.008, 0.010) == pytest.approx(0.025)
@@ -101,16 +112,17 @@ requests = st.lists(st.builds(
 
 @settings(max_examples=200, deadline=None)
 @given(requests, st.floats(0, 2), st.integers(0, 200), st.floats(0.001, 0.2), st.integers(1, 8), st.booleans(),
-       st.floats(0.001, 1.0) | st.just(float("inf")))
-def test_slo_batches_always_respect_memory_and_deadlines(pending, now, mem, per_req, max_batch, lost_last, cap):
+       st.floats(0.001, 1.0) | st.just(float("inf")), st.floats(0, 1.0))
+def test_slo_batches_always_respect_memory_and_deadlines(pending, now, mem, per_req, max_batch, lost_last, cap,
+                                                         horizon):
     batch = select_slo(pending, now, mem, per_request(per_req), max_batch=max_batch, lost_last=lost_last,
-                       max_batch_s=cap)
+                       max_batch_s=cap, horizon_s=horizon)
     assert len(batch) <= max_batch and len({r.rid for r in batch}) == len(batch)
     assert len(batch) <= 1 or per_req * len(batch) <= cap  # only a single request may outlast the reserve
     assert sum(r.mem_bytes for r in batch) <= mem
     feasible = [r.deadline_s for r in batch if r.deadline_s >= now + r.v_s]
     if len(batch) > 1 and feasible:  # a larger batch meets the deadline of every member that could still make it
         assert now + per_req * len(batch) <= min(feasible) + 1e-12
-    assert [r.rid for r in batch] == [r.rid for r in slo_order(pending, now, 0.0, lost_last)][: len(batch)]
+    assert [r.rid for r in batch] == [r.rid for r in slo_order(pending, now, 0.0, lost_last, horizon)][: len(batch)]
     fcfs = select_fcfs(pending, mem, max_batch)
     assert sum(r.mem_bytes for r in fcfs) <= mem and len(fcfs) <= max_batch
