@@ -63,7 +63,8 @@ def mean_sweep(rows: pd.DataFrame) -> pd.DataFrame:
 
 def compare(base: pd.DataFrame, cand: pd.DataFrame, base_cap: dict, cand_cap: dict, over: float = 0.2,
             cut: float = 0.5, capacity_ratio: float = 1.5, prefix: str = "viol_") -> dict:
-    """The two checks on the tightest class (pure): per-N rates where the baseline is over ``over``, capacities."""
+    """The two checks on the tightest class (pure): per-N rates where the baseline is over ``over``, capacities;
+    and, for the record, both sides' goodput per N (what the candidate pays for the tightest class)."""
     col = tightest_class(base, prefix)
     cls = col[len(prefix):]
     both = base[["ues", col]].merge(cand[["ues", col]], on="ues", suffixes=("_base", "_cand"))
@@ -72,11 +73,17 @@ def compare(base: pd.DataFrame, cand: pd.DataFrame, base_cap: dict, cand_cap: di
                "ratio": float(r[f"{col}_cand"] / r[f"{col}_base"]),
                "pass": bool(r[f"{col}_cand"] <= cut * r[f"{col}_base"])} for _, r in loaded.iterrows()]
     b, c = int(base_cap[cls]), int(cand_cap[cls])
+    goodput = []
+    if "goodput_tok_s" in base and "goodput_tok_s" in cand:
+        g = base[["ues", "goodput_tok_s"]].merge(cand[["ues", "goodput_tok_s"]], on="ues", suffixes=("_base", "_cand"))
+        goodput = [{"ues": int(r.ues), "base": float(r.goodput_tok_s_base), "cand": float(r.goodput_tok_s_cand),
+                    "ratio": float(r.goodput_tok_s_cand / r.goodput_tok_s_base)} for r in g.itertuples()]
     cap_ratio = c / b if b else (float("inf") if c else float("nan"))
     return {"class_tok_s": float(cls), "rates": prefix, "over": over, "cut": cut, "points": points,
             "cut_pass": bool(points) and all(p["pass"] for p in points),
             "capacity_base": b, "capacity_cand": c, "capacity_ratio": cap_ratio,
-            "capacity_pass": bool(cap_ratio >= capacity_ratio), "capacity_ratio_target": capacity_ratio}
+            "capacity_pass": bool(cap_ratio >= capacity_ratio), "capacity_ratio_target": capacity_ratio,
+            "goodput": goodput}
 
 
 def load_run(path: Path, feasible: bool = False) -> tuple[pd.DataFrame, dict, dict]:
@@ -128,6 +135,9 @@ def report(res: dict, base_cfg: dict, cand_cfg: dict) -> str:
                      f"{'pass' if p['pass'] else 'FAIL'}: <= x{res['cut']:g})")
     lines.append(f"  capacity {res['capacity_base']} -> {res['capacity_cand']} UEs (x{res['capacity_ratio']:.2f}, "
                  f"{'pass' if res['capacity_pass'] else 'FAIL'}: >= x{res['capacity_ratio_target']:g})")
+    if res.get("goodput"):
+        lines.append("  goodput, all classes (tok/s): " + ", ".join(
+            f"N={g['ues']} {g['base']:.0f} -> {g['cand']:.0f} (x{g['ratio']:.2f})" for g in res["goodput"]))
     return "\n".join(lines)
 
 

@@ -23,6 +23,10 @@ def test_compare_checks_every_loaded_point_and_capacity():
     assert res["class_tok_s"] == 50.0 and [p["ues"] for p in res["points"]] == [24, 32]
     assert [p["pass"] for p in res["points"]] == [True, False]  # 0.10 <= 0.125; 0.25 > 0.20
     assert not res["cut_pass"] and res["capacity_ratio"] == 1.5 and res["capacity_pass"]
+    assert res["goodput"] == []  # no goodput column: nothing to report
+    gp = compare(BASE.assign(goodput_tok_s=[100, 200, 300, 400]), CAND.assign(goodput_tok_s=[100, 220, 240, 200]),
+                 {"50": 16}, {"50": 24})
+    assert [(g["ues"], g["ratio"]) for g in gp["goodput"]] == [(8, 1.0), (16, 1.1), (24, 0.8), (32, 0.5)]
     lenient = compare(BASE, CAND, {"50": 16}, {"50": 16}, cut=0.7)
     assert lenient["cut_pass"] and not lenient["capacity_pass"]
     calm = compare(BASE, CAND, {"50": 16}, {"50": 16}, over=0.5)
