@@ -59,15 +59,16 @@ class Device:
         return self.traces[self.prompt].blocks[self.round]
 
 
-def request_record(dev: Device, v: dict, t_round_s: float, tau_d_s: float) -> dict:
-    """One verified request: times, tokens and the SLO verdict (pure)."""
+def request_record(dev: Device, v: dict, t_round_s: float, tau_d_s: float, t_sent_s: float = 0.0) -> dict:
+    """One verified request: times, tokens and the SLO verdict (pure); ``t_sent_s``: when the DRAFT was sent,
+    seconds since the load run started (for timelines: warm-up, the tail of the last sessions)."""
     n_d = len(dev.block)
     t_draft = n_d * tau_d_s
     t_edge = float(v.get("t_edge_s", v["t_verify_s"] + v["t_head_s"]))
     t_net = max(0.0, t_round_s - t_edge)
     budget = deadline_s(0.0, dev.slo_tok_s, n_d, t_draft, t_net)  # tau_c: the deadline counted from arrival
     return {"ue": dev.name, "slo_tok_s": dev.slo_tok_s, "prompt_id": dev.traces[dev.prompt].prompt_id,
-            "round": dev.round, "drafted": n_d, "accepted": int(v["n_accepted"]),
+            "round": dev.round, "t_sent_s": t_sent_s, "drafted": n_d, "accepted": int(v["n_accepted"]),
             "committed": int(v["n_accepted"]) + 1, "wdt_tokens": wasted_drafting(n_d, int(v["n_accepted"]), tau_d_s)[0], "t_draft_s": t_draft,
             "t_round_s": t_round_s, "t_edge_s": t_edge, "t_verify_s": float(v["t_verify_s"]),
             "t_queue_s": max(0.0, t_edge - float(v["t_verify_s"]) - float(v["t_head_s"])), "t_comm_s": t_net,
@@ -89,6 +90,7 @@ class LoadLoop:
                  tau_d_s: float, limits: Limits, t_net0_s: float = 0.0):
         self.devices, self.draft_len, self.max_new, self.tau_d_s, self.limits = devices, draft_len, max_new, tau_d_s, limits
         self.poller = zmq.Poller()
+        self.t0 = 0.0  # perf_counter when run() started
         self.by_sock = {}
         for d in devices:
             d.sock = ctx.socket(zmq.DEALER)
@@ -102,7 +104,7 @@ class LoadLoop:
     def run(self, timeout_s: float, progress=None, stagger_s: float = 0.0) -> None:
         """Run every device's prompts; device i opens its first session at i / N * stagger_s (arrivals spread
         evenly rather than every first prompt prefilled in one burst)."""
-        t0 = time.perf_counter()
+        t0 = self.t0 = time.perf_counter()
         t_end = t0 + timeout_s
         for i, d in enumerate(self.devices):
             d.state, d.t_ready = "idle", t0 + stagger_s * i / len(self.devices)
@@ -151,7 +153,7 @@ class LoadLoop:
 
     def _on_verdict(self, d: Device, v: dict, t_round: float, progress) -> None:
         tr = d.traces[d.prompt]
-        d.records.append(request_record(d, v, t_round, self.tau_d_s))
+        d.records.append(request_record(d, v, t_round, self.tau_d_s, d.t_send - self.t0))
         d.t_net_s = smooth(d.t_net_s, d.records[-1]["t_comm_s"])
         if v["n_accepted"] != tr.accepted[d.round]:
             d.errors.append(f"{d.sid} round {d.round}: edge accepted {v['n_accepted']}, the trace {tr.accepted[d.round]}")

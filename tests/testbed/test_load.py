@@ -18,6 +18,7 @@ def test_request_record_budget_and_violation():
     assert r["t_queue_s"] == pytest.approx(0.25) and r["wdt_tokens"] == 2 and r["committed"] == 3
     assert request_record(dev, v | {"t_edge_s": 0.36}, 0.40, 0.1)["violated"] is False  # 0.36 <= 0.46
     assert request_record(dev, v | {"t_edge_s": 0.36}, 0.70, 0.1)["violated"] is True  # budget 0.26 s
+    assert r["t_sent_s"] == 0.0 and request_record(dev, v, 0.40, 0.1, t_sent_s=1.25)["t_sent_s"] == 1.25
 
 
 def test_capacity_is_the_largest_n_within_epsilon():
@@ -52,6 +53,8 @@ def test_live_sweep_against_a_batched_edge(pair_dirs, tmp_path):
     assert set(reqs["ue"]) == {"ue0", "ue1", "ue2"} and set(reqs["slo_tok_s"]) == {2.0, 50.0}
     assert (reqs["t_queue_s"] >= 0).all() and (reqs["t_verify_s"] > 0).all()
     assert reqs["batch"].between(1, 3).all()  # the edge reports each request's batch size
+    sent = reqs.groupby("ue")["t_sent_s"]  # each UE's DRAFTs in order, within the run
+    assert (reqs["t_sent_s"] >= 0).all() and sent.apply(lambda t: t.is_monotonic_increasing).all()
     cap = json.loads((tmp_path / "capacity.json").read_text())
     assert set(cap["capacity"]) == {"2", "50"} == set(cap["capacity_feasible"])
     (tmp_path / "sweep.csv").unlink()
