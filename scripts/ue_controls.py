@@ -1,7 +1,8 @@
 """Benchmark the UE-side controls on the built-in pair: WISP's rejection predictor and SpecEdge's proactive drafting.
 
 Usage: ``python scripts/ue_controls.py [--prompts 20] [--out results/ue_controls.json]``.
-Runs ``testbed.run`` (greedy, ``--head none``) in pairs that differ in one flag:
+Runs ``testbed.run`` (greedy, ``--head none``) in pairs that differ in one flag, each pair ``--repeats`` times
+(off, on, off, on, ...: slow drifts of this machine's speed hit both sides), and checks the medians:
 
 - predictor off/on at K_max = ``--k-max`` (default 16): passes when WDT per round falls by >= 25% and
   throughput (goodput) is not lower;
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -36,14 +38,26 @@ class ControlsConfig:
     rtts_ms: list[float] = field(default_factory=lambda: [20.0, 50.0])  # proactive runs: link RTTs
     predictor: str = "results/rejection_predictor.safetensors"  # scripts/rejection_predictor.py writes it
     runs_dir: str = "runs/ue-controls"
+    repeats: int = 3  # off/on pairs per comparison, interleaved; the checks use the medians
+
+    def __post_init__(self) -> None:
+        if self.repeats < 1:
+            raise ValueError(f"repeats must be >= 1, got {self.repeats}")
 
 
-def predictor_check(off: dict, on: dict) -> dict:
-    """WDT per round falls by >= WDT_CUT at equal or better throughput (pure)."""
-    cut = 1 - on["wdt_tokens_per_round"] / off["wdt_tokens_per_round"] if off["wdt_tokens_per_round"] else 0.0
-    ok = cut >= WDT_CUT and on["throughput_tok_s"] >= off["throughput_tok_s"]
-    return {"wdt_off": off["wdt_tokens_per_round"], "wdt_on": on["wdt_tokens_per_round"], "wdt_cut": cut,
-            "goodput_off": off["throughput_tok_s"], "goodput_on": on["throughput_tok_s"], "pass": bool(ok)}
+def median(runs: list[dict], key) -> float:
+    """The median over repeated runs of one summary value (``key``: a field name or a function of the summary)."""
+    return statistics.median(r[key] if isinstance(key, str) else key(r) for r in runs)
+
+
+def predictor_check(off: list[dict], on: list[dict]) -> dict:
+    """Median WDT per round falls by >= WDT_CUT at equal or better median throughput (pure)."""
+    w_off, w_on = median(off, "wdt_tokens_per_round"), median(on, "wdt_tokens_per_round")
+    g_off, g_on = median(off, "throughput_tok_s"), median(on, "throughput_tok_s")
+    cut = 1 - w_on / w_off if w_off else 0.0
+    return {"wdt_off": w_off, "wdt_on": w_on, "wdt_cut": cut, "goodput_off": g_off, "goodput_on": g_on,
+            "goodput_off_runs": [r["throughput_tok_s"] for r in off],
+            "goodput_on_runs": [r["throughput_tok_s"] for r in on], "pass": bool(cut >= WDT_CUT and g_on >= g_off)}
 
 
 def per_token_s(s: dict) -> float:
@@ -51,12 +65,14 @@ def per_token_s(s: dict) -> float:
     return s["latency_s"] * s["prompts"] / s["generated_tokens"]
 
 
-def proactive_check(off: dict, on: dict, rtt_ms: float) -> dict:
-    """Lower latency per token with proactive drafting, output still greedy (pure)."""
-    a, b = per_token_s(off), per_token_s(on)
-    ok = b < a and on.get("matches_target") == 1.0
+def proactive_check(off: list[dict], on: list[dict], rtt_ms: float) -> dict:
+    """Lower median latency per token with proactive drafting, every output still greedy (pure)."""
+    a, b = median(off, per_token_s), median(on, per_token_s)
+    match = min((r.get("matches_target") or 0.0) for r in on)
     return {"rtt_ms": rtt_ms, "per_token_ms_off": a * 1e3, "per_token_ms_on": b * 1e3, "speedup": a / b,
-            "matches_target_on": on.get("matches_target"), "pass": bool(ok)}
+            "per_token_ms_off_runs": [per_token_s(r) * 1e3 for r in off],
+            "per_token_ms_on_runs": [per_token_s(r) * 1e3 for r in on],
+            "matches_target_on": match, "pass": bool(b < a and match == 1.0)}
 
 
 def _run(rc, name: str) -> dict:
@@ -65,17 +81,28 @@ def _run(rc, name: str) -> dict:
     return summary | {"config": asdict(rc)}  # asdict recurses into the link
 
 
+def _pairs(off_cfg, on_cfg, name: str, repeats: int, runs: dict) -> tuple[list[dict], list[dict]]:
+    """Run off, on, off, on, ... ``repeats`` times; record each summary in ``runs``; (offs, ons)."""
+    offs, ons = [], []
+    for i in range(repeats):
+        tag = f"_r{i}" if repeats > 1 else ""
+        for side, rc, out in (("off", off_cfg, offs), ("on", on_cfg, ons)):
+            runs[f"{name}_{side}{tag}"] = summary = _run(rc, f"{name}_{side}{tag}")
+            out.append(summary)
+    return offs, ons
+
+
 def run(cfg: ControlsConfig) -> dict:
     from testbed.run import RunConfig
     base = RunConfig(protocol="greedy", prompts=cfg.prompts, head="none", out=cfg.runs_dir)
     k = replace(base, draft_len=cfg.k_max, reference=False)
-    runs = {"rp_off": _run(k, "rp_off"), "rp_on": _run(replace(k, rejection_predictor=cfg.predictor), "rp_on")}
-    checks = {"predictor": predictor_check(runs["rp_off"], runs["rp_on"]), "proactive": []}
+    runs: dict = {}
+    checks = {"predictor": predictor_check(*_pairs(k, replace(k, rejection_predictor=cfg.predictor), "rp",
+                                                   cfg.repeats, runs)), "proactive": []}
     for rtt in cfg.rtts_ms:
         p = replace(base, draft_len=cfg.draft_len, link=replace(LinkSpec(), rtt_ms=rtt))
-        off, on = _run(p, f"pro_off_rtt{rtt:g}"), _run(replace(p, proactive=cfg.draft_len), f"pro_on_rtt{rtt:g}")
-        runs |= {f"pro_off_rtt{rtt:g}": off, f"pro_on_rtt{rtt:g}": on}
-        checks["proactive"].append(proactive_check(off, on, rtt))
+        pair = _pairs(p, replace(p, proactive=cfg.draft_len), f"pro_rtt{rtt:g}", cfg.repeats, runs)
+        checks["proactive"].append(proactive_check(*pair, rtt))
     doc = {"config": asdict(cfg), "runs": runs, "checks": checks}
     Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
     Path(cfg.out).write_text(json.dumps(doc, indent=1, default=str))
@@ -83,13 +110,20 @@ def run(cfg: ControlsConfig) -> dict:
     return doc
 
 
+def _runs(values: list[float]) -> str:
+    return "/".join(f"{v:.1f}" for v in values)
+
+
 def _print(checks: dict) -> None:
     p = checks["predictor"]
     print(f"predictor: WDT/round {p['wdt_off']:.2f} -> {p['wdt_on']:.2f} (-{p['wdt_cut']:.0%}), goodput "
-          f"{p['goodput_off']:.1f} -> {p['goodput_on']:.1f} tok/s: {'pass' if p['pass'] else 'FAIL'}")
+          f"{p['goodput_off']:.1f} -> {p['goodput_on']:.1f} tok/s (medians; runs {_runs(p['goodput_off_runs'])} -> "
+          f"{_runs(p['goodput_on_runs'])}): {'pass' if p['pass'] else 'FAIL'}")
     for c in checks["proactive"]:
         print(f"proactive @ RTT {c['rtt_ms']:g} ms: {c['per_token_ms_off']:.2f} -> {c['per_token_ms_on']:.2f} ms/token "
-              f"(x{c['speedup']:.3f}), matches_target {c['matches_target_on']}: {'pass' if c['pass'] else 'FAIL'}")
+              f"(x{c['speedup']:.3f}, medians; runs {_runs(c['per_token_ms_off_runs'])} -> "
+              f"{_runs(c['per_token_ms_on_runs'])}), matches_target {c['matches_target_on']}: "
+              f"{'pass' if c['pass'] else 'FAIL'}")
 
 
 def parse_args(argv: list[str] | None = None) -> ControlsConfig:
@@ -102,6 +136,7 @@ def parse_args(argv: list[str] | None = None) -> ControlsConfig:
     ap.add_argument("--rtts-ms", type=lambda s: [float(x) for x in s.split(",") if x.strip()], default=d.rtts_ms)
     ap.add_argument("--predictor", default=d.predictor)
     ap.add_argument("--runs-dir", default=d.runs_dir)
+    ap.add_argument("--repeats", type=int, default=d.repeats, help="off/on pairs per comparison (medians checked)")
     a = ap.parse_args(argv)
     if not Path(a.predictor).exists():
         ap.error(f"no rejection predictor at {a.predictor}: train one with python scripts/rejection_predictor.py")
