@@ -1,6 +1,6 @@
 """Train WISP's rejection predictor from logged greedy-SD rounds and report held-out recall, FPR and WDT.
 
-Usage: ``python scripts/rejection_predictor.py [--prompts 150] [--k-max 16] [--threshold 0.5]
+Usage: ``python scripts/rejection_predictor.py [--prompts 150] [--k-max 16] [--threshold P] [--rtt-ms 20]
 [--out results/rejection_predictor.json]``
 
 Runs greedy SD (built-in pair, calib split) at K = k_max, logs each drafted token's features (wisv.rejection)
@@ -8,7 +8,10 @@ and its outcome (accepted, or the first rejected; later tokens excluded), holds 
 MLP, and reports recall / FPR on the held-out tokens.  WDT with the predictor is what the same held-out
 rounds would have wasted had drafting stopped at the first flagged token (the verdict of the tokens sent is
 unchanged on the greedy path, so accepted = min(accepted, sent)); ``tau_d`` is the measured drafter time
-per token.  Writes JSON and the predictor's weights (safetensors).
+per token.  The operating point (``--threshold``; by default chosen on the training rounds with
+``wisv.rejection.choose_threshold``: least modelled time per committed token, a round's fixed cost being
+``--rtt-ms`` plus the measured verification time) is saved with the weights, and UEs use it unless told
+otherwise.  Writes JSON and the predictor's weights (safetensors).
 """
 from __future__ import annotations
 
@@ -25,15 +28,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from wisv.acceptance import greedy_accept_ids  # noqa: E402
 from wisv.evaluate import eos_id, encode_prompt  # noqa: E402
 from wisv.models import load_pair  # noqa: E402
-from wisv.rejection import (evaluate_predictor, round_labels, save_predictor, split_rounds,  # noqa: E402
-                            stop_length, train_predictor, wasted_drafting)
+from wisv.rejection import (choose_threshold, evaluate_predictor, round_labels, save_predictor,  # noqa: E402
+                            split_rounds, stop_length, train_predictor, wasted_drafting)
 from wisv.sessions import DraftSession, VerifySession  # noqa: E402
 from wisv.toydata import load_split  # noqa: E402
 
 
-def log_rounds(pair, prompts: int, k: int, max_new: int = 160) -> tuple[list[dict], float]:
-    """Greedy SD rounds with per-token features; returns rounds and the drafter's seconds per token."""
-    rounds, t_draft, n_draft = [], 0.0, 0
+def log_rounds(pair, prompts: int, k: int, max_new: int = 160) -> tuple[list[dict], float, float]:
+    """Greedy SD rounds with per-token features; returns rounds, the drafter's seconds per token and the
+    target's seconds per verification."""
+    rounds, t_draft, n_draft, t_verify = [], 0.0, 0, 0.0
     eos = eos_id(pair.target)
     for p in tqdm(load_split("calib", prompts), desc="greedy SD rounds"):
         ids = encode_prompt(pair.tokenizer, p.prompt)
@@ -42,14 +46,17 @@ def log_rounds(pair, prompts: int, k: int, max_new: int = 160) -> tuple[list[dic
             t0 = time.perf_counter()
             dr = d.draft(min(k, max_new - out), eos_token_id=eos)
             t_draft, n_draft = t_draft + time.perf_counter() - t0, n_draft + len(dr.tokens)
-            v = greedy_accept_ids(torch.tensor(dr.tokens), t.verify(dr.tokens).argmax)
+            t0 = time.perf_counter()
+            argmax = t.verify(dr.tokens).argmax
+            t_verify += time.perf_counter() - t0
+            v = greedy_accept_ids(torch.tensor(dr.tokens), argmax)
             rounds.append({"features": dr.features, "drafted": len(dr.tokens), "accepted": v.n_accepted})
             committed = t.commit(dr.tokens, v.n_accepted, v.next_token)
             d.commit(committed)
             out += len(committed)
             if eos in committed:
                 break
-    return rounds, t_draft / max(1, n_draft)
+    return rounds, t_draft / max(1, n_draft), t_verify / max(1, len(rounds))
 
 
 def dataset(rounds: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -82,26 +89,36 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", type=int, default=150)
     ap.add_argument("--k-max", type=int, default=16)
-    ap.add_argument("--threshold", type=float, default=0.5)
+    ap.add_argument("--threshold", type=float, default=None,
+                    help="operating point p(rejected) (default: chosen on the training rounds, see above)")
+    ap.add_argument("--rtt-ms", type=float, default=20.0, help="link RTT in a round's fixed cost (default link: 20)")
     ap.add_argument("--test-frac", type=float, default=0.3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="results/rejection_predictor.json")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    rounds, tau_d = log_rounds(load_pair(), args.prompts, args.k_max)
+    rounds, tau_d, t_verify = log_rounds(load_pair(), args.prompts, args.k_max)
     test = split_rounds(len(rounds), args.test_frac, args.seed)
     train_r = [r for r, t in zip(rounds, test) if not t]
     test_r = [r for r, t in zip(rounds, test) if t]
     model = train_predictor(*dataset(train_r), seed=args.seed)
-    met = evaluate_predictor(model, *dataset(test_r), args.threshold)
+    round_s = args.rtt_ms / 1e3 + t_verify
+    with torch.no_grad():
+        chosen, cost = choose_threshold([model(r["features"]).tolist() for r in train_r],
+                                        [r["accepted"] for r in train_r], args.k_max, tau_d, round_s)
+    threshold = chosen if args.threshold is None else args.threshold
+    model.threshold.fill_(threshold)
+    met = evaluate_predictor(model, *dataset(test_r), threshold)
     doc = {"config": vars(args), "rounds_train": len(train_r), "rounds_test": len(test_r), "tau_d_s": tau_d,
+           "t_verify_s": t_verify, "round_fixed_s": round_s, "threshold": threshold,
+           "modelled_ms_per_token_train": {f"{th:g}": 1e3 * c for th, c in cost.items()},
            "held_out": {"recall": met.recall, "fpr": met.fpr, "n_rejected": met.n_rejected, "n_accepted": met.n_accepted},
-           "wdt_held_out": wdt_report(model, test_r, args.threshold, args.k_max, tau_d)}
+           "wdt_held_out": wdt_report(model, test_r, threshold, args.k_max, tau_d)}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1))
     save_predictor(model, str(out.with_suffix(".safetensors")))
-    print(json.dumps({k: doc[k] for k in ("held_out", "wdt_held_out")}, indent=1))
+    print(json.dumps({k: doc[k] for k in ("threshold", "held_out", "wdt_held_out")}, indent=1))
     return doc
 
 

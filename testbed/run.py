@@ -55,6 +55,7 @@ class RunConfig:
     probe_bytes: int = 8192  # rate-probe size before each request (0: RTT handshake only)
     reference: bool = True  # compute target-only greedy outputs for matches_target
     rejection_predictor: str | None = None  # UEs end each block at the first predicted rejection (WISP)
+    rejection_threshold: float | None = None  # predicted rejected when p(rejected) >= this (None: the predictor's)
     proactive: int = 0  # UEs draft up to this many tokens past each block while it is verified (SpecEdge)
     pipeline_depth: bool = False  # UEs pick K per round: K * tau_d + RTT ~= the edge's verify time (SpecEdge)
     batch_verify: bool = False  # edge verifies concurrent UEs' drafts in one pass (testbed.serve --batch-verify)
@@ -138,6 +139,7 @@ def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, ou
             "--seed", str(cfg.seed), "--probe-bytes", str(cfg.probe_bytes), "--device", cfg.device,
             "--link-json", json.dumps(asdict(cfg.link)), "--link-t0-epoch-s", repr(site.t0_epoch_s)]
     args += ["--rejection-predictor", cfg.rejection_predictor] if cfg.rejection_predictor else []
+    args += ["--rejection-threshold", str(cfg.rejection_threshold)] if cfg.rejection_threshold is not None else []
     args += ["--proactive", str(cfg.proactive)] if cfg.proactive else []
     args += ["--pipeline-depth", "1"] if cfg.pipeline_depth else []
     return args + (["--drafter", cfg.drafter] if cfg.drafter else [])
@@ -193,6 +195,9 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
                     help="run edge and UEs in their own network namespaces joined by a veth (needs root)")
     ap.add_argument("--rejection-predictor", default=None,
                     help="WISP rejection predictor for the UEs (scripts/rejection_predictor.py writes one)")
+    ap.add_argument("--rejection-threshold", type=float, default=d.rejection_threshold,
+                    help="the predictor flags a token when its p(rejected) >= this (default: the operating "
+                         "point scripts/rejection_predictor.py chose and saved with it)")
     ap.add_argument("--proactive", type=int, default=d.proactive,
                     help="SpecEdge: UEs draft up to N tokens past each block while it is verified (0: off)")
     ap.add_argument("--pipeline-depth", action="store_true",

@@ -53,7 +53,7 @@ class UEConfig:
     link_t0_epoch_s: float = 0.0  # wall-clock time the link's trace started
     recv_timeout_s: float = 120.0  # give up on a reply after this long
     rejection_predictor: str | None = None  # WISP predictor (safetensors): end each block at the first predicted rejection
-    rejection_threshold: float = 0.5  # flag a token when the predictor's p(rejected) >= this
+    rejection_threshold: float | None = None  # flag a token when p(rejected) >= this (None: the predictor's own)
     proactive: int = 0  # SpecEdge: draft up to this many tokens past each block while it is verified (0: off)
     pipeline_depth: int = 0  # SpecEdge: 1 = choose K per round so that K * tau_d + RTT ~= the edge's verify time
 
@@ -243,7 +243,7 @@ def parse_args(argv: list[str] | None = None) -> UEConfig:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for f in fields(UEConfig):
         flag = "--" + f.name.replace("_", "-")
-        kind = {"int": int, "float": float}.get(str(f.type), str)
+        kind = {"int": int, "float": float, "float | None": float}.get(str(f.type), str)
         ap.add_argument(flag, type=kind, default=f.default)
     return UEConfig(**vars(ap.parse_args(argv)))
 

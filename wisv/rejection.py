@@ -44,6 +44,26 @@ def stop_length(reject_probs: list[float], threshold: float, k_max: int) -> int:
     return min(len(reject_probs), k_max)
 
 
+DEFAULT_THRESHOLD = 0.5  # a predictor saved without a chosen operating point
+
+
+def choose_threshold(probs: list[list[float]], accepted: list[int], k_max: int, tau_d_s: float, round_s: float,
+                     grid: tuple[float, ...] = tuple(i / 20 for i in range(1, 20)) + (0.98,)) -> tuple[float, dict]:
+    """The operating point: the threshold of ``grid`` that minimises the modelled time per committed token over
+    logged rounds, ``sum(sent * tau_d + round_s) / sum(min(accepted, sent) + 1)``, where ``sent`` is what
+    stop-at-first-predicted-rejection would send and ``round_s`` a round's fixed cost (RTT + verification).
+    A low threshold cuts more waste but ends more blocks on tokens the target would have accepted, and each
+    such stop costs one more round.  Returns (threshold, {threshold: modelled seconds per token}) (pure)."""
+    if not probs or len(probs) != len(accepted):
+        raise ValueError(f"need one accepted count per round, got {len(probs)} rounds and {len(accepted)} counts")
+    cost = {}
+    for th in grid:
+        sent = [stop_length(p, th, k_max) for p in probs]
+        tokens = sum(min(a, s) + 1 for a, s in zip(accepted, sent))
+        cost[th] = sum(s * tau_d_s + round_s for s in sent) / tokens
+    return min(cost, key=lambda th: (cost[th], th)), cost
+
+
 def wasted_drafting(drafted: int, accepted: int, tau_d_s: float) -> tuple[int, float]:
     """W = max(0, K - L) wasted draft tokens and T_wdt = tau_d * W seconds."""
     w = max(0, drafted - accepted)
@@ -58,6 +78,7 @@ class RejectionPredictor(nn.Module):
         self.net = nn.Sequential(nn.Linear(len(FEATURES), hidden), nn.ReLU(), nn.Linear(hidden, 1))
         self.register_buffer("mean", torch.zeros(len(FEATURES)))
         self.register_buffer("std", torch.ones(len(FEATURES)))
+        self.register_buffer("threshold", torch.tensor(DEFAULT_THRESHOLD))  # operating point (choose_threshold)
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         return self.net((x - self.mean) / self.std).squeeze(-1)
@@ -123,14 +144,17 @@ def load_predictor(path: str) -> RejectionPredictor:
     try:
         state = load_file(path)
         model = RejectionPredictor(hidden=int(state["net.0.weight"].shape[0]))
+        state.setdefault("threshold", torch.tensor(DEFAULT_THRESHOLD))  # saved before it carried one
         model.load_state_dict(state)
     except (OSError, KeyError, RuntimeError, SafetensorError) as e:
         raise ValueError(f"{path}: not a rejection predictor ({e}); train one with scripts/rejection_predictor.py") from e
     return model.eval()
 
 
-def stop_rule(model: RejectionPredictor, threshold: float):
-    """The DraftSession.draft ``stop`` callback: True when the token is predicted rejected."""
+def stop_rule(model: RejectionPredictor, threshold: float | None = None):
+    """The DraftSession.draft ``stop`` callback: True when the token is predicted rejected (p >= threshold;
+    None: the predictor's own operating point)."""
+    threshold = float(model.threshold) if threshold is None else threshold
     def stop(features: torch.Tensor) -> bool:
         with torch.no_grad():
             return float(model(features[None])[0]) >= threshold

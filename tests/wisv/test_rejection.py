@@ -81,6 +81,32 @@ def test_predictor_save_load_round_trip(tmp_path):
     back = load_predictor(str(tmp_path / "p.safetensors"))
     assert torch.equal(back(x), m(x))
     assert stop_rule(back, 0.0)(x[0]) is True and stop_rule(back, 1.01)(x[0]) is False
+    assert float(back.threshold) == 0.5  # the default operating point travels with the weights
+    m.threshold.fill_(1.01)
+    save_predictor(m, str(tmp_path / "p.safetensors"))
+    assert stop_rule(load_predictor(str(tmp_path / "p.safetensors")))(x[0]) is False  # its own: 1.01
+    state = {k: v for k, v in m.state_dict().items() if k != "threshold"}  # saved before it carried one
+    from safetensors.torch import save_file
+    save_file(state, str(tmp_path / "old.safetensors"))
+    assert float(load_predictor(str(tmp_path / "old.safetensors")).threshold) == 0.5
     (tmp_path / "bad.safetensors").write_bytes(b"nope")
     with pytest.raises(ValueError, match="rejection predictor"):
         load_predictor(str(tmp_path / "bad.safetensors"))
+
+
+def test_choose_threshold_weighs_wasted_drafting_against_extra_rounds():
+    from wisv.rejection import choose_threshold
+    # round 1: token 3 is rejected (p 0.9) and flagged by any threshold <= 0.9; round 2: every token accepted,
+    # token 2 looks risky (p 0.6)
+    probs, accepted = [[0.1, 0.1, 0.9, 0.1], [0.1, 0.6, 0.1, 0.1]], [2, 4]
+    cheap_round, _ = choose_threshold(probs, accepted, 4, tau_d_s=1.0, round_s=0.1, grid=(0.5, 0.7, 0.95))
+    dear_round, cost = choose_threshold(probs, accepted, 4, tau_d_s=1.0, round_s=10.0, grid=(0.5, 0.7, 0.95))
+    # 0.5 stops both rounds (sends 2 + 1, commits 3 + 2); 0.7 stops the first only (2 + 4, commits 3 + 5);
+    # 0.95 stops none (4 + 4, commits 3 + 5).  Cheap rounds: the false stop of 0.5 costs little, its saved
+    # drafting wins (3.2 / 5 s per token vs 6.2 / 8); dear rounds: 0.7 loses no accepted token and wastes nothing
+    assert cheap_round == 0.5 and dear_round == 0.7
+    assert cost[0.5] == pytest.approx((3 * 1.0 + 2 * 10.0) / 5) and cost[0.95] == pytest.approx((8 + 20) / 8)
+    # drafting that costs nothing next to a round: never stop early is as good as stopping right
+    assert choose_threshold(probs, accepted, 4, tau_d_s=0.0, round_s=1.0, grid=(0.5, 0.95))[0] == 0.95
+    with pytest.raises(ValueError):
+        choose_threshold(probs, [1], 4, 1.0, 1.0)
