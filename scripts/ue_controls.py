@@ -37,6 +37,7 @@ class ControlsConfig:
     draft_len: int = 8  # proactive runs: K
     rtts_ms: list[float] = field(default_factory=lambda: [20.0, 50.0])  # proactive runs: link RTTs
     predictor: str = "results/rejection_predictor.safetensors"  # scripts/rejection_predictor.py writes it
+    threshold: float | None = None  # p(rejected) that stops drafting (None: the predictor's own operating point)
     runs_dir: str = "runs/ue-controls"
     repeats: int = 3  # off/on pairs per comparison, interleaved; the checks use the medians
 
@@ -103,7 +104,8 @@ def run(cfg: ControlsConfig) -> dict:
     base = RunConfig(protocol="greedy", prompts=cfg.prompts, head="none", out=cfg.runs_dir)
     k = replace(base, draft_len=cfg.k_max, reference=False)
     runs: dict = {}
-    checks = {"predictor": predictor_check(*_pairs(k, replace(k, rejection_predictor=cfg.predictor), "rp",
+    on = replace(k, rejection_predictor=cfg.predictor, rejection_threshold=cfg.threshold)
+    checks = {"predictor": predictor_check(*_pairs(k, on, "rp",
                                                    cfg.repeats, runs)), "proactive": []}
     for rtt in cfg.rtts_ms:
         p = replace(base, draft_len=cfg.draft_len, link=replace(LinkSpec(), rtt_ms=rtt))
@@ -142,6 +144,8 @@ def parse_args(argv: list[str] | None = None) -> ControlsConfig:
     ap.add_argument("--draft-len", type=int, default=d.draft_len)
     ap.add_argument("--rtts-ms", type=lambda s: [float(x) for x in s.split(",") if x.strip()], default=d.rtts_ms)
     ap.add_argument("--predictor", default=d.predictor)
+    ap.add_argument("--threshold", type=float, default=d.threshold,
+                    help="predictor: p(rejected) that stops drafting (default: the predictor's own)")
     ap.add_argument("--runs-dir", default=d.runs_dir)
     ap.add_argument("--repeats", type=int, default=d.repeats, help="off/on pairs per comparison (medians checked)")
     a = ap.parse_args(argv)
