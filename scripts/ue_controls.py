@@ -5,7 +5,7 @@ Runs ``testbed.run`` (greedy, ``--head none``) in pairs that differ in one flag,
 (off, on, off, on, ...: slow drifts of this machine's speed hit both sides), and checks the medians:
 
 - predictor off/on at K_max = ``--k-max`` (default 16): passes when WDT per round falls by >= 25% and
-  throughput (goodput) is equal or better: not lower than the off runs by more than half their range;
+  throughput (goodput) is not lower;
 - proactive drafting off/on (``--proactive K``) at each RTT in ``--rtts-ms`` (default 20, 50): passes when the
   mean latency per generated token is lower and the output is still target-only greedy (matches_target 1.0).
 
@@ -52,10 +52,8 @@ def median(runs: list[dict], key) -> float:
 
 
 def predictor_check(off: list[dict], on: list[dict]) -> dict:
-    """Median WDT per round falls by >= WDT_CUT at equal or better median throughput (pure).
-
-    "Equal" is read as within the noise of the measurement: the on-median may fall short of the off-median by
-    at most half the range of the off runs (0 with one run: then it must not be lower at all)."""
+    """Median WDT per round falls by >= WDT_CUT at equal or better median throughput (pure).  Half the range of
+    the off runs is reported beside it (``goodput_noise_tok_s``) as the measurement's noise."""
     w_off, w_on = median(off, "wdt_tokens_per_round"), median(on, "wdt_tokens_per_round")
     g_off, g_on = median(off, "throughput_tok_s"), median(on, "throughput_tok_s")
     offs = [r["throughput_tok_s"] for r in off]
@@ -64,7 +62,7 @@ def predictor_check(off: list[dict], on: list[dict]) -> dict:
     return {"wdt_off": w_off, "wdt_on": w_on, "wdt_cut": cut, "goodput_off": g_off, "goodput_on": g_on,
             "goodput_off_runs": offs, "goodput_on_runs": [r["throughput_tok_s"] for r in on],
             "goodput_noise_tok_s": noise, "goodput_higher": bool(g_on >= g_off),
-            "pass": bool(cut >= WDT_CUT and g_on >= g_off - noise)}
+            "pass": bool(cut >= WDT_CUT and g_on >= g_off)}
 
 
 def per_token_s(s: dict) -> float:
@@ -126,7 +124,7 @@ def _print(checks: dict) -> None:
     p = checks["predictor"]
     print(f"predictor: WDT/round {p['wdt_off']:.2f} -> {p['wdt_on']:.2f} (-{p['wdt_cut']:.0%}), goodput "
           f"{p['goodput_off']:.1f} -> {p['goodput_on']:.1f} tok/s (medians; runs {_runs(p['goodput_off_runs'])} -> "
-          f"{_runs(p['goodput_on_runs'])}; equal within +-{p['goodput_noise_tok_s']:.1f}): "
+          f"{_runs(p['goodput_on_runs'])}; off runs' noise +-{p['goodput_noise_tok_s']:.1f}): "
           f"{'pass' if p['pass'] else 'FAIL'}")
     for c in checks["proactive"]:
         print(f"proactive @ RTT {c['rtt_ms']:g} ms: {c['per_token_ms_off']:.2f} -> {c['per_token_ms_on']:.2f} ms/token "
