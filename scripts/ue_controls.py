@@ -103,8 +103,7 @@ def run(cfg: ControlsConfig) -> dict:
     k = replace(base, draft_len=cfg.k_max, reference=False)
     runs: dict = {}
     on = replace(k, rejection_predictor=cfg.predictor, rejection_threshold=cfg.threshold)
-    checks = {"predictor": predictor_check(*_pairs(k, on, "rp",
-                                                   cfg.repeats, runs)), "proactive": []}
+    checks = {"predictor": predictor_check(*_pairs(k, on, "rp", cfg.repeats, runs)), "proactive": []}
     for rtt in cfg.rtts_ms:
         p = replace(base, draft_len=cfg.draft_len, link=replace(LinkSpec(), rtt_ms=rtt))
         pair = _pairs(p, replace(p, proactive=cfg.draft_len), f"pro_rtt{rtt:g}", cfg.repeats, runs)

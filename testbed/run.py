@@ -209,6 +209,8 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
                     help="hold /dev/cpu_dma_latency at this many us during the run (root; 0 = CPUs poll when idle: "
                          "removes the VM's ~0.2 ms wake-up per hop at the price of spinning CPUs)")
     a = ap.parse_args(argv)
+    if a.rejection_threshold is not None and not a.rejection_predictor:
+        ap.error("--rejection-threshold needs --rejection-predictor")
     if a.cpu_wakeup_us is not None and a.cpu_wakeup_us < 0:
         ap.error("--cpu-wakeup-us must be >= 0")
     if not 0 <= a.host_overhead_ms < math.inf:

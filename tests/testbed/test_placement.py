@@ -1,6 +1,8 @@
 """Placement helpers: the emulator command for a netns run (fixed link or CSI trace) and its reported trace start."""
 from pathlib import Path
 
+import pytest
+
 from testbed.link import LinkSpec
 from testbed.placement import _emulator_args, _t0_of
 
@@ -27,3 +29,16 @@ def test_run_flag_reaches_the_emulator_config():
     cfg = parse_args(["--rtt-ms", "10", "--host-overhead-ms", "0.8"])
     assert cfg.link.host_overhead_ms == 0.8
     assert cfg.link.emulator_config(5555).host_overhead_ms == 0.8
+
+
+def test_rejection_threshold_needs_a_predictor_and_reaches_the_ues():
+    from testbed.run import _ue_args, parse_args
+    with pytest.raises(SystemExit):
+        parse_args(["--rejection-threshold", "0.9"])
+    cfg = parse_args(["--rejection-predictor", "p.safetensors", "--rejection-threshold", "0.9"])
+    assert cfg.rejection_threshold == 0.9
+    assert parse_args(["--rejection-predictor", "p.safetensors"]).rejection_threshold is None  # the predictor's own
+    from types import SimpleNamespace
+    site = SimpleNamespace(connect="tcp://127.0.0.1:5601", t0_epoch_s=0.0)
+    args = _ue_args(cfg, "greedy", site, Path("prompts.jsonl"), Path("out"), 0)
+    assert args[args.index("--rejection-threshold") + 1] == "0.9"
