@@ -4,7 +4,8 @@ Usage: ``python scripts/bench_verify.py [--prefixes 64 128 256 512] [--draft-len
 [--batch 4] [--out results/bench_verify.json] [--target DIR] [--device cpu]``
 
 For each prefix length L a session is opened on L prompt tokens, warmed with one round, then timed over
-``--rounds`` warm rounds (verify K tokens, commit half of them): median ms per round.  The same with
+``--rounds`` warm rounds (verify K tokens, commit half of them; the prefixes take turns round by round):
+median ms per round.  The same with
 ``kv_reuse=False`` (SLED baseline: the prefix is recomputed each round).  ``--batch`` sessions verified
 in one forward are compared with the same requests verified one by one.  Checks written to the JSON:
 warm(512) <= 1.3 x warm(64) and no-reuse(512) >= 3 x warm(512).  A benchmark, not a test.
@@ -31,21 +32,24 @@ def prefix_ids(n: int, vocab: int, seed: int) -> list[int]:
     return torch.randint(3, vocab, (n,), generator=g).tolist()
 
 
-def warm_round_ms(target, L: int, k: int, rounds: int, kv_reuse: bool, seed: int = 0) -> float:
-    """Median wall time of one warm verify + commit at prefix ~L (ms)."""
+def warm_round_ms(target, prefixes: list[int], k: int, rounds: int, kv_reuse: bool, seed: int = 0) -> dict[int, float]:
+    """Median wall time of one warm verify + commit at each prefix ~L (ms).  The prefixes take turns round by
+    round, so a drift of the machine's speed during the benchmark hits them all alike."""
     vocab = int(target.config.vocab_size)
-    eng = BatchVerifier(target, EngineConfig(kv_reuse=kv_reuse))
-    eng.open("s", prefix_ids(L, vocab, seed))
+    engines = {L: BatchVerifier(target, EngineConfig(kv_reuse=kv_reuse)) for L in prefixes}
+    for L, eng in engines.items():
+        eng.open("s", prefix_ids(L, vocab, seed))
     draft = prefix_ids(k, vocab, seed + 1)
-    times = []
+    times = {L: [] for L in prefixes}
     for r in range(rounds + 1):
-        t0 = time.perf_counter()
-        eng.verify([VerifyRequest("s", draft)])
-        eng.commit("s", k // 2, draft[0])
-        if r:  # round 0 is the cold prefill
-            times.append((time.perf_counter() - t0) * 1e3)
-        _reset(eng, "s", L)
-    return statistics.median(times)
+        for L, eng in engines.items():
+            t0 = time.perf_counter()
+            eng.verify([VerifyRequest("s", draft)])
+            eng.commit("s", k // 2, draft[0])
+            if r:  # round 0 is the cold prefill
+                times[L].append((time.perf_counter() - t0) * 1e3)
+            _reset(eng, "s", L)
+    return {L: statistics.median(t) for L, t in times.items()}
 
 
 def _reset(eng: BatchVerifier, sid: str, L: int) -> None:
@@ -95,9 +99,10 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     target = load_model(Path(args.target or builtin_paths()[1]), "target", args.device, default_dtype(args.device))
     rows = []
+    warm_ms = warm_round_ms(target, args.prefixes, args.draft_len, args.rounds, True)
+    cold_ms = warm_round_ms(target, args.prefixes, args.draft_len, max(5, args.rounds // 3), False)
     for L in args.prefixes:
-        warm = warm_round_ms(target, L, args.draft_len, args.rounds, True)
-        cold = warm_round_ms(target, L, args.draft_len, max(5, args.rounds // 3), False)
+        warm, cold = warm_ms[L], cold_ms[L]
         rows.append({"prefix": L, "warm_ms": warm, "no_kv_reuse_ms": cold, "reuse_speedup": cold / warm})
         print(f"prefix {L:4d}: warm {warm:7.2f} ms   no-kv-reuse {cold:7.2f} ms   ({cold / warm:.1f}x)", flush=True)
     by = {r["prefix"]: r for r in rows}
