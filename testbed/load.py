@@ -98,6 +98,17 @@ def make_traces(cfg: LoadConfig, n_prompts: int) -> list[Trace]:
     return traces
 
 
+def active_goodput(df: pd.DataFrame) -> float:
+    """Committed tokens/s while every UE is still running: from the run's start until the first UE has its last
+    verdict (pure).  The whole-run goodput also counts the tail where the last UEs run almost alone, which a
+    scheduler that makes some requests wait (SLO's lost ones) stretches.  NaN without send times."""
+    if not len(df) or "t_sent_s" not in df:
+        return float("nan")
+    done = df["t_sent_s"] + df["t_round_s"]
+    end = done.groupby(df["ue"]).max().min()
+    return float(df.loc[done <= end, "committed"].sum() / end) if end > 0 else float("nan")
+
+
 def summarize(df: pd.DataFrame, n: int, wall_s: float, errors: list[str]) -> dict:
     """Goodput, violation rate per class, mean WDT and queue/verify times of one load run.
 
@@ -111,6 +122,7 @@ def summarize(df: pd.DataFrame, n: int, wall_s: float, errors: list[str]) -> dic
     infeasible = (df["budget_s"] <= 0).groupby(df["slo_tok_s"]).mean() if len(df) else pd.Series(dtype=float)
     return {"ues": n, "requests": int(len(df)), "wall_s": wall_s,
             "goodput_tok_s": float(df["committed"].sum() / wall_s) if len(df) else 0.0,
+            "goodput_active_tok_s": active_goodput(df),
             "violation_rate": {str(k): float(v) for k, v in per_class.items()},
             "violation_rate_feasible": {str(k): float(v) for k, v in per_feasible.items()},
             "infeasible_rate": {str(k): float(v) for k, v in infeasible.items()},
@@ -202,7 +214,8 @@ def _sweep(cfg: LoadConfig, traces: list[Trace], max_batch: int, out: Path) -> p
 
 def sweep_row(s: dict) -> dict:
     """One sweep.csv row from a load run's summary."""
-    return {"ues": s["ues"], "goodput_tok_s": s["goodput_tok_s"], "wdt_tokens_mean": s["wdt_tokens_mean"],
+    return {"ues": s["ues"], "goodput_tok_s": s["goodput_tok_s"],
+            "goodput_active_tok_s": s.get("goodput_active_tok_s", float("nan")), "wdt_tokens_mean": s["wdt_tokens_mean"],
             "t_queue_s_mean": s["t_queue_s_mean"], "errors": len(s["errors"]),
             **{f"viol_{float(k):g}": v for k, v in s["violation_rate"].items()},
             **{f"viol_feasible_{float(k):g}": v for k, v in s["violation_rate_feasible"].items()},

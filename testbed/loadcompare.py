@@ -73,17 +73,23 @@ def compare(base: pd.DataFrame, cand: pd.DataFrame, base_cap: dict, cand_cap: di
                "ratio": float(r[f"{col}_cand"] / r[f"{col}_base"]),
                "pass": bool(r[f"{col}_cand"] <= cut * r[f"{col}_base"])} for _, r in loaded.iterrows()]
     b, c = int(base_cap[cls]), int(cand_cap[cls])
-    goodput = []
-    if "goodput_tok_s" in base and "goodput_tok_s" in cand:
-        g = base[["ues", "goodput_tok_s"]].merge(cand[["ues", "goodput_tok_s"]], on="ues", suffixes=("_base", "_cand"))
-        goodput = [{"ues": int(r.ues), "base": float(r.goodput_tok_s_base), "cand": float(r.goodput_tok_s_cand),
-                    "ratio": float(r.goodput_tok_s_cand / r.goodput_tok_s_base)} for r in g.itertuples()]
     cap_ratio = c / b if b else (float("inf") if c else float("nan"))
     return {"class_tok_s": float(cls), "rates": prefix, "over": over, "cut": cut, "points": points,
             "cut_pass": bool(points) and all(p["pass"] for p in points),
             "capacity_base": b, "capacity_cand": c, "capacity_ratio": cap_ratio,
             "capacity_pass": bool(cap_ratio >= capacity_ratio), "capacity_ratio_target": capacity_ratio,
-            "goodput": goodput}
+            "goodput": side_by_side(base, cand, "goodput_tok_s"),
+            "goodput_active": side_by_side(base, cand, "goodput_active_tok_s")}
+
+
+def side_by_side(base: pd.DataFrame, cand: pd.DataFrame, col: str) -> list[dict]:
+    """Per N present in both: the column's baseline and candidate values and their ratio ([] where either lacks
+    it or it is NaN, e.g. runs from before a metric existed)."""
+    if col not in base or col not in cand:
+        return []
+    both = base[["ues", col]].merge(cand[["ues", col]], on="ues", suffixes=("_base", "_cand")).dropna()
+    return [{"ues": int(r.ues), "base": float(r[f"{col}_base"]), "cand": float(r[f"{col}_cand"]),
+             "ratio": float(r[f"{col}_cand"] / r[f"{col}_base"])} for _, r in both.iterrows()]
 
 
 def load_run(path: Path, feasible: bool = False) -> tuple[pd.DataFrame, dict, dict]:
@@ -135,9 +141,10 @@ def report(res: dict, base_cfg: dict, cand_cfg: dict) -> str:
                      f"{'pass' if p['pass'] else 'FAIL'}: <= x{res['cut']:g})")
     lines.append(f"  capacity {res['capacity_base']} -> {res['capacity_cand']} UEs (x{res['capacity_ratio']:.2f}, "
                  f"{'pass' if res['capacity_pass'] else 'FAIL'}: >= x{res['capacity_ratio_target']:g})")
-    if res.get("goodput"):
-        lines.append("  goodput, all classes (tok/s): " + ", ".join(
-            f"N={g['ues']} {g['base']:.0f} -> {g['cand']:.0f} (x{g['ratio']:.2f})" for g in res["goodput"]))
+    for key, what in (("goodput", "goodput, all classes"), ("goodput_active", "goodput while every UE runs")):
+        if res.get(key):
+            lines.append(f"  {what} (tok/s): " + ", ".join(
+                f"N={g['ues']} {g['base']:.0f} -> {g['cand']:.0f} (x{g['ratio']:.2f})" for g in res[key]))
     return "\n".join(lines)
 
 

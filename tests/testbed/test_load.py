@@ -118,3 +118,12 @@ def test_resummarize_a_repeated_sweep_from_its_records(tmp_path):
     assert sweep["viol_50"].tolist() == [0.75, 0.75] and sweep["repeats"].tolist() == [2, 2]
     assert len(pd.read_csv(tmp_path / "sweep_repeats.csv")) == 4
     assert json.loads((tmp_path / "capacity.json").read_text())["capacity"] == {"50": 0}
+
+
+def test_active_goodput_stops_when_the_first_ue_is_done():
+    from testbed.load import active_goodput
+    # ue0 is done at 1.0 s (last verdict: sent 0.8 + 0.2 round); ue1 runs on alone until 3.0 s
+    df = pd.DataFrame({"ue": ["ue0", "ue0", "ue1", "ue1", "ue1"], "t_sent_s": [0.1, 0.8, 0.2, 0.9, 2.9],
+                       "t_round_s": [0.2, 0.2, 0.3, 0.2, 0.1], "committed": [5, 5, 4, 6, 10]})
+    assert active_goodput(df) == pytest.approx((5 + 5 + 4) / 1.0)  # ue1's verdicts at 1.1 and 3.0 are after
+    assert active_goodput(df.drop(columns="t_sent_s")) != active_goodput(df.drop(columns="t_sent_s"))  # NaN

@@ -27,6 +27,10 @@ def test_compare_checks_every_loaded_point_and_capacity():
     gp = compare(BASE.assign(goodput_tok_s=[100, 200, 300, 400]), CAND.assign(goodput_tok_s=[100, 220, 240, 200]),
                  {"50": 16}, {"50": 24})
     assert [(g["ues"], g["ratio"]) for g in gp["goodput"]] == [(8, 1.0), (16, 1.1), (24, 0.8), (32, 0.5)]
+    assert gp["goodput_active"] == []  # runs without the column
+    act = compare(BASE.assign(goodput_active_tok_s=[100, 200, float("nan"), 400]),
+                  CAND.assign(goodput_active_tok_s=[50, 200, 240, 400]), {"50": 16}, {"50": 24})
+    assert [(g["ues"], g["ratio"]) for g in act["goodput_active"]] == [(8, 0.5), (16, 1.0), (32, 1.0)]  # NaN dropped
     lenient = compare(BASE, CAND, {"50": 16}, {"50": 16}, cut=0.7)
     assert lenient["cut_pass"] and not lenient["capacity_pass"]
     calm = compare(BASE, CAND, {"50": 16}, {"50": 16}, over=0.5)
