@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 import torch
-import transformers
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from testbed.machine import machine_info  # noqa: E402
 from wisv.evaluate import encode_prompt, greedy_reference  # noqa: E402
 from wisv.lossless import check_lossless  # noqa: E402
 from wisv.models import load_pair  # noqa: E402
@@ -67,8 +65,7 @@ def main() -> None:
         r["speedup"] = r["tokens_per_s"] / base["tokens_per_s"]
     res = {"target_only": base, "greedy_sd": sd, "prompts": args.prompts, "max_new_tokens": args.max_new_tokens,
            "threads": args.threads, "drafter": args.drafter or "built-in", "target": args.target or "built-in",
-           "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-           "versions": {"torch": torch.__version__, "transformers": transformers.__version__}}
+           "machine": machine_info()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=1))
     print(f"target-only: {base['tokens_per_s']:.1f} tok/s")

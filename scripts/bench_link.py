@@ -19,11 +19,8 @@ import argparse
 import contextlib
 import json
 import math
-import os
-import platform
 import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -40,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 from channel.csi import serialization_s  # noqa: E402  (wisv.latency has the same formula but imports torch)
 from channel.emulator import LinkConfig, LinkEmulator  # noqa: E402
 from testbed.link import LinkSpec  # noqa: E402
+from testbed.machine import machine_info  # noqa: E402
 from testbed.zmqfloor import round_floor  # noqa: E402
 
 ALL_PROTOCOLS = ("greedy", "reject", "fh", "sh", "auto")  # testbed.run's "all" (imported lazily there: heavy)
@@ -285,22 +283,6 @@ def trend_checks(results: dict[tuple[float, float], dict], tol: float) -> dict:
     out["auto"] = [{"rate_mbps": r, "rtt_ms": t} | auto_vs_best(v["auto"], v["fh"], v["sh"], link[(r, t)])
                    for (r, t), v in lat.items() if {"auto", "fh", "sh"} <= set(v)]
     return out
-
-
-def machine_info() -> dict:
-    import torch
-    import transformers
-    return {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-            "torch": torch.__version__, "transformers": transformers.__version__,
-            "git_commit": _git("rev-parse", "HEAD"), "git_dirty": bool(_git("status", "--porcelain"))}
-
-
-def _git(*args: str) -> str | None:
-    """git's stdout in the repository, or None when git is missing or fails."""
-    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-        p = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False, timeout=10)
-        return p.stdout.strip() if p.returncode == 0 else None
-    return None
 
 
 def plot(grid: list[dict], tol: float, path: Path) -> None:

@@ -108,7 +108,8 @@ def run(cfg: ControlsConfig) -> dict:
         p = replace(base, draft_len=cfg.draft_len, link=replace(LinkSpec(), rtt_ms=rtt))
         pair = _pairs(p, replace(p, proactive=cfg.draft_len), f"pro_rtt{rtt:g}", cfg.repeats, runs)
         checks["proactive"].append(proactive_check(*pair, rtt))
-    doc = {"config": asdict(cfg), "runs": runs, "checks": checks}
+    from testbed.machine import machine_info
+    doc = {"config": asdict(cfg), "machine": machine_info(), "runs": runs, "checks": checks}
     Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
     Path(cfg.out).write_text(json.dumps(doc, indent=1, default=str))
     _print(checks)

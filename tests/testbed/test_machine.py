@@ -1,0 +1,16 @@
+"""Machine info for benchmark JSON: the fields, and git's answers (or None outside a repository)."""
+import re
+
+from testbed import machine
+
+
+def test_machine_info_names_the_machine_and_the_code():
+    info = machine.machine_info()
+    assert {"cpu_count", "platform", "python", "torch", "transformers", "git_commit", "git_dirty"} <= set(info)
+    assert info["git_commit"] is None or re.fullmatch(r"[0-9a-f]{40}", info["git_commit"])
+    assert isinstance(info["git_dirty"], bool)
+
+
+def test_git_failures_read_as_none(monkeypatch, tmp_path):
+    monkeypatch.setattr(machine, "ROOT", tmp_path)  # not a repository: git fails
+    assert machine._git("rev-parse", "HEAD") is None
