@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import matplotlib
@@ -59,7 +59,7 @@ class LoadConfig:
     max_batch: int = 16  # most requests per verification pass
     guard_ms: float = 0.0  # slo scheduler's guard time delta, ms (testbed.serve --guard-ms)
     lost_order: str = "last"  # slo: last | edf (testbed.serve --lost-order)
-    slack_ms: float = -1.0  # slo: batch slack before the earliest feasible deadline, ms (testbed.serve --slack-ms; <0: guard)
+    slack_ms: float | None = None  # slo: batch slack before the earliest feasible deadline, ms (testbed.serve --slack-ms; None: guard)
     arrival_reserve: bool = True  # slo: bound batches for tight arrivals (testbed.serve --[no-]arrival-reserve)
     compare_max_batch: int = 0  # >0: also run the sweep against an edge with this max batch (1: one at a time)
     epsilon: float = 0.1  # capacity: largest N with violation rate <= epsilon per class
@@ -74,6 +74,8 @@ class LoadConfig:
             raise ValueError(f"unknown scheduler {self.scheduler!r}; choose one of {SCHEDULER_CHOICES}")
         if self.repeats < 1:
             raise ValueError(f"repeats must be >= 1, got {self.repeats}")
+        if self.slack_ms is not None and self.slack_ms < 0:
+            raise ValueError(f"slack_ms must be >= 0 (or left out: the guard), got {self.slack_ms}")
         if self.lost_order not in LOST_ORDER_CHOICES:
             raise ValueError(f"unknown lost-request order {self.lost_order!r}; choose one of {LOST_ORDER_CHOICES}")
 
@@ -198,7 +200,7 @@ def _sweep(cfg: LoadConfig, traces: list[Trace], max_batch: int, out: Path) -> p
             "--max-batch", str(max_batch), "--max-draft-len", str(max(64, cfg.draft_len))]
     if cfg.scheduler == "slo":
         edge += ["--estimator", cfg.estimator, "--guard-ms", str(cfg.guard_ms), "--lost-order", cfg.lost_order]
-        edge += ["--slack-ms", str(cfg.slack_ms)] if cfg.slack_ms >= 0 else []
+        edge += ["--slack-ms", str(cfg.slack_ms)] if cfg.slack_ms is not None else []
         edge += [] if cfg.arrival_reserve else ["--no-arrival-reserve"]
     edge += ["--target", cfg.target] if cfg.target else []
     rows = []
@@ -258,6 +260,8 @@ def finish_sweep(cfg: LoadConfig, rows: pd.DataFrame, out: Path) -> pd.DataFrame
 def resummarize(out: Path) -> pd.DataFrame:
     """Rebuild a finished sweep's summaries, sweep.csv, capacity.json and plots from its per-request records."""
     cfg_doc = json.loads((out / "config.json").read_text())
+    if (cfg_doc.get("slack_ms") or 0) < 0:  # runs from before slack_ms was optional wrote -1 for "the guard"
+        cfg_doc["slack_ms"] = None
     cfg = LoadConfig(**{k: v for k, v in cfg_doc.items() if k != "link"}, link=LinkSpec(**cfg_doc["link"]))
     rows = []
     for rep, n in plan_runs(cfg.ns(), cfg.repeats):
@@ -272,11 +276,13 @@ def resummarize(out: Path) -> pd.DataFrame:
 def parse_args(argv: list[str] | None = None) -> LoadConfig:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     d = LoadConfig()
+    optional = {f.name: f.type for f in fields(LoadConfig)}  # "float | None" fields parse as float
     for k, v in asdict(d).items():
         if isinstance(v, bool):
             ap.add_argument("--" + k.replace("_", "-"), action=argparse.BooleanOptionalAction, default=v)
         elif k != "link":
-            ap.add_argument("--" + k.replace("_", "-"), type=type(v) if v is not None else str, default=v)
+            kind = type(v) if v is not None else {"float | None": float}.get(str(optional[k]), str)
+            ap.add_argument("--" + k.replace("_", "-"), type=kind, default=v)
     ap.add_argument("--rate-mbps", type=float, default=d.link.rate_up_mbps, help="link rate, both directions (0: unlimited)")
     ap.add_argument("--rtt-ms", type=float, default=d.link.rtt_ms)
     ap.add_argument("--resummarize", metavar="DIR", help="rebuild a finished run's summaries, sweep.csv, capacity.json "

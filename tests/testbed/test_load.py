@@ -81,6 +81,9 @@ def test_scheduler_options_are_checked_up_front():
         parse_args(["--lost-order", "sometimes"])
     with pytest.raises(ValueError, match="scheduler"):
         LoadConfig(scheduler="random")
+    assert parse_args([]).slack_ms is None and parse_args(["--slack-ms", "5"]).slack_ms == 5.0  # None: the guard
+    with pytest.raises(SystemExit):
+        parse_args(["--slack-ms", "-1"])
 
 
 def test_repeats_run_every_n_then_again_and_average():
@@ -104,7 +107,7 @@ def test_resummarize_a_repeated_sweep_from_its_records(tmp_path):
 
     from testbed.load import main
     cfg = LoadConfig(sweep="2,4", slo_mix="50", repeats=2, out=str(tmp_path))
-    (tmp_path / "config.json").write_text(json.dumps(asdict(cfg)))
+    (tmp_path / "config.json").write_text(json.dumps(asdict(cfg) | {"slack_ms": -1.0}))  # an older run's "the guard"
     for rep, viol in ((0, [True, False]), (1, [True, True])):
         for n in (2, 4):
             d = tmp_path / f"n{n}-r{rep}"
