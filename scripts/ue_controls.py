@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from testbed.link import LinkSpec  # noqa: E402
+from testbed.machine import machine_info  # noqa: E402
 
 WDT_CUT = 0.25  # predictor: WDT per round must fall by at least this fraction
 
@@ -108,7 +109,6 @@ def run(cfg: ControlsConfig) -> dict:
         p = replace(base, draft_len=cfg.draft_len, link=replace(LinkSpec(), rtt_ms=rtt))
         pair = _pairs(p, replace(p, proactive=cfg.draft_len), f"pro_rtt{rtt:g}", cfg.repeats, runs)
         checks["proactive"].append(proactive_check(*pair, rtt))
-    from testbed.machine import machine_info
     doc = {"config": asdict(cfg), "machine": machine_info(), "runs": runs, "checks": checks}
     Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
     Path(cfg.out).write_text(json.dumps(doc, indent=1, default=str))

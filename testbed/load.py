@@ -59,7 +59,7 @@ class LoadConfig:
     max_batch: int = 16  # most requests per verification pass
     guard_ms: float = 0.0  # slo scheduler's guard time delta, ms (testbed.serve --guard-ms)
     lost_order: str = "last"  # slo: last | edf (testbed.serve --lost-order)
-    slack_ms: float | None = None  # slo: batch slack before the earliest feasible deadline, ms (testbed.serve --slack-ms; None: guard)
+    slack_ms: float | None = None  # slo: batch slack before the earliest feasible deadline, ms (None: the guard)
     arrival_reserve: bool = True  # slo: bound batches for tight arrivals (testbed.serve --[no-]arrival-reserve)
     compare_max_batch: int = 0  # >0: also run the sweep against an edge with this max batch (1: one at a time)
     epsilon: float = 0.1  # capacity: largest N with violation rate <= epsilon per class
@@ -217,7 +217,8 @@ def _sweep(cfg: LoadConfig, traces: list[Trace], max_batch: int, out: Path) -> p
 def sweep_row(s: dict) -> dict:
     """One sweep.csv row from a load run's summary."""
     return {"ues": s["ues"], "goodput_tok_s": s["goodput_tok_s"],
-            "goodput_active_tok_s": s.get("goodput_active_tok_s", float("nan")), "wdt_tokens_mean": s["wdt_tokens_mean"],
+            "goodput_active_tok_s": s.get("goodput_active_tok_s", float("nan")),
+            "wdt_tokens_mean": s["wdt_tokens_mean"],
             "t_queue_s_mean": s["t_queue_s_mean"], "errors": len(s["errors"]),
             **{f"viol_{float(k):g}": v for k, v in s["violation_rate"].items()},
             **{f"viol_feasible_{float(k):g}": v for k, v in s["violation_rate_feasible"].items()},
@@ -276,12 +277,12 @@ def resummarize(out: Path) -> pd.DataFrame:
 def parse_args(argv: list[str] | None = None) -> LoadConfig:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     d = LoadConfig()
-    optional = {f.name: f.type for f in fields(LoadConfig)}  # "float | None" fields parse as float
+    types = {f.name: str(f.type) for f in fields(LoadConfig)}  # "float | None" fields parse as float
     for k, v in asdict(d).items():
         if isinstance(v, bool):
             ap.add_argument("--" + k.replace("_", "-"), action=argparse.BooleanOptionalAction, default=v)
         elif k != "link":
-            kind = type(v) if v is not None else {"float | None": float}.get(str(optional[k]), str)
+            kind = type(v) if v is not None else {"float | None": float}.get(types[k], str)
             ap.add_argument("--" + k.replace("_", "-"), type=kind, default=v)
     ap.add_argument("--rate-mbps", type=float, default=d.link.rate_up_mbps, help="link rate, both directions (0: unlimited)")
     ap.add_argument("--rtt-ms", type=float, default=d.link.rtt_ms)

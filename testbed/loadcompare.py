@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -67,29 +68,32 @@ def compare(base: pd.DataFrame, cand: pd.DataFrame, base_cap: dict, cand_cap: di
     and, for the record, both sides' goodput per N (what the candidate pays for the tightest class)."""
     col = tightest_class(base, prefix)
     cls = col[len(prefix):]
-    both = base[["ues", col]].merge(cand[["ues", col]], on="ues", suffixes=("_base", "_cand"))
-    loaded = both[both[f"{col}_base"] > over]
-    points = [{"ues": int(r.ues), "base": float(r[f"{col}_base"]), "cand": float(r[f"{col}_cand"]),
-               "ratio": float(r[f"{col}_cand"] / r[f"{col}_base"]),
-               "pass": bool(r[f"{col}_cand"] <= cut * r[f"{col}_base"])} for _, r in loaded.iterrows()]
+    points = [p | {"pass": bool(p["cand"] <= cut * p["base"])}
+              for p in side_by_side(base, cand, col) if p["base"] > over]
     b, c = int(base_cap[cls]), int(cand_cap[cls])
     cap_ratio = c / b if b else (float("inf") if c else float("nan"))
     return {"class_tok_s": float(cls), "rates": prefix, "over": over, "cut": cut, "points": points,
             "cut_pass": bool(points) and all(p["pass"] for p in points),
             "capacity_base": b, "capacity_cand": c, "capacity_ratio": cap_ratio,
             "capacity_pass": bool(cap_ratio >= capacity_ratio), "capacity_ratio_target": capacity_ratio,
-            "goodput": side_by_side(base, cand, "goodput_tok_s"),
-            "goodput_active": side_by_side(base, cand, "goodput_active_tok_s")}
+            "goodput": _measured(side_by_side(base, cand, "goodput_tok_s")),
+            "goodput_active": _measured(side_by_side(base, cand, "goodput_active_tok_s"))}
 
 
 def side_by_side(base: pd.DataFrame, cand: pd.DataFrame, col: str) -> list[dict]:
     """Per N present in both: the column's baseline and candidate values and their ratio ([] where either lacks
-    it or it is NaN, e.g. runs from before a metric existed)."""
+    the column)."""
     if col not in base or col not in cand:
         return []
-    both = base[["ues", col]].merge(cand[["ues", col]], on="ues", suffixes=("_base", "_cand")).dropna()
+    both = base[["ues", col]].merge(cand[["ues", col]], on="ues", suffixes=("_base", "_cand"))
+    both["ratio"] = both[f"{col}_cand"] / both[f"{col}_base"]  # a Series: NaN or inf without a warning
     return [{"ues": int(r.ues), "base": float(r[f"{col}_base"]), "cand": float(r[f"{col}_cand"]),
-             "ratio": float(r[f"{col}_cand"] / r[f"{col}_base"])} for _, r in both.iterrows()]
+             "ratio": float(r.ratio)} for _, r in both.iterrows()]
+
+
+def _measured(rows: list[dict]) -> list[dict]:
+    """The rows where both sides have a value (a NaN: a run from before the metric existed)."""
+    return [r for r in rows if not (math.isnan(r["base"]) or math.isnan(r["cand"]))]
 
 
 def load_run(path: Path, feasible: bool = False) -> tuple[pd.DataFrame, dict, dict]:
