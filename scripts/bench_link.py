@@ -36,9 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from channel.csi import serialization_s  # noqa: E402  (wisv.latency has the same formula but imports torch)
 from channel.emulator import LinkConfig, LinkEmulator  # noqa: E402
-from testbed.link import LinkSpec  # noqa: E402
-from testbed.machine import machine_info  # noqa: E402
-from testbed.zmqfloor import round_floor  # noqa: E402
+from testbed.common.link import LinkSpec  # noqa: E402
+from testbed.common.machine import machine_info  # noqa: E402
+from testbed.live.zmqfloor import round_floor  # noqa: E402
 
 ALL_PROTOCOLS = ("greedy", "reject", "fh", "sh", "auto")  # testbed.run's "all" (imported lazily there: heavy)
 REJECT_POINT = (2.0, 20.0)  # (Mbit/s, ms) where reject must be far slower than greedy
@@ -195,7 +195,7 @@ def build_report(cfg: BenchConfig, grid: list[dict], overhead: dict, trends: dic
 
 def run_point(cfg: BenchConfig, link: LinkSpec, protocols: list[str], out: Path) -> dict[str, tuple[dict, Any]]:
     """Run the testbed on one link; {protocol: (summary, rounds)}.  From 4 protocols on, one "all" run (one edge)."""
-    from testbed.run import RunConfig, run
+    from testbed.live.run import RunConfig, run
     names = ["all"] if len(set(protocols)) >= 4 else protocols
     res = {}
     for name in names:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from testbed.link import LinkSpec  # noqa: E402
-from testbed.machine import machine_info  # noqa: E402
+from testbed.common.link import LinkSpec  # noqa: E402
+from testbed.common.machine import machine_info  # noqa: E402
 
 WDT_CUT = 0.25  # predictor: WDT per round must fall by at least this fraction
 
@@ -82,7 +82,7 @@ def proactive_check(off: list[dict], on: list[dict], rtt_ms: float) -> dict:
 
 
 def _run(rc, name: str) -> dict:
-    from testbed.run import run
+    from testbed.live.run import run
     (summary,) = run(replace(rc, out=str(Path(rc.out) / name)))
     return summary | {"config": asdict(rc)}  # asdict recurses into the link
 
@@ -99,7 +99,7 @@ def _pairs(off_cfg, on_cfg, name: str, repeats: int, runs: dict) -> tuple[list[d
 
 
 def run(cfg: ControlsConfig) -> dict:
-    from testbed.run import RunConfig
+    from testbed.live.run import RunConfig
     base = RunConfig(protocol="greedy", prompts=cfg.prompts, head="none", out=cfg.runs_dir)
     k = replace(base, draft_len=cfg.k_max, reference=False)
     runs: dict = {}

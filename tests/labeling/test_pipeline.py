@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from labeling.__main__ import main, parse_channels
-from testbed.heads import load_policy
+from testbed.common.heads import load_policy
 from wisv.head import HeadPolicy, load_head
 
 

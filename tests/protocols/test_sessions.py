@@ -13,7 +13,7 @@ from channel.csi import CSI
 from protocols.edge_side import EdgeSession
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
-from testbed.serve import EdgeServer, ServeConfig
+from testbed.live.serve import EdgeServer, ServeConfig
 from tests.tiny_pair import make_pair
 from wisv.sessions import DraftSession, VerifySession
 from wisv.speculative import AcceptAll, MismatchPolicy, RejectAll, SpecOutput, speculative_generate

@@ -8,12 +8,12 @@ import torch
 
 from channel.csi import CSI
 from channel.trace import CSITrace, save_trace
-from testbed.simcal import CalibrateConfig, exchange_overhead, time_rounds
-from testbed.simmodel import constant, prompt_latencies, summarize
-from testbed.simsetup import PairCache, links_of, resolve_head
-from testbed.simtraces import TraceKey, cached_trace, trace_rows
-from testbed.simulate import SimConfig, parse_args, run
-from testbed.simvalidate import load_run, prompt_residuals, with_prefix
+from testbed.sim.calibrate import CalibrateConfig, exchange_overhead, time_rounds
+from testbed.sim.model import constant, prompt_latencies, summarize
+from testbed.sim.resolve import PairCache, links_of, resolve_head
+from testbed.sim.traces import TraceKey, cached_trace, trace_rows
+from testbed.sim.cli import SimConfig, parse_args, run
+from testbed.sim.validate import load_run, prompt_residuals, with_prefix
 from wisv.calibrate import Calibration, save_calibration
 from wisv.compute import ModelDims, draft_flops, verify_flops
 from wisv.hardware import HardwareProfile
@@ -197,7 +197,7 @@ def _validate(argv: list[str]) -> pd.DataFrame:
 
 
 def test_missing_default_head_falls_back_with_a_notice(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("testbed.simsetup.default_head_dir", lambda: tmp_path / "no-head")
+    monkeypatch.setattr("testbed.sim.resolve.default_head_dir", lambda: tmp_path / "no-head")
     head = resolve_head("default", None, PairCache(None, None))
     assert head.policy is None and "no decision head" in capsys.readouterr().out
 

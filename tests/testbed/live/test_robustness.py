@@ -12,7 +12,7 @@ import zmq
 
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
-from testbed.procs import Child
+from testbed.live.procs import Child
 from wisv.evaluate import greedy_reference
 from wisv.models import load_model
 from wisv.sessions import DraftSession

@@ -1,7 +1,7 @@
 """Machine info for benchmark JSON: the fields, and git's answers (or None outside a repository)."""
 import re
 
-from testbed import machine
+from testbed.common import machine
 
 
 def test_machine_info_names_the_machine_and_the_code():

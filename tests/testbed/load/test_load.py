@@ -4,9 +4,9 @@ import json
 import pandas as pd
 import pytest
 
-from testbed.link import LinkSpec
-from testbed.load import LoadConfig, capacity, run
-from testbed.loadgen import Device, Trace, request_record
+from testbed.common.link import LinkSpec
+from testbed.load.cli import LoadConfig, capacity, run
+from testbed.load.gen import Device, Trace, request_record
 
 
 def test_request_record_budget_and_violation():
@@ -31,7 +31,7 @@ def test_capacity_is_the_largest_n_within_epsilon():
 
 
 def test_summary_separates_infeasible_requests():
-    from testbed.load import summarize, sweep_row
+    from testbed.load.cli import summarize, sweep_row
     df = pd.DataFrame({"slo_tok_s": [50.0, 50.0, 50.0, 50.0, 20.0], "violated": [True, True, False, False, False],
                        "budget_s": [-0.001, 0.02, 0.02, 0.03, 0.2], "committed": [3, 9, 9, 9, 9],
                        "wdt_tokens": [0, 1, 0, 2, 0], "t_queue_s": [0.0] * 5, "t_verify_s": [0.01] * 5})
@@ -58,7 +58,7 @@ def test_live_sweep_against_a_batched_edge(pair_dirs, tmp_path):
     cap = json.loads((tmp_path / "capacity.json").read_text())
     assert set(cap["capacity"]) == {"2", "50"} == set(cap["capacity_feasible"])
     (tmp_path / "sweep.csv").unlink()
-    from testbed.load import main
+    from testbed.load.cli import main
     main(["--resummarize", str(tmp_path)])  # rebuilt from the per-request records alone
     assert pd.read_csv(tmp_path / "sweep.csv")[["ues", "viol_50"]].equals(sweep[["ues", "viol_50"]])
     both = pd.read_csv(tmp_path / "batching.csv")
@@ -68,14 +68,14 @@ def test_live_sweep_against_a_batched_edge(pair_dirs, tmp_path):
 
 
 def test_network_time_estimate_is_smoothed():
-    from testbed.loadgen import NET_SMOOTHING, smooth
+    from testbed.load.gen import NET_SMOOTHING, smooth
     assert smooth(0.02, 0.02) == pytest.approx(0.02)
     assert smooth(0.0, 0.01) == pytest.approx(NET_SMOOTHING * 0.01)
     assert Device("ue0", 4.0, []).t_net_s == 0.0
 
 
 def test_scheduler_options_are_checked_up_front():
-    from testbed.load import parse_args
+    from testbed.load.cli import parse_args
     assert parse_args(["--lost-order", "edf"]).lost_order == "edf"
     with pytest.raises(SystemExit):
         parse_args(["--lost-order", "sometimes"])
@@ -89,7 +89,7 @@ def test_scheduler_options_are_checked_up_front():
 def test_repeats_run_every_n_then_again_and_average():
     from pathlib import Path
 
-    from testbed.load import mean_sweep, plan_runs, run_dir
+    from testbed.load.cli import mean_sweep, plan_runs, run_dir
     assert plan_runs([8, 16], 2) == [(0, 8), (0, 16), (1, 8), (1, 16)]
     assert run_dir(Path("o"), 8, 1, 2) == Path("o/n8-r1") and run_dir(Path("o"), 8, 0, 1) == Path("o/n8")
     rows = pd.DataFrame({"ues": [8, 16, 8, 16], "repeat": [0, 0, 1, 1], "viol_50": [0.1, 0.3, 0.0, 0.2],
@@ -105,7 +105,7 @@ def test_repeats_run_every_n_then_again_and_average():
 def test_resummarize_a_repeated_sweep_from_its_records(tmp_path):
     from dataclasses import asdict
 
-    from testbed.load import main
+    from testbed.load.cli import main
     cfg = LoadConfig(sweep="2,4", slo_mix="50", repeats=2, out=str(tmp_path))
     (tmp_path / "config.json").write_text(json.dumps(asdict(cfg) | {"slack_ms": -1.0}))  # an older run's "the guard"
     for rep, viol in ((0, [True, False]), (1, [True, True])):
@@ -124,7 +124,7 @@ def test_resummarize_a_repeated_sweep_from_its_records(tmp_path):
 
 
 def test_active_goodput_stops_when_the_first_ue_is_done():
-    from testbed.load import active_goodput
+    from testbed.load.cli import active_goodput
     # ue0 is done at 1.0 s (last verdict: sent 0.8 + 0.2 round); ue1 runs on alone until 3.0 s
     df = pd.DataFrame({"ue": ["ue0", "ue0", "ue1", "ue1", "ue1"], "t_sent_s": [0.1, 0.8, 0.2, 0.9, 2.9],
                        "t_round_s": [0.2, 0.2, 0.3, 0.2, 0.1], "committed": [5, 5, 4, 6, 10]})

@@ -16,7 +16,7 @@ from pathlib import Path
 from channel.emulator import LinkEmulator
 from channel.netns import exec_prefix, topology
 from channel.tc import applied, direction_specs, kernel_has_netem, plan_link
-from testbed.procs import Child
+from testbed.live.procs import Child
 
 EDGE_PORT = 5555  # edge port inside its namespace
 EMULATOR_PORT = 5601  # emulator port on the UE namespace's loopback

@@ -26,12 +26,12 @@ import zmq
 from tqdm import tqdm
 
 from protocols.wire import Limits
-from testbed import placement
-from testbed.edgebatch import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
-from testbed.link import LinkSpec
-from testbed.loadcompare import capacity, mean_sweep
-from testbed.loadgen import Device, LoadLoop, Trace
-from testbed.summary import read_csv_or_empty
+from testbed.live import placement
+from testbed.live.edgebatch import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
+from testbed.common.link import LinkSpec
+from testbed.load.compare import capacity, mean_sweep
+from testbed.load.gen import Device, LoadLoop, Trace
+from testbed.common.summary import read_csv_or_empty
 from wisv.evaluate import encode_prompt
 from wisv.models import load_pair
 from wisv.speculative import speculative_generate
@@ -306,7 +306,3 @@ def main(argv: list[str] | None = None) -> None:
         resummarize(known.resummarize)
     else:
         run(parse_args(rest))
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from protocols.edge_side import ProtocolError, _check_head_width
-from testbed.heads import default_head_dir, load_policy
+from testbed.common.heads import default_head_dir, load_policy
 from wisv.head import DecisionHead, HeadConfig, HeadPolicy, load_head, save_head
 from wisv.speculative import AcceptAll, RejectAll
 

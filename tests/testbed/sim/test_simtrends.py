@@ -1,7 +1,7 @@
 """The Table I / Fig. 4 trend checks on hand-built tables."""
 import pandas as pd
 
-from testbed.simtrends import format_trends, trends
+from testbed.sim.trends import format_trends, trends
 
 
 def _table(lat: dict[tuple[str, float, int], float]) -> pd.DataFrame:

@@ -4,7 +4,7 @@ import json
 import pandas as pd
 import pytest
 
-from testbed.loadcompare import compare, main, tightest_class
+from testbed.load.compare import compare, main, tightest_class
 
 BASE = pd.DataFrame({"ues": [8, 16, 24, 32], "viol_20": [0, 0, 0.01, 0.05], "viol_50": [0.05, 0.08, 0.25, 0.4]})
 CAND = pd.DataFrame({"ues": [8, 16, 24, 32], "viol_20": [0, 0, 0.02, 0.1], "viol_50": [0.04, 0.05, 0.1, 0.25]})

@@ -8,7 +8,7 @@ import torch
 
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, MsgType, decode, encode, make
-from testbed.serve import EdgeServer, ServeConfig
+from testbed.live.serve import EdgeServer, ServeConfig
 from tests.tiny_pair import make_pair
 from wisv.estimator import EstimatorProfile, LiveFit
 from wisv.sessions import DraftSession

@@ -11,9 +11,9 @@ from transformers import AutoConfig
 from channel.csi import CSI, FEATURE_DIM
 from channel.trace import load_trace
 from protocols.accounting import wire_payload_bits
-from testbed.heads import default_head_dir
-from testbed.simmodel import constant
-from testbed.simtraces import file_id
+from testbed.common.heads import default_head_dir
+from testbed.sim.model import constant
+from testbed.sim.traces import file_id
 from wisv.calibrate import load_calibration
 from wisv.compute import ModelDims, get_architecture
 from wisv.hardware import LOCAL, LOCAL_PROFILE_PATH, get_profile

@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 
 from channel.csi import CSI
-from testbed.link import LinkSpec
-from testbed.summary import read_csv_or_empty
+from testbed.common.link import LinkSpec
+from testbed.common.summary import read_csv_or_empty
 from wisv.compute import compute_s, verify_flops
 from wisv.latency import t_single_exchange
 from wisv.jsonl import read_jsonl
@@ -158,8 +158,8 @@ def prompt_residuals(protocol: str, run: RunData, dep: Deployment) -> pd.DataFra
 
 def run_validate(cfg) -> pd.DataFrame:
     """``--validate RUN_DIR``: validation.csv, validation.png, validation.json in cfg.out; prints the error summary."""
-    from testbed import simplot
-    from testbed.simsetup import PairCache
+    from testbed.sim import plot as simplot
+    from testbed.sim.resolve import PairCache
     from wisv.calibrate import load_calibration
     from wisv.hardware import LOCAL, LOCAL_PROFILE_PATH, get_profile
 

@@ -5,7 +5,7 @@ import time
 import pytest
 import zmq
 
-from testbed.inbox import Inbox
+from testbed.live.inbox import Inbox
 
 
 def test_arrivals_are_stamped_while_the_loop_is_busy_and_replies_go_out():

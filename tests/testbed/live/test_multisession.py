@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from testbed.link import LinkSpec
-from testbed.run import RunConfig, run
+from testbed.common.link import LinkSpec
+from testbed.live.run import RunConfig, run
 
 UES, PROMPTS = 4, 8
 

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.link import LinkSpec
-from testbed.placement import _emulator_args, _t0_of
+from testbed.common.link import LinkSpec
+from testbed.live.placement import _emulator_args, _t0_of
 
 
 def test_emulator_args_fixed_and_trace(tmp_path):
@@ -25,14 +25,14 @@ def test_t0_from_the_emulator_line():
 
 
 def test_run_flag_reaches_the_emulator_config():
-    from testbed.run import parse_args
+    from testbed.live.run import parse_args
     cfg = parse_args(["--rtt-ms", "10", "--host-overhead-ms", "0.8"])
     assert cfg.link.host_overhead_ms == 0.8
     assert cfg.link.emulator_config(5555).host_overhead_ms == 0.8
 
 
 def test_rejection_threshold_needs_a_predictor_and_reaches_the_ues():
-    from testbed.run import _ue_args, parse_args
+    from testbed.live.run import _ue_args, parse_args
     with pytest.raises(SystemExit):
         parse_args(["--rejection-threshold", "0.9"])
     cfg = parse_args(["--rejection-predictor", "p.safetensors", "--rejection-threshold", "0.9"])

@@ -106,7 +106,7 @@ def medians_by_k(timings: list[CallTiming], fit: ComputeFit) -> list[dict]:
 def exchange_overhead(run_dir: Path, cal: Calibration, dims: tuple[ModelDims, ModelDims],
                       vocab: int) -> tuple[float, dict]:
     """Median per-exchange residual over the prompts of every protocol of a testbed run."""
-    from testbed.simvalidate import load_run, prompt_residuals, wire_deployment
+    from testbed.sim.validate import load_run, prompt_residuals, wire_deployment
     dep = wire_deployment(dims[0], dims[1], cal.profile, vocab=vocab)
     run = load_run(run_dir)
     res = pd.concat([prompt_residuals(p, run, dep) for p in run.rounds], ignore_index=True)
@@ -118,8 +118,8 @@ def exchange_overhead(run_dir: Path, cal: Calibration, dims: tuple[ModelDims, Mo
 
 def short_link_run(cfg: CalibrateConfig) -> Path:
     """A small greedy testbed.run on an emulated 20 Mbps / 20 ms link; returns its directory."""
-    from testbed.link import LinkSpec
-    from testbed.run import RunConfig, run
+    from testbed.common.link import LinkSpec
+    from testbed.live.run import RunConfig, run
     out = Path("runs") / f"calibrate-link-{time.strftime('%Y%m%d-%H%M%S')}"
     run(RunConfig(protocol="greedy", prompts=cfg.link_prompts, draft_len=8, out=str(out), head="none",
                   reference=False, link=LinkSpec(20.0, 20.0, 20.0), drafter=cfg.drafter, target=cfg.target))

@@ -1,0 +1,296 @@
+"""Edge server: a ZeroMQ ROUTER serving many UE sessions, each with its own target KV cache.
+
+Usage: ``python -m testbed.serve --bind tcp://127.0.0.1:5555 [--target DIR] [--head none]``
+Prints ``READY <endpoint>`` once listening.  A bad message gets an ERROR reply naming the problem;
+every other session keeps being served.  Sessions are freed on CLOSE or after ``--session-timeout-s``.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+import zmq
+
+from protocols.edge_side import EdgeSession, ProtocolError
+from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, error_message, make
+from testbed.live.edgebatch import LOST_ORDER_CHOICES, SCHEDULER_CHOICES, DraftBatcher
+from testbed.common.heads import HEAD_HELP, load_policy
+from testbed.live.inbox import Direct, Inbox
+from wisv.batchverify import BatchVerifier, EngineConfig, EngineView
+from wisv.estimator import EstimatorProfile
+from wisv.evaluate import eos_id
+from wisv.models import builtin_paths, default_dtype, load_model
+from wisv.sessions import VerifySession
+
+log = logging.getLogger("testbed.serve")
+
+
+@dataclass
+class ServeConfig:
+    """Edge server settings."""
+
+    bind: str = "tcp://127.0.0.1:5555"  # ZeroMQ endpoint; port 0 picks a free port
+    target: str | None = None  # local HF directory of the target; None = built-in toy target
+    device: str = "cpu"  # torch device of the target
+    head: str = "default"  # decision head for fh/sh/auto: default | none | accept-all | PATH (testbed/heads.py)
+    tau: float | None = None  # decision threshold, reject iff p >= tau (None: the head's own tau)
+    session_timeout_s: float = 120.0  # idle sessions are freed after this long
+    max_sessions: int = 256  # OPEN beyond this many live sessions is refused
+    max_draft_len: int = 64  # largest accepted block K
+    batch_verify: bool = False  # verify concurrent DRAFTs of many sessions in one target pass (wisv/batchverify.py)
+    scheduler: str = "fcfs"  # batch selection when batching: fcfs | slo (WISP Algorithm 1)
+    max_batch: int = 16  # most requests in one verification pass
+    kv_reuse: bool = True  # False: recompute each session's prefix every round (SLED baseline; uses the engine)
+    memory_budget_mb: float = 2048.0  # cap on all sessions' KV caches together (engine)
+    estimator: str | None = None  # verification-time profile from testbed.profile (needed by --scheduler slo)
+    guard_ms: float = 0.0  # slo scheduler's guard time delta (LST = deadline - v - delta), ms
+    lost_order: str = "last"  # slo: requests that can no longer meet their deadline go last | edf (the paper)
+    slack_ms: float | None = None  # slo: time a batch keeps before its earliest feasible deadline (None: guard_ms)
+    arrival_reserve: bool = True  # slo: no batch so long that a tight request arriving meanwhile must miss
+
+
+class EdgeServer:
+    """Message handling without sockets: ``handle(peer, frames) -> reply frames``."""
+
+    def __init__(self, cfg: ServeConfig, target, policy):
+        self.cfg, self.target, self.policy = cfg, target, policy
+        head_cfg = getattr(policy, "cfg", None)  # a trained head's HeadConfig; None for the fixed policies
+        self.tau = cfg.tau if cfg.tau is not None else getattr(head_cfg, "tau", 0.5)
+        self.hidden_layer = getattr(head_cfg, "hidden_layer", -1)  # both sides record this layer for the head
+        self.eos = eos_id(target)
+        self.limits = Limits(vocab_size=int(target.config.vocab_size), max_draft_len=cfg.max_draft_len,
+                             max_positions=cfg.max_draft_len)
+        self.sessions: dict[tuple[bytes, str], EdgeSession] = {}
+        self.engine, self.batcher = _engine(cfg, target, self.hidden_layer)
+        self.held: list = []  # validated DRAFTs waiting for the batcher (peer, EdgeSession)
+
+    def handle(self, peer: bytes, frames: list) -> list[bytes]:
+        """Decode, dispatch and encode one reply; never raises for a peer's mistake."""
+        return self._guard(peer, frames, self._dispatch)
+
+    def handle_many(self, items: list[tuple], one_batch: bool = False) -> list[tuple[bytes, list[bytes]]]:
+        """Several messages ``(peer, frames[, arrival perf_counter s])`` at once; with batching their DRAFTs join
+        the waiting ones and are verified together.  Without an arrival time a message arrives when handled.
+
+        ``one_batch``: verify only the next batch and keep the rest waiting, so that the caller can add what arrived
+        meanwhile before the scheduler picks again (the serving loop does this); otherwise verify until none waits."""
+        if self.batcher is None:
+            return [(item[0], self._guard(item[0], item[1], self._dispatch, t0=_arrival(item))) for item in items]
+        replies = []
+        for item in items:
+            peer, frames = item[:2]
+            out = self._guard(peer, frames, self._hold_drafts, t0=_arrival(item))
+            (self.held if isinstance(out, EdgeSession) else replies).append((peer, out))
+        self.held = [(p, s) for p, s in self.held if self.sessions.get((p, s.sid)) is s]  # closed meanwhile: drop
+        while self.held:
+            done, self.held = self.batcher.step(self.held)
+            for peer, sess, block, dt, n in done:
+                replies.append((peer, self._guard(peer, None, lambda *_: _end_draft(sess, block, dt, n), sid=sess.sid)))
+            if one_batch:
+                break
+        return replies
+
+    def _guard(self, peer: bytes, frames: list | None, act, sid: str = "unknown", t0: float | None = None):
+        """Run ``act(peer, msg, t0)`` on the decoded frames (t0: arrival, default now); errors become ERROR replies."""
+        t0 = time.perf_counter() if t0 is None else t0
+        try:
+            msg = decode(frames, self.limits) if frames is not None else None
+            sid = msg.session if msg is not None else sid
+            out = act(peer, msg, t0)
+            return out if isinstance(out, EdgeSession) else encode(out)
+        except (WireError, ProtocolError) as e:
+            return encode(error_message(sid, e.code, str(e)))
+        except Exception as e:  # noqa: BLE001 - the server must keep serving other sessions
+            log.exception("internal error handling a message from session %s", sid)
+            self._drop(peer, sid)
+            return encode(error_message(sid, "internal", f"{type(e).__name__}: {e}"))
+
+    def _hold_drafts(self, peer: bytes, msg: Message, t0: float) -> Message | EdgeSession:
+        """Validate and keep a DRAFT for the batcher; any other message is handled at once."""
+        if msg.type != MsgType.DRAFT:
+            return self._dispatch(peer, msg, t0)
+        sess = self._session(peer, msg, t0)
+        sess.begin_draft(msg)
+        return sess
+
+    def _dispatch(self, peer: bytes, msg: Message, t0: float) -> Message:
+        if msg.type == MsgType.PING:
+            payload = np.zeros(msg.header.get("reply_bytes", 0), np.uint8)
+            return make(MsgType.PONG, msg.session, {"payload": payload}, seq=msg.header["seq"],
+                        t_send=msg.header["t_send"])
+        if msg.type == MsgType.OPEN:
+            return self._open(peer, msg)
+        sess = self._session(peer, msg, t0)
+        if msg.type == MsgType.DRAFT:
+            return sess.on_draft(msg)
+        if msg.type == MsgType.HIDDEN:
+            return sess.on_hidden(msg)
+        if msg.type == MsgType.CLOSE:
+            self._drop(peer, msg.session)
+            log.info("closed session %s", msg.session)
+            return make(MsgType.CLOSED, msg.session)
+        raise ProtocolError("bad_type", f"the edge does not accept {msg.type.name} messages")
+
+    def _session(self, peer: bytes, msg: Message, t0: float) -> EdgeSession:
+        sess = self.sessions.get((peer, msg.session))
+        if sess is None:
+            raise ProtocolError("unknown_session", f"no open session {msg.session!r} for this peer")
+        sess.last_active, sess.msg_t0 = time.monotonic(), t0
+        return sess
+
+    def _open(self, peer: bytes, msg: Message) -> Message:
+        if len(self.sessions) >= self.cfg.max_sessions and (peer, msg.session) not in self.sessions:
+            raise ProtocolError("busy", f"{len(self.sessions)} sessions open (max {self.cfg.max_sessions})")
+        if msg.header["draft_len"] > self.cfg.max_draft_len:
+            raise ProtocolError("too_large", f"draft_len {msg.header['draft_len']} > {self.cfg.max_draft_len}")
+        self._drop(peer, msg.session)
+        prompt = [int(t) for t in msg.tensors["prompt"]]
+        verify = (EngineView(self.engine, f"{peer.hex()}/{msg.session}", prompt) if self.engine is not None
+                  else VerifySession(self.target, prompt, self.hidden_layer))
+        sess = EdgeSession(msg.session, verify, msg, self.policy, self.tau, self.eos)
+        self.sessions[(peer, msg.session)] = sess
+        log.info("open session %s from peer %s (%s, K=%d)", msg.session, peer.hex(), sess.protocol_name, sess.draft_len)
+        return make(MsgType.OPEN_OK, msg.session, target_hidden=int(self.target.config.hidden_size),
+                    vocab_size=int(self.target.config.vocab_size), hidden_layer=self.hidden_layer)
+
+    def _drop(self, peer: bytes, sid: str) -> None:
+        sess = self.sessions.pop((peer, sid), None)
+        if sess is not None:
+            sess.verify.free()
+
+    def sweep(self, now: float | None = None) -> int:
+        """Free sessions idle for longer than the timeout; return how many."""
+        now = time.monotonic() if now is None else now
+        stale = [k for k, s in self.sessions.items() if now - s.last_active > self.cfg.session_timeout_s]
+        for peer, sid in stale:
+            self._drop(peer, sid)
+        return len(stale)
+
+
+def _arrival(item: tuple) -> float | None:
+    """The arrival time of a ``handle_many`` item, if it carries one."""
+    return item[2] if len(item) > 2 else None
+
+
+def _end_draft(sess: EdgeSession, block, dt: float, batch: int) -> Message:
+    """Finish a held DRAFT with its batched block, or fail it with the batch's error."""
+    if isinstance(block, Exception):
+        sess.abort_draft()
+        raise block
+    return sess.end_draft(block, dt, batch)
+
+
+def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[BatchVerifier | None, DraftBatcher | None]:
+    """The batched engine (with --batch-verify or --no-kv-reuse) and, when batching, its batcher."""
+    if not cfg.batch_verify and cfg.kv_reuse:
+        return None, None
+    engine = BatchVerifier(target, EngineConfig(kv_reuse=cfg.kv_reuse, session_timeout_s=cfg.session_timeout_s,
+                                                memory_budget_mb=cfg.memory_budget_mb, hidden_layer=hidden_layer))
+    if not cfg.batch_verify:
+        return engine, None
+    est = EstimatorProfile.load(cfg.estimator) if cfg.estimator else None
+    slack = None if cfg.slack_ms is None else cfg.slack_ms / 1e3
+    return engine, DraftBatcher(engine, cfg.scheduler, cfg.max_batch, est, cfg.guard_ms / 1e3, cfg.lost_order, slack,
+                                cfg.arrival_reserve)
+
+
+def serve(cfg: ServeConfig, ready=print) -> None:
+    """Load the target, bind, and serve until SIGINT/SIGTERM."""
+    torch.set_num_threads(1)
+    path = cfg.target or builtin_paths()[1]
+    target = load_model(Path(path), "target", cfg.device, default_dtype(cfg.device))
+    policy, tau, desc = load_policy(cfg.head, cfg.tau, cfg.target, int(target.config.hidden_size))
+    print(f"edge: decision head {desc}", flush=True)
+    gc.collect()
+    gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
+    server = EdgeServer(replace(cfg, tau=tau), target, policy)
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    sock.setsockopt(zmq.LINGER, 0)
+    stop = {"flag": False}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.update(flag=True))
+    try:
+        endpoint = _bind(sock, cfg.bind)
+        ready(f"READY {endpoint}", flush=True)
+        if server.batcher is None:
+            _loop(Direct(sock), server, stop)
+        else:
+            with Inbox(ctx, sock) as inbox:
+                _loop(inbox, server, stop)
+    finally:
+        sock.close(0)
+        ctx.term()
+
+
+def _bind(sock: zmq.Socket, bind: str) -> str:
+    if bind.endswith(":0"):
+        bind = bind[:-2] + ":*"
+    sock.bind(bind)
+    return sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+
+
+def _loop(source: Direct | Inbox, server: EdgeServer, stop: dict) -> None:
+    """Serve until stopped: handle what arrived, one batch per turn, and sweep idle sessions every second."""
+    last_sweep = time.monotonic()
+    while not stop["flag"]:
+        items = source.get(0 if server.held else 0.1, 4 * server.cfg.max_batch)
+        if items or server.held:  # one batch per turn: what arrived during it joins the queue before the next pick
+            for peer, reply in server.handle_many([(p, f, t) for t, p, f in items], one_batch=True):
+                source.send([peer] + reply)
+        if time.monotonic() - last_sweep > 1.0:
+            server.sweep()
+            last_sweep = time.monotonic()
+
+
+def parse_args(argv: list[str] | None = None) -> ServeConfig:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    d = ServeConfig()
+    ap.add_argument("--bind", default=d.bind, help="ZeroMQ endpoint to bind (port 0: any free port)")
+    ap.add_argument("--target", default=None, help="local HF target directory (default: built-in toy target)")
+    ap.add_argument("--device", default=d.device)
+    ap.add_argument("--head", default=d.head, help=HEAD_HELP)
+    ap.add_argument("--tau", type=float, default=d.tau, help="reject a mismatch iff p >= tau (default: the head's tau)")
+    ap.add_argument("--session-timeout-s", type=float, default=d.session_timeout_s)
+    ap.add_argument("--max-sessions", type=int, default=d.max_sessions)
+    ap.add_argument("--max-draft-len", type=int, default=d.max_draft_len)
+    ap.add_argument("--batch-verify", action="store_true", help="verify concurrent sessions' drafts in one pass")
+    ap.add_argument("--scheduler", default=d.scheduler, choices=SCHEDULER_CHOICES, help="batch selection")
+    ap.add_argument("--max-batch", type=int, default=d.max_batch)
+    ap.add_argument("--no-kv-reuse", dest="kv_reuse", action="store_false",
+                    help="recompute each prefix every round (SLED baseline)")
+    ap.add_argument("--memory-budget-mb", type=float, default=d.memory_budget_mb)
+    ap.add_argument("--estimator", default=None, help="verification-time profile JSON from python -m testbed.profile")
+    ap.add_argument("--guard-ms", type=float, default=d.guard_ms,
+                    help="slo scheduler's guard time delta, ms (absorbs estimator error on noisy machines)")
+    ap.add_argument("--slack-ms", type=float, default=d.slack_ms,
+                    help="slo: time a batch keeps before its earliest feasible deadline, ms (default: --guard-ms; "
+                         "the paper's deadline test has 0)")
+    ap.add_argument("--arrival-reserve", action=argparse.BooleanOptionalAction, default=d.arrival_reserve,
+                    help="slo: cap a batch's estimated time at half the tightest class's median budget less the guard, "
+                         "so that a request of that class arriving during it can still make its deadline, and "
+                         "count as critical the requests whose latest start falls within such a batch "
+                         "(--no-arrival-reserve: the paper's Algorithm 1)")
+    ap.add_argument("--lost-order", default=d.lost_order, choices=LOST_ORDER_CHOICES,
+                    help="slo: requests that can no longer meet their deadline go last (default) or first in EDF "
+                         "order as in the paper's Algorithm 1")
+    return ServeConfig(**{k: v for k, v in vars(ap.parse_args(argv)).items()})
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    cfg = parse_args(argv)
+    log.info("config %s", asdict(cfg))
+    try:
+        serve(cfg)
+    except ValueError as e:  # a bad --head or --target
+        print(f"testbed.serve: error: {e}", file=sys.stderr, flush=True)
+        sys.exit(2)

@@ -1,0 +1,1 @@
+"""The trace-driven simulator (python -m testbed.simulate): traces, the round-time model over them, calibration, validation."""
