@@ -33,6 +33,9 @@ from dataclasses import dataclass
 
 BatchTime = Callable[[list[int], list[int], list[int]], float]  # (cached, new, block per request) -> seconds
 
+SCHEDULER_CHOICES = ("fcfs", "slo")  # batch selection rules: select_fcfs, select_slo
+LOST_ORDER_CHOICES = ("last", "edf")  # slo: requests past saving go last (default) or first by EDF (the paper)
+
 
 @dataclass(frozen=True)
 class Request:

@@ -8,6 +8,7 @@ import pandas as pd
 
 from wisv.toydata import is_correct
 
+
 def read_csv_or_empty(path: Path, **kwargs) -> pd.DataFrame:
     """A per-round/per-request CSV; empty when nothing was recorded (the file is missing or holds no row)."""
     try:

@@ -16,12 +16,11 @@ from collections import defaultdict, deque
 from protocols.edge_side import EdgeSession
 from wisv.batchverify import BatchVerifier, VerifyRequest, request_shape
 from wisv.estimator import EstimatorProfile, LiveFit, live_update
-from wisv.scheduler import Request, arrival_reserve_s, deadline_s, select_fcfs, select_slo
+from wisv.scheduler import (LOST_ORDER_CHOICES, SCHEDULER_CHOICES, Request, arrival_reserve_s, deadline_s, select_fcfs,
+                            select_slo)
 from wisv.sessions import Block
 
-SCHEDULER_CHOICES = ("fcfs", "slo")
 BUDGET_WINDOW = 64  # recent budgets kept per SLO class for the arrival reserve
-LOST_ORDER_CHOICES = ("last", "edf")  # slo: requests past saving go last (default) or first by EDF (the paper)
 Held = tuple[bytes, EdgeSession]  # (peer, session holding a validated DRAFT)
 Done = tuple[bytes, EdgeSession, Block | Exception, float, int]  # (peer, session, block or error, batch s, batch size)
 

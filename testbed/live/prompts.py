@@ -9,8 +9,8 @@ from tqdm import tqdm
 from transformers import AutoTokenizer
 
 from wisv.evaluate import greedy_reference
-from wisv.models import builtin_paths, default_dtype, load_model
 from wisv.jsonl import write_jsonl
+from wisv.models import builtin_paths, default_dtype, load_model
 from wisv.prompts import prompt_rows
 
 

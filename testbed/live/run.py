@@ -20,12 +20,12 @@ import pandas as pd
 from tqdm import tqdm
 
 from protocols.registry import PROTOCOLS
-from testbed.live import placement
 from testbed.common.heads import HEAD_HELP, load_policy
 from testbed.common.link import LinkSpec, resolve_rates
+from testbed.common.summary import read_csv_or_empty, summarize, table
+from testbed.live import placement
 from testbed.live.procs import Child, progress_handler
 from testbed.live.prompts import load_prompts, reference_outputs
-from testbed.common.summary import read_csv_or_empty, summarize, table
 from testbed.live.wakeup import cpu_wakeup_bound
 from wisv.jsonl import read_jsonl, write_jsonl
 

@@ -21,13 +21,14 @@ import zmq
 
 from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, error_message, make
-from testbed.live.edgebatch import LOST_ORDER_CHOICES, SCHEDULER_CHOICES, DraftBatcher
 from testbed.common.heads import HEAD_HELP, load_policy
+from testbed.live.edgebatch import DraftBatcher
 from testbed.live.inbox import Direct, Inbox
 from wisv.batchverify import BatchVerifier, EngineConfig, EngineView
 from wisv.estimator import EstimatorProfile
 from wisv.evaluate import eos_id
 from wisv.models import builtin_paths, default_dtype, load_model
+from wisv.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.sessions import VerifySession
 
 log = logging.getLogger("testbed.serve")

@@ -7,8 +7,8 @@ to ``--out`` and prints ``PROGRESS {json}`` after each prompt.
 from __future__ import annotations
 
 import argparse
-import gc
 import dataclasses
+import gc
 import json
 import sys
 import time

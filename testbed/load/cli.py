@@ -26,14 +26,14 @@ import zmq
 from tqdm import tqdm
 
 from protocols.wire import Limits
-from testbed.live import placement
-from testbed.live.edgebatch import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from testbed.common.link import LinkSpec
+from testbed.common.summary import read_csv_or_empty
+from testbed.live import placement
 from testbed.load.compare import capacity, mean_sweep
 from testbed.load.gen import Device, LoadLoop, Trace
-from testbed.common.summary import read_csv_or_empty
 from wisv.evaluate import encode_prompt
 from wisv.models import load_pair
+from wisv.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.speculative import speculative_generate
 from wisv.toydata import load_split
 

@@ -25,10 +25,10 @@ from pathlib import Path
 import pandas as pd
 
 from testbed.sim import plot as simplot
-from testbed.sim.trends import format_trends, trends
 from testbed.sim.model import prompt_latencies, summarize
 from testbed.sim.resolve import Head, Link, PairCache, deployment, links_of, resolve_head
 from testbed.sim.traces import TraceKey, cached_trace, generate_trace
+from testbed.sim.trends import format_trends, trends
 
 METHODS = ("greedy", "reject", "fh", "sh")
 RULE = {"greedy": "greedy", "reject": "sampling"}  # fh / sh: "wisv" with a head, else "greedy"

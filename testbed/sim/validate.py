@@ -21,8 +21,8 @@ from channel.csi import CSI
 from testbed.common.link import LinkSpec
 from testbed.common.summary import read_csv_or_empty
 from wisv.compute import compute_s, verify_flops
-from wisv.latency import t_single_exchange
 from wisv.jsonl import read_jsonl
+from wisv.latency import t_single_exchange
 from wisv.roundtime import Deployment, RoundInputs, round_time_s, t_prefill_s
 
 CSI_COLUMNS = ("rate_up_mbps", "rate_down_mbps", "rtt_ms", "per", "per_down")

@@ -1,9 +1,8 @@
 """testbed.profile end to end on the tiny pair: samples of every kind, a loadable profile with held-out metrics."""
-import numpy as np
-import pandas as pd
-
 import ast
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from testbed.profile import ProfileConfig, repeats_needed, run, sample_batch, summarize_times

@@ -125,6 +125,7 @@ def test_resummarize_a_repeated_sweep_from_its_records(tmp_path):
 
 def test_active_goodput_stops_when_the_first_ue_is_done():
     from testbed.load.cli import active_goodput
+
     # ue0 is done at 1.0 s (last verdict: sent 0.8 + 0.2 round); ue1 runs on alone until 3.0 s
     df = pd.DataFrame({"ue": ["ue0", "ue0", "ue1", "ue1", "ue1"], "t_sent_s": [0.1, 0.8, 0.2, 0.9, 2.9],
                        "t_round_s": [0.2, 0.2, 0.3, 0.2, 0.1], "committed": [5, 5, 4, 6, 10]})

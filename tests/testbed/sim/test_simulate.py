@@ -9,10 +9,10 @@ import torch
 from channel.csi import CSI
 from channel.trace import CSITrace, save_trace
 from testbed.sim.calibrate import CalibrateConfig, exchange_overhead, time_rounds
+from testbed.sim.cli import SimConfig, parse_args, run
 from testbed.sim.model import constant, prompt_latencies, summarize
 from testbed.sim.resolve import PairCache, links_of, resolve_head
 from testbed.sim.traces import TraceKey, cached_trace, trace_rows
-from testbed.sim.cli import SimConfig, parse_args, run
 from testbed.sim.validate import load_run, prompt_residuals, with_prefix
 from wisv.calibrate import Calibration, save_calibration
 from wisv.compute import ModelDims, draft_flops, verify_flops
