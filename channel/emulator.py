@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from channel import config
 from channel.csi import CSI
 from channel.linkmodel import MTU_BYTES, Direction, Link, dir_params
 from channel.relay import Connection, shutdown_quietly
@@ -36,6 +37,7 @@ from channel.trace import CSITrace, load_trace
 CONNECT_TIMEOUT_S = 3.0  # connecting to the target, s
 JOIN_TIMEOUT_S = 5.0  # stop(): longest wait for one thread, s
 DIRECTIONS: tuple[Direction, ...] = ("up", "down")
+_IDEAL = CSI.ideal()  # the CLI's link when no rate, RTT or PER is given
 
 
 @dataclass
@@ -223,45 +225,57 @@ def _resolve_trace(cfg: LinkConfig) -> CSITrace:
     return CSITrace.constant(cfg.csi or CSI.ideal())
 
 
+@dataclass
+class EmulatorConfig:
+    """The emulator CLI's settings: LinkConfig with HOST:PORT strings and one fixed CSI's numbers (or a trace)."""
+
+    forward: str = ""  # HOST:PORT of the server (edge) to forward to; required
+    listen: str = "127.0.0.1:0"  # HOST:PORT to listen on (port 0: any free port)
+    rate_mbps: float = _IDEAL.rate_up_mbps  # rate of both directions, Mbit/s (inf: unlimited)
+    rate_up_mbps: float | None = None  # uplink rate, Mbit/s (None: --rate-mbps)
+    rate_down_mbps: float | None = None  # downlink rate, Mbit/s (None: --rate-mbps)
+    rtt_ms: float = _IDEAL.rtt_ms  # round-trip propagation delay, ms
+    per: float = _IDEAL.per_up  # segment loss probability of each direction, [0, 1)
+    jitter_ms: float = LinkConfig.jitter_ms  # std of the one-way delay jitter, ms
+    mtu_bytes: int = LinkConfig.mtu_bytes  # segment size for losses and retransmissions, bytes
+    host_overhead_ms: float = LinkConfig.host_overhead_ms  # hosts' one-way cost taken out of each delay, ms
+    seed: int = LinkConfig.seed  # seed of the loss and jitter draws
+    csi_trace: str | None = None  # CSV CSI trace replayed from the start (replaces rate, RTT and PER)
+    trace_loop: bool = LinkConfig.trace_loop  # loop the CSI trace
+    per_connection: bool = not LinkConfig.shared_link  # one link per connection instead of one shared by all
+
+    def link_config(self) -> LinkConfig:
+        """The LinkConfig these settings describe (ValueError on a bad address or CSI)."""
+        (listen_host, listen_port), (host, port) = parse_hostport(self.listen), parse_hostport(self.forward)
+        csi = None
+        if self.csi_trace is None:
+            up = self.rate_up_mbps if self.rate_up_mbps is not None else self.rate_mbps
+            down = self.rate_down_mbps if self.rate_down_mbps is not None else self.rate_mbps
+            csi = CSI(up, down, self.rtt_ms, self.per, self.per)
+        return LinkConfig(target_port=port, target_host=host, listen_host=listen_host, listen_port=listen_port,
+                          csi=csi, trace=self.csi_trace, trace_loop=self.trace_loop, jitter_ms=self.jitter_ms,
+                          mtu_bytes=self.mtu_bytes, seed=self.seed, shared_link=not self.per_connection,
+                          host_overhead_ms=self.host_overhead_ms)
+
+
 def parse_hostport(text: str) -> tuple[str, int]:
     """'127.0.0.1:5601' -> ('127.0.0.1', 5601)."""
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
     return host, int(port)
 
 
 def parse_args(argv: list[str] | None = None) -> LinkConfig:
-    ap = argparse.ArgumentParser(prog="python -m channel.emulator", description=__doc__.splitlines()[0])
-    ap.add_argument("--listen", type=parse_hostport, default=("127.0.0.1", 0), help="HOST:PORT to listen on")
-    ap.add_argument("--forward", type=parse_hostport, required=True, help="HOST:PORT of the server")
-    ap.add_argument("--rate-mbps", type=float, default=math.inf, help="both directions, Mbit/s (default unlimited)")
-    ap.add_argument("--rate-up-mbps", type=float, help="uplink rate, Mbit/s (overrides --rate-mbps)")
-    ap.add_argument("--rate-down-mbps", type=float, help="downlink rate, Mbit/s (overrides --rate-mbps)")
-    ap.add_argument("--rtt-ms", type=float, default=0.0, help="round-trip propagation delay, ms")
-    ap.add_argument("--per", type=float, default=0.0, help="segment loss probability, both directions")
-    ap.add_argument("--jitter-ms", type=float, default=0.0, help="std of the one-way delay jitter, ms")
-    ap.add_argument("--mtu-bytes", type=int, default=MTU_BYTES, help="segment size, bytes")
-    ap.add_argument("--host-overhead-ms", type=float, default=0.0,
-                    help="hosts' one-way cost taken out of each direction's delay, ms (scripts/bench_link.py measures it)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--csi-trace", type=Path, help="CSV CSI trace (replaces the rate/rtt/per options)")
-    ap.add_argument("--trace-loop", action="store_true", help="loop the CSI trace")
-    ap.add_argument("--per-connection", action="store_true", help="one link per connection instead of a shared one")
-    a = ap.parse_args(argv)
-    csi = None
-    if a.csi_trace is None:
-        up = a.rate_up_mbps if a.rate_up_mbps is not None else a.rate_mbps
-        down = a.rate_down_mbps if a.rate_down_mbps is not None else a.rate_mbps
-        try:
-            csi = CSI(up, down, a.rtt_ms, a.per, a.per)
-        except ValueError as e:
-            ap.error(str(e))
-    return LinkConfig(
-        target_host=a.forward[0], target_port=a.forward[1], listen_host=a.listen[0], listen_port=a.listen[1],
-        csi=csi, trace=a.csi_trace, trace_loop=a.trace_loop, jitter_ms=a.jitter_ms, mtu_bytes=a.mtu_bytes,
-        seed=a.seed, shared_link=not a.per_connection, host_overhead_ms=a.host_overhead_ms,
-    )
+    ap = config.add_flags(argparse.ArgumentParser(prog="python -m channel.emulator",
+                                                  description=__doc__.splitlines()[0]), EmulatorConfig)
+    cfg = config.parse(EmulatorConfig, argv, ap)
+    if not cfg.forward:
+        ap.error("--forward HOST:PORT is required")
+    try:
+        return cfg.link_config()
+    except ValueError as e:
+        ap.error(str(e))
 
 
 def describe(cfg: LinkConfig) -> dict[str, object]:

@@ -3,6 +3,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+VARIANTS = ("csi", "nocsi")  # the trained heads: relabeled with CSI, and the no-CSI ablation
+
+
+def parse_channels(specs: list[str]) -> dict[str, tuple[float, float]]:
+    """['good=500/5', 'poor=2/50'] -> {'good': (500.0, 5.0), 'poor': (2.0, 50.0)}."""
+    out = {}
+    for s in specs:
+        try:
+            name, rest = s.split("=")
+            rate, rtt = rest.split("/")
+            out[name] = (float(rate), float(rtt))
+        except ValueError:
+            raise ValueError(f"--channels: bad entry {s!r}; use NAME=RATE_MBPS/RTT_MS") from None
+    return out
+
+
+def format_channels(channels: dict[str, tuple[float, float]]) -> list[str]:
+    """The inverse of parse_channels."""
+    return [f"{name}={rate!r}/{rtt!r}" for name, (rate, rtt) in channels.items()]
+
+
+CHANNELS = {"good": (500.0, 5.0), "poor": (2.0, 50.0)}  # evaluate's default regimes: name -> (Mbit/s, RTT ms)
+CHANNELS_TEXT = {"parse": parse_channels, "format": format_channels}  # --channels good=500/5 poor=2/50
+
 
 @dataclass
 class CollectConfig:
@@ -23,28 +47,28 @@ class CollectConfig:
 class LabelConfig:
     """Stage 2: AutoJudge-style base labels (force the draft token, let the target finish, compare outcomes)."""
 
-    run_dir: str = "runs/labeling"
-    checker: str = "wisv.toydata:is_correct"  # module:function (text, answer) -> bool, the task outcome
+    run_dir: str = "runs/labeling"  # where every stage reads and writes
+    checker: str = "wisv.toydata:is_correct"  # task outcome checker module:function(text, answer) -> bool
     batch: int = 32  # continuations generated together (left-padded batch)
-    device: str = "cpu"
+    device: str = "cpu"  # torch device
 
 
 @dataclass
 class RelabelConfig:
     """Stage 3: CSI-aware budgeted relabeling (eqs. 28-31) and the no-CSI ablation."""
 
-    run_dir: str = "runs/labeling"
+    run_dir: str = "runs/labeling"  # where every stage reads and writes
     lam: float = 0.1  # lambda of eq. 28: decay of a critical mismatch's influence per token of distance
     support_min: float = 0.2  # repair candidates: s_j >= support_min (1.0: only critical mismatches, SPEC's a <= y)
     m_csi: int = 8  # CSI realisations sampled per episode
-    rate_mbps: tuple[float, float] = (1.0, 1000.0)  # rates drawn log-uniformly in [lo, hi] (each direction)
-    rtt_ms: tuple[float, float] = (1.0, 100.0)  # RTT drawn uniformly in [lo, hi]
+    rate_mbps: tuple[float, float] = (1.0, 1000.0)  # rates drawn log-uniformly in [lo, hi], Mbit/s (each direction)
+    rtt_ms: tuple[float, float] = (1.0, 100.0)  # RTT drawn uniformly in [lo, hi], ms
     per: tuple[float, float] = (0.0, 0.05)  # PER drawn uniformly in [lo, hi] (each direction)
     budget_min: float = 0.1  # B(q) = n_cand * (budget_min + (1 - budget_min) * q ** budget_gamma)
     budget_gamma: float = 2.0  # curvature of the budget in q (2: poor links relax critical mismatches too)
     temperature: float = 0.1  # T of eq. 31: smoothness of the repair policy
-    no_csi_rate_mbps: float = 100.0  # constant CSI of the no-CSI ablation: rate (both directions)
-    no_csi_rtt_ms: float = 10.0  # ... and RTT
+    no_csi_rate_mbps: float = 100.0  # constant CSI of the no-CSI ablation: rate (both directions), Mbit/s
+    no_csi_rtt_ms: float = 10.0  # constant CSI of the no-CSI ablation: RTT, ms
     seed: int = 0  # RNG seed of the CSI and action samples
 
 
@@ -52,8 +76,8 @@ class RelabelConfig:
 class TrainConfig:
     """Stage 4: train the decision head with BCE, class balancing and weight decay."""
 
-    run_dir: str = "runs/labeling"
-    variant: str = "csi"  # "csi" (relabeled instances) or "nocsi" (the ablation)
+    run_dir: str = "runs/labeling"  # where every stage reads and writes
+    variant: str = field(default="csi", metadata={"choices": VARIANTS})  # csi: relabeled instances; nocsi: ablation
     hidden: int = 256  # MLP hidden width H
     dropout: float = 0.3  # dropout between the layers
     lr: float = 1e-3  # AdamW learning rate
@@ -68,19 +92,20 @@ class TrainConfig:
 class EvalConfig:
     """Stage 5: speculative decoding with the head on the held-out test split, tau x channel sweep."""
 
-    run_dir: str = "runs/labeling"
-    drafter: str | None = None  # None: the collect stage's drafter
-    target: str | None = None  # None: the collect stage's target
+    run_dir: str = "runs/labeling"  # where every stage reads and writes
+    drafter: str | None = None  # drafter model dir (None: the collect stage's drafter)
+    target: str | None = None  # target model dir (None: the collect stage's target)
     prompts_file: str | None = None  # JSONL test prompts (None: the toy test split)
     prompts: int = 200  # test prompts
-    draft_len: int = 16  # K
+    draft_len: int = 16  # K, draft tokens per round
     taus: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # thresholds swept (greedy = tau 0 always runs)
-    channels: dict = field(default_factory=lambda: {"good": (500.0, 5.0), "poor": (2.0, 50.0)})  # name -> (Mbit/s, RTT ms)
-    variants: tuple[str, ...] = ("csi", "nocsi")  # which trained heads to evaluate
-    max_acc_drop_pts: float = 1.0  # tau choice: largest tau whose poor-channel accuracy is within this of greedy ...
-    tau_max: float = 0.5  # ... and at most this: 0.5 is the class-balanced head's decision boundary
+    channels: dict[str, tuple[float, float]] = field(
+        default_factory=lambda: dict(CHANNELS), metadata=CHANNELS_TEXT)  # regimes NAME=RATE/RTT, Mbit/s and ms
+    variants: tuple[str, ...] = field(default=VARIANTS, metadata={"choices": VARIANTS})  # trained heads to evaluate
+    max_acc_drop_pts: float = 1.0  # tau choice: largest tau whose poor-channel accuracy is within this of greedy, pts
+    tau_max: float = 0.5  # tau choice: at most this (0.5 is the class-balanced head's decision boundary)
     protocol: str = "fh"  # protocol whose payloads the predicted latency uses
     ue_profile: str = "jetson-agx-orin"  # hardware profile of the drafter (predicted latency)
     edge_profile: str = "a40"  # hardware profile of the verifier (predicted latency)
-    max_new_tokens: int = 160
-    device: str = "cpu"
+    max_new_tokens: int = 160  # generation budget per prompt, tokens
+    device: str = "cpu"  # torch device

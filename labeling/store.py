@@ -7,6 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
+from channel import config
+from channel.config import provenance
+
 TRACES = "traces.npz"  # one row per mismatch: ids, positions, h_d, h_t (collect)
 EPISODES = "episodes.jsonl"  # one row per prompt: ids, output, outcome (collect)
 LABELS = "labels.csv"  # one row per mismatch: base label y (label)
@@ -29,10 +32,13 @@ def require(run_dir: str | Path, name: str, stage: str, **fmt: str) -> Path:
 
 
 def save_config(run_dir: str | Path, stage: str, cfg: object, extra: dict | None = None) -> Path:
-    """Write the stage's resolved config as config_<stage>.json."""
+    """Write the stage's resolved config as config_<stage>.json (with extra and the provenance: git commit,
+    machine) and as config_<stage>.toml (``--config`` reads it back; the provenance as comments)."""
     p = Path(run_dir) / f"config_{stage}.json"
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps({**asdict(cfg), **(extra or {})}, indent=1, default=str))
+    prov = provenance()
+    p.write_text(json.dumps({**asdict(cfg), **(extra or {}), "provenance": prov}, indent=1, default=str))
+    p.with_suffix(".toml").write_text(config.to_toml(cfg, prov))
     return p
 
 

@@ -34,6 +34,7 @@ from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from channel import config  # noqa: E402
 from channel.csi import serialization_s  # noqa: E402  (wisv.latency has the same formula but imports torch)
 from channel.emulator import LinkConfig, LinkEmulator  # noqa: E402
 from testbed.common.link import LinkSpec  # noqa: E402
@@ -48,7 +49,6 @@ SH_SLACK_MS = 1.0  # SH trend: |extra time of 2-exchange rounds - RTT| <= tol*RT
 LOOPBACK_TARGET_MS = 0.3  # what the testbed adds per round over a bare ZeroMQ round on loopback, ms
 CALIBRATION_POINT = (100.0, 10.0)  # (Mbit/s, ms) of the host-overhead calibration run: not a grid point
 QUICK = {"prompts": 2, "rates_mbps": [2.0], "rtts_ms": [20.0]}  # --quick: one grid point, 2 prompts
-SCALAR_FLAGS = ("out", "per", "tol", "max_new_tokens", "draft_len", "probe_bytes", "seed", "drafter", "target")
 
 
 @dataclass
@@ -58,20 +58,23 @@ class BenchConfig:
     out: str = "results/bench_link"  # output directory
     prompts: int = 5  # prompts per protocol run
     max_new_tokens: int = 160  # budget per prompt
-    rates_mbps: list[float] = field(default_factory=lambda: [2.0, 20.0, 200.0])  # symmetric rates, Mbit/s
-    rtts_ms: list[float] = field(default_factory=lambda: [5.0, 20.0, 50.0])  # round-trip times, ms
-    protocols: list[str] = field(default_factory=lambda: ["greedy", "fh"])  # fidelity protocols per grid point
+    rates_mbps: list[float] = field(default_factory=lambda: [2.0, 20.0, 200.0],
+                                    metadata={"flag": "grid-rates"})  # symmetric rates of the grid, Mbit/s
+    rtts_ms: list[float] = field(default_factory=lambda: [5.0, 20.0, 50.0],
+                                 metadata={"flag": "grid-rtts"})  # round-trip times of the grid, ms
+    protocols: list[str] = field(default_factory=lambda: ["greedy", "fh"],
+                                 metadata={"choices": ALL_PROTOCOLS})  # fidelity protocols per grid point
     per: float = 0.0  # packet error rate of each direction
     trends: bool = True  # also run sh and auto on the grid, and greedy + reject at REJECT_POINT
     tol: float = 0.10  # fidelity pass: |measured/predicted - 1| <= tol
     draft_len: int = 8  # K
-    probe_bytes: int = 8192  # UE rate probe before each prompt (auto's cost rule needs the rate estimate)
+    probe_bytes: int = 8192  # UE rate probe before each prompt, bytes (auto's cost rule needs the rate estimate)
     seed: int = 0  # sampling and link-loss seed
     drafter: str | None = None  # local HF drafter directory (None: built-in pair)
     target: str | None = None  # local HF target directory (None: built-in pair)
-    quick: bool = False  # smoke run: QUICK overrides
-    cpu_wakeup_us: int | None = None  # hold this CPU wake-up latency bound during each run (testbed/wakeup.py)
-    host_overhead_ms: float | None = None  # one-way compensation for the grid; None = calibrate it first
+    quick: bool = False  # smoke run: 2 Mbps / 20 ms only, 2 prompts (unless given)
+    cpu_wakeup_us: int | None = None  # hold this CPU wake-up latency bound during each run, us (testbed/wakeup.py)
+    host_overhead_ms: float | None = None  # one-way compensation for the grid, ms (None: calibrate it first; 0: raw)
 
 
 def _num(x: Any, default: float) -> float:
@@ -196,12 +199,15 @@ def build_report(cfg: BenchConfig, grid: list[dict], overhead: dict, trends: dic
 def run_point(cfg: BenchConfig, link: LinkSpec, protocols: list[str], out: Path) -> dict[str, tuple[dict, Any]]:
     """Run the testbed on one link; {protocol: (summary, rounds)}.  From 4 protocols on, one "all" run (one edge)."""
     from testbed.live.run import RunConfig, run
+    from testbed.live.serve import ServeConfig
+    from testbed.live.ue import UEConfig
     names = ["all"] if len(set(protocols)) >= 4 else protocols
     res = {}
     for name in names:
-        rc = RunConfig(protocol=name, prompts=cfg.prompts, draft_len=cfg.draft_len, max_new_tokens=cfg.max_new_tokens,
-                       out=str(out / name), seed=cfg.seed, link=link, drafter=cfg.drafter, target=cfg.target,
-                       probe_bytes=cfg.probe_bytes, reference=False, cpu_wakeup_us=cfg.cpu_wakeup_us)
+        ue = UEConfig(draft_len=cfg.draft_len, max_new_tokens=cfg.max_new_tokens, drafter=cfg.drafter,
+                      probe_bytes=cfg.probe_bytes)
+        rc = RunConfig(protocol=name, prompts=cfg.prompts, out=str(out / name), seed=cfg.seed, link=link, ue=ue,
+                       edge=ServeConfig(target=cfg.target), reference=False, cpu_wakeup_us=cfg.cpu_wakeup_us)
         for s in run(rc):
             f = out / name / s["protocol"] / "rounds.csv"
             res[s["protocol"]] = (s, pd.read_csv(f) if f.stat().st_size > 1 else pd.DataFrame())  # "\n": no rounds
@@ -335,6 +341,7 @@ def run(cfg: BenchConfig) -> dict:
     trends = trend_checks(results, cfg.tol) if cfg.trends else {}
     report = build_report(cfg, grid, overhead, trends, errors, machine_info(), calibration)
     (out / "bench_link.json").write_text(json.dumps(report, indent=1, allow_nan=False))
+    config.write_config(out, cfg, report["machine"])
     plot(report["grid"], cfg.tol, out / "bench_link.png")
     print_report(report)
     return report
@@ -367,37 +374,19 @@ def print_report(report: dict) -> None:
     print("failed: " + ("; ".join(report["failed"]) if report["failed"] else "none"))
 
 
-def _floats(text: str) -> list[float]:
-    return [float(x) for x in text.split(",") if x.strip()]
-
-
 def parse_args(argv: list[str] | None = None) -> BenchConfig:
-    d = BenchConfig()
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prompts", type=int, default=None, help=f"prompts per run (default {d.prompts})")
-    ap.add_argument("--grid-rates", type=_floats, default=None, help="comma-separated Mbit/s (default 2,20,200)")
-    ap.add_argument("--grid-rtts", type=_floats, default=None, help="comma-separated ms (default 5,20,50)")
-    ap.add_argument("--protocols", type=lambda s: [p.strip() for p in s.split(",") if p.strip()], default=d.protocols,
-                    help="fidelity protocols, comma-separated (default greedy,fh)")
-    ap.add_argument("--trends", action=argparse.BooleanOptionalAction, default=d.trends)
-    for name in SCALAR_FLAGS:  # --out, --per, --tol, --max-new-tokens, ... with the dataclass defaults
-        default = getattr(d, name)
-        ap.add_argument("--" + name.replace("_", "-"), type=type(default) if default is not None else str, default=default)
-    ap.add_argument("--quick", action="store_true", help="smoke run: 2 Mbps / 20 ms only, 2 prompts")
-    ap.add_argument("--cpu-wakeup-us", type=int, default=None,
-                    help="hold /dev/cpu_dma_latency at this bound during each run (testbed.run --cpu-wakeup-us)")
-    ap.add_argument("--host-overhead-ms", type=float, default=None,
-                    help="one-way compensation for the grid, ms (default: calibrate it first; 0 = raw link)")
-    a = ap.parse_args(argv)
-    if a.host_overhead_ms is not None and not 0 <= a.host_overhead_ms < math.inf:
+    ap = config.add_flags(argparse.ArgumentParser(description=__doc__.splitlines()[0]), BenchConfig)
+    cfg = config.parse(BenchConfig, argv, ap, adjust=_quick)
+    if cfg.host_overhead_ms is not None and not 0 <= cfg.host_overhead_ms < math.inf:
         ap.error("--host-overhead-ms must be finite and >= 0")
-    if unknown := sorted(set(a.protocols) - set(ALL_PROTOCOLS)):
-        ap.error(f"unknown protocols {unknown}; choose from {list(ALL_PROTOCOLS)}")
-    base = QUICK if a.quick else {"prompts": d.prompts, "rates_mbps": d.rates_mbps, "rtts_ms": d.rtts_ms}
-    given = {"prompts": a.prompts, "rates_mbps": a.grid_rates, "rtts_ms": a.grid_rtts}
-    return BenchConfig(protocols=a.protocols, trends=a.trends, quick=a.quick, cpu_wakeup_us=a.cpu_wakeup_us,
-                       host_overhead_ms=a.host_overhead_ms, **{k: getattr(a, k) for k in SCALAR_FLAGS},
-                       **{k: v if v is not None else base[k] for k, v in given.items()})
+    return cfg
+
+
+def _quick(values: dict, _ns: argparse.Namespace) -> None:
+    """--quick: QUICK's prompts and grid, unless given."""
+    if values.get("quick"):
+        for k, v in QUICK.items():
+            values.setdefault(k, v)
 
 
 def main(argv: list[str] | None = None) -> None:

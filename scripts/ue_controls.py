@@ -22,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from channel import config  # noqa: E402
 from testbed.common.link import LinkSpec  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
 
@@ -32,14 +33,14 @@ WDT_CUT = 0.25  # predictor: WDT per round must fall by at least this fraction
 class ControlsConfig:
     """One benchmark (written into the JSON)."""
 
-    out: str = "results/ue_controls.json"
-    prompts: int = 20
+    out: str = "results/ue_controls.json"  # the benchmark's JSON (config.toml goes beside it)
+    prompts: int = 20  # prompts per run
     k_max: int = 16  # predictor runs: K_max
     draft_len: int = 8  # proactive runs: K
-    rtts_ms: list[float] = field(default_factory=lambda: [20.0, 50.0])  # proactive runs: link RTTs
+    rtts_ms: list[float] = field(default_factory=lambda: [20.0, 50.0])  # proactive runs: link RTTs, ms
     predictor: str = "results/rejection_predictor.safetensors"  # scripts/rejection_predictor.py writes it
     threshold: float | None = None  # p(rejected) that stops drafting (None: the predictor's own operating point)
-    runs_dir: str = "runs/ue-controls"
+    runs_dir: str = "runs/ue-controls"  # where the testbed runs write their results
     repeats: int = 3  # off/on pairs per comparison, interleaved; the checks use the medians
 
     def __post_init__(self) -> None:
@@ -84,7 +85,7 @@ def proactive_check(off: list[dict], on: list[dict], rtt_ms: float) -> dict:
 def _run(rc, name: str) -> dict:
     from testbed.live.run import run
     (summary,) = run(replace(rc, out=str(Path(rc.out) / name)))
-    return summary | {"config": asdict(rc)}  # asdict recurses into the link
+    return summary | {"config": rc.flat()}
 
 
 def _pairs(off_cfg, on_cfg, name: str, repeats: int, runs: dict) -> tuple[list[dict], list[dict]]:
@@ -100,18 +101,21 @@ def _pairs(off_cfg, on_cfg, name: str, repeats: int, runs: dict) -> tuple[list[d
 
 def run(cfg: ControlsConfig) -> dict:
     from testbed.live.run import RunConfig
-    base = RunConfig(protocol="greedy", prompts=cfg.prompts, head="none", out=cfg.runs_dir)
-    k = replace(base, draft_len=cfg.k_max, reference=False)
+    from testbed.live.serve import ServeConfig
+    from testbed.live.ue import UEConfig
+    base = RunConfig(protocol="greedy", prompts=cfg.prompts, edge=ServeConfig(head="none"), out=cfg.runs_dir)
+    k = replace(base, ue=UEConfig(draft_len=cfg.k_max), reference=False)
     runs: dict = {}
-    on = replace(k, rejection_predictor=cfg.predictor, rejection_threshold=cfg.threshold)
+    on = replace(k, ue=replace(k.ue, rejection_predictor=cfg.predictor, rejection_threshold=cfg.threshold))
     checks = {"predictor": predictor_check(*_pairs(k, on, "rp", cfg.repeats, runs)), "proactive": []}
     for rtt in cfg.rtts_ms:
-        p = replace(base, draft_len=cfg.draft_len, link=replace(LinkSpec(), rtt_ms=rtt))
-        pair = _pairs(p, replace(p, proactive=cfg.draft_len), f"pro_rtt{rtt:g}", cfg.repeats, runs)
+        p = replace(base, ue=UEConfig(draft_len=cfg.draft_len), link=replace(LinkSpec(), rtt_ms=rtt))
+        pair = _pairs(p, replace(p, ue=replace(p.ue, proactive=cfg.draft_len)), f"pro_rtt{rtt:g}", cfg.repeats, runs)
         checks["proactive"].append(proactive_check(*pair, rtt))
     doc = {"config": asdict(cfg), "machine": machine_info(), "runs": runs, "checks": checks}
     Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
     Path(cfg.out).write_text(json.dumps(doc, indent=1, default=str))
+    Path(cfg.out).with_suffix(".config.toml").write_text(config.to_toml(cfg, doc["machine"]))
     _print(checks)
     return doc
 
@@ -134,22 +138,11 @@ def _print(checks: dict) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> ControlsConfig:
-    d = ControlsConfig()
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=d.out)
-    ap.add_argument("--prompts", type=int, default=d.prompts)
-    ap.add_argument("--k-max", type=int, default=d.k_max)
-    ap.add_argument("--draft-len", type=int, default=d.draft_len)
-    ap.add_argument("--rtts-ms", type=lambda s: [float(x) for x in s.split(",") if x.strip()], default=d.rtts_ms)
-    ap.add_argument("--predictor", default=d.predictor)
-    ap.add_argument("--threshold", type=float, default=d.threshold,
-                    help="predictor: p(rejected) that stops drafting (default: the predictor's own)")
-    ap.add_argument("--runs-dir", default=d.runs_dir)
-    ap.add_argument("--repeats", type=int, default=d.repeats, help="off/on pairs per comparison (medians checked)")
-    a = ap.parse_args(argv)
-    if not Path(a.predictor).exists():
-        ap.error(f"no rejection predictor at {a.predictor}: train one with python scripts/rejection_predictor.py")
-    return ControlsConfig(**vars(a))
+    ap = config.add_flags(argparse.ArgumentParser(description=__doc__.splitlines()[0]), ControlsConfig)
+    cfg = config.parse(ControlsConfig, argv, ap)
+    if not Path(cfg.predictor).exists():
+        ap.error(f"no rejection predictor at {cfg.predictor}: train one with python scripts/rejection_predictor.py")
+    return cfg
 
 
 if __name__ == "__main__":

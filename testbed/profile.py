@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -26,9 +26,13 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from channel import config
+from testbed.common.machine import machine_info
 from wisv.batchverify import BatchVerifier, VerifyRequest, request_shape
 from wisv.estimator import batch_features, fit_metrics, fit_ols, fit_profile
 from wisv.models import builtin_paths, default_dtype, load_model
+
+STATS = ("min", "median")  # how a batch's repeats become its time
 
 
 @dataclass
@@ -37,14 +41,14 @@ class ProfileConfig:
 
     target: str | None = None  # local HF target directory (None: built-in toy target)
     device: str = "cpu"  # torch device
-    batches: int = 150  # timed batches
+    batches: int = 150  # timed batches (>= 2)
     max_batch: int = 6  # requests per batch: 1..max_batch
     max_prefix: int = 512  # warm requests: cached prefix 16..max_prefix tokens
     max_prompt: int = 256  # cold requests: prompt 8..max_prompt tokens
-    max_draft_len: int = 16  # K: 1..max_draft_len
+    max_draft_len: int = 16  # K: 1..max_draft_len tokens
     test_frac: float = 0.25  # held-out fraction of batches
-    repeats: int = 7  # each batch is timed this many times (rolled back in between)
-    stat: str = "min"  # min | median of the repeats (min: interference on a shared machine only adds time)
+    repeats: int = 7  # each batch is timed this many times, >= 1 (rolled back in between)
+    stat: str = field(default="min", metadata={"choices": STATS})  # repeats' statistic (min: others only add time)
     n_boot: int = 200  # bootstrap resamples for the CIs
     seed: int = 0  # sampling and split seed
     out: str = "results/verify_profile.json"  # the profile; samples go to <out stem>_samples.csv
@@ -126,12 +130,13 @@ def run(cfg: ProfileConfig) -> dict:
     test = np.random.default_rng(cfg.seed + 1).random(len(df)) < cfg.test_frac
     reps = np.array(times)  # [batches, repeats], unrounded
     prof = fit_profile(x, df.seconds.to_numpy(), test, cfg.n_boot, cfg.seed,
-                       meta={"config": asdict(cfg), "device": cfg.device, "batches_train": int((~test).sum()),
+                       meta={"config": asdict(cfg), "machine": machine_info(), "device": cfg.device, "batches_train": int((~test).sum()),
                              "batches_test": int(test.sum()), "torch": torch.__version__,
                              "by_repeats": repeats_needed(x, reps, test, cfg.stat)})
     # the same fit against each batch's *median* repeat: what a loaded machine sees
     prof.meta["test_vs_median"] = fit_metrics(np.median(reps[test], axis=1), x[test] @ prof.coef_vector())
     out = prof.save(cfg.out)
+    out.with_name(out.stem + "_config.toml").write_text(config.to_toml(cfg, prof.meta["machine"]))
     df.assign(test=test).to_csv(out.with_name(out.stem + "_samples.csv"), index=False)
     _print(prof)
     return asdict(prof)
@@ -170,13 +175,9 @@ def _print(prof) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> ProfileConfig:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    d = ProfileConfig()
-    for name, default in asdict(d).items():
-        kind = type(default) if default is not None else str
-        choices = ("min", "median") if name == "stat" else None
-        ap.add_argument("--" + name.replace("_", "-"), type=kind, default=default, choices=choices)
-    cfg = ProfileConfig(**vars(ap.parse_args(argv)))
+    ap = config.add_flags(argparse.ArgumentParser(prog="python -m testbed.profile",
+                                                  description=__doc__.splitlines()[0]), ProfileConfig)
+    cfg = config.parse(ProfileConfig, argv, ap)
     if cfg.repeats < 1 or cfg.batches < 2:
         ap.error("need --repeats >= 1 and --batches >= 2")
     return cfg

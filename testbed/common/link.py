@@ -1,6 +1,7 @@
 """The emulated link of a run: flags -> LinkSpec -> CSI in force at any time, and the emulator's config."""
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass
 
@@ -13,14 +14,14 @@ from channel.trace import CSITrace, load_trace
 class LinkSpec:
     """Link settings of a run (None rate = unlimited); a CSI trace, when given, overrides the fixed values."""
 
-    rate_up_mbps: float | None = 20.0  # uplink rate, Mbit/s
-    rate_down_mbps: float | None = 20.0  # downlink rate, Mbit/s
+    rate_up_mbps: float | None = 20.0  # uplink rate, Mbit/s (0 or none: unlimited)
+    rate_down_mbps: float | None = 20.0  # downlink rate, Mbit/s (0 or none: unlimited)
     rtt_ms: float = 20.0  # round-trip propagation delay, ms
     jitter_ms: float = 0.0  # std of the one-way delay jitter, ms
     per: float = 0.0  # packet error rate of each direction, [0, 1)
     csi_trace: str | None = None  # CSV of t_s, rate_up_mbps, rate_down_mbps, rtt_ms, per
-    seed: int = 0  # loss/jitter draws
-    host_overhead_ms: float = 0.0  # hosts' one-way cost the user-space emulator takes out of each delay, ms
+    seed: int = 0  # seed of the loss and jitter draws
+    host_overhead_ms: float = 0.0  # hosts' one-way cost taken out of each delay, ms (scripts/bench_link.py measures it)
 
     def fixed_csi(self) -> CSI:
         up = self.rate_up_mbps if self.rate_up_mbps else math.inf
@@ -39,6 +40,18 @@ class LinkSpec:
                           host_overhead_ms=self.host_overhead_ms)
 
 
-def resolve_rates(rate: float | None, up: float | None, down: float | None) -> tuple[float | None, float | None]:
-    """``--rate-mbps`` sets both directions; ``--rate-up-mbps``/``--rate-down-mbps`` override one each."""
-    return (up if up is not None else rate), (down if down is not None else rate)
+def add_rate_flag(ap: argparse.ArgumentParser) -> None:
+    """``--rate-mbps``: both directions at once (apply_rate_flag puts it in the values)."""
+    ap.add_argument("--rate-mbps", type=float, default=argparse.SUPPRESS, metavar="MBPS",
+                    help=f"link rate of both directions, Mbit/s (0: unlimited; default: {LinkSpec.rate_up_mbps:g}); "
+                         "--rate-up-mbps / --rate-down-mbps override one direction")
+
+
+def apply_rate_flag(values: dict, ns: argparse.Namespace) -> None:
+    """``--rate-mbps`` sets both link rates, but not one given by its own flag (``link.rate_up_mbps``)."""
+    if "rate_mbps" not in vars(ns):
+        return
+    link = values.setdefault("link", {})
+    for key in ("rate_up_mbps", "rate_down_mbps"):
+        if f"link.{key}" not in vars(ns):
+            link[key] = ns.rate_mbps

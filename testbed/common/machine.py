@@ -1,27 +1,11 @@
 """Where a result was measured: CPU count, platform, Python, torch and transformers versions, git commit."""
 from __future__ import annotations
 
-import contextlib
-import os
-import platform
-import subprocess
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from channel.config import provenance
 
 
 def machine_info() -> dict:
     """The machine and code a benchmark ran on, for its JSON."""
     import torch
     import transformers
-    return {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-            "torch": torch.__version__, "transformers": transformers.__version__,
-            "git_commit": _git("rev-parse", "HEAD"), "git_dirty": bool(_git("status", "--porcelain"))}
-
-
-def _git(*args: str) -> str | None:
-    """git's stdout in the repository, or None when git is missing or fails."""
-    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-        p = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False, timeout=10)
-        return p.stdout.strip() if p.returncode == 0 else None
-    return None
+    return provenance() | {"torch": torch.__version__, "transformers": transformers.__version__}

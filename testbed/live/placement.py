@@ -13,7 +13,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from channel.emulator import LinkEmulator
+from channel import config
+from channel.emulator import EmulatorConfig, LinkEmulator
 from channel.netns import exec_prefix, topology
 from channel.tc import applied, direction_specs, kernel_has_netem, plan_link
 from testbed.live.procs import Child
@@ -83,10 +84,10 @@ def _plans(link, topo) -> list:
 
 def _emulator_args(link, edge_addr: str) -> list[str]:
     """Delay, jitter and loss in user space (the rate is on the veth via tbf); with a CSI trace, the whole trace."""
-    args = ["channel.emulator", "--listen", f"127.0.0.1:{EMULATOR_PORT}", "--forward", f"{edge_addr}:{EDGE_PORT}",
-            "--rtt-ms", str(link.rtt_ms), "--jitter-ms", str(link.jitter_ms), "--per", str(link.per),
-            "--seed", str(link.seed), "--host-overhead-ms", str(link.host_overhead_ms)]
-    return args + (["--csi-trace", str(Path(link.csi_trace).resolve())] if link.csi_trace else [])
+    emu = EmulatorConfig(forward=f"{edge_addr}:{EDGE_PORT}", listen=f"127.0.0.1:{EMULATOR_PORT}", rtt_ms=link.rtt_ms,
+                         jitter_ms=link.jitter_ms, per=link.per, seed=link.seed, host_overhead_ms=link.host_overhead_ms,
+                         csi_trace=str(Path(link.csi_trace).resolve()) if link.csi_trace else None)
+    return ["channel.emulator", *config.to_argv(emu)]
 
 
 def _t0_of(line: str) -> float | None:

@@ -15,7 +15,7 @@ from wisv.prompts import prompt_rows
 
 
 def _target_dir(cfg) -> Path:
-    return Path(cfg.target) if cfg.target else builtin_paths()[1]
+    return Path(cfg.edge.target) if cfg.edge.target else builtin_paths()[1]
 
 
 def load_prompts(cfg, out_file: Path) -> tuple[pd.DataFrame, object]:
@@ -32,7 +32,7 @@ def reference_outputs(cfg, prompts: pd.DataFrame, out_file: Path) -> dict[str, l
     target = load_model(_target_dir(cfg), "target", cfg.device, default_dtype(cfg.device))
     refs = {}
     for pid, ids in tqdm(list(zip(prompts["prompt_id"], prompts["prompt_ids"])), desc="target-only reference"):
-        refs[pid] = greedy_reference(target, list(ids), cfg.max_new_tokens)
+        refs[pid] = greedy_reference(target, list(ids), cfg.ue.max_new_tokens)
     write_jsonl(out_file, ({"prompt_id": k, "tokens": v} for k, v in refs.items()))
     del target
     return refs

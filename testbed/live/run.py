@@ -19,61 +19,75 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
+from channel import config
 from protocols.registry import PROTOCOLS
-from testbed.common.heads import HEAD_HELP, load_policy
-from testbed.common.link import LinkSpec, resolve_rates
+from testbed.common.heads import load_policy
+from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
+from testbed.common.machine import machine_info
 from testbed.common.summary import read_csv_or_empty, summarize, table
 from testbed.live import placement
 from testbed.live.procs import Child, progress_handler
 from testbed.live.prompts import load_prompts, reference_outputs
+from testbed.live.serve import ServeConfig
+from testbed.live.ue import UEConfig
 from testbed.live.wakeup import cpu_wakeup_bound
 from wisv.jsonl import read_jsonl, write_jsonl
 
 ALL_PROTOCOLS = ("greedy", "reject", "fh", "sh", "auto")
 
 
+UE_SET_BY_RUN = ("connect", "prompts_file", "out", "ue_id", "protocol", "device", "seed", "link_json",
+                 "link_t0_epoch_s")  # UEConfig fields the run sets for each UE process
+EDGE_SET_BY_RUN = ("bind", "device", "max_draft_len")  # ServeConfig fields the run sets for the edge
+
+
 @dataclass
 class RunConfig:
-    """One testbed run (collected into config.json next to the results)."""
+    """One testbed run (saved as config.json and config.toml next to the results); ``[ue]``, ``[edge]`` and
+    ``[link]`` hold the UEs', the edge's and the link's settings, with the same flags as the top-level ones."""
 
-    protocol: str = "auto"  # greedy | reject | fh | sh | auto | all
+    protocol: str = field(default="auto", metadata={"choices": (*PROTOCOLS, "all")})  # protocol; all: each in turn
     prompts: int = 20  # first N problems of the built-in test split (or of --prompts-file)
     prompts_file: str | None = None  # JSONL with prompt (text) or prompt_ids, optional prompt_id and answer
-    draft_len: int = 8  # K
-    max_new_tokens: int = 160  # budget per prompt
     out: str = ""  # output directory; default runs/<time>-<protocol>
-    seed: int = 0  # sampling and link-loss seed
-    link: LinkSpec = field(default_factory=LinkSpec)  # emulated link
-    drafter: str | None = None  # local HF drafter directory (None: built-in)
-    target: str | None = None  # local HF target directory (None: built-in)
-    device: str = "cpu"  # torch device for both processes
-    head: str = "default"  # decision head of the edge: default | none | accept-all | PATH (testbed/heads.py)
-    tau: float | None = None  # decision threshold, reject iff p >= tau (None: the head's own tau)
-    auto_rule: str = "cost"  # auto's FH/SH rule: cost | rtt
-    temperature: float = 1.0  # sampling temperature (reject)
-    ues: int = 1  # UE processes; prompts are dealt round-robin
-    probe_bytes: int = 8192  # rate-probe size before each request (0: RTT handshake only)
-    reference: bool = True  # compute target-only greedy outputs for matches_target
-    rejection_predictor: str | None = None  # UEs end each block at the first predicted rejection (WISP)
-    rejection_threshold: float | None = None  # predicted rejected when p(rejected) >= this (None: the predictor's)
-    proactive: int = 0  # UEs draft up to this many tokens past each block while it is verified (SpecEdge)
-    pipeline_depth: bool = False  # UEs pick K per round: K * tau_d + RTT ~= the edge's verify time (SpecEdge)
-    batch_verify: bool = False  # edge verifies concurrent UEs' drafts in one pass (testbed.serve --batch-verify)
-    kv_reuse: bool = True  # False: the edge recomputes each prefix every round (SLED baseline)
-    cpu_wakeup_us: int | None = None  # hold this CPU wake-up latency bound during the run (testbed/wakeup.py)
-    netns: bool = False  # edge and UEs in their own network namespaces (root), tc on the veth
+    seed: int = 0  # sampling and link-loss seed (the UEs' and the link's)
+    device: str = "cpu"  # torch device of both processes
+    ues: int = 1  # UE processes sharing the edge and the link; prompts are dealt round-robin
+    reference: bool = True  # compute target-only greedy outputs for matches_target (--no-reference: skip)
+    cpu_wakeup_us: int | None = None  # hold /dev/cpu_dma_latency at this bound during the run, us (root; 0: poll)
+    netns: bool = False  # edge and UEs in their own network namespaces joined by a veth (root), tc on the veth
+    ue: UEConfig = field(default_factory=UEConfig, metadata={"skip": UE_SET_BY_RUN})  # the UEs' settings
+    edge: ServeConfig = field(default_factory=ServeConfig, metadata={"skip": EDGE_SET_BY_RUN})  # the edge's settings
+    link: LinkSpec = field(default_factory=LinkSpec, metadata={"skip": ("seed",)})  # emulated link (seed: the run's)
+
+    def __post_init__(self) -> None:
+        self.link = dataclasses.replace(self.link, seed=self.seed)
+        if self.ue.rejection_threshold is not None and not self.ue.rejection_predictor:
+            raise ValueError("--rejection-threshold needs --rejection-predictor")
+        if self.cpu_wakeup_us is not None and self.cpu_wakeup_us < 0:
+            raise ValueError("--cpu-wakeup-us must be >= 0")
+        if not 0 <= self.link.host_overhead_ms < math.inf:
+            raise ValueError("--host-overhead-ms must be finite and >= 0")
 
     def protocols(self) -> list[str]:
         return list(ALL_PROTOCOLS) if self.protocol == "all" else [self.protocol]
 
+    def flat(self) -> dict:
+        """config.json's layout: the run's, the UEs' and the edge's settings side by side, and the link's."""
+        nested = config.to_dict(self)
+        return {k: v for k, v in nested.items() if k not in ("ue", "edge", "link")} | nested["ue"] | nested["edge"] \
+            | {"link": asdict(self.link)}
+
 
 def run(cfg: RunConfig) -> list[dict]:
     """Run every requested protocol on the same prompts and link; return their summaries."""
-    _, tau, head_desc = load_policy(cfg.head, cfg.tau, cfg.target)  # fail fast on a bad --head
+    _, tau, head_desc = load_policy(cfg.edge.head, cfg.edge.tau, cfg.edge.target)  # fail fast on a bad --head
     out = Path(cfg.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{cfg.protocol}")
     out.mkdir(parents=True, exist_ok=True)
     resolved = {"out": str(out), "head_resolved": head_desc, "tau_resolved": tau}
-    (out / "config.json").write_text(json.dumps(asdict(cfg) | resolved | _versions(), indent=1))
+    machine = machine_info()
+    (out / "config.json").write_text(json.dumps(cfg.flat() | resolved | _versions(machine), indent=1))
+    config.write_config(out, dataclasses.replace(cfg, out=str(out)), machine | resolved)
     prompts, tok = load_prompts(cfg, out / "prompts.jsonl")
     refs = reference_outputs(cfg, prompts, out / "reference.jsonl") if cfg.reference else None
     summaries = []
@@ -88,7 +102,7 @@ def run(cfg: RunConfig) -> list[dict]:
             (pdir / "summary.json").write_text(json.dumps(s, indent=1))
             summaries.append(s)
     pd.DataFrame(summaries).to_csv(out / "summary.csv", index=False)
-    print(f"\nlink: {_describe_link(cfg.link)}; K={cfg.draft_len}; head={head_desc}; results in {out}")
+    print(f"\nlink: {_describe_link(cfg.link)}; K={cfg.ue.draft_len}; head={head_desc}; results in {out}")
     print(table(summaries))
     return summaries
 
@@ -125,24 +139,17 @@ def _collect(proto: str, pdir: Path, prompts: pd.DataFrame, tok, refs) -> dict:
 
 
 def _edge_args(cfg: RunConfig) -> list[str]:
-    args = ["testbed.serve", "--head", cfg.head, "--device", cfg.device, "--max-draft-len", str(max(64, cfg.draft_len))]
-    args += ["--tau", str(cfg.tau)] if cfg.tau is not None else []
-    args += ["--batch-verify"] if cfg.batch_verify else []
-    args += [] if cfg.kv_reuse else ["--no-kv-reuse"]
-    return args + (["--target", cfg.target] if cfg.target else [])
+    """testbed.serve's argv (placement adds --bind)."""
+    edge = dataclasses.replace(cfg.edge, device=cfg.device, max_draft_len=max(cfg.edge.max_draft_len, cfg.ue.draft_len))
+    return ["testbed.serve", *config.to_argv(edge)]
 
 
 def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, out: Path, u: int) -> list[str]:
-    args = ["testbed.ue", "--connect", site.connect, "--prompts-file", str(prompts), "--out", str(out),
-            "--ue-id", f"ue{u}", "--protocol", proto, "--auto-rule", cfg.auto_rule, "--draft-len", str(cfg.draft_len),
-            "--max-new-tokens", str(cfg.max_new_tokens), "--temperature", str(cfg.temperature),
-            "--seed", str(cfg.seed), "--probe-bytes", str(cfg.probe_bytes), "--device", cfg.device,
-            "--link-json", json.dumps(asdict(cfg.link)), "--link-t0-epoch-s", repr(site.t0_epoch_s)]
-    args += ["--rejection-predictor", cfg.rejection_predictor] if cfg.rejection_predictor else []
-    args += ["--rejection-threshold", str(cfg.rejection_threshold)] if cfg.rejection_threshold is not None else []
-    args += ["--proactive", str(cfg.proactive)] if cfg.proactive else []
-    args += ["--pipeline-depth", "1"] if cfg.pipeline_depth else []
-    return args + (["--drafter", cfg.drafter] if cfg.drafter else [])
+    """testbed.ue's argv for UE u running proto."""
+    ue = dataclasses.replace(cfg.ue, connect=site.connect, prompts_file=str(prompts), out=str(out), ue_id=f"ue{u}",
+                             protocol=proto, device=cfg.device, seed=cfg.seed, link_json=json.dumps(asdict(cfg.link)),
+                             link_t0_epoch_s=site.t0_epoch_s)
+    return ["testbed.ue", *config.to_argv(ue)]
 
 
 def _describe_link(link: LinkSpec) -> str:
@@ -154,71 +161,15 @@ def _describe_link(link: LinkSpec) -> str:
             f"jitter {link.jitter_ms:g} ms, PER {link.per:g}{comp}")
 
 
-def _versions() -> dict:
-    import torch
-    import transformers
-    return {"versions": {"python": sys.version.split()[0], "torch": torch.__version__,
-                         "transformers": transformers.__version__}}
+def _versions(machine: dict) -> dict:
+    return {"versions": {k: machine[k] for k in ("python", "torch", "transformers")}, "machine": machine}
 
 
 def parse_args(argv: list[str] | None = None) -> RunConfig:
-    d, dl = RunConfig(), LinkSpec()
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--protocol", default=d.protocol, choices=sorted(PROTOCOLS) + ["all"])
-    ap.add_argument("--prompts", type=int, default=d.prompts, help="number of prompts")
-    ap.add_argument("--prompts-file", default=None, help="JSONL of prompts (default: built-in test split)")
-    ap.add_argument("--draft-len", type=int, default=d.draft_len, help="K, draft tokens per round")
-    ap.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
-    ap.add_argument("--out", default="", help="output directory (default runs/<time>-<protocol>)")
-    ap.add_argument("--seed", type=int, default=d.seed)
-    ap.add_argument("--rate-mbps", type=float, default=dl.rate_up_mbps, help="both directions; 0 = unlimited")
-    ap.add_argument("--rate-up-mbps", type=float, default=None)
-    ap.add_argument("--rate-down-mbps", type=float, default=None)
-    ap.add_argument("--rtt-ms", type=float, default=dl.rtt_ms)
-    ap.add_argument("--jitter-ms", type=float, default=dl.jitter_ms)
-    ap.add_argument("--per", type=float, default=dl.per, help="packet error rate per direction")
-    ap.add_argument("--csi-trace", default=None, help="CSV of t_s, rate_up_mbps, rate_down_mbps, rtt_ms, per")
-    ap.add_argument("--host-overhead-ms", type=float, default=dl.host_overhead_ms,
-                    help="hosts' one-way cost (sockets, wake-ups, relay) the user-space emulator takes out of each "
-                         "direction's delay, so that t_comm matches the link model; scripts/bench_link.py measures it")
-    ap.add_argument("--drafter", default=None, help="local HF drafter directory")
-    ap.add_argument("--target", default=None, help="local HF target directory")
-    ap.add_argument("--device", default=d.device)
-    ap.add_argument("--head", default=d.head, help=HEAD_HELP)
-    ap.add_argument("--tau", type=float, default=d.tau, help="reject a mismatch iff p >= tau (default: the head's tau)")
-    ap.add_argument("--auto-rule", default=d.auto_rule, choices=["cost", "rtt"])
-    ap.add_argument("--temperature", type=float, default=d.temperature)
-    ap.add_argument("--ues", type=int, default=d.ues, help="UE processes sharing the edge and the link")
-    ap.add_argument("--probe-bytes", type=int, default=d.probe_bytes)
-    ap.add_argument("--no-reference", action="store_true", help="skip target-only greedy reference outputs")
-    ap.add_argument("--netns", action="store_true",
-                    help="run edge and UEs in their own network namespaces joined by a veth (needs root)")
-    ap.add_argument("--rejection-predictor", default=None,
-                    help="WISP rejection predictor for the UEs (scripts/rejection_predictor.py writes one)")
-    ap.add_argument("--rejection-threshold", type=float, default=d.rejection_threshold,
-                    help="the predictor flags a token when its p(rejected) >= this (default: the operating "
-                         "point scripts/rejection_predictor.py chose and saved with it)")
-    ap.add_argument("--proactive", type=int, default=d.proactive,
-                    help="SpecEdge: UEs draft up to N tokens past each block while it is verified (0: off)")
-    ap.add_argument("--pipeline-depth", action="store_true",
-                    help="SpecEdge: UEs choose K per round so that drafting + RTT ~= the edge's verify time (K <= --draft-len)")
-    ap.add_argument("--batch-verify", action="store_true", help="the edge verifies concurrent UEs' drafts in one pass")
-    ap.add_argument("--no-kv-reuse", dest="kv_reuse", action="store_false",
-                    help="the edge recomputes each prefix every round (SLED baseline)")
-    ap.add_argument("--cpu-wakeup-us", type=int, default=None,
-                    help="hold /dev/cpu_dma_latency at this many us during the run (root; 0 = CPUs poll when idle: "
-                         "removes the VM's ~0.2 ms wake-up per hop at the price of spinning CPUs)")
-    a = ap.parse_args(argv)
-    if a.rejection_threshold is not None and not a.rejection_predictor:
-        ap.error("--rejection-threshold needs --rejection-predictor")
-    if a.cpu_wakeup_us is not None and a.cpu_wakeup_us < 0:
-        ap.error("--cpu-wakeup-us must be >= 0")
-    if not 0 <= a.host_overhead_ms < math.inf:
-        ap.error("--host-overhead-ms must be finite and >= 0")
-    up, down = resolve_rates(a.rate_mbps, a.rate_up_mbps, a.rate_down_mbps)
-    link = LinkSpec(up, down, a.rtt_ms, a.jitter_ms, a.per, a.csi_trace, a.seed, a.host_overhead_ms)
-    keep = {f.name for f in dataclasses.fields(RunConfig)} - {"link", "reference"}
-    return RunConfig(link=link, reference=not a.no_reference, **{k: v for k, v in vars(a).items() if k in keep})
+    ap = config.add_flags(argparse.ArgumentParser(prog="python -m testbed.run", description=__doc__.splitlines()[0]),
+                          RunConfig)
+    add_rate_flag(ap)
+    return config.parse(RunConfig, argv, ap, adjust=apply_rate_flag)
 
 
 def main(argv: list[str] | None = None) -> None:

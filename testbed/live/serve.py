@@ -6,22 +6,22 @@ every other session keeps being served.  Sessions are freed on CLOSE or after ``
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import logging
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 import zmq
 
+from channel import config
 from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, error_message, make
-from testbed.common.heads import HEAD_HELP, load_policy
+from testbed.common.heads import load_policy
 from testbed.live.edgebatch import DraftBatcher
 from testbed.live.inbox import Direct, Inbox
 from wisv.batchverify import BatchVerifier, EngineConfig, EngineView
@@ -38,24 +38,24 @@ log = logging.getLogger("testbed.serve")
 class ServeConfig:
     """Edge server settings."""
 
-    bind: str = "tcp://127.0.0.1:5555"  # ZeroMQ endpoint; port 0 picks a free port
+    bind: str = "tcp://127.0.0.1:5555"  # ZeroMQ endpoint to bind; port 0 picks a free port
     target: str | None = None  # local HF directory of the target; None = built-in toy target
     device: str = "cpu"  # torch device of the target
-    head: str = "default"  # decision head for fh/sh/auto: default | none | accept-all | PATH (testbed/heads.py)
-    tau: float | None = None  # decision threshold, reject iff p >= tau (None: the head's own tau)
-    session_timeout_s: float = 120.0  # idle sessions are freed after this long
+    head: str = "default"  # decision head for fh/sh/auto: default | none | accept-all | PATH (a trained head dir)
+    tau: float | None = None  # decision threshold, reject a mismatch iff p >= tau (None: the head's own tau)
+    session_timeout_s: float = 120.0  # idle sessions are freed after this long, s
     max_sessions: int = 256  # OPEN beyond this many live sessions is refused
-    max_draft_len: int = 64  # largest accepted block K
+    max_draft_len: int = 64  # largest accepted block K, tokens
     batch_verify: bool = False  # verify concurrent DRAFTs of many sessions in one target pass (wisv/batchverify.py)
-    scheduler: str = "fcfs"  # batch selection when batching: fcfs | slo (WISP Algorithm 1)
+    scheduler: str = field(default="fcfs", metadata={"choices": SCHEDULER_CHOICES})  # batch selection (slo: WISP)
     max_batch: int = 16  # most requests in one verification pass
-    kv_reuse: bool = True  # False: recompute each session's prefix every round (SLED baseline; uses the engine)
-    memory_budget_mb: float = 2048.0  # cap on all sessions' KV caches together (engine)
-    estimator: str | None = None  # verification-time profile from testbed.profile (needed by --scheduler slo)
-    guard_ms: float = 0.0  # slo scheduler's guard time delta (LST = deadline - v - delta), ms
-    lost_order: str = "last"  # slo: requests that can no longer meet their deadline go last | edf (the paper)
-    slack_ms: float | None = None  # slo: time a batch keeps before its earliest feasible deadline (None: guard_ms)
-    arrival_reserve: bool = True  # slo: no batch so long that a tight request arriving meanwhile must miss
+    kv_reuse: bool = True  # --no-kv-reuse: recompute each prefix every round (SLED baseline; uses the engine)
+    memory_budget_mb: float = 2048.0  # cap on all sessions' KV caches together (engine), MB
+    estimator: str | None = None  # verification-time profile JSON from testbed.profile (needed by --scheduler slo)
+    guard_ms: float = 0.0  # slo: guard time delta (LST = deadline - v - delta) absorbing estimator error, ms
+    lost_order: str = field(default="last", metadata={"choices": LOST_ORDER_CHOICES})  # slo: hopeless requests go last or by EDF
+    slack_ms: float | None = None  # slo: time a batch keeps before its earliest feasible deadline, ms (None: guard_ms)
+    arrival_reserve: bool = True  # slo: no batch so long that a tight request arriving meanwhile must miss (off: paper)
 
 
 class EdgeServer:
@@ -253,37 +253,7 @@ def _loop(source: Direct | Inbox, server: EdgeServer, stop: dict) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> ServeConfig:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    d = ServeConfig()
-    ap.add_argument("--bind", default=d.bind, help="ZeroMQ endpoint to bind (port 0: any free port)")
-    ap.add_argument("--target", default=None, help="local HF target directory (default: built-in toy target)")
-    ap.add_argument("--device", default=d.device)
-    ap.add_argument("--head", default=d.head, help=HEAD_HELP)
-    ap.add_argument("--tau", type=float, default=d.tau, help="reject a mismatch iff p >= tau (default: the head's tau)")
-    ap.add_argument("--session-timeout-s", type=float, default=d.session_timeout_s)
-    ap.add_argument("--max-sessions", type=int, default=d.max_sessions)
-    ap.add_argument("--max-draft-len", type=int, default=d.max_draft_len)
-    ap.add_argument("--batch-verify", action="store_true", help="verify concurrent sessions' drafts in one pass")
-    ap.add_argument("--scheduler", default=d.scheduler, choices=SCHEDULER_CHOICES, help="batch selection")
-    ap.add_argument("--max-batch", type=int, default=d.max_batch)
-    ap.add_argument("--no-kv-reuse", dest="kv_reuse", action="store_false",
-                    help="recompute each prefix every round (SLED baseline)")
-    ap.add_argument("--memory-budget-mb", type=float, default=d.memory_budget_mb)
-    ap.add_argument("--estimator", default=None, help="verification-time profile JSON from python -m testbed.profile")
-    ap.add_argument("--guard-ms", type=float, default=d.guard_ms,
-                    help="slo scheduler's guard time delta, ms (absorbs estimator error on noisy machines)")
-    ap.add_argument("--slack-ms", type=float, default=d.slack_ms,
-                    help="slo: time a batch keeps before its earliest feasible deadline, ms (default: --guard-ms; "
-                         "the paper's deadline test has 0)")
-    ap.add_argument("--arrival-reserve", action=argparse.BooleanOptionalAction, default=d.arrival_reserve,
-                    help="slo: cap a batch's estimated time at half the tightest class's median budget less the guard, "
-                         "so that a request of that class arriving during it can still make its deadline, and "
-                         "count as critical the requests whose latest start falls within such a batch "
-                         "(--no-arrival-reserve: the paper's Algorithm 1)")
-    ap.add_argument("--lost-order", default=d.lost_order, choices=LOST_ORDER_CHOICES,
-                    help="slo: requests that can no longer meet their deadline go last (default) or first in EDF "
-                         "order as in the paper's Algorithm 1")
-    return ServeConfig(**{k: v for k, v in vars(ap.parse_args(argv)).items()})
+    return config.parse(ServeConfig, argv, description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> None:

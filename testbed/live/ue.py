@@ -6,13 +6,12 @@ to ``--out`` and prints ``PROGRESS {json}`` after each prompt.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import gc
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +19,11 @@ import pandas as pd
 import torch
 import zmq
 
+from channel import config
 from channel.measure import CSIEstimator
 from protocols.accounting import wire_bytes
+from protocols.auto import AUTO_RULES
+from protocols.registry import PROTOCOLS
 from protocols.ue_side import EdgeError, UEParams, UESession
 from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, make
 from testbed.common.link import LinkSpec
@@ -42,20 +44,20 @@ class UEConfig:
     ue_id: str = "ue0"  # identity prefix of this UE's sessions
     drafter: str | None = None  # local HF drafter directory; None = built-in toy drafter
     device: str = "cpu"  # torch device of the drafter
-    protocol: str = "auto"  # greedy | reject | fh | sh | auto
-    auto_rule: str = "cost"  # auto's rule: cost | rtt
-    draft_len: int = 8  # K
-    max_new_tokens: int = 160  # budget per prompt
+    protocol: str = field(default="auto", metadata={"choices": tuple(PROTOCOLS)})  # protocol of every session
+    auto_rule: str = field(default="cost", metadata={"choices": AUTO_RULES})  # auto's FH/SH rule
+    draft_len: int = 8  # K, draft tokens per round (the largest, with pipeline_depth)
+    max_new_tokens: int = 160  # generation budget per prompt, tokens
     temperature: float = 1.0  # sampling temperature (reject)
-    seed: int = 0  # sampling seed base
-    probe_bytes: int = 8192  # rate-probe payload per direction before each request (0: RTT handshake only)
+    seed: int = 0  # sampling seed base (prompt i samples with seed + i)
+    probe_bytes: int = 8192  # rate-probe payload per direction before each request, bytes (0: RTT handshake only)
     link_json: str | None = None  # JSON of the emulated LinkSpec, to record the CSI in force
-    link_t0_epoch_s: float = 0.0  # wall-clock time the link's trace started
-    recv_timeout_s: float = 120.0  # give up on a reply after this long
+    link_t0_epoch_s: float = 0.0  # wall-clock time the link's trace started, s since the epoch
+    recv_timeout_s: float = 120.0  # give up on a reply after this long, s
     rejection_predictor: str | None = None  # WISP predictor (safetensors): end each block at the first predicted rejection
     rejection_threshold: float | None = None  # flag a token when p(rejected) >= this (None: the predictor's own)
     proactive: int = 0  # SpecEdge: draft up to this many tokens past each block while it is verified (0: off)
-    pipeline_depth: int = 0  # SpecEdge: 1 = choose K per round so that K * tau_d + RTT ~= the edge's verify time
+    pipeline_depth: bool = False  # SpecEdge: choose K <= draft_len per round so that K * tau_d + RTT ~= verify time
 
 
 class Client:
@@ -167,7 +169,7 @@ def run_prompt(client: Client, drafter, cfg: UEConfig, pid: str, ids: list[int],
     handshake(client, est, sid, cfg.probe_bytes, index)
     t_probe = time.perf_counter() - t0
     params = UEParams(cfg.protocol, cfg.draft_len, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
-                      cfg.seed + index, int(drafter.config.vocab_size), cfg.proactive, bool(cfg.pipeline_depth))
+                      cfg.seed + index, int(drafter.config.vocab_size), cfg.proactive, cfg.pipeline_depth)
     sess = UESession(sid, DraftSession(drafter, ids), params, eos_id(drafter), stop)
     t1 = time.perf_counter()
     ok, _ = client.exchange(sess.open_message())
@@ -240,12 +242,7 @@ def _safe_prompt(client, drafter, cfg, p, i, est, link, stop) -> tuple[dict, lis
 
 
 def parse_args(argv: list[str] | None = None) -> UEConfig:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for f in fields(UEConfig):
-        flag = "--" + f.name.replace("_", "-")
-        kind = {"int": int, "float": float, "float | None": float}.get(str(f.type), str)
-        ap.add_argument(flag, type=kind, default=f.default)
-    return UEConfig(**vars(ap.parse_args(argv)))
+    return config.parse(UEConfig, argv, description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> None:

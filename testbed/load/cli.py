@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import matplotlib
@@ -25,10 +25,13 @@ import torch
 import zmq
 from tqdm import tqdm
 
+from channel import config
 from protocols.wire import Limits
-from testbed.common.link import LinkSpec
+from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
+from testbed.common.machine import machine_info
 from testbed.common.summary import read_csv_or_empty
 from testbed.live import placement
+from testbed.live.serve import ServeConfig
 from testbed.load.compare import capacity, mean_sweep
 from testbed.load.gen import Device, LoadLoop, Trace
 from wisv.evaluate import encode_prompt
@@ -46,27 +49,27 @@ class LoadConfig:
     """One load test (or a sweep over N)."""
 
     ues: int = 8  # emulated UEs (ignored with --sweep)
-    sweep: str = ""  # comma-separated N values for a capacity sweep
+    sweep: str = ""  # comma-separated N values (numbers of UEs) for a capacity sweep
     slo_mix: str = "2,4,6,8"  # SLO classes in token/s, dealt to the UEs round-robin
     prompts_per_ue: int = 2  # prompts each UE runs, one session after another
     repeats: int = 1  # run every N this many times (all N, then again) and report the mean per N
-    draft_len: int = 8  # K
-    max_new_tokens: int = 160
-    tau_d_ms: float = 20.0  # emulated drafting time per token on the device
-    stagger_s: float = 0.5  # UEs open their first sessions evenly spread over this long (0: all at once)
-    scheduler: str = "slo"  # edge batch selection: fcfs | slo
+    draft_len: int = 8  # K, draft tokens per round
+    max_new_tokens: int = 160  # generation budget per prompt, tokens
+    tau_d_ms: float = 20.0  # emulated drafting time per token on the device, ms
+    stagger_s: float = 0.5  # UEs open their first sessions evenly spread over this long, s (0: all at once)
+    scheduler: str = field(default="slo", metadata={"choices": SCHEDULER_CHOICES})  # edge batch selection
     estimator: str = "results/verify_profile.json"  # verification-time profile for slo (testbed.profile)
     max_batch: int = 16  # most requests per verification pass
     guard_ms: float = 0.0  # slo scheduler's guard time delta, ms (testbed.serve --guard-ms)
-    lost_order: str = "last"  # slo: last | edf (testbed.serve --lost-order)
+    lost_order: str = field(default="last", metadata={"choices": LOST_ORDER_CHOICES})  # slo: hopeless requests
     slack_ms: float | None = None  # slo: batch slack before the earliest feasible deadline, ms (None: the guard)
     arrival_reserve: bool = True  # slo: bound batches for tight arrivals (testbed.serve --[no-]arrival-reserve)
     compare_max_batch: int = 0  # >0: also run the sweep against an edge with this max batch (1: one at a time)
     epsilon: float = 0.1  # capacity: largest N with violation rate <= epsilon per class
-    timeout_s: float = 600.0  # give up on a load run after this long
-    out: str = ""  # default runs/load-<time>
+    timeout_s: float = 600.0  # give up on a load run after this long, s
+    out: str = ""  # output directory; default runs/load-<time>
     target: str | None = None  # local HF target (None: built-in); the drafter must match it
-    drafter: str | None = None
+    drafter: str | None = None  # local HF drafter matching the target (None: built-in)
     link: LinkSpec = field(default_factory=LinkSpec)  # emulated link (shared by all UEs)
 
     def __post_init__(self) -> None:
@@ -182,7 +185,9 @@ def run(cfg: LoadConfig) -> pd.DataFrame:
     verifies at most that many requests per pass, in the same run (``batching.csv``)."""
     out = Path(cfg.out or f"runs/load-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
+    machine = machine_info()
+    (out / "config.json").write_text(json.dumps(asdict(cfg) | {"machine": machine}, indent=1))
+    config.write_config(out, replace(cfg, out=str(out)), machine)
     traces = make_traces(cfg, max(cfg.ns()) * cfg.prompts_per_ue)
     sweep = finish_sweep(cfg, _sweep(cfg, traces, cfg.max_batch, out), out)
     if cfg.compare_max_batch:
@@ -196,15 +201,8 @@ def run(cfg: LoadConfig) -> pd.DataFrame:
 def _sweep(cfg: LoadConfig, traces: list[Trace], max_batch: int, out: Path) -> pd.DataFrame:
     """Start an edge with this max_batch and run every N of the sweep against it."""
     out.mkdir(parents=True, exist_ok=True)
-    edge = ["testbed.serve", "--head", "none", "--batch-verify", "--scheduler", cfg.scheduler,
-            "--max-batch", str(max_batch), "--max-draft-len", str(max(64, cfg.draft_len))]
-    if cfg.scheduler == "slo":
-        edge += ["--estimator", cfg.estimator, "--guard-ms", str(cfg.guard_ms), "--lost-order", cfg.lost_order]
-        edge += ["--slack-ms", str(cfg.slack_ms)] if cfg.slack_ms is not None else []
-        edge += [] if cfg.arrival_reserve else ["--no-arrival-reserve"]
-    edge += ["--target", cfg.target] if cfg.target else []
     rows = []
-    with placement.local(cfg, out, edge) as site:
+    with placement.local(cfg, out, ["testbed.serve", *config.to_argv(edge_config(cfg, max_batch))]) as site:
         for rep, n in plan_runs(cfg.ns(), cfg.repeats):
             s = run_load(cfg, site, traces, n, run_dir(out, n, rep, cfg.repeats))
             rows.append(sweep_row(s) | {"repeat": rep})
@@ -212,6 +210,16 @@ def _sweep(cfg: LoadConfig, traces: list[Trace], max_batch: int, out: Path) -> p
                   f"{_rates(s['violation_rate'])} (feasible requests: {_rates(s['violation_rate_feasible'])}), "
                   f"WDT {s['wdt_tokens_mean']:.2f}, queue {s['t_queue_s_mean'] * 1e3:.1f} ms, errors {len(s['errors'])}")
     return pd.DataFrame(rows)
+
+
+def edge_config(cfg: LoadConfig, max_batch: int) -> ServeConfig:
+    """The edge of a load run: batched, no decision head, the chosen scheduler (its slo settings only with slo)."""
+    edge = ServeConfig(head="none", batch_verify=True, scheduler=cfg.scheduler, max_batch=max_batch,
+                       max_draft_len=max(ServeConfig.max_draft_len, cfg.draft_len), target=cfg.target)
+    if cfg.scheduler != "slo":
+        return edge
+    return replace(edge, estimator=cfg.estimator, guard_ms=cfg.guard_ms, lost_order=cfg.lost_order,
+                   slack_ms=cfg.slack_ms, arrival_reserve=cfg.arrival_reserve)
 
 
 def sweep_row(s: dict) -> dict:
@@ -263,7 +271,7 @@ def resummarize(out: Path) -> pd.DataFrame:
     cfg_doc = json.loads((out / "config.json").read_text())
     if (cfg_doc.get("slack_ms") or 0) < 0:  # runs from before slack_ms was optional wrote -1 for "the guard"
         cfg_doc["slack_ms"] = None
-    cfg = LoadConfig(**{k: v for k, v in cfg_doc.items() if k != "link"}, link=LinkSpec(**cfg_doc["link"]))
+    cfg = LoadConfig(**{k: v for k, v in cfg_doc.items() if k not in ("link", "machine")}, link=LinkSpec(**cfg_doc["link"]))
     rows = []
     for rep, n in plan_runs(cfg.ns(), cfg.repeats):
         d = run_dir(out, n, rep, cfg.repeats)
@@ -275,26 +283,12 @@ def resummarize(out: Path) -> pd.DataFrame:
 
 
 def parse_args(argv: list[str] | None = None) -> LoadConfig:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    d = LoadConfig()
-    types = {f.name: str(f.type) for f in fields(LoadConfig)}  # "float | None" fields parse as float
-    for k, v in asdict(d).items():
-        if isinstance(v, bool):
-            ap.add_argument("--" + k.replace("_", "-"), action=argparse.BooleanOptionalAction, default=v)
-        elif k != "link":
-            kind = type(v) if v is not None else {"float | None": float}.get(types[k], str)
-            ap.add_argument("--" + k.replace("_", "-"), type=kind, default=v)
-    ap.add_argument("--rate-mbps", type=float, default=d.link.rate_up_mbps, help="link rate, both directions (0: unlimited)")
-    ap.add_argument("--rtt-ms", type=float, default=d.link.rtt_ms)
+    ap = config.add_flags(argparse.ArgumentParser(prog="python -m testbed.load", description=__doc__.splitlines()[0]),
+                          LoadConfig)
+    add_rate_flag(ap)
     ap.add_argument("--resummarize", metavar="DIR", help="rebuild a finished run's summaries, sweep.csv, capacity.json "
                     "and plots from its per-request records (no load is run)")
-    a = vars(ap.parse_args(argv))
-    a.pop("resummarize")
-    rate, rtt = a.pop("rate_mbps") or None, a.pop("rtt_ms")
-    try:
-        return LoadConfig(**a, link=LinkSpec(rate, rate, rtt))
-    except ValueError as e:
-        ap.error(str(e))
+    return config.parse(LoadConfig, argv, ap, adjust=apply_rate_flag)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,9 +19,13 @@ import argparse
 import json
 import math
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+
+from channel import config
+from testbed.common.machine import machine_info
 
 
 def class_columns(sweep: pd.DataFrame, prefix: str = "viol_") -> list[str]:
@@ -152,30 +156,36 @@ def report(res: dict, base_cfg: dict, cand_cfg: dict) -> str:
     return "\n".join(lines)
 
 
+@dataclass
+class CompareConfig:
+    """Which sweeps to compare and the pass thresholds."""
+
+    baseline: list[str] = field(default_factory=list, metadata={"positional": True})  # sweep dir(s); a,b: pooled
+    candidate: list[str] = field(default_factory=list, metadata={"positional": True})  # sweep dir(s); a,b: pooled
+    over: float = 0.2  # loaded points: baseline violation rate above this fraction
+    cut: float = 0.5  # pass: candidate rate <= cut * baseline rate at every loaded point
+    capacity_ratio: float = 1.5  # pass: candidate capacity >= this times the baseline's, UEs
+    feasible: bool = False  # compare the rates over feasible requests (viol_feasible_*)
+    out: str | None = None  # where compare.json goes (None: the first candidate dir)
+
+
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("baseline", type=_paths, help="sweep directory (several, comma-separated: pooled)")
-    ap.add_argument("candidate", type=_paths, help="sweep directory (several, comma-separated: pooled)")
-    ap.add_argument("--over", type=float, default=0.2, help="loaded points: baseline violation rate above this")
-    ap.add_argument("--cut", type=float, default=0.5, help="pass: candidate rate <= cut * baseline rate")
-    ap.add_argument("--capacity-ratio", type=float, default=1.5, help="pass: candidate capacity >= this x baseline")
-    ap.add_argument("--feasible", action="store_true", help="compare the rates over feasible requests")
-    ap.add_argument("--out", type=Path, default=None, help="where compare.json goes (default: the candidate dir)")
-    a = ap.parse_args(argv)
-    (bs, bcap, bcfg), (cs, ccap, ccfg) = load_runs(a.baseline, a.feasible), load_runs(a.candidate, a.feasible)
+    ap = config.add_flags(argparse.ArgumentParser(prog="python -m testbed.loadcompare",
+                                                  description=__doc__.splitlines()[0]), CompareConfig)
+    a = config.parse(CompareConfig, argv, ap)
+    if not a.baseline or not a.candidate:
+        ap.error("give a baseline and a candidate sweep directory")
+    base, cand = [Path(p) for p in a.baseline], [Path(p) for p in a.candidate]
+    (bs, bcap, bcfg), (cs, ccap, ccfg) = load_runs(base, a.feasible), load_runs(cand, a.feasible)
     res = compare(bs, cs, bcap, ccap, a.over, a.cut, a.capacity_ratio,
                   prefix="viol_feasible_" if a.feasible else "viol_")
-    res |= {"baseline": ",".join(map(str, a.baseline)), "candidate": ",".join(map(str, a.candidate)),
+    res |= {"baseline": ",".join(a.baseline), "candidate": ",".join(a.candidate),
             "baseline_config": bcfg, "candidate_config": ccfg}
     print(report(res, bcfg, ccfg))
-    out = a.out or a.candidate[0]
+    out = Path(a.out) if a.out else cand[0]
     out.mkdir(parents=True, exist_ok=True)
     (out / ("compare_feasible.json" if a.feasible else "compare.json")).write_text(json.dumps(res, indent=1))
+    config.write_config(out, a, machine_info())
     return res
 
 
-def _paths(text: str) -> list[Path]:
-    paths = [Path(p) for p in text.split(",") if p.strip()]
-    if not paths:
-        raise argparse.ArgumentTypeError("no sweep directory given")
-    return paths

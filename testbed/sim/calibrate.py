@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from channel import config
 from wisv.acceptance import greedy_accept_ids
 from wisv.calibrate import (Calibration, CallTiming, ComputeFit, fit_compute, fit_exchange_overhead, profile_from_fit,
                             save_calibration)
@@ -40,11 +41,11 @@ class CalibrateConfig:
     """One calibration (collected into the record's notes)."""
 
     out: str = str(LOCAL_PROFILE_PATH)  # calibration record to write (get_profile("local") reads it)
-    draft_lens: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])  # K values timed
+    draft_lens: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])  # K values timed, tokens
     prompts: int = 3  # test prompts whose rounds are timed
     rounds_per_k: int = 10  # timed rounds per (prompt, K), after one untimed round
     idle_gap_ms: float = 20.0  # sleep before each timed call, ms (see the module docstring)
-    link_run: str | None = None  # testbed.run directory to measure the exchange overhead from (None: run one)
+    link_run: str | None = None  # testbed.run directory for the exchange overhead (None: run a short one)
     link_prompts: int = 3  # prompts of the short testbed run (20 Mbps / 20 ms, greedy, K = 8)
     no_link: bool = False  # skip the exchange-overhead measurement (writes 0)
     drafter: str | None = None  # local HF drafter directory (None: built-in)
@@ -120,9 +121,12 @@ def short_link_run(cfg: CalibrateConfig) -> Path:
     """A small greedy testbed.run on an emulated 20 Mbps / 20 ms link; returns its directory."""
     from testbed.common.link import LinkSpec
     from testbed.live.run import RunConfig, run
+    from testbed.live.serve import ServeConfig
+    from testbed.live.ue import UEConfig
     out = Path("runs") / f"calibrate-link-{time.strftime('%Y%m%d-%H%M%S')}"
-    run(RunConfig(protocol="greedy", prompts=cfg.link_prompts, draft_len=8, out=str(out), head="none",
-                  reference=False, link=LinkSpec(20.0, 20.0, 20.0), drafter=cfg.drafter, target=cfg.target))
+    run(RunConfig(protocol="greedy", prompts=cfg.link_prompts, out=str(out), reference=False,
+                  ue=UEConfig(draft_len=8, drafter=cfg.drafter), edge=ServeConfig(head="none", target=cfg.target),
+                  link=LinkSpec(20.0, 20.0, 20.0)))
     return out
 
 
@@ -164,24 +168,8 @@ def _print(cal: Calibration, fit: ComputeFit) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> CalibrateConfig:
-    d = CalibrateConfig()
     ap = argparse.ArgumentParser(prog="python -m testbed.simulate calibrate", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=d.out, help="calibration record (JSON) to write")
-    ap.add_argument("--draft-lens", type=_ints, default=d.draft_lens, help="comma-separated K values to time")
-    ap.add_argument("--prompts", type=int, default=d.prompts)
-    ap.add_argument("--rounds-per-k", type=int, default=d.rounds_per_k)
-    ap.add_argument("--idle-gap-ms", type=float, default=d.idle_gap_ms, help="sleep before each timed call, ms")
-    ap.add_argument("--link-run", default=None,
-                    help="testbed.run directory for the exchange overhead (default: run a short one)")
-    ap.add_argument("--link-prompts", type=int, default=d.link_prompts)
-    ap.add_argument("--no-link", action="store_true", help="do not measure the per-exchange overhead")
-    ap.add_argument("--drafter", default=None)
-    ap.add_argument("--target", default=None)
-    return CalibrateConfig(**vars(ap.parse_args(argv)))
-
-
-def _ints(s: str) -> list[int]:
-    return [int(x) for x in s.split(",") if x.strip()]
+    return config.parse(CalibrateConfig, argv, config.add_flags(ap, CalibrateConfig))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from channel import config
+from testbed.common.machine import machine_info
 from testbed.sim import plot as simplot
 from testbed.sim.model import prompt_latencies, summarize
 from testbed.sim.resolve import Head, Link, PairCache, deployment, links_of, resolve_head
@@ -39,29 +41,29 @@ class SimConfig:
     """One simulation or validation (written to config.json next to the results)."""
 
     out: str = "results/simulate"  # output directory
-    methods: list[str] = field(default_factory=lambda: list(METHODS))  # greedy | reject | fh | sh
-    draft_lens: list[int] = field(default_factory=lambda: [10, 16, 24, 32, 64])  # draft windows K
+    methods: list[str] = field(default_factory=lambda: list(METHODS), metadata={"choices": METHODS})  # methods
+    draft_lens: list[int] = field(default_factory=lambda: [10, 16, 24, 32, 64])  # draft windows K, tokens
     rates_mbps: list[float] = field(default_factory=lambda: [20.0, 500.0])  # symmetric link rates, Mbit/s
     rtts_ms: list[float] = field(default_factory=lambda: [5.0, 50.0])  # round-trip times, ms
-    per: float = 0.0  # packet error rate of each direction
-    csi_trace: str | None = None  # CSV trace (channel/trace.py); replaces the rate x RTT grid
+    per: float = 0.0  # packet error rate of each direction, [0, 1)
+    csi_trace: str | None = None  # CSV CSI trace (channel/trace.py); replaces the rate x RTT grid
     prompts: int = 20  # first N problems of the built-in test split
-    max_new_tokens: int = 160  # budget per prompt
-    ue_profile: str = "jetson-agx-orin"  # drafting device (wisv.hardware; "local" = measured)
-    edge_profile: str = "a40"  # verifying device
+    max_new_tokens: int = 160  # generation budget per prompt, tokens
+    ue_profile: str = "jetson-agx-orin"  # drafting device: hardware profile name (wisv.hardware) or local
+    edge_profile: str = "a40"  # verifying device: hardware profile name (wisv.hardware) or local
     local_profile: str | None = None  # calibration record for "local" (default results/local_profile.json)
-    arch_drafter: str | None = None  # named drafter architecture for payloads/FLOPs (None: the pair's own)
-    arch_target: str | None = None  # named target architecture (give both or neither)
-    payload: str = "paper"  # payload encoding: paper (ceil(log2 V)-bit ids) | wire (this testbed's format)
+    arch_drafter: str | None = None  # named drafter architecture (wisv.compute.ARCHITECTURES) for payloads/FLOPs
+    arch_target: str | None = None  # named target architecture (give both or neither; None: the pair's own)
+    payload: str = field(default="paper", metadata={"choices": ("paper", "wire")})  # paper: ceil(log2 V)-bit ids
     exchange_overhead_ms: float | None = None  # fixed time per exchange, ms (None: calibrated if both local, else 0)
     head: str = "default"  # decision head for fh/sh: default | none | PATH
     tau: float | None = None  # head threshold (None: the head's own)
     seed: int = 0  # reject's sampling seed base
     temperature: float = 1.0  # reject's sampling temperature
-    cache_dir: str = "runs/sim-cache"  # acceptance-trace cache
+    cache_dir: str = "runs/sim-cache"  # acceptance-trace cache directory
     drafter: str | None = None  # local HF drafter directory (None: built-in)
     target: str | None = None  # local HF target directory (None: built-in)
-    validate: str | None = None  # testbed.run directory: validation mode
+    validate: str | None = None  # testbed.run directory: predict it and compare with what it measured
 
 
 def run(cfg: SimConfig) -> pd.DataFrame:
@@ -92,7 +94,10 @@ def run(cfg: SimConfig) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     table.to_csv(out / "table.csv", index=False)
     simplot.fig4(table, out / "fig4.png", title=timing_from)
-    (out / "config.json").write_text(json.dumps(asdict(cfg) | {"resolved": resolved | {"head": head.desc}}, indent=1))
+    machine = machine_info()
+    (out / "config.json").write_text(json.dumps(asdict(cfg) | {"resolved": resolved | {"head": head.desc},
+                                                               "machine": machine}, indent=1))
+    config.write_config(out, cfg, machine)
     found = trends(table)
     (out / "trends.json").write_text(json.dumps({"acceptance_from": acc_from, "timing_from": timing_from,
                                                   "trends": [t.to_dict() for t in found]}, indent=1))
@@ -139,46 +144,9 @@ def _print(table: pd.DataFrame, acc_from: str, timing_from: str, head_desc: str,
 
 
 def parse_args(argv: list[str] | None = None) -> SimConfig:
-    d = SimConfig()
     ap = argparse.ArgumentParser(prog="python -m testbed.simulate", description=__doc__.splitlines()[0],
                                  epilog="python -m testbed.simulate calibrate --help: the local-profile calibration")
-    ap.add_argument("--out", default=d.out)
-    ap.add_argument("--methods", type=_strs, default=d.methods, help="comma-separated: greedy,reject,fh,sh")
-    ap.add_argument("--draft-lens", type=_ints, default=d.draft_lens, help="comma-separated draft windows K")
-    ap.add_argument("--rates-mbps", type=_floats, default=d.rates_mbps, help="comma-separated link rates, Mbit/s")
-    ap.add_argument("--rtts-ms", type=_floats, default=d.rtts_ms, help="comma-separated RTTs, ms")
-    ap.add_argument("--per", type=float, default=d.per, help="packet error rate of each direction")
-    ap.add_argument("--csi-trace", default=None, help="CSV CSI trace (replaces --rates-mbps x --rtts-ms)")
-    ap.add_argument("--prompts", type=int, default=d.prompts)
-    ap.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
-    ap.add_argument("--ue-profile", default=d.ue_profile, help="hardware profile name or 'local'")
-    ap.add_argument("--edge-profile", default=d.edge_profile, help="hardware profile name or 'local'")
-    ap.add_argument("--local-profile", default=None, help="calibration record of the 'local' profile")
-    ap.add_argument("--arch-drafter", default=None, help="named architecture (wisv.compute.ARCHITECTURES)")
-    ap.add_argument("--arch-target", default=None, help="named architecture (wisv.compute.ARCHITECTURES)")
-    ap.add_argument("--payload", default=d.payload, choices=["paper", "wire"])
-    ap.add_argument("--exchange-overhead-ms", type=float, default=None)
-    ap.add_argument("--head", default=d.head, help="decision head for fh/sh: default | none | PATH")
-    ap.add_argument("--tau", type=float, default=None)
-    ap.add_argument("--seed", type=int, default=d.seed)
-    ap.add_argument("--temperature", type=float, default=d.temperature)
-    ap.add_argument("--cache-dir", default=d.cache_dir)
-    ap.add_argument("--drafter", default=None)
-    ap.add_argument("--target", default=None)
-    ap.add_argument("--validate", default=None, metavar="RUN_DIR", help="validate against a testbed.run directory")
-    return SimConfig(**vars(ap.parse_args(argv)))
-
-
-def _ints(s: str) -> list[int]:
-    return [int(x) for x in s.split(",") if x.strip()]
-
-
-def _floats(s: str) -> list[float]:
-    return [float(x) for x in s.split(",") if x.strip()]
-
-
-def _strs(s: str) -> list[str]:
-    return [x.strip() for x in s.split(",") if x.strip()]
+    return config.parse(SimConfig, argv, config.add_flags(ap, SimConfig))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,8 +17,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from channel import config
 from channel.csi import CSI
 from testbed.common.link import LinkSpec
+from testbed.common.machine import machine_info
 from testbed.common.summary import read_csv_or_empty
 from wisv.compute import compute_s, verify_flops
 from wisv.jsonl import read_jsonl
@@ -180,6 +182,7 @@ def run_validate(cfg) -> pd.DataFrame:
     doc = {"run_dir": str(cfg.validate), "local_profile": str(path), "profile": profile.to_dict(),
            "exchange_overhead_s": ex, "link": run.link, "stats": stats}
     (out / "validation.json").write_text(json.dumps(doc, indent=1))
+    config.write_config(out, cfg, machine_info())
     print(title)
     print(pd.DataFrame(stats).T.to_string(float_format=lambda v: f"{v:.3f}"))
     print(f"wrote {out / 'validation.csv'}, {out / 'validation.png'}, {out / 'validation.json'}")

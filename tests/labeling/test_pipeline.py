@@ -5,7 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from labeling.__main__ import main, parse_channels
+from labeling.__main__ import main
+from labeling.config import parse_channels
 from testbed.common.heads import load_policy
 from wisv.head import HeadPolicy, load_head
 
@@ -66,6 +67,8 @@ def test_exported_head_loads_on_the_edge_with_its_tau(run_dir):
 def test_missing_stage_and_bad_input_give_clear_errors(tmp_path, capsys):
     assert main(["label", "--run-dir", str(tmp_path)]) == 2
     assert "run `python -m labeling collect" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
+    with pytest.raises(ValueError, match="NAME=RATE_MBPS/RTT_MS"):
         parse_channels(["poor=2"])
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--run-dir", str(tmp_path), "--channels", "poor=2"])
     assert parse_channels(["a=2/50", "b=500/5"]) == {"a": (2.0, 50.0), "b": (500.0, 5.0)}

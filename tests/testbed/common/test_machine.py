@@ -1,6 +1,7 @@
 """Machine info for benchmark JSON: the fields, and git's answers (or None outside a repository)."""
 import re
 
+from channel import config
 from testbed.common import machine
 
 
@@ -12,5 +13,6 @@ def test_machine_info_names_the_machine_and_the_code():
 
 
 def test_git_failures_read_as_none(monkeypatch, tmp_path):
-    monkeypatch.setattr(machine, "ROOT", tmp_path)  # not a repository: git fails
-    assert machine._git("rev-parse", "HEAD") is None
+    monkeypatch.setattr(config, "ROOT", tmp_path)  # not a repository: git fails
+    assert config._git("rev-parse", "HEAD") is None
+    assert machine.machine_info()["git_commit"] is None

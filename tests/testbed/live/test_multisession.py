@@ -9,6 +9,8 @@ import pytest
 
 from testbed.common.link import LinkSpec
 from testbed.live.run import RunConfig, run
+from testbed.live.serve import ServeConfig
+from testbed.live.ue import UEConfig
 
 UES, PROMPTS = 4, 8
 
@@ -16,9 +18,10 @@ UES, PROMPTS = 4, 8
 @pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["fh", "sh"])
 def test_four_ues_share_one_edge(pair_dirs, tmp_path: Path, protocol: str) -> None:
-    cfg = RunConfig(protocol=protocol, prompts=PROMPTS, draft_len=4, max_new_tokens=24, out=str(tmp_path),
-                    link=LinkSpec(rate_up_mbps=None, rate_down_mbps=None, rtt_ms=0.0), drafter=str(pair_dirs.drafter),
-                    target=str(pair_dirs.target), ues=UES, probe_bytes=1024)
+    ue = UEConfig(draft_len=4, max_new_tokens=24, drafter=str(pair_dirs.drafter), probe_bytes=1024)
+    cfg = RunConfig(protocol=protocol, prompts=PROMPTS, out=str(tmp_path), ue=ue, ues=UES,
+                    edge=ServeConfig(target=str(pair_dirs.target)),
+                    link=LinkSpec(rate_up_mbps=None, rate_down_mbps=None, rtt_ms=0.0))
     [summary] = run(cfg)
     assert (summary["protocol"], summary["prompts"], summary["errors"]) == (protocol, PROMPTS, 0)
     assert summary["matches_target"] == 1.0
