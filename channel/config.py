@@ -29,6 +29,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import textwrap
 import tokenize
@@ -118,6 +119,8 @@ def _collect(cls: type, base: Any, path: tuple[str, ...], skip: Sequence[str], o
         if sub is not None:
             _collect(sub, value, path + (f.name,), f.metadata.get("skip", ()), out)
             continue
+        if typing.get_origin(_hints(cls)[f.name]) is dict and "parse" not in f.metadata:
+            raise ConfigError(f"{cls.__qualname__}.{f.name}: a dict field needs parse/format metadata to be a flag")
         name = f.metadata.get("flag", f.name.replace("_", "-"))
         out.append(Flag(path + (f.name,), name if f.metadata.get("positional") else "--" + name, _hints(cls)[f.name],
                         value, _help_text(docs[f.name], _shown(value, f.metadata), f.metadata), f.metadata))
@@ -245,14 +248,18 @@ def to_toml(cfg: Any, header: Mapping[str, Any] | None = None) -> str:
 
 
 def _toml_table(d: Mapping, path: tuple[str, ...]) -> list[str]:
-    lines = [f"[{'.'.join(path)}]"] if path else []
+    lines = [f"[{'.'.join(map(_toml_key, path))}]"] if path else []
     subs = {k: v for k, v in d.items() if isinstance(v, dict)}
     for k, v in d.items():
         if k not in subs:
-            lines.append(f"{k} = {_toml_value(v)}")
+            lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
     for k, v in subs.items():
         lines += [""] + _toml_table(v, path + (k,))
     return lines
+
+
+def _toml_key(k: str) -> str:
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
 
 
 def _toml_value(v: Any) -> str:
@@ -269,7 +276,7 @@ def _toml_value(v: Any) -> str:
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
-        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
     raise ConfigError(f"cannot write {v!r} to TOML")
 
 
@@ -306,13 +313,20 @@ def add_flags(ap: argparse.ArgumentParser, cls: type) -> argparse.ArgumentParser
             ap.add_argument(f.dest, metavar=f.path[-1].upper(), help=f.help)
             continue
         if f.tp is bool:
-            kw["action"] = argparse.BooleanOptionalAction
+            kw["action"] = _Switch
         elif "parse" in f.meta or _is_seq(f.tp):
-            kw |= {"nargs": "+", "metavar": _metavar(f)}
+            kw |= {"nargs": "*", "metavar": _metavar(f)}
         else:
             kw["metavar"] = _metavar(f)
         ap.add_argument(f.flag, **kw)
     return ap
+
+
+class _Switch(argparse.BooleanOptionalAction):
+    """``--x`` sets True and ``--no-x`` False, also for a field named ``no_x`` (``--no-x`` / ``--no-no-x``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, option_string == self.option_strings[0])
 
 
 def _is_seq(tp: Any) -> bool:

@@ -1,0 +1,209 @@
+"""Every CLI's config through channel/config.py: help on every option, TOML and argv round trips of default and
+changed configs, bad --config files refused naming the key and the file, and flags over the file (testbed.run)."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import typing
+from collections.abc import Callable
+
+import pytest
+
+from channel import config
+from channel import emulator
+from labeling import __main__ as labeling_cli
+from scripts import bench_link, ue_controls
+from testbed import profile
+from testbed.live import run, serve, ue
+from testbed.load import cli as load_cli
+from testbed.load import compare
+from testbed.sim import calibrate
+from testbed.sim import cli as sim_cli
+
+# name -> (config class, its CLI's parse function returning the config; None: parse with the class's own flags)
+CLIS: dict[str, tuple[type, Callable | None]] = {
+    "testbed.run": (run.RunConfig, run.parse_args),
+    "testbed.serve": (serve.ServeConfig, serve.parse_args),
+    "testbed.ue": (ue.UEConfig, ue.parse_args),
+    "testbed.simulate": (sim_cli.SimConfig, sim_cli.parse_args),
+    "testbed.simulate calibrate": (calibrate.CalibrateConfig, calibrate.parse_args),
+    "testbed.load": (load_cli.LoadConfig, load_cli.parse_args),
+    "testbed.profile": (profile.ProfileConfig, profile.parse_args),
+    "testbed.loadcompare": (compare.CompareConfig, None),  # its main runs the comparison
+    "channel.emulator": (emulator.EmulatorConfig, None),  # its parse_args returns the LinkConfig
+    "scripts/bench_link.py": (bench_link.BenchConfig, bench_link.parse_args),
+    "scripts/ue_controls.py": (ue_controls.ControlsConfig, None),  # its parse_args wants a trained predictor
+} | {f"labeling {name}": (cls, None) for name, (cls, _) in labeling_cli.STAGES.items()}
+
+# name -> the function that builds and runs the CLI's parser on argv
+ENTRIES: dict[str, Callable] = {
+    "testbed.run": run.parse_args, "testbed.serve": serve.parse_args, "testbed.ue": ue.parse_args,
+    "testbed.simulate": sim_cli.main, "testbed.simulate calibrate": calibrate.parse_args,
+    "testbed.load": load_cli.parse_args, "testbed.profile": profile.parse_args, "testbed.loadcompare": compare.main,
+    "channel.emulator": emulator.parse_args, "labeling": labeling_cli.main,
+    "scripts/bench_link.py": bench_link.parse_args, "scripts/ue_controls.py": ue_controls.parse_args,
+}
+
+
+class Captured(Exception):
+    """Raised in place of parsing, carrying the parser."""
+
+
+def parser_of(entry: Callable, monkeypatch) -> argparse.ArgumentParser:
+    def capture(self, *_a, **_k):
+        raise Captured(self)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
+    with pytest.raises(Captured) as e:
+        entry(["calibrate"] if entry is sim_cli.main else [])  # simulate: the calibrate subcommand's parser
+    monkeypatch.undo()
+    return e.value.args[0]
+
+
+def all_parsers(ap: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    subs = [a for a in ap._actions if isinstance(a, argparse._SubParsersAction)]
+    return [ap] + [p for s in subs for sub in s.choices.values() for p in all_parsers(sub)]
+
+
+@pytest.mark.parametrize("name", list(ENTRIES))
+def test_every_option_has_help(name, monkeypatch):
+    entry = ENTRIES[name]
+    parsers = all_parsers(parser_of(entry, monkeypatch))
+    if entry is sim_cli.main:  # main dispatched to calibrate; simulate's own parser too
+        parsers += all_parsers(parser_of(sim_cli.parse_args, monkeypatch))
+    options = [(p.prog, a) for p in parsers for a in p._actions if not isinstance(a, argparse._SubParsersAction)]
+    assert len(options) > 3
+    missing = [f"{prog} {'/'.join(a.option_strings) or a.dest}" for prog, a in options
+               if not a.help or a.help == argparse.SUPPRESS or not a.help.strip()]
+    assert not missing, f"options without help: {missing}"
+    leaves = [p for p in parsers if not any(isinstance(a, argparse._SubParsersAction) for a in p._actions)]
+    assert all(any(a.option_strings == ["--config"] for a in p._actions) for p in leaves)
+
+
+def _sample(tp) -> object:
+    """A value of annotation tp (for a None field)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (list, tuple):
+        return origin([_sample(args[0])] * (len(args) if origin is tuple and args[-1] is not Ellipsis else 1))
+    return {int: 1, float: 0.25, str: "x", bool: True}[tp]
+
+
+def _changed(value, tp, meta) -> object:
+    """Another valid value of the field: every field of a changed config differs from the default."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    choices = meta.get("choices")
+    if type(None) in args:
+        inner = [a for a in args if a is not type(None)][0]
+        return _sample(inner) if value is None else None
+    if choices:
+        return type(value)(reversed(value)) if isinstance(value, (list, tuple)) else next(c for c in choices if c != value)
+    if origin is dict:
+        return {"x": (1.5, 2.5)}
+    if origin in (list, tuple):
+        return origin([_changed(v, args[0] if args[-1] is Ellipsis or origin is list else args[i], {})
+                       for i, v in enumerate(value)] or [_sample(args[0])])
+    if tp is bool:
+        return not value
+    if tp is float:
+        return value + 0.5 if value < 1e300 else 7.5
+    return value + 1 if tp is int else value + "x"
+
+
+def changed(cls: type, base=None, skip=()) -> object:
+    base = cls() if base is None else base
+    hints, kw = typing.get_type_hints(cls), {}
+    for f in config.settable(cls, skip):
+        value = getattr(base, f.name)
+        kw[f.name] = (changed(type(value), value, f.metadata.get("skip", ())) if dataclasses.is_dataclass(value)
+                      else _changed(value, hints[f.name], f.metadata))
+    return dataclasses.replace(base, **kw)
+
+
+def _configs(cls: type) -> list:
+    return [cls(), changed(cls)]
+
+
+@pytest.mark.parametrize("name", list(CLIS))
+def test_toml_round_trip_is_identity(name, tmp_path):
+    cls, _ = CLIS[name]
+    for cfg in _configs(cls):
+        path = config.write_config(tmp_path, cfg, {"git_commit": "0" * 40})
+        assert config.from_values(cls, config.load_toml(cls, path)) == cfg
+
+
+@pytest.mark.parametrize("name", list(CLIS))
+def test_argv_round_trip_is_identity(name):
+    cls, parse = CLIS[name]
+    parse = parse or (lambda argv: config.parse(cls, argv))
+    for cfg in _configs(cls):
+        assert parse(config.to_argv(cfg)) == cfg
+
+
+def test_changed_configs_change_every_field():
+    cfg, base = changed(run.RunConfig), run.RunConfig()
+    assert all(getattr(cfg, f) != getattr(base, f) for f in ("protocol", "prompts", "reference", "cpu_wakeup_us"))
+    assert cfg.ue.draft_len != base.ue.draft_len and cfg.edge.scheduler != base.edge.scheduler
+    assert cfg.link.rtt_ms != base.link.rtt_ms and cfg.ue.connect == base.ue.connect  # skipped: the run's own
+
+
+BAD_FILE = 'bogus_key = 1\n'
+
+
+@pytest.mark.parametrize("name, argv", [(n, []) for n in ENTRIES if n not in ("labeling", "testbed.loadcompare")]
+                         + [("labeling", ["collect"]), ("labeling", ["all"]), ("testbed.loadcompare", ["a", "b"])])
+def test_bad_config_key_fails_naming_key_and_file(name, argv, tmp_path, capsys):
+    f = tmp_path / "bad.toml"
+    f.write_text(BAD_FILE)
+    with pytest.raises(SystemExit) as e:
+        ENTRIES[name](argv + ["--config", str(f)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown key 'bogus_key'" in err and str(f) in err
+
+
+def test_run_flags_override_the_file(tmp_path):
+    f = tmp_path / "F.toml"
+    f.write_text('protocol = "greedy"\nprompts = 3\n[ue]\ndraft_len = 4\n[link]\nrate_up_mbps = 5.0\nrtt_ms = 50.0\n')
+    cfg = run.parse_args(["--config", str(f)])
+    assert (cfg.protocol, cfg.prompts, cfg.ue.draft_len, cfg.link.rtt_ms, cfg.link.rate_up_mbps) == (
+        "greedy", 3, 4, 50.0, 5.0)
+    assert cfg.link.rate_down_mbps == run.LinkSpec().rate_down_mbps
+    cfg = run.parse_args(["--config", str(f), "--prompts", "5", "--draft-len", "6", "--rate-mbps", "9"])
+    assert (cfg.protocol, cfg.prompts, cfg.ue.draft_len, cfg.link.rate_up_mbps, cfg.link.rate_down_mbps) == (
+        "greedy", 5, 6, 9.0, 9.0)
+    assert run.parse_args(["--rate-mbps", "9", "--rate-up-mbps", "1"]).link.rate_up_mbps == 1.0
+
+
+def test_run_keeps_its_flags_and_checks():
+    cfg = run.parse_args(["--no-reference", "--no-kv-reuse", "--pipeline-depth", "--batch-verify", "--netns",
+                          "--seed", "4", "--head", "none", "--tau", "0.3", "--protocol", "all"])
+    assert (cfg.reference, cfg.edge.kv_reuse, cfg.ue.pipeline_depth, cfg.edge.batch_verify, cfg.netns) == (
+        False, False, True, True, True)
+    assert (cfg.link.seed, cfg.edge.head, cfg.edge.tau, cfg.protocols()) == (4, "none", 0.3, list(run.ALL_PROTOCOLS))
+    for bad in (["--cpu-wakeup-us", "-1"], ["--host-overhead-ms", "-1"], ["--protocol", "bogus"]):
+        with pytest.raises(SystemExit):
+            run.parse_args(bad)
+
+
+def test_run_child_argv_rebuilds_the_ue_and_edge_configs():
+    from types import SimpleNamespace
+    from pathlib import Path
+    cfg = run.parse_args(["--draft-len", "80", "--device", "cpu", "--seed", "2", "--proactive", "3",
+                          "--no-kv-reuse", "--tau", "0.2"])
+    site = SimpleNamespace(connect="tcp://127.0.0.1:7", t0_epoch_s=123.25)
+    u = ue.parse_args(run._ue_args(cfg, "sh", site, Path("p.jsonl"), Path("o"), 1)[1:])
+    assert (u.connect, u.prompts_file, u.out, u.ue_id, u.protocol, u.seed) == ("tcp://127.0.0.1:7", "p.jsonl", "o",
+                                                                               "ue1", "sh", 2)
+    assert (u.draft_len, u.proactive, u.link_t0_epoch_s) == (80, 3, 123.25)
+    e = serve.parse_args(run._edge_args(cfg)[1:])
+    assert (e.max_draft_len, e.kv_reuse, e.tau) == (80, False, 0.2)
+
+
+def test_load_edge_argv():
+    cfg = load_cli.parse_args(["--scheduler", "slo", "--guard-ms", "2", "--no-arrival-reserve", "--draft-len", "70"])
+    edge = serve.parse_args(config.to_argv(load_cli.edge_config(cfg, 4)))
+    assert (edge.head, edge.batch_verify, edge.scheduler, edge.max_batch, edge.max_draft_len) == (
+        "none", True, "slo", 4, 70)
+    assert (edge.guard_ms, edge.arrival_reserve, edge.estimator) == (2.0, False, cfg.estimator)
+    fcfs = load_cli.edge_config(load_cli.parse_args(["--scheduler", "fcfs"]), 16)
+    assert fcfs.estimator is None and fcfs.scheduler == "fcfs"
