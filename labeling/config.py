@@ -38,7 +38,7 @@ class CollectConfig:
     prompts_file: str | None = None  # JSONL with prompt/answer rows (None: the toy calib split)
     prompts: int = 600  # number of calibration prompts
     draft_len: int = 16  # K of the greedy SD run that finds the mismatches
-    max_new_tokens: int = 160  # generation budget per prompt
+    max_new_tokens: int = 160  # generation budget per prompt, tokens
     hidden_layer: int = -1  # hidden-state layer recorded for the head (-1: final, post-norm)
     device: str = "cpu"  # torch device
 

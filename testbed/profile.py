@@ -130,8 +130,8 @@ def run(cfg: ProfileConfig) -> dict:
     test = np.random.default_rng(cfg.seed + 1).random(len(df)) < cfg.test_frac
     reps = np.array(times)  # [batches, repeats], unrounded
     prof = fit_profile(x, df.seconds.to_numpy(), test, cfg.n_boot, cfg.seed,
-                       meta={"config": asdict(cfg), "machine": machine_info(), "device": cfg.device, "batches_train": int((~test).sum()),
-                             "batches_test": int(test.sum()), "torch": torch.__version__,
+                       meta={"config": asdict(cfg), "machine": machine_info(), "device": cfg.device,
+                             "batches_train": int((~test).sum()), "batches_test": int(test.sum()), "torch": torch.__version__,
                              "by_repeats": repeats_needed(x, reps, test, cfg.stat)})
     # the same fit against each batch's *median* repeat: what a loaded machine sees
     prof.meta["test_vs_median"] = fit_metrics(np.median(reps[test], axis=1), x[test] @ prof.coef_vector())

@@ -96,7 +96,9 @@ def _changed(value, tp, meta) -> object:
         inner = [a for a in args if a is not type(None)][0]
         return _sample(inner) if value is None else None
     if choices:
-        return type(value)(reversed(value)) if isinstance(value, (list, tuple)) else next(c for c in choices if c != value)
+        if isinstance(value, (list, tuple)):
+            return type(value)(reversed(value))
+        return next(c for c in choices if c != value)
     if origin is dict:
         return {"x": (1.5, 2.5)}
     if origin in (list, tuple):

@@ -53,7 +53,8 @@ class ServeConfig:
     memory_budget_mb: float = 2048.0  # cap on all sessions' KV caches together (engine), MB
     estimator: str | None = None  # verification-time profile JSON from testbed.profile (needed by --scheduler slo)
     guard_ms: float = 0.0  # slo: guard time delta (LST = deadline - v - delta) absorbing estimator error, ms
-    lost_order: str = field(default="last", metadata={"choices": LOST_ORDER_CHOICES})  # slo: hopeless requests go last or by EDF
+    lost_order: str = field(default="last",
+                            metadata={"choices": LOST_ORDER_CHOICES})  # slo: lost requests go last or by EDF (paper)
     slack_ms: float | None = None  # slo: time a batch keeps before its earliest feasible deadline, ms (None: guard_ms)
     arrival_reserve: bool = True  # slo: no batch so long that a tight request arriving meanwhile must miss (off: paper)
 

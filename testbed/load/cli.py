@@ -61,7 +61,8 @@ class LoadConfig:
     estimator: str = "results/verify_profile.json"  # verification-time profile for slo (testbed.profile)
     max_batch: int = 16  # most requests per verification pass
     guard_ms: float = 0.0  # slo scheduler's guard time delta, ms (testbed.serve --guard-ms)
-    lost_order: str = field(default="last", metadata={"choices": LOST_ORDER_CHOICES})  # slo: hopeless requests
+    lost_order: str = field(default="last",
+                            metadata={"choices": LOST_ORDER_CHOICES})  # slo: lost requests go last or by EDF (paper)
     slack_ms: float | None = None  # slo: batch slack before the earliest feasible deadline, ms (None: the guard)
     arrival_reserve: bool = True  # slo: bound batches for tight arrivals (testbed.serve --[no-]arrival-reserve)
     compare_max_batch: int = 0  # >0: also run the sweep against an edge with this max batch (1: one at a time)
@@ -271,7 +272,8 @@ def resummarize(out: Path) -> pd.DataFrame:
     cfg_doc = json.loads((out / "config.json").read_text())
     if (cfg_doc.get("slack_ms") or 0) < 0:  # runs from before slack_ms was optional wrote -1 for "the guard"
         cfg_doc["slack_ms"] = None
-    cfg = LoadConfig(**{k: v for k, v in cfg_doc.items() if k not in ("link", "machine")}, link=LinkSpec(**cfg_doc["link"]))
+    kept = {k: v for k, v in cfg_doc.items() if k not in ("link", "machine")}
+    cfg = LoadConfig(**kept, link=LinkSpec(**cfg_doc["link"]))
     rows = []
     for rep, n in plan_runs(cfg.ns(), cfg.repeats):
         d = run_dir(out, n, rep, cfg.repeats)

@@ -51,7 +51,7 @@ class SimConfig:
     max_new_tokens: int = 160  # generation budget per prompt, tokens
     ue_profile: str = "jetson-agx-orin"  # drafting device: hardware profile name (wisv.hardware) or local
     edge_profile: str = "a40"  # verifying device: hardware profile name (wisv.hardware) or local
-    local_profile: str | None = None  # calibration record for "local" (default results/local_profile.json)
+    local_profile: str | None = None  # calibration record for "local" (None: results/local_profile.json)
     arch_drafter: str | None = None  # named drafter architecture (wisv.compute.ARCHITECTURES) for payloads/FLOPs
     arch_target: str | None = None  # named target architecture (give both or neither; None: the pair's own)
     payload: str = field(default="paper", metadata={"choices": ("paper", "wire")})  # paper: ceil(log2 V)-bit ids
