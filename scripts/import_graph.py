@@ -1,4 +1,4 @@
-"""Import graph of the project by ast (no code is imported): print the package graph, fail on an upward import or a cycle.
+"""Import graph of the project by ast (nothing is imported): print package edges, fail on an upward import or a cycle.
 
 Layers, lowest first: channel -> wisv -> protocols | labeling -> testbed -> scripts. A module may import its own
 layer or a lower one; protocols and labeling may not import each other. Every import counts, also those inside

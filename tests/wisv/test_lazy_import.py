@@ -1,4 +1,4 @@
-"""wisv/__init__ is lazy: the pure modules import with torch and transformers blocked, and the README names still load."""
+"""wisv/__init__ is lazy: the pure modules import with torch and transformers blocked; the README names still load."""
 import subprocess
 import sys
 
