@@ -1,4 +1,4 @@
-"""Where a result was measured: CPU count, platform, Python, torch and transformers versions, git commit."""
+"""Where a result was measured: CPU model and count, platform, Python, torch and transformers versions, git commit."""
 from __future__ import annotations
 
 import contextlib
@@ -14,9 +14,19 @@ def machine_info() -> dict:
     """The machine and code a benchmark ran on, for its JSON."""
     import torch
     import transformers
-    return {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-            "torch": torch.__version__, "transformers": transformers.__version__,
+    return {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
+            "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
             "git_commit": _git("rev-parse", "HEAD"), "git_dirty": bool(_git("status", "--porcelain"))}
+
+
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what platform knows of the processor."""
+    with contextlib.suppress(OSError):
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Model", "Hardware") and value.strip():
+                return value.strip()
+    return platform.processor() or platform.machine()
 
 
 def _git(*args: str) -> str | None:
