@@ -64,7 +64,7 @@ class SimConfig:
     drafter: str | None = None  # local HF drafter directory (None: built-in)
     target: str | None = None  # local HF target directory (None: built-in)
     validate: str | None = None  # testbed.run directory: validation mode
-    calibrate: bool = False  # first calibrate the local profile (into local_profile) in this command, minutes
+    calibrate: bool = False  # calibrate the local profile (into local_profile) first, in this command (minutes)
 
 
 def run(cfg: SimConfig) -> pd.DataFrame:
