@@ -19,7 +19,9 @@ dispatch) plus ``weight_read_s`` per weight of the model per call (streaming the
 verification): the price of starting work after waiting on the link (cold caches, clock ramp-up on a
 shared VM); see ``call_overhead_s``.  All default to 0, so the named presets above are pure eq. 11.  The
 measured ``local`` profile (``python -m testbed.simulate calibrate``, fitted by ``wisv.calibrate``) sets
-them; ``get_profile("local")`` reads it from ``LOCAL_PROFILE_PATH`` or a given path.
+them; ``get_profile("local")`` reads it from ``LOCAL_PROFILE_PATH`` or a given path.  The record's notes also
+hold the machine and the time it was measured on; the simulator warns when they no longer fit
+(``testbed.sim.staleness``).
 """
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 Usage: ``python -m testbed.run --protocol auto`` (built-in pair, 20 test prompts, 20 Mbps / 20 ms).
 ``--protocol all`` runs every protocol on the same prompts and link and prints them side by side.
 Writes per protocol ``rounds.csv``, ``outputs.jsonl`` and ``summary.json`` to ``--out DIR/<protocol>``,
-plus ``config.json``, ``prompts.jsonl``, ``reference.jsonl`` and ``summary.csv`` to ``--out DIR``.
+plus ``config.json``, ``prompts.jsonl``, ``reference.jsonl``, ``summary.csv`` and ``run.png`` (latency per
+prompt, AAL per protocol) to ``--out DIR``.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from protocols.registry import PROTOCOLS
 from testbed.common.heads import load_policy
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
+from testbed.common.plots import plot_run
 from testbed.common.summary import read_csv_or_empty, summarize, table
 from testbed.live import placement
 from testbed.live.procs import Child, progress_handler
@@ -104,6 +106,7 @@ def run(cfg: RunConfig) -> list[dict]:
     pd.DataFrame(summaries).to_csv(out / "summary.csv", index=False)
     print(f"\nlink: {_describe_link(cfg.link)}; K={cfg.ue.draft_len}; head={head_desc}; results in {out}")
     print(table(summaries))
+    print(f"figure: {plot_run(out)}")
     return summaries
 
 

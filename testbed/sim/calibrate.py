@@ -24,6 +24,8 @@ import pandas as pd
 import torch
 
 from channel import config
+from testbed.common.machine import machine_info
+from testbed.sim.staleness import now_utc
 from wisv.acceptance import greedy_accept_ids
 from wisv.calibrate import (Calibration, CallTiming, ComputeFit, fit_compute, fit_exchange_overhead, profile_from_fit,
                             save_calibration)
@@ -140,8 +142,9 @@ def calibrate(cfg: CalibrateConfig) -> Calibration:
     fit = fit_compute(timings)
     source = (f"measured on {platform.node()} ({platform.processor() or platform.machine()}, 1 torch thread) by "
               f"testbed.simulate calibrate, {time.strftime('%Y-%m-%d %H:%M')}; peak = float32 matmul")
-    cal = Calibration(profile_from_fit(fit, peak, source=source), fit=asdict(fit),
-                      notes={"config": asdict(cfg), "by_k": medians_by_k(timings, fit), "peak_tflops_measured": peak})
+    notes = {"config": asdict(cfg), "by_k": medians_by_k(timings, fit), "peak_tflops_measured": peak,
+             "machine": machine_info(), "measured_at": now_utc()}  # testbed.sim.staleness compares these
+    cal = Calibration(profile_from_fit(fit, peak, source=source), fit=asdict(fit), notes=notes)
     dims = (ModelDims.from_hf_config(pair.drafter.config), ModelDims.from_hf_config(pair.target.config))
     del pair
     if not cfg.no_link:

@@ -29,8 +29,10 @@ from testbed.common.machine import machine_info
 from testbed.sim import plot as simplot
 from testbed.sim.model import prompt_latencies, summarize
 from testbed.sim.resolve import Head, Link, PairCache, deployment, links_of, resolve_head
+from testbed.sim.staleness import check_profile, print_warnings
 from testbed.sim.traces import TraceKey, cached_trace, generate_trace
 from testbed.sim.trends import format_trends, trends
+from wisv.hardware import LOCAL, LOCAL_PROFILE_PATH
 
 METHODS = ("greedy", "reject", "fh", "sh")
 RULE = {"greedy": "greedy", "reject": "sampling"}  # fh / sh: "wisv" with a head, else "greedy"
@@ -64,10 +66,13 @@ class SimConfig:
     drafter: str | None = None  # local HF drafter directory (None: built-in)
     target: str | None = None  # local HF target directory (None: built-in)
     validate: str | None = None  # testbed.run directory: predict it and compare with what it measured
+    calibrate: bool = False  # calibrate the local profile (into local_profile) first, in this command (minutes)
 
 
 def run(cfg: SimConfig) -> pd.DataFrame:
     """Simulate every (method, K, link); write table.csv, fig4.png and config.json; return the table."""
+    if cfg.calibrate:
+        calibrate_first(cfg)
     if cfg.validate:
         from testbed.sim.validate import run_validate
         return run_validate(cfg)
@@ -94,9 +99,12 @@ def run(cfg: SimConfig) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     table.to_csv(out / "table.csv", index=False)
     simplot.fig4(table, out / "fig4.png", title=timing_from)
+    uses_local = LOCAL in (cfg.ue_profile, cfg.edge_profile)
+    check = check_profile(cfg.local_profile or LOCAL_PROFILE_PATH) if uses_local else None
     machine = machine_info()
     (out / "config.json").write_text(json.dumps(asdict(cfg) | {"resolved": resolved | {"head": head.desc},
-                                                               "machine": machine}, indent=1))
+                                                               "machine": machine,
+                                                               "profile_check": check and check.to_dict()}, indent=1))
     config.write_config(out, cfg, machine)
     found = trends(table)
     (out / "trends.json").write_text(json.dumps({"acceptance_from": acc_from, "timing_from": timing_from,
@@ -105,7 +113,23 @@ def run(cfg: SimConfig) -> pd.DataFrame:
     if found:
         print("\nTable I / Fig. 4 trends (latency from the model; acceptance from the pair's traces):")
         print(format_trends(found))
+    if check:
+        print_warnings(check)
     return table
+
+
+def calibrate_first(cfg: SimConfig) -> None:
+    """--calibrate: measure the local profile now, for the pair simulated (or the validated run's pair)."""
+    from testbed.sim.calibrate import CalibrateConfig, calibrate
+    if not cfg.validate and LOCAL not in (cfg.ue_profile, cfg.edge_profile):
+        raise ValueError("--calibrate measures the 'local' profile: use it (--ue-profile/--edge-profile local) "
+                         "or --validate RUN_DIR")
+    drafter, target = cfg.drafter, cfg.target
+    if cfg.validate:
+        from testbed.sim.validate import load_run
+        run_data = load_run(cfg.validate)
+        drafter, target = run_data.drafter, run_data.target
+    calibrate(CalibrateConfig(out=cfg.local_profile or str(LOCAL_PROFILE_PATH), drafter=drafter, target=target))
 
 
 def _trace(cfg: SimConfig, pair: PairCache, head: Head, method: str, k: int, link: Link) -> tuple[pd.DataFrame, str]:

@@ -162,6 +162,7 @@ def run_validate(cfg) -> pd.DataFrame:
     """``--validate RUN_DIR``: validation.csv, validation.png, validation.json in cfg.out; prints the error summary."""
     from testbed.sim import plot as simplot
     from testbed.sim.resolve import PairCache
+    from testbed.sim.staleness import check_profile, print_warnings, run_time
     from wisv.calibrate import load_calibration
     from wisv.hardware import LOCAL, LOCAL_PROFILE_PATH, get_profile
 
@@ -169,6 +170,7 @@ def run_validate(cfg) -> pd.DataFrame:
     path = Path(cfg.local_profile) if cfg.local_profile else LOCAL_PROFILE_PATH
     profile = get_profile(LOCAL, path)  # a clear error naming the calibrate command when missing
     cal = load_calibration(path)
+    check = check_profile(path, run_at=run_time(cfg.validate))
     ex = cfg.exchange_overhead_ms / 1e3 if cfg.exchange_overhead_ms is not None else cal.exchange_overhead_s
     d, t = PairCache(run.drafter, run.target).dims()
     dep = wire_deployment(d, t, profile, ex)
@@ -180,12 +182,13 @@ def run_validate(cfg) -> pd.DataFrame:
     title = f"{Path(cfg.validate).name}: {_link_desc(run.link)}; local profile, {ex * 1e3:.2f} ms/exchange"
     simplot.scatter(val, out / "validation.png", title)
     doc = {"run_dir": str(cfg.validate), "local_profile": str(path), "profile": profile.to_dict(),
-           "exchange_overhead_s": ex, "link": run.link, "stats": stats}
+           "exchange_overhead_s": ex, "link": run.link, "stats": stats, "profile_check": check.to_dict()}
     (out / "validation.json").write_text(json.dumps(doc, indent=1))
     config.write_config(out, cfg, machine_info())
     print(title)
     print(pd.DataFrame(stats).T.to_string(float_format=lambda v: f"{v:.3f}"))
     print(f"wrote {out / 'validation.csv'}, {out / 'validation.png'}, {out / 'validation.json'}")
+    print_warnings(check)
     return val
 
 

@@ -1,0 +1,203 @@
+"""Import graph of the project by ast (nothing is imported): print package edges, fail on an upward import or a cycle.
+
+Layers, lowest first: channel -> wisv -> protocols | labeling -> testbed -> scripts. A module may import its own
+layer or a lower one; protocols and labeling may not import each other. Every import counts, also those inside
+functions; imports under ``if TYPE_CHECKING:`` count for the layers but not for cycles (they never run).
+
+    python scripts/import_graph.py          # exit status 1 on a violation
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGES = ("channel", "wisv", "protocols", "labeling", "testbed", "scripts")
+LAYER = {"channel": 0, "wisv": 1, "protocols": 2, "labeling": 2, "testbed": 3, "scripts": 4}
+SIBLINGS_APART = {("protocols", "labeling"), ("labeling", "protocols")}  # same layer, still may not import
+
+
+@dataclass(frozen=True)
+class Edge:
+    src: str  # importing module, dotted
+    dst: str  # imported project module, dotted
+    typing_only: bool  # under `if TYPE_CHECKING:`, never executed
+
+
+def module_name(path: Path, root: Path) -> str:
+    """wisv/latency.py -> wisv.latency; testbed/sim/__init__.py -> testbed.sim."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def find_modules(root: Path) -> dict[str, Path]:
+    """Every .py module under the project packages, by dotted name."""
+    return {module_name(p, root): p for pkg in PACKAGES for p in sorted((root / pkg).rglob("*.py"))}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _raw_imports(tree: ast.AST, typing_only: bool = False) -> Iterable[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """(import node, under TYPE_CHECKING) for every import in the tree, nested ones included."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node, typing_only
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.body:
+                yield from _raw_imports(ast.Module(body=[child], type_ignores=[]), True)
+            for child in node.orelse:
+                yield from _raw_imports(ast.Module(body=[child], type_ignores=[]), typing_only)
+        else:
+            yield from _raw_imports(node, typing_only)
+
+
+def _resolve(name: str, modules: Iterable[str]) -> str | None:
+    """The longest known module that `name` is or lies in (wisv.latency.t_fh -> wisv.latency), else None."""
+    known = set(modules)
+    parts = name.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in known:
+            return ".".join(parts[:n])
+    return None
+
+
+def imports_of(source: str, module: str, is_package: bool, modules: Iterable[str]) -> list[Edge]:
+    """The project modules that `module` (whose text is `source`) imports."""
+    known = set(modules)
+    edges: set[Edge] = set()
+    for node, typing_only in _raw_imports(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")[: len(module.split(".")) - node.level + (1 if is_package else 0)]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [f"{base}.{alias.name}" for alias in node.names]
+        for target in targets:
+            dst = _resolve(target, known)
+            if dst is not None and dst != module:
+                edges.add(Edge(module, dst, typing_only))
+    return sorted(edges, key=lambda e: (e.dst, e.typing_only))
+
+
+def build_graph(root: Path) -> list[Edge]:
+    """All project-internal import edges of the tree at `root`."""
+    modules = find_modules(root)
+    return [e for name, path in modules.items()
+            for e in imports_of(path.read_text(), name, path.name == "__init__.py", modules)]
+
+
+def upward_imports(edges: Iterable[Edge]) -> list[Edge]:
+    """Edges from a lower layer to a higher one, or between protocols and labeling."""
+    bad = []
+    for e in edges:
+        src, dst = e.src.split(".")[0], e.dst.split(".")[0]
+        if LAYER[dst] > LAYER[src] or (src, dst) in SIBLINGS_APART:
+            bad.append(e)
+    return bad
+
+
+def cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one node, or a self-loop (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    nodes = sorted(set(graph) | {d for ds in graph.values() for d in ds})
+    succ = {n: sorted(set(graph.get(n, ()))) for n in nodes}
+    for start in nodes:
+        if start in index:
+            continue
+        work = [(start, 0)]
+        while work:
+            node, i = work.pop()
+            if i == 0:
+                index[node] = low[node] = len(index)
+                stack.append(node)
+                on_stack.add(node)
+            if i < len(succ[node]):
+                work.append((node, i + 1))
+                nxt = succ[node][i]
+                if nxt not in index:
+                    work.append((nxt, 0))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    comp.append(top)
+                    if top == node:
+                        break
+                if len(comp) > 1 or node in succ[node]:
+                    found.append(sorted(comp))
+    return sorted(found)
+
+
+def module_graph(edges: Iterable[Edge], runtime_only: bool = True) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for e in edges:
+        if not (runtime_only and e.typing_only):
+            graph.setdefault(e.src, set()).add(e.dst)
+    return graph
+
+
+def package_of(module: str, packages: set[str]) -> str:
+    """The package that holds `module` (testbed.sim.cli -> testbed.sim; a package is its own)."""
+    return module if module in packages else module.rsplit(".", 1)[0]
+
+
+def package_graph(edges: Iterable[Edge], root: Path) -> dict[str, set[str]]:
+    """Edges between packages (directories with an __init__.py), self-edges dropped."""
+    packages = {module_name(p, root) for pkg in PACKAGES for p in (root / pkg).rglob("__init__.py")}
+    graph: dict[str, set[str]] = {}
+    for e in edges:
+        src, dst = package_of(e.src, packages), package_of(e.dst, packages)
+        graph.setdefault(src, set())
+        if src != dst:
+            graph[src].add(dst)
+    return graph
+
+
+def report(root: Path) -> tuple[list[str], bool]:
+    """The printed lines and whether the tree is clean."""
+    edges = build_graph(root)
+    lines = ["package graph (package -> packages it imports):"]
+    pkg_graph = package_graph(edges, root)
+    lines += [f"  {p} -> {', '.join(sorted(ds)) or '-'}" for p, ds in sorted(pkg_graph.items())]
+    up = upward_imports(edges)
+    mod_cycles = cycles(module_graph(edges))
+    lines.append(f"upward imports: {len(up)}")
+    lines += [f"  {e.src} -> {e.dst}{' (TYPE_CHECKING)' if e.typing_only else ''}" for e in up]
+    lines.append(f"module cycles: {len(mod_cycles)}")
+    lines += [f"  {' <-> '.join(c)}" for c in mod_cycles]
+    pkg_cycles = cycles(pkg_graph)
+    lines.append(f"package cycles (not an error): {len(pkg_cycles)}")
+    lines += [f"  {' <-> '.join(c)}" for c in pkg_cycles]
+    lines.append(f"{len(find_modules(root))} modules, {len(edges)} project imports")
+    return lines, not up and not mod_cycles
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent, help="the repository root")
+    args = ap.parse_args(argv)
+    lines, clean = report(args.root)
+    print("\n".join(lines))
+    return 0 if clean else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Import-graph check: the real tree is clean; a hand-built tree with an upward import and a cycle is caught."""
+from pathlib import Path
+
+from scripts.import_graph import Edge, build_graph, cycles, imports_of, main, report, upward_imports
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_the_real_tree_has_no_upward_import_and_no_cycle():
+    edges = build_graph(ROOT)
+    assert any(e.src == "wisv.roundtime" and e.dst == "wisv.latency" for e in edges)
+    lines, clean = report(ROOT)
+    assert clean, "\n".join(lines)
+    assert main(["--root", str(ROOT)]) == 0
+
+
+def test_imports_resolve_relative_from_and_nested_names():
+    modules = ["wisv", "wisv.a", "wisv.b", "wisv.sub", "wisv.sub.c"]
+    src = "from . import b\nfrom .sub.c import f\nimport numpy\ndef g():\n    from wisv.a import h\n"
+    assert {e.dst for e in imports_of(src, "wisv.a", False, modules)} == {"wisv.b", "wisv.sub.c"}
+    assert {e.dst for e in imports_of("from .c import x\n", "wisv.sub", True, modules)} == {"wisv.sub.c"}
+    assert [e.dst for e in imports_of("from wisv import b, name\n", "wisv.a", False, modules)] == ["wisv", "wisv.b"]
+
+
+def test_a_bad_tree_fails_with_each_violation_named(tmp_path, capsys):
+    pkgs = {f"{p}/__init__.py": "" for p in ("channel", "wisv", "protocols", "labeling", "testbed", "scripts")}
+    write(tmp_path, {**pkgs,
+                     "channel/low.py": "def f():\n    from wisv import core\n",  # upward, in a function
+                     "wisv/core.py": "import wisv.loop\n",
+                     "wisv/loop.py": "from wisv.core import x\n",  # wisv.core <-> wisv.loop
+                     "wisv/typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import wisv.hint\n",
+                     "wisv/hint.py": "import wisv.typed\n",  # a cycle only through TYPE_CHECKING: not one
+                     "protocols/p.py": "import labeling.q\n",  # siblings apart
+                     "labeling/q.py": "import channel.low\n"})
+    edges = build_graph(tmp_path)
+    assert {(e.src, e.dst) for e in upward_imports(edges)} == {("channel.low", "wisv.core"),
+                                                              ("protocols.p", "labeling.q")}
+    assert Edge("wisv.typed", "wisv.hint", True) in edges
+    lines, clean = report(tmp_path)
+    assert not clean
+    assert main(["--root", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "module cycles: 1\n  wisv.core <-> wisv.loop\n" in out
+    assert "upward imports: 2" in out
+
+
+def test_cycles_finds_loops_and_self_loops_only():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"a"}, "b": {"c"}}) == [["a"]]
+    assert cycles({"a": {"b", "c"}, "b": {"c"}}) == []
