@@ -22,12 +22,13 @@ from tqdm import tqdm
 from protocols.registry import PROTOCOLS
 from testbed.common.heads import HEAD_HELP, load_policy
 from testbed.common.link import LinkSpec, resolve_rates
-from testbed.common.summary import read_csv_or_empty, summarize, table
+from testbed.common.summary import summarize, table
 from testbed.live import placement
 from testbed.live.procs import Child, progress_handler
 from testbed.live.prompts import load_prompts, reference_outputs
 from testbed.live.wakeup import cpu_wakeup_bound
 from wisv.jsonl import read_jsonl, write_jsonl
+from wisv.records import read_records
 
 ALL_PROTOCOLS = ("greedy", "reject", "fh", "sh", "auto")
 
@@ -116,7 +117,7 @@ def _run_ues(cfg: RunConfig, proto: str, site: placement.Site, prompts_file: Pat
 def _collect(proto: str, pdir: Path, prompts: pd.DataFrame, tok, refs) -> dict:
     """Merge the UEs' records into <pdir>/rounds.csv and outputs.jsonl, then summarize."""
     ue_dirs = sorted(d for d in pdir.glob("ue*") if d.is_dir())
-    frames = [f for f in (read_csv_or_empty(d / "rounds.csv") for d in ue_dirs) if len(f)]
+    frames = [f for f in (read_records(d / "rounds.csv") for d in ue_dirs) if len(f)]
     rounds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     outputs = pd.concat([pd.read_json(d / "outputs.jsonl", lines=True) for d in ue_dirs], ignore_index=True)
     rounds.to_csv(pdir / "rounds.csv", index=False)

@@ -88,7 +88,7 @@ def run(cfg: SimConfig) -> pd.DataFrame:
                 per_prompt = prompt_latencies(trace, method, link.csi_at, dep)
                 rows.append({"method": _label(method, rule), "protocol": method, "acceptance": rule, "draft_len": k,
                              "link": link.name, "rate_mbps": link.rate_mbps, "rtt_ms": link.rtt_ms, "per": link.per,
-                             **summarize(per_prompt), "acceptance_from": acc_from, "timing_from": timing_from})
+                             **summarize(trace, per_prompt), "acceptance_from": acc_from, "timing_from": timing_from})
     table = pd.DataFrame(rows)
     table.to_csv(out / "table.csv", index=False)
     simplot.fig4(table, out / "fig4.png", title=timing_from)
