@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
-from protocols.registry import PROTOCOLS
+from protocols.registry import ALL_PROTOCOLS, PROTOCOLS
 from testbed.common.heads import HEAD_HELP, load_policy
 from testbed.common.link import LinkSpec, resolve_rates
 from testbed.common.summary import summarize, table
@@ -29,8 +29,6 @@ from testbed.live.prompts import load_prompts, reference_outputs
 from testbed.live.wakeup import cpu_wakeup_bound
 from wisv.jsonl import read_jsonl, write_jsonl
 from wisv.records import read_records
-
-ALL_PROTOCOLS = ("greedy", "reject", "fh", "sh", "auto")
 
 
 @dataclass

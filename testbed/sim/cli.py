@@ -24,13 +24,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from protocols.registry import ROUND_PROTOCOLS, WISV_PROTOCOLS
 from testbed.sim import plot as simplot
 from testbed.sim.model import prompt_latencies, summarize
 from testbed.sim.resolve import Head, Link, PairCache, deployment, links_of, resolve_head
 from testbed.sim.traces import TraceKey, cached_trace, generate_trace
 from testbed.sim.trends import format_trends, trends
 
-METHODS = ("greedy", "reject", "fh", "sh")
+METHODS = ROUND_PROTOCOLS  # the simulator models every protocol a round can use
 RULE = {"greedy": "greedy", "reject": "sampling"}  # fh / sh: "wisv" with a head, else "greedy"
 
 
@@ -120,7 +121,7 @@ def _trace(cfg: SimConfig, pair: PairCache, head: Head, method: str, k: int, lin
 
 
 def _label(method: str, rule: str) -> str:
-    if method in ("fh", "sh"):
+    if method in WISV_PROTOCOLS:
         return f"WISV-{method.upper()}" if rule == "wisv" else f"{method.upper()} (lossless)"
     return method
 
