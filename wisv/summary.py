@@ -11,7 +11,8 @@ def summarize_rounds(rounds: pd.DataFrame, prompts: pd.DataFrame | None = None) 
 
     ``rounds``: per-round records (wisv.records; ``accepted``, and ``wdt_tokens`` where measured).
     ``prompts``: one row per finished prompt, with ``latency_s`` (its end-to-end time, s) and ``n_tokens`` (tokens
-    it generated) where known; None when the caller has no per-prompt data.  Undefined values are NaN."""
+    it generated) where known; None when the caller has no per-prompt data.  Undefined values are NaN, except
+    rounds per prompt with no finished prompt: the rounds over 1 (0.0 when none was recorded), as testbed.run wrote."""
     n = len(prompts) if prompts is not None else 0
     latency = prompts["latency_s"] if prompts is not None and "latency_s" in prompts else pd.Series(dtype=float)
     total_s = float(latency.sum()) if len(latency) else math.nan
