@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import time
 
-import numpy as np
 import pandas as pd
 import torch
 from tqdm import tqdm
@@ -36,9 +35,11 @@ from wisv.head import HeadPolicy, load_head
 from wisv.latency import PayloadBits
 from wisv.models import ModelPair, load_pair
 from wisv.prompts import prompt_rows
+from wisv.records import spec_rows, to_frame
 from wisv.roundtime import Deployment, rounds_s
 from wisv.sessions import VerifySession
 from wisv.speculative import RejectAll, SpecOutput, speculative_generate
+from wisv.summary import summarize_rounds
 
 
 def channel_csi(channels: dict) -> dict[str, CSI]:
@@ -54,13 +55,14 @@ def deployment(pair: ModelPair, cfg: EvalConfig, head_hidden: int, csi_dim: int)
 
 def predicted_latency_s(outs: list[SpecOutput], prompt_lens: list[int], protocol: str, csi: CSI,
                         dep: Deployment) -> float:
-    """Mean per-prompt end-to-end latency (eq. 22) of the recorded rounds under the model."""
-    total, memo = 0.0, {}
-    for out, plen in zip(outs, prompt_lens):
-        starts = np.cumsum([plen] + [len(r.committed) for r in out.rounds])  # prefix length at each round
-        rounds = [(r.drafted, int(L), len(r.mismatches)) for r, L in zip(out.rounds, starts)]
-        total += rounds_s(rounds, protocol, lambda _t: csi, dep, memo=memo)
-    return total / max(1, len(outs))
+    """Mean per-prompt end-to-end latency (eq. 22) of the recorded rounds under the model (wisv.summary)."""
+    records, latency, memo = [], [], {}
+    for i, (out, plen) in enumerate(zip(outs, prompt_lens)):
+        recs = spec_rows(out, str(i), plen)  # with the prefix length at each round
+        latency.append(rounds_s([(r.drafted, r.prefix_len, r.mismatches) for r in recs], protocol, lambda _t: csi,
+                                dep, memo=memo))
+        records += recs
+    return summarize_rounds(to_frame(records), pd.DataFrame({"latency_s": latency}))["latency_s"]
 
 
 def run_loop(pair: ModelPair, rows: list[dict], cfg: EvalConfig, policy, tau: float, csi: CSI | None,
@@ -75,10 +77,11 @@ def run_loop(pair: ModelPair, rows: list[dict], cfg: EvalConfig, policy, tau: fl
 
 
 def metrics(outs: list[SpecOutput], rows: list[dict], tok) -> dict[str, float]:
-    n_rounds = sum(len(o.rounds) for o in outs)
+    """Accuracy, AAL and rounds per prompt (wisv.summary over the runs' round records), accepted mismatches."""
+    records = [rec for i, (o, r) in enumerate(zip(outs, rows)) for rec in spec_rows(o, str(i), len(r["prompt_ids"]))]
+    s = summarize_rounds(to_frame(records), pd.DataFrame({"n_tokens": [len(o.tokens) for o in outs]}))
     return {"accuracy": accuracy([tok.decode(o.tokens) for o in outs], [r["answer"] for r in rows]),
-            "aal": sum(r.accepted for o in outs for r in o.rounds) / max(1, n_rounds),
-            "rounds_per_prompt": n_rounds / max(1, len(outs)),
+            "aal": s["aal"], "rounds_per_prompt": s["rounds_per_prompt"],
             "accepted_mismatches_per_prompt": sum(sum(j < r.accepted for j in r.mismatches)
                                                   for o in outs for r in o.rounds) / max(1, len(outs))}
 

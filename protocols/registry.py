@@ -3,14 +3,17 @@
 A protocol says what the UE uploads with a draft block, which positions the edge queries for
 hidden states afterwards, and which acceptance rule the edge applies.  ``auto`` is a UE-side
 chooser between ``fh`` and ``sh`` (see protocols/auto.py); each DRAFT names the protocol it used.
+``PROTOCOLS`` is the one list of protocol names: everyone else asks it.  The module stays light (numpy only,
+no torch), so that a CLI can import the names without loading models.
 """
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from wisv.sessions import Draft
+if TYPE_CHECKING:
+    from wisv.sessions import Draft
 
 
 class Protocol:
@@ -68,7 +71,9 @@ class Auto(FullHidden):
 
 
 PROTOCOLS: dict[str, type[Protocol]] = {p.name: p for p in (Greedy, Reject, FullHidden, SelectiveHidden, Auto)}
-ROUND_PROTOCOLS = ("greedy", "reject", "fh", "sh")  # what a DRAFT may name (auto resolves to fh or sh)
+ALL_PROTOCOLS = tuple(PROTOCOLS)  # every protocol's name, in the order testbed.run's "all" runs them
+ROUND_PROTOCOLS = tuple(n for n, p in PROTOCOLS.items() if p is not Auto)  # what a DRAFT may name (auto: fh or sh)
+WISV_PROTOCOLS = tuple(n for n in ROUND_PROTOCOLS if PROTOCOLS[n].rule == "wisv")  # hidden states, head; auto's choices
 
 
 def get_protocol(name: str) -> Protocol:

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import torch
 from tqdm import tqdm
 
@@ -19,7 +20,9 @@ from testbed.common.machine import machine_info  # noqa: E402
 from wisv.evaluate import encode_prompt, greedy_reference  # noqa: E402
 from wisv.lossless import check_lossless  # noqa: E402
 from wisv.models import load_pair  # noqa: E402
+from wisv.records import spec_rows, to_frame  # noqa: E402
 from wisv.speculative import speculative_generate  # noqa: E402
+from wisv.summary import summarize_rounds  # noqa: E402
 from wisv.toydata import load_split  # noqa: E402
 
 
@@ -33,16 +36,16 @@ def bench_target_only(target, prompts: list[list[int]], max_new: int) -> tuple[d
 
 
 def bench_sd(drafter, target, prompts: list[list[int]], refs: list[list[int]], k: int, max_new: int) -> dict:
-    t0, n, acc, rounds, identical, ok = time.perf_counter(), 0, 0, 0, 0, 0
-    for ids, ref in tqdm(list(zip(prompts, refs)), desc=f"greedy SD K={k}"):
+    t0, records, lens, identical, ok = time.perf_counter(), [], [], 0, 0
+    for i, (ids, ref) in enumerate(tqdm(list(zip(prompts, refs)), desc=f"greedy SD K={k}")):
         out = speculative_generate(drafter, target, ids, max_new_tokens=max_new, draft_len=k)
-        n, rounds = n + len(out.tokens), rounds + len(out.rounds)
-        acc += sum(r.accepted for r in out.rounds)
+        records, lens = records + spec_rows(out, str(i), len(ids)), lens + [len(out.tokens)]
         rep = check_lossless(target, ids, ref, out.tokens)
         identical, ok = identical + rep.identical, ok + rep.ok
     dt = time.perf_counter() - t0
-    return {"k": k, "tokens": n, "seconds": dt, "tokens_per_s": n / dt, "aal": acc / rounds,
-            "rounds_per_prompt": rounds / len(prompts), "identical_to_target": identical / len(prompts),
+    n, s = sum(lens), summarize_rounds(to_frame(records), pd.DataFrame({"n_tokens": lens}))
+    return {"k": k, "tokens": n, "seconds": dt, "tokens_per_s": n / dt, "aal": s["aal"],
+            "rounds_per_prompt": s["rounds_per_prompt"], "identical_to_target": identical / len(prompts),
             "lossless_up_to_near_ties": ok / len(prompts)}
 
 

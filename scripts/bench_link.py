@@ -37,11 +37,12 @@ sys.path.insert(0, str(ROOT))
 from channel import config  # noqa: E402
 from channel.csi import serialization_s  # noqa: E402  (wisv.latency has the same formula but imports torch)
 from channel.emulator import LinkConfig, LinkEmulator  # noqa: E402
+from protocols.registry import ALL_PROTOCOLS  # noqa: E402  (light: testbed.run itself is imported lazily)
 from testbed.common.link import LinkSpec  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
 from testbed.live.zmqfloor import round_floor  # noqa: E402
+from wisv.records import read_records  # noqa: E402
 
-ALL_PROTOCOLS = ("greedy", "reject", "fh", "sh", "auto")  # testbed.run's "all" (imported lazily there: heavy)
 REJECT_POINT = (2.0, 20.0)  # (Mbit/s, ms) where reject must be far slower than greedy
 REJECT_SLOWDOWN_MIN = 1.5  # reject trend passes when its mean latency >= this many times greedy's
 AUTO_SLACK = 1.05  # auto trend passes when auto latency <= this times min(fh, sh)
@@ -210,7 +211,7 @@ def run_point(cfg: BenchConfig, link: LinkSpec, protocols: list[str], out: Path)
                        edge=ServeConfig(target=cfg.target), reference=False, cpu_wakeup_us=cfg.cpu_wakeup_us)
         for s in run(rc):
             f = out / name / s["protocol"] / "rounds.csv"
-            res[s["protocol"]] = (s, pd.read_csv(f) if f.stat().st_size > 1 else pd.DataFrame())  # "\n": no rounds
+            res[s["protocol"]] = (s, read_records(f))  # empty when no round was recorded
     return res
 
 

@@ -10,13 +10,16 @@ import json
 import sys
 from pathlib import Path
 
+import pandas as pd
 import torch
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from wisv.evaluate import accuracy, encode_prompt, greedy_reference, mismatch_kind  # noqa: E402
 from wisv.models import load_pair  # noqa: E402
+from wisv.records import spec_rows, to_frame  # noqa: E402
 from wisv.speculative import speculative_generate  # noqa: E402
+from wisv.summary import summarize_rounds  # noqa: E402
 from wisv.toydata import load_split  # noqa: E402
 
 DRAFT_LENS = (4, 8, 16)
@@ -38,17 +41,17 @@ def measure(root: Path, n_acc: int, n_sd: int) -> dict:
         res[f"{name}_accuracy"] = accuracy([tok.decode(o) for o in outs], [p.answer for p in probs[:n_acc]])
     kinds = collections.Counter()
     for k in DRAFT_LENS:
-        acc_toks, rounds, same = 0, 0, 0
+        records, lens, same = [], [], 0
         for i, ids in enumerate(tqdm(prompts[:n_sd], desc=f"greedy SD K={k}")):
             out = speculative_generate(drafter, target, ids, max_new_tokens=160, draft_len=k)
-            acc_toks += sum(r.accepted for r in out.rounds)
-            rounds += len(out.rounds)
+            records, lens = records + spec_rows(out, str(i), len(ids)), lens + [len(out.tokens)]
             same += out.tokens == (refs["target"][i] if i < n_acc else greedy_reference(target, ids))
             if k == 8:
                 kinds.update(mismatch_kind(tok, r.draft_tokens[r.mismatches[0]], r.target_argmax[r.mismatches[0]])
                              for r in out.rounds if r.mismatches)
-        res[f"aal_k{k}"] = round(acc_toks / rounds, 3)
-        res[f"rounds_per_prompt_k{k}"] = round(rounds / n_sd, 2)
+        s = summarize_rounds(to_frame(records), pd.DataFrame({"n_tokens": lens}))
+        res[f"aal_k{k}"] = round(s["aal"], 3)
+        res[f"rounds_per_prompt_k{k}"] = round(s["rounds_per_prompt"], 2)
         res[f"matches_target_k{k}"] = same / n_sd
     total = sum(kinds.values())
     res["first_mismatch_kinds_k8"] = {k: round(v / total, 3) for k, v in sorted(kinds.items())}

@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import torch
 from tqdm import tqdm
 
@@ -31,6 +32,7 @@ from wisv.models import load_pair  # noqa: E402
 from wisv.rejection import (choose_threshold, evaluate_predictor, round_labels, save_predictor,  # noqa: E402
                             split_rounds, stop_length, train_predictor, wasted_drafting)
 from wisv.sessions import DraftSession, VerifySession  # noqa: E402
+from wisv.summary import summarize_rounds  # noqa: E402
 from wisv.toydata import load_split  # noqa: E402
 
 
@@ -70,19 +72,20 @@ def dataset(rounds: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
 
 def wdt_report(model, rounds: list[dict], threshold: float, k_max: int, tau_d: float) -> dict:
     """Mean wasted tokens / seconds per round without and with stop-at-first-predicted-rejection."""
-    base, pred, sent_tokens, acc_base, acc_pred = [], [], 0, 0, 0
+    base, pred = [], []  # per round: (drafted, accepted, wdt_tokens) as sent, and had drafting stopped
     with torch.no_grad():
         for r in rounds:
-            p = model(r["features"]).tolist()
-            sent = stop_length(p, threshold, k_max)
-            accepted = min(r["accepted"], sent)
-            base.append(wasted_drafting(r["drafted"], r["accepted"], tau_d)[0])
-            pred.append(wasted_drafting(sent, accepted, tau_d)[0])
-            sent_tokens, acc_base, acc_pred = sent_tokens + sent, acc_base + r["accepted"], acc_pred + accepted
-    n = max(1, len(rounds))
-    return {"wdt_tokens_per_round_without": sum(base) / n, "wdt_tokens_per_round_with": sum(pred) / n,
-            "wdt_ms_per_round_without": 1e3 * tau_d * sum(base) / n, "wdt_ms_per_round_with": 1e3 * tau_d * sum(pred) / n,
-            "aal_without": acc_base / n, "aal_with": acc_pred / n, "drafted_per_round_with": sent_tokens / n}
+            sent = stop_length(model(r["features"]).tolist(), threshold, k_max)
+            for log, k, acc in ((base, r["drafted"], r["accepted"]), (pred, sent, min(r["accepted"], sent))):
+                log.append({"drafted": k, "accepted": acc, "wdt_tokens": wasted_drafting(k, acc, tau_d)[0]})
+    without, with_ = (summarize_rounds(pd.DataFrame(log, columns=["drafted", "accepted", "wdt_tokens"]))
+                      for log in (base, pred))
+    return {"wdt_tokens_per_round_without": without["wdt_tokens_per_round"],
+            "wdt_tokens_per_round_with": with_["wdt_tokens_per_round"],
+            "wdt_ms_per_round_without": 1e3 * tau_d * without["wdt_tokens_per_round"],
+            "wdt_ms_per_round_with": 1e3 * tau_d * with_["wdt_tokens_per_round"],
+            "aal_without": without["aal"], "aal_with": with_["aal"],
+            "drafted_per_round_with": sum(r["drafted"] for r in pred) / max(1, len(pred))}
 
 
 def main(argv: list[str] | None = None) -> dict:

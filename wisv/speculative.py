@@ -14,7 +14,9 @@ from channel.csi import CSI
 from wisv.acceptance import (Verdict, greedy_accept_ids, mismatch_positions, speculative_sampling_from_logits,
                              wisv_accept)
 from wisv.evaluate import eos_id
+from wisv.records import spec_rows, to_frame
 from wisv.sessions import DraftSession, VerifySession
+from wisv.summary import summarize_rounds
 
 Rule = Literal["greedy", "sampling", "wisv"]
 
@@ -70,8 +72,8 @@ class SpecOutput:
 
     @property
     def aal(self) -> float:
-        """Accepted draft tokens per round (correction/bonus not counted)."""
-        return sum(r.accepted for r in self.rounds) / max(1, len(self.rounds))
+        """Accepted draft tokens per round (correction/bonus not counted), by wisv.summary (NaN with no round)."""
+        return summarize_rounds(to_frame(spec_rows(self, "", 0)))["aal"]
 
 
 def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prompt_ids: list[int] | torch.Tensor,

@@ -21,12 +21,12 @@ import pandas as pd
 from tqdm import tqdm
 
 from channel import config
-from protocols.registry import PROTOCOLS
+from protocols.registry import ALL_PROTOCOLS, PROTOCOLS
 from testbed.common.heads import load_policy
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
 from testbed.common.plots import plot_run
-from testbed.common.summary import read_csv_or_empty, summarize, table
+from testbed.common.summary import summarize, table
 from testbed.live import placement
 from testbed.live.procs import Child, progress_handler
 from testbed.live.prompts import load_prompts, reference_outputs
@@ -34,8 +34,7 @@ from testbed.live.serve import ServeConfig
 from testbed.live.ue import UEConfig
 from testbed.live.wakeup import cpu_wakeup_bound
 from wisv.jsonl import read_jsonl, write_jsonl
-
-ALL_PROTOCOLS = ("greedy", "reject", "fh", "sh", "auto")
+from wisv.records import read_records
 
 
 UE_SET_BY_RUN = ("connect", "prompts_file", "out", "ue_id", "protocol", "device", "seed", "link_json",
@@ -133,7 +132,7 @@ def _run_ues(cfg: RunConfig, proto: str, site: placement.Site, prompts_file: Pat
 def _collect(proto: str, pdir: Path, prompts: pd.DataFrame, tok, refs) -> dict:
     """Merge the UEs' records into <pdir>/rounds.csv and outputs.jsonl, then summarize."""
     ue_dirs = sorted(d for d in pdir.glob("ue*") if d.is_dir())
-    frames = [f for f in (read_csv_or_empty(d / "rounds.csv") for d in ue_dirs) if len(f)]
+    frames = [f for f in (read_records(d / "rounds.csv") for d in ue_dirs) if len(f)]
     rounds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     outputs = pd.concat([pd.read_json(d / "outputs.jsonl", lines=True) for d in ue_dirs], ignore_index=True)
     rounds.to_csv(pdir / "rounds.csv", index=False)

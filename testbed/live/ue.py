@@ -9,13 +9,11 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 import zmq
 
@@ -30,6 +28,7 @@ from testbed.common.link import LinkSpec
 from wisv.evaluate import eos_id
 from wisv.jsonl import read_jsonl
 from wisv.models import builtin_paths, default_dtype, load_model
+from wisv.records import RoundRow, to_frame
 from wisv.rejection import load_predictor, stop_rule, wasted_drafting
 from wisv.sessions import DraftSession
 
@@ -130,8 +129,9 @@ def handshake(client: Client, est: CSIEstimator, sid: str, probe_bytes: int, seq
 
 
 def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
-    """One DRAFT/(HIDDEN_REQ/HIDDEN)/VERDICT exchange; returns the round's measurements."""
+    """One DRAFT/(HIDDEN_REQ/HIDDEN)/VERDICT exchange; returns the round's measurements (RoundRow fields)."""
     t_start = time.perf_counter()
+    n_before = len(sess.tokens)
     msg = sess.next_draft(est.csi())
     up, down, exchanges, ue_mid = client.send(msg), 0, 1, 0.0
     t_first = client.t_sent
@@ -151,18 +151,18 @@ def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
     r, v = sess.round, sess.round.verdict
     n = len(r.draft.tokens)
     wdt, t_wdt = wasted_drafting(n, v["n_accepted"], r.t_draft_s / max(1, n))  # WISP WDT
-    edge_s = v.get("t_edge_s", v["t_verify_s"] + v["t_head_s"]) + ue_mid
-    return {"round": r.index, "protocol": r.protocol, "draft_len": len(r.draft.tokens), "accepted": v["n_accepted"],
+    t_edge = v.get("t_edge_s", v["t_verify_s"] + v["t_head_s"])
+    return {"round": r.index, "protocol": r.protocol, "drafted": n, "accepted": v["n_accepted"],
             "mismatches": v["mismatches"], "queried": v["queried"], "exchanges": exchanges,
             "uplink_bytes": up, "downlink_bytes": down, "t_draft_s": r.t_draft_s,
-            "t_comm_s": (t_last - t_first) - edge_s, "t_verify_s": v["t_verify_s"], "t_head_s": v["t_head_s"],
-            "t_round_s": time.perf_counter() - t_start, "wdt_tokens": wdt, "proactive_drafted": n_pro,
-            "proactive_reused": r.reused, "t_proactive_s": t_pro,
-            "t_wdt_s": t_wdt}
+            "t_comm_s": (t_last - t_first) - (t_edge + ue_mid), "t_verify_s": v["t_verify_s"],
+            "t_head_s": v["t_head_s"], "t_round_s": time.perf_counter() - t_start, "wdt_tokens": wdt,
+            "proactive_drafted": n_pro, "proactive_reused": r.reused, "t_proactive_s": t_pro, "t_wdt_s": t_wdt,
+            "committed": len(sess.tokens) - n_before, "t_edge_s": t_edge}
 
 
 def run_prompt(client: Client, drafter, cfg: UEConfig, pid: str, ids: list[int], index: int,
-               est: CSIEstimator, link: LinkSpec | None, stop=None) -> tuple[dict, list[dict]]:
+               est: CSIEstimator, link: LinkSpec | None, stop=None) -> tuple[dict, list[RoundRow]]:
     """Generate one prompt's output; returns the output record and its round records."""
     sid = f"{cfg.ue_id}-{index}"
     t0 = time.perf_counter()
@@ -178,9 +178,12 @@ def run_prompt(client: Client, drafter, cfg: UEConfig, pid: str, ids: list[int],
     rows, trace = [], link.trace() if link else None
     while not sess.done:
         in_force = trace.at(time.time() - cfg.link_t0_epoch_s) if trace else None
-        row = {"prompt_id": pid, "ue_id": cfg.ue_id} | run_round(client, sess, est)
-        rows.append(row | _csi_columns(in_force, est))
-        est.add_round(row["t_comm_s"], row["uplink_bytes"], row["downlink_bytes"], row["exchanges"])
+        prefix = len(ids) + len(sess.tokens)
+        measured = run_round(client, sess, est)
+        row = RoundRow(prompt_id=pid, ue_id=cfg.ue_id, prompt_len=len(ids), prefix_len=prefix, **measured,
+                       **_csi_columns(in_force, est))
+        rows.append(row)
+        est.add_round(row.t_comm_s, row.uplink_bytes, row.downlink_bytes, row.exchanges)
     t_e2e = time.perf_counter() - t1  # OPEN to the last VERDICT (eq. 22 plus session set-up)
     client.exchange(sess.close_message())
     out = {"prompt_id": pid, "ue_id": cfg.ue_id, "tokens": sess.tokens, "rounds": sess.n_rounds,
@@ -189,6 +192,7 @@ def run_prompt(client: Client, drafter, cfg: UEConfig, pid: str, ids: list[int],
 
 
 def _csi_columns(csi, est: CSIEstimator) -> dict:
+    """The CSI in force on the emulated link (None without one) and the UE's estimate: RoundRow fields."""
     m = est.csi()
     cols = {"rtt_ms": None, "rate_up_mbps": None, "rate_down_mbps": None, "per": None, "per_down": None}
     if csi is not None:
@@ -225,13 +229,13 @@ def run(cfg: UEConfig) -> Path:
                 print("PROGRESS " + json.dumps({"done": i + 1, "total": len(prompts), "prompt_id": rec["prompt_id"],
                                                 "error": rec.get("error")}), flush=True)
     finally:
-        pd.DataFrame(all_rows).to_csv(out / "rounds.csv", index=False)
+        to_frame(all_rows).to_csv(out / "rounds.csv", index=False)
         client.close()
         ctx.term()
     return out
 
 
-def _safe_prompt(client, drafter, cfg, p, i, est, link, stop) -> tuple[dict, list[dict]]:
+def _safe_prompt(client, drafter, cfg, p, i, est, link, stop) -> tuple[dict, list[RoundRow]]:
     """Run one prompt; an edge error or timeout is recorded for that prompt and the run goes on."""
     try:
         return run_prompt(client, drafter, cfg, str(p["prompt_id"]), list(p["prompt_ids"]), i, est, link, stop)

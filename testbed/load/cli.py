@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -29,15 +28,16 @@ from channel import config
 from protocols.wire import Limits
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
-from testbed.common.summary import read_csv_or_empty
 from testbed.live import placement
 from testbed.live.serve import ServeConfig
 from testbed.load.compare import capacity, mean_sweep
 from testbed.load.gen import Device, LoadLoop, Trace
 from wisv.evaluate import encode_prompt
 from wisv.models import load_pair
+from wisv.records import read_records, to_frame
 from wisv.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.speculative import speculative_generate
+from wisv.summary import summarize_rounds
 from wisv.toydata import load_split
 
 matplotlib.use("Agg")
@@ -111,7 +111,7 @@ def active_goodput(df: pd.DataFrame) -> float:
     if not len(df) or "t_sent_s" not in df:
         return float("nan")
     done = df["t_sent_s"] + df["t_round_s"]
-    end = done.groupby(df["ue"]).max().min()
+    end = done.groupby(df["ue_id"]).max().min()
     return float(df.loc[done <= end, "committed"].sum() / end) if end > 0 else float("nan")
 
 
@@ -133,7 +133,7 @@ def summarize(df: pd.DataFrame, n: int, wall_s: float, errors: list[str]) -> dic
             "violation_rate_feasible": {str(k): float(v) for k, v in per_feasible.items()},
             "infeasible_rate": {str(k): float(v) for k, v in infeasible.items()},
             "violation_rate_all": float(df["violated"].mean()) if len(df) else float("nan"),
-            "wdt_tokens_mean": float(df["wdt_tokens"].mean()) if len(df) else float("nan"),
+            "wdt_tokens_mean": summarize_rounds(df)["wdt_tokens_per_round"],
             "t_queue_s_mean": float(df["t_queue_s"].mean()) if len(df) else float("nan"),
             "t_verify_s_mean": float(df["t_verify_s"].mean()) if len(df) else float("nan"),
             "errors": errors}
@@ -152,7 +152,7 @@ def run_load(cfg: LoadConfig, site: placement.Site, traces: list[Trace], n: int,
         loop.run(cfg.timeout_s, bar, cfg.stagger_s)
     wall = time.perf_counter() - t0
     ctx.term()
-    df = pd.DataFrame([r for d in devices for r in d.records])
+    df = to_frame(r for d in devices for r in d.records)
     out.mkdir(parents=True, exist_ok=True)
     df.to_csv(out / "requests.csv", index=False)
     s = summarize(df, n, wall, [e for d in devices for e in d.errors])
@@ -259,7 +259,7 @@ def finish_sweep(cfg: LoadConfig, rows: pd.DataFrame, out: Path) -> pd.DataFrame
     cap_f = capacity(sweep, cfg.classes(), cfg.epsilon, prefix="viol_feasible_")
     (out / "capacity.json").write_text(json.dumps({"epsilon": cfg.epsilon, "capacity": cap,
                                                    "capacity_feasible": cap_f}, indent=1))
-    last = read_csv_or_empty(run_dir(out, max(cfg.ns()), 0, cfg.repeats) / "requests.csv")
+    last = read_records(run_dir(out, max(cfg.ns()), 0, cfg.repeats) / "requests.csv")
     plots(sweep, cfg.classes(), last, out, cfg.epsilon)
     mean = f" (mean of {cfg.repeats} repeats)" if cfg.repeats > 1 else ""
     print(f"capacity (largest N with violation rate <= {cfg.epsilon}{mean}): {cap}; over feasible requests: "
@@ -278,7 +278,7 @@ def resummarize(out: Path) -> pd.DataFrame:
     for rep, n in plan_runs(cfg.ns(), cfg.repeats):
         d = run_dir(out, n, rep, cfg.repeats)
         old = json.loads((d / "summary.json").read_text())
-        s = summarize(read_csv_or_empty(d / "requests.csv"), n, old["wall_s"], old["errors"])
+        s = summarize(read_records(d / "requests.csv"), n, old["wall_s"], old["errors"])
         (d / "summary.json").write_text(json.dumps(s, indent=1))
         rows.append(sweep_row(s) | {"repeat": rep})
     return finish_sweep(cfg, pd.DataFrame(rows), out)

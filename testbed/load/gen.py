@@ -6,19 +6,20 @@ which is what the edge commits when it verifies greedily), waits an emulated dra
 carries its SLO class (``meta.slo_tok_s``), its DRAFTs the emulated drafting time and, as the CSI's
 ``rtt_ms``, the network time it measured (a smoothed T_network of its rounds; the link's RTT until the first
 verdict), which the edge takes off the deadline as WISP eq. 6 does.  Each VERDICT yields one
-request record: the edge's queue and verify times, the link time, and whether the request missed its
-verification budget ``tau_c = N_d / s_c - T_draft - T_network`` (WISP eq. 6, alpha = 1).
+request record (a wisv.records.RoundRow): the edge's queue and verify times, the link time, and whether the
+request missed its verification budget ``tau_c = N_d / s_c - T_draft - T_network`` (WISP eq. 6, alpha = 1).
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import zmq
 
 from channel.measure import ewma
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
+from wisv.records import RoundRow
 from wisv.rejection import wasted_drafting
 from wisv.scheduler import deadline_s
 
@@ -47,7 +48,7 @@ class Device:
     t_ready: float = 0.0  # idle: first OPEN due; drafting: drafting ends (perf_counter seconds)
     t_send: float = 0.0
     t_net_s: float = 0.0  # smoothed network time of its rounds, reported in each DRAFT
-    records: list[dict] = field(default_factory=list)
+    records: list[dict] = field(default_factory=list)  # RoundRow fields, one per verified request
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -60,19 +61,22 @@ class Device:
 
 
 def request_record(dev: Device, v: dict, t_round_s: float, tau_d_s: float, t_sent_s: float = 0.0) -> dict:
-    """One verified request: times, tokens and the SLO verdict (pure); ``t_sent_s``: when the DRAFT was sent,
-    seconds since the load run started (for timelines: warm-up, the tail of the last sessions)."""
-    n_d = len(dev.block)
+    """One verified request as a RoundRow's fields: times, tokens and the SLO verdict (pure); ``t_sent_s``: when
+    the DRAFT was sent, seconds since the load run started (for timelines: warm-up, the tail of the last sessions)."""
+    n_d, accepted = len(dev.block), int(v["n_accepted"])
     t_draft = n_d * tau_d_s
-    t_edge = float(v.get("t_edge_s", v["t_verify_s"] + v["t_head_s"]))
+    t_verify, t_head = float(v["t_verify_s"]), float(v["t_head_s"])
+    t_edge = float(v.get("t_edge_s", t_verify + t_head))
     t_net = max(0.0, t_round_s - t_edge)
     budget = deadline_s(0.0, dev.slo_tok_s, n_d, t_draft, t_net)  # tau_c: the deadline counted from arrival
-    return {"ue": dev.name, "slo_tok_s": dev.slo_tok_s, "prompt_id": dev.traces[dev.prompt].prompt_id,
-            "round": dev.round, "t_sent_s": t_sent_s, "drafted": n_d, "accepted": int(v["n_accepted"]),
-            "committed": int(v["n_accepted"]) + 1, "wdt_tokens": wasted_drafting(n_d, int(v["n_accepted"]), tau_d_s)[0], "t_draft_s": t_draft,
-            "t_round_s": t_round_s, "t_edge_s": t_edge, "t_verify_s": float(v["t_verify_s"]),
-            "t_queue_s": max(0.0, t_edge - float(v["t_verify_s"]) - float(v["t_head_s"])), "t_comm_s": t_net,
-            "budget_s": budget, "violated": bool(t_edge > budget), "batch": int(v.get("batch", 1))}
+    wdt, t_wdt = wasted_drafting(n_d, accepted, tau_d_s)
+    row = RoundRow(prompt_id=dev.traces[dev.prompt].prompt_id, ue_id=dev.name, round=dev.round, protocol="greedy",
+                   drafted=n_d, accepted=accepted, committed=accepted + 1, wdt_tokens=wdt, t_wdt_s=t_wdt,
+                   t_draft_s=t_draft, t_comm_s=t_net, t_verify_s=t_verify, t_head_s=t_head, t_round_s=t_round_s,
+                   t_sent_s=t_sent_s, t_edge_s=t_edge, t_queue_s=max(0.0, t_edge - t_verify - t_head),
+                   slo_tok_s=dev.slo_tok_s, budget_s=budget, violated=bool(t_edge > budget),
+                   batch=int(v.get("batch", 1)))
+    return asdict(row)
 
 
 NET_SMOOTHING = 0.3  # weight of the newest round in a device's network-time estimate

@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from channel import config
+from protocols.registry import ROUND_PROTOCOLS, WISV_PROTOCOLS
 from testbed.common.machine import machine_info
 from testbed.sim import plot as simplot
 from testbed.sim.model import prompt_latencies, summarize
@@ -34,7 +35,7 @@ from testbed.sim.traces import TraceKey, cached_trace, generate_trace
 from testbed.sim.trends import format_trends, trends
 from wisv.hardware import LOCAL, LOCAL_PROFILE_PATH
 
-METHODS = ("greedy", "reject", "fh", "sh")
+METHODS = ROUND_PROTOCOLS  # the simulator models every protocol a round can use
 RULE = {"greedy": "greedy", "reject": "sampling"}  # fh / sh: "wisv" with a head, else "greedy"
 
 
@@ -95,7 +96,7 @@ def run(cfg: SimConfig) -> pd.DataFrame:
                 per_prompt = prompt_latencies(trace, method, link.csi_at, dep)
                 rows.append({"method": _label(method, rule), "protocol": method, "acceptance": rule, "draft_len": k,
                              "link": link.name, "rate_mbps": link.rate_mbps, "rtt_ms": link.rtt_ms, "per": link.per,
-                             **summarize(per_prompt), "acceptance_from": acc_from, "timing_from": timing_from})
+                             **summarize(trace, per_prompt), "acceptance_from": acc_from, "timing_from": timing_from})
     table = pd.DataFrame(rows)
     table.to_csv(out / "table.csv", index=False)
     simplot.fig4(table, out / "fig4.png", title=timing_from)
@@ -149,7 +150,7 @@ def _trace(cfg: SimConfig, pair: PairCache, head: Head, method: str, k: int, lin
 
 
 def _label(method: str, rule: str) -> str:
-    if method in ("fh", "sh"):
+    if method in WISV_PROTOCOLS:
         return f"WISV-{method.upper()}" if rule == "wisv" else f"{method.upper()} (lossless)"
     return method
 

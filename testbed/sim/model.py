@@ -12,30 +12,29 @@ import pandas as pd
 
 from channel.csi import CSI
 from wisv.roundtime import Deployment, rounds_s
+from wisv.summary import summarize_rounds
 
 
 def prompt_latencies(trace: pd.DataFrame, protocol: str, csi_at: Callable[[float], CSI], dep: Deployment,
                      t0_s: float = 0.0) -> pd.DataFrame:
-    """Per prompt: latency_s (eq. 22 over its rounds), rounds, accepted, n_tokens, correct."""
+    """Per prompt: latency_s (eq. 22 over its rounds), n_tokens, correct (AAL and rounds come from the trace)."""
     memo: dict[tuple, float] = {}
     t, out = t0_s, []
     for pid, g in trace.groupby("prompt_id", sort=False):
         latency = rounds_s(zip(g["drafted"], g["prefix_len"], g["mismatches"]), protocol, csi_at, dep, t, memo)
         t += latency
-        out.append({"prompt_id": pid, "latency_s": latency, "rounds": len(g), "accepted": int(g["accepted"].sum()),
-                    "n_tokens": int(g["n_tokens"].iloc[0]), "correct": bool(g["correct"].iloc[0])})
+        out.append({"prompt_id": pid, "latency_s": latency, "n_tokens": int(g["n_tokens"].iloc[0]),
+                    "correct": bool(g["correct"].iloc[0])})
     return pd.DataFrame(out)
 
 
-def summarize(per_prompt: pd.DataFrame) -> dict:
-    """Table-I metrics: mean latency per prompt, AAL (eq. 20), rounds per prompt (eq. 21), throughput, accuracy."""
-    n, total_s = len(per_prompt), float(per_prompt["latency_s"].sum())
-    rounds = int(per_prompt["rounds"].sum())
-    return {"prompts": n, "latency_s": total_s / n if n else math.nan,
-            "aal": per_prompt["accepted"].sum() / rounds if rounds else math.nan,
-            "rounds_per_prompt": rounds / n if n else math.nan,
-            "throughput_tok_s": per_prompt["n_tokens"].sum() / total_s if total_s > 0 else math.nan,
-            "accuracy": float(per_prompt["correct"].mean()) if n else math.nan}
+def summarize(trace: pd.DataFrame, per_prompt: pd.DataFrame) -> dict:
+    """Table-I metrics of a trace's rounds and its prompt_latencies: mean latency per prompt, AAL (eq. 20), rounds
+    per prompt (eq. 21), throughput (wisv.summary), accuracy."""
+    m = summarize_rounds(trace, per_prompt)
+    return {"prompts": len(per_prompt), "latency_s": m["latency_s"], "aal": m["aal"],
+            "rounds_per_prompt": m["rounds_per_prompt"], "throughput_tok_s": m["throughput_tok_s"],
+            "accuracy": float(per_prompt["correct"].mean()) if len(per_prompt) else math.nan}
 
 
 def constant(csi: CSI) -> Callable[[float], CSI]:

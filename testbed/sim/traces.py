@@ -1,9 +1,10 @@
 """Per-round acceptance traces of the in-process speculative loop, cached on disk as CSV (one file per key).
 
-A trace is what the latency model needs from a (pair, prompts, K, rule) run: one row per round with
-``drafted``, ``accepted``, ``mismatches`` (greedy-mismatch count: head candidates and SH queries),
-``committed`` (tokens appended) and ``prefix_len`` (committed length L at the round's start, prompt
-included), plus per-prompt ``prompt_len``, ``n_tokens`` and ``correct``.  Rules: ``greedy`` (greedy SD and
+A trace is what the latency model needs from a (pair, prompts, K, rule) run: one record per round
+(wisv.records.RoundRow) with ``drafted``, ``accepted``, ``mismatches`` (greedy-mismatch count: head candidates
+and SH queries), ``committed`` (tokens appended) and ``prefix_len`` (committed length L at the round's start,
+prompt included), plus per-prompt ``prompt_len``, ``n_tokens`` and ``correct``; the fields only a live run
+measures (bytes, times, CSI) are empty.  Rules: ``greedy`` (greedy SD and
 lossless FH/SH), ``sampling`` (reject; seeded per prompt) and ``wisv`` (FH/SH with a decision head, whose
 traces depend on the CSI the head sees and are therefore cached per link setting).
 """
@@ -20,11 +21,10 @@ import torch
 
 from channel.csi import CSI
 from wisv.evaluate import encode_prompt
+from wisv.records import read_records, spec_rows, to_frame
 from wisv.speculative import MismatchPolicy, SpecOutput, speculative_generate
 from wisv.toydata import is_correct, load_split
 
-TRACE_COLUMNS = ["prompt_id", "round", "drafted", "accepted", "mismatches", "committed", "prefix_len",
-                 "prompt_len", "n_tokens", "correct"]
 RULES = ("greedy", "sampling", "wisv")
 
 
@@ -60,14 +60,8 @@ def file_id(*paths: Path) -> str:
 
 
 def trace_rows(out: SpecOutput, prompt_id: str, prompt_len: int, correct: bool) -> list[dict]:
-    """Rows of one prompt's trace (TRACE_COLUMNS)."""
-    rows, prefix = [], prompt_len
-    for r in out.rounds:
-        rows.append({"prompt_id": prompt_id, "round": r.round, "drafted": r.drafted, "accepted": r.accepted,
-                     "mismatches": len(r.mismatches), "committed": len(r.committed), "prefix_len": prefix,
-                     "prompt_len": prompt_len, "n_tokens": len(out.tokens), "correct": bool(correct)})
-        prefix += len(r.committed)
-    return rows
+    """Rows of one prompt's trace (wisv.records.RoundRow fields)."""
+    return [asdict(r) for r in spec_rows(out, prompt_id, prompt_len, bool(correct))]
 
 
 def generate_trace(pair, key: TraceKey, policy: MismatchPolicy | None = None, csi: CSI | None = None,
@@ -77,22 +71,22 @@ def generate_trace(pair, key: TraceKey, policy: MismatchPolicy | None = None, cs
     ``policy``, ``csi`` and ``hidden_layer`` (the layer the head was trained on) matter for ``wisv`` only."""
     if key.rule not in RULES:
         raise ValueError(f"unknown rule {key.rule!r}; known: {RULES}")
-    rows = []
+    rows = []  # RoundRow
     for i, p in enumerate(load_split("test", key.prompts)):
         ids = encode_prompt(pair.tokenizer, p.prompt)
         gen = torch.Generator().manual_seed(key.seed + i) if key.rule == "sampling" else None
         out = speculative_generate(pair.drafter, pair.target, ids, max_new_tokens=key.max_new_tokens, draft_len=key.k,
                                    rule=key.rule, policy=policy, tau=key.tau, temperature=key.temperature,
                                    generator=gen, hidden_layer=hidden_layer, csi=csi)
-        rows += trace_rows(out, p.pid, len(ids), is_correct(pair.tokenizer.decode(out.tokens), p.answer))
-    return pd.DataFrame(rows, columns=TRACE_COLUMNS)
+        rows += spec_rows(out, p.pid, len(ids), is_correct(pair.tokenizer.decode(out.tokens), p.answer))
+    return to_frame(rows)
 
 
 def cached_trace(cache_dir: Path, key: TraceKey, make: Callable[[], pd.DataFrame]) -> tuple[pd.DataFrame, bool]:
     """(trace, hit): read the key's CSV from ``cache_dir``, or build it with ``make()`` and write it."""
     path = Path(cache_dir) / key.filename()
     if path.is_file():
-        return pd.read_csv(path, dtype={"prompt_id": str}), True
+        return read_records(path), True
     df = make()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

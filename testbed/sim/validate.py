@@ -21,10 +21,10 @@ from channel import config
 from channel.csi import CSI
 from testbed.common.link import LinkSpec
 from testbed.common.machine import machine_info
-from testbed.common.summary import read_csv_or_empty
 from wisv.compute import compute_s, verify_flops
 from wisv.jsonl import read_jsonl
 from wisv.latency import t_single_exchange
+from wisv.records import read_records
 from wisv.roundtime import Deployment, RoundInputs, round_time_s, t_prefill_s
 
 CSI_COLUMNS = ("rate_up_mbps", "rate_down_mbps", "rtt_ms", "per", "per_down")
@@ -55,7 +55,7 @@ def load_run(run_dir: str | Path) -> RunData:
         out = pd.read_json(d / "outputs.jsonl", lines=True, dtype={"prompt_id": str})
         if "error" in out:
             out = out[out["error"].isna()]
-        r = read_csv_or_empty(d / "rounds.csv", dtype={"prompt_id": str})
+        r = read_records(d / "rounds.csv")  # older runs' draft_len is read as drafted
         if len(r):  # a protocol whose every prompt failed has nothing to validate
             rounds[d.name], outputs[d.name] = r, out
     if not rounds:
@@ -100,7 +100,7 @@ def open_s(prompt_len: int, csi: CSI, dep: Deployment) -> float:
 
 def predict_round_s(row: dict, csi: CSI, dep: Deployment) -> float:
     """One recorded round's predicted time; round 0 adds the drafter's prompt prefill."""
-    k = max(1, int(row["draft_len"]))
+    k = max(1, int(row["drafted"]))
     m = int(row["queried"] if row["protocol"] == "sh" else row["mismatches"])
     t = round_time_s(RoundInputs(row["protocol"], k=k, l=int(row["prefix_len"]), m=min(m, k)), csi, dep)
     if int(row["round"]) == 0:

@@ -50,10 +50,10 @@ def test_live_sweep_against_a_batched_edge(pair_dirs, tmp_path):
     sweep = run(cfg)
     assert sweep["ues"].tolist() == [1, 3] and (sweep["errors"] == 0).all()
     reqs = pd.read_csv(tmp_path / "n3" / "requests.csv")
-    assert set(reqs["ue"]) == {"ue0", "ue1", "ue2"} and set(reqs["slo_tok_s"]) == {2.0, 50.0}
+    assert set(reqs["ue_id"]) == {"ue0", "ue1", "ue2"} and set(reqs["slo_tok_s"]) == {2.0, 50.0}
     assert (reqs["t_queue_s"] >= 0).all() and (reqs["t_verify_s"] > 0).all()
     assert reqs["batch"].between(1, 3).all()  # the edge reports each request's batch size
-    sent = reqs.groupby("ue")["t_sent_s"]  # each UE's DRAFTs in order, within the run
+    sent = reqs.groupby("ue_id")["t_sent_s"]  # each UE's DRAFTs in order, within the run
     assert (reqs["t_sent_s"] >= 0).all() and sent.apply(lambda t: t.is_monotonic_increasing).all()
     cap = json.loads((tmp_path / "capacity.json").read_text())
     assert set(cap["capacity"]) == {"2", "50"} == set(cap["capacity_feasible"])
@@ -127,7 +127,7 @@ def test_active_goodput_stops_when_the_first_ue_is_done():
     from testbed.load.cli import active_goodput
 
     # ue0 is done at 1.0 s (last verdict: sent 0.8 + 0.2 round); ue1 runs on alone until 3.0 s
-    df = pd.DataFrame({"ue": ["ue0", "ue0", "ue1", "ue1", "ue1"], "t_sent_s": [0.1, 0.8, 0.2, 0.9, 2.9],
+    df = pd.DataFrame({"ue_id": ["ue0", "ue0", "ue1", "ue1", "ue1"], "t_sent_s": [0.1, 0.8, 0.2, 0.9, 2.9],
                        "t_round_s": [0.2, 0.2, 0.3, 0.2, 0.1], "committed": [5, 5, 4, 6, 10]})
     assert active_goodput(df) == pytest.approx((5 + 5 + 4) / 1.0)  # ue1's verdicts at 1.1 and 3.0 are after
     assert active_goodput(df.drop(columns="t_sent_s")) != active_goodput(df.drop(columns="t_sent_s"))  # NaN

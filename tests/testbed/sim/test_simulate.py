@@ -57,7 +57,7 @@ def test_prompt_latencies_by_hand():
     assert g.loc["b", "latency_s"] == pytest.approx((2 + 1 + 10) * 1e-3, rel=1e-6)
     sh = prompt_latencies(_trace(), "sh", link, dep).set_index("prompt_id")["latency_s"]
     assert sh["a"] - g.loc["a", "latency_s"] == pytest.approx(0.010, rel=1e-6)  # round 0 queried one position
-    s = summarize(g.reset_index())
+    s = summarize(_trace(), g.reset_index())
     assert s["aal"] == pytest.approx(6 / 3) and s["rounds_per_prompt"] == 1.5 and s["accuracy"] == 0.5
     assert s["latency_s"] == pytest.approx((0.030 + 0.013) / 2, rel=1e-6)
     assert s["throughput_tok_s"] == pytest.approx(9 / 0.043, rel=1e-6)

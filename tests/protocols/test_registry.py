@@ -1,0 +1,34 @@
+"""The registry is the one list of protocol names: light to import, and everyone else's lists come from it."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from protocols.registry import ALL_PROTOCOLS, PROTOCOLS, ROUND_PROTOCOLS, WISV_PROTOCOLS
+
+
+def test_names_in_order_and_the_derived_lists():
+    assert ALL_PROTOCOLS == ("greedy", "reject", "fh", "sh", "auto")  # testbed.run --protocol all runs this order
+    assert ROUND_PROTOCOLS == ("greedy", "reject", "fh", "sh") and WISV_PROTOCOLS == ("fh", "sh")
+    assert all(PROTOCOLS[n].rule == "wisv" for n in WISV_PROTOCOLS)
+
+
+def test_importing_the_names_loads_no_torch():
+    code = "import sys, protocols.registry as r; assert r.ALL_PROTOCOLS; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_the_other_lists_ask_the_registry():
+    from scripts import bench_link
+    from testbed.live import run
+    from testbed.sim import cli
+    assert run.ALL_PROTOCOLS is ALL_PROTOCOLS and bench_link.ALL_PROTOCOLS is ALL_PROTOCOLS
+    assert cli.METHODS is ROUND_PROTOCOLS
+    assert run.RunConfig(protocol="all").protocols() == list(ALL_PROTOCOLS)
+
+
+def test_the_time_model_covers_every_round_protocol():
+    """wisv sits below protocols and keeps its own tuple for the protocols it models: it must match."""
+    from wisv import roundtime
+    assert roundtime.PROTOCOLS == ROUND_PROTOCOLS and roundtime.WISV_PROTOCOLS == WISV_PROTOCOLS
