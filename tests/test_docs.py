@@ -1,0 +1,86 @@
+"""The front-page docs hold together: relative links resolve, and the README opens with the Makefile's commands."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", ROOT / "results" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")  # [text](target) and ![alt](target)
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)  # code blocks: their brackets are code, not links
+
+
+def relative_links(text: str) -> list[str]:
+    """Link targets outside code blocks that point into the repository (no scheme, no bare #anchor)."""
+    targets = LINK.findall(FENCE.sub("", text))
+    return [t for t in targets if not re.match(r"[a-z][a-z0-9+.-]*:", t) and not t.startswith("#")]
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(doc: Path) -> set[str]:
+    """Anchors of a Markdown file's headings (outside code blocks)."""
+    return {slug(h) for h in re.findall(r"^#+ (.+)$", FENCE.sub("", doc.read_text()), re.M)}
+
+
+def dangling(doc: Path) -> list[str]:
+    """Relative link targets of one Markdown file whose path, or heading anchor in a .md target, does not exist."""
+    bad = []
+    for target in relative_links(doc.read_text()):
+        path, _, anchor = target.partition("#")
+        dest = doc.parent / path
+        if not dest.exists() or (anchor and dest.suffix == ".md" and anchor not in anchors(dest)):
+            bad.append(target)
+    return bad
+
+
+def make_recipe(target: str) -> str:
+    """The command line of a Makefile target's recipe (its last line)."""
+    text = (ROOT / "Makefile").read_text()
+    block = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", text, re.M)
+    assert block, f"no '{target}' target in the Makefile"
+    return block.group(1).strip().splitlines()[-1].strip()
+
+
+def test_relative_links_filter() -> None:
+    text = "[a](docs/x.md#y) ![f](r/f.png) [w](https://e.org) [s](#top)\n```\n[c](not/a/link)\n```\n"
+    assert relative_links(text) == ["docs/x.md#y", "r/f.png"]
+
+
+def test_slug() -> None:
+    assert slug("The main job: `python -m testbed.run`") == "the-main-job-python--m-testbedrun"
+    assert slug("Results: SLO-aware vs FCFS") == "results-slo-aware-vs-fcfs"
+
+
+def test_dangling_finds_a_missing_target(tmp_path: Path) -> None:
+    (tmp_path / "there.md").write_text("# A\nx")
+    doc = tmp_path / "doc.md"
+    doc.write_text("[ok](there.md#a) [gone](missing.md) [no anchor](there.md#b)")
+    assert dangling(doc) == ["missing.md", "there.md#b"]
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(d.relative_to(ROOT)) for d in DOCS])
+def test_no_dangling_relative_link(doc: Path) -> None:
+    assert doc.exists()
+    assert dangling(doc) == [], f"{doc.relative_to(ROOT)} links to missing paths"
+
+
+def test_docs_pages_exist() -> None:
+    names = {p.name for p in (ROOT / "docs").glob("*.md")}
+    assert {"protocols.md", "decision-head.md", "simulator.md", "multi-ue.md", "link-emulation.md",
+            "results.md"} <= names
+
+
+def test_readme_opens_with_the_make_commands() -> None:
+    block = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert block, "README has no bash block"
+    lines = block.group(1).strip().splitlines()
+    assert [ln.split()[:2] for ln in lines] == [["make", "demo"], ["make", "test"]]
+    for line, target in zip(lines, ("demo", "test")):
+        command = make_recipe(target).replace("$(BIN)/", "")  # e.g. python -m testbed.run --protocol auto
+        assert command in line, f"README's `make {target}` line does not name `{command}`"
