@@ -1,6 +1,6 @@
 """UE side of a session as a state machine over messages: draft a block, upload it, answer HIDDEN_REQ, commit.
 
-The socket shell (testbed/ue.py) sends what ``open_message``/``next_draft``/``on_reply`` return and
+The socket shell (testbed/live/ue.py) sends what ``open_message``/``next_draft``/``on_reply`` return and
 measures time; everything protocol-specific lives here.
 """
 from __future__ import annotations

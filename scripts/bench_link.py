@@ -74,7 +74,7 @@ class BenchConfig:
     drafter: str | None = None  # local HF drafter directory (None: built-in pair)
     target: str | None = None  # local HF target directory (None: built-in pair)
     quick: bool = False  # smoke run: 2 Mbps / 20 ms only, 2 prompts (unless given)
-    cpu_wakeup_us: int | None = None  # hold this CPU wake-up latency bound during each run, us (testbed/wakeup.py)
+    cpu_wakeup_us: int | None = None  # hold this CPU wake-up latency bound during each run, us (testbed/live/wakeup.py)
     host_overhead_ms: float | None = None  # one-way compensation for the grid, ms (None: calibrate it first; 0: raw)
 
 
@@ -273,7 +273,7 @@ def calibrate(cfg: BenchConfig, out: Path) -> dict:
 
 
 def zmq_floor(rounds: pd.DataFrame) -> dict:
-    """Bare ZeroMQ rounds with this run's mean drafting gap and edge compute (testbed/zmqfloor.py)."""
+    """Bare ZeroMQ rounds with this run's mean drafting gap and edge compute (testbed/live/zmqfloor.py)."""
     compute = float((rounds["t_verify_s"] + rounds["t_head_s"]).mean())
     return round_floor(n=200, gap_s=float(rounds["t_draft_s"].mean()), compute_s=compute)
 

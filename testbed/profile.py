@@ -1,5 +1,7 @@
-"""``python -m testbed.profile``: time batches of cold, warm and mixed verification requests on the actual
-target and device, fit the WISP verification-time estimator (wisv/estimator.py) and write its profile.
+"""``python -m testbed.profile``: time batches of cold, warm and mixed verification requests, fit WISP's estimator.
+
+The batches run on the actual target and device; the WISP verification-time estimator (wisv/estimator.py) is fitted
+to them and its profile written.
 
 Each sample builds a batch on the batched engine (wisv/batchverify.py): *warm* requests have a cached
 prefix (16..--max-prefix tokens, prefilled untimed) and feed K + 1 tokens; *cold* requests feed a whole

@@ -9,7 +9,7 @@ peer, frames)`` to the loop through a queue.  Replies go back through an inproc 
 ZeroMQ socket must be used by one thread only.  The single-session path does not use it: the extra hop
 costs a thread wake-up per reply.  ``Direct`` gives that path the same ``get``/``send`` interface: the serving
 loop reads the socket itself and dates a message when it reads it, so that the edge time it reports spans from
-the socket (decoding included) and the UE's link time starts and ends at its own socket (testbed/ue.py).
+the socket (decoding included) and the UE's link time starts and ends at its own socket (testbed/live/ue.py).
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
     python -m testbed.load --ues 8 --slo-mix 2,4,6,8 --scheduler slo
     python -m testbed.load --sweep 1,2,4,8,16 --scheduler fcfs --out runs/load-fcfs
 
-The UEs live in this process (testbed/loadgen.py): each replays the built-in pair's greedy-SD blocks for its
+The UEs live in this process (testbed/load/gen.py): each replays the built-in pair's greedy-SD blocks for its
 prompts with an emulated drafting time ``--tau-d-ms`` per token, so N devices cost no drafting compute here.
 The edge (``testbed.serve --batch-verify --head none``) verifies for real, with the chosen scheduler.
 Writes per N ``requests.csv`` (one row per verified request: t_queue_s, t_verify_s, the SLO budget and whether

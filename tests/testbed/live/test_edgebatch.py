@@ -126,7 +126,7 @@ def test_deadline_takes_off_the_reported_drafting_and_network_time(pair, tmp_pat
     assert decode(server.handle(b"p0", encode(opened)), LIMITS).type == MsgType.OPEN_OK
     draft = make(MsgType.DRAFT, "s0", {"tokens": np.array([5, 6, 7, 8], np.int32)}, round=0, t_draft_s=0.02,
                  csi={"rtt_ms": 30.0})
-    sess = server._guard(b"p0", encode(draft), server._hold_drafts, t0=123.0)  # stamped on arrival (testbed/inbox.py)
+    sess = server._guard(b"p0", encode(draft), server._hold_drafts, t0=123.0)  # stamped on arrival (testbed/live/inbox.py)
     req = server.batcher.request(b"p0", sess)
     # 4 tokens at 40 tok/s = 100 ms, minus 20 ms drafting and 30 ms network: 50 ms after arrival
     assert req.arrival_s == 123.0 and req.deadline_s == pytest.approx(123.05)
