@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from channel import config
-from channel import emulator
+from channel import emulator, probe
 from labeling import __main__ as labeling_cli
 from scripts import bench_link, ue_controls
 from testbed import profile
@@ -31,6 +31,7 @@ CLIS: dict[str, tuple[type, Callable | None]] = {
     "testbed.profile": (profile.ProfileConfig, profile.parse_args),
     "testbed.loadcompare": (compare.CompareConfig, None),  # its main runs the comparison
     "channel.emulator": (emulator.EmulatorConfig, None),  # its parse_args returns the LinkConfig
+    "channel.probe": (probe.ProbeConfig, probe.parse_args),
     "scripts/bench_link.py": (bench_link.BenchConfig, bench_link.parse_args),
     "scripts/ue_controls.py": (ue_controls.ControlsConfig, None),  # its parse_args wants a trained predictor
 } | {f"labeling {name}": (cls, None) for name, (cls, _) in labeling_cli.STAGES.items()}
@@ -40,7 +41,7 @@ ENTRIES: dict[str, Callable] = {
     "testbed.run": run.parse_args, "testbed.serve": serve.parse_args, "testbed.ue": ue.parse_args,
     "testbed.simulate": sim_cli.main, "testbed.simulate calibrate": calibrate.parse_args,
     "testbed.load": load_cli.parse_args, "testbed.profile": profile.parse_args, "testbed.loadcompare": compare.main,
-    "channel.emulator": emulator.parse_args, "labeling": labeling_cli.main,
+    "channel.emulator": emulator.parse_args, "channel.probe": probe.parse_args, "labeling": labeling_cli.main,
     "scripts/bench_link.py": bench_link.parse_args, "scripts/ue_controls.py": ue_controls.parse_args,
 }
 
@@ -151,8 +152,10 @@ def test_changed_configs_change_every_field():
 BAD_FILE = 'bogus_key = 1\n'
 
 
-@pytest.mark.parametrize("name, argv", [(n, []) for n in ENTRIES if n not in ("labeling", "testbed.loadcompare")]
-                         + [("labeling", ["collect"]), ("labeling", ["all"]), ("testbed.loadcompare", ["a", "b"])])
+ARGV = {"labeling": ["collect"], "testbed.loadcompare": ["a", "b"], "channel.probe": ["127.0.0.1"]}  # what each needs
+
+
+@pytest.mark.parametrize("name, argv", [(n, ARGV.get(n, [])) for n in ENTRIES] + [("labeling", ["all"])])
 def test_bad_config_key_fails_naming_key_and_file(name, argv, tmp_path, capsys):
     f = tmp_path / "bad.toml"
     f.write_text(BAD_FILE)
