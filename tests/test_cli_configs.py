@@ -12,7 +12,7 @@ import pytest
 from channel import config
 from channel import emulator, probe
 from labeling import __main__ as labeling_cli
-from scripts import bench_core, bench_link, bench_verify, ue_controls
+from scripts import bench_core, bench_link, bench_verify, model_card, rejection_predictor, train_toy_pair, ue_controls
 from testbed import profile
 from testbed.live import run, serve, ue
 from testbed.load import cli as load_cli
@@ -36,6 +36,9 @@ CLIS: dict[str, tuple[type, Callable | None]] = {
     "scripts/ue_controls.py": (ue_controls.ControlsConfig, None),  # its parse_args wants a trained predictor
     "scripts/bench_verify.py": (bench_verify.VerifyBenchConfig, bench_verify.parse_args),
     "scripts/bench_core.py": (bench_core.CoreBenchConfig, bench_core.parse_args),
+    "scripts/rejection_predictor.py": (rejection_predictor.PredictorConfig, rejection_predictor.parse_args),
+    "scripts/model_card.py": (model_card.CardConfig, model_card.parse_args),
+    "scripts/train_toy_pair.py": (train_toy_pair.TrainConfig, train_toy_pair.parse_args),
 } | {f"labeling {name}": (cls, None) for name, (cls, _) in labeling_cli.STAGES.items()}
 
 # name -> the function that builds and runs the CLI's parser on argv
@@ -46,6 +49,8 @@ ENTRIES: dict[str, Callable] = {
     "channel.emulator": emulator.parse_args, "channel.probe": probe.parse_args, "labeling": labeling_cli.main,
     "scripts/bench_link.py": bench_link.parse_args, "scripts/ue_controls.py": ue_controls.parse_args,
     "scripts/bench_verify.py": bench_verify.parse_args, "scripts/bench_core.py": bench_core.parse_args,
+    "scripts/rejection_predictor.py": rejection_predictor.parse_args, "scripts/model_card.py": model_card.parse_args,
+    "scripts/train_toy_pair.py": train_toy_pair.parse_args,
 }
 
 
