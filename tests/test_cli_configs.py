@@ -12,7 +12,8 @@ import pytest
 from channel import config
 from channel import emulator, probe
 from labeling import __main__ as labeling_cli
-from scripts import bench_core, bench_link, bench_verify, model_card, rejection_predictor, train_toy_pair, ue_controls
+from scripts import (bench_core, bench_link, bench_verify, model_card, rejection_predictor, train_toy_pair, ue_controls,
+                     validate_sim)
 from testbed import profile
 from testbed.live import run, serve, ue
 from testbed.load import cli as load_cli
@@ -39,6 +40,7 @@ CLIS: dict[str, tuple[type, Callable | None]] = {
     "scripts/rejection_predictor.py": (rejection_predictor.PredictorConfig, rejection_predictor.parse_args),
     "scripts/model_card.py": (model_card.CardConfig, model_card.parse_args),
     "scripts/train_toy_pair.py": (train_toy_pair.TrainConfig, train_toy_pair.parse_args),
+    "scripts/validate_sim.py": (validate_sim.ValidateConfig, validate_sim.parse_args),
 } | {f"labeling {name}": (cls, None) for name, (cls, _) in labeling_cli.STAGES.items()}
 
 # name -> the function that builds and runs the CLI's parser on argv
@@ -50,7 +52,7 @@ ENTRIES: dict[str, Callable] = {
     "scripts/bench_link.py": bench_link.parse_args, "scripts/ue_controls.py": ue_controls.parse_args,
     "scripts/bench_verify.py": bench_verify.parse_args, "scripts/bench_core.py": bench_core.parse_args,
     "scripts/rejection_predictor.py": rejection_predictor.parse_args, "scripts/model_card.py": model_card.parse_args,
-    "scripts/train_toy_pair.py": train_toy_pair.parse_args,
+    "scripts/train_toy_pair.py": train_toy_pair.parse_args, "scripts/validate_sim.py": validate_sim.parse_args,
 }
 
 
