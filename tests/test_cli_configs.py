@@ -21,20 +21,16 @@ from testbed.load import compare
 from testbed.sim import calibrate
 from testbed.sim import cli as sim_cli
 
-# name -> (config class, its CLI's parse function returning the config; None: parse with the class's own flags)
-CLIS: dict[str, tuple[type, Callable | None]] = {
+# name -> (config class, its parse_args: argv -> config), for the CLIs whose parse_args is their entry's parser
+PARSED: dict[str, tuple[type, Callable]] = {
     "testbed.run": (run.RunConfig, run.parse_args),
     "testbed.serve": (serve.ServeConfig, serve.parse_args),
     "testbed.ue": (ue.UEConfig, ue.parse_args),
-    "testbed.simulate": (sim_cli.SimConfig, sim_cli.parse_args),
     "testbed.simulate calibrate": (calibrate.CalibrateConfig, calibrate.parse_args),
     "testbed.load": (load_cli.LoadConfig, load_cli.parse_args),
     "testbed.profile": (profile.ProfileConfig, profile.parse_args),
-    "testbed.loadcompare": (compare.CompareConfig, None),  # its main runs the comparison
-    "channel.emulator": (emulator.EmulatorConfig, None),  # its parse_args returns the LinkConfig
     "channel.probe": (probe.ProbeConfig, probe.parse_args),
     "scripts/bench_link.py": (bench_link.BenchConfig, bench_link.parse_args),
-    "scripts/ue_controls.py": (ue_controls.ControlsConfig, None),  # its parse_args wants a trained predictor
     "scripts/bench_verify.py": (bench_verify.VerifyBenchConfig, bench_verify.parse_args),
     "scripts/bench_core.py": (bench_core.CoreBenchConfig, bench_core.parse_args),
     "scripts/rejection_predictor.py": (rejection_predictor.PredictorConfig, rejection_predictor.parse_args),
@@ -42,20 +38,22 @@ CLIS: dict[str, tuple[type, Callable | None]] = {
     "scripts/train_toy_pair.py": (train_toy_pair.TrainConfig, train_toy_pair.parse_args),
     "scripts/validate_sim.py": (validate_sim.ValidateConfig, validate_sim.parse_args),
     "scripts/netem_link.py": (netem_link.NetemLinkConfig, netem_link.parse_args),
+}
+
+# name -> (config class, its CLI's parse function returning the config; None: parse with the class's own flags)
+CLIS: dict[str, tuple[type, Callable | None]] = PARSED | {
+    "testbed.simulate": (sim_cli.SimConfig, sim_cli.parse_args),
+    "testbed.loadcompare": (compare.CompareConfig, None),  # its main runs the comparison
+    "channel.emulator": (emulator.EmulatorConfig, None),  # its parse_args returns the LinkConfig
+    "scripts/ue_controls.py": (ue_controls.ControlsConfig, None),  # its parse_args wants a trained predictor
     "scripts/import_graph.py": (import_graph.GraphConfig, None),  # its main checks the tree
 } | {f"labeling {name}": (cls, None) for name, (cls, _) in labeling_cli.STAGES.items()}
 
 # name -> the function that builds and runs the CLI's parser on argv
-ENTRIES: dict[str, Callable] = {
-    "testbed.run": run.parse_args, "testbed.serve": serve.parse_args, "testbed.ue": ue.parse_args,
-    "testbed.simulate": sim_cli.main, "testbed.simulate calibrate": calibrate.parse_args,
-    "testbed.load": load_cli.parse_args, "testbed.profile": profile.parse_args, "testbed.loadcompare": compare.main,
-    "channel.emulator": emulator.parse_args, "channel.probe": probe.parse_args, "labeling": labeling_cli.main,
-    "scripts/bench_link.py": bench_link.parse_args, "scripts/ue_controls.py": ue_controls.parse_args,
-    "scripts/bench_verify.py": bench_verify.parse_args, "scripts/bench_core.py": bench_core.parse_args,
-    "scripts/rejection_predictor.py": rejection_predictor.parse_args, "scripts/model_card.py": model_card.parse_args,
-    "scripts/train_toy_pair.py": train_toy_pair.parse_args, "scripts/validate_sim.py": validate_sim.parse_args,
-    "scripts/netem_link.py": netem_link.parse_args, "scripts/import_graph.py": import_graph.main,
+ENTRIES: dict[str, Callable] = {name: parse for name, (_, parse) in PARSED.items()} | {
+    "testbed.simulate": sim_cli.main, "testbed.loadcompare": compare.main, "channel.emulator": emulator.parse_args,
+    "labeling": labeling_cli.main, "scripts/ue_controls.py": ue_controls.parse_args,
+    "scripts/import_graph.py": import_graph.main,
 }
 
 
