@@ -301,6 +301,13 @@ def write_config(out: str | Path, cfg: Any, header: Mapping[str, Any] | None = N
     return path
 
 
+def write_config_beside(result: str | Path, cfg: Any, header: Mapping[str, Any] | None = None) -> Path:
+    """Save cfg beside one result file as ``<its stem>_config.toml`` (bench.json -> bench_config.toml)."""
+    path = Path(result).with_name(Path(result).stem + "_config.toml")
+    path.write_text(to_toml(cfg, header))
+    return path
+
+
 # ----- argparse -----
 
 def add_flags(ap: argparse.ArgumentParser, cls: type) -> argparse.ArgumentParser:

@@ -9,6 +9,19 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import dataclass, field
+
+from channel import config
+
+
+@dataclass
+class ProbeConfig:
+    """One series of probes from the command line."""
+
+    host: str = field(default="", metadata={"positional": True})  # host name or address to probe
+    count: int = 5  # probes sent, one after another
+    timeout_s: float = 1.0  # wait for each reply, s
+    udp: bool = False  # UDP to a closed port instead of ICMP echo
 
 
 class ProbeUnavailable(RuntimeError):
@@ -33,13 +46,13 @@ def rtts_ms(host: str, count: int = 5, timeout_s: float = 1.0, udp: bool = False
     return out
 
 
+def parse_args(argv: list[str] | None = None) -> ProbeConfig:
+    ap = argparse.ArgumentParser(prog="python -m channel.probe", description=__doc__.splitlines()[0])
+    return config.parse(ProbeConfig, argv, config.add_flags(ap, ProbeConfig))
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("host")
-    ap.add_argument("--count", type=int, default=5)
-    ap.add_argument("--timeout-s", type=float, default=1.0)
-    ap.add_argument("--udp", action="store_true", help="UDP to a closed port instead of ICMP echo")
-    a = ap.parse_args(argv)
+    a = parse_args(argv)
     try:
         rtts = rtts_ms(a.host, a.count, a.timeout_s, a.udp)
     except ProbeUnavailable as e:

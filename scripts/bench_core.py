@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +17,7 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from channel import config  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
 from wisv.evaluate import encode_prompt, greedy_reference  # noqa: E402
 from wisv.lossless import check_lossless  # noqa: E402
@@ -24,6 +26,19 @@ from wisv.records import spec_rows, to_frame  # noqa: E402
 from wisv.speculative import speculative_generate  # noqa: E402
 from wisv.summary import summarize_rounds  # noqa: E402
 from wisv.toydata import load_split  # noqa: E402
+
+
+@dataclass
+class CoreBenchConfig:
+    """One benchmark (saved beside the JSON as <out stem>_config.toml)."""
+
+    prompts: int = 20  # first N problems of the built-in test split
+    max_new_tokens: int = 160  # generation budget per prompt, tokens
+    draft_lens: list[int] = field(default_factory=lambda: [4, 8, 16])  # draft lengths K of greedy SD, tokens
+    threads: int = 1  # torch intra-op threads
+    drafter: str | None = None  # local HF drafter directory (None: built-in)
+    target: str | None = None  # local HF target directory (None: built-in)
+    out: str = "results/bench_core.json"  # the benchmark's JSON
 
 
 def bench_target_only(target, prompts: list[list[int]], max_new: int) -> tuple[dict, list[list[int]]]:
@@ -49,33 +64,32 @@ def bench_sd(drafter, target, prompts: list[list[int]], refs: list[list[int]], k
             "lossless_up_to_near_ties": ok / len(prompts)}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prompts", type=int, default=20)
-    ap.add_argument("--max-new-tokens", type=int, default=160)
-    ap.add_argument("--draft-lens", default="4,8,16")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--drafter", default=None)
-    ap.add_argument("--target", default=None)
-    ap.add_argument("--out", type=Path, default=Path("results/bench_core.json"))
-    args = ap.parse_args()
+def parse_args(argv: list[str] | None = None) -> CoreBenchConfig:
+    ap = argparse.ArgumentParser(prog="python scripts/bench_core.py", description=__doc__.splitlines()[0])
+    return config.parse(CoreBenchConfig, argv, config.add_flags(ap, CoreBenchConfig))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     torch.set_num_threads(args.threads)
     drafter, target, tok = load_pair(args.drafter, args.target)
     prompts = [encode_prompt(tok, p.prompt) for p in load_split("test", args.prompts)]
     base, refs = bench_target_only(target, prompts, args.max_new_tokens)
-    sd = [bench_sd(drafter, target, prompts, refs, int(k), args.max_new_tokens) for k in args.draft_lens.split(",")]
+    sd = [bench_sd(drafter, target, prompts, refs, k, args.max_new_tokens) for k in args.draft_lens]
     for r in sd:
         r["speedup"] = r["tokens_per_s"] / base["tokens_per_s"]
     res = {"target_only": base, "greedy_sd": sd, "prompts": args.prompts, "max_new_tokens": args.max_new_tokens,
            "threads": args.threads, "drafter": args.drafter or "built-in", "target": args.target or "built-in",
            "machine": machine_info()}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(res, indent=1))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1))
+    config.write_config_beside(out, args, res["machine"])
     print(f"target-only: {base['tokens_per_s']:.1f} tok/s")
     for r in sd:
         print(f"greedy SD K={r['k']:>2}: {r['tokens_per_s']:.1f} tok/s ({r['speedup']:.2f}x), AAL {r['aal']:.2f}, "
               f"identical {r['identical_to_target']:.0%}")
-    print(f"wrote {args.out}")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

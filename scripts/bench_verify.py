@@ -17,14 +17,34 @@ import json
 import statistics
 import sys
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from channel import config  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
 from wisv.batchverify import BatchVerifier, EngineConfig, VerifyRequest  # noqa: E402
 from wisv.models import builtin_paths, default_dtype, load_model  # noqa: E402
+
+
+@dataclass
+class VerifyBenchConfig:
+    """One benchmark (written into the JSON and beside it as <out stem>_config.toml)."""
+
+    prefixes: list[int] = field(default_factory=lambda: [64, 128, 256, 512])  # prefix lengths L timed, tokens
+    draft_len: int = 8  # K: tokens verified per round
+    rounds: int = 30  # timed warm rounds per prefix (no-KV-reuse runs max(5, rounds // 3))
+    batch: int = 4  # sessions verified in one forward vs one by one, at prefix ~128
+    threads: int = 1  # torch intra-op threads
+    target: str | None = None  # local HF target directory (None: built-in)
+    device: str = "cpu"  # torch device
+    out: str = "results/bench_verify.json"  # the benchmark's JSON
+
+    def __post_init__(self) -> None:
+        if not self.prefixes:
+            raise ValueError("--prefixes needs at least one prefix length")
 
 
 def prefix_ids(n: int, vocab: int, seed: int) -> list[int]:
@@ -85,17 +105,13 @@ def batch_vs_serial_ms(target, L: int, k: int, b: int, rounds: int) -> dict:
     return res
 
 
+def parse_args(argv: list[str] | None = None) -> VerifyBenchConfig:
+    ap = argparse.ArgumentParser(prog="python scripts/bench_verify.py", description=__doc__.splitlines()[0])
+    return config.parse(VerifyBenchConfig, argv, config.add_flags(ap, VerifyBenchConfig))
+
+
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prefixes", type=int, nargs="+", default=[64, 128, 256, 512])
-    ap.add_argument("--draft-len", type=int, default=8)
-    ap.add_argument("--rounds", type=int, default=30)
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--target", default=None, help="local HF target directory (default: built-in)")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--out", default="results/bench_verify.json")
-    args = ap.parse_args(argv)
+    args = parse_args(argv)
     torch.set_num_threads(args.threads)
     target = load_model(Path(args.target or builtin_paths()[1]), "target", args.device, default_dtype(args.device))
     rows = []
@@ -113,10 +129,11 @@ def main(argv: list[str] | None = None) -> dict:
     batch = batch_vs_serial_ms(target, 128, args.draft_len, args.batch, args.rounds)
     print(f"batch of {args.batch} at prefix ~128: one forward {batch['batched_ms']:.2f} ms vs one by one "
           f"{batch['serial_ms']:.2f} ms ({batch['speedup']:.2f}x)")
-    doc = {"config": vars(args), "machine": machine_info(),
+    doc = {"config": asdict(args), "machine": machine_info(),
            "prefixes": rows, "checks": checks, "batch": batch}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1))
+    config.write_config_beside(args.out, args, doc["machine"])
     print(json.dumps(checks, indent=1))
     return doc
 

@@ -15,6 +15,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent  # the repository this script lies in
+sys.path.insert(0, str(ROOT))
+from channel import config  # noqa: E402  (imports nothing else of the project)
+
 PACKAGES = ("channel", "wisv", "protocols", "labeling", "testbed", "scripts")
 LAYER = {"channel": 0, "wisv": 1, "protocols": 2, "labeling": 2, "testbed": 3, "scripts": 4}
 SIBLINGS_APART = {("protocols", "labeling"), ("labeling", "protocols")}  # same layer, still may not import
@@ -25,6 +29,13 @@ class Edge:
     src: str  # importing module, dotted
     dst: str  # imported project module, dotted
     typing_only: bool  # under `if TYPE_CHECKING:`, never executed
+
+
+@dataclass
+class GraphConfig:
+    """Which tree to check."""
+
+    root: str = str(ROOT)  # the repository root
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -191,10 +202,10 @@ def report(root: Path) -> tuple[list[str], bool]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent, help="the repository root")
-    args = ap.parse_args(argv)
-    lines, clean = report(args.root)
+    ap = argparse.ArgumentParser(prog="python scripts/import_graph.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    args = config.parse(GraphConfig, argv, config.add_flags(ap, GraphConfig))
+    lines, clean = report(Path(args.root))
     print("\n".join(lines))
     return 0 if clean else 1
 

@@ -8,13 +8,16 @@ import argparse
 import collections
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import torch
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from channel import config  # noqa: E402
 from wisv.evaluate import accuracy, encode_prompt, greedy_reference, mismatch_kind  # noqa: E402
 from wisv.models import load_pair  # noqa: E402
 from wisv.records import spec_rows, to_frame  # noqa: E402
@@ -23,6 +26,16 @@ from wisv.summary import summarize_rounds  # noqa: E402
 from wisv.toydata import load_split  # noqa: E402
 
 DRAFT_LENS = (4, 8, 16)
+
+
+@dataclass
+class CardConfig:
+    """One model card (saved beside card.json as card_config.toml)."""
+
+    markdown_only: bool = False  # rewrite MODEL_CARD.md from card.json, measuring nothing
+    dir: str = str(ROOT / "wisv/assets/toy-pair")  # the pair's directory (drafter/, target/; the card goes here)
+    n_acc: int = 300  # test problems for each model's accuracy
+    n_sd: int = 200  # test problems for greedy SD's AAL per K
 
 
 def _dir_mb(path: Path) -> float:
@@ -101,18 +114,20 @@ def write_card(root: Path, n_acc: int = 300, n_sd: int = 200) -> dict:
     return res
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--markdown-only", action="store_true", help="rewrite MODEL_CARD.md from card.json")
-    ap.add_argument("--dir", type=Path, default=Path(__file__).resolve().parents[1] / "wisv/assets/toy-pair")
-    ap.add_argument("--n-acc", type=int, default=300)
-    ap.add_argument("--n-sd", type=int, default=200)
-    args = ap.parse_args()
+def parse_args(argv: list[str] | None = None) -> CardConfig:
+    ap = argparse.ArgumentParser(prog="python scripts/model_card.py", description=__doc__.splitlines()[0])
+    return config.parse(CardConfig, argv, config.add_flags(ap, CardConfig))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    root = Path(args.dir)
     if args.markdown_only:
-        (args.dir / "MODEL_CARD.md").write_text(card_markdown(json.loads((args.dir / "card.json").read_text()), args.dir))
+        (root / "MODEL_CARD.md").write_text(card_markdown(json.loads((root / "card.json").read_text()), root))
         return
     torch.set_num_threads(2)
-    write_card(args.dir, args.n_acc, args.n_sd)
+    write_card(root, args.n_acc, args.n_sd)
+    config.write_config_beside(root / "card.json", args, config.provenance())
 
 
 if __name__ == "__main__":

@@ -26,44 +26,52 @@ import signal
 import statistics
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from channel import config  # noqa: E402
 from channel.netns import NetnsTopology, ping_rtts, require_root, topology  # noqa: E402
 from channel.tc import CommandError, LinkPlan, NetemSpec, applied, direction_specs, kernel_has_netem, plan_link  # noqa: E402
 
 EXIT_OK, EXIT_CMD, EXIT_USAGE, EXIT_ROOT, EXIT_PING, EXIT_INTERRUPT, EXIT_TERM = 0, 1, 2, 3, 4, 130, 143
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--rate-mbps", type=float, default=None, help="rate both ways (Mbit/s); default unlimited")
-    p.add_argument("--rate-up-mbps", type=float, default=None, help="uplink rate, overrides --rate-mbps")
-    p.add_argument("--rate-down-mbps", type=float, default=None, help="downlink rate, overrides --rate-mbps")
-    p.add_argument("--rtt-ms", type=float, default=0.0, help="added round-trip time, half per direction")
-    p.add_argument("--jitter-ms", type=float, default=0.0, help="round-trip jitter, half per direction")
-    p.add_argument("--per", type=float, default=0.0, help="packet error rate per direction, a fraction")
-    p.add_argument("--limit-pkts", type=int, default=1000, help="netem queue length")
-    p.add_argument("--dry-run", action="store_true", help="print the commands only; no root needed")
-    p.add_argument("--no-netem", action="store_true", help="plan as if the kernel had no netem")
-    p.add_argument("--ping-count", type=int, default=3, help="ping packets UE->edge after applying; 0 = skip")
-    p.add_argument("--hold-s", type=float, default=0.0, help="keep the link this long; -1 = until Ctrl-C")
-    p.add_argument("--apply-to-dev", default=None, help="shape this existing device instead of making namespaces")
-    p.add_argument("--netns", default=None, help="namespace holding --apply-to-dev")
-    p.add_argument("--side", choices=("ue", "edge"), default="ue", help="with --apply-to-dev: which rate to use")
-    p.add_argument("--half-rtt", action="store_true", help="with --apply-to-dev: put only half the RTT here")
-    return p.parse_args(argv)
+@dataclass
+class NetemLinkConfig:
+    """One emulated link: its figures, and where and how it is applied."""
+
+    rate_mbps: float | None = None  # rate both ways, Mbit/s (None: unlimited)
+    rate_up_mbps: float | None = None  # uplink rate, Mbit/s; overrides --rate-mbps
+    rate_down_mbps: float | None = None  # downlink rate, Mbit/s; overrides --rate-mbps
+    rtt_ms: float = 0.0  # added round-trip time, ms, half per direction
+    jitter_ms: float = 0.0  # round-trip jitter, ms, half per direction
+    per: float = 0.0  # packet error rate per direction, a fraction
+    limit_pkts: int = 1000  # netem queue length, packets
+    dry_run: bool = False  # print the commands only; no root needed
+    no_netem: bool = False  # plan as if the kernel had no netem
+    ping_count: int = 3  # ping packets UE->edge after applying; 0 = skip
+    hold_s: float = 0.0  # keep the link this long, s; -1 = until Ctrl-C
+    apply_to_dev: str | None = None  # shape this existing device instead of making namespaces
+    netns: str | None = None  # namespace holding --apply-to-dev (None: this one)
+    side: str = field(default="ue", metadata={"choices": ("ue", "edge")})  # with --apply-to-dev: which rate to use
+    half_rtt: bool = False  # with --apply-to-dev: put only half the RTT here
 
 
-def link_specs(args: argparse.Namespace) -> tuple[NetemSpec, NetemSpec]:
+def parse_args(argv: list[str] | None = None) -> NetemLinkConfig:
+    ap = argparse.ArgumentParser(prog="python scripts/netem_link.py", description=__doc__.split("\n")[0])
+    return config.parse(NetemLinkConfig, argv, config.add_flags(ap, NetemLinkConfig))
+
+
+def link_specs(args: NetemLinkConfig) -> tuple[NetemSpec, NetemSpec]:
     """(uplink, downlink) specs from the arguments (raises ValueError on bad values)."""
     up = args.rate_up_mbps if args.rate_up_mbps is not None else args.rate_mbps
     down = args.rate_down_mbps if args.rate_down_mbps is not None else args.rate_mbps
     return direction_specs(args.rtt_ms, args.jitter_ms, args.per, up, down, args.limit_pkts)
 
 
-def single_dev_spec(args: argparse.Namespace) -> NetemSpec:
+def single_dev_spec(args: NetemLinkConfig) -> NetemSpec:
     """Spec for --apply-to-dev: the chosen side's rate, whole RTT unless --half-rtt."""
     up, down = link_specs(args)
     spec = up if args.side == "ue" else down
@@ -78,7 +86,7 @@ def show_plan(name: str, plan: LinkPlan) -> None:
         print(f"[{name}] user-space emulator must add: delay {e.delay_ms} ms, jitter {e.jitter_ms} ms, loss {e.loss_pct} %")
 
 
-def detect(dev: str, netns: str | None, args: argparse.Namespace) -> bool:
+def detect(dev: str, netns: str | None, args: NetemLinkConfig) -> bool:
     """netem availability (probed on DEV), printed with its reason; dry runs assume netem unless --no-netem."""
     if args.no_netem:
         print("netem: not used (--no-netem)")
@@ -91,7 +99,7 @@ def detect(dev: str, netns: str | None, args: argparse.Namespace) -> bool:
     return check.available
 
 
-def ping_check(topo: NetnsTopology, count: int, args: argparse.Namespace, partial: bool) -> int:
+def ping_check(topo: NetnsTopology, count: int, args: NetemLinkConfig, partial: bool) -> int:
     """Ping UE -> edge and print the RTT (only kernel-shaped parts show up in it)."""
     rtts = ping_rtts(topo.ue_ns, topo.edge_addr, count=count, timeout_s=1.0 + (args.rtt_ms + args.jitter_ms) / 1e3)
     if not rtts:
@@ -114,7 +122,7 @@ def hold(hold_s: float) -> None:
         print("interrupted: cleaning up")
 
 
-def run_topology(args: argparse.Namespace) -> int:
+def run_topology(args: NetemLinkConfig) -> int:
     up, down = link_specs(args)
     with topology(dry_run=args.dry_run, echo=print) as topo:
         print(f"topology: {topo.ue_ns} ({topo.ue_dev} {topo.ue_addr}) <-> {topo.edge_ns} ({topo.edge_dev} {topo.edge_addr})")
@@ -131,7 +139,7 @@ def run_topology(args: argparse.Namespace) -> int:
     return code
 
 
-def run_single(args: argparse.Namespace) -> int:
+def run_single(args: NetemLinkConfig) -> int:
     if not args.dry_run:
         require_root()
     spec = single_dev_spec(args)
@@ -142,7 +150,7 @@ def run_single(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: NetemLinkConfig) -> int:
     """Validate, then shape either the two-namespace topology or one device; always clean up."""
     try:
         link_specs(args)

@@ -19,6 +19,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -26,6 +27,7 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from channel import config  # noqa: E402
 from wisv.acceptance import greedy_accept_ids  # noqa: E402
 from wisv.evaluate import eos_id, encode_prompt  # noqa: E402
 from wisv.models import load_pair  # noqa: E402
@@ -34,6 +36,19 @@ from wisv.rejection import (choose_threshold, evaluate_predictor, round_labels, 
 from wisv.sessions import DraftSession, VerifySession  # noqa: E402
 from wisv.summary import summarize_rounds  # noqa: E402
 from wisv.toydata import load_split  # noqa: E402
+
+
+@dataclass
+class PredictorConfig:
+    """One training run (written into the JSON and beside it as <out stem>_config.toml)."""
+
+    prompts: int = 150  # calib-split prompts whose greedy-SD rounds are logged
+    k_max: int = 16  # K_max: tokens drafted per logged round
+    threshold: float | None = None  # operating point p(rejected) (None: chosen on the training rounds, see above)
+    rtt_ms: float = 20.0  # link RTT in a round's fixed cost, ms (the default link's)
+    test_frac: float = 0.3  # fraction of the rounds held out for the report
+    seed: int = 0  # split and training seed
+    out: str = "results/rejection_predictor.json"  # the report; the weights go to <out stem>.safetensors
 
 
 def log_rounds(pair, prompts: int, k: int, max_new: int = 160) -> tuple[list[dict], float, float]:
@@ -88,17 +103,13 @@ def wdt_report(model, rounds: list[dict], threshold: float, k_max: int, tau_d: f
             "drafted_per_round_with": sum(r["drafted"] for r in pred) / max(1, len(pred))}
 
 
+def parse_args(argv: list[str] | None = None) -> PredictorConfig:
+    ap = argparse.ArgumentParser(prog="python scripts/rejection_predictor.py", description=__doc__.splitlines()[0])
+    return config.parse(PredictorConfig, argv, config.add_flags(ap, PredictorConfig))
+
+
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prompts", type=int, default=150)
-    ap.add_argument("--k-max", type=int, default=16)
-    ap.add_argument("--threshold", type=float, default=None,
-                    help="operating point p(rejected) (default: chosen on the training rounds, see above)")
-    ap.add_argument("--rtt-ms", type=float, default=20.0, help="link RTT in a round's fixed cost (default link: 20)")
-    ap.add_argument("--test-frac", type=float, default=0.3)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="results/rejection_predictor.json")
-    args = ap.parse_args(argv)
+    args = parse_args(argv)
     torch.set_num_threads(1)
     rounds, tau_d, t_verify = log_rounds(load_pair(), args.prompts, args.k_max)
     test = split_rounds(len(rounds), args.test_frac, args.seed)
@@ -112,7 +123,7 @@ def main(argv: list[str] | None = None) -> dict:
     threshold = chosen if args.threshold is None else args.threshold
     model.threshold.fill_(threshold)
     met = evaluate_predictor(model, *dataset(test_r), threshold)
-    doc = {"config": vars(args), "rounds_train": len(train_r), "rounds_test": len(test_r), "tau_d_s": tau_d,
+    doc = {"config": asdict(args), "rounds_train": len(train_r), "rounds_test": len(test_r), "tau_d_s": tau_d,
            "t_verify_s": t_verify, "round_fixed_s": round_s, "threshold": threshold,
            "modelled_ms_per_token_train": {f"{th:g}": 1e3 * c for th, c in cost.items()},
            "held_out": {"recall": met.recall, "fpr": met.fpr, "n_rejected": met.n_rejected, "n_accepted": met.n_accepted},
@@ -120,6 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1))
+    config.write_config_beside(out, args, config.provenance())
     save_predictor(model, str(out.with_suffix(".safetensors")))
     print(json.dumps({k: doc[k] for k in ("threshold", "held_out", "wdt_held_out")}, indent=1))
     return doc

@@ -13,17 +13,32 @@ import json
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from channel import config  # noqa: E402
 from wisv.toydata import STYLE_FOLLOW, load_split  # noqa: E402
 
 SPECIALS = {"pad_token": "<|pad|>", "bos_token": "<|bos|>", "eos_token": "<|eos|>"}
+STAGES = ("tokenizer", "drafter", "target", "card")  # in the order they run
+TRAINING = STAGES[:3]  # the stages that write the pair (and train_config.toml beside it)
+
+
+@dataclass
+class TrainConfig:
+    """One training command (saved as <out>/train_config.toml when it trains)."""
+
+    out: str = str(ROOT / "wisv/assets/toy-pair")  # the pair's directory: tokenizer/, drafter/, target/, the card
+    stages: list[str] = field(default_factory=lambda: list(STAGES), metadata={"choices": STAGES})  # stages to run
+    steps: int | None = None  # override each model's step count (pilot runs only; None: the spec's)
+    save_at: list[int] = field(default_factory=list)  # steps to checkpoint as <out>/<name>-step<N> (pilot runs only)
+    threads: int = 1  # torch intra-op threads (the shipped weights used 1)
 
 
 @dataclass
@@ -139,34 +154,34 @@ def train_model(name: str, spec: ModelSpec, tok: PreTrainedTokenizerFast, data: 
     return info
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "wisv/assets/toy-pair")
-    ap.add_argument("--stages", default="tokenizer,drafter,target,card")
-    ap.add_argument("--steps", type=int, default=None, help="override step count (pilot runs only)")
-    ap.add_argument("--save-at", default="", help="comma-separated steps to checkpoint (pilot runs only)")
-    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (the shipped weights used 1)")
-    args = ap.parse_args()
+def parse_args(argv: list[str] | None = None) -> TrainConfig:
+    ap = argparse.ArgumentParser(prog="python scripts/train_toy_pair.py", description=__doc__.splitlines()[0])
+    return config.parse(TrainConfig, argv, config.add_flags(ap, TrainConfig))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    stages = args.stages.split(",")
-    args.out.mkdir(parents=True, exist_ok=True)
+    stages, out = args.stages, Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if any(s in stages for s in TRAINING):
+        (out / "train_config.toml").write_text(config.to_toml(args, config.provenance()))
     train = load_split("train")
     if "tokenizer" in stages:
         tok = train_tokenizer([p.prompt + " " + p.solution for p in train])
-        tok.save_pretrained(args.out / "tokenizer")
+        tok.save_pretrained(out / "tokenizer")
         print(f"tokenizer: {len(tok)} tokens")
-    tok = with_bos(PreTrainedTokenizerFast.from_pretrained(args.out / "tokenizer"))
+    tok = with_bos(PreTrainedTokenizerFast.from_pretrained(out / "tokenizer"))
     for name, spec in (("drafter", DRAFTER), ("target", TARGET)):
         if name in stages:
             if args.steps:
                 spec = ModelSpec(**{**asdict(spec), "steps": args.steps})
             problems = train if spec.style_follow == STYLE_FOLLOW else load_split("train", style_follow=spec.style_follow)
             data = [encode_problem(tok, p.prompt, p.solution) for p in problems]
-            save_at = tuple(int(x) for x in args.save_at.split(",") if x)
-            train_model(name, spec, tok, data, args.out, save_at)
+            train_model(name, spec, tok, data, out, tuple(args.save_at))
     if "card" in stages:
         from scripts.model_card import write_card  # needs the speculative core
-        write_card(args.out)
+        write_card(out)
 
 
 if __name__ == "__main__":

@@ -10,9 +10,10 @@ from collections.abc import Callable
 import pytest
 
 from channel import config
-from channel import emulator
+from channel import emulator, probe
 from labeling import __main__ as labeling_cli
-from scripts import bench_link, ue_controls
+from scripts import (bench_core, bench_link, bench_verify, import_graph, model_card, netem_link, rejection_predictor,
+                     train_toy_pair, ue_controls, validate_sim)
 from testbed import profile
 from testbed.live import run, serve, ue
 from testbed.load import cli as load_cli
@@ -20,28 +21,39 @@ from testbed.load import compare
 from testbed.sim import calibrate
 from testbed.sim import cli as sim_cli
 
-# name -> (config class, its CLI's parse function returning the config; None: parse with the class's own flags)
-CLIS: dict[str, tuple[type, Callable | None]] = {
+# name -> (config class, its parse_args: argv -> config), for the CLIs whose parse_args is their entry's parser
+PARSED: dict[str, tuple[type, Callable]] = {
     "testbed.run": (run.RunConfig, run.parse_args),
     "testbed.serve": (serve.ServeConfig, serve.parse_args),
     "testbed.ue": (ue.UEConfig, ue.parse_args),
-    "testbed.simulate": (sim_cli.SimConfig, sim_cli.parse_args),
     "testbed.simulate calibrate": (calibrate.CalibrateConfig, calibrate.parse_args),
     "testbed.load": (load_cli.LoadConfig, load_cli.parse_args),
     "testbed.profile": (profile.ProfileConfig, profile.parse_args),
+    "channel.probe": (probe.ProbeConfig, probe.parse_args),
+    "scripts/bench_link.py": (bench_link.BenchConfig, bench_link.parse_args),
+    "scripts/bench_verify.py": (bench_verify.VerifyBenchConfig, bench_verify.parse_args),
+    "scripts/bench_core.py": (bench_core.CoreBenchConfig, bench_core.parse_args),
+    "scripts/rejection_predictor.py": (rejection_predictor.PredictorConfig, rejection_predictor.parse_args),
+    "scripts/model_card.py": (model_card.CardConfig, model_card.parse_args),
+    "scripts/train_toy_pair.py": (train_toy_pair.TrainConfig, train_toy_pair.parse_args),
+    "scripts/validate_sim.py": (validate_sim.ValidateConfig, validate_sim.parse_args),
+    "scripts/netem_link.py": (netem_link.NetemLinkConfig, netem_link.parse_args),
+}
+
+# name -> (config class, its CLI's parse function returning the config; None: parse with the class's own flags)
+CLIS: dict[str, tuple[type, Callable | None]] = PARSED | {
+    "testbed.simulate": (sim_cli.SimConfig, sim_cli.parse_args),
     "testbed.loadcompare": (compare.CompareConfig, None),  # its main runs the comparison
     "channel.emulator": (emulator.EmulatorConfig, None),  # its parse_args returns the LinkConfig
-    "scripts/bench_link.py": (bench_link.BenchConfig, bench_link.parse_args),
     "scripts/ue_controls.py": (ue_controls.ControlsConfig, None),  # its parse_args wants a trained predictor
+    "scripts/import_graph.py": (import_graph.GraphConfig, None),  # its main checks the tree
 } | {f"labeling {name}": (cls, None) for name, (cls, _) in labeling_cli.STAGES.items()}
 
 # name -> the function that builds and runs the CLI's parser on argv
-ENTRIES: dict[str, Callable] = {
-    "testbed.run": run.parse_args, "testbed.serve": serve.parse_args, "testbed.ue": ue.parse_args,
-    "testbed.simulate": sim_cli.main, "testbed.simulate calibrate": calibrate.parse_args,
-    "testbed.load": load_cli.parse_args, "testbed.profile": profile.parse_args, "testbed.loadcompare": compare.main,
-    "channel.emulator": emulator.parse_args, "labeling": labeling_cli.main,
-    "scripts/bench_link.py": bench_link.parse_args, "scripts/ue_controls.py": ue_controls.parse_args,
+ENTRIES: dict[str, Callable] = {name: parse for name, (_, parse) in PARSED.items()} | {
+    "testbed.simulate": sim_cli.main, "testbed.loadcompare": compare.main, "channel.emulator": emulator.parse_args,
+    "labeling": labeling_cli.main, "scripts/ue_controls.py": ue_controls.parse_args,
+    "scripts/import_graph.py": import_graph.main,
 }
 
 
@@ -72,7 +84,7 @@ def test_every_option_has_help(name, monkeypatch):
     if entry is sim_cli.main:  # main dispatched to calibrate; simulate's own parser too
         parsers += all_parsers(parser_of(sim_cli.parse_args, monkeypatch))
     options = [(p.prog, a) for p in parsers for a in p._actions if not isinstance(a, argparse._SubParsersAction)]
-    assert len(options) > 3
+    assert len(options) > 2  # -h, --config and at least one setting (import_graph has just --root)
     missing = [f"{prog} {'/'.join(a.option_strings) or a.dest}" for prog, a in options
                if not a.help or a.help == argparse.SUPPRESS or not a.help.strip()]
     assert not missing, f"options without help: {missing}"
@@ -151,8 +163,10 @@ def test_changed_configs_change_every_field():
 BAD_FILE = 'bogus_key = 1\n'
 
 
-@pytest.mark.parametrize("name, argv", [(n, []) for n in ENTRIES if n not in ("labeling", "testbed.loadcompare")]
-                         + [("labeling", ["collect"]), ("labeling", ["all"]), ("testbed.loadcompare", ["a", "b"])])
+ARGV = {"labeling": ["collect"], "testbed.loadcompare": ["a", "b"], "channel.probe": ["127.0.0.1"]}  # what each needs
+
+
+@pytest.mark.parametrize("name, argv", [(n, ARGV.get(n, [])) for n in ENTRIES] + [("labeling", ["all"])])
 def test_bad_config_key_fails_naming_key_and_file(name, argv, tmp_path, capsys):
     f = tmp_path / "bad.toml"
     f.write_text(BAD_FILE)

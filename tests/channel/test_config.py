@@ -153,6 +153,9 @@ def test_toml_round_trip(cfg, tmp_path):
     assert path.name == "config.toml" and path.read_text() == config.to_toml(cfg)
     assert config.from_values(Outer, config.load_toml(Outer, path)) == cfg
     assert parse(["--config", str(path)]) == cfg
+    beside = config.write_config_beside(tmp_path / "bench.json", cfg, {"git_commit": "abc"})
+    assert beside == tmp_path / "bench_config.toml" and beside.read_text() == text.replace(
+        '# cpu_count = 2\n# missing = "none"\n', "")
 
 
 @pytest.mark.parametrize("cfg", [Outer(), ODD, Outer(count=4, on=True, inner=Inner(rate_mbps=0.0))])
