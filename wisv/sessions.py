@@ -26,6 +26,7 @@ class Draft:
     hidden: torch.Tensor | None  # [K, d_d] hidden state that produced each token (float32)
     probs: torch.Tensor | None  # [K, V] drafter distributions (sampling only, float64)
     features: torch.Tensor | None = None  # [K, 4] rejection-predictor features of each step (wisv.rejection)
+    parents: list[int] | None = None  # [K] a tree draft's parent indices (-1: the last committed token; wisv.tree)
 
 
 @dataclass
