@@ -2,6 +2,7 @@
 the accepted path; optionally expand the best leaf as if during verification (proactive tree expansion)."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -24,6 +25,9 @@ class TreeRound:
     committed: list[int]  # tokens appended to the output (after EOS/budget truncation)
     calls: int  # drafter forwards spent building the tree
     reused: int = 0  # proactive tokens carried into the next tree
+    t_draft_s: float = 0.0  # building the tree, s
+    t_verify_s: float = 0.0  # the target's tree pass and the path's commit, s
+    t_proactive_s: float = 0.0  # proactive expansion of the best leaf, s (overlaps the link and verification live)
 
 
 @dataclass
@@ -63,12 +67,16 @@ def tree_generate(drafter: PreTrainedModel, target: PreTrainedModel, prompt_ids:
 def tree_round(d: DraftSession, t: VerifySession, budget: int, width: int, proactive: int, max_depth: int,
                eos: int | None) -> TreeRound:
     """Draft a tree, verify it, commit the accepted path on both sides (reusing aligned proactive tokens)."""
+    t0 = time.perf_counter()
     st = draft_tree(d, budget, width, max_depth, eos)
     tree = st.tree
+    t1 = time.perf_counter()
     blk = t.verify_tree(tree.tokens, tree.parents)
-    expand_leaf(d, st, proactive, lambda: False)
     path, nxt = greedy_path(tree.tokens, tree.parents, blk.argmax.tolist())
     committed = t.commit_path(tree.tokens, path, nxt)
+    t2 = time.perf_counter()
+    expand_leaf(d, st, proactive, lambda: False)
+    t3 = time.perf_counter()
     carry = aligned(st, path, nxt)
     d.commit(committed, Draft(carry, None, None) if carry else None)
-    return TreeRound(len(tree), tree.depth, len(path), committed, tree.calls, len(carry))
+    return TreeRound(len(tree), tree.depth, len(path), committed, tree.calls, len(carry), t1 - t0, t2 - t1, t3 - t2)
