@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from channel.csi import CSI
-from protocols.registry import DRAFT_PROTOCOLS, WISV_PROTOCOLS, Protocol, get_protocol
+from protocols.registry import ROUND_PROTOCOLS, WISV_PROTOCOLS, Protocol, get_protocol
 from protocols.wire import Message, MsgType, make
 from wisv.acceptance import (Verdict, greedy_accept_ids, mismatch_positions, speculative_sampling_from_logits,
                              wisv_accept)
@@ -188,8 +188,8 @@ class EdgeSession:
 
     def _round_protocol(self, named: str | None) -> Protocol:
         name = named or self.protocol_name
-        if name not in DRAFT_PROTOCOLS:
-            raise ProtocolError("bad_protocol", f"DRAFT names protocol {name!r}; expected one of {DRAFT_PROTOCOLS}")
+        if name not in ROUND_PROTOCOLS:
+            raise ProtocolError("bad_protocol", f"DRAFT names protocol {name!r}; expected one of {ROUND_PROTOCOLS}")
         allowed = WISV_PROTOCOLS if self.protocol_name == "auto" else (self.protocol_name,)
         if name not in allowed:
             raise ProtocolError("bad_protocol", f"DRAFT uses {name!r} in a {self.protocol_name!r} session")

@@ -84,9 +84,7 @@ class Tree(Protocol):
 
 PROTOCOLS: dict[str, type[Protocol]] = {p.name: p for p in (Greedy, Reject, FullHidden, SelectiveHidden, Auto, Tree)}
 ALL_PROTOCOLS = tuple(PROTOCOLS)  # every protocol's name, in the order testbed.run's "all" runs them
-ROUND_PROTOCOLS = tuple(n for n, p in PROTOCOLS.items() if p is not Auto and not p.tree)  # chain DRAFTs (sim models)
-TREE_PROTOCOLS = tuple(n for n, p in PROTOCOLS.items() if p.tree)  # tree DRAFTs
-DRAFT_PROTOCOLS = ROUND_PROTOCOLS + TREE_PROTOCOLS  # what a DRAFT may name (auto: fh or sh)
+ROUND_PROTOCOLS = tuple(n for n, p in PROTOCOLS.items() if p is not Auto)  # what a DRAFT may name (auto: fh or sh)
 WISV_PROTOCOLS = tuple(n for n in ROUND_PROTOCOLS if PROTOCOLS[n].rule == "wisv")  # hidden states, head; auto's choices
 
 

@@ -9,6 +9,7 @@ import torch
 from transformers import PreTrainedModel
 
 from wisv.evaluate import eos_id
+from wisv.records import RoundRow
 from wisv.sessions import Draft, DraftSession, VerifySession
 from wisv.speculative import truncate_output
 from wisv.tree import greedy_path
@@ -80,3 +81,15 @@ def tree_round(d: DraftSession, t: VerifySession, budget: int, width: int, proac
     carry = aligned(st, path, nxt)
     d.commit(committed, Draft(carry, None, None) if carry else None)
     return TreeRound(len(tree), tree.depth, len(path), committed, tree.calls, len(carry), t1 - t0, t2 - t1, t3 - t2)
+
+
+def tree_rows(out: TreeOutput, prompt_id: str, prompt_len: int, correct: bool | None = None) -> list[RoundRow]:
+    """The records of one in-process tree run, with each round's prefix length (as wisv.records.spec_rows)."""
+    rows, prefix = [], prompt_len
+    for i, r in enumerate(out.rounds):
+        rows.append(RoundRow(prompt_id=prompt_id, round=i, protocol="tree", drafted=r.size, accepted=r.accepted,
+                             mismatches=0, committed=len(r.committed), prefix_len=prefix, prompt_len=prompt_len,
+                             n_tokens=len(out.tokens), correct=correct, tree_size=r.size, tree_depth=r.depth,
+                             accepted_depth=r.accepted, proactive_reused=r.reused))
+        prefix += len(r.committed)
+    return rows

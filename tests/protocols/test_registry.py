@@ -4,14 +4,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from protocols.registry import (ALL_PROTOCOLS, DRAFT_PROTOCOLS, PROTOCOLS, ROUND_PROTOCOLS, TREE_PROTOCOLS,
-                                WISV_PROTOCOLS)
+from protocols.registry import ALL_PROTOCOLS, PROTOCOLS, ROUND_PROTOCOLS, WISV_PROTOCOLS
 
 
 def test_names_in_order_and_the_derived_lists():
     assert ALL_PROTOCOLS == ("greedy", "reject", "fh", "sh", "auto", "tree")  # testbed.run --protocol all's order
-    assert ROUND_PROTOCOLS == ("greedy", "reject", "fh", "sh") and WISV_PROTOCOLS == ("fh", "sh")
-    assert TREE_PROTOCOLS == ("tree",) and DRAFT_PROTOCOLS == ROUND_PROTOCOLS + TREE_PROTOCOLS
+    assert ROUND_PROTOCOLS == ("greedy", "reject", "fh", "sh", "tree") and WISV_PROTOCOLS == ("fh", "sh")
     assert all(PROTOCOLS[n].rule == "wisv" for n in WISV_PROTOCOLS)
 
 
