@@ -18,6 +18,7 @@ from protocols.wire import Message, MsgType, make
 from wisv.acceptance import (Verdict, greedy_accept_ids, mismatch_positions, speculative_sampling_from_logits,
                              wisv_accept)
 from wisv.sessions import Block, VerifySession
+from wisv.tree import greedy_path
 from wisv.speculative import MismatchPolicy, truncate_output
 
 
@@ -51,7 +52,9 @@ class EdgeSession:
         h = open_msg.header
         self.sid, self.verify, self.policy, self.tau, self.eos = sid, verify, policy, tau, eos_token_id
         self.protocol_name = h["protocol"]
-        get_protocol(self.protocol_name)  # validates the name
+        if get_protocol(self.protocol_name).tree and not hasattr(verify, "verify_tree"):  # also validates the name
+            raise ProtocolError("unsupported", "this edge verifies in batches (--batch-verify / --no-kv-reuse), "
+                                               "which takes chains only; tree sessions need an edge without them")
         self.draft_len, self.max_new = h["draft_len"], h["max_new_tokens"]
         self.drafter_hidden = h.get("drafter_hidden")
         _check_head_width(policy, self.protocol_name, self.drafter_hidden)
@@ -72,7 +75,9 @@ class EdgeSession:
         tokens = self.begin_draft(msg)
         t0 = time.perf_counter()
         try:
-            block = self.verify.verify(tokens)
+            parents = self.incoming[0].tensors.get("parents")
+            block = (self.verify.verify(tokens) if parents is None
+                     else self.verify.verify_tree(tokens, [int(p) for p in parents]))
         except Exception:
             self.abort_draft()
             raise
@@ -105,6 +110,8 @@ class EdgeSession:
         """Finish the kept DRAFT with the target's block (verified alone or in a batch)."""
         msg, proto, tokens = self.incoming
         self.incoming = None
+        if proto.tree:
+            return self._finish_tree(msg, tokens, block, t_verify_s)
         mism = mismatch_positions(torch.tensor(tokens), block.argmax.cpu())
         csi = _csi_of(msg.header.get("csi"))
         queried = proto.query(mism)
@@ -131,17 +138,34 @@ class EdgeSession:
     def _finish(self, p: _Pending, h_d: np.ndarray | None, probs: np.ndarray | None) -> Message:
         t0 = time.perf_counter()
         v, t_head = self._decide(p, h_d, probs)
-        committed = self.verify.commit(p.tokens, v.n_accepted, v.next_token)
-        committed = truncate_output(committed, self.max_new - self.generated, self.eos)
-        self.generated += len(committed)
-        self.rounds += 1
-        self.done = self.generated >= self.max_new or (self.eos is not None and committed[-1] == self.eos)
+        self._count(self.verify.commit(p.tokens, v.n_accepted, v.next_token))
         now = time.perf_counter()
         t_verify = p.t_verify_s + (now - t0) - t_head
         t_edge, self.round_edge_s = self.round_edge_s + (now - self.msg_t0), 0.0
         return make(MsgType.VERDICT, self.sid, None, round=p.round, n_accepted=v.n_accepted, next_token=v.next_token,
                     mismatches=len(p.mismatches), queried=len(p.protocol.query(p.mismatches)),
                     t_verify_s=t_verify, t_head_s=t_head, t_edge_s=t_edge, batch=p.batch, done=self.done)
+
+    def _finish_tree(self, msg: Message, tokens: list[int], block: Block, t_verify_s: float) -> Message:
+        """Greedy tree acceptance: commit the longest agreeing root path and the target's next token; the VERDICT
+        names the path's nodes."""
+        t0 = time.perf_counter()
+        parents = [int(p) for p in msg.tensors["parents"]]
+        path, nxt = greedy_path(tokens, parents, block.argmax.tolist())
+        committed = self.verify.commit_path(tokens, path, nxt)
+        now = time.perf_counter()
+        self._count(committed)
+        t_edge, self.round_edge_s = self.round_edge_s + (now - self.msg_t0), 0.0
+        return make(MsgType.VERDICT, self.sid, {"path": np.asarray(path, np.int32)}, round=msg.header["round"],
+                    n_accepted=len(path), next_token=nxt, mismatches=0, queried=0, t_verify_s=t_verify_s + now - t0,
+                    t_head_s=0.0, t_edge_s=t_edge, batch=1, done=self.done)
+
+    def _count(self, committed: list[int]) -> None:
+        """Count a round's committed tokens against the budget; the session is done at the budget or EOS."""
+        committed = truncate_output(committed, self.max_new - self.generated, self.eos)
+        self.generated += len(committed)
+        self.rounds += 1
+        self.done = self.generated >= self.max_new or (self.eos is not None and committed[-1] == self.eos)
 
     def _decide(self, p: _Pending, h_d: np.ndarray | None, probs: np.ndarray | None) -> tuple[Verdict, float]:
         draft = torch.tensor(p.tokens, dtype=torch.long)
@@ -174,6 +198,9 @@ class EdgeSession:
     def _check_draft(self, proto: Protocol, msg: Message, k: int) -> None:
         if k > self.draft_len:
             raise ProtocolError("too_large", f"DRAFT has {k} tokens, session draft_len is {self.draft_len}")
+        if proto.tree != ("parents" in msg.tensors):
+            raise ProtocolError("missing_tensor" if proto.tree else "bad_tensor",
+                                f"a {proto.name} DRAFT {'needs' if proto.tree else 'takes no'} 'parents'")
         if proto.name == "fh" and "hidden" not in msg.tensors:
             raise ProtocolError("missing_tensor", "fh DRAFT without 'hidden'")
         if proto.rule == "sampling":

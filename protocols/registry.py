@@ -1,8 +1,9 @@
-"""Upload protocols behind one small interface, resolved by name: greedy, reject, fh, sh, auto.
+"""Upload protocols behind one small interface, resolved by name: greedy, reject, fh, sh, auto, tree.
 
 A protocol says what the UE uploads with a draft block, which positions the edge queries for
 hidden states afterwards, and which acceptance rule the edge applies.  ``auto`` is a UE-side
-chooser between ``fh`` and ``sh`` (see protocols/auto.py); each DRAFT names the protocol it used.
+chooser between ``fh`` and ``sh`` (see protocols/auto.py); each DRAFT names the protocol it used.  ``tree``
+drafts a token tree instead of a chain (wisv/tree.py).
 ``PROTOCOLS`` is the one list of protocol names: everyone else asks it.  The module stays light (numpy only,
 no torch), so that a CLI can import the names without loading models.
 """
@@ -22,6 +23,7 @@ class Protocol:
     name: ClassVar[str] = "greedy"
     rule: ClassVar[str] = "greedy"  # acceptance rule at the edge: greedy | sampling | wisv
     samples: ClassVar[bool] = False  # the drafter samples (and uploads q) instead of taking argmax
+    tree: ClassVar[bool] = False  # the DRAFT is a tree (tokens + parents) verified with a tree mask
 
     def uplink(self, draft: Draft) -> dict[str, np.ndarray]:
         """Tensors of the DRAFT message."""
@@ -70,7 +72,17 @@ class Auto(FullHidden):
     name = "auto"
 
 
-PROTOCOLS: dict[str, type[Protocol]] = {p.name: p for p in (Greedy, Reject, FullHidden, SelectiveHidden, Auto)}
+class Tree(Protocol):
+    """SpecEdge's tree drafting: a best-first draft tree (token ids + parent indices), greedy acceptance of the
+    longest agreeing root path; the VERDICT names that path."""
+
+    name, tree = "tree", True
+
+    def uplink(self, draft: Draft) -> dict[str, np.ndarray]:
+        return super().uplink(draft) | {"parents": np.asarray(draft.parents, dtype=np.int32)}  # [K]
+
+
+PROTOCOLS: dict[str, type[Protocol]] = {p.name: p for p in (Greedy, Reject, FullHidden, SelectiveHidden, Auto, Tree)}
 ALL_PROTOCOLS = tuple(PROTOCOLS)  # every protocol's name, in the order testbed.run's "all" runs them
 ROUND_PROTOCOLS = tuple(n for n, p in PROTOCOLS.items() if p is not Auto)  # what a DRAFT may name (auto: fh or sh)
 WISV_PROTOCOLS = tuple(n for n in ROUND_PROTOCOLS if PROTOCOLS[n].rule == "wisv")  # hidden states, head; auto's choices

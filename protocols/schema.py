@@ -47,6 +47,7 @@ class Limits:
     max_positions: int = 64  # max positions per HIDDEN_REQ, and max rows (m) per HIDDEN
     max_frame_bytes: int = 64 * 2**20  # max bytes in any one frame (frame 0 or a tensor frame)
     max_header_bytes: int = 64 * 2**10  # max bytes of the msgpack header (frame 0 minus its type byte)
+    max_tree_depth: int = 64  # max depth of a DRAFT tree (its size is bounded by max_draft_len)
 
 
 # Wire dtypes, always little-endian and C-contiguous. numpy has no bfloat16:
@@ -75,6 +76,7 @@ NONNEG = Range("bad_field", lambda lim: (0, UNBOUNDED))
 POSITIVE = Range("bad_field", lambda lim: (1, UNBOUNDED))
 LAYER = Range("bad_field", lambda lim: (-1024, 1025))  # hidden-state layer index (negative: from the end)
 REPLY_BYTES = Range("too_large", lambda lim: (0, lim.max_frame_bytes + 1))
+PARENT = Range("bad_tree", lambda lim: (-1, lim.max_draft_len))  # a tree node's parent index; -1: the root
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,31 @@ class Schema:
 
     fields: dict[str, Field] = field(default_factory=dict)
     tensors: dict[str, Tensor] = field(default_factory=dict)
+    check: Callable[[dict[str, Any], dict[str, np.ndarray], Limits], None] | None = None  # checks across fields
+
+
+def check_tree(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
+    """A DRAFT tree: every parent is -1 or an earlier node (so the tree is acyclic) and its depth is bounded."""
+    parents = tensors.get("parents")
+    if parents is None:
+        return
+    p = parents.astype(np.int64)
+    bad = np.flatnonzero(p >= np.arange(p.size))
+    if bad.size:
+        i = int(bad[0])
+        raise WireError("bad_tree", f"DRAFT tree node {i} has parent {int(p[i])}; a parent must precede its node")
+    depth = np.zeros(p.size, dtype=np.int64)
+    for i, q in enumerate(p):
+        depth[i] = 1 if q < 0 else depth[q] + 1
+    if depth.size and int(depth.max()) > limits.max_tree_depth:
+        raise WireError("too_large", f"DRAFT tree depth {int(depth.max())} exceeds max_tree_depth={limits.max_tree_depth}")
+
+
+def check_path(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
+    """A VERDICT's accepted tree path has one node per accepted token."""
+    path = tensors.get("path")
+    if path is not None and path.shape[0] != header["n_accepted"]:
+        raise WireError("shape_mismatch", f"VERDICT path has {path.shape[0]} nodes, n_accepted is {header['n_accepted']}")
 
 
 INT = (int,)
@@ -198,7 +225,11 @@ SCHEMAS: dict[MsgType, Schema] = {
             "probs": Tensor(  # [K, V], V <= vocab_size (drafter vocab may be smaller; missing ids = prob 0)
                 FLOATS, ((1, "max_draft_len"), (1, "vocab_size")), required=False, rows_like="tokens"
             ),
+            "parents": Tensor(  # [K] tree: parent index of each token (-1: the last committed token), tree protocol
+                INT_IDS, ((1, "max_draft_len"),), required=False, rows_like="tokens", rng=PARENT
+            ),
         },
+        check=check_tree,
     ),
     MsgType.HIDDEN_REQ: Schema(
         fields={"round": Field(INT, rng=NONNEG)},
@@ -221,6 +252,8 @@ SCHEMAS: dict[MsgType, Schema] = {
             "batch": Field(INT, required=False, rng=POSITIVE),  # requests verified in the same target pass
             "done": Field((bool,)),
         },
+        tensors={"path": Tensor(("int32",), ((0, "max_draft_len"),), required=False, rng=POSITION)},  # tree: nodes
+        check=check_path,
     ),
     MsgType.CLOSE: Schema(),
     MsgType.CLOSED: Schema(),

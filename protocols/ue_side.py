@@ -20,6 +20,8 @@ from protocols.wire import Message, MsgType, make
 from wisv.sessions import Draft, DraftSession
 from wisv.specedge import pipeline_depth, proactive_reuse
 from wisv.speculative import truncate_output
+from wisv.tree import path_to
+from wisv.treedraft import TreeState, aligned, draft_tree, expand_leaf
 
 
 class EdgeError(RuntimeError):
@@ -39,6 +41,7 @@ class UEParams:
     vocab_size: int = 0  # for the cost model's payload constants (reject probs width)
     proactive: int = 0  # SpecEdge: draft up to this many tokens past the block while it is verified (0: off)
     pipeline_depth: bool = False  # SpecEdge: K with K * tau_d + RTT ~= the edge's last verify time (<= draft_len)
+    tree_budget: int = 16  # tree: draft tokens per tree (a carried proactive chain comes on top)
 
 
 @dataclass
@@ -52,6 +55,7 @@ class RoundState:
     verdict: dict = field(default_factory=dict)  # VERDICT header once it arrives
     proactive: Draft | None = None  # tokens drafted past the block while waiting (SpecEdge)
     reused: int = 0  # proactive tokens that open the next block
+    tree: TreeState | None = None  # the tree in flight (tree protocol)
 
 
 class UESession:
@@ -71,7 +75,7 @@ class UESession:
 
     def open_message(self) -> Message:
         prompt = np.asarray(self.d.seq, dtype=np.int32)
-        return make(MsgType.OPEN, self.sid, {"prompt": prompt}, protocol=self.p.protocol, draft_len=self.p.draft_len,
+        return make(MsgType.OPEN, self.sid, {"prompt": prompt}, protocol=self.p.protocol, draft_len=self._block_max(),
                     max_new_tokens=self.p.max_new_tokens, drafter_hidden=int(self.d.model.config.hidden_size),
                     temperature=float(self.p.temperature), seed=self.p.seed + 1)
 
@@ -85,10 +89,15 @@ class UESession:
             k = pipeline_depth(r.verdict["t_verify_s"], rtt_s, r.t_draft_s / len(r.draft.tokens), 1, k)  # <= k
         proto = self._round_protocol(csi_est, k)
         t0 = time.perf_counter()
-        draft = self.d.draft(k, sample=proto.samples, temperature=self.p.temperature, generator=self.gen,
-                             eos_token_id=self.eos, stop=self.stop)
+        tree = None
+        if proto.tree:
+            tree = draft_tree(self.d, max(1, min(self.p.tree_budget, budget - 1)), eos_token_id=self.eos)
+            draft = Draft(tree.tree.tokens, None, None, parents=tree.tree.parents)
+        else:
+            draft = self.d.draft(k, sample=proto.samples, temperature=self.p.temperature, generator=self.gen,
+                                 eos_token_id=self.eos, stop=self.stop)
         t_draft = time.perf_counter() - t0
-        self.round = RoundState(self.n_rounds, proto.name, draft, t_draft)
+        self.round = RoundState(self.n_rounds, proto.name, draft, t_draft, tree=tree)
         header = {"round": self.n_rounds, "t_draft_s": t_draft, "protocol": proto.name}
         if csi_est is not None:
             header["csi"] = csi_est.to_dict()
@@ -99,6 +108,9 @@ class UESession:
         r = self.round
         if not self.p.proactive or r is None or r.proactive is not None or get_protocol(r.protocol).samples:
             return 0
+        if r.tree is not None:  # proactive tree expansion: grow the most probable leaf
+            r.proactive = Draft(expand_leaf(self.d, r.tree, self.p.proactive, reply_waiting), None, None)
+            return len(r.proactive.tokens)
         r.proactive = self.d.draft_more(self.p.proactive, reply_waiting)
         return len(r.proactive.tokens)
 
@@ -115,7 +127,10 @@ class UESession:
             return make(MsgType.HIDDEN, self.sid, {"hidden": hidden}, round=r.index)
         if msg.type != MsgType.VERDICT:
             raise EdgeError(f"unexpected {msg.type.name} during round {r.index}")
-        self._commit(msg.header)
+        if r.tree is not None:
+            self._commit_tree(msg)
+        else:
+            self._commit(msg.header)
         return None
 
     def close_message(self) -> Message:
@@ -123,9 +138,26 @@ class UESession:
 
     def _commit(self, v: dict) -> None:
         r = self.round
-        r.verdict = v
         committed = r.draft.tokens[: v["n_accepted"]] + [v["next_token"]]
         self.d.commit(committed, self._carry(r, v))
+        self._append(v, committed)
+
+    def _commit_tree(self, msg: Message) -> None:
+        """Commit the tree path the VERDICT names (checked against the tree sent); carry aligned proactive tokens."""
+        r, v = self.round, msg.header
+        path = [int(i) for i in msg.tensors.get("path", [])]
+        parents = r.tree.tree.parents
+        if len(path) != v["n_accepted"] or (path and (max(path) >= len(parents) or path_to(parents, path[-1]) != path)):
+            raise EdgeError(f"VERDICT path {path} is not a root path of the {len(parents)}-node tree sent")
+        carry = aligned(r.tree, path, v["next_token"])
+        r.reused = len(carry)
+        committed = [r.draft.tokens[i] for i in path] + [v["next_token"]]
+        self.d.commit(committed, Draft(carry, None, None) if carry else None)
+        self._append(v, committed)
+
+    def _append(self, v: dict, committed: list[int]) -> None:
+        """Record the verdict and the round's output (cut at the budget and EOS); the session may be done."""
+        self.round.verdict = v
         committed = truncate_output(committed, self.p.max_new_tokens - len(self.tokens), self.eos)
         self.tokens.extend(committed)
         self.stats.update(v["mismatches"])
@@ -140,6 +172,10 @@ class UESession:
         reused = proactive_reuse(len(r.draft.tokens), v["n_accepted"], v["next_token"], pro.tokens)
         r.reused = len(reused)
         return Draft(reused, pro.hidden[1:], None, pro.features[1:]) if reused else None
+
+    def _block_max(self) -> int:
+        """The most tokens one DRAFT carries (OPEN's draft_len): a tree's budget plus a carried proactive chain."""
+        return self.p.tree_budget + self.p.proactive if self.proto.tree else self.p.draft_len
 
     def _round_protocol(self, csi_est: CSI | None, k: int) -> Protocol:
         if self.proto.name != "auto":

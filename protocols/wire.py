@@ -116,6 +116,8 @@ def decode(frames: Sequence[Any], limits: Limits) -> Message:
     descs = raw.pop("tensors", None)
     header = _check_fields(mtype, schema, raw, limits)
     tensors = _decode_tensors(mtype, schema, descs, views[1:], limits)
+    if schema.check is not None:
+        schema.check(header, tensors, limits)
     return Message(mtype, session, header, tensors)
 
 

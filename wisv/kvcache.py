@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import inspect
 
+import torch
+
 from transformers import Cache
 
 
@@ -22,3 +24,17 @@ def crop_to(cache: Cache, length: int) -> None:
         cache.crop(-(current - length))
     else:
         cache.crop(length)
+
+
+
+def keep_positions(cache: Cache, keep: list[int]) -> None:
+    """Compact ``cache`` in place to the cached positions ``keep`` (ascending indices), e.g. a tree's accepted path."""
+    if hasattr(cache, "layers"):  # transformers 5.x
+        for layer in cache.layers:
+            if getattr(layer, "keys", None) is not None:
+                idx = torch.tensor(keep, dtype=torch.long, device=layer.keys.device)
+                layer.keys, layer.values = layer.keys.index_select(-2, idx), layer.values.index_select(-2, idx)
+        return
+    for i, (k, v) in enumerate(zip(cache.key_cache, cache.value_cache)):  # transformers 4.x
+        idx = torch.tensor(keep, dtype=torch.long, device=k.device)
+        cache.key_cache[i], cache.value_cache[i] = k.index_select(-2, idx), v.index_select(-2, idx)

@@ -51,6 +51,16 @@ def s_greedy(k: int, pb: PayloadBits) -> float:
     return s_sh1(k, pb)
 
 
+def s_tree(k: int, pb: PayloadBits) -> float:
+    """Tree uplink: K token ids plus K parent indices (wisv/tree.py)."""
+    return k * (pb.b_tok + pb.b_idx) + pb.o_up
+
+
+def s_tree_fb(k: int, pb: PayloadBits) -> float:
+    """Tree feedback: the next token and the accepted path's node indices (at most K; charged as K)."""
+    return pb.b_tok + k * pb.b_idx + pb.o_dn
+
+
 def s_reject(k: int, pb: PayloadBits) -> float:
     """Rejection-sampling SD uplink: K ids plus K full-vocabulary distributions."""
     return k * pb.b_tok + k * pb.vocab * pb.b_h + pb.o_up

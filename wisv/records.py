@@ -63,6 +63,9 @@ class RoundRow:
     budget_s: float | None = None  # load tests: verification budget tau_c (WISP eq. 6), s
     violated: bool | None = None  # load tests: the edge's time exceeded the budget
     batch: int | None = None  # requests verified in the same pass
+    tree_size: int | None = None  # tree protocol: nodes in the draft tree sent (= drafted)
+    tree_depth: int | None = None  # tree protocol: the draft tree's depth (its longest root path, tokens)
+    accepted_depth: int | None = None  # tree protocol: depth of the accepted path (= accepted)
 
 
 RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RoundRow))

@@ -6,6 +6,10 @@ What one round costs, by protocol (all stages sequential: no overlap of drafting
     reject  T_draft + T_comm(one exchange, uplink s_reject) + T_verify
     fh      T_draft + T_FH  (eq. 6)                           + T_verify + T_head   (eq. 18)
     sh      T_draft + T_SH  (eq. 10, m queried positions)     + T_verify + T_head   (eq. 19)
+    tree    T_draft + T_comm(one exchange, uplink s_tree)     + T_verify
+
+A tree of K tokens (best-first, one node per drafter call: wisv/tree.py) costs the drafter K calls and the target
+one pass over K + 1 positions, as a chain of K; only its payload differs (K parent indices up, the path down).
 
 ``m`` is the number of greedy-mismatch positions of the block: the decision head's candidate set,
 which SH also queries (``protocols.registry.SelectiveHidden.query``).  The head runs only for the
@@ -28,9 +32,9 @@ from channel.csi import CSI, FEATURE_DIM
 from wisv.compute import (DEFAULT_CONSTANTS, FlopConstants, ModelDims, compute_s, draft_flops, flops_per_token,
                           get_architecture, head_flops, verify_flops)
 from wisv.hardware import HardwareProfile, get_profile
-from wisv.latency import PayloadBits, s_greedy, s_reject, t_fh, t_sh, t_single_exchange
+from wisv.latency import PayloadBits, s_greedy, s_reject, s_tree, s_tree_fb, t_fh, t_sh, t_single_exchange
 
-PROTOCOLS = ("greedy", "reject", "fh", "sh")
+PROTOCOLS = ("greedy", "reject", "fh", "sh", "tree")
 WISV_PROTOCOLS = ("fh", "sh")  # protocols that run the decision head
 
 
@@ -65,7 +69,7 @@ class Deployment:
 class RoundInputs:
     """What a round's latency depends on, besides the link and the deployment."""
 
-    protocol: str  # "greedy" | "reject" | "fh" | "sh"
+    protocol: str  # "greedy" | "reject" | "fh" | "sh" | "tree"
     k: int  # K, tokens drafted this round
     l: int  # L, committed prefix length at the start of the round (tokens)
     m: float = 0  # greedy mismatches in the block (head candidates, SH queries); may be an average
@@ -143,6 +147,8 @@ def comm_s(protocol: str, k: int, m: float, csi: CSI, pb: PayloadBits, exchange_
         return t_single_exchange(s_greedy(k, pb), feedback, csi) + fixed
     if protocol == "reject":
         return t_single_exchange(s_reject(k, pb), feedback, csi) + fixed
+    if protocol == "tree":
+        return t_single_exchange(s_tree(k, pb), s_tree_fb(k, pb), csi) + fixed
     if protocol == "fh":
         return t_fh(k, csi, pb) + fixed
     if protocol == "sh":

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from wisv.kvcache import crop_to
+from wisv.kvcache import crop_to, keep_positions
 from wisv.rejection import draft_features
+from wisv.tree import node_mask, tree_positions, with_root
 
 
 @dataclass
@@ -25,6 +26,7 @@ class Draft:
     hidden: torch.Tensor | None  # [K, d_d] hidden state that produced each token (float32)
     probs: torch.Tensor | None  # [K, V] drafter distributions (sampling only, float64)
     features: torch.Tensor | None = None  # [K, 4] rejection-predictor features of each step (wisv.rejection)
+    parents: list[int] | None = None  # [K] a tree draft's parent indices (-1: the last committed token; wisv.tree)
 
 
 @dataclass
@@ -46,9 +48,11 @@ class _CachedModel:
         self.cache, self.cached_len = DynamicCache(), 0
         self.seq = [int(t) for t in prompt_ids]
 
-    def forward(self, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Feed ``ids`` after the cache; return logits [n, V] and hidden states [n, d] (float32)."""
-        out = cached_forward(self.model, self.cache, self.cached_len, ids, self.hidden_layer)
+    def forward(self, ids: list[int], positions: torch.Tensor | None = None,
+                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Feed ``ids`` after the cache; return logits [n, V] and hidden states [n, d] (float32).  ``positions`` and
+        ``mask``: a tree forward's position ids and 4D attention mask (see cached_forward)."""
+        out = cached_forward(self.model, self.cache, self.cached_len, ids, self.hidden_layer, positions, mask)
         self.cached_len += len(ids)
         return out
 
@@ -142,6 +146,25 @@ class VerifySession(_CachedModel):
         logits, hidden = self.forward([self.seq[-1]] + list(draft))
         return Block(logits, hidden, logits.argmax(dim=-1))
 
+    def verify_tree(self, tokens: list[int], parents: list[int]) -> Block:
+        """One target pass over the last committed token and a draft tree (wisv.tree): a 4D tree attention mask and
+        position ids by depth.  Row 0 predicts after the root, row ``1 + i`` after node i."""
+        rooted = with_root(parents)
+        mask = node_mask(rooted, range(len(rooted)), range(len(rooted)), self.cached_len, self.model.dtype)
+        pos = tree_positions(rooted, self.cached_len)
+        logits, hidden = self.forward([self.seq[-1]] + list(tokens), pos, mask)
+        return Block(logits, hidden, logits.argmax(dim=-1))
+
+    def commit_path(self, tokens: list[int], path: list[int], next_token: int) -> list[int]:
+        """After ``verify_tree``: commit the tree's accepted ``path`` (node indices, root's child first) and
+        ``next_token``; the cache keeps the prefix, the root and the path's positions only (compacted)."""
+        root = len(self.seq) - 1  # the root's cache slot; node i sits at root + 1 + i
+        keep_positions(self.cache, list(range(root + 1)) + [root + 1 + i for i in path])
+        self.cached_len = root + 1 + len(path)
+        committed = [int(tokens[i]) for i in path] + [int(next_token)]
+        self.seq.extend(committed)
+        return committed
+
     def commit(self, draft: list[int], n_accepted: int, next_token: int) -> list[int]:
         """Commit ``draft[:n_accepted] + [next_token]``; roll the cache back to cover the new ``seq[:-1]``."""
         committed = list(draft[:n_accepted]) + [int(next_token)]
@@ -152,14 +175,18 @@ class VerifySession(_CachedModel):
 
 @torch.no_grad()
 def cached_forward(model: PreTrainedModel, cache: DynamicCache, cached_len: int, ids: list[int],
-                   hidden_layer: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
+                   hidden_layer: int = -1, positions: torch.Tensor | None = None,
+                   mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """One sequence's forward of ``ids`` after ``cached_len`` cached positions (the cache is extended in place):
-    logits [n, V] and hidden states [n, d], float32."""
+    logits [n, V] and hidden states [n, d], float32.  A tree forward passes its ``positions`` [n] (by depth) and an
+    additive 4D ``mask`` [1, 1, n, cached_len + n] (wisv.tree.node_mask); by default positions follow the cache."""
     dev = model.device
     x = torch.tensor([ids], dtype=torch.long, device=dev)  # [1, n]
-    pos = torch.arange(cached_len, cached_len + len(ids), device=dev)  # [n]
-    out = model(input_ids=x, past_key_values=cache, use_cache=True, cache_position=pos,
-                position_ids=pos.unsqueeze(0), output_hidden_states=True)
+    slots = torch.arange(cached_len, cached_len + len(ids), device=dev)  # [n] cache slots
+    pos = slots if positions is None else positions.to(dev)
+    extra = {} if mask is None else {"attention_mask": mask.to(device=dev, dtype=model.dtype)}
+    out = model(input_ids=x, past_key_values=cache, use_cache=True, cache_position=slots,
+                position_ids=pos.unsqueeze(0), output_hidden_states=True, **extra)
     return out.logits[0].float(), out.hidden_states[hidden_layer][0].float()
 
 

@@ -103,7 +103,8 @@ def run(cfg: RunConfig) -> list[dict]:
             (pdir / "summary.json").write_text(json.dumps(s, indent=1))
             summaries.append(s)
     pd.DataFrame(summaries).to_csv(out / "summary.csv", index=False)
-    print(f"\nlink: {_describe_link(cfg.link)}; K={cfg.ue.draft_len}; head={head_desc}; results in {out}")
+    tree = f"; tree budget {cfg.ue.tree_budget}" if "tree" in cfg.protocols() else ""
+    print(f"\nlink: {_describe_link(cfg.link)}; K={cfg.ue.draft_len}{tree}; head={head_desc}; results in {out}")
     print(table(summaries))
     print(f"figure: {plot_run(out)}")
     return summaries

@@ -57,6 +57,7 @@ class UEConfig:
     rejection_threshold: float | None = None  # flag a token when p(rejected) >= this (None: the predictor's own)
     proactive: int = 0  # SpecEdge: draft up to this many tokens past each block while it is verified (0: off)
     pipeline_depth: bool = False  # SpecEdge: choose K <= draft_len per round so that K * tau_d + RTT ~= verify time
+    tree_budget: int = 16  # tree protocol: draft tokens per tree, N (--proactive adds a reused chain on top)
 
 
 class Client:
@@ -158,7 +159,14 @@ def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
             "t_comm_s": (t_last - t_first) - (t_edge + ue_mid), "t_verify_s": v["t_verify_s"],
             "t_head_s": v["t_head_s"], "t_round_s": time.perf_counter() - t_start, "wdt_tokens": wdt,
             "proactive_drafted": n_pro, "proactive_reused": r.reused, "t_proactive_s": t_pro, "t_wdt_s": t_wdt,
-            "committed": len(sess.tokens) - n_before, "t_edge_s": t_edge}
+            "committed": len(sess.tokens) - n_before, "t_edge_s": t_edge, **_tree_columns(r)}
+
+
+def _tree_columns(r) -> dict:
+    """The tree protocol's RoundRow fields (none for a chain round)."""
+    if r.tree is None:
+        return {}
+    return {"tree_size": len(r.tree.tree), "tree_depth": r.tree.tree.depth, "accepted_depth": r.verdict["n_accepted"]}
 
 
 def run_prompt(client: Client, drafter, cfg: UEConfig, pid: str, ids: list[int], index: int,
@@ -169,7 +177,8 @@ def run_prompt(client: Client, drafter, cfg: UEConfig, pid: str, ids: list[int],
     handshake(client, est, sid, cfg.probe_bytes, index)
     t_probe = time.perf_counter() - t0
     params = UEParams(cfg.protocol, cfg.draft_len, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
-                      cfg.seed + index, int(drafter.config.vocab_size), cfg.proactive, cfg.pipeline_depth)
+                      cfg.seed + index, int(drafter.config.vocab_size), cfg.proactive, cfg.pipeline_depth,
+                      cfg.tree_budget)
     sess = UESession(sid, DraftSession(drafter, ids), params, eos_id(drafter), stop)
     t1 = time.perf_counter()
     ok, _ = client.exchange(sess.open_message())

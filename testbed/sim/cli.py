@@ -12,7 +12,8 @@ throughput come from the latency model (``wisv.roundtime``, eqs. 3-22) applied t
 with payload sizes and FLOPs from the pair's own dimensions or from named architectures
 (``--arch-drafter/--arch-target``), on the ``--ue-profile``/``--edge-profile`` hardware.
 Methods: ``greedy`` (greedy traces), ``reject`` (speculative-sampling traces), ``fh``/``sh`` (WISV traces
-with the decision head; without a head, lossless FH/SH on greedy traces).
+with the decision head; without a head, lossless FH/SH on greedy traces), ``tree`` (tree traces: a best-first
+draft tree of K tokens per round, wisv/treespec.py; K parent indices on the uplink).
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from testbed.sim.trends import format_trends, trends
 from wisv.hardware import LOCAL, LOCAL_PROFILE_PATH
 
 METHODS = ROUND_PROTOCOLS  # the simulator models every protocol a round can use
-RULE = {"greedy": "greedy", "reject": "sampling"}  # fh / sh: "wisv" with a head, else "greedy"
+RULE = {"greedy": "greedy", "reject": "sampling", "tree": "tree"}  # fh / sh: "wisv" with a head, else "greedy"
 
 
 @dataclass

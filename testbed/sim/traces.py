@@ -24,8 +24,9 @@ from wisv.evaluate import encode_prompt
 from wisv.records import read_records, spec_rows, to_frame
 from wisv.speculative import MismatchPolicy, SpecOutput, speculative_generate
 from wisv.toydata import is_correct, load_split
+from wisv.treespec import tree_generate, tree_rows
 
-RULES = ("greedy", "sampling", "wisv")
+RULES = ("greedy", "sampling", "wisv", "tree")  # tree: greedy acceptance over a best-first tree of K tokens
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class TraceKey:
     """Everything a trace depends on; its hash names the cache file."""
 
     pair: str  # id of the model pair (pair_id)
-    rule: str  # greedy | sampling | wisv
+    rule: str  # greedy | sampling | wisv | tree
     k: int  # draft window K
     prompts: int  # first N problems of the built-in test split
     max_new_tokens: int  # budget per prompt
@@ -66,7 +67,8 @@ def trace_rows(out: SpecOutput, prompt_id: str, prompt_len: int, correct: bool) 
 
 def generate_trace(pair, key: TraceKey, policy: MismatchPolicy | None = None, csi: CSI | None = None,
                    hidden_layer: int = -1) -> pd.DataFrame:
-    """Run speculative_generate on each prompt with the key's rule and K; return the trace.
+    """Run speculative_generate (tree: wisv.treespec.tree_generate) on each prompt with the key's rule and K (tree:
+    its token budget); return the trace.
 
     ``policy``, ``csi`` and ``hidden_layer`` (the layer the head was trained on) matter for ``wisv`` only."""
     if key.rule not in RULES:
@@ -74,6 +76,10 @@ def generate_trace(pair, key: TraceKey, policy: MismatchPolicy | None = None, cs
     rows = []  # RoundRow
     for i, p in enumerate(load_split("test", key.prompts)):
         ids = encode_prompt(pair.tokenizer, p.prompt)
+        if key.rule == "tree":
+            tree = tree_generate(pair.drafter, pair.target, ids, max_new_tokens=key.max_new_tokens, budget=key.k)
+            rows += tree_rows(tree, p.pid, len(ids), is_correct(pair.tokenizer.decode(tree.tokens), p.answer))
+            continue
         gen = torch.Generator().manual_seed(key.seed + i) if key.rule == "sampling" else None
         out = speculative_generate(pair.drafter, pair.target, ids, max_new_tokens=key.max_new_tokens, draft_len=key.k,
                                    rule=key.rule, policy=policy, tau=key.tau, temperature=key.temperature,

@@ -28,6 +28,7 @@ COMM = {
     "reject": (2 * 10 + 2 * 10 * 16 + 80) / 1e6 + FEEDBACK + 0.01,
     "fh": (2 * 10 + 2 * 64 + 80) / 1e6 + FEEDBACK + 0.01,  # eq. 6
     "sh": (2 * 10 + 80) / 1e6 + FEEDBACK + 0.01 + (4 + 40) / 2e6 + (64 + 80) / 1e6 + 0.01,  # eq. 10
+    "tree": (2 * (10 + 4) + 80) / 1e6 + (10 + 2 * 4 + 40) / 2e6 + 0.01,  # ids + parents up; token + path down
 }
 
 
@@ -38,7 +39,7 @@ def test_compute_terms_by_hand():
     assert t_head_s(0, 15, 2, EDGE) == 0.0
 
 
-@pytest.mark.parametrize("protocol", ["greedy", "reject", "fh", "sh"])
+@pytest.mark.parametrize("protocol", ["greedy", "reject", "fh", "sh", "tree"])
 def test_round_by_hand(protocol):
     """Eqs. 18/19 for fh/sh; greedy and reject pay no head."""
     rt = round_times(RoundInputs(protocol, k=2, l=3, m=1), CSI_1_2, DEP)

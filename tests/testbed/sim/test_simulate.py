@@ -102,14 +102,14 @@ def test_parse_args_lists():
 
 
 def test_tiny_end_to_end(tmp_path, pair_dirs):
-    """2 prompts of the tiny pair, 2 windows, 4 methods, 4 links; a re-run reads the cache and gives the same table."""
+    """2 prompts of the tiny pair, 2 windows, 5 methods, 4 links; a re-run reads the cache and gives the same table."""
     cfg = SimConfig(out=str(tmp_path / "out"), draft_lens=[2, 4], prompts=2, max_new_tokens=12, head="none",
                     cache_dir=str(tmp_path / "cache"), drafter=str(pair_dirs.drafter), target=str(pair_dirs.target),
                     arch_drafter="llama-3.2-1b", arch_target="llama-3.1-8b")
     table = run(cfg)
-    assert len(table) == 2 * 4 * 4
-    assert set(table["method"]) == {"greedy", "reject", "FH (lossless)", "SH (lossless)"}
-    assert len(list((tmp_path / "cache").glob("*.csv"))) == 4  # greedy + sampling traces per K
+    assert len(table) == 2 * 5 * 4
+    assert set(table["method"]) == {"greedy", "reject", "FH (lossless)", "SH (lossless)", "tree"}
+    assert len(list((tmp_path / "cache").glob("*.csv"))) == 6  # greedy + sampling + tree traces per K
     out = tmp_path / "out"
     assert (out / "fig4.png").stat().st_size > 0
     resolved = json.loads((out / "config.json").read_text())["resolved"]
@@ -121,6 +121,8 @@ def test_tiny_end_to_end(tmp_path, pair_dirs):
     assert lat["reject", 4, 20.0, 50.0] > 3 * lat["reject", 4, 500.0, 50.0]  # K*V probabilities on the uplink
     assert lat["greedy", 4, 20.0, 50.0] < 1.05 * lat["greedy", 4, 500.0, 50.0]  # token ids only
     assert (lat["SH (lossless)", 4, 20.0, 50.0] >= lat["FH (lossless)", 4, 20.0, 50.0]).all()
+    aal = table.set_index(["method", "draft_len", "rate_mbps", "rtt_ms"])["aal"]
+    assert aal["tree", 4, 20.0, 50.0] >= aal["greedy", 4, 20.0, 50.0] - 0.5  # a best-first tree vs a chain of 4
 
 
 def test_time_rounds_records_calls(pair_dirs):

@@ -1,0 +1,186 @@
+"""Benchmark tree drafting against chain drafting at the same draft-token budget: AAL and end-to-end latency.
+
+Usage: ``python scripts/bench_tree.py [--budgets 8 16 32] [--rtts-ms 5 20 50] [--prompts 20] [--proactive 4]``.
+On the built-in pair (or ``--drafter DIR --target DIR``), each test prompt is decoded in process by
+chain greedy SD (K = budget), tree SD (a best-first tree of ``budget`` tokens, wisv/tree.py) and tree SD with
+proactive expansion of the best leaf (``--proactive`` tokens).  Per method and budget: accepted draft tokens per
+verification (``aal``, as wisv.summary), tokens committed per verification (``tokens_per_verification``, the bonus
+included), drafter calls, and whether every output equals target-only greedy.
+
+Latency per prompt is modelled from the measured compute of each round and the link (SPEC round time, stages
+sequential): ``t_draft + 8 (up + down) / rate + RTT + t_verify``, with the bytes of the round's DRAFT and VERDICT in
+our wire format; proactive expansion overlaps the link and the verification, so that variant's round costs
+``t_draft + max(link + t_verify, t_proactive)``.  Compute is measured on this machine while others may share it.
+Writes ``bench_tree.json`` to ``--out``; the goal checked is tree >= 1.2x chain tokens per verification at
+budget 16.  A benchmark, not a test.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from channel import config  # noqa: E402
+from protocols.registry import get_protocol  # noqa: E402
+from protocols.wire import MsgType, encode, frame_bytes, make  # noqa: E402
+from testbed.common.machine import machine_info  # noqa: E402
+from wisv.acceptance import greedy_accept_ids  # noqa: E402
+from wisv.evaluate import encode_prompt, eos_id, greedy_reference  # noqa: E402
+from wisv.models import load_pair  # noqa: E402
+from wisv.sessions import Draft, DraftSession, VerifySession  # noqa: E402
+from wisv.speculative import truncate_output  # noqa: E402
+from wisv.toydata import load_split  # noqa: E402
+from wisv.treespec import tree_generate  # noqa: E402
+
+GOAL_BUDGET, GOAL_RATIO = 16, 1.2  # the issue's goal: tree >= 1.2x chain tokens per verification at budget 16
+
+
+@dataclass
+class BenchConfig:
+    """bench_tree settings."""
+
+    budgets: list[int] = field(default_factory=lambda: [8, 16, 32])  # draft tokens per round (chain K, tree N)
+    rtts_ms: list[float] = field(default_factory=lambda: [5.0, 20.0, 50.0])  # link round-trip times, ms
+    rate_mbps: float = 20.0  # link rate, both ways, Mbit/s
+    prompts: int = 20  # test prompts of the built-in task
+    max_new_tokens: int = 160  # generation budget per prompt, tokens
+    proactive: int = 4  # tokens of proactive expansion of the best leaf (the tree+proactive method)
+    drafter: str | None = None  # local HF drafter directory; None = the built-in pair
+    target: str | None = None  # local HF target directory; None = the built-in pair
+    out: str = "results/bench_tree"  # output directory
+
+
+def _bytes(msg_type: MsgType, tensors: dict, **header) -> int:
+    return frame_bytes(encode(make(msg_type, "ue0-0", tensors, **header)))
+
+
+def _verdict_bytes(n: int, next_token: int, path: list[int] | None) -> int:
+    tensors = None if path is None else {"path": torch.tensor(path, dtype=torch.int32).numpy()}
+    return _bytes(MsgType.VERDICT, tensors, round=0, n_accepted=n, next_token=next_token, mismatches=0, queried=0,
+                  t_verify_s=0.0, t_head_s=0.0, t_edge_s=0.0, batch=1, done=False)
+
+
+def chain_rounds(drafter, target, ids: list[int], k: int, max_new: int, eos: int) -> tuple[list[int], list[dict]]:
+    """Greedy chain SD with each round's measured compute and wire bytes."""
+    d, t, proto = DraftSession(drafter, ids), VerifySession(target, ids), get_protocol("greedy")
+    out, rows = [], []
+    while len(out) < max_new:
+        left = max_new - len(out)
+        t0 = time.perf_counter()
+        dr = d.draft(max(1, min(k, left - 1)), eos_token_id=eos)
+        t1 = time.perf_counter()
+        blk = t.verify(dr.tokens)
+        v = greedy_accept_ids(torch.tensor(dr.tokens), blk.argmax)
+        committed = t.commit(dr.tokens, v.n_accepted, v.next_token)
+        t2 = time.perf_counter()
+        d.commit(committed)
+        up = _bytes(MsgType.DRAFT, proto.uplink(dr), round=0, t_draft_s=0.0, protocol="greedy")
+        rows.append({"drafted": len(dr.tokens), "accepted": v.n_accepted, "calls": len(dr.tokens),
+                     "t_draft_s": t1 - t0, "t_verify_s": t2 - t1, "t_proactive_s": 0.0, "up": up,
+                     "down": _verdict_bytes(v.n_accepted, v.next_token, None)})
+        committed = truncate_output(committed, left, eos)
+        out.extend(committed)
+        if committed[-1] == eos:
+            break
+    return out, rows
+
+
+def tree_rounds(drafter, target, ids: list[int], n: int, max_new: int, eos: int, proactive: int):
+    """Tree SD (wisv.treespec) with each round's measured compute and wire bytes."""
+    res = tree_generate(drafter, target, ids, max_new_tokens=max_new, budget=n, proactive=proactive, eos_token_id=eos)
+    proto, rows = get_protocol("tree"), []
+    for r in res.rounds:
+        draft = Draft([1] * r.size, None, None, parents=[-1] * r.size)  # bytes depend on the size only
+        up = _bytes(MsgType.DRAFT, proto.uplink(draft), round=0, t_draft_s=0.0, protocol="tree")
+        rows.append({"drafted": r.size, "accepted": r.accepted, "calls": r.calls, "depth": r.depth,
+                     "reused": r.reused, "t_draft_s": r.t_draft_s, "t_verify_s": r.t_verify_s,
+                     "t_proactive_s": r.t_proactive_s, "up": up,
+                     "down": _verdict_bytes(r.accepted, 0, list(range(r.accepted)))})
+    return res.tokens, rows
+
+
+def latency_s(rows: list[dict], rtt_ms: float, rate_mbps: float) -> float:
+    """Modelled time of one prompt's rounds on the link (see the module docstring)."""
+    total = 0.0
+    for r in rows:
+        link = rtt_ms / 1e3 + 8 * (r["up"] + r["down"]) / (rate_mbps * 1e6)
+        total += r["t_draft_s"] + max(link + r["t_verify_s"], r["t_proactive_s"])
+    return total
+
+
+def summarize(runs: list[tuple[list[int], list[dict]]], refs: list[list[int]], cfg: BenchConfig) -> dict:
+    rows = [r for _, rs in runs for r in rs]
+    n = len(rows)
+    out = {"rounds": n, "aal": sum(r["accepted"] for r in rows) / n,
+           "tokens_per_verification": sum(len(toks) for toks, _ in runs) / n,
+           "drafter_calls_per_round": sum(r["calls"] for r in rows) / n,
+           "t_draft_ms_per_round": 1e3 * statistics.mean(r["t_draft_s"] for r in rows),
+           "t_verify_ms_per_round": 1e3 * statistics.mean(r["t_verify_s"] for r in rows),
+           "uplink_bytes_per_round": statistics.mean(r["up"] for r in rows),
+           "matches_target": sum(toks == ref for (toks, _), ref in zip(runs, refs)) / len(refs)}
+    if "depth" in rows[0]:
+        out |= {"tree_depth": statistics.mean(r["depth"] for r in rows),
+                "proactive_reused_per_round": statistics.mean(r["reused"] for r in rows)}
+    out["latency_s"] = {str(rtt): statistics.mean(latency_s(rs, rtt, cfg.rate_mbps) for _, rs in runs)
+                        for rtt in cfg.rtts_ms}
+    return out
+
+
+def run(cfg: BenchConfig) -> dict:
+    torch.set_num_threads(1)
+    drafter, target, tok = load_pair(cfg.drafter, cfg.target)
+    eos = eos_id(target)
+    prompts = [encode_prompt(tok, p.prompt) for p in load_split("test", cfg.prompts)]
+    refs = [greedy_reference(target, ids, cfg.max_new_tokens) for ids in prompts]
+    methods = {"chain": lambda ids, b: chain_rounds(drafter, target, ids, b, cfg.max_new_tokens, eos),
+               "tree": lambda ids, b: tree_rounds(drafter, target, ids, b, cfg.max_new_tokens, eos, 0),
+               f"tree+proactive{cfg.proactive}": lambda ids, b: tree_rounds(drafter, target, ids, b,
+                                                                           cfg.max_new_tokens, eos, cfg.proactive)}
+    results = {}
+    for b in cfg.budgets:
+        for name, fn in methods.items():
+            results.setdefault(name, {})[str(b)] = s = summarize([fn(ids, b) for ids in prompts], refs, cfg)
+            print(f"budget {b:>2} {name:<18} aal {s['aal']:.2f}  tokens/verification {s['tokens_per_verification']:.2f}"
+                  f"  latency@{cfg.rtts_ms[1] if len(cfg.rtts_ms) > 1 else cfg.rtts_ms[0]:g}ms "
+                  f"{s['latency_s'][str(cfg.rtts_ms[min(1, len(cfg.rtts_ms) - 1)])]:.3f} s  "
+                  f"matches_target {s['matches_target']:.2f}", flush=True)
+    return {"config": asdict(cfg), "machine": machine_info(), "methods": results, "goal": _goal(results)}
+
+
+def _goal(results: dict) -> dict:
+    b = str(GOAL_BUDGET)
+    if b not in results["chain"]:
+        return {"checked": False}
+    tree, chain = results["tree"][b], results["chain"][b]
+    ratio = tree["tokens_per_verification"] / chain["tokens_per_verification"]
+    return {"checked": True, "budget": GOAL_BUDGET, "tree_over_chain_tokens_per_verification": ratio,
+            "tree_over_chain_aal": tree["aal"] / chain["aal"], "met": ratio >= GOAL_RATIO}
+
+
+def parse_args(argv: list[str] | None = None) -> BenchConfig:
+    ap = config.add_flags(argparse.ArgumentParser(description=__doc__.splitlines()[0]), BenchConfig)
+    return config.parse(BenchConfig, argv, ap)
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_args(argv)
+    report = run(cfg)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_tree.json").write_text(json.dumps(report, indent=2) + "\n")
+    g = report["goal"]
+    if g["checked"]:
+        print(f"tree / chain at budget {g['budget']}: tokens per verification x{g['tree_over_chain_tokens_per_verification']:.3f}"
+              f", aal x{g['tree_over_chain_aal']:.3f} (goal x{GOAL_RATIO}: {'met' if g['met'] else 'not met'})")
+    print(f"wrote {out / 'bench_tree.json'}")
+
+
+if __name__ == "__main__":
+    main()

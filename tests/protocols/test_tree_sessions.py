@@ -1,0 +1,86 @@
+"""The tree protocol's UE and edge state machines driven message by message: lossless, the VERDICT path, proactive
+tree expansion reused on complete alignment, bad trees and batching edges refused."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from protocols.edge_side import EdgeSession, ProtocolError
+from protocols.ue_side import EdgeError
+from tests.protocols.test_sessions import EOS, MAX_NEW, PROMPTS, open_pair, pair, wire  # noqa: F401 (fixture)
+from wisv.evaluate import greedy_reference
+from wisv.speculative import RejectAll
+
+
+def run_tree(edge, ue, proactive: bool) -> list[dict]:
+    rows = []
+    while not ue.done:
+        draft = wire(ue.next_draft(None))
+        n_pro = ue.draft_proactively(lambda: False) if proactive else 0
+        verdict = wire(edge.on_draft(draft))
+        assert ue.on_reply(verdict) is None
+        r = ue.round
+        rows.append({"size": len(draft.tensors["tokens"]), "path": verdict.tensors["path"].tolist(),
+                     "n_pro": n_pro, "reused": r.reused, "parents": draft.tensors["parents"].tolist()})
+    assert edge.done and edge.generated == len(ue.tokens)
+    return rows
+
+
+@pytest.mark.parametrize("budget,proactive", [(1, 0), (6, 0), (16, 0), (8, 4)])
+def test_tree_protocol_is_lossless(pair, budget, proactive):
+    _, target = pair
+    for prompt in PROMPTS:
+        edge, ue = open_pair(pair, prompt, protocol="tree", tree_budget=budget, proactive=proactive)
+        rows = run_tree(edge, ue, proactive > 0)
+        assert ue.tokens == greedy_reference(target, prompt, max_new_tokens=MAX_NEW)
+        assert all(r["size"] <= budget + proactive for r in rows)
+        for r in rows:  # the path is a root path of the tree sent
+            assert all(r["parents"][b] == a for a, b in zip([-1] + r["path"], r["path"]))
+        if proactive:
+            assert all(r["n_pro"] == proactive for r in rows)
+    assert edge.draft_len == budget + proactive
+
+
+def test_proactive_expansion_is_reused_on_complete_alignment(pair):
+    _, target = pair
+    reused = 0
+    for prompt in PROMPTS + [[1, 2], [30, 31, 32, 33]]:
+        edge, ue = open_pair(pair, prompt, protocol="tree", tree_budget=4, proactive=6)
+        rows = run_tree(edge, ue, True)
+        assert ue.tokens == greedy_reference(target, prompt, max_new_tokens=MAX_NEW)
+        reused += sum(r["reused"] for r in rows)
+        for prev, cur in zip(rows, rows[1:]):  # a carried chain opens the next tree as a line
+            assert cur["parents"][: prev["reused"]] == list(range(-1, prev["reused"] - 1))
+    assert reused > 0
+
+
+def test_edge_refuses_a_tree_draft_without_parents_and_a_chain_with_them(pair):
+    edge, ue = open_pair(pair, PROMPTS[0], protocol="tree", tree_budget=4)
+    msg = wire(ue.next_draft(None))
+    del msg.tensors["parents"]
+    with pytest.raises(ProtocolError, match="parents"):
+        edge.on_draft(msg)
+    edge, ue = open_pair(pair, PROMPTS[0], protocol="greedy")
+    msg = wire(ue.next_draft(None))
+    msg.tensors["parents"] = np.full(len(msg.tensors["tokens"]), -1, np.int32)
+    with pytest.raises(ProtocolError, match="parents"):
+        edge.on_draft(msg)
+
+
+def test_ue_refuses_a_verdict_path_outside_its_tree(pair):
+    edge, ue = open_pair(pair, PROMPTS[0], protocol="tree", tree_budget=4)
+    verdict = wire(edge.on_draft(wire(ue.next_draft(None))))
+    parents = ue.round.tree.tree.parents
+    bad = next(i for i in range(len(parents)) if parents[i] != -1) if any(p != -1 for p in parents) else 0
+    verdict.tensors["path"] = np.asarray([bad], np.int32) if parents[bad] != -1 else np.asarray([0, 0], np.int32)
+    verdict.header["n_accepted"] = len(verdict.tensors["path"])
+    with pytest.raises(EdgeError, match="path"):
+        ue.on_reply(verdict)
+
+
+def test_a_batching_edge_refuses_tree_sessions(pair):
+    class Batched:  # a verifier without verify_tree, as wisv.batchverify.EngineView
+        pass
+    _, ue = open_pair(pair, PROMPTS[0], protocol="tree")
+    with pytest.raises(ProtocolError, match="batch"):
+        EdgeSession("ue-0", Batched(), wire(ue.open_message()), RejectAll(), 0.5, EOS)
