@@ -193,7 +193,7 @@ def test_run_child_argv_rebuilds_the_ue_and_edge_configs():
     cfg = run.parse_args(["--draft-len", "80", "--device", "cpu", "--seed", "2", "--proactive", "3",
                           "--no-kv-reuse", "--tau", "0.2"])
     site = SimpleNamespace(connect="tcp://127.0.0.1:7", t0_epoch_s=123.25)
-    u = ue.parse_args(run._ue_args(cfg, "sh", site, Path("p.jsonl"), Path("o"), 1)[1:])
+    u = ue.parse_args(run._ue_args(cfg, "sh", site, Path("p.jsonl"), Path("o"), 1, 3)[1:])
     assert (u.connect, u.prompts_file, u.out, u.ue_id, u.protocol, u.seed) == ("tcp://127.0.0.1:7", "p.jsonl", "o",
                                                                                "ue1", "sh", 2)
     assert (u.draft_len, u.proactive, u.link_t0_epoch_s) == (80, 3, 123.25)

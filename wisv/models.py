@@ -49,6 +49,19 @@ def check_model_dir(path: Path, role: str) -> None:
         raise PairError(f"{role} path {str(path)!r} holds a {cfg.model_type!r} model, which is not a causal LM")
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")  # any of them: a tokenizer dir
+
+
+def has_tokenizer(path: Path) -> bool:
+    """True when the model directory also holds a tokenizer."""
+    return any((Path(path) / f).exists() for f in TOKENIZER_FILES)
+
+
+def load_tokenizer(path: Path, role: str):
+    """The tokenizer saved in a model directory, or None when it holds none."""
+    return _load_tokenizer(Path(path), role) if has_tokenizer(path) else None
+
+
 def _load_tokenizer(path: Path, role: str):
     try:
         return AutoTokenizer.from_pretrained(path)
@@ -83,7 +96,7 @@ def load_pair(drafter: str | Path | None = None, target: str | Path | None = Non
     check_model_dir(d_path, "drafter")
     check_model_dir(t_path, "target")
     tok = _load_tokenizer(t_path, "target")
-    if any((d_path / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
+    if has_tokenizer(d_path):
         check_same_vocab(_load_tokenizer(d_path, "drafter"), tok)
     dtype = dtype or default_dtype(device)
     return ModelPair(load_model(d_path, "drafter", device, dtype), load_model(t_path, "target", device, dtype), tok)

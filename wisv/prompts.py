@@ -22,6 +22,7 @@ def read_jsonl_prompts(path: Path, tok) -> list[dict]:
         if "prompt_ids" in r:
             ids = [int(t) for t in r["prompt_ids"]]
         elif "prompt" in r:
+            _need_tokenizer(tok, f"{path}:{i}: a text 'prompt'")
             text = r["prompt"] if r.get("raw") else format_prompt(r["prompt"])
             ids = encode_prompt(tok, text)
         else:
@@ -38,9 +39,15 @@ def prompt_rows(tok, split: str, n: int | None, prompts_file: str | None = None,
         if need_answers and any(r["answer"] is None for r in rows):
             raise ValueError(f"{prompts_file}: every row needs an 'answer'")
     else:
+        _need_tokenizer(tok, f"the built-in {split} split")
         rows = [{"prompt_id": p.pid, "prompt_ids": encode_prompt(tok, p.prompt), "answer": p.answer}
                 for p in load_split(split, n)]
     if not rows:
         raise ValueError(f"no prompts ({prompts_file or f'toy {split} split'}, n={n})")
     return rows
 
+
+
+def _need_tokenizer(tok, what: str) -> None:
+    if tok is None:
+        raise ValueError(f"{what} needs a tokenizer, and the model directory has none: give 'prompt_ids' rows")

@@ -37,7 +37,7 @@ from wisv.jsonl import read_jsonl, write_jsonl
 from wisv.records import read_records
 
 
-UE_SET_BY_RUN = ("connect", "prompts_file", "out", "ue_id", "protocol", "device", "seed", "link_json",
+UE_SET_BY_RUN = ("connect", "prompts", "prompts_file", "out", "ue_id", "protocol", "device", "seed", "link_json",
                  "link_t0_epoch_s")  # UEConfig fields the run sets for each UE process
 EDGE_SET_BY_RUN = ("bind", "device", "max_draft_len")  # ServeConfig fields the run sets for the edge
 
@@ -116,10 +116,10 @@ def _run_ues(cfg: RunConfig, proto: str, site: placement.Site, prompts_file: Pat
     ues = []
     with tqdm(total=n, desc=proto, unit="prompt") as bar:
         try:
-            for u in range(cfg.ues):
+            for u in range(min(cfg.ues, len(rows))):  # a UE without prompts is not started
                 part = pdir / f"prompts-ue{u}.jsonl"
                 write_jsonl(part, rows[u::cfg.ues])
-                ues.append(Child(f"ue{u}", _ue_args(cfg, proto, site, part, pdir / f"ue{u}", u),
+                ues.append(Child(f"ue{u}", _ue_args(cfg, proto, site, part, pdir / f"ue{u}", u, len(rows[u::cfg.ues])),
                                  pdir / f"ue{u}.log", progress_handler(bar), prefix=site.ue_prefix))
             for ue in ues:
                 if ue.wait() != 0:
@@ -146,9 +146,10 @@ def _edge_args(cfg: RunConfig) -> list[str]:
     return ["testbed.serve", *config.to_argv(edge)]
 
 
-def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, out: Path, u: int) -> list[str]:
-    """testbed.ue's argv for UE u running proto."""
-    ue = dataclasses.replace(cfg.ue, connect=site.connect, prompts_file=str(prompts), out=str(out), ue_id=f"ue{u}",
+def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, out: Path, u: int,
+             n: int) -> list[str]:
+    """testbed.ue's argv for UE u running proto on the n prompts of its file."""
+    ue = dataclasses.replace(cfg.ue, connect=site.connect, prompts=n, prompts_file=str(prompts), out=str(out), ue_id=f"ue{u}",
                              protocol=proto, device=cfg.device, seed=cfg.seed, link_json=json.dumps(asdict(cfg.link)),
                              link_t0_epoch_s=site.t0_epoch_s)
     return ["testbed.ue", *config.to_argv(ue)]

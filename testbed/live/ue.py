@@ -1,19 +1,23 @@
 """UE process: drafts with the drafter and runs a protocol against the edge, writing one record per round.
 
-Usage: ``python -m testbed.ue --connect tcp://127.0.0.1:5601 --prompts-file prompts.jsonl --out DIR``
-Prompts JSONL rows hold ``prompt_id`` and ``prompt_ids``.  Writes ``rounds.csv`` and ``outputs.jsonl``
-to ``--out`` and prints ``PROGRESS {json}`` after each prompt.
+Usage: ``python -m testbed.ue --connect tcp://EDGE:5555 [--prompts N | --prompts-file F.jsonl] --out DIR``
+Prompts: the first N of the built-in test split, or of a JSONL file whose rows hold ``prompt`` (text) or
+``prompt_ids``, and optionally ``prompt_id`` and ``answer`` (the format testbed.run takes).  Writes ``rounds.csv``,
+``outputs.jsonl``, ``summary.json`` and ``summary.csv`` to ``--out``, prints ``PROGRESS {json}`` after each prompt
+and the summary table at the end.
 """
 from __future__ import annotations
 
 import dataclasses
 import gc
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 import zmq
 
@@ -25,9 +29,10 @@ from protocols.registry import PROTOCOLS
 from protocols.ue_side import EdgeError, UEParams, UESession
 from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, make
 from testbed.common.link import LinkSpec
+from testbed.common.summary import summarize, table, write_summary
 from wisv.evaluate import eos_id
-from wisv.jsonl import read_jsonl
-from wisv.models import builtin_paths, default_dtype, load_model
+from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer
+from wisv.prompts import prompt_rows
 from wisv.records import RoundRow, to_frame
 from wisv.rejection import load_predictor, stop_rule, wasted_drafting
 from wisv.sessions import DraftSession
@@ -37,9 +42,10 @@ from wisv.sessions import DraftSession
 class UEConfig:
     """UE process settings."""
 
-    connect: str = "tcp://127.0.0.1:5601"  # edge (or link emulator) endpoint
-    prompts_file: str = "prompts.jsonl"  # JSONL with prompt_id, prompt_ids
-    out: str = "ue-out"  # output directory
+    connect: str = "tcp://127.0.0.1:5601"  # edge (or link emulator) endpoint, tcp://HOST:PORT
+    prompts: int = 20  # first N problems of the built-in test split (or of --prompts-file)
+    prompts_file: str | None = None  # JSONL with prompt (text) or prompt_ids, optional prompt_id and answer
+    out: str = "ue-out"  # output directory (rounds.csv, outputs.jsonl, summary.json, summary.csv)
     ue_id: str = "ue0"  # identity prefix of this UE's sessions
     drafter: str | None = None  # local HF drafter directory; None = built-in toy drafter
     device: str = "cpu"  # torch device of the drafter
@@ -202,14 +208,15 @@ def _csi_columns(csi, est: CSIEstimator) -> dict:
                    "est_rate_down_mbps": m.rate_down_mbps if m else None}
 
 
-def run(cfg: UEConfig) -> Path:
-    """Run every prompt of the prompts file; write rounds.csv and outputs.jsonl."""
+def run(cfg: UEConfig) -> dict:
+    """Run every prompt; write rounds.csv, outputs.jsonl, summary.json and summary.csv; return the summary."""
     torch.set_num_threads(1)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    prompts = read_jsonl(Path(cfg.prompts_file))
-    drafter = load_model(Path(cfg.drafter) if cfg.drafter else builtin_paths()[0], "drafter", cfg.device,
-                         default_dtype(cfg.device))
+    drafter_dir = Path(cfg.drafter) if cfg.drafter else builtin_paths()[0]
+    tok = load_tokenizer(drafter_dir, "drafter")
+    prompts = prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file)
+    drafter = load_model(drafter_dir, "drafter", cfg.device, default_dtype(cfg.device))
     link = LinkSpec(**json.loads(cfg.link_json)) if cfg.link_json else None
     gc.collect()
     gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
@@ -217,13 +224,14 @@ def run(cfg: UEConfig) -> Path:
     ctx, est = zmq.Context(), CSIEstimator()
     client = Client(ctx, cfg.connect, f"{cfg.ue_id}", Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s)
-    all_rows = []
+    all_rows, recs = [], []
     try:
         client.exchange(make(MsgType.PING, cfg.ue_id, None, seq=0, t_send=time.time()))  # connect; not a sample
         with (out / "outputs.jsonl").open("w") as f:
             for i, p in enumerate(prompts):
                 rec, rows = _safe_prompt(client, drafter, cfg, p, i, est, link, stop)
                 all_rows += rows
+                recs.append(rec)
                 f.write(json.dumps(rec) + "\n")
                 f.flush()
                 print("PROGRESS " + json.dumps({"done": i + 1, "total": len(prompts), "prompt_id": rec["prompt_id"],
@@ -232,7 +240,15 @@ def run(cfg: UEConfig) -> Path:
         to_frame(all_rows).to_csv(out / "rounds.csv", index=False)
         client.close()
         ctx.term()
-    return out
+    return _summary(cfg, out, to_frame(all_rows), recs, prompts, tok)
+
+
+def _summary(cfg: UEConfig, out: Path, rounds: pd.DataFrame, recs: list[dict], prompts: list[dict], tok) -> dict:
+    """The run's summary (testbed.run's columns) written to summary.json and summary.csv."""
+    s = summarize(cfg.protocol, rounds, pd.DataFrame(recs), pd.DataFrame(prompts),
+                  tok.decode if tok is not None else None, None)
+    write_summary(out, [s])
+    return s
 
 
 def _safe_prompt(client, drafter, cfg, p, i, est, link, stop) -> tuple[dict, list[RoundRow]]:
@@ -252,4 +268,10 @@ def parse_args(argv: list[str] | None = None) -> UEConfig:
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_args(argv)
     print("CONFIG " + json.dumps(asdict(cfg)), flush=True)
-    run(cfg)
+    try:
+        s = run(cfg)
+    except (ValueError, EdgeError, TimeoutError, WireError) as e:  # bad prompts, a refused handshake, no edge
+        print(f"testbed.ue: error: {e}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    print(table([s]), flush=True)
+    print(f"results in {cfg.out}", flush=True)
