@@ -1,6 +1,8 @@
 """Load a drafter/target pair with their shared tokenizer: the built-in toy pair or local HF directories."""
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import NamedTuple
 
@@ -67,6 +69,23 @@ def _load_tokenizer(path: Path, role: str):
         return AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError, TypeError) as e:
         raise PairError(f"{role} path {str(path)!r}: no usable tokenizer ({e})") from e
+
+
+def vocab_hash(tok) -> str | None:
+    """sha256 (hex) of a tokenizer's vocabulary as its sorted (token, id) pairs, JSON-encoded one per line; None
+    for no tokenizer.  Two tokenizers with one hash give every token the same id."""
+    if tok is None:
+        return None
+    h = hashlib.sha256()
+    for token, i in sorted(tok.get_vocab().items()):
+        h.update(json.dumps([token, int(i)]).encode() + b"\n")
+    return h.hexdigest()
+
+
+def vocab_facts(model: PreTrainedModel, tok) -> tuple[int, str | None]:
+    """(size, hash) of the vocabulary a model's side declares at OPEN: the tokenizer's when there is one, else the
+    model's config vocab_size and no hash (then only the sizes can be compared)."""
+    return (len(tok), vocab_hash(tok)) if tok is not None else (int(model.config.vocab_size), None)
 
 
 def check_same_vocab(drafter_tok, target_tok) -> None:

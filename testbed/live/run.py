@@ -38,8 +38,8 @@ from wisv.records import read_records
 
 
 UE_SET_BY_RUN = ("connect", "prompts", "prompts_file", "out", "ue_id", "protocol", "device", "seed", "link_json",
-                 "link_t0_epoch_s")  # UEConfig fields the run sets for each UE process
-EDGE_SET_BY_RUN = ("bind", "device", "max_draft_len")  # ServeConfig fields the run sets for the edge
+                 "link_t0_epoch_s", "reference")  # UEConfig fields the run sets for each UE process
+EDGE_SET_BY_RUN = ("bind", "device", "max_draft_len", "max_session_tokens")  # ServeConfig fields the run sets for the edge
 
 
 @dataclass
@@ -142,7 +142,8 @@ def _collect(proto: str, pdir: Path, prompts: pd.DataFrame, tok, refs) -> dict:
 
 def _edge_args(cfg: RunConfig) -> list[str]:
     """testbed.serve's argv (placement adds --bind)."""
-    edge = dataclasses.replace(cfg.edge, device=cfg.device, max_draft_len=max(cfg.edge.max_draft_len, cfg.ue.draft_len))
+    edge = dataclasses.replace(cfg.edge, device=cfg.device, max_draft_len=max(cfg.edge.max_draft_len, cfg.ue.draft_len),
+                               max_session_tokens=max(cfg.edge.max_session_tokens, cfg.ue.max_new_tokens))
     return ["testbed.serve", *config.to_argv(edge)]
 
 
@@ -151,7 +152,7 @@ def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, ou
     """testbed.ue's argv for UE u running proto on the n prompts of its file."""
     ue = dataclasses.replace(cfg.ue, connect=site.connect, prompts=n, prompts_file=str(prompts), out=str(out), ue_id=f"ue{u}",
                              protocol=proto, device=cfg.device, seed=cfg.seed, link_json=json.dumps(asdict(cfg.link)),
-                             link_t0_epoch_s=site.t0_epoch_s)
+                             link_t0_epoch_s=site.t0_epoch_s, reference=False)  # the run compares with the target
     return ["testbed.ue", *config.to_argv(ue)]
 
 

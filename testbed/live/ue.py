@@ -11,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
+import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -20,18 +22,20 @@ import numpy as np
 import pandas as pd
 import torch
 import zmq
+from transformers import PreTrainedModel
 
 from channel import config
 from channel.measure import CSIEstimator
 from protocols.accounting import wire_bytes
 from protocols.auto import AUTO_RULES
 from protocols.registry import PROTOCOLS
-from protocols.ue_side import EdgeError, UEParams, UESession
+from protocols.handshake import REFUSALS, Vocab
+from protocols.ue_side import EdgeError, HandshakeError, UEParams, UESession, edge_error
 from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, make
 from testbed.common.link import LinkSpec
 from testbed.common.summary import summarize, table, write_summary
 from wisv.evaluate import eos_id
-from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer
+from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer, vocab_facts
 from wisv.prompts import prompt_rows
 from wisv.records import RoundRow, to_frame
 from wisv.rejection import load_predictor, stop_rule, wasted_drafting
@@ -63,6 +67,18 @@ class UEConfig:
     rejection_threshold: float | None = None  # flag a token when p(rejected) >= this (None: the predictor's own)
     proactive: int = 0  # SpecEdge: draft up to this many tokens past each block while it is verified (0: off)
     pipeline_depth: bool = False  # SpecEdge: choose K <= draft_len per round so that K * tau_d + RTT ~= verify time
+    reference: bool = True  # ask the edge for target-only greedy outputs, for matches_target (--no-reference: skip)
+
+
+@dataclass
+class Local:
+    """What every prompt of a UE run shares: the drafter, its vocabulary, the stop rule and the emulated link."""
+
+    drafter: PreTrainedModel
+    vocab: Vocab  # declared at OPEN
+    link: LinkSpec | None = None  # the emulated link (None: a real one, whose measured CSI is recorded)
+    stop: Callable | None = None  # WISP rejection predictor's stop rule
+    edge: dict = field(default_factory=dict)  # the edge's settings from its last OPEN_OK
 
 
 class Client:
@@ -115,7 +131,7 @@ class Client:
         self.send(msg)
         reply, _ = self.recv(msg.session)
         if reply.type == MsgType.ERROR:
-            raise EdgeError(f"edge error [{reply.header['code']}]: {reply.header['text']}")
+            raise edge_error(reply)
         return reply, self.t_received - self.t_sent
 
     def close(self) -> None:
@@ -167,27 +183,28 @@ def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
             "committed": len(sess.tokens) - n_before, "t_edge_s": t_edge}
 
 
-def run_prompt(client: Client, drafter, cfg: UEConfig, pid: str, ids: list[int], index: int,
-               est: CSIEstimator, link: LinkSpec | None, stop=None) -> tuple[dict, list[RoundRow]]:
+def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[int], index: int,
+               est: CSIEstimator) -> tuple[dict, list[RoundRow]]:
     """Generate one prompt's output; returns the output record and its round records."""
     sid = f"{cfg.ue_id}-{index}"
     t0 = time.perf_counter()
     handshake(client, est, sid, cfg.probe_bytes, index)
     t_probe = time.perf_counter() - t0
     params = UEParams(cfg.protocol, cfg.draft_len, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
-                      cfg.seed + index, int(drafter.config.vocab_size), cfg.proactive, cfg.pipeline_depth)
-    sess = UESession(sid, DraftSession(drafter, ids), params, eos_id(drafter), stop)
+                      cfg.seed + index, int(loc.drafter.config.vocab_size), cfg.proactive, cfg.pipeline_depth,
+                      loc.vocab)
+    sess = UESession(sid, DraftSession(loc.drafter, ids), params, eos_id(loc.drafter), loc.stop)
     t1 = time.perf_counter()
-    ok, _ = client.exchange(sess.open_message())
-    client.limits = dataclasses.replace(client.limits, vocab_size=max(client.limits.vocab_size, ok.header["vocab_size"]))
+    ok = open_session(client, sess)
+    loc.edge = ok.header.get("edge", loc.edge)
     sess.d.hidden_layer = ok.header.get("hidden_layer", -1)  # the layer the edge's decision head was trained on
-    rows, trace = [], link.trace() if link else None
+    rows, trace = [], loc.link.trace() if loc.link else None
     while not sess.done:
         in_force = trace.at(time.time() - cfg.link_t0_epoch_s) if trace else None
         prefix = len(ids) + len(sess.tokens)
         measured = run_round(client, sess, est)
         row = RoundRow(prompt_id=pid, ue_id=cfg.ue_id, prompt_len=len(ids), prefix_len=prefix, **measured,
-                       **_csi_columns(in_force, est))
+                       **_csi_columns(in_force, est, measured=loc.link is None))
         rows.append(row)
         est.add_round(row.t_comm_s, row.uplink_bytes, row.downlink_bytes, row.exchanges)
     t_e2e = time.perf_counter() - t1  # OPEN to the last VERDICT (eq. 22 plus session set-up)
@@ -197,19 +214,54 @@ def run_prompt(client: Client, drafter, cfg: UEConfig, pid: str, ids: list[int],
     return out, rows
 
 
-def _csi_columns(csi, est: CSIEstimator) -> dict:
-    """The CSI in force on the emulated link (None without one) and the UE's estimate: RoundRow fields."""
+def open_session(client: Client, sess: UESession) -> Message:
+    """OPEN and its OPEN_OK, checked on both sides; a handshake refusal raises HandshakeError (the run ends)."""
+    try:
+        ok, _ = client.exchange(sess.open_message())
+    except EdgeError as e:
+        if e.code in REFUSALS:
+            raise HandshakeError(f"the edge refused OPEN: {e}") from None
+        raise
+    sess.check_open_ok(ok.header)
+    client.limits = dataclasses.replace(client.limits, vocab_size=max(client.limits.vocab_size, ok.header["vocab_size"]))
+    return ok
+
+
+def fetch_references(client: Client, prompts: list[dict], max_new_tokens: int, sid: str) -> dict[str, list[int]]:
+    """Target-only greedy outputs of the prompts, computed (and cached) by the edge: what lossless protocols give."""
+    refs = {}
+    for p in prompts:
+        msg = make(MsgType.REFERENCE, sid, {"prompt": np.asarray(p["prompt_ids"], np.int32)},
+                   max_new_tokens=max_new_tokens)
+        refs[str(p["prompt_id"])] = [int(t) for t in client.exchange(msg)[0].tensors["tokens"]]
+    return refs
+
+
+def _csi_columns(csi, est: CSIEstimator, measured: bool = False) -> dict:
+    """The CSI in force (RoundRow fields): the emulated link's (None without one), or with ``measured`` (a real
+    link) the UE's own estimate; and the UE's estimate.  A real link's loss is not observable over TCP (per: None)."""
     m = est.csi()
     cols = {"rtt_ms": None, "rate_up_mbps": None, "rate_down_mbps": None, "per": None, "per_down": None}
+    if csi is None and measured:
+        csi = m
     if csi is not None:
         cols = {"rtt_ms": csi.rtt_ms, "rate_up_mbps": csi.rate_up_mbps, "rate_down_mbps": csi.rate_down_mbps,
                 "per": csi.per_up, "per_down": csi.per_down}
+        if measured:
+            cols |= {"rate_up_mbps": _finite(csi.rate_up_mbps), "rate_down_mbps": _finite(csi.rate_down_mbps),
+                     "per": None, "per_down": None}
     return cols | {"est_rtt_ms": m.rtt_ms if m else None, "est_rate_up_mbps": m.rate_up_mbps if m else None,
                    "est_rate_down_mbps": m.rate_down_mbps if m else None}
 
 
+def _finite(rate: float) -> float | None:
+    """A rate, None for unlimited (inf)."""
+    return rate if math.isfinite(rate) else None
+
+
 def run(cfg: UEConfig) -> dict:
-    """Run every prompt; write rounds.csv, outputs.jsonl, summary.json and summary.csv; return the summary."""
+    """Run every prompt; write rounds.csv, outputs.jsonl, edge.json, summary.json and summary.csv; return the
+    summary.  A handshake refusal raises HandshakeError; an edge error or timeout fails only its prompt."""
     torch.set_num_threads(1)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -221,40 +273,46 @@ def run(cfg: UEConfig) -> dict:
     gc.collect()
     gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
     stop = stop_rule(load_predictor(cfg.rejection_predictor), cfg.rejection_threshold) if cfg.rejection_predictor else None
+    loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop)
     ctx, est = zmq.Context(), CSIEstimator()
     client = Client(ctx, cfg.connect, f"{cfg.ue_id}", Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s)
-    all_rows, recs = [], []
+    all_rows, recs, refs = [], [], None
     try:
         client.exchange(make(MsgType.PING, cfg.ue_id, None, seq=0, t_send=time.time()))  # connect; not a sample
         with (out / "outputs.jsonl").open("w") as f:
             for i, p in enumerate(prompts):
-                rec, rows = _safe_prompt(client, drafter, cfg, p, i, est, link, stop)
+                rec, rows = _safe_prompt(client, loc, cfg, p, i, est)
                 all_rows += rows
                 recs.append(rec)
                 f.write(json.dumps(rec) + "\n")
                 f.flush()
                 print("PROGRESS " + json.dumps({"done": i + 1, "total": len(prompts), "prompt_id": rec["prompt_id"],
                                                 "error": rec.get("error")}), flush=True)
+        (out / "edge.json").write_text(json.dumps(loc.edge, indent=1))
+        if cfg.reference:
+            refs = fetch_references(client, prompts, cfg.max_new_tokens, f"{cfg.ue_id}-ref")
     finally:
         to_frame(all_rows).to_csv(out / "rounds.csv", index=False)
         client.close()
         ctx.term()
-    return _summary(cfg, out, to_frame(all_rows), recs, prompts, tok)
+    return _summary(cfg, out, to_frame(all_rows), recs, prompts, tok, refs)
 
 
-def _summary(cfg: UEConfig, out: Path, rounds: pd.DataFrame, recs: list[dict], prompts: list[dict], tok) -> dict:
+def _summary(cfg: UEConfig, out: Path, rounds: pd.DataFrame, recs: list[dict], prompts: list[dict], tok,
+             refs: dict | None) -> dict:
     """The run's summary (testbed.run's columns) written to summary.json and summary.csv."""
     s = summarize(cfg.protocol, rounds, pd.DataFrame(recs), pd.DataFrame(prompts),
-                  tok.decode if tok is not None else None, None)
+                  tok.decode if tok is not None else None, refs)
     write_summary(out, [s])
     return s
 
 
-def _safe_prompt(client, drafter, cfg, p, i, est, link, stop) -> tuple[dict, list[RoundRow]]:
+def _safe_prompt(client: Client, loc: Local, cfg: UEConfig, p: dict, i: int,
+                 est: CSIEstimator) -> tuple[dict, list[RoundRow]]:
     """Run one prompt; an edge error or timeout is recorded for that prompt and the run goes on."""
     try:
-        return run_prompt(client, drafter, cfg, str(p["prompt_id"]), list(p["prompt_ids"]), i, est, link, stop)
+        return run_prompt(client, loc, cfg, str(p["prompt_id"]), list(p["prompt_ids"]), i, est)
     except (EdgeError, TimeoutError, WireError) as e:
         if isinstance(e, TimeoutError):
             client.reconnect()
@@ -270,7 +328,7 @@ def main(argv: list[str] | None = None) -> None:
     print("CONFIG " + json.dumps(asdict(cfg)), flush=True)
     try:
         s = run(cfg)
-    except (ValueError, EdgeError, TimeoutError, WireError) as e:  # bad prompts, a refused handshake, no edge
+    except (ValueError, EdgeError, HandshakeError, TimeoutError, WireError) as e:  # bad prompts, a refusal, no edge
         print(f"testbed.ue: error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
     print(table([s]), flush=True)

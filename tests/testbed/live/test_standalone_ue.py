@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from testbed.live.procs import Child
+from tests.tiny_pair import make_pair
 from wisv.records import RECORD_FIELDS
 
 K, MAX_NEW = 4, 16
@@ -50,6 +51,8 @@ def test_text_prompts_with_answers(edge, pair_dirs, tmp_path: Path) -> None:
     s = json.loads((out / "summary.json").read_text())
     assert (s["protocol"], s["prompts"], s["errors"]) == ("sh", 2, 0)
     assert s["accuracy"] is not None and 0.0 <= s["accuracy"] <= 1.0
+    assert s["matches_target"] == 1.0  # sh with --head none is lossless; the reference comes from the edge
+    assert json.loads((out / "edge.json").read_text())["head"].startswith("none")
     assert pd.read_csv(out / "summary.csv")["protocol"].tolist() == ["sh"]
     assert "accuracy" in res.stdout and "matches_target" in res.stdout  # the table is printed
 
@@ -66,3 +69,15 @@ def test_a_bad_prompts_file_is_a_clear_error(edge, pair_dirs, tmp_path: Path) ->
     f.write_text('{"question": "no prompt here"}\n')
     res = ue(edge, pair_dirs.drafter, tmp_path / "o", "--prompts-file", str(f))
     assert res.returncode == 2 and "needs 'prompt' or 'prompt_ids'" in res.stderr
+
+
+def test_a_drafter_with_another_vocabulary_is_refused_at_open(edge, pair_dirs, tmp_path: Path) -> None:
+    """A 61-token drafter (no tokenizer: its model's vocabulary size is declared) against the 637-token target."""
+    small = tmp_path / "small"
+    make_pair(vocab=61, eos=60)[0].save_pretrained(small)
+    f = tmp_path / "ids.jsonl"
+    f.write_text(json.dumps({"prompt_ids": [1, 5, 7], "answer": 3}) + "\n")
+    res = ue(edge, small, tmp_path / "o", "--prompts-file", str(f))
+    assert res.returncode == 2, res.stderr
+    assert "refused OPEN" in res.stderr and "vocab_mismatch" in res.stderr
+    assert "61 tokens" in res.stderr and f"has {pair_dirs.vocab_size}" in res.stderr
