@@ -15,7 +15,8 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from wisv.evaluate import accuracy, encode_prompt, greedy_reference, mismatch_kind  # noqa: E402
+from wisv.evaluate import accuracy, greedy_reference, mismatch_kind  # noqa: E402
+from wisv.prompts import encode_prompt  # noqa: E402
 from wisv.models import load_pair  # noqa: E402
 from wisv.records import spec_rows, to_frame  # noqa: E402
 from wisv.speculative import speculative_generate  # noqa: E402

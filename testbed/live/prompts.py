@@ -31,7 +31,7 @@ def _tokenizer_dir(cfg) -> Path:
 def load_prompts(cfg, out_file: Path) -> tuple[pd.DataFrame, object]:
     """Resolve the run's prompts, write them as JSONL (prompt_id, prompt_ids, answer) and return them."""
     tok = load_tokenizer(_tokenizer_dir(cfg), "tokenizer")
-    rows = prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file)
+    rows = prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file, chat_template=cfg.ue.chat_template)
     write_jsonl(out_file, rows)
     return pd.DataFrame(rows), tok
 

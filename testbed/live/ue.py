@@ -36,7 +36,7 @@ from testbed.common.link import LinkSpec
 from testbed.common.summary import summarize, table, write_summary
 from wisv.evaluate import eos_id
 from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer, vocab_facts
-from wisv.prompts import prompt_rows
+from wisv.prompts import CHAT_TEMPLATE_MODES, prompt_rows
 from wisv.records import RoundRow, to_frame
 from wisv.rejection import load_predictor, stop_rule, wasted_drafting
 from wisv.sessions import DraftSession
@@ -49,6 +49,8 @@ class UEConfig:
     connect: str = "tcp://127.0.0.1:5601"  # edge (or link emulator) endpoint, tcp://HOST:PORT
     prompts: int = 20  # first N problems of the built-in test split (or of --prompts-file)
     prompts_file: str | None = None  # JSONL with prompt (text) or prompt_ids, optional prompt_id and answer
+    chat_template: str = field(default="auto", metadata={
+        "choices": CHAT_TEMPLATE_MODES})  # prompt text through the tokenizer's chat template (auto: if it has one)
     out: str = "ue-out"  # output directory (rounds.csv, outputs.jsonl, summary.json, summary.csv)
     ue_id: str = "ue0"  # identity prefix of this UE's sessions
     drafter: str | None = None  # local HF drafter directory; None = built-in toy drafter
@@ -267,7 +269,7 @@ def run(cfg: UEConfig) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     drafter_dir = Path(cfg.drafter) if cfg.drafter else builtin_paths()[0]
     tok = load_tokenizer(drafter_dir, "drafter")
-    prompts = prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file)
+    prompts = prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file, chat_template=cfg.chat_template)
     drafter = load_model(drafter_dir, "drafter", cfg.device, default_dtype(cfg.device))
     link = LinkSpec(**json.loads(cfg.link_json)) if cfg.link_json else None
     gc.collect()
