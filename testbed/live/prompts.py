@@ -10,7 +10,7 @@ import zmq
 from tqdm import tqdm
 
 from protocols.wire import Limits
-from testbed.live.ue import Client, fetch_references
+from testbed.live.ue import Client, fetch_references, peer_identity
 from wisv.evaluate import greedy_reference
 from wisv.jsonl import write_jsonl
 from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer
@@ -56,7 +56,8 @@ def _local_references(cfg, prompts: pd.DataFrame) -> dict[str, list[int]]:
 def _edge_references(cfg, prompts: pd.DataFrame) -> dict[str, list[int]]:
     """Asked of the remote edge straight (not through an emulated link), which computes and caches them."""
     ctx = zmq.Context()
-    client = Client(ctx, cfg.remote_edge, "run-ref", Limits(vocab_size=2**31 - 1), cfg.ue.recv_timeout_s)
+    limits = Limits(vocab_size=2**31 - 1)  # no model here: the edge's target bounds the ids it returns
+    client = Client(ctx, cfg.remote_edge, peer_identity("run-ref"), limits, cfg.ue.recv_timeout_s)
     try:
         rows = tqdm(prompts.to_dict("records"), desc="target-only reference (edge)")
         return fetch_references(client, rows, cfg.ue.max_new_tokens, "run-ref")

@@ -43,7 +43,7 @@ log = logging.getLogger("testbed.serve")
 class ServeConfig:
     """Edge server settings."""
 
-    bind: str = "tcp://127.0.0.1:5555"  # ZeroMQ endpoint to bind; port 0 picks a free port
+    bind: str = "tcp://127.0.0.1:5555"  # endpoint to bind, tcp://HOST:PORT (0.0.0.0: every interface; port 0: a free one)
     target: str | None = None  # local HF directory of the target; None = built-in toy target
     device: str = "cpu"  # torch device of the target
     head: str = "default"  # decision head for fh/sh/auto: default | none | accept-all | PATH (a trained head dir)

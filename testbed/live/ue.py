@@ -14,6 +14,7 @@ import json
 import math
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -138,6 +139,11 @@ class Client:
 
     def close(self) -> None:
         self.sock.close(0)
+
+
+def peer_identity(name: str) -> str:
+    """A socket identity unique on a shared edge (two hosts' UEs may both be ``ue0``): the name and a random tag."""
+    return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
 def handshake(client: Client, est: CSIEstimator, sid: str, probe_bytes: int, seq: int) -> None:
@@ -277,7 +283,7 @@ def run(cfg: UEConfig) -> dict:
     stop = stop_rule(load_predictor(cfg.rejection_predictor), cfg.rejection_threshold) if cfg.rejection_predictor else None
     loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop)
     ctx, est = zmq.Context(), CSIEstimator()
-    client = Client(ctx, cfg.connect, f"{cfg.ue_id}", Limits(vocab_size=int(drafter.config.vocab_size)),
+    client = Client(ctx, cfg.connect, peer_identity(cfg.ue_id), Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s)
     all_rows, recs, refs = [], [], None
     try:
