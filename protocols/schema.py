@@ -238,7 +238,9 @@ SCHEMAS: dict[MsgType, Schema] = {
     MsgType.CLOSED: Schema(),
     MsgType.ERROR: Schema(fields={"code": Field((str,)), "text": Field((str,))}),  # frozen: any version decodes it
     MsgType.REFERENCE: Schema(
-        fields={"max_new_tokens": Field(INT, rng=POSITIVE)},  # the session's generation budget, tokens
+        fields={"max_new_tokens": Field(INT, rng=POSITIVE),  # the session's generation budget, tokens
+                "vocab_size": Field(INT, required=False, rng=POSITIVE),  # as in OPEN: checked before any work
+                "vocab_hash": Field((str,), required=False, pattern=SHA256_HEX)},
         tensors={"prompt": Tensor(INT_IDS, ((1, "max_prompt_len"),), rng=TOKEN)},
     ),
     MsgType.REFERENCE_OK: Schema(

@@ -9,11 +9,12 @@ import torch
 import zmq
 from tqdm import tqdm
 
+from protocols.handshake import Vocab
 from protocols.wire import Limits
 from testbed.live.ue import Client, fetch_references, peer_identity
 from wisv.evaluate import greedy_reference
 from wisv.jsonl import write_jsonl
-from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer
+from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer, vocab_facts
 from wisv.prompts import prompt_rows
 
 
@@ -36,9 +37,10 @@ def load_prompts(cfg, out_file: Path) -> tuple[pd.DataFrame, object]:
     return pd.DataFrame(rows), tok
 
 
-def reference_outputs(cfg, prompts: pd.DataFrame, out_file: Path) -> dict[str, list[int]]:
-    """Target-only greedy outputs (what lossless protocols must reproduce), saved as JSONL."""
-    refs = _edge_references(cfg, prompts) if cfg.remote_edge else _local_references(cfg, prompts)
+def reference_outputs(cfg, prompts: pd.DataFrame, out_file: Path, tok=None) -> dict[str, list[int]]:
+    """Target-only greedy outputs (what lossless protocols must reproduce), saved as JSONL; ``tok``: the prompts'
+    tokenizer, whose vocabulary a remote edge checks first."""
+    refs = _edge_references(cfg, prompts, tok) if cfg.remote_edge else _local_references(cfg, prompts)
     write_jsonl(out_file, ({"prompt_id": k, "tokens": v} for k, v in refs.items()))
     return refs
 
@@ -53,14 +55,15 @@ def _local_references(cfg, prompts: pd.DataFrame) -> dict[str, list[int]]:
     return refs
 
 
-def _edge_references(cfg, prompts: pd.DataFrame) -> dict[str, list[int]]:
+def _edge_references(cfg, prompts: pd.DataFrame, tok) -> dict[str, list[int]]:
     """Asked of the remote edge straight (not through an emulated link), which computes and caches them."""
     ctx = zmq.Context()
     limits = Limits(vocab_size=2**31 - 1)  # no model here: the edge's target bounds the ids it returns
     client = Client(ctx, cfg.remote_edge, peer_identity("run-ref"), limits, cfg.ue.recv_timeout_s)
     try:
         rows = tqdm(prompts.to_dict("records"), desc="target-only reference (edge)")
-        return fetch_references(client, rows, cfg.ue.max_new_tokens, "run-ref")
+        vocab = Vocab(*vocab_facts(None, tok)) if tok is not None else None
+        return fetch_references(client, rows, cfg.ue.max_new_tokens, "run-ref", vocab)
     finally:
         client.close()
         ctx.term()

@@ -113,7 +113,7 @@ def run(cfg: RunConfig) -> list[dict]:
     (out / "config.json").write_text(json.dumps(cfg.flat() | resolved | _versions(machine), indent=1))
     config.write_config(out, dataclasses.replace(cfg, out=str(out)), machine | resolved)
     prompts, tok = load_prompts(cfg, out / "prompts.jsonl")
-    refs = reference_outputs(cfg, prompts, out / "reference.jsonl") if cfg.reference else None
+    refs = reference_outputs(cfg, prompts, out / "reference.jsonl", tok) if cfg.reference else None
     summaries = []
     with cpu_wakeup_bound(cfg.cpu_wakeup_us) as wakeup, _placement(cfg)(cfg, out, _edge_args(cfg)) as site:
         for note in site.notes + ([wakeup] if cfg.cpu_wakeup_us is not None else []):

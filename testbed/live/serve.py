@@ -197,6 +197,7 @@ class EdgeServer:
         """The target-only greedy output of the prompt, within a session's limits; cached (it blocks the loop)."""
         n = msg.header["max_new_tokens"]
         self._check_budget(n)
+        self._check_vocab(msg.header)
         key = (tuple(int(t) for t in msg.tensors["prompt"]), n)
         cached = key in self.references
         if cached:

@@ -235,12 +235,15 @@ def open_session(client: Client, sess: UESession) -> Message:
     return ok
 
 
-def fetch_references(client: Client, prompts: list[dict], max_new_tokens: int, sid: str) -> dict[str, list[int]]:
-    """Target-only greedy outputs of the prompts, computed (and cached) by the edge: what lossless protocols give."""
-    refs = {}
+def fetch_references(client: Client, prompts: list[dict], max_new_tokens: int, sid: str,
+                     vocab: Vocab | None) -> dict[str, list[int]]:
+    """Target-only greedy outputs of the prompts, computed (and cached) by the edge: what lossless protocols give.
+    ``vocab``: the prompts' tokenizer, declared as at OPEN (the edge refuses another one before any work)."""
+    refs, declared = {}, {} if vocab is None else {"vocab_size": vocab.size} | (
+        {"vocab_hash": vocab.hash} if vocab.hash else {})
     for p in prompts:
         msg = make(MsgType.REFERENCE, sid, {"prompt": np.asarray(p["prompt_ids"], np.int32)},
-                   max_new_tokens=max_new_tokens)
+                   max_new_tokens=max_new_tokens, **declared)
         refs[str(p["prompt_id"])] = [int(t) for t in client.exchange(msg)[0].tensors["tokens"]]
     return refs
 
@@ -299,7 +302,7 @@ def run(cfg: UEConfig) -> dict:
                                                 "error": rec.get("error")}), flush=True)
         (out / "edge.json").write_text(json.dumps(loc.edge, indent=1))
         if cfg.reference:
-            refs = fetch_references(client, prompts, cfg.max_new_tokens, f"{cfg.ue_id}-ref")
+            refs = fetch_references(client, prompts, cfg.max_new_tokens, f"{cfg.ue_id}-ref", loc.vocab)
     finally:
         to_frame(all_rows).to_csv(out / "rounds.csv", index=False)
         client.close()

@@ -118,6 +118,10 @@ def test_reference_is_the_target_only_output_and_cached(server, pair, tok):
     want = greedy_reference(pair[1], PROMPT, MAX_NEW)
     assert first.tensors["tokens"].tolist() == want == again.tensors["tokens"].tolist()
     assert (first.header["cached"], again.header["cached"]) == (False, True)
+    other = make(MsgType.REFERENCE, "r0", {"prompt": np.asarray(PROMPT, np.int32)}, max_new_tokens=MAX_NEW,
+                 vocab_size=61)  # refused before any work, like OPEN
+    reply = decode(server.handle(b"p", encode(other)), limits)
+    assert reply.header["code"] == "vocab_mismatch" and "61 tokens" in reply.header["text"]
     big = make(MsgType.REFERENCE, "r0", {"prompt": np.asarray(PROMPT, np.int32)}, max_new_tokens=10**6)
     reply = decode(server.handle(b"p", encode(big)), limits)
     assert reply.header["code"] == "too_large" and "--max-session-tokens" in reply.header["text"]
