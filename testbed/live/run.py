@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from channel import config
 from protocols.registry import ALL_PROTOCOLS, PROTOCOLS
+from protocols.ue_side import EdgeError, HandshakeError
 from testbed.common.heads import load_policy
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
@@ -240,7 +241,7 @@ def _adjust(values: dict, ns: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     try:
         run(parse_args(argv))
-    except ChildError as e:  # a UE failed, e.g. its OPEN was refused
+    except (ChildError, HandshakeError, EdgeError, TimeoutError) as e:  # a UE failed, a refusal, no remote edge
         print(f"testbed.run: error: {e}", file=sys.stderr)
         sys.exit(1)
     except (PermissionError, FileNotFoundError) as e:  # e.g. --cpu-wakeup-us without root

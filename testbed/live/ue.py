@@ -224,15 +224,20 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
 
 def open_session(client: Client, sess: UESession) -> Message:
     """OPEN and its OPEN_OK, checked on both sides; a handshake refusal raises HandshakeError (the run ends)."""
-    try:
-        ok, _ = client.exchange(sess.open_message())
-    except EdgeError as e:
-        if e.code in REFUSALS:
-            raise HandshakeError(f"the edge refused OPEN: {e}") from None
-        raise
+    ok, _ = _refusal_is_fatal(client.exchange, sess.open_message())
     sess.check_open_ok(ok.header)
     client.limits = dataclasses.replace(client.limits, vocab_size=max(client.limits.vocab_size, ok.header["vocab_size"]))
     return ok
+
+
+def _refusal_is_fatal(exchange: Callable, msg: Message):
+    """``exchange(msg)``, with a handshake refusal (version, vocabulary, sizes) raised as HandshakeError."""
+    try:
+        return exchange(msg)
+    except EdgeError as e:
+        if e.code in REFUSALS:
+            raise HandshakeError(f"the edge refused {msg.type.name}: {e}") from None
+        raise
 
 
 def fetch_references(client: Client, prompts: list[dict], max_new_tokens: int, sid: str,
@@ -244,7 +249,7 @@ def fetch_references(client: Client, prompts: list[dict], max_new_tokens: int, s
     for p in prompts:
         msg = make(MsgType.REFERENCE, sid, {"prompt": np.asarray(p["prompt_ids"], np.int32)},
                    max_new_tokens=max_new_tokens, **declared)
-        refs[str(p["prompt_id"])] = [int(t) for t in client.exchange(msg)[0].tensors["tokens"]]
+        refs[str(p["prompt_id"])] = [int(t) for t in _refusal_is_fatal(client.exchange, msg)[0].tensors["tokens"]]
     return refs
 
 

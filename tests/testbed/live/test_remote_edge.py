@@ -3,6 +3,7 @@ joined by a veth under root), with a local run's outputs, the edge's reference a
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -10,11 +11,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from transformers import AutoTokenizer
 
 from channel.netns import exec_prefix, topology
 from testbed.live import run
 from testbed.live.procs import Child
 from tests.channel.test_netns import needs_netns
+from tests.testbed.live.test_handshake import swapped_tokenizer
 
 LOSSLESS = ["greedy", "fh", "sh", "auto"]  # with --head none on the edge
 OUTPUTS = ["config.json", "config.toml", "prompts.jsonl", "reference.jsonl", "summary.csv", "run.png"]
@@ -87,6 +90,20 @@ def test_edge_settings_given_with_edge_are_refused_naming_the_flag(argv, words, 
         run.parse_args(["--edge", "tcp://10.0.0.2:5555", *argv])
     err = capsys.readouterr().err
     assert all(w in err for w in words), err
+
+
+@pytest.mark.slow
+def test_a_drafter_with_another_tokenizer_is_refused_before_any_work(edge, pair_dirs, tmp_path: Path, capsys) -> None:
+    drafter = tmp_path / "drafter"
+    shutil.copytree(pair_dirs.drafter, drafter)
+    swapped_tokenizer(AutoTokenizer.from_pretrained(drafter), drafter)  # same size, two ids swapped
+    flags = ue_flags(pair_dirs, tmp_path / "run")
+    flags[flags.index("--drafter") + 1] = str(drafter)
+    with pytest.raises(SystemExit) as e:
+        run.main(["--edge", edge, "--protocol", "greedy", *flags])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "the edge refused REFERENCE" in err and "tokenizer mismatch" in err
+    assert not (tmp_path / "run" / "greedy").exists()  # refused before any UE ran
 
 
 def test_a_bad_edge_endpoint_is_refused(capsys) -> None:
