@@ -12,6 +12,7 @@ import dataclasses
 import gc
 import json
 import math
+import socket
 import sys
 import time
 import uuid
@@ -26,7 +27,8 @@ import zmq
 from transformers import PreTrainedModel
 
 from channel import config
-from channel.measure import CSIEstimator
+from channel.emulator import parse_hostport
+from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
 from protocols.accounting import wire_bytes
 from protocols.auto import AUTO_RULES
 from protocols.registry import PROTOCOLS
@@ -82,6 +84,17 @@ class Local:
     link: LinkSpec | None = None  # the emulated link (None: a real one, whose measured CSI is recorded)
     stop: Callable | None = None  # WISP rejection predictor's stop rule
     edge: dict = field(default_factory=dict)  # the edge's settings from its last OPEN_OK
+    endpoint: str = ""  # tcp://HOST:PORT the UE connects to
+
+    def tcp(self) -> tuple[int, int] | None:
+        """(data segments sent, retransmitted) of this host's TCP connections to the endpoint (None: unknown)."""
+        if not self.endpoint.startswith("tcp://"):
+            return None
+        try:
+            host, port = parse_hostport(self.endpoint.removeprefix("tcp://"))
+            return sample_tcp(socket.gethostbyname(host), port)
+        except (ValueError, OSError):  # not HOST:PORT, or a name that does not resolve
+            return None
 
 
 class Client:
@@ -195,6 +208,7 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
                est: CSIEstimator) -> tuple[dict, list[RoundRow]]:
     """Generate one prompt's output; returns the output record and its round records."""
     sid = f"{cfg.ue_id}-{index}"
+    tcp_before = loc.tcp() if loc.link is None else None  # a real link: its TCP counters (loss estimate)
     t0 = time.perf_counter()
     handshake(client, est, sid, cfg.probe_bytes, index)
     t_probe = time.perf_counter() - t0
@@ -217,6 +231,9 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
         est.add_round(row.t_comm_s, row.uplink_bytes, row.downlink_bytes, row.exchanges)
     t_e2e = time.perf_counter() - t1  # OPEN to the last VERDICT (eq. 22 plus session set-up)
     client.exchange(sess.close_message())
+    if tcp_before is not None:  # the uplink's loss estimate over this prompt: TCP retransmissions per segment sent
+        per = retransmission_rate(tcp_before, loc.tcp())
+        rows = [dataclasses.replace(r, per=per) for r in rows]
     out = {"prompt_id": pid, "ue_id": cfg.ue_id, "tokens": sess.tokens, "rounds": sess.n_rounds,
            "t_e2e_s": t_e2e, "t_probe_s": t_probe}
     return out, rows
@@ -255,7 +272,7 @@ def fetch_references(client: Client, prompts: list[dict], max_new_tokens: int, s
 
 def _csi_columns(csi, est: CSIEstimator, measured: bool = False) -> dict:
     """The CSI in force (RoundRow fields): the emulated link's (None without one), or with ``measured`` (a real
-    link) the UE's own estimate; and the UE's estimate.  A real link's loss is not observable over TCP (per: None)."""
+    link) the UE's own estimate (its loss: filled in per prompt by run_prompt); and the UE's estimate."""
     m = est.csi()
     cols = {"rtt_ms": None, "rate_up_mbps": None, "rate_down_mbps": None, "per": None, "per_down": None}
     if csi is None and measured:
@@ -289,7 +306,7 @@ def run(cfg: UEConfig) -> dict:
     gc.collect()
     gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
     stop = stop_rule(load_predictor(cfg.rejection_predictor), cfg.rejection_threshold) if cfg.rejection_predictor else None
-    loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop)
+    loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect)
     ctx, est = zmq.Context(), CSIEstimator()
     client = Client(ctx, cfg.connect, peer_identity(cfg.ue_id), Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s)
