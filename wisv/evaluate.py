@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 from transformers import GenerationConfig, PreTrainedModel
 
+from wisv.prompts import encode_prompt  # noqa: F401 - the one prompt encoder lives in wisv.prompts; older imports
 from wisv.toydata import is_correct
 
 MAX_NEW_TOKENS = 160  # toy solutions are at most ~110 tokens

@@ -214,7 +214,7 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
     t_probe = time.perf_counter() - t0
     params = UEParams(cfg.protocol, cfg.draft_len, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
                       cfg.seed + index, int(loc.drafter.config.vocab_size), cfg.proactive, cfg.pipeline_depth,
-                      loc.vocab)
+                      vocab=loc.vocab)
     sess = UESession(sid, DraftSession(loc.drafter, ids), params, eos_id(loc.drafter), loc.stop)
     t1 = time.perf_counter()
     ok = open_session(client, sess)
