@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import math
+import re
+import shutil
+import subprocess
 from dataclasses import dataclass
 
 from channel.csi import CSI
@@ -54,3 +57,32 @@ def probe_rate_mbps(nbytes: int, elapsed_s: float, rtt_s: float, floor_s: float 
 def ewma(old: float | None, new: float, alpha: float) -> float:
     """Exponentially weighted moving average: ``new`` weighs ``alpha``; the first value (old None) is taken as is."""
     return new if old is None else old + alpha * (new - old)
+
+
+def tcp_counters(text: str) -> tuple[int, int] | None:
+    """(data segments sent, segments retransmitted) summed over the connections in ``ss -tin`` output; None when
+    it lists none.  ``retrans:c/t`` appears only once a connection retransmitted (t: its total)."""
+    sent = [int(m) for m in re.findall(r"\bdata_segs_out:(\d+)", text)]
+    if not sent:
+        return None
+    return sum(sent), sum(int(m) for m in re.findall(r"\bretrans:\d+/(\d+)", text))
+
+
+def retransmission_rate(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """Retransmitted over sent data segments between two samples (a TCP path's loss estimate); None without both
+    or without a segment sent."""
+    if before is None or after is None or after[0] <= before[0]:
+        return None
+    return max(0, after[1] - before[1]) / (after[0] - before[0])
+
+
+def sample_tcp(host: str, port: int) -> tuple[int, int] | None:
+    """This host's TCP counters toward host:port from ``ss`` (iproute2); None where ss is missing or fails."""
+    if shutil.which("ss") is None:
+        return None
+    try:
+        res = subprocess.run(["ss", "-tinH", "dst", host, "dport", "=", f":{port}"], capture_output=True, text=True,
+                             timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return tcp_counters(res.stdout) if res.returncode == 0 else None

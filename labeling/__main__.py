@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from channel import config
 from labeling import collect, evaluate, export, label, relabel, train
 from labeling.config import VARIANTS, CollectConfig, EvalConfig, LabelConfig, RelabelConfig, TrainConfig
+from wisv.prompts import CHAT_TEMPLATE_MODES
 
 
 @dataclass
@@ -22,6 +23,8 @@ class AllConfig:
     run_dir: str = "runs/labeling"  # the pipeline's run directory (every stage reads and writes here)
     prompts: int | None = None  # calibration prompts of collect (None: its default)
     eval_prompts: int | None = None  # test prompts of evaluate (None: its default)
+    chat_template: str = field(default="auto", metadata={
+        "choices": CHAT_TEMPLATE_MODES})  # prompt text through the tokenizer's chat template (auto: if it has one)
 
 
 STAGES = {"collect": (CollectConfig, collect.run), "label": (LabelConfig, label.run),
@@ -53,12 +56,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_all(cfg: AllConfig) -> None:
     rd = cfg.run_dir
-    collect.run(CollectConfig(run_dir=rd, **({"prompts": cfg.prompts} if cfg.prompts else {})))
+    ct = cfg.chat_template
+    collect.run(CollectConfig(run_dir=rd, chat_template=ct, **({"prompts": cfg.prompts} if cfg.prompts else {})))
     label.run(LabelConfig(run_dir=rd))
     relabel.run(RelabelConfig(run_dir=rd))
     for variant in VARIANTS:
         train.run(TrainConfig(run_dir=rd, variant=variant))
-    evaluate.run(EvalConfig(run_dir=rd, **({"prompts": cfg.eval_prompts} if cfg.eval_prompts else {})))
+    evaluate.run(EvalConfig(run_dir=rd, chat_template=ct, **({"prompts": cfg.eval_prompts} if cfg.eval_prompts else {})))
 
 
 if __name__ == "__main__":

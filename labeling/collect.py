@@ -38,7 +38,8 @@ def run(cfg: CollectConfig) -> Path:
     """Collect traces into cfg.run_dir; returns the traces file."""
     torch.set_num_threads(1)
     pair = load_pair(cfg.drafter, cfg.target, cfg.device)
-    rows = prompt_rows(pair.tokenizer, "calib", cfg.prompts, cfg.prompts_file, need_answers=True)
+    rows = prompt_rows(pair.tokenizer, "calib", cfg.prompts, cfg.prompts_file, need_answers=True,
+                       chat_template=cfg.chat_template)
     episodes, mism = [], []
     for e, row in enumerate(tqdm(rows, desc="collect (greedy SD)")):
         out = speculative_generate(pair.drafter, pair.target, row["prompt_ids"], max_new_tokens=cfg.max_new_tokens,

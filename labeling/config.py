@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from wisv.prompts import CHAT_TEMPLATE_MODES
+
 VARIANTS = ("csi", "nocsi")  # the trained heads: relabeled with CSI, and the no-CSI ablation
 
 
@@ -37,6 +39,8 @@ class CollectConfig:
     target: str | None = None  # target model dir (None: built-in toy target)
     prompts_file: str | None = None  # JSONL with prompt/answer rows (None: the toy calib split)
     prompts: int = 600  # number of calibration prompts
+    chat_template: str = field(default="auto", metadata={
+        "choices": CHAT_TEMPLATE_MODES})  # prompt text through the tokenizer's chat template (auto: if it has one)
     draft_len: int = 16  # K of the greedy SD run that finds the mismatches
     max_new_tokens: int = 160  # generation budget per prompt, tokens
     hidden_layer: int = -1  # hidden-state layer recorded for the head (-1: final, post-norm)
@@ -97,6 +101,8 @@ class EvalConfig:
     target: str | None = None  # target model dir (None: the collect stage's target)
     prompts_file: str | None = None  # JSONL test prompts (None: the toy test split)
     prompts: int = 200  # test prompts
+    chat_template: str = field(default="auto", metadata={
+        "choices": CHAT_TEMPLATE_MODES})  # prompt text through the tokenizer's chat template (auto: if it has one)
     draft_len: int = 16  # K, draft tokens per round
     taus: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # thresholds swept (greedy = tau 0 always runs)
     channels: dict[str, tuple[float, float]] = field(

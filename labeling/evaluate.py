@@ -165,7 +165,7 @@ def run(cfg: EvalConfig) -> pd.DataFrame:
     ccfg = load_config(cfg.run_dir, "collect")
     pair = load_pair(cfg.drafter or ccfg["drafter"], cfg.target or ccfg["target"], cfg.device)
     heads = {v: load_head(require(cfg.run_dir, HEADS, "train", variant=v)) for v in cfg.variants}
-    rows = prompt_rows(pair.tokenizer, "test", cfg.prompts, cfg.prompts_file)
+    rows = prompt_rows(pair.tokenizer, "test", cfg.prompts, cfg.prompts_file, chat_template=cfg.chat_template)
     chans = channel_csi(cfg.channels)
     if len(chans) < 2:
         raise ValueError("evaluate needs at least two channels (e.g. good=500/5 poor=2/50)")

@@ -239,8 +239,8 @@ def _check_head_width(policy: MismatchPolicy, protocol: str, drafter_hidden: int
     """Refuse at OPEN a WISV session whose drafter hidden size the edge's decision head cannot take."""
     want = getattr(getattr(policy, "cfg", None), "d_draft", None)
     if want is not None and drafter_hidden is not None and get_protocol(protocol).rule == "wisv" and drafter_hidden != want:
-        raise ProtocolError("shape_mismatch", f"this edge's decision head takes drafter hidden size {want}; "
-                                              f"OPEN declared {drafter_hidden}")
+        raise ProtocolError("shape_mismatch", f"drafter hidden size mismatch: this edge's decision head takes drafter "
+                                              f"hidden size {want}, the UE's drafter declared {drafter_hidden} at OPEN")
 
 
 def _csi_of(d: dict | None) -> CSI | None:

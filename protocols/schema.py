@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-WIRE_VERSION = 1  # bump on any incompatible change to SCHEMAS or to the framing
+WIRE_VERSION = 2  # bump on any incompatible change to SCHEMAS or to the framing (2: OPEN's vocabulary facts, REFERENCE)
 UNBOUNDED = 2**63  # upper bound for ints that have no protocol limit
 
 
@@ -34,6 +35,8 @@ class MsgType(enum.IntEnum):
     CLOSE = 9  # UE -> edge: end the session
     CLOSED = 10  # edge -> UE: session ended
     ERROR = 11  # either way: the peer sent something wrong
+    REFERENCE = 12  # UE -> edge: ask for the target-only greedy output of a prompt (no session state)
+    REFERENCE_OK = 13  # edge -> UE: that output's tokens
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class Field:
     required: bool = True
     rng: Range | None = None  # for int fields: allowed interval
     values: tuple[type, ...] | None = None  # for dict fields: accepted value types (keys are always str)
+    pattern: str | None = None  # for str fields: a regex the whole value must match
 
     def check(self, where: str, value: Any, limits: Limits | None) -> Any:
         """Return the value (int -> float for float fields) or raise; ranges are skipped when limits is None."""
@@ -98,6 +102,8 @@ class Field:
                 if type(item) not in self.values:
                     want = type_names(self.values)
                     raise WireError("bad_field", f"{where}[{key!r}] must be {want}, got {brief(item)}")
+        if self.pattern is not None and re.fullmatch(self.pattern, value) is None:
+            raise WireError("bad_field", f"{where} = {brief(value)} does not match {self.pattern}")
         if self.rng is not None and limits is not None:
             lo, hi = self.rng.bounds(limits)
             if not lo <= value < hi:
@@ -179,6 +185,8 @@ def check_path(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: L
 
 INT = (int,)
 FLOAT = (float, int)
+SHA256_HEX = r"[0-9a-f]{64}"  # a sha256 digest in lowercase hex
+SETTING = (str, int, float, bool, type(None))  # value types of the edge's reported settings
 
 SCHEMAS: dict[MsgType, Schema] = {
     MsgType.OPEN: Schema(
@@ -191,12 +199,16 @@ SCHEMAS: dict[MsgType, Schema] = {
             "temperature": Field(FLOAT, required=False),  # sampling temperature (reject)
             "seed": Field(INT, required=False, rng=NONNEG),  # edge sampling seed (reject)
             "meta": Field((dict,), required=False),
+            "vocab_size": Field(INT, required=False, rng=POSITIVE),  # drafter's tokenizer size (no tokenizer: model's)
+            "vocab_hash": Field((str,), required=False, pattern=SHA256_HEX),  # sha256 of its (token, id) pairs
         },
         tensors={"prompt": Tensor(INT_IDS, ((1, "max_prompt_len"),), rng=TOKEN)},
     ),
     MsgType.OPEN_OK: Schema(
         fields={"target_hidden": Field(INT, rng=HIDDEN_DIM), "vocab_size": Field(INT, rng=POSITIVE),
-                "hidden_layer": Field(INT, required=False, rng=LAYER)},  # layer the edge's head reads (default -1)
+                "hidden_layer": Field(INT, required=False, rng=LAYER),  # layer the edge's head reads (default -1)
+                "vocab_hash": Field((str,), required=False, pattern=SHA256_HEX),  # the target tokenizer's hash
+                "edge": Field((dict,), required=False, values=SETTING)},  # the edge's settings (head, tau, ...)
     ),
     MsgType.PING: Schema(
         fields={
@@ -257,7 +269,17 @@ SCHEMAS: dict[MsgType, Schema] = {
     ),
     MsgType.CLOSE: Schema(),
     MsgType.CLOSED: Schema(),
-    MsgType.ERROR: Schema(fields={"code": Field((str,)), "text": Field((str,))}),
+    MsgType.ERROR: Schema(fields={"code": Field((str,)), "text": Field((str,))}),  # frozen: any version decodes it
+    MsgType.REFERENCE: Schema(
+        fields={"max_new_tokens": Field(INT, rng=POSITIVE),  # the session's generation budget, tokens
+                "vocab_size": Field(INT, required=False, rng=POSITIVE),  # as in OPEN: checked before any work
+                "vocab_hash": Field((str,), required=False, pattern=SHA256_HEX)},
+        tensors={"prompt": Tensor(INT_IDS, ((1, "max_prompt_len"),), rng=TOKEN)},
+    ),
+    MsgType.REFERENCE_OK: Schema(
+        fields={"cached": Field((bool,))},  # the edge answered from its cache
+        tensors={"tokens": Tensor(INT_IDS, ((0, "max_prompt_len"),), rng=TOKEN)},  # [n] new tokens, EOS included
+    ),
 }
 
 

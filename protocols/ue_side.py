@@ -15,6 +15,7 @@ import torch
 from channel.csi import CSI
 from protocols.accounting import wire_payload_bits
 from protocols.auto import MismatchStats, choose
+from protocols.handshake import Vocab, vocab_refusal
 from protocols.registry import Protocol, get_protocol
 from protocols.wire import Message, MsgType, make
 from wisv.sessions import Draft, DraftSession
@@ -25,7 +26,20 @@ from wisv.treedraft import TreeState, aligned, draft_tree, expand_leaf
 
 
 class EdgeError(RuntimeError):
-    """The edge answered with an ERROR message."""
+    """The edge answered with an ERROR message (``code``: its code, when it came from one)."""
+
+    def __init__(self, text: str, code: str | None = None):
+        super().__init__(text)
+        self.code = code
+
+
+class HandshakeError(RuntimeError):
+    """OPEN was refused for a mismatch between the UE and the edge (version, tokenizer, sizes): no prompt can run."""
+
+
+def edge_error(msg: Message) -> EdgeError:
+    """The EdgeError of an ERROR message."""
+    return EdgeError(f"edge error [{msg.header['code']}]: {msg.header['text']}", msg.header["code"])
 
 
 @dataclass
@@ -42,6 +56,7 @@ class UEParams:
     proactive: int = 0  # SpecEdge: draft up to this many tokens past the block while it is verified (0: off)
     pipeline_depth: bool = False  # SpecEdge: K with K * tau_d + RTT ~= the edge's last verify time (<= draft_len)
     tree_budget: int = 16  # tree: draft tokens per tree (a carried proactive chain comes on top)
+    vocab: Vocab | None = None  # the drafter's vocabulary, declared at OPEN (None: not declared, not checked)
 
 
 @dataclass
@@ -75,9 +90,19 @@ class UESession:
 
     def open_message(self) -> Message:
         prompt = np.asarray(self.d.seq, dtype=np.int32)
+        vocab = {} if self.p.vocab is None else {"vocab_size": self.p.vocab.size} | (
+            {"vocab_hash": self.p.vocab.hash} if self.p.vocab.hash else {})
         return make(MsgType.OPEN, self.sid, {"prompt": prompt}, protocol=self.p.protocol, draft_len=self._block_max(),
                     max_new_tokens=self.p.max_new_tokens, drafter_hidden=int(self.d.model.config.hidden_size),
-                    temperature=float(self.p.temperature), seed=self.p.seed + 1)
+                    temperature=float(self.p.temperature), seed=self.p.seed + 1, **vocab)
+
+    def check_open_ok(self, header: dict) -> None:
+        """The UE's own check of the edge's OPEN_OK: the target's tokenizer hash, where both sides have one."""
+        theirs = header.get("vocab_hash")
+        if self.p.vocab is not None and self.p.vocab.hash and theirs:
+            why = vocab_refusal(self.p.vocab, Vocab(self.p.vocab.size, theirs))
+            if why:
+                raise HandshakeError(why)
 
     def next_draft(self, csi_est: CSI | None) -> Message:
         """Draft the next block and build its DRAFT message (auto picks FH or SH first)."""
@@ -117,7 +142,7 @@ class UESession:
     def on_reply(self, msg: Message) -> Message | None:
         """Answer a HIDDEN_REQ with HIDDEN; on VERDICT commit and return None."""
         if msg.type == MsgType.ERROR:
-            raise EdgeError(f"edge error [{msg.header['code']}]: {msg.header['text']}")
+            raise edge_error(msg)
         r = self.round
         if msg.type == MsgType.HIDDEN_REQ:
             pos = [int(i) for i in msg.tensors["positions"]]

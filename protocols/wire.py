@@ -109,8 +109,9 @@ def decode(frames: Sequence[Any], limits: Limits) -> Message:
     schema = SCHEMAS[mtype]
     raw = _unpack_header(views[0][1:], limits)
     version = raw.pop("v", None)
-    if type(version) is not int or version != WIRE_VERSION:
-        raise WireError("bad_version", f"{mtype.name}: header 'v' = {brief(version)}, expected {WIRE_VERSION}")
+    if type(version) is not int or (version != WIRE_VERSION and mtype != MsgType.ERROR):  # ERROR's schema is frozen
+        raise WireError("bad_version", f"{mtype.name}: sent in wire-protocol version {brief(version)}, "
+                                       f"the receiver speaks version {WIRE_VERSION}")
     session = raw.pop("session", None)
     _check_session(session)
     descs = raw.pop("tensors", None)

@@ -19,7 +19,8 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from channel import config  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
-from wisv.evaluate import encode_prompt, greedy_reference  # noqa: E402
+from wisv.evaluate import greedy_reference  # noqa: E402
+from wisv.prompts import encode_prompt  # noqa: E402
 from wisv.lossless import check_lossless  # noqa: E402
 from wisv.models import load_pair  # noqa: E402
 from wisv.records import spec_rows, to_frame  # noqa: E402

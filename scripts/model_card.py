@@ -18,7 +18,8 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from channel import config  # noqa: E402
-from wisv.evaluate import accuracy, encode_prompt, greedy_reference, mismatch_kind  # noqa: E402
+from wisv.evaluate import accuracy, greedy_reference, mismatch_kind  # noqa: E402
+from wisv.prompts import encode_prompt  # noqa: E402
 from wisv.models import load_pair  # noqa: E402
 from wisv.records import spec_rows, to_frame  # noqa: E402
 from wisv.speculative import speculative_generate  # noqa: E402

@@ -29,7 +29,8 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from channel import config  # noqa: E402
 from wisv.acceptance import greedy_accept_ids  # noqa: E402
-from wisv.evaluate import eos_id, encode_prompt  # noqa: E402
+from wisv.evaluate import eos_id  # noqa: E402
+from wisv.prompts import encode_prompt  # noqa: E402
 from wisv.models import load_pair  # noqa: E402
 from wisv.rejection import (choose_threshold, evaluate_predictor, round_labels, save_predictor,  # noqa: E402
                             split_rounds, stop_length, train_predictor, wasted_drafting)

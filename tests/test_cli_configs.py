@@ -124,10 +124,15 @@ def _changed(value, tp, meta) -> object:
     return value + 1 if tp is int else value + "x"
 
 
+KEPT = {(run.RunConfig, "remote_edge")}  # left at its default: --edge refuses the changed edge settings (own test)
+
+
 def changed(cls: type, base=None, skip=()) -> object:
     base = cls() if base is None else base
     hints, kw = typing.get_type_hints(cls), {}
     for f in config.settable(cls, skip):
+        if (cls, f.name) in KEPT:
+            continue
         value = getattr(base, f.name)
         kw[f.name] = (changed(type(value), value, f.metadata.get("skip", ())) if dataclasses.is_dataclass(value)
                       else _changed(value, hints[f.name], f.metadata))
@@ -191,6 +196,16 @@ def test_run_flags_override_the_file(tmp_path):
     assert run.parse_args(["--rate-mbps", "9", "--rate-up-mbps", "1"]).link.rate_up_mbps == 1.0
 
 
+def test_a_remote_edge_run_round_trips(tmp_path):
+    cfg = run.parse_args(["--edge", "tcp://10.0.0.2:5555", "--protocol", "all", "--draft-len", "6"])
+    assert cfg.remote_edge == "tcp://10.0.0.2:5555" and not cfg.link.emulated  # no link flag: the real link
+    assert run.parse_args(config.to_argv(cfg)) == cfg
+    path = config.write_config(tmp_path, cfg)
+    assert config.from_values(run.RunConfig, config.load_toml(run.RunConfig, path)) == cfg
+    emulated = run.parse_args(["--edge", "tcp://10.0.0.2:5555", "--rtt-ms", "30"])
+    assert emulated.link.emulated and emulated.link.rtt_ms == 30.0 and emulated.link.rate_up_mbps == 20.0
+
+
 def test_run_keeps_its_flags_and_checks():
     cfg = run.parse_args(["--no-reference", "--no-kv-reuse", "--pipeline-depth", "--batch-verify", "--netns",
                           "--seed", "4", "--head", "none", "--tau", "0.3", "--protocol", "all"])
@@ -203,12 +218,12 @@ def test_run_keeps_its_flags_and_checks():
 
 
 def test_run_child_argv_rebuilds_the_ue_and_edge_configs():
-    from types import SimpleNamespace
+    from testbed.live.placement import Site
     from pathlib import Path
     cfg = run.parse_args(["--draft-len", "80", "--device", "cpu", "--seed", "2", "--proactive", "3",
                           "--no-kv-reuse", "--tau", "0.2"])
-    site = SimpleNamespace(connect="tcp://127.0.0.1:7", t0_epoch_s=123.25)
-    u = ue.parse_args(run._ue_args(cfg, "sh", site, Path("p.jsonl"), Path("o"), 1)[1:])
+    site = Site(connect="tcp://127.0.0.1:7", t0_epoch_s=123.25)
+    u = ue.parse_args(run._ue_args(cfg, "sh", site, Path("p.jsonl"), Path("o"), 1, 3)[1:])
     assert (u.connect, u.prompts_file, u.out, u.ue_id, u.protocol, u.seed) == ("tcp://127.0.0.1:7", "p.jsonl", "o",
                                                                                "ue1", "sh", 2)
     assert (u.draft_len, u.proactive, u.link_t0_epoch_s) == (80, 3, 123.25)

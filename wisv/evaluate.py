@@ -1,17 +1,13 @@
-"""Shared evaluation helpers: prompt encoding, target-only greedy reference, accuracy, recall/FPR, mismatch kinds."""
+"""Shared evaluation helpers: target-only greedy reference, accuracy, recall/FPR, mismatch kinds."""
 from __future__ import annotations
 
 import torch
 from transformers import GenerationConfig, PreTrainedModel
 
+from wisv.prompts import encode_prompt  # noqa: F401 - the one prompt encoder lives in wisv.prompts; older imports
 from wisv.toydata import is_correct
 
 MAX_NEW_TOKENS = 160  # toy solutions are at most ~110 tokens
-
-
-def encode_prompt(tokenizer, text: str) -> list[int]:
-    """Token ids the models are conditioned on (the tokenizer adds BOS where its family does)."""
-    return tokenizer(text).input_ids
 
 
 def eos_id(model: PreTrainedModel) -> int | None:

@@ -1,6 +1,8 @@
 """Load a drafter/target pair with their shared tokenizer: the built-in toy pair or local HF directories."""
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import NamedTuple
 
@@ -49,11 +51,41 @@ def check_model_dir(path: Path, role: str) -> None:
         raise PairError(f"{role} path {str(path)!r} holds a {cfg.model_type!r} model, which is not a causal LM")
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")  # any of them: a tokenizer dir
+
+
+def has_tokenizer(path: Path) -> bool:
+    """True when the model directory also holds a tokenizer."""
+    return any((Path(path) / f).exists() for f in TOKENIZER_FILES)
+
+
+def load_tokenizer(path: Path, role: str):
+    """The tokenizer saved in a model directory, or None when it holds none."""
+    return _load_tokenizer(Path(path), role) if has_tokenizer(path) else None
+
+
 def _load_tokenizer(path: Path, role: str):
     try:
         return AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError, TypeError) as e:
         raise PairError(f"{role} path {str(path)!r}: no usable tokenizer ({e})") from e
+
+
+def vocab_hash(tok) -> str | None:
+    """sha256 (hex) of a tokenizer's vocabulary as its sorted (token, id) pairs, JSON-encoded one per line; None
+    for no tokenizer.  Two tokenizers with one hash give every token the same id."""
+    if tok is None:
+        return None
+    h = hashlib.sha256()
+    for token, i in sorted(tok.get_vocab().items()):
+        h.update(json.dumps([token, int(i)]).encode() + b"\n")
+    return h.hexdigest()
+
+
+def vocab_facts(model: PreTrainedModel, tok) -> tuple[int, str | None]:
+    """(size, hash) of the vocabulary a model's side declares at OPEN: the tokenizer's when there is one, else the
+    model's config vocab_size and no hash (then only the sizes can be compared)."""
+    return (len(tok), vocab_hash(tok)) if tok is not None else (int(model.config.vocab_size), None)
 
 
 def check_same_vocab(drafter_tok, target_tok) -> None:
@@ -83,7 +115,7 @@ def load_pair(drafter: str | Path | None = None, target: str | Path | None = Non
     check_model_dir(d_path, "drafter")
     check_model_dir(t_path, "target")
     tok = _load_tokenizer(t_path, "target")
-    if any((d_path / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
+    if has_tokenizer(d_path):
         check_same_vocab(_load_tokenizer(d_path, "drafter"), tok)
     dtype = dtype or default_dtype(device)
     return ModelPair(load_model(d_path, "drafter", device, dtype), load_model(t_path, "target", device, dtype), tok)

@@ -23,6 +23,11 @@ class LinkSpec:
     seed: int = 0  # seed of the loss and jitter draws
     host_overhead_ms: float = 0.0  # hosts' one-way cost taken out of each delay, ms (scripts/bench_link.py measures it)
 
+    @property
+    def emulated(self) -> bool:
+        """True when the link has anything to emulate (a finite rate, delay, jitter, loss or a CSI trace)."""
+        return bool(self.csi_trace) or self.jitter_ms != 0 or not self.fixed_csi().is_ideal
+
     def fixed_csi(self) -> CSI:
         up = self.rate_up_mbps if self.rate_up_mbps else math.inf
         down = self.rate_down_mbps if self.rate_down_mbps else math.inf

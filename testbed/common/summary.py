@@ -1,7 +1,9 @@
 """Summaries derived from per-round records and per-prompt outputs (pandas), and the printed comparison table."""
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pandas as pd
 
@@ -14,12 +16,12 @@ SUMMARY_COLUMNS = ["protocol", "prompts", "accuracy", "aal", "rounds_per_prompt"
 
 def summarize(protocol: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompts: pd.DataFrame,
               decode, references: dict[str, list[int]] | None) -> dict:
-    """One protocol's summary: accuracy, AAL, rounds, latency, throughput, bytes, losslessness (AAL, rounds,
+    """One protocol's summary (decode None: no accuracy): accuracy, AAL, rounds, latency, throughput, bytes, losslessness (AAL, rounds,
     latency, throughput and WDT from wisv.summary over the round records and the successful prompts)."""
     ok = outputs[outputs["error"].isna()] if "error" in outputs else outputs
     merged = ok.merge(prompts[["prompt_id"] + (["answer"] if "answer" in prompts else [])], on="prompt_id")
     acc = None
-    if "answer" in merged and merged["answer"].notna().all() and len(merged):
+    if decode is not None and "answer" in merged and merged["answer"].notna().all() and len(merged):
         acc = float(sum(is_correct(decode(t), int(a)) for t, a in zip(merged["tokens"], merged["answer"])) / len(merged))
     n_tok = int(ok["tokens"].map(len).sum())
     per_prompt = pd.DataFrame({"latency_s": ok["t_e2e_s"], "n_tokens": ok["tokens"].map(len)}) if len(ok) \
@@ -41,6 +43,13 @@ def summarize(protocol: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompt
         "generated_tokens": n_tok,
         "wdt_tokens_per_round": m["wdt_tokens_per_round"],
     }
+
+
+def write_summary(out: Path, summaries: list[dict]) -> None:
+    """``summary.csv`` (one row per summary) in ``out``, and ``summary.json`` when there is one summary."""
+    pd.DataFrame(summaries).to_csv(out / "summary.csv", index=False)
+    if len(summaries) == 1:
+        (out / "summary.json").write_text(json.dumps(summaries[0], indent=1))
 
 
 def table(summaries: list[dict]) -> str:

@@ -1,8 +1,9 @@
-"""Where a run's processes live and how they are linked: loopback + in-process emulator, or two netns + tc.
+"""Where a run's processes live and how they are linked: loopback + in-process emulator, two netns + tc, or an
+edge already serving on another host (the real link, or the in-process emulator in front of it).
 
-Both placements start the edge, set up the link, and yield a ``Site``: the endpoint UEs connect to,
-the command prefix that puts a UE in its place, and when the link's trace clock started.
-Everything is torn down in ``finally``.
+Every placement starts the edge (except ``remote``), sets up the link, and yields a ``Site``: the endpoint UEs
+connect to, the command prefix that puts a UE in its place, when the link's trace clock started, and whether the
+link is real (UEs then record the CSI they measure).  Everything is torn down in ``finally``.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from channel import config
-from channel.emulator import EmulatorConfig, LinkEmulator
+from channel.emulator import EmulatorConfig, LinkEmulator, parse_hostport
 from channel.netns import exec_prefix, topology
 from channel.tc import applied, direction_specs, kernel_has_netem, plan_link
 from testbed.live.procs import Child
@@ -31,6 +32,7 @@ class Site:
     t0_epoch_s: float  # wall-clock start of the link (trace time 0)
     ue_prefix: list[str] = field(default_factory=list)  # command prefix placing a UE (e.g. ip netns exec)
     notes: list[str] = field(default_factory=list)  # how the link is emulated, for the log
+    measured: bool = False  # a real, unemulated link: UEs record the CSI they measure as the CSI in force
 
 
 @contextmanager
@@ -39,14 +41,28 @@ def local(cfg, out: Path, edge_args: list[str]) -> Iterator[Site]:
     edge = Child("edge", edge_args + ["--bind", "tcp://127.0.0.1:0"], out / "edge.log")
     try:
         endpoint = edge.wait_for("READY", 300)
-        emu_cfg = cfg.link.emulator_config(int(endpoint.rsplit(":", 1)[1]))
-        if emu_cfg.csi is None and emu_cfg.trace is None and emu_cfg.jitter_ms == 0:
+        if not cfg.link.emulated:
             yield Site(endpoint, time.time(), notes=["no link emulation: the UE connects straight to the edge"])
             return
-        with LinkEmulator(emu_cfg) as emu:
+        with LinkEmulator(cfg.link.emulator_config(int(endpoint.rsplit(":", 1)[1]))) as emu:
             yield Site(emu.endpoint, emu.t0_epoch_s, notes=["user-space emulator on loopback"])
     finally:
         edge.stop()
+
+
+@contextmanager
+def remote(cfg, out: Path, edge_args: list[str]) -> Iterator[Site]:
+    """An edge already serving at ``cfg.remote_edge``: UEs connect to it over the real link, measuring its CSI, or
+    through the user-space emulator on this host when the run emulates a link (``edge_args`` unused)."""
+    host, port = parse_hostport(cfg.remote_edge.removeprefix("tcp://"))
+    if not cfg.link.emulated:
+        yield Site(cfg.remote_edge, time.time(), measured=True,
+                   notes=[f"remote edge {cfg.remote_edge}: the real link, no emulation; the UEs record the CSI they "
+                          "measure (RTT from their handshakes, rates from their probes)"])
+        return
+    with LinkEmulator(cfg.link.emulator_config(port, target_host=host)) as emu:
+        yield Site(emu.endpoint, emu.t0_epoch_s,
+                   notes=[f"user-space emulator on this host in front of the remote edge {cfg.remote_edge}"])
 
 
 @contextmanager

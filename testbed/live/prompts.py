@@ -1,16 +1,20 @@
-"""Prompts of a run (built-in test split or a JSONL file) and the target-only greedy reference outputs."""
+"""Prompts of a run (built-in test split or a JSONL file) and the target-only greedy reference outputs (computed
+here, or with ``--edge`` asked of the remote edge)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pandas as pd
 import torch
+import zmq
 from tqdm import tqdm
-from transformers import AutoTokenizer
 
+from protocols.handshake import Vocab
+from protocols.wire import Limits
+from testbed.live.ue import Client, fetch_references, peer_identity
 from wisv.evaluate import greedy_reference
 from wisv.jsonl import write_jsonl
-from wisv.models import builtin_paths, default_dtype, load_model
+from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer, vocab_facts
 from wisv.prompts import prompt_rows
 
 
@@ -18,21 +22,48 @@ def _target_dir(cfg) -> Path:
     return Path(cfg.edge.target) if cfg.edge.target else builtin_paths()[1]
 
 
+def _tokenizer_dir(cfg) -> Path:
+    """The target's directory; with a remote edge (no target here) the drafter's, which shares its tokenizer."""
+    if cfg.remote_edge is None:
+        return _target_dir(cfg)
+    return Path(cfg.ue.drafter) if cfg.ue.drafter else builtin_paths()[0]
+
+
 def load_prompts(cfg, out_file: Path) -> tuple[pd.DataFrame, object]:
     """Resolve the run's prompts, write them as JSONL (prompt_id, prompt_ids, answer) and return them."""
-    tok = AutoTokenizer.from_pretrained(_target_dir(cfg))
-    rows = prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file)
+    tok = load_tokenizer(_tokenizer_dir(cfg), "tokenizer")
+    rows = prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file, chat_template=cfg.ue.chat_template)
     write_jsonl(out_file, rows)
     return pd.DataFrame(rows), tok
 
 
-def reference_outputs(cfg, prompts: pd.DataFrame, out_file: Path) -> dict[str, list[int]]:
-    """Target-only greedy outputs (what lossless protocols must reproduce), saved as JSONL."""
+def reference_outputs(cfg, prompts: pd.DataFrame, out_file: Path, tok=None) -> dict[str, list[int]]:
+    """Target-only greedy outputs (what lossless protocols must reproduce), saved as JSONL; ``tok``: the prompts'
+    tokenizer, whose vocabulary a remote edge checks first."""
+    refs = _edge_references(cfg, prompts, tok) if cfg.remote_edge else _local_references(cfg, prompts)
+    write_jsonl(out_file, ({"prompt_id": k, "tokens": v} for k, v in refs.items()))
+    return refs
+
+
+def _local_references(cfg, prompts: pd.DataFrame) -> dict[str, list[int]]:
     torch.set_num_threads(1)
     target = load_model(_target_dir(cfg), "target", cfg.device, default_dtype(cfg.device))
     refs = {}
     for pid, ids in tqdm(list(zip(prompts["prompt_id"], prompts["prompt_ids"])), desc="target-only reference"):
         refs[pid] = greedy_reference(target, list(ids), cfg.ue.max_new_tokens)
-    write_jsonl(out_file, ({"prompt_id": k, "tokens": v} for k, v in refs.items()))
     del target
     return refs
+
+
+def _edge_references(cfg, prompts: pd.DataFrame, tok) -> dict[str, list[int]]:
+    """Asked of the remote edge straight (not through an emulated link), which computes and caches them."""
+    ctx = zmq.Context()
+    limits = Limits(vocab_size=2**31 - 1)  # no model here: the edge's target bounds the ids it returns
+    client = Client(ctx, cfg.remote_edge, peer_identity("run-ref"), limits, cfg.ue.recv_timeout_s)
+    try:
+        rows = tqdm(prompts.to_dict("records"), desc="target-only reference (edge)")
+        vocab = Vocab(*vocab_facts(None, tok)) if tok is not None else None
+        return fetch_references(client, rows, cfg.ue.max_new_tokens, "run-ref", vocab)
+    finally:
+        client.close()
+        ctx.term()

@@ -2,6 +2,9 @@
 
 Usage: ``python -m testbed.run --protocol auto`` (built-in pair, 20 test prompts, 20 Mbps / 20 ms).
 ``--protocol all`` runs every protocol on the same prompts and link and prints them side by side.
+``--edge tcp://HOST:PORT`` runs only the UEs here, against an edge serving on another host (``python -m
+testbed.serve --bind tcp://0.0.0.0:PORT``): the real link, measured, unless link flags ask for emulation; the
+target-only reference comes from the edge, and the edge's own settings (head, tau, ...) are recorded.
 Writes per protocol ``rounds.csv``, ``outputs.jsonl`` and ``summary.json`` to ``--out DIR/<protocol>``,
 plus ``config.json``, ``prompts.jsonl``, ``reference.jsonl``, ``summary.csv`` and ``run.png`` (latency per
 prompt, AAL per protocol) to ``--out DIR``.
@@ -12,6 +15,7 @@ import argparse
 import dataclasses
 import json
 import math
+import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -22,13 +26,14 @@ from tqdm import tqdm
 
 from channel import config
 from protocols.registry import ALL_PROTOCOLS, PROTOCOLS
+from protocols.ue_side import EdgeError, HandshakeError
 from testbed.common.heads import load_policy
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
 from testbed.common.plots import plot_run
 from testbed.common.summary import summarize, table
 from testbed.live import placement
-from testbed.live.procs import Child, progress_handler
+from testbed.live.procs import Child, ChildError, progress_handler
 from testbed.live.prompts import load_prompts, reference_outputs
 from testbed.live.serve import ServeConfig
 from testbed.live.ue import UEConfig
@@ -37,9 +42,9 @@ from wisv.jsonl import read_jsonl, write_jsonl
 from wisv.records import read_records
 
 
-UE_SET_BY_RUN = ("connect", "prompts_file", "out", "ue_id", "protocol", "device", "seed", "link_json",
-                 "link_t0_epoch_s")  # UEConfig fields the run sets for each UE process
-EDGE_SET_BY_RUN = ("bind", "device", "max_draft_len")  # ServeConfig fields the run sets for the edge
+UE_SET_BY_RUN = ("connect", "prompts", "prompts_file", "out", "ue_id", "protocol", "device", "seed", "link_json",
+                 "link_t0_epoch_s", "reference")  # UEConfig fields the run sets for each UE process
+EDGE_SET_BY_RUN = ("bind", "device", "max_draft_len", "max_session_tokens")  # ServeConfig fields the run sets for the edge
 
 
 @dataclass
@@ -57,6 +62,8 @@ class RunConfig:
     reference: bool = True  # compute target-only greedy outputs for matches_target (--no-reference: skip)
     cpu_wakeup_us: int | None = None  # hold /dev/cpu_dma_latency at this bound during the run, us (root; 0: poll)
     netns: bool = False  # edge and UEs in their own network namespaces joined by a veth (root), tc on the veth
+    remote_edge: str | None = field(default=None, metadata={
+        "flag": "edge"})  # tcp://HOST:PORT of an edge serving elsewhere: only UEs run here (no link flag: real link)
     ue: UEConfig = field(default_factory=UEConfig, metadata={"skip": UE_SET_BY_RUN})  # the UEs' settings
     edge: ServeConfig = field(default_factory=ServeConfig, metadata={"skip": EDGE_SET_BY_RUN})  # the edge's settings
     link: LinkSpec = field(default_factory=LinkSpec, metadata={"skip": ("seed",)})  # emulated link (seed: the run's)
@@ -69,6 +76,21 @@ class RunConfig:
             raise ValueError("--cpu-wakeup-us must be >= 0")
         if not 0 <= self.link.host_overhead_ms < math.inf:
             raise ValueError("--host-overhead-ms must be finite and >= 0")
+        if self.remote_edge is not None:
+            self._check_remote()
+
+    def _check_remote(self) -> None:
+        """With --edge the edge's settings are the serving edge's: a local one given is an error naming it."""
+        if not re.fullmatch(r"tcp://[^:/\s]+:\d+", self.remote_edge):
+            raise ValueError(f"--edge must be tcp://HOST:PORT, got {self.remote_edge!r}")
+        if self.netns:
+            raise ValueError("--netns starts an edge in a namespace here; with --edge the edge already runs elsewhere")
+        base = ServeConfig()
+        given = [f.flag for f in config.flags(ServeConfig) if f.path[0] not in EDGE_SET_BY_RUN
+                 and getattr(self.edge, f.path[0]) != getattr(base, f.path[0])]
+        if given:
+            raise ValueError(f"{', '.join(given)}: with --edge these are the serving edge's settings; set them on its "
+                             "`python -m testbed.serve` command line (the run records what the edge reports)")
 
     def protocols(self) -> list[str]:
         return list(ALL_PROTOCOLS) if self.protocol == "all" else [self.protocol]
@@ -82,18 +104,19 @@ class RunConfig:
 
 def run(cfg: RunConfig) -> list[dict]:
     """Run every requested protocol on the same prompts and link; return their summaries."""
-    _, tau, head_desc = load_policy(cfg.edge.head, cfg.edge.tau, cfg.edge.target)  # fail fast on a bad --head
+    tau, head_desc = None, "the remote edge's"
+    if cfg.remote_edge is None:
+        _, tau, head_desc = load_policy(cfg.edge.head, cfg.edge.tau, cfg.edge.target)  # fail fast on a bad --head
     out = Path(cfg.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{cfg.protocol}")
     out.mkdir(parents=True, exist_ok=True)
-    resolved = {"out": str(out), "head_resolved": head_desc, "tau_resolved": tau}
+    resolved = {"out": str(out), "head_resolved": head_desc, "tau_resolved": tau, "link_emulated": cfg.link.emulated}
     machine = machine_info()
     (out / "config.json").write_text(json.dumps(cfg.flat() | resolved | _versions(machine), indent=1))
     config.write_config(out, dataclasses.replace(cfg, out=str(out)), machine | resolved)
     prompts, tok = load_prompts(cfg, out / "prompts.jsonl")
-    refs = reference_outputs(cfg, prompts, out / "reference.jsonl") if cfg.reference else None
+    refs = reference_outputs(cfg, prompts, out / "reference.jsonl", tok) if cfg.reference else None
     summaries = []
-    with cpu_wakeup_bound(cfg.cpu_wakeup_us) as wakeup, \
-            (placement.netns if cfg.netns else placement.local)(cfg, out, _edge_args(cfg)) as site:
+    with cpu_wakeup_bound(cfg.cpu_wakeup_us) as wakeup, _placement(cfg)(cfg, out, _edge_args(cfg)) as site:
         for note in site.notes + ([wakeup] if cfg.cpu_wakeup_us is not None else []):
             print(f"link: {note}")
         for proto in cfg.protocols():
@@ -102,12 +125,30 @@ def run(cfg: RunConfig) -> list[dict]:
             s = _collect(proto, pdir, prompts, tok, refs)
             (pdir / "summary.json").write_text(json.dumps(s, indent=1))
             summaries.append(s)
+            head_desc = _record_edge(cfg, out, pdir) or head_desc
     pd.DataFrame(summaries).to_csv(out / "summary.csv", index=False)
     tree = f"; tree budget {cfg.ue.tree_budget}" if "tree" in cfg.protocols() else ""
-    print(f"\nlink: {_describe_link(cfg.link)}; K={cfg.ue.draft_len}{tree}; head={head_desc}; results in {out}")
+    print(f"\nlink: {_describe_link(cfg, site)}; K={cfg.ue.draft_len}{tree}; head={head_desc}; results in {out}")
     print(table(summaries))
     print(f"figure: {plot_run(out)}")
     return summaries
+
+
+def _placement(cfg: RunConfig):
+    """The placement of the run's processes: remote edge, namespaces, or loopback."""
+    return placement.remote if cfg.remote_edge else placement.netns if cfg.netns else placement.local
+
+
+def _record_edge(cfg: RunConfig, out: Path, pdir: Path) -> str | None:
+    """With --edge: the edge's settings, as the UEs got them in OPEN_OK, into config.json; the head it reports."""
+    path = pdir / "ue0" / "edge.json"
+    if cfg.remote_edge is None or not path.exists():
+        return None
+    reported = json.loads(path.read_text())
+    saved = json.loads((out / "config.json").read_text())
+    saved |= {"edge_reported": reported, "head_resolved": reported.get("head"), "tau_resolved": reported.get("tau")}
+    (out / "config.json").write_text(json.dumps(saved, indent=1))
+    return reported.get("head")
 
 
 def _run_ues(cfg: RunConfig, proto: str, site: placement.Site, prompts_file: Path, pdir: Path, n: int) -> None:
@@ -117,17 +158,23 @@ def _run_ues(cfg: RunConfig, proto: str, site: placement.Site, prompts_file: Pat
     ues = []
     with tqdm(total=n, desc=proto, unit="prompt") as bar:
         try:
-            for u in range(cfg.ues):
+            for u in range(min(cfg.ues, len(rows))):  # a UE without prompts is not started
                 part = pdir / f"prompts-ue{u}.jsonl"
                 write_jsonl(part, rows[u::cfg.ues])
-                ues.append(Child(f"ue{u}", _ue_args(cfg, proto, site, part, pdir / f"ue{u}", u),
+                ues.append(Child(f"ue{u}", _ue_args(cfg, proto, site, part, pdir / f"ue{u}", u, len(rows[u::cfg.ues])),
                                  pdir / f"ue{u}.log", progress_handler(bar), prefix=site.ue_prefix))
             for ue in ues:
                 if ue.wait() != 0:
-                    raise RuntimeError(f"{ue.name} ({proto}) failed; see {ue.log_path}")
+                    raise ChildError(f"{ue.name} ({proto}) failed{_error_line(ue.log_path)}; see {ue.log_path}")
         finally:
             for ue in ues:
                 ue.stop()
+
+
+def _error_line(log: Path) -> str:
+    """': <the UE's error line>' from its log, or nothing."""
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("testbed.ue: error:")]
+    return f": {lines[-1].removeprefix('testbed.ue: error: ')}" if lines else ""
 
 
 def _collect(proto: str, pdir: Path, prompts: pd.DataFrame, tok, refs) -> dict:
@@ -143,19 +190,25 @@ def _collect(proto: str, pdir: Path, prompts: pd.DataFrame, tok, refs) -> dict:
 
 def _edge_args(cfg: RunConfig) -> list[str]:
     """testbed.serve's argv (placement adds --bind)."""
-    edge = dataclasses.replace(cfg.edge, device=cfg.device, max_draft_len=max(cfg.edge.max_draft_len, cfg.ue.draft_len))
+    edge = dataclasses.replace(cfg.edge, device=cfg.device, max_draft_len=max(cfg.edge.max_draft_len, cfg.ue.draft_len),
+                               max_session_tokens=max(cfg.edge.max_session_tokens, cfg.ue.max_new_tokens))
     return ["testbed.serve", *config.to_argv(edge)]
 
 
-def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, out: Path, u: int) -> list[str]:
-    """testbed.ue's argv for UE u running proto."""
-    ue = dataclasses.replace(cfg.ue, connect=site.connect, prompts_file=str(prompts), out=str(out), ue_id=f"ue{u}",
-                             protocol=proto, device=cfg.device, seed=cfg.seed, link_json=json.dumps(asdict(cfg.link)),
-                             link_t0_epoch_s=site.t0_epoch_s)
+def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, out: Path, u: int,
+             n: int) -> list[str]:
+    """testbed.ue's argv for UE u running proto on the n prompts of its file."""
+    link_json = None if site.measured else json.dumps(asdict(cfg.link))  # None: the UE records the measured CSI
+    ue = dataclasses.replace(cfg.ue, connect=site.connect, prompts=n, prompts_file=str(prompts), out=str(out),
+                             ue_id=f"ue{u}", protocol=proto, device=cfg.device, seed=cfg.seed, link_json=link_json,
+                             link_t0_epoch_s=site.t0_epoch_s, reference=False)  # the run compares with the target
     return ["testbed.ue", *config.to_argv(ue)]
 
 
-def _describe_link(link: LinkSpec) -> str:
+def _describe_link(cfg: RunConfig, site: placement.Site) -> str:
+    link = cfg.link
+    if site.measured:
+        return f"real link to {cfg.remote_edge} (measured CSI in rounds.csv)"
     if link.csi_trace:
         return f"trace {link.csi_trace}"
     rate = lambda r: "unlimited" if not r else f"{r:g} Mbps"  # noqa: E731
@@ -172,12 +225,26 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
     ap = config.add_flags(argparse.ArgumentParser(prog="python -m testbed.run", description=__doc__.splitlines()[0]),
                           RunConfig)
     add_rate_flag(ap)
-    return config.parse(RunConfig, argv, ap, adjust=apply_rate_flag)
+    return config.parse(RunConfig, argv, ap, adjust=_adjust)
+
+
+REAL_LINK = {"rate_up_mbps": None, "rate_down_mbps": None, "rtt_ms": 0.0}  # nothing to emulate
+
+
+def _adjust(values: dict, ns: argparse.Namespace) -> None:
+    """--rate-mbps; and with --edge but no link flag (nor [link] table), the real link instead of the default
+    emulated one."""
+    apply_rate_flag(values, ns)
+    if values.get("remote_edge") and "link" not in values:
+        values["link"] = dict(REAL_LINK)
 
 
 def main(argv: list[str] | None = None) -> None:
     try:
         run(parse_args(argv))
+    except (ChildError, HandshakeError, EdgeError, TimeoutError) as e:  # a UE failed, a refusal, no remote edge
+        print(f"testbed.run: error: {e}", file=sys.stderr)
+        sys.exit(1)
     except (PermissionError, FileNotFoundError) as e:  # e.g. --cpu-wakeup-us without root
         print(f"testbed.run: error: {e}", file=sys.stderr)
         sys.exit(2)

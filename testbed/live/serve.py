@@ -1,8 +1,11 @@
 """Edge server: a ZeroMQ ROUTER serving many UE sessions, each with its own target KV cache.
 
-Usage: ``python -m testbed.serve --bind tcp://127.0.0.1:5555 [--target DIR] [--head none]``
+Usage: ``python -m testbed.serve --bind tcp://0.0.0.0:5555 [--target DIR] [--head none]``
 Prints ``READY <endpoint>`` once listening.  A bad message gets an ERROR reply naming the problem;
 every other session keeps being served.  Sessions are freed on CLOSE or after ``--session-timeout-s``.
+OPEN is refused when the UE's drafter does not share the target's tokenizer (size and hash of the vocabulary) or
+its hidden size does not fit the decision head; OPEN_OK reports the edge's settings (head, tau, target, batching).
+REFERENCE asks for the target-only greedy output of a prompt (what lossless protocols must reproduce), cached.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import logging
 import signal
 import sys
 import time
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -20,14 +24,15 @@ import zmq
 
 from channel import config
 from protocols.edge_side import EdgeSession, ProtocolError
-from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, error_message, make
+from protocols.handshake import Vocab, vocab_refusal
+from protocols.wire import WIRE_VERSION, Limits, Message, MsgType, WireError, decode, encode, error_message, make
 from testbed.common.heads import load_policy
 from testbed.live.edgebatch import DraftBatcher
 from testbed.live.inbox import Direct, Inbox
 from wisv.batchverify import BatchVerifier, EngineConfig, EngineView
 from wisv.estimator import EstimatorProfile
-from wisv.evaluate import eos_id
-from wisv.models import builtin_paths, default_dtype, load_model
+from wisv.evaluate import eos_id, greedy_reference
+from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer, vocab_facts
 from wisv.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.sessions import VerifySession
 
@@ -38,7 +43,7 @@ log = logging.getLogger("testbed.serve")
 class ServeConfig:
     """Edge server settings."""
 
-    bind: str = "tcp://127.0.0.1:5555"  # ZeroMQ endpoint to bind; port 0 picks a free port
+    bind: str = "tcp://127.0.0.1:5555"  # endpoint to bind, tcp://HOST:PORT (0.0.0.0: every interface; port 0: a free one)
     target: str | None = None  # local HF directory of the target; None = built-in toy target
     device: str = "cpu"  # torch device of the target
     head: str = "default"  # decision head for fh/sh/auto: default | none | accept-all | PATH (a trained head dir)
@@ -57,13 +62,16 @@ class ServeConfig:
                             metadata={"choices": LOST_ORDER_CHOICES})  # slo: lost requests go last or by EDF (paper)
     slack_ms: float | None = None  # slo: time a batch keeps before its earliest feasible deadline, ms (None: guard_ms)
     arrival_reserve: bool = True  # slo: no batch so long that a tight request arriving meanwhile must miss (off: paper)
+    max_session_tokens: int = 4096  # largest generation budget (max_new_tokens) a session or REFERENCE may ask, tokens
+    reference_cache: int = 4096  # target-only outputs kept for REFERENCE requests (the oldest dropped first), prompts
 
 
 class EdgeServer:
     """Message handling without sockets: ``handle(peer, frames) -> reply frames``."""
 
-    def __init__(self, cfg: ServeConfig, target, policy):
+    def __init__(self, cfg: ServeConfig, target, policy, tokenizer=None, head_desc: str | None = None):
         self.cfg, self.target, self.policy = cfg, target, policy
+        self.vocab = Vocab(*vocab_facts(target, tokenizer))  # what OPEN's vocabulary facts are checked against
         head_cfg = getattr(policy, "cfg", None)  # a trained head's HeadConfig; None for the fixed policies
         self.tau = cfg.tau if cfg.tau is not None else getattr(head_cfg, "tau", 0.5)
         self.hidden_layer = getattr(head_cfg, "hidden_layer", -1)  # both sides record this layer for the head
@@ -73,6 +81,8 @@ class EdgeServer:
         self.sessions: dict[tuple[bytes, str], EdgeSession] = {}
         self.engine, self.batcher = _engine(cfg, target, self.hidden_layer)
         self.held: list = []  # validated DRAFTs waiting for the batcher (peer, EdgeSession)
+        self.references: OrderedDict[tuple, list[int]] = OrderedDict()  # (prompt, budget) -> target-only output
+        self.settings = edge_settings(cfg, self.tau, head_desc or cfg.head, self.hidden_layer)
 
     def handle(self, peer: bytes, frames: list) -> list[bytes]:
         """Decode, dispatch and encode one reply; never raises for a peer's mistake."""
@@ -130,6 +140,8 @@ class EdgeServer:
                         t_send=msg.header["t_send"])
         if msg.type == MsgType.OPEN:
             return self._open(peer, msg)
+        if msg.type == MsgType.REFERENCE:
+            return self._reference(msg)
         sess = self._session(peer, msg, t0)
         if msg.type == MsgType.DRAFT:
             return sess.on_draft(msg)
@@ -152,7 +164,10 @@ class EdgeServer:
         if len(self.sessions) >= self.cfg.max_sessions and (peer, msg.session) not in self.sessions:
             raise ProtocolError("busy", f"{len(self.sessions)} sessions open (max {self.cfg.max_sessions})")
         if msg.header["draft_len"] > self.cfg.max_draft_len:
-            raise ProtocolError("too_large", f"draft_len {msg.header['draft_len']} > {self.cfg.max_draft_len}")
+            raise ProtocolError("too_large", f"draft_len {msg.header['draft_len']} > this edge's --max-draft-len "
+                                             f"{self.cfg.max_draft_len}")
+        self._check_budget(msg.header["max_new_tokens"])
+        self._check_vocab(msg.header)
         self._drop(peer, msg.session)
         prompt = [int(t) for t in msg.tensors["prompt"]]
         verify = (EngineView(self.engine, f"{peer.hex()}/{msg.session}", prompt) if self.engine is not None
@@ -160,8 +175,39 @@ class EdgeServer:
         sess = EdgeSession(msg.session, verify, msg, self.policy, self.tau, self.eos)
         self.sessions[(peer, msg.session)] = sess
         log.info("open session %s from peer %s (%s, K=%d)", msg.session, peer.hex(), sess.protocol_name, sess.draft_len)
+        vocab_hash = {"vocab_hash": self.vocab.hash} if self.vocab.hash else {}
         return make(MsgType.OPEN_OK, msg.session, target_hidden=int(self.target.config.hidden_size),
-                    vocab_size=int(self.target.config.vocab_size), hidden_layer=self.hidden_layer)
+                    vocab_size=int(self.target.config.vocab_size), hidden_layer=self.hidden_layer, edge=self.settings,
+                    **vocab_hash)
+
+    def _check_budget(self, max_new_tokens: int) -> None:
+        if max_new_tokens > self.cfg.max_session_tokens:
+            raise ProtocolError("too_large", f"max_new_tokens {max_new_tokens} > this edge's --max-session-tokens "
+                                             f"{self.cfg.max_session_tokens}")
+
+    def _check_vocab(self, header: dict) -> None:
+        """Refuse a drafter whose declared vocabulary differs from the target's (a UE that declares none: unchecked)."""
+        if "vocab_size" not in header:
+            return
+        why = vocab_refusal(Vocab(header["vocab_size"], header.get("vocab_hash")), self.vocab)
+        if why:
+            raise ProtocolError("vocab_mismatch", why)
+
+    def _reference(self, msg: Message) -> Message:
+        """The target-only greedy output of the prompt, within a session's limits; cached (it blocks the loop)."""
+        n = msg.header["max_new_tokens"]
+        self._check_budget(n)
+        self._check_vocab(msg.header)
+        key = (tuple(int(t) for t in msg.tensors["prompt"]), n)
+        cached = key in self.references
+        if cached:
+            self.references.move_to_end(key)
+        else:
+            self.references[key] = greedy_reference(self.target, list(key[0]), n)
+            while len(self.references) > self.cfg.reference_cache:
+                self.references.popitem(last=False)
+        tokens = np.asarray(self.references[key], np.int32)  # [n] new tokens
+        return make(MsgType.REFERENCE_OK, msg.session, {"tokens": tokens}, cached=cached)
 
     def _drop(self, peer: bytes, sid: str) -> None:
         sess = self.sessions.pop((peer, sid), None)
@@ -175,6 +221,14 @@ class EdgeServer:
         for peer, sid in stale:
             self._drop(peer, sid)
         return len(stale)
+
+
+def edge_settings(cfg: ServeConfig, tau: float, head: str, hidden_layer: int) -> dict:
+    """The settings an edge reports in OPEN_OK (a run records them in config.json)."""
+    return {"target": cfg.target or "built-in", "head": head, "tau": float(tau), "hidden_layer": hidden_layer,
+            "device": cfg.device, "max_draft_len": cfg.max_draft_len, "max_session_tokens": cfg.max_session_tokens,
+            "batch_verify": cfg.batch_verify, "scheduler": cfg.scheduler, "max_batch": cfg.max_batch,
+            "kv_reuse": cfg.kv_reuse, "estimator": cfg.estimator, "wire_version": WIRE_VERSION}
 
 
 def _arrival(item: tuple) -> float | None:
@@ -213,7 +267,7 @@ def serve(cfg: ServeConfig, ready=print) -> None:
     print(f"edge: decision head {desc}", flush=True)
     gc.collect()
     gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
-    server = EdgeServer(replace(cfg, tau=tau), target, policy)
+    server = EdgeServer(replace(cfg, tau=tau), target, policy, load_tokenizer(Path(path), "target"), desc)
     ctx = zmq.Context()
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.LINGER, 0)

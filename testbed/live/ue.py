@@ -1,33 +1,45 @@
 """UE process: drafts with the drafter and runs a protocol against the edge, writing one record per round.
 
-Usage: ``python -m testbed.ue --connect tcp://127.0.0.1:5601 --prompts-file prompts.jsonl --out DIR``
-Prompts JSONL rows hold ``prompt_id`` and ``prompt_ids``.  Writes ``rounds.csv`` and ``outputs.jsonl``
-to ``--out`` and prints ``PROGRESS {json}`` after each prompt.
+Usage: ``python -m testbed.ue --connect tcp://EDGE:5555 [--prompts N | --prompts-file F.jsonl] --out DIR``
+Prompts: the first N of the built-in test split, or of a JSONL file whose rows hold ``prompt`` (text) or
+``prompt_ids``, and optionally ``prompt_id`` and ``answer`` (the format testbed.run takes).  Writes ``rounds.csv``,
+``outputs.jsonl``, ``summary.json`` and ``summary.csv`` to ``--out``, prints ``PROGRESS {json}`` after each prompt
+and the summary table at the end.
 """
 from __future__ import annotations
 
 import dataclasses
 import gc
 import json
+import math
+import socket
+import sys
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 import zmq
+from transformers import PreTrainedModel
 
 from channel import config
-from channel.measure import CSIEstimator
+from channel.emulator import parse_hostport
+from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
 from protocols.accounting import wire_bytes
 from protocols.auto import AUTO_RULES
 from protocols.registry import PROTOCOLS
-from protocols.ue_side import EdgeError, UEParams, UESession
+from protocols.handshake import REFUSALS, Vocab
+from protocols.ue_side import EdgeError, HandshakeError, UEParams, UESession, edge_error
 from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, make
 from testbed.common.link import LinkSpec
+from testbed.common.summary import summarize, table, write_summary
 from wisv.evaluate import eos_id
-from wisv.jsonl import read_jsonl
-from wisv.models import builtin_paths, default_dtype, load_model
+from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer, vocab_facts
+from wisv.prompts import CHAT_TEMPLATE_MODES, prompt_rows
 from wisv.records import RoundRow, to_frame
 from wisv.rejection import load_predictor, stop_rule, wasted_drafting
 from wisv.sessions import DraftSession
@@ -37,9 +49,12 @@ from wisv.sessions import DraftSession
 class UEConfig:
     """UE process settings."""
 
-    connect: str = "tcp://127.0.0.1:5601"  # edge (or link emulator) endpoint
-    prompts_file: str = "prompts.jsonl"  # JSONL with prompt_id, prompt_ids
-    out: str = "ue-out"  # output directory
+    connect: str = "tcp://127.0.0.1:5601"  # edge (or link emulator) endpoint, tcp://HOST:PORT
+    prompts: int = 20  # first N problems of the built-in test split (or of --prompts-file)
+    prompts_file: str | None = None  # JSONL with prompt (text) or prompt_ids, optional prompt_id and answer
+    chat_template: str = field(default="auto", metadata={
+        "choices": CHAT_TEMPLATE_MODES})  # prompt text through the tokenizer's chat template (auto: if it has one)
+    out: str = "ue-out"  # output directory (rounds.csv, outputs.jsonl, summary.json, summary.csv)
     ue_id: str = "ue0"  # identity prefix of this UE's sessions
     drafter: str | None = None  # local HF drafter directory; None = built-in toy drafter
     device: str = "cpu"  # torch device of the drafter
@@ -58,6 +73,29 @@ class UEConfig:
     proactive: int = 0  # SpecEdge: draft up to this many tokens past each block while it is verified (0: off)
     pipeline_depth: bool = False  # SpecEdge: choose K <= draft_len per round so that K * tau_d + RTT ~= verify time
     tree_budget: int = 16  # tree protocol: draft tokens per tree, N (--proactive adds a reused chain on top)
+    reference: bool = True  # ask the edge for target-only greedy outputs, for matches_target (--no-reference: skip)
+
+
+@dataclass
+class Local:
+    """What every prompt of a UE run shares: the drafter, its vocabulary, the stop rule and the emulated link."""
+
+    drafter: PreTrainedModel
+    vocab: Vocab  # declared at OPEN
+    link: LinkSpec | None = None  # the emulated link (None: a real one, whose measured CSI is recorded)
+    stop: Callable | None = None  # WISP rejection predictor's stop rule
+    edge: dict = field(default_factory=dict)  # the edge's settings from its last OPEN_OK
+    endpoint: str = ""  # tcp://HOST:PORT the UE connects to
+
+    def tcp(self) -> tuple[int, int] | None:
+        """(data segments sent, retransmitted) of this host's TCP connections to the endpoint (None: unknown)."""
+        if not self.endpoint.startswith("tcp://"):
+            return None
+        try:
+            host, port = parse_hostport(self.endpoint.removeprefix("tcp://"))
+            return sample_tcp(socket.gethostbyname(host), port)
+        except (ValueError, OSError):  # not HOST:PORT, or a name that does not resolve
+            return None
 
 
 class Client:
@@ -110,11 +148,16 @@ class Client:
         self.send(msg)
         reply, _ = self.recv(msg.session)
         if reply.type == MsgType.ERROR:
-            raise EdgeError(f"edge error [{reply.header['code']}]: {reply.header['text']}")
+            raise edge_error(reply)
         return reply, self.t_received - self.t_sent
 
     def close(self) -> None:
         self.sock.close(0)
+
+
+def peer_identity(name: str) -> str:
+    """A socket identity unique on a shared edge (two hosts' UEs may both be ``ue0``): the name and a random tag."""
+    return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
 def handshake(client: Client, est: CSIEstimator, sid: str, probe_bytes: int, seq: int) -> None:
@@ -169,85 +212,148 @@ def _tree_columns(r) -> dict:
     return {"tree_size": len(r.tree.tree), "tree_depth": r.tree.tree.depth, "accepted_depth": r.verdict["n_accepted"]}
 
 
-def run_prompt(client: Client, drafter, cfg: UEConfig, pid: str, ids: list[int], index: int,
-               est: CSIEstimator, link: LinkSpec | None, stop=None) -> tuple[dict, list[RoundRow]]:
+def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[int], index: int,
+               est: CSIEstimator) -> tuple[dict, list[RoundRow]]:
     """Generate one prompt's output; returns the output record and its round records."""
     sid = f"{cfg.ue_id}-{index}"
+    tcp_before = loc.tcp() if loc.link is None else None  # a real link: its TCP counters (loss estimate)
     t0 = time.perf_counter()
     handshake(client, est, sid, cfg.probe_bytes, index)
     t_probe = time.perf_counter() - t0
     params = UEParams(cfg.protocol, cfg.draft_len, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
-                      cfg.seed + index, int(drafter.config.vocab_size), cfg.proactive, cfg.pipeline_depth,
-                      cfg.tree_budget)
-    sess = UESession(sid, DraftSession(drafter, ids), params, eos_id(drafter), stop)
+                      cfg.seed + index, int(loc.drafter.config.vocab_size), cfg.proactive, cfg.pipeline_depth,
+                      cfg.tree_budget, vocab=loc.vocab)
+    sess = UESession(sid, DraftSession(loc.drafter, ids), params, eos_id(loc.drafter), loc.stop)
     t1 = time.perf_counter()
-    ok, _ = client.exchange(sess.open_message())
-    client.limits = dataclasses.replace(client.limits, vocab_size=max(client.limits.vocab_size, ok.header["vocab_size"]))
+    ok = open_session(client, sess)
+    loc.edge = ok.header.get("edge", loc.edge)
     sess.d.hidden_layer = ok.header.get("hidden_layer", -1)  # the layer the edge's decision head was trained on
-    rows, trace = [], link.trace() if link else None
+    rows, trace = [], loc.link.trace() if loc.link else None
     while not sess.done:
         in_force = trace.at(time.time() - cfg.link_t0_epoch_s) if trace else None
         prefix = len(ids) + len(sess.tokens)
         measured = run_round(client, sess, est)
         row = RoundRow(prompt_id=pid, ue_id=cfg.ue_id, prompt_len=len(ids), prefix_len=prefix, **measured,
-                       **_csi_columns(in_force, est))
+                       **_csi_columns(in_force, est, measured=loc.link is None))
         rows.append(row)
         est.add_round(row.t_comm_s, row.uplink_bytes, row.downlink_bytes, row.exchanges)
     t_e2e = time.perf_counter() - t1  # OPEN to the last VERDICT (eq. 22 plus session set-up)
     client.exchange(sess.close_message())
+    if tcp_before is not None:  # the uplink's loss estimate over this prompt: TCP retransmissions per segment sent
+        per = retransmission_rate(tcp_before, loc.tcp())
+        rows = [dataclasses.replace(r, per=per) for r in rows]
     out = {"prompt_id": pid, "ue_id": cfg.ue_id, "tokens": sess.tokens, "rounds": sess.n_rounds,
            "t_e2e_s": t_e2e, "t_probe_s": t_probe}
     return out, rows
 
 
-def _csi_columns(csi, est: CSIEstimator) -> dict:
-    """The CSI in force on the emulated link (None without one) and the UE's estimate: RoundRow fields."""
+def open_session(client: Client, sess: UESession) -> Message:
+    """OPEN and its OPEN_OK, checked on both sides; a handshake refusal raises HandshakeError (the run ends)."""
+    ok, _ = _refusal_is_fatal(client.exchange, sess.open_message())
+    sess.check_open_ok(ok.header)
+    client.limits = dataclasses.replace(client.limits, vocab_size=max(client.limits.vocab_size, ok.header["vocab_size"]))
+    return ok
+
+
+def _refusal_is_fatal(exchange: Callable, msg: Message):
+    """``exchange(msg)``, with a handshake refusal (version, vocabulary, sizes) raised as HandshakeError."""
+    try:
+        return exchange(msg)
+    except EdgeError as e:
+        if e.code in REFUSALS:
+            raise HandshakeError(f"the edge refused {msg.type.name}: {e}") from None
+        raise
+
+
+def fetch_references(client: Client, prompts: list[dict], max_new_tokens: int, sid: str,
+                     vocab: Vocab | None) -> dict[str, list[int]]:
+    """Target-only greedy outputs of the prompts, computed (and cached) by the edge: what lossless protocols give.
+    ``vocab``: the prompts' tokenizer, declared as at OPEN (the edge refuses another one before any work)."""
+    refs, declared = {}, {} if vocab is None else {"vocab_size": vocab.size} | (
+        {"vocab_hash": vocab.hash} if vocab.hash else {})
+    for p in prompts:
+        msg = make(MsgType.REFERENCE, sid, {"prompt": np.asarray(p["prompt_ids"], np.int32)},
+                   max_new_tokens=max_new_tokens, **declared)
+        refs[str(p["prompt_id"])] = [int(t) for t in _refusal_is_fatal(client.exchange, msg)[0].tensors["tokens"]]
+    return refs
+
+
+def _csi_columns(csi, est: CSIEstimator, measured: bool = False) -> dict:
+    """The CSI in force (RoundRow fields): the emulated link's (None without one), or with ``measured`` (a real
+    link) the UE's own estimate (its loss: filled in per prompt by run_prompt); and the UE's estimate."""
     m = est.csi()
     cols = {"rtt_ms": None, "rate_up_mbps": None, "rate_down_mbps": None, "per": None, "per_down": None}
+    if csi is None and measured:
+        csi = m
     if csi is not None:
         cols = {"rtt_ms": csi.rtt_ms, "rate_up_mbps": csi.rate_up_mbps, "rate_down_mbps": csi.rate_down_mbps,
                 "per": csi.per_up, "per_down": csi.per_down}
+        if measured:
+            cols |= {"rate_up_mbps": _finite(csi.rate_up_mbps), "rate_down_mbps": _finite(csi.rate_down_mbps),
+                     "per": None, "per_down": None}
     return cols | {"est_rtt_ms": m.rtt_ms if m else None, "est_rate_up_mbps": m.rate_up_mbps if m else None,
                    "est_rate_down_mbps": m.rate_down_mbps if m else None}
 
 
-def run(cfg: UEConfig) -> Path:
-    """Run every prompt of the prompts file; write rounds.csv and outputs.jsonl."""
+def _finite(rate: float) -> float | None:
+    """A rate, None for unlimited (inf)."""
+    return rate if math.isfinite(rate) else None
+
+
+def run(cfg: UEConfig) -> dict:
+    """Run every prompt; write rounds.csv, outputs.jsonl, edge.json, summary.json and summary.csv; return the
+    summary.  A handshake refusal raises HandshakeError; an edge error or timeout fails only its prompt."""
     torch.set_num_threads(1)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    prompts = read_jsonl(Path(cfg.prompts_file))
-    drafter = load_model(Path(cfg.drafter) if cfg.drafter else builtin_paths()[0], "drafter", cfg.device,
-                         default_dtype(cfg.device))
+    drafter_dir = Path(cfg.drafter) if cfg.drafter else builtin_paths()[0]
+    tok = load_tokenizer(drafter_dir, "drafter")
+    prompts = prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file, chat_template=cfg.chat_template)
+    drafter = load_model(drafter_dir, "drafter", cfg.device, default_dtype(cfg.device))
     link = LinkSpec(**json.loads(cfg.link_json)) if cfg.link_json else None
     gc.collect()
     gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
     stop = stop_rule(load_predictor(cfg.rejection_predictor), cfg.rejection_threshold) if cfg.rejection_predictor else None
+    loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect)
     ctx, est = zmq.Context(), CSIEstimator()
-    client = Client(ctx, cfg.connect, f"{cfg.ue_id}", Limits(vocab_size=int(drafter.config.vocab_size)),
+    client = Client(ctx, cfg.connect, peer_identity(cfg.ue_id), Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s)
-    all_rows = []
+    all_rows, recs, refs = [], [], None
     try:
         client.exchange(make(MsgType.PING, cfg.ue_id, None, seq=0, t_send=time.time()))  # connect; not a sample
         with (out / "outputs.jsonl").open("w") as f:
             for i, p in enumerate(prompts):
-                rec, rows = _safe_prompt(client, drafter, cfg, p, i, est, link, stop)
+                rec, rows = _safe_prompt(client, loc, cfg, p, i, est)
                 all_rows += rows
+                recs.append(rec)
                 f.write(json.dumps(rec) + "\n")
                 f.flush()
                 print("PROGRESS " + json.dumps({"done": i + 1, "total": len(prompts), "prompt_id": rec["prompt_id"],
                                                 "error": rec.get("error")}), flush=True)
+        (out / "edge.json").write_text(json.dumps(loc.edge, indent=1))
+        if cfg.reference:
+            refs = fetch_references(client, prompts, cfg.max_new_tokens, f"{cfg.ue_id}-ref", loc.vocab)
     finally:
         to_frame(all_rows).to_csv(out / "rounds.csv", index=False)
         client.close()
         ctx.term()
-    return out
+    return _summary(cfg, out, to_frame(all_rows), recs, prompts, tok, refs)
 
 
-def _safe_prompt(client, drafter, cfg, p, i, est, link, stop) -> tuple[dict, list[RoundRow]]:
+def _summary(cfg: UEConfig, out: Path, rounds: pd.DataFrame, recs: list[dict], prompts: list[dict], tok,
+             refs: dict | None) -> dict:
+    """The run's summary (testbed.run's columns) written to summary.json and summary.csv."""
+    s = summarize(cfg.protocol, rounds, pd.DataFrame(recs), pd.DataFrame(prompts),
+                  tok.decode if tok is not None else None, refs)
+    write_summary(out, [s])
+    return s
+
+
+def _safe_prompt(client: Client, loc: Local, cfg: UEConfig, p: dict, i: int,
+                 est: CSIEstimator) -> tuple[dict, list[RoundRow]]:
     """Run one prompt; an edge error or timeout is recorded for that prompt and the run goes on."""
     try:
-        return run_prompt(client, drafter, cfg, str(p["prompt_id"]), list(p["prompt_ids"]), i, est, link, stop)
+        return run_prompt(client, loc, cfg, str(p["prompt_id"]), list(p["prompt_ids"]), i, est)
     except (EdgeError, TimeoutError, WireError) as e:
         if isinstance(e, TimeoutError):
             client.reconnect()
@@ -261,4 +367,10 @@ def parse_args(argv: list[str] | None = None) -> UEConfig:
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_args(argv)
     print("CONFIG " + json.dumps(asdict(cfg)), flush=True)
-    run(cfg)
+    try:
+        s = run(cfg)
+    except (ValueError, EdgeError, HandshakeError, TimeoutError, WireError) as e:  # bad prompts, a refusal, no edge
+        print(f"testbed.ue: error: {e}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    print(table([s]), flush=True)
+    print(f"results in {cfg.out}", flush=True)

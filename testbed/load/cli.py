@@ -32,7 +32,7 @@ from testbed.live import placement
 from testbed.live.serve import ServeConfig
 from testbed.load.compare import capacity, mean_sweep
 from testbed.load.gen import Device, LoadLoop, Trace
-from wisv.evaluate import encode_prompt
+from wisv.prompts import encode_prompt
 from wisv.models import load_pair
 from wisv.records import read_records, to_frame
 from wisv.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES

@@ -30,7 +30,7 @@ from wisv.acceptance import greedy_accept_ids
 from wisv.calibrate import (Calibration, CallTiming, ComputeFit, fit_compute, fit_exchange_overhead, profile_from_fit,
                             save_calibration)
 from wisv.compute import ModelDims, draft_flops, verify_flops
-from wisv.evaluate import encode_prompt
+from wisv.prompts import encode_prompt
 from wisv.hardware import LOCAL_PROFILE_PATH
 from wisv.models import load_pair
 from wisv.roundtime import n_weights

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -35,6 +35,7 @@ from testbed.sim.staleness import check_profile, print_warnings
 from testbed.sim.traces import TraceKey, cached_trace, generate_trace
 from testbed.sim.trends import format_trends, trends
 from wisv.hardware import LOCAL, LOCAL_PROFILE_PATH
+from wisv.prompts import CHAT_TEMPLATE_MODES
 
 METHODS = ROUND_PROTOCOLS  # the simulator models every protocol a round can use
 RULE = {"greedy": "greedy", "reject": "sampling", "tree": "tree"}  # fh / sh: "wisv" with a head, else "greedy"
@@ -52,6 +53,8 @@ class SimConfig:
     per: float = 0.0  # packet error rate of each direction, [0, 1)
     csi_trace: str | None = None  # CSV CSI trace (channel/trace.py); replaces the rate x RTT grid
     prompts: int = 20  # first N problems of the built-in test split
+    chat_template: str = field(default="auto", metadata={
+        "choices": CHAT_TEMPLATE_MODES})  # prompt text through the tokenizer's chat template (auto: if it has one)
     max_new_tokens: int = 160  # generation budget per prompt, tokens
     ue_profile: str = "jetson-agx-orin"  # drafting device: hardware profile name (wisv.hardware) or local
     edge_profile: str = "a40"  # verifying device: hardware profile name (wisv.hardware) or local
@@ -137,14 +140,13 @@ def calibrate_first(cfg: SimConfig) -> None:
 def _trace(cfg: SimConfig, pair: PairCache, head: Head, method: str, k: int, link: Link) -> tuple[pd.DataFrame, str]:
     """The (cached) acceptance trace of one method at one K (WISV traces depend on the link the head sees)."""
     rule = RULE.get(method) or ("wisv" if head.policy is not None else "greedy")
-    key = TraceKey(pair.id, rule, k, cfg.prompts, cfg.max_new_tokens)
+    key = TraceKey(pair.id, rule, k, cfg.prompts, cfg.max_new_tokens, chat_template=cfg.chat_template)
     policy, csi, layer = None, None, -1
     if rule == "sampling":
-        key = TraceKey(pair.id, rule, k, cfg.prompts, cfg.max_new_tokens, seed=cfg.seed, temperature=cfg.temperature)
+        key = replace(key, seed=cfg.seed, temperature=cfg.temperature)
     elif rule == "wisv":
         csi = link.head_csi
-        key = TraceKey(pair.id, rule, k, cfg.prompts, cfg.max_new_tokens, head=head.id, tau=head.tau,
-                       csi=tuple(csi.to_dict().values()))
+        key = replace(key, head=head.id, tau=head.tau, csi=tuple(csi.to_dict().values()))
         policy, layer = head.policy, head.policy.cfg.hidden_layer
     trace, _ = cached_trace(Path(cfg.cache_dir), key, lambda: generate_trace(pair.get(), key, policy, csi, layer))
     return trace, rule

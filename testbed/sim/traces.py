@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 
 from channel.csi import CSI
-from wisv.evaluate import encode_prompt
+from wisv.prompts import encode_prompt
 from wisv.records import read_records, spec_rows, to_frame
 from wisv.speculative import MismatchPolicy, SpecOutput, speculative_generate
 from wisv.toydata import is_correct, load_split
@@ -43,9 +43,13 @@ class TraceKey:
     head: str = ""  # wisv: id of the decision head (head_id)
     tau: float = 0.0  # wisv: threshold
     csi: tuple[float, ...] = ()  # wisv: the CSI the head conditions on (rate_up, rate_down, rtt, per_up, per_down)
+    chat_template: str = "auto"  # prompt text through the tokenizer's chat template: auto | on | off
 
     def filename(self) -> str:
-        digest = hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+        d = asdict(self)
+        if self.chat_template == "auto":
+            del d["chat_template"]  # the default: the names of traces cached before the field existed still hold
+        digest = hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
         return f"{self.rule}-k{self.k}-n{self.prompts}-{digest}.csv"
 
 
@@ -75,7 +79,7 @@ def generate_trace(pair, key: TraceKey, policy: MismatchPolicy | None = None, cs
         raise ValueError(f"unknown rule {key.rule!r}; known: {RULES}")
     rows = []  # RoundRow
     for i, p in enumerate(load_split("test", key.prompts)):
-        ids = encode_prompt(pair.tokenizer, p.prompt)
+        ids = encode_prompt(pair.tokenizer, p.prompt, key.chat_template)
         if key.rule == "tree":
             tree = tree_generate(pair.drafter, pair.target, ids, max_new_tokens=key.max_new_tokens, budget=key.k)
             rows += tree_rows(tree, p.pid, len(ids), is_correct(pair.tokenizer.decode(tree.tokens), p.answer))

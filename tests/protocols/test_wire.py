@@ -13,6 +13,7 @@ from protocols.wire import (
 )
 
 VOCAB = 100
+HASH = "0123456789abcdef" * 4  # a sha256 hex digest
 LIMITS = Limits(vocab_size=VOCAB, max_draft_len=8, max_hidden_dim=32, max_prompt_len=16, max_positions=4)
 
 
@@ -29,7 +30,17 @@ def valid_messages() -> dict[str, Message]:
         "open": make(MsgType.OPEN, "ue-1", {"prompt": tokens(5, 6, 7, dtype=np.int64)},
                      protocol="sh", draft_len=4, max_new_tokens=32, drafter_hidden=8, head=None,
                      meta={"task": "gsm8k", "ids": [1, 2]}),
+        "open_vocab": make(MsgType.OPEN, "ue-1", {"prompt": tokens(5, 6)}, protocol="fh", draft_len=4,
+                           max_new_tokens=32, vocab_size=VOCAB, vocab_hash=HASH),
         "open_ok": make(MsgType.OPEN_OK, "ue-1", target_hidden=16, vocab_size=VOCAB),
+        "open_ok_settings": make(MsgType.OPEN_OK, "ue-1", target_hidden=16, vocab_size=VOCAB, vocab_hash=HASH,
+                                 edge={"head": "none", "tau": 0.5, "max_batch": 16, "batch_verify": False,
+                                       "estimator": None}),
+        "reference": make(MsgType.REFERENCE, "ue-1", {"prompt": tokens(5, 6, 7)}, max_new_tokens=32),
+        "reference_vocab": make(MsgType.REFERENCE, "ue-1", {"prompt": tokens(5)}, max_new_tokens=8, vocab_size=VOCAB,
+                                vocab_hash=HASH),
+        "reference_ok": make(MsgType.REFERENCE_OK, "ue-1", {"tokens": tokens(8, 9, 99)}, cached=True),
+        "reference_ok_empty": make(MsgType.REFERENCE_OK, "ue-1", {"tokens": tokens()}, cached=False),
         "ping": make(MsgType.PING, "ue-1", {"payload": np.arange(256, dtype=np.uint8)}, seq=3, t_send=12.5),
         "ping_empty_payload": make(MsgType.PING, "ue-1", {"payload": np.zeros(0, np.uint8)}, seq=0, t_send=0.0),
         "pong": make(MsgType.PONG, "ue-1", seq=3, t_send=12.5),
@@ -111,6 +122,13 @@ def test_frame_bytes_counts_all_frames() -> None:
     assert len(frames) == 3
     assert frame_bytes(frames) == sum(len(f) for f in frames)
     assert frame_bytes(frames) > 3 * 4 + 3 * 8 * 2  # header + tokens [3] int32 + hidden [3, 8] float16
+
+
+def test_an_error_of_another_version_still_decodes() -> None:
+    """ERROR's schema is frozen, so a peer that speaks another version can read why it was refused."""
+    header = {"v": WIRE_VERSION + 1, "session": "s1", "tensors": [], "code": "bad_version", "text": "why"}
+    got = decode(pack(MsgType.ERROR, header, []), LIMITS)
+    assert (got.type, got.header["code"], got.header["text"]) == (MsgType.ERROR, "bad_version", "why")
 
 
 def test_error_message_sanitises_session_and_caps_text() -> None:
@@ -200,9 +218,32 @@ def verdict_frames(**fields: Any) -> Frames:
 
 
 def positions_frames(*positions: int) -> Frames:
-    header = {"v": 1, "session": "s1", "round": 0,
+    header = {"v": WIRE_VERSION, "session": "s1", "round": 0,
               "tensors": [{"name": "positions", "dtype": "int32", "shape": [len(positions)]}]}
     return pack(MsgType.HIDDEN_REQ, header, [np.array(positions, np.int32).tobytes()])
+
+
+def open_frames(**fields: Any) -> Frames:
+    header = {"v": WIRE_VERSION, "session": "s1", "protocol": "fh", "draft_len": 4, "max_new_tokens": 8,
+              "tensors": [{"name": "prompt", "dtype": "int32", "shape": [2]}], **fields}
+    return pack(MsgType.OPEN, header, [np.array([1, 2], np.int32).tobytes()])
+
+
+def open_ok_frames(**fields: Any) -> Frames:
+    header = {"v": WIRE_VERSION, "session": "s1", "tensors": [], "target_hidden": 8, "vocab_size": VOCAB, **fields}
+    return pack(MsgType.OPEN_OK, header, [])
+
+
+def reference_frames(**fields: Any) -> Frames:
+    header = {"v": WIRE_VERSION, "session": "s1", "tensors": [{"name": "prompt", "dtype": "int32", "shape": [1]}],
+              **fields}
+    return pack(MsgType.REFERENCE, header, [np.array([1], np.int32).tobytes()])
+
+
+def reference_ok_frames(ids: list[int], cached: Any = False) -> Frames:
+    header = {"v": WIRE_VERSION, "session": "s1", "cached": cached,
+              "tensors": [{"name": "tokens", "dtype": "int32", "shape": [len(ids)]}]}
+    return pack(MsgType.REFERENCE_OK, header, [np.array(ids, np.int32).tobytes()])
 
 
 CASES: list[tuple[str, Callable[[], Frames], str, str]] = [
@@ -214,8 +255,9 @@ CASES: list[tuple[str, Callable[[], Frames], str, str]] = [
     ("header_not_map", lambda: pack(MsgType.DRAFT, [1, 2], []), "bad_header", "map"),
     ("int_map_key", lambda: pack(MsgType.CLOSE, {1: 2}, []), "bad_header", "map key"),
     ("bytes_map_key", lambda: pack(MsgType.CLOSE, {b"v": 1}, []), "bad_header", "map key"),
-    ("wrong_version", corrupt(lambda h, b: h.update(v=2)), "bad_version", "'v'"),
-    ("missing_version", corrupt(lambda h, b: h.pop("v")), "bad_version", "'v'"),
+    ("wrong_version", corrupt(lambda h, b: h.update(v=WIRE_VERSION + 1)), "bad_version",
+     f"version {WIRE_VERSION + 1}, the receiver speaks version {WIRE_VERSION}"),
+    ("missing_version", corrupt(lambda h, b: h.pop("v")), "bad_version", "version None"),
     ("bad_session_chars", corrupt(lambda h, b: h.update(session="a b/c")), "bad_session", "session"),
     ("session_too_long", corrupt(lambda h, b: h.update(session="x" * 65)), "bad_session", "session"),
     ("bool_as_int", corrupt(lambda h, b: h.update(round=True)), "bad_field", "'round'"),
@@ -251,6 +293,17 @@ CASES: list[tuple[str, Callable[[], Frames], str, str]] = [
     ("done_not_bool", lambda: verdict_frames(done=1), "bad_field", "'done'"),
     ("position_range", lambda: positions_frames(0, 8), "position_range", "'positions'"),
     ("too_many_positions", lambda: positions_frames(0, 1, 2, 3, 4), "too_large", "max_positions"),
+    ("vocab_hash_not_hex", lambda: open_frames(vocab_hash="z" * 64), "bad_field", "'vocab_hash'"),
+    ("vocab_hash_short", lambda: open_frames(vocab_hash="ab"), "bad_field", "'vocab_hash'"),
+    ("vocab_hash_upper", lambda: open_frames(vocab_hash=HASH.upper()), "bad_field", "'vocab_hash'"),
+    ("vocab_size_zero", lambda: open_frames(vocab_size=0), "bad_field", "'vocab_size'"),
+    ("vocab_size_bool", lambda: open_frames(vocab_size=True), "bad_field", "'vocab_size'"),
+    ("edge_setting_list", lambda: open_ok_frames(edge={"head": ["x"]}), "bad_field", "'edge'"),
+    ("edge_not_map", lambda: open_ok_frames(edge="none"), "bad_field", "'edge'"),
+    ("reference_budget_zero", lambda: reference_frames(max_new_tokens=0), "bad_field", "'max_new_tokens'"),
+    ("reference_vocab_hash", lambda: reference_frames(max_new_tokens=4, vocab_hash="x"), "bad_field", "'vocab_hash'"),
+    ("reference_ok_token", lambda: reference_ok_frames([1, VOCAB]), "token_range", "'tokens'"),
+    ("reference_ok_cached", lambda: reference_ok_frames([1], cached=1), "bad_field", "'cached'"),
     ("not_a_list", lambda: b"\x05", "bad_frame", "list"),
     ("frame_not_bytes", lambda: ["\x05"], "bad_frame", "frame 0"),
 ]

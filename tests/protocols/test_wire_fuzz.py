@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocols.schema import SCHEMAS
+from protocols.schema import SCHEMAS, WIRE_VERSION
 from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, make
 
 LIMITS = Limits(vocab_size=50, max_draft_len=8, max_hidden_dim=16, max_prompt_len=16, max_positions=4,
@@ -37,7 +37,7 @@ descriptors = st.lists(
 )
 headers = st.dictionaries(st.sampled_from(FIELD_NAMES), values, max_size=10).flatmap(
     lambda h: st.fixed_dictionaries(
-        {"v": st.sampled_from([1, 1, 2, True]), "session": st.sampled_from(["s1", "", "a b"]),
+        {"v": st.sampled_from([WIRE_VERSION, WIRE_VERSION, WIRE_VERSION + 1, 1, True]), "session": st.sampled_from(["s1", "", "a b"]),
          "tensors": descriptors},
     ).map(lambda base: {**h, **base})
 )
@@ -67,7 +67,8 @@ def test_structured_headers(type_byte: int, header: dict[str, Any], bufs: list[b
 
 
 TYPED = {
-    int: st.integers(-1, 10), float: st.floats(), str: st.text(max_size=4), bool: st.booleans(),
+    int: st.integers(-1, 10), float: st.floats(), bool: st.booleans(),
+    str: st.text(max_size=4) | st.sampled_from(["0" * 64, "ab" * 32, "AB" * 32]),  # vocab_hash: hex or not
     type(None): st.none(),
     dict: st.dictionaries(st.text(max_size=3), st.floats() | st.integers(-(2**63), 2**64 - 1), max_size=2),
 }
@@ -78,7 +79,7 @@ def near_valid(draw: st.DrawFn) -> list[bytes]:
     """Mostly well-formed messages of a real type, so fuzzing reaches the tensor and range checks."""
     mtype = draw(st.sampled_from(list(MsgType)))
     schema = SCHEMAS[mtype]
-    header: dict[str, Any] = {"v": 1, "session": "s1"}
+    header: dict[str, Any] = {"v": WIRE_VERSION, "session": "s1"}
     for name, spec in schema.fields.items():
         if spec.required or draw(st.booleans()):
             wild = draw(st.integers(0, 9)) == 0  # now and then a value of any type
@@ -108,7 +109,13 @@ def seed_frames() -> list[list[bytes]]:
     open_ = make(MsgType.OPEN, "s1", {"prompt": np.array([3, 4, 5], np.int64)}, protocol="fh", draft_len=4,
                  max_new_tokens=8, meta={"a": [1, {"b": 2}]})
     req = make(MsgType.HIDDEN_REQ, "s1", {"positions": np.array([0, 3], np.int32)}, round=1)
-    return [encode(m) for m in (draft, open_, req)]
+    hello = make(MsgType.OPEN, "s1", {"prompt": np.array([3, 4], np.int32)}, protocol="sh", draft_len=4,
+                 max_new_tokens=8, vocab_size=50, vocab_hash="ab" * 32)
+    ok = make(MsgType.OPEN_OK, "s1", target_hidden=8, vocab_size=50, vocab_hash="cd" * 32,
+              edge={"head": "none", "tau": 0.5, "batch_verify": False, "estimator": None})
+    ref = make(MsgType.REFERENCE, "s1", {"prompt": np.array([3, 4], np.int32)}, max_new_tokens=8)
+    ref_ok = make(MsgType.REFERENCE_OK, "s1", {"tokens": np.array([5, 6], np.int32)}, cached=False)
+    return [encode(m) for m in (draft, open_, req, hello, ok, ref, ref_ok)]
 
 
 @FUZZ

@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from wisv.evaluate import encode_prompt, greedy_reference
+from wisv.evaluate import greedy_reference
+from wisv.prompts import encode_prompt
 from wisv.lossless import check_lossless
 from wisv.models import load_pair
 from wisv.speculative import AcceptAll, speculative_generate

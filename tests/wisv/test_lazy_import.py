@@ -5,7 +5,7 @@ import sys
 import pytest
 
 PURE = ["wisv", "wisv.latency", "wisv.scheduler", "wisv.estimator", "wisv.roundtime", "wisv.compute",
-        "wisv.hardware", "wisv.calibrate", "wisv.jsonl", "wisv.toydata", "wisv.specedge",
+        "wisv.hardware", "wisv.calibrate", "wisv.jsonl", "wisv.toydata", "wisv.specedge", "wisv.prompts",
         "channel.csi", "channel.linkmodel", "channel.measure", "channel.trace"]
 
 BLOCKER = """
