@@ -18,6 +18,10 @@ class Vocab:
     size: int  # tokens in the tokenizer's vocabulary (a model without a tokenizer: its config's vocab_size)
     hash: str | None = None  # sha256 hex of the sorted (token, id) pairs; None: no tokenizer, only sizes compared
 
+    def header(self) -> dict:
+        """The header fields that declare it (OPEN, REFERENCE): its size, and its hash where known."""
+        return {"vocab_size": self.size} | ({"vocab_hash": self.hash} if self.hash else {})
+
 
 def vocab_refusal(drafter: Vocab, target: Vocab) -> str | None:
     """Why token ids would not mean the same on both sides (the UE's drafter, the edge's target), or None."""

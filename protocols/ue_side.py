@@ -90,8 +90,7 @@ class UESession:
 
     def open_message(self) -> Message:
         prompt = np.asarray(self.d.seq, dtype=np.int32)
-        vocab = {} if self.p.vocab is None else {"vocab_size": self.p.vocab.size} | (
-            {"vocab_hash": self.p.vocab.hash} if self.p.vocab.hash else {})
+        vocab = {} if self.p.vocab is None else self.p.vocab.header()
         return make(MsgType.OPEN, self.sid, {"prompt": prompt}, protocol=self.p.protocol, draft_len=self._block_max(),
                     max_new_tokens=self.p.max_new_tokens, drafter_hidden=int(self.d.model.config.hidden_size),
                     temperature=float(self.p.temperature), seed=self.p.seed + 1, **vocab)

@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from protocols.handshake import Vocab
 from protocols.wire import Limits
-from testbed.live.ue import Client, fetch_references, peer_identity
+from testbed.live.client import Client, fetch_references, peer_identity
 from wisv.evaluate import greedy_reference
 from wisv.jsonl import write_jsonl
 from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer, vocab_facts

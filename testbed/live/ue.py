@@ -15,12 +15,10 @@ import math
 import socket
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 import zmq
@@ -29,14 +27,14 @@ from transformers import PreTrainedModel
 from channel import config
 from channel.emulator import parse_hostport
 from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
-from protocols.accounting import wire_bytes
 from protocols.auto import AUTO_RULES
+from protocols.handshake import Vocab
 from protocols.registry import PROTOCOLS
-from protocols.handshake import REFUSALS, Vocab
-from protocols.ue_side import EdgeError, HandshakeError, UEParams, UESession, edge_error
-from protocols.wire import Limits, Message, MsgType, WireError, decode, encode, make
+from protocols.ue_side import EdgeError, HandshakeError, UEParams, UESession
+from protocols.wire import Limits, MsgType, WireError, make
 from testbed.common.link import LinkSpec
 from testbed.common.summary import summarize, table, write_summary
+from testbed.live.client import Client, fetch_references, handshake, open_session, peer_identity
 from wisv.evaluate import eos_id
 from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer, vocab_facts
 from wisv.prompts import CHAT_TEMPLATE_MODES, prompt_rows
@@ -96,80 +94,6 @@ class Local:
             return sample_tcp(socket.gethostbyname(host), port)
         except (ValueError, OSError):  # not HOST:PORT, or a name that does not resolve
             return None
-
-
-class Client:
-    """DEALER socket shell: send/receive Messages, counting the bytes they occupy on the link."""
-
-    def __init__(self, ctx: zmq.Context, endpoint: str, identity: str, limits: Limits, timeout_s: float):
-        self.ctx, self.endpoint, self.identity, self.timeout_s = ctx, endpoint, identity, timeout_s
-        self.limits = limits
-        self.t_sent = self.t_received = 0.0  # perf_counter at the socket of the last send / the last reply
-        self.sock = self._connect()
-
-    def _connect(self) -> zmq.Socket:
-        sock = self.ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.IDENTITY, self.identity.encode())
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RCVTIMEO, int(self.timeout_s * 1000))
-        sock.connect(self.endpoint)
-        return sock
-
-    def reconnect(self) -> None:
-        """Drop the socket and any late replies queued on it (after a timeout)."""
-        self.sock.close(0)
-        self.sock = self._connect()
-
-    def send(self, msg: Message) -> int:
-        """Encode and send; ``t_sent`` is stamped at the socket, after encoding (the codec is host work, not link)."""
-        frames = encode(msg)
-        self.t_sent = time.perf_counter()
-        self.sock.send_multipart(frames, copy=False)
-        return wire_bytes(frames)
-
-    def reply_waiting(self) -> bool:
-        """True when a reply is already queued on the socket."""
-        return bool(self.sock.poll(0))
-
-    def recv(self, session: str | None = None) -> tuple[Message, int]:
-        """Next reply (for ``session`` when given: stale replies of other sessions are dropped)."""
-        while True:
-            try:
-                frames = self.sock.recv_multipart(copy=False)
-            except zmq.Again:
-                raise TimeoutError("no reply from the edge within the receive timeout") from None
-            self.t_received = time.perf_counter()  # at the socket, before decoding
-            msg = decode(frames, self.limits)
-            if session is None or msg.session == session or msg.type == MsgType.ERROR:
-                return msg, wire_bytes([f.buffer for f in frames])
-
-    def exchange(self, msg: Message) -> tuple[Message, float]:
-        """Send and wait for the reply; (reply, socket-to-socket seconds)."""
-        self.send(msg)
-        reply, _ = self.recv(msg.session)
-        if reply.type == MsgType.ERROR:
-            raise edge_error(reply)
-        return reply, self.t_received - self.t_sent
-
-    def close(self) -> None:
-        self.sock.close(0)
-
-
-def peer_identity(name: str) -> str:
-    """A socket identity unique on a shared edge (two hosts' UEs may both be ``ue0``): the name and a random tag."""
-    return f"{name}-{uuid.uuid4().hex[:8]}"
-
-
-def handshake(client: Client, est: CSIEstimator, sid: str, probe_bytes: int, seq: int) -> None:
-    """RTT handshake before a request, then timed uplink and downlink probes (if enabled)."""
-    _, rtt = client.exchange(make(MsgType.PING, sid, None, seq=seq, t_send=time.time()))
-    est.add_rtt(rtt)
-    if probe_bytes > 0:
-        up = make(MsgType.PING, sid, {"payload": np.zeros(probe_bytes, np.uint8)},
-                  seq=seq, t_send=time.time())
-        est.add_probe("up", probe_bytes, client.exchange(up)[1])
-        down = make(MsgType.PING, sid, None, seq=seq, t_send=time.time(), reply_bytes=probe_bytes)
-        est.add_probe("down", probe_bytes, client.exchange(down)[1])
 
 
 def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
@@ -245,37 +169,6 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
     out = {"prompt_id": pid, "ue_id": cfg.ue_id, "tokens": sess.tokens, "rounds": sess.n_rounds,
            "t_e2e_s": t_e2e, "t_probe_s": t_probe}
     return out, rows
-
-
-def open_session(client: Client, sess: UESession) -> Message:
-    """OPEN and its OPEN_OK, checked on both sides; a handshake refusal raises HandshakeError (the run ends)."""
-    ok, _ = _refusal_is_fatal(client.exchange, sess.open_message())
-    sess.check_open_ok(ok.header)
-    client.limits = dataclasses.replace(client.limits, vocab_size=max(client.limits.vocab_size, ok.header["vocab_size"]))
-    return ok
-
-
-def _refusal_is_fatal(exchange: Callable, msg: Message):
-    """``exchange(msg)``, with a handshake refusal (version, vocabulary, sizes) raised as HandshakeError."""
-    try:
-        return exchange(msg)
-    except EdgeError as e:
-        if e.code in REFUSALS:
-            raise HandshakeError(f"the edge refused {msg.type.name}: {e}") from None
-        raise
-
-
-def fetch_references(client: Client, prompts: list[dict], max_new_tokens: int, sid: str,
-                     vocab: Vocab | None) -> dict[str, list[int]]:
-    """Target-only greedy outputs of the prompts, computed (and cached) by the edge: what lossless protocols give.
-    ``vocab``: the prompts' tokenizer, declared as at OPEN (the edge refuses another one before any work)."""
-    refs, declared = {}, {} if vocab is None else {"vocab_size": vocab.size} | (
-        {"vocab_hash": vocab.hash} if vocab.hash else {})
-    for p in prompts:
-        msg = make(MsgType.REFERENCE, sid, {"prompt": np.asarray(p["prompt_ids"], np.int32)},
-                   max_new_tokens=max_new_tokens, **declared)
-        refs[str(p["prompt_id"])] = [int(t) for t in _refusal_is_fatal(client.exchange, msg)[0].tensors["tokens"]]
-    return refs
 
 
 def _csi_columns(csi, est: CSIEstimator, measured: bool = False) -> dict:
