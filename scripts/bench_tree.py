@@ -24,6 +24,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,6 +37,7 @@ from wisv.evaluate import encode_prompt, eos_id, greedy_reference  # noqa: E402
 from wisv.models import load_pair  # noqa: E402
 from wisv.sessions import Draft, DraftSession, VerifySession  # noqa: E402
 from wisv.speculative import truncate_output  # noqa: E402
+from wisv.summary import summarize_rounds  # noqa: E402
 from wisv.toydata import load_split  # noqa: E402
 from wisv.treespec import tree_generate  # noqa: E402
 
@@ -118,7 +120,7 @@ def latency_s(rows: list[dict], rtt_ms: float, rate_mbps: float) -> float:
 def summarize(runs: list[tuple[list[int], list[dict]]], refs: list[list[int]], cfg: BenchConfig) -> dict:
     rows = [r for _, rs in runs for r in rs]
     n = len(rows)
-    out = {"rounds": n, "aal": sum(r["accepted"] for r in rows) / n,
+    out = {"rounds": n, "aal": summarize_rounds(pd.DataFrame(rows))["aal"],
            "tokens_per_verification": sum(len(toks) for toks, _ in runs) / n,
            "drafter_calls_per_round": sum(r["calls"] for r in rows) / n,
            "t_draft_ms_per_round": 1e3 * statistics.mean(r["t_draft_s"] for r in rows),

@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import torch
 from transformers import PreTrainedModel
 
 from wisv.evaluate import eos_id
-from wisv.records import RoundRow
+from wisv.records import RoundRow, to_frame
 from wisv.sessions import Draft, DraftSession, VerifySession
 from wisv.speculative import truncate_output
+from wisv.summary import summarize_rounds
 from wisv.tree import greedy_path
 from wisv.treedraft import aligned, draft_tree, expand_leaf
 
@@ -40,8 +40,8 @@ class TreeOutput:
 
     @property
     def aal(self) -> float:
-        """Accepted tree tokens per verification (bonus not counted); NaN with no round."""
-        return sum(r.accepted for r in self.rounds) / len(self.rounds) if self.rounds else float("nan")
+        """Accepted tree tokens per verification (bonus not counted), by wisv.summary (NaN with no round)."""
+        return summarize_rounds(to_frame(tree_rows(self, "", 0)))["aal"]
 
 
 def tree_generate(drafter: PreTrainedModel, target: PreTrainedModel, prompt_ids: list[int], *, max_new_tokens: int,
