@@ -51,6 +51,7 @@ class Limits:
     max_frame_bytes: int = 64 * 2**20  # max bytes in any one frame (frame 0 or a tensor frame)
     max_header_bytes: int = 64 * 2**10  # max bytes of the msgpack header (frame 0 minus its type byte)
     max_tree_depth: int = 64  # max depth of a DRAFT tree (its size is bounded by max_draft_len)
+    max_probe_bytes: int = 2**20  # max PING reply_bytes: a small PING must not buy a large PONG
 
 
 # Wire dtypes, always little-endian and C-contiguous. numpy has no bfloat16:
@@ -78,7 +79,7 @@ HIDDEN_DIM = Range("bad_field", lambda lim: (1, lim.max_hidden_dim + 1))
 NONNEG = Range("bad_field", lambda lim: (0, UNBOUNDED))
 POSITIVE = Range("bad_field", lambda lim: (1, UNBOUNDED))
 LAYER = Range("bad_field", lambda lim: (-1024, 1025))  # hidden-state layer index (negative: from the end)
-REPLY_BYTES = Range("too_large", lambda lim: (0, lim.max_frame_bytes + 1))
+REPLY_BYTES = Range("too_large", lambda lim: (0, lim.max_probe_bytes + 1))
 PARENT = Range("bad_tree", lambda lim: (-1, lim.max_draft_len))  # a tree node's parent index; -1: the root
 
 

@@ -328,6 +328,24 @@ def test_size_limits_checked_before_parsing() -> None:
     assert err.value.code == "too_large"
 
 
+def ping_frames(**fields: Any) -> Frames:
+    header = {"v": WIRE_VERSION, "session": "s1", "tensors": [], "seq": 0, "t_send": 0.0, **fields}
+    return pack(MsgType.PING, header, [])
+
+
+def test_ping_reply_bytes_capped_at_max_probe_bytes() -> None:
+    """A PING of a few dozen bytes may not ask for a PONG of max_frame_bytes (an amplification)."""
+    frames = ping_frames(reply_bytes=64 * 2**20)
+    assert frame_bytes(frames) < 100
+    with pytest.raises(WireError, match="'reply_bytes' = 67108864 out of range") as err:
+        decode(frames, LIMITS)
+    assert err.value.code == "too_large"
+    assert decode(ping_frames(reply_bytes=LIMITS.max_probe_bytes), LIMITS).header["reply_bytes"] == 2**20
+    assert decode(ping_frames(reply_bytes=8192), Limits(vocab_size=VOCAB)).header["reply_bytes"] == 8192  # UE default
+    with pytest.raises(WireError, match="reply_bytes"):
+        decode(ping_frames(reply_bytes=4097), Limits(vocab_size=VOCAB, max_probe_bytes=4096))
+
+
 def test_probs_wider_than_vocab_rejected() -> None:
     frames = encode(valid_messages()["draft_probs"])
     with pytest.raises(WireError, match="'probs'.*vocab_size=50") as err:
