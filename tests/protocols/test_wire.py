@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import msgpack
@@ -344,6 +345,40 @@ def test_ping_reply_bytes_capped_at_max_probe_bytes() -> None:
     assert decode(ping_frames(reply_bytes=8192), Limits(vocab_size=VOCAB)).header["reply_bytes"] == 8192  # UE default
     with pytest.raises(WireError, match="reply_bytes"):
         decode(ping_frames(reply_bytes=4097), Limits(vocab_size=VOCAB, max_probe_bytes=4096))
+
+
+FLOAT_FIELDS = [(name, key) for name, msg in valid_messages().items() for key, value in msg.header.items()
+                if type(value) is float]
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf], ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("name, key", FLOAT_FIELDS, ids=[f"{n}.{k}" for n, k in FLOAT_FIELDS])
+def test_float_header_fields_must_be_finite(name: str, key: str, bad: float) -> None:
+    msg = valid_messages()[name]
+    frames = encode(msg)
+    header = msgpack.unpackb(frames[0][1:])
+    header[key] = bad
+    with pytest.raises(WireError, match=f"'{key}' = {bad} is not a finite number") as err:
+        decode(pack(frames[0][0], header, frames[1:]), LIMITS)
+    assert err.value.code == "bad_field"
+    msg.header[key] = bad
+    with pytest.raises(WireError, match="not a finite number"):  # the sender learns it first
+        encode(msg)
+
+
+def draft_with_csi(**csi: float) -> Frames:
+    header = {"v": WIRE_VERSION, "session": "s1", "round": 0, "t_draft_s": 0.0, "csi": csi,
+              "tensors": [{"name": "tokens", "dtype": "int32", "shape": [1]}]}
+    return pack(MsgType.DRAFT, header, [tokens(1).tobytes()])
+
+
+def test_float_dict_values_reject_nan_but_csi_may_say_unlimited_rate() -> None:
+    unlimited = decode(draft_with_csi(rate_up_mbps=math.inf, rtt_ms=3.0), LIMITS)
+    assert unlimited.header["csi"]["rate_up_mbps"] == math.inf  # the CSI of a UE without rate probes
+    for bad in (math.nan, -math.inf):
+        with pytest.raises(WireError, match=r"'csi'\['rtt_ms'\] = .* is not a finite number") as err:
+            decode(draft_with_csi(rtt_ms=bad), LIMITS)
+        assert err.value.code == "bad_field"
 
 
 def test_probs_wider_than_vocab_rejected() -> None:
