@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from protocols.wire import (
-    WIRE_VERSION, Limits, Message, MsgType, WireError, decode, encode, error_message, frame_bytes, make,
+    SCHEMAS, WIRE_VERSION, Limits, Message, MsgType, WireError, decode, encode, error_message, frame_bytes, make,
 )
 
 VOCAB = 100
@@ -29,7 +29,7 @@ def valid_messages() -> dict[str, Message]:
     probs = rng.random((3, VOCAB)).astype(np.float32)  # [K, V]
     return {
         "open": make(MsgType.OPEN, "ue-1", {"prompt": tokens(5, 6, 7, dtype=np.int64)},
-                     protocol="sh", draft_len=4, max_new_tokens=32, drafter_hidden=8, head=None,
+                     protocol="sh", draft_len=4, max_new_tokens=32, drafter_hidden=8, head=None, temperature=0.7,
                      meta={"task": "gsm8k", "ids": [1, 2]}),
         "open_vocab": make(MsgType.OPEN, "ue-1", {"prompt": tokens(5, 6)}, protocol="fh", draft_len=4,
                            max_new_tokens=32, vocab_size=VOCAB, vocab_hash=HASH),
@@ -53,7 +53,7 @@ def valid_messages() -> dict[str, Message]:
         "hidden": make(MsgType.HIDDEN, "ue-1", {"hidden": rng.standard_normal((2, 32)).astype(np.float32)},
                        round=2),  # [m, d]
         "verdict": make(MsgType.VERDICT, "ue-1", round=2, n_accepted=3, next_token=42, mismatches=1, queried=1,
-                        t_verify_s=0.1, t_head_s=0.001, done=False),
+                        t_verify_s=0.1, t_head_s=0.001, t_edge_s=0.2, done=False),
         "close": make(MsgType.CLOSE, "ue-1"),
         "closed": make(MsgType.CLOSED, "ue-1"),
         "error": error_message("ue-1", "bad_dtype", "tokens must be int"),
@@ -349,6 +349,11 @@ def test_ping_reply_bytes_capped_at_max_probe_bytes() -> None:
 
 FLOAT_FIELDS = [(name, key) for name, msg in valid_messages().items() for key, value in msg.header.items()
                 if type(value) is float]
+
+
+def test_every_float_header_field_is_checked_for_finiteness() -> None:
+    floats = {(t.name, k) for t, schema in SCHEMAS.items() for k, f in schema.fields.items() if float in f.types}
+    assert floats == {(valid_messages()[name].type.name, key) for name, key in FLOAT_FIELDS}
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf], ids=["nan", "inf", "-inf"])
