@@ -28,7 +28,8 @@ from protocols.handshake import Vocab, vocab_refusal
 from protocols.wire import WIRE_VERSION, Limits, Message, MsgType, WireError, decode, encode, error_message, make
 from testbed.common.heads import load_policy
 from testbed.live.edgebatch import DraftBatcher
-from testbed.live.inbox import Direct, Inbox
+from testbed.live.inbox import MAX_QUEUE_MSGS, Direct, Inbox
+from testbed.live.sockbounds import HWM_MSGS, bound_socket
 from wisv.batchverify import BatchVerifier, EngineConfig, EngineView
 from wisv.estimator import EstimatorProfile
 from wisv.evaluate import eos_id, greedy_reference
@@ -64,6 +65,8 @@ class ServeConfig:
     arrival_reserve: bool = True  # slo: no batch so long that a tight request arriving meanwhile must miss (off: paper)
     max_session_tokens: int = 4096  # largest generation budget (max_new_tokens) a session or REFERENCE may ask, tokens
     reference_cache: int = 4096  # target-only outputs kept for REFERENCE requests (the oldest dropped first), prompts
+    socket_hwm_msgs: int = HWM_MSGS  # ZeroMQ send/receive high-water mark of the ROUTER, per peer, messages
+    inbox_max_msgs: int = MAX_QUEUE_MSGS  # batching: arrivals queued for the serving loop; beyond, ERROR busy, messages
 
 
 class EdgeServer:
@@ -124,6 +127,13 @@ class EdgeServer:
             log.exception("internal error handling a message from session %s", sid)
             self._drop(peer, sid)
             return encode(error_message(sid, "internal", f"{type(e).__name__}: {e}"))
+
+    def busy(self, peer: bytes, frames: list) -> list[bytes]:
+        """The reply to a message the receiver could not queue: ERROR ``busy`` naming its session (thread-safe)."""
+        return self._guard(peer, frames, self._refuse_busy)
+
+    def _refuse_busy(self, peer: bytes, msg: Message, t0: float) -> Message:
+        raise ProtocolError("busy", f"the edge's queue is full ({self.cfg.inbox_max_msgs} messages): send it again")
 
     def _hold_drafts(self, peer: bytes, msg: Message, t0: float) -> Message | EdgeSession:
         """Validate and keep a DRAFT for the batcher; any other message is handled at once."""
@@ -269,7 +279,7 @@ def serve(cfg: ServeConfig, ready=print) -> None:
     gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
     server = EdgeServer(replace(cfg, tau=tau), target, policy, load_tokenizer(Path(path), "target"), desc)
     ctx = zmq.Context()
-    sock = ctx.socket(zmq.ROUTER)
+    sock = bound_socket(ctx.socket(zmq.ROUTER), server.limits, cfg.socket_hwm_msgs)
     sock.setsockopt(zmq.LINGER, 0)
     stop = {"flag": False}
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -280,7 +290,7 @@ def serve(cfg: ServeConfig, ready=print) -> None:
         if server.batcher is None:
             _loop(Direct(sock), server, stop)
         else:
-            with Inbox(ctx, sock) as inbox:
+            with Inbox(ctx, sock, server.busy, cfg.inbox_max_msgs) as inbox:
                 _loop(inbox, server, stop)
     finally:
         sock.close(0)

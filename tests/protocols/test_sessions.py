@@ -226,6 +226,14 @@ def test_open_beyond_max_sessions_is_refused(pair) -> None:
     assert reply.header["code"] == "busy" and "max 1" in reply.header["text"]
 
 
+def test_a_message_the_full_inbox_refuses_gets_error_busy_naming_its_session(pair) -> None:
+    server = EdgeServer(ServeConfig(max_draft_len=16, inbox_max_msgs=3), pair[1], RejectAll())
+    _, ue = open_pair(pair, PROMPTS[0], protocol="greedy")
+    reply = decode(server.busy(b"peer-a", encode(ue.open_message())), LIMITS)
+    assert (reply.type, reply.session, reply.header["code"]) == (MsgType.ERROR, ue.sid, "busy")
+    assert "queue is full (3 messages)" in reply.header["text"] and not server.sessions
+
+
 def test_edge_with_a_head_announces_its_layer_and_tau_and_checks_the_drafter_width(pair) -> None:
     from wisv.head import DecisionHead, HeadConfig, HeadPolicy
 
