@@ -7,10 +7,11 @@ thread receives while the engine computes (torch releases the GIL in its kernels
 lowered so that the thread gets the GIL within ~1 ms when Python code holds it) and hands ``(arrival,
 peer, frames)`` to the loop through a queue.  Replies go back through an inproc PAIR socket, because a
 ZeroMQ socket must be used by one thread only.  The single-session path does not use it: the extra hop
-costs a thread wake-up per reply.  The queue is bounded: an arrival that finds it full is answered at once by
-``refuse`` (the edge's ERROR ``busy``) and dropped, so that a flood cannot grow the edge's memory.  ``Direct`` gives that path the same ``get``/``send`` interface: the serving
+costs a thread wake-up per reply.  ``Direct`` gives that path the same ``get``/``send`` interface: the serving
 loop reads the socket itself and dates a message when it reads it, so that the edge time it reports spans from
 the socket (decoding included) and the UE's link time starts and ends at its own socket (testbed/live/ue.py).
+The queue is bounded: an arrival that finds it full is answered at once by ``refuse`` (the edge's ERROR ``busy``)
+and dropped, so that a flood cannot grow the edge's memory.
 """
 from __future__ import annotations
 

@@ -65,6 +65,7 @@ class ServeConfig:
     arrival_reserve: bool = True  # slo: no batch so long that a tight request arriving meanwhile must miss (off: paper)
     max_session_tokens: int = 4096  # largest generation budget (max_new_tokens) a session or REFERENCE may ask, tokens
     reference_cache: int = 4096  # target-only outputs kept for REFERENCE requests (the oldest dropped first), prompts
+    max_context_tokens: int | None = None  # largest prompt + max_new_tokens asked (None: the target's context), tokens
     socket_hwm_msgs: int = HWM_MSGS  # ZeroMQ send/receive high-water mark of the ROUTER, per peer, messages
     inbox_max_msgs: int = MAX_QUEUE_MSGS  # batching: arrivals queued for the serving loop; beyond, ERROR busy, messages
 
@@ -176,7 +177,7 @@ class EdgeServer:
         if msg.header["draft_len"] > self.cfg.max_draft_len:
             raise ProtocolError("too_large", f"draft_len {msg.header['draft_len']} > this edge's --max-draft-len "
                                              f"{self.cfg.max_draft_len}")
-        self._check_budget(msg.header["max_new_tokens"])
+        self._check_budget(msg.header["max_new_tokens"], len(msg.tensors["prompt"]))
         self._check_vocab(msg.header)
         self._drop(peer, msg.session)
         prompt = [int(t) for t in msg.tensors["prompt"]]
@@ -190,10 +191,18 @@ class EdgeServer:
                     vocab_size=int(self.target.config.vocab_size), hidden_layer=self.hidden_layer, edge=self.settings,
                     **vocab_hash)
 
-    def _check_budget(self, max_new_tokens: int) -> None:
+    def _check_budget(self, max_new_tokens: int, prompt_len: int) -> None:
+        """Refuse, before any work, a generation budget or a context (prompt + budget) this edge cannot hold."""
         if max_new_tokens > self.cfg.max_session_tokens:
             raise ProtocolError("too_large", f"max_new_tokens {max_new_tokens} > this edge's --max-session-tokens "
                                              f"{self.cfg.max_session_tokens}")
+        total = f"prompt {prompt_len} + max_new_tokens {max_new_tokens} = {prompt_len + max_new_tokens} tokens"
+        context = getattr(self.target.config, "max_position_embeddings", None)
+        if context is not None and prompt_len + max_new_tokens > context:
+            raise ProtocolError("too_large", f"{total} > the target's context {context} (max_position_embeddings)")
+        cap = self.cfg.max_context_tokens
+        if cap is not None and prompt_len + max_new_tokens > cap:
+            raise ProtocolError("too_large", f"{total} > this edge's --max-context-tokens {cap}")
 
     def _check_vocab(self, header: dict) -> None:
         """Refuse a drafter whose declared vocabulary differs from the target's (a UE that declares none: unchecked)."""
@@ -206,7 +215,7 @@ class EdgeServer:
     def _reference(self, msg: Message) -> Message:
         """The target-only greedy output of the prompt, within a session's limits; cached (it blocks the loop)."""
         n = msg.header["max_new_tokens"]
-        self._check_budget(n)
+        self._check_budget(n, len(msg.tensors["prompt"]))
         self._check_vocab(msg.header)
         key = (tuple(int(t) for t in msg.tensors["prompt"]), n)
         cached = key in self.references

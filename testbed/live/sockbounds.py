@@ -1,4 +1,4 @@
-"""ZeroMQ bounds from the wire limits: no frame larger than decode accepts is buffered, and queues per peer are capped."""
+"""ZeroMQ bounds from the wire limits: no frame larger than decode accepts is buffered; per-peer queues are capped."""
 from __future__ import annotations
 
 import zmq
