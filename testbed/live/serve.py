@@ -4,7 +4,8 @@ Usage: ``python -m testbed.serve --bind tcp://0.0.0.0:5555 [--target DIR] [--hea
 Prints ``READY <endpoint>`` once listening.  A bad message gets an ERROR reply naming the problem;
 every other session keeps being served.  Sessions are freed on CLOSE or after ``--session-timeout-s``.
 OPEN is refused when the UE's drafter does not share the target's tokenizer (size and hash of the vocabulary) or
-its hidden size does not fit the decision head; OPEN_OK reports the edge's settings (head, tau, target, batching).
+its hidden size does not fit the decision head, or when its prompt plus max_new_tokens exceeds the target's context
+(or ``--max-context-tokens``); OPEN_OK reports the edge's settings (head, tau, target, batching).
 REFERENCE asks for the target-only greedy output of a prompt (what lossless protocols must reproduce), cached.
 """
 from __future__ import annotations
