@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -51,6 +52,7 @@ class Limits:
     max_frame_bytes: int = 64 * 2**20  # max bytes in any one frame (frame 0 or a tensor frame)
     max_header_bytes: int = 64 * 2**10  # max bytes of the msgpack header (frame 0 minus its type byte)
     max_tree_depth: int = 64  # max depth of a DRAFT tree (its size is bounded by max_draft_len)
+    max_probe_bytes: int = 2**20  # max PING reply_bytes: a small PING must not buy a large PONG
 
 
 # Wire dtypes, always little-endian and C-contiguous. numpy has no bfloat16:
@@ -78,7 +80,7 @@ HIDDEN_DIM = Range("bad_field", lambda lim: (1, lim.max_hidden_dim + 1))
 NONNEG = Range("bad_field", lambda lim: (0, UNBOUNDED))
 POSITIVE = Range("bad_field", lambda lim: (1, UNBOUNDED))
 LAYER = Range("bad_field", lambda lim: (-1024, 1025))  # hidden-state layer index (negative: from the end)
-REPLY_BYTES = Range("too_large", lambda lim: (0, lim.max_frame_bytes + 1))
+REPLY_BYTES = Range("too_large", lambda lim: (0, lim.max_probe_bytes + 1))
 PARENT = Range("bad_tree", lambda lim: (-1, lim.max_draft_len))  # a tree node's parent index; -1: the root
 
 
@@ -91,17 +93,20 @@ class Field:
     rng: Range | None = None  # for int fields: allowed interval
     values: tuple[type, ...] | None = None  # for dict fields: accepted value types (keys are always str)
     pattern: str | None = None  # for str fields: a regex the whole value must match
+    inf_ok: bool = False  # floats (and float dict values) may be +inf (an unlimited rate); NaN and -inf never are
 
     def check(self, where: str, value: Any, limits: Limits | None) -> Any:
         """Return the value (int -> float for float fields) or raise; ranges are skipped when limits is None."""
         if type(value) not in self.types:
             got = f"{type(value).__name__} {brief(value)}"
             raise WireError("bad_field", f"{where} must be {type_names(self.types)}, got {got}")
+        self._check_finite(where, value)
         if self.values is not None:
             for key, item in value.items():
                 if type(item) not in self.values:
                     want = type_names(self.values)
                     raise WireError("bad_field", f"{where}[{key!r}] must be {want}, got {brief(item)}")
+                self._check_finite(f"{where}[{key!r}]", item)
         if self.pattern is not None and re.fullmatch(self.pattern, value) is None:
             raise WireError("bad_field", f"{where} = {brief(value)} does not match {self.pattern}")
         if self.rng is not None and limits is not None:
@@ -109,6 +114,11 @@ class Field:
             if not lo <= value < hi:
                 raise WireError(self.rng.code, f"{where} = {value} out of range [{lo}, {hi})")
         return float(value) if float in self.types and type(value) is int else value
+
+    def _check_finite(self, where: str, value: Any) -> None:
+        """A float must be finite (or +inf where inf_ok): a NaN deadline or time would poison every sum it joins."""
+        if type(value) is float and not math.isfinite(value) and not (self.inf_ok and value == math.inf):
+            raise WireError("bad_field", f"{where} = {value} is not a finite number")
 
 
 @dataclass(frozen=True)
@@ -208,7 +218,7 @@ SCHEMAS: dict[MsgType, Schema] = {
         fields={"target_hidden": Field(INT, rng=HIDDEN_DIM), "vocab_size": Field(INT, rng=POSITIVE),
                 "hidden_layer": Field(INT, required=False, rng=LAYER),  # layer the edge's head reads (default -1)
                 "vocab_hash": Field((str,), required=False, pattern=SHA256_HEX),  # the target tokenizer's hash
-                "edge": Field((dict,), required=False, values=SETTING)},  # the edge's settings (head, tau, ...)
+                "edge": Field((dict,), required=False, values=SETTING, inf_ok=True)},  # the edge's settings
     ),
     MsgType.PING: Schema(
         fields={
@@ -226,7 +236,7 @@ SCHEMAS: dict[MsgType, Schema] = {
         fields={
             "round": Field(INT, rng=NONNEG),
             "t_draft_s": Field(FLOAT),
-            "csi": Field((dict,), required=False, values=FLOAT),
+            "csi": Field((dict,), required=False, values=FLOAT, inf_ok=True),  # CSI.to_dict(); inf: unlimited rate
             "protocol": Field((str,), required=False),
         },
         tensors={

@@ -2,7 +2,8 @@
 
 Frame 0 is one MsgType byte then a msgpack header {"v", "session", "tensors": [{"name", "dtype", "shape"}], ...};
 frames 1..n are the raw little-endian C-contiguous tensor buffers, in descriptor order. Float tensors may hold
-NaN/inf: the wire carries bytes and does not judge values. What each type may carry lives in schema.SCHEMAS.
+NaN/inf: the wire carries bytes and does not judge values; float header fields may not (+inf only where allowed).
+What each type may carry lives in schema.SCHEMAS.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from protocols.accounting import wire_bytes
 from protocols.handshake import REFUSALS, Vocab
 from protocols.ue_side import EdgeError, HandshakeError, UESession, edge_error
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
+from testbed.live.sockbounds import bound_socket
 
 
 class Client:
@@ -27,7 +28,7 @@ class Client:
         self.sock = self._connect()
 
     def _connect(self) -> zmq.Socket:
-        sock = self.ctx.socket(zmq.DEALER)
+        sock = bound_socket(self.ctx.socket(zmq.DEALER), self.limits)
         sock.setsockopt(zmq.IDENTITY, self.identity.encode())
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVTIMEO, int(self.timeout_s * 1000))

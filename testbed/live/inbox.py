@@ -10,6 +10,8 @@ ZeroMQ socket must be used by one thread only.  The single-session path does not
 costs a thread wake-up per reply.  ``Direct`` gives that path the same ``get``/``send`` interface: the serving
 loop reads the socket itself and dates a message when it reads it, so that the edge time it reports spans from
 the socket (decoding included) and the UE's link time starts and ends at its own socket (testbed/live/ue.py).
+The queue is bounded: an arrival that finds it full is answered at once by ``refuse`` (the edge's ERROR ``busy``)
+and dropped, so that a flood cannot grow the edge's memory.
 """
 from __future__ import annotations
 
@@ -18,14 +20,17 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import zmq
 
 SWITCH_INTERVAL_S = 0.001  # Python's GIL switch interval while an Inbox runs (default 5 ms)
 POLL_MS = 100  # the thread checks its stop flag at least this often
+MAX_QUEUE_MSGS = 1024  # default bound of the queue to the serving loop, messages
 _ids = itertools.count()
 
 Arrival = tuple[float | None, bytes, list]  # (perf_counter at receipt or None: when handled, peer, frames)
+Refuse = Callable[[bytes, list], list]  # (peer, frames) -> reply frames (without the peer) to a message not queued
 
 
 class Direct:
@@ -55,8 +60,9 @@ class Direct:
 class Inbox:
     """Receive on ``sock`` in a thread; ``get`` the stamped messages, ``send`` replies (from one other thread)."""
 
-    def __init__(self, ctx: zmq.Context, sock: zmq.Socket):
-        self.sock, self._q = sock, queue.SimpleQueue()
+    def __init__(self, ctx: zmq.Context, sock: zmq.Socket, refuse: Refuse, max_queue: int = MAX_QUEUE_MSGS):
+        self.sock, self._q, self._refuse = sock, queue.Queue(maxsize=max_queue), refuse
+        self.refused = 0  # arrivals answered by refuse because the queue was full
         addr = f"inproc://edge-replies-{next(_ids)}"
         self._pull = ctx.socket(zmq.PAIR)
         self._pull.bind(addr)
@@ -111,7 +117,15 @@ class Inbox:
         while not self._stop.is_set():
             for s, _ in poller.poll(POLL_MS):
                 if s is self.sock:
-                    peer, *frames = self.sock.recv_multipart(copy=False)
-                    self._q.put((time.perf_counter(), peer.bytes, frames))
+                    self._receive()
                 else:
                     self.sock.send_multipart(self._pull.recv_multipart(copy=False), copy=False)
+
+    def _receive(self) -> None:
+        """Queue one arrival, or answer it with ``refuse`` when the queue is full."""
+        peer, *frames = self.sock.recv_multipart(copy=False)
+        try:
+            self._q.put_nowait((time.perf_counter(), peer.bytes, frames))
+        except queue.Full:
+            self.refused += 1
+            self.sock.send_multipart([peer.bytes, *self._refuse(peer.bytes, frames)])

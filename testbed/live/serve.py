@@ -4,7 +4,8 @@ Usage: ``python -m testbed.serve --bind tcp://0.0.0.0:5555 [--target DIR] [--hea
 Prints ``READY <endpoint>`` once listening.  A bad message gets an ERROR reply naming the problem;
 every other session keeps being served.  Sessions are freed on CLOSE or after ``--session-timeout-s``.
 OPEN is refused when the UE's drafter does not share the target's tokenizer (size and hash of the vocabulary) or
-its hidden size does not fit the decision head; OPEN_OK reports the edge's settings (head, tau, target, batching).
+its hidden size does not fit the decision head, or when its prompt plus max_new_tokens exceeds the target's context
+(or ``--max-context-tokens``); OPEN_OK reports the edge's settings (head, tau, target, batching).
 REFERENCE asks for the target-only greedy output of a prompt (what lossless protocols must reproduce), cached.
 """
 from __future__ import annotations
@@ -28,7 +29,8 @@ from protocols.handshake import Vocab, vocab_refusal
 from protocols.wire import WIRE_VERSION, Limits, Message, MsgType, WireError, decode, encode, error_message, make
 from testbed.common.heads import load_policy
 from testbed.live.edgebatch import DraftBatcher
-from testbed.live.inbox import Direct, Inbox
+from testbed.live.inbox import MAX_QUEUE_MSGS, Direct, Inbox
+from testbed.live.sockbounds import HWM_MSGS, bound_socket
 from wisv.batchverify import BatchVerifier, EngineConfig, EngineView
 from wisv.estimator import EstimatorProfile
 from wisv.evaluate import eos_id, greedy_reference
@@ -64,6 +66,9 @@ class ServeConfig:
     arrival_reserve: bool = True  # slo: no batch so long that a tight request arriving meanwhile must miss (off: paper)
     max_session_tokens: int = 4096  # largest generation budget (max_new_tokens) a session or REFERENCE may ask, tokens
     reference_cache: int = 4096  # target-only outputs kept for REFERENCE requests (the oldest dropped first), prompts
+    max_context_tokens: int | None = None  # largest prompt + max_new_tokens asked (None: the target's context), tokens
+    socket_hwm_msgs: int = HWM_MSGS  # ZeroMQ send/receive high-water mark of the ROUTER, per peer, messages
+    inbox_max_msgs: int = MAX_QUEUE_MSGS  # batching: arrivals queued for the serving loop; beyond, ERROR busy, messages
 
 
 class EdgeServer:
@@ -125,6 +130,13 @@ class EdgeServer:
             self._drop(peer, sid)
             return encode(error_message(sid, "internal", f"{type(e).__name__}: {e}"))
 
+    def busy(self, peer: bytes, frames: list) -> list[bytes]:
+        """The reply to a message the receiver could not queue: ERROR ``busy`` naming its session (thread-safe)."""
+        return self._guard(peer, frames, self._refuse_busy)
+
+    def _refuse_busy(self, peer: bytes, msg: Message, t0: float) -> Message:
+        raise ProtocolError("busy", f"the edge's queue is full ({self.cfg.inbox_max_msgs} messages): send it again")
+
     def _hold_drafts(self, peer: bytes, msg: Message, t0: float) -> Message | EdgeSession:
         """Validate and keep a DRAFT for the batcher; any other message is handled at once."""
         if msg.type != MsgType.DRAFT:
@@ -166,7 +178,7 @@ class EdgeServer:
         if msg.header["draft_len"] > self.cfg.max_draft_len:
             raise ProtocolError("too_large", f"draft_len {msg.header['draft_len']} > this edge's --max-draft-len "
                                              f"{self.cfg.max_draft_len}")
-        self._check_budget(msg.header["max_new_tokens"])
+        self._check_budget(msg.header["max_new_tokens"], len(msg.tensors["prompt"]))
         self._check_vocab(msg.header)
         self._drop(peer, msg.session)
         prompt = [int(t) for t in msg.tensors["prompt"]]
@@ -180,10 +192,18 @@ class EdgeServer:
                     vocab_size=int(self.target.config.vocab_size), hidden_layer=self.hidden_layer, edge=self.settings,
                     **vocab_hash)
 
-    def _check_budget(self, max_new_tokens: int) -> None:
+    def _check_budget(self, max_new_tokens: int, prompt_len: int) -> None:
+        """Refuse, before any work, a generation budget or a context (prompt + budget) this edge cannot hold."""
         if max_new_tokens > self.cfg.max_session_tokens:
             raise ProtocolError("too_large", f"max_new_tokens {max_new_tokens} > this edge's --max-session-tokens "
                                              f"{self.cfg.max_session_tokens}")
+        total = f"prompt {prompt_len} + max_new_tokens {max_new_tokens} = {prompt_len + max_new_tokens} tokens"
+        context = getattr(self.target.config, "max_position_embeddings", None)
+        if context is not None and prompt_len + max_new_tokens > context:
+            raise ProtocolError("too_large", f"{total} > the target's context {context} (max_position_embeddings)")
+        cap = self.cfg.max_context_tokens
+        if cap is not None and prompt_len + max_new_tokens > cap:
+            raise ProtocolError("too_large", f"{total} > this edge's --max-context-tokens {cap}")
 
     def _check_vocab(self, header: dict) -> None:
         """Refuse a drafter whose declared vocabulary differs from the target's (a UE that declares none: unchecked)."""
@@ -196,7 +216,7 @@ class EdgeServer:
     def _reference(self, msg: Message) -> Message:
         """The target-only greedy output of the prompt, within a session's limits; cached (it blocks the loop)."""
         n = msg.header["max_new_tokens"]
-        self._check_budget(n)
+        self._check_budget(n, len(msg.tensors["prompt"]))
         self._check_vocab(msg.header)
         key = (tuple(int(t) for t in msg.tensors["prompt"]), n)
         cached = key in self.references
@@ -269,7 +289,7 @@ def serve(cfg: ServeConfig, ready=print) -> None:
     gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
     server = EdgeServer(replace(cfg, tau=tau), target, policy, load_tokenizer(Path(path), "target"), desc)
     ctx = zmq.Context()
-    sock = ctx.socket(zmq.ROUTER)
+    sock = bound_socket(ctx.socket(zmq.ROUTER), server.limits, cfg.socket_hwm_msgs)
     sock.setsockopt(zmq.LINGER, 0)
     stop = {"flag": False}
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -280,7 +300,7 @@ def serve(cfg: ServeConfig, ready=print) -> None:
         if server.batcher is None:
             _loop(Direct(sock), server, stop)
         else:
-            with Inbox(ctx, sock) as inbox:
+            with Inbox(ctx, sock, server.busy, cfg.inbox_max_msgs) as inbox:
                 _loop(inbox, server, stop)
     finally:
         sock.close(0)

@@ -226,6 +226,30 @@ def test_open_beyond_max_sessions_is_refused(pair) -> None:
     assert reply.header["code"] == "busy" and "max 1" in reply.header["text"]
 
 
+def test_a_message_the_full_inbox_refuses_gets_error_busy_naming_its_session(pair) -> None:
+    server = EdgeServer(ServeConfig(max_draft_len=16, inbox_max_msgs=3), pair[1], RejectAll())
+    _, ue = open_pair(pair, PROMPTS[0], protocol="greedy")
+    reply = decode(server.busy(b"peer-a", encode(ue.open_message())), LIMITS)
+    assert (reply.type, reply.session, reply.header["code"]) == (MsgType.ERROR, ue.sid, "busy")
+    assert "queue is full (3 messages)" in reply.header["text"] and not server.sessions
+
+
+def test_open_and_reference_beyond_the_context_are_refused_naming_both_numbers(pair) -> None:
+    assert pair[1].config.max_position_embeddings == 512
+    server = EdgeServer(ServeConfig(max_draft_len=16, max_context_tokens=20), pair[1], RejectAll())
+    _, ue = open_pair(pair, PROMPTS[0], protocol="greedy")  # a 3-token prompt
+    reference = make(MsgType.REFERENCE, "r0", {"prompt": np.asarray(PROMPTS[0], np.int32)}, max_new_tokens=510)
+    for msg in (_replace(ue.open_message(), max_new_tokens=510), reference):
+        reply = ask(server, b"peer-a", msg)
+        assert (reply.type, reply.header["code"]) == (MsgType.ERROR, "too_large")
+        assert "prompt 3 + max_new_tokens 510 = 513 tokens > the target's context 512" in reply.header["text"]
+    reply = ask(server, b"peer-a", _replace(ue.open_message(), max_new_tokens=18))
+    assert reply.header["code"] == "too_large"
+    assert "= 21 tokens > this edge's --max-context-tokens 20" in reply.header["text"]
+    assert not server.sessions
+    assert ask(server, b"peer-a", _replace(ue.open_message(), max_new_tokens=17)).type == MsgType.OPEN_OK
+
+
 def test_edge_with_a_head_announces_its_layer_and_tau_and_checks_the_drafter_width(pair) -> None:
     from wisv.head import DecisionHead, HeadConfig, HeadPolicy
 

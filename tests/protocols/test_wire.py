@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import msgpack
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from protocols.wire import (
-    WIRE_VERSION, Limits, Message, MsgType, WireError, decode, encode, error_message, frame_bytes, make,
+    SCHEMAS, WIRE_VERSION, Limits, Message, MsgType, WireError, decode, encode, error_message, frame_bytes, make,
 )
 
 VOCAB = 100
@@ -28,7 +29,7 @@ def valid_messages() -> dict[str, Message]:
     probs = rng.random((3, VOCAB)).astype(np.float32)  # [K, V]
     return {
         "open": make(MsgType.OPEN, "ue-1", {"prompt": tokens(5, 6, 7, dtype=np.int64)},
-                     protocol="sh", draft_len=4, max_new_tokens=32, drafter_hidden=8, head=None,
+                     protocol="sh", draft_len=4, max_new_tokens=32, drafter_hidden=8, head=None, temperature=0.7,
                      meta={"task": "gsm8k", "ids": [1, 2]}),
         "open_vocab": make(MsgType.OPEN, "ue-1", {"prompt": tokens(5, 6)}, protocol="fh", draft_len=4,
                            max_new_tokens=32, vocab_size=VOCAB, vocab_hash=HASH),
@@ -52,7 +53,7 @@ def valid_messages() -> dict[str, Message]:
         "hidden": make(MsgType.HIDDEN, "ue-1", {"hidden": rng.standard_normal((2, 32)).astype(np.float32)},
                        round=2),  # [m, d]
         "verdict": make(MsgType.VERDICT, "ue-1", round=2, n_accepted=3, next_token=42, mismatches=1, queried=1,
-                        t_verify_s=0.1, t_head_s=0.001, done=False),
+                        t_verify_s=0.1, t_head_s=0.001, t_edge_s=0.2, done=False),
         "close": make(MsgType.CLOSE, "ue-1"),
         "closed": make(MsgType.CLOSED, "ue-1"),
         "error": error_message("ue-1", "bad_dtype", "tokens must be int"),
@@ -326,6 +327,63 @@ def test_size_limits_checked_before_parsing() -> None:
     with pytest.raises(WireError, match="frame 2 .* max_frame_bytes") as err:
         decode(frames, Limits(vocab_size=VOCAB, max_frame_bytes=1024))
     assert err.value.code == "too_large"
+
+
+def ping_frames(**fields: Any) -> Frames:
+    header = {"v": WIRE_VERSION, "session": "s1", "tensors": [], "seq": 0, "t_send": 0.0, **fields}
+    return pack(MsgType.PING, header, [])
+
+
+def test_ping_reply_bytes_capped_at_max_probe_bytes() -> None:
+    """A PING of a few dozen bytes may not ask for a PONG of max_frame_bytes (an amplification)."""
+    frames = ping_frames(reply_bytes=64 * 2**20)
+    assert frame_bytes(frames) < 100
+    with pytest.raises(WireError, match="'reply_bytes' = 67108864 out of range") as err:
+        decode(frames, LIMITS)
+    assert err.value.code == "too_large"
+    assert decode(ping_frames(reply_bytes=LIMITS.max_probe_bytes), LIMITS).header["reply_bytes"] == 2**20
+    assert decode(ping_frames(reply_bytes=8192), Limits(vocab_size=VOCAB)).header["reply_bytes"] == 8192  # UE default
+    with pytest.raises(WireError, match="reply_bytes"):
+        decode(ping_frames(reply_bytes=4097), Limits(vocab_size=VOCAB, max_probe_bytes=4096))
+
+
+FLOAT_FIELDS = [(name, key) for name, msg in valid_messages().items() for key, value in msg.header.items()
+                if type(value) is float]
+
+
+def test_every_float_header_field_is_checked_for_finiteness() -> None:
+    floats = {(t.name, k) for t, schema in SCHEMAS.items() for k, f in schema.fields.items() if float in f.types}
+    assert floats == {(valid_messages()[name].type.name, key) for name, key in FLOAT_FIELDS}
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf], ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("name, key", FLOAT_FIELDS, ids=[f"{n}.{k}" for n, k in FLOAT_FIELDS])
+def test_float_header_fields_must_be_finite(name: str, key: str, bad: float) -> None:
+    msg = valid_messages()[name]
+    frames = encode(msg)
+    header = msgpack.unpackb(frames[0][1:])
+    header[key] = bad
+    with pytest.raises(WireError, match=f"'{key}' = {bad} is not a finite number") as err:
+        decode(pack(frames[0][0], header, frames[1:]), LIMITS)
+    assert err.value.code == "bad_field"
+    msg.header[key] = bad
+    with pytest.raises(WireError, match="not a finite number"):  # the sender learns it first
+        encode(msg)
+
+
+def draft_with_csi(**csi: float) -> Frames:
+    header = {"v": WIRE_VERSION, "session": "s1", "round": 0, "t_draft_s": 0.0, "csi": csi,
+              "tensors": [{"name": "tokens", "dtype": "int32", "shape": [1]}]}
+    return pack(MsgType.DRAFT, header, [tokens(1).tobytes()])
+
+
+def test_float_dict_values_reject_nan_but_csi_may_say_unlimited_rate() -> None:
+    unlimited = decode(draft_with_csi(rate_up_mbps=math.inf, rtt_ms=3.0), LIMITS)
+    assert unlimited.header["csi"]["rate_up_mbps"] == math.inf  # the CSI of a UE without rate probes
+    for bad in (math.nan, -math.inf):
+        with pytest.raises(WireError, match=r"'csi'\['rtt_ms'\] = .* is not a finite number") as err:
+            decode(draft_with_csi(rtt_ms=bad), LIMITS)
+        assert err.value.code == "bad_field"
 
 
 def test_probs_wider_than_vocab_rejected() -> None:
