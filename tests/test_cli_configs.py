@@ -14,7 +14,7 @@ from channel import emulator, probe
 from labeling import __main__ as labeling_cli
 from scripts import (bench_core, bench_link, bench_tree, bench_verify, import_graph, model_card, netem_link,
                      rejection_predictor, train_toy_pair, ue_controls, validate_sim)
-from testbed import profile
+from testbed import keys, profile
 from testbed.live import run, serve, ue
 from testbed.load import cli as load_cli
 from testbed.load import compare
@@ -26,6 +26,7 @@ PARSED: dict[str, tuple[type, Callable]] = {
     "testbed.run": (run.RunConfig, run.parse_args),
     "testbed.serve": (serve.ServeConfig, serve.parse_args),
     "testbed.ue": (ue.UEConfig, ue.parse_args),
+    "testbed.keys": (keys.KeysConfig, keys.parse_args),
     "testbed.simulate calibrate": (calibrate.CalibrateConfig, calibrate.parse_args),
     "testbed.load": (load_cli.LoadConfig, load_cli.parse_args),
     "testbed.profile": (profile.ProfileConfig, profile.parse_args),
@@ -169,7 +170,8 @@ def test_changed_configs_change_every_field():
 BAD_FILE = 'bogus_key = 1\n'
 
 
-ARGV = {"labeling": ["collect"], "testbed.loadcompare": ["a", "b"], "channel.probe": ["127.0.0.1"]}  # what each needs
+ARGV = {"labeling": ["collect"], "testbed.loadcompare": ["a", "b"], "channel.probe": ["127.0.0.1"],
+        "testbed.keys": ["DIR"]}  # what each needs
 
 
 @pytest.mark.parametrize("name, argv", [(n, ARGV.get(n, [])) for n in ENTRIES] + [("labeling", ["all"])])

@@ -15,14 +15,18 @@ from protocols.accounting import wire_bytes
 from protocols.handshake import REFUSALS, Vocab
 from protocols.ue_side import EdgeError, HandshakeError, UESession, edge_error
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
+from testbed.live.auth import HANDSHAKE_WAIT_S, secure_connect
+from testbed.live.liveness import Heartbeat
 from testbed.live.sockbounds import bound_socket
 
 
 class Client:
     """DEALER socket shell: send/receive Messages, counting the bytes they occupy on the link."""
 
-    def __init__(self, ctx: zmq.Context, endpoint: str, identity: str, limits: Limits, timeout_s: float):
+    def __init__(self, ctx: zmq.Context, endpoint: str, identity: str, limits: Limits, timeout_s: float,
+                 auth: str | None = None, heartbeat: Heartbeat = Heartbeat()):
         self.ctx, self.endpoint, self.identity, self.timeout_s = ctx, endpoint, identity, timeout_s
+        self.auth, self.heartbeat = auth, heartbeat  # CURVE key dir (testbed.keys; None: none); ZMTP heartbeats
         self.limits = limits
         self.t_sent = self.t_received = 0.0  # perf_counter at the socket of the last send / the last reply
         self.sock = self._connect()
@@ -32,7 +36,8 @@ class Client:
         sock.setsockopt(zmq.IDENTITY, self.identity.encode())
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVTIMEO, int(self.timeout_s * 1000))
-        sock.connect(self.endpoint)
+        self.heartbeat.apply(sock)
+        secure_connect(sock, self.endpoint, self.auth, min(self.timeout_s, HANDSHAKE_WAIT_S))  # refused: raises
         return sock
 
     def reconnect(self) -> None:

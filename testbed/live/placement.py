@@ -33,6 +33,7 @@ class Site:
     ue_prefix: list[str] = field(default_factory=list)  # command prefix placing a UE (e.g. ip netns exec)
     notes: list[str] = field(default_factory=list)  # how the link is emulated, for the log
     measured: bool = False  # a real, unemulated link: UEs record the CSI they measure as the CSI in force
+    edge: Child | None = None  # the edge process the run started (watched while the UEs run; None: a remote edge)
 
 
 @contextmanager
@@ -42,10 +43,11 @@ def local(cfg, out: Path, edge_args: list[str]) -> Iterator[Site]:
     try:
         endpoint = edge.wait_for("READY", 300)
         if not cfg.link.emulated:
-            yield Site(endpoint, time.time(), notes=["no link emulation: the UE connects straight to the edge"])
+            yield Site(endpoint, time.time(), notes=["no link emulation: the UE connects straight to the edge"],
+                       edge=edge)
             return
         with LinkEmulator(cfg.link.emulator_config(int(endpoint.rsplit(":", 1)[1]))) as emu:
-            yield Site(emu.endpoint, emu.t0_epoch_s, notes=["user-space emulator on loopback"])
+            yield Site(emu.endpoint, emu.t0_epoch_s, notes=["user-space emulator on loopback"], edge=edge)
     finally:
         edge.stop()
 
@@ -87,7 +89,7 @@ def netns(cfg, out: Path, edge_args: list[str]) -> Iterator[Site]:
             connect, t0 = f"tcp://127.0.0.1:{EMULATOR_PORT}", _t0_of(line) or time.time()
         notes = [p.message for p in plans] or [f"CSI trace {link.csi_trace} replayed by the user-space emulator in "
                                                "the UE namespace (rate, delay, loss; no tc on the veth)"]
-        yield Site(connect, t0, exec_prefix(topo.ue_ns), notes)
+        yield Site(connect, t0, exec_prefix(topo.ue_ns), notes, edge=edge)
 
 
 def _plans(link, topo) -> list:

@@ -33,6 +33,7 @@ from testbed.common.machine import machine_info
 from testbed.common.plots import plot_run
 from testbed.common.summary import summarize, table
 from testbed.live import placement
+from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, wait_with_edge
 from testbed.live.procs import Child, ChildError, progress_handler
 from testbed.live.prompts import load_prompts, reference_outputs
 from testbed.live.serve import ServeConfig
@@ -42,9 +43,10 @@ from wisv.jsonl import read_jsonl, write_jsonl
 from wisv.records import read_records
 
 
+SHARED = ("auth", "heartbeat_ivl_ms", "heartbeat_timeout_ms")  # RunConfig fields given to the UEs and the edge alike
 UE_SET_BY_RUN = ("connect", "prompts", "prompts_file", "out", "ue_id", "protocol", "device", "seed", "link_json",
-                 "link_t0_epoch_s", "reference")  # UEConfig fields the run sets for each UE process
-EDGE_SET_BY_RUN = ("bind", "device", "max_draft_len", "max_session_tokens")  # ServeConfig fields the run sets for the edge
+                 "link_t0_epoch_s", "reference") + SHARED  # UEConfig fields the run sets for each UE process
+EDGE_SET_BY_RUN = ("bind", "device", "max_draft_len", "max_session_tokens") + SHARED  # ServeConfig fields the run sets
 
 
 @dataclass
@@ -64,6 +66,9 @@ class RunConfig:
     netns: bool = False  # edge and UEs in their own network namespaces joined by a veth (root), tc on the veth
     remote_edge: str | None = field(default=None, metadata={
         "flag": "edge"})  # tcp://HOST:PORT of an edge serving elsewhere: only UEs run here (no link flag: real link)
+    auth: str | None = None  # key dir from testbed.keys: CURVE between the UEs and the edge (None: none)
+    heartbeat_ivl_ms: int = HEARTBEAT_IVL_MS  # ZMTP heartbeat PING interval of the UEs' and the edge's sockets, ms
+    heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS  # a connection silent this long after a PING is dropped, ms
     ue: UEConfig = field(default_factory=UEConfig, metadata={"skip": UE_SET_BY_RUN})  # the UEs' settings
     edge: ServeConfig = field(default_factory=ServeConfig, metadata={"skip": EDGE_SET_BY_RUN})  # the edge's settings
     link: LinkSpec = field(default_factory=LinkSpec, metadata={"skip": ("seed",)})  # emulated link (seed: the run's)
@@ -163,6 +168,7 @@ def _run_ues(cfg: RunConfig, proto: str, site: placement.Site, prompts_file: Pat
                 write_jsonl(part, rows[u::cfg.ues])
                 ues.append(Child(f"ue{u}", _ue_args(cfg, proto, site, part, pdir / f"ue{u}", u, len(rows[u::cfg.ues])),
                                  pdir / f"ue{u}.log", progress_handler(bar), prefix=site.ue_prefix))
+            wait_with_edge(ues, site.edge)  # the edge dying stops the run at once
             for ue in ues:
                 if ue.wait() != 0:
                     raise ChildError(f"{ue.name} ({proto}) failed{_error_line(ue.log_path)}; see {ue.log_path}")
@@ -191,7 +197,7 @@ def _collect(proto: str, pdir: Path, prompts: pd.DataFrame, tok, refs) -> dict:
 def _edge_args(cfg: RunConfig) -> list[str]:
     """testbed.serve's argv (placement adds --bind)."""
     edge = dataclasses.replace(cfg.edge, device=cfg.device, max_draft_len=max(cfg.edge.max_draft_len, cfg.ue.draft_len),
-                               max_session_tokens=max(cfg.edge.max_session_tokens, cfg.ue.max_new_tokens))
+                               max_session_tokens=max(cfg.edge.max_session_tokens, cfg.ue.max_new_tokens), **_shared(cfg))
     return ["testbed.serve", *config.to_argv(edge)]
 
 
@@ -201,8 +207,14 @@ def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, ou
     link_json = None if site.measured else json.dumps(asdict(cfg.link))  # None: the UE records the measured CSI
     ue = dataclasses.replace(cfg.ue, connect=site.connect, prompts=n, prompts_file=str(prompts), out=str(out),
                              ue_id=f"ue{u}", protocol=proto, device=cfg.device, seed=cfg.seed, link_json=link_json,
-                             link_t0_epoch_s=site.t0_epoch_s, reference=False)  # the run compares with the target
+                             link_t0_epoch_s=site.t0_epoch_s, reference=False,  # the run compares with the target
+                             **_shared(cfg))
     return ["testbed.ue", *config.to_argv(ue)]
+
+
+def _shared(cfg: RunConfig) -> dict:
+    """The settings the UEs and the edge take from the run alike (SHARED)."""
+    return {name: getattr(cfg, name) for name in SHARED}
 
 
 def _describe_link(cfg: RunConfig, site: placement.Site) -> str:

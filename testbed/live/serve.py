@@ -2,7 +2,10 @@
 
 Usage: ``python -m testbed.serve --bind tcp://0.0.0.0:5555 [--target DIR] [--head none]``
 Prints ``READY <endpoint>`` once listening.  A bad message gets an ERROR reply naming the problem;
-every other session keeps being served.  Sessions are freed on CLOSE or after ``--session-timeout-s``.
+every other session keeps being served.  Sessions are freed on CLOSE, after ``--session-timeout-s`` idle, or when
+their peer's connection ends (closed, or silent past ``--heartbeat-timeout-ms``: testbed/live/liveness.py).
+``--auth DIR`` (keys from ``python -m testbed.keys``) requires CurveZMQ and accepts only the client keys listed in
+DIR/clients; a session is bound to the key that opened it (testbed/live/auth.py).
 OPEN is refused when the UE's drafter does not share the target's tokenizer (size and hash of the vocabulary) or
 its hidden size does not fit the decision head, or when its prompt plus max_new_tokens exceeds the target's context
 (or ``--max-context-tokens``); OPEN_OK reports the edge's settings (head, tau, target, batching).
@@ -16,6 +19,7 @@ import signal
 import sys
 import time
 from collections import OrderedDict
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -28,8 +32,10 @@ from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.handshake import Vocab, vocab_refusal
 from protocols.wire import WIRE_VERSION, Limits, Message, MsgType, WireError, decode, encode, error_message, make
 from testbed.common.heads import load_policy
+from testbed.live.auth import open_bind_warning, serve_curve, user_id
 from testbed.live.edgebatch import DraftBatcher
 from testbed.live.inbox import MAX_QUEUE_MSGS, Direct, Inbox
+from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, Heartbeat, PeerWatch
 from testbed.live.sockbounds import HWM_MSGS, bound_socket
 from wisv.batchverify import BatchVerifier, EngineConfig, EngineView
 from wisv.estimator import EstimatorProfile
@@ -69,6 +75,9 @@ class ServeConfig:
     max_context_tokens: int | None = None  # largest prompt + max_new_tokens asked (None: the target's context), tokens
     socket_hwm_msgs: int = HWM_MSGS  # ZeroMQ send/receive high-water mark of the ROUTER, per peer, messages
     inbox_max_msgs: int = MAX_QUEUE_MSGS  # batching: arrivals queued for the serving loop; beyond, ERROR busy, messages
+    heartbeat_ivl_ms: int = HEARTBEAT_IVL_MS  # ZMTP heartbeat PING interval of the ROUTER, ms (0: none)
+    heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS  # a peer silent this long after a PING is dropped, sessions freed, ms
+    auth: str | None = None  # key dir from testbed.keys: require CURVE, accept only DIR/clients/*.key (None: anyone)
 
 
 class EdgeServer:
@@ -84,6 +93,8 @@ class EdgeServer:
         self.limits = Limits(vocab_size=int(target.config.vocab_size), max_draft_len=cfg.max_draft_len,
                              max_positions=cfg.max_draft_len)
         self.sessions: dict[tuple[bytes, str], EdgeSession] = {}
+        self.peer_keys: dict[bytes, str | None] = {}  # peer -> the authenticated key (ZAP User-Id) it sends with
+        self.owners: dict[tuple[bytes, str], str | None] = {}  # session -> the key that opened it
         self.engine, self.batcher = _engine(cfg, target, self.hidden_layer)
         self.held: list = []  # validated DRAFTs waiting for the batcher (peer, EdgeSession)
         self.references: OrderedDict[tuple, list[int]] = OrderedDict()  # (prompt, budget) -> target-only output
@@ -91,6 +102,7 @@ class EdgeServer:
 
     def handle(self, peer: bytes, frames: list) -> list[bytes]:
         """Decode, dispatch and encode one reply; never raises for a peer's mistake."""
+        self._note_keys([(peer, frames)])
         return self._guard(peer, frames, self._dispatch)
 
     def handle_many(self, items: list[tuple], one_batch: bool = False) -> list[tuple[bytes, list[bytes]]]:
@@ -99,6 +111,7 @@ class EdgeServer:
 
         ``one_batch``: verify only the next batch and keep the rest waiting, so that the caller can add what arrived
         meanwhile before the scheduler picks again (the serving loop does this); otherwise verify until none waits."""
+        self._note_keys(items)
         if self.batcher is None:
             return [(item[0], self._guard(item[0], item[1], self._dispatch, t0=_arrival(item))) for item in items]
         replies = []
@@ -129,6 +142,11 @@ class EdgeServer:
             log.exception("internal error handling a message from session %s", sid)
             self._drop(peer, sid)
             return encode(error_message(sid, "internal", f"{type(e).__name__}: {e}"))
+
+    def _note_keys(self, items: list[tuple]) -> None:
+        """The authenticated key each peer's connection uses, from its messages' ZAP User-Id (None: no CURVE)."""
+        for item in items:
+            self.peer_keys[item[0]] = user_id(item[1])
 
     def busy(self, peer: bytes, frames: list) -> list[bytes]:
         """The reply to a message the receiver could not queue: ERROR ``busy`` naming its session (thread-safe)."""
@@ -169,6 +187,8 @@ class EdgeServer:
         sess = self.sessions.get((peer, msg.session))
         if sess is None:
             raise ProtocolError("unknown_session", f"no open session {msg.session!r} for this peer")
+        if self.owners.get((peer, msg.session)) != self.peer_keys.get(peer):
+            raise ProtocolError("forbidden", f"session {msg.session!r} was opened with another key")
         sess.last_active, sess.msg_t0 = time.monotonic(), t0
         return sess
 
@@ -186,6 +206,7 @@ class EdgeServer:
                   else VerifySession(self.target, prompt, self.hidden_layer))
         sess = EdgeSession(msg.session, verify, msg, self.policy, self.tau, self.eos)
         self.sessions[(peer, msg.session)] = sess
+        self.owners[(peer, msg.session)] = self.peer_keys.get(peer)
         log.info("open session %s from peer %s (%s, K=%d)", msg.session, peer.hex(), sess.protocol_name, sess.draft_len)
         vocab_hash = {"vocab_hash": self.vocab.hash} if self.vocab.hash else {}
         return make(MsgType.OPEN_OK, msg.session, target_hidden=int(self.target.config.hidden_size),
@@ -231,8 +252,17 @@ class EdgeServer:
 
     def _drop(self, peer: bytes, sid: str) -> None:
         sess = self.sessions.pop((peer, sid), None)
+        self.owners.pop((peer, sid), None)
         if sess is not None:
             sess.verify.free()
+
+    def drop_peer(self, peer: bytes) -> int:
+        """Free every session (and KV cache) of a peer whose connection ended; return how many."""
+        mine = [sid for p, sid in self.sessions if p == peer]
+        for sid in mine:
+            self._drop(peer, sid)
+        self.peer_keys.pop(peer, None)
+        return len(mine)
 
     def sweep(self, now: float | None = None) -> int:
         """Free sessions idle for longer than the timeout; return how many."""
@@ -291,17 +321,25 @@ def serve(cfg: ServeConfig, ready=print) -> None:
     ctx = zmq.Context()
     sock = bound_socket(ctx.socket(zmq.ROUTER), server.limits, cfg.socket_hwm_msgs)
     sock.setsockopt(zmq.LINGER, 0)
+    Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms).apply(sock)
     stop = {"flag": False}
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.update(flag=True))
     try:
-        endpoint = _bind(sock, cfg.bind)
-        ready(f"READY {endpoint}", flush=True)
-        if server.batcher is None:
-            _loop(Direct(sock), server, stop)
-        else:
-            with Inbox(ctx, sock, server.busy, cfg.inbox_max_msgs) as inbox:
-                _loop(inbox, server, stop)
+        with ExitStack() as stack:
+            if cfg.auth:
+                stack.callback(serve_curve(ctx, sock, cfg.auth).stop)
+            watch = PeerWatch(sock)
+            stack.callback(watch.close)
+            endpoint = _bind(sock, cfg.bind)
+            if warning := open_bind_warning(endpoint, cfg.auth):
+                print(warning, file=sys.stderr, flush=True)
+            ready(f"READY {endpoint}", flush=True)
+            if server.batcher is None:
+                _loop(Direct(sock), server, stop, watch)
+            else:
+                with Inbox(ctx, sock, server.busy, cfg.inbox_max_msgs) as inbox:
+                    _loop(inbox, server, stop, watch)
     finally:
         sock.close(0)
         ctx.term()
@@ -314,11 +352,15 @@ def _bind(sock: zmq.Socket, bind: str) -> str:
     return sock.getsockopt(zmq.LAST_ENDPOINT).decode()
 
 
-def _loop(source: Direct | Inbox, server: EdgeServer, stop: dict) -> None:
-    """Serve until stopped: handle what arrived, one batch per turn, and sweep idle sessions every second."""
+def _loop(source: Direct | Inbox, server: EdgeServer, stop: dict, watch: PeerWatch | None = None) -> None:
+    """Serve until stopped: free the sessions of peers gone, handle what arrived, one batch per turn, and sweep idle
+    sessions every second."""
     last_sweep = time.monotonic()
     while not stop["flag"]:
         items = source.get(0 if server.held else 0.1, 4 * server.cfg.max_batch)
+        for peer in watch.gone(items) if watch else ():
+            if n := server.drop_peer(peer):
+                log.info("peer %s disconnected: freed %d session(s)", peer.hex(), n)
         if items or server.held:  # one batch per turn: what arrived during it joins the queue before the next pick
             for peer, reply in server.handle_many([(p, f, t) for t, p, f in items], one_batch=True):
                 source.send([peer] + reply)

@@ -35,6 +35,7 @@ from protocols.wire import Limits, MsgType, WireError, make
 from testbed.common.link import LinkSpec
 from testbed.common.summary import summarize, table, write_summary
 from testbed.live.client import Client, fetch_references, handshake, open_session, peer_identity
+from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, Heartbeat
 from wisv.evaluate import eos_id
 from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer, vocab_facts
 from wisv.prompts import CHAT_TEMPLATE_MODES, prompt_rows
@@ -72,6 +73,9 @@ class UEConfig:
     pipeline_depth: bool = False  # SpecEdge: choose K <= draft_len per round so that K * tau_d + RTT ~= verify time
     tree_budget: int = 16  # tree protocol: draft tokens per tree, N (--proactive adds a reused chain on top)
     reference: bool = True  # ask the edge for target-only greedy outputs, for matches_target (--no-reference: skip)
+    heartbeat_ivl_ms: int = HEARTBEAT_IVL_MS  # ZMTP heartbeat PING interval of the UE's socket, ms (0: none)
+    heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS  # a connection silent this long after a PING is redialled, ms
+    auth: str | None = None  # key dir from testbed.keys: CURVE with DIR/client.key_secret, DIR/edge.key (None: none)
 
 
 @dataclass
@@ -210,7 +214,7 @@ def run(cfg: UEConfig) -> dict:
     loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect)
     ctx, est = zmq.Context(), CSIEstimator()
     client = Client(ctx, cfg.connect, peer_identity(cfg.ue_id), Limits(vocab_size=int(drafter.config.vocab_size)),
-                    cfg.recv_timeout_s)
+                    cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms))
     all_rows, recs, refs = [], [], None
     try:
         client.exchange(make(MsgType.PING, cfg.ue_id, None, seq=0, t_send=time.time()))  # connect; not a sample
