@@ -1,0 +1,149 @@
+"""CurveZMQ: testbed.keys' layout; the right key runs (testbed.run --auth), a wrong or missing key is refused fast
+and clearly on the UE and logged on the edge; sessions are bound to the key that opened them; the open-bind warning."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import zmq
+
+from protocols.ue_side import UEParams, UESession
+from protocols.wire import Limits, MsgType, decode, encode, make
+from testbed import keys
+from testbed.live.auth import open_bind_warning, write_keys
+from testbed.live.procs import Child
+from testbed.live.serve import EdgeServer, ServeConfig
+from tests.tiny_pair import make_pair
+from wisv.sessions import DraftSession
+from wisv.speculative import RejectAll
+
+RECV_TIMEOUT_S = 60  # the refused UE must fail well before this
+
+
+@pytest.fixture(scope="module")
+def key_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("keys") / "keys"
+    keys.main([str(d)])
+    return d
+
+
+@pytest.fixture(scope="module")
+def edge(pair_dirs, key_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """``testbed.serve --auth`` (tiny target, --head none) on a free loopback port; stopped by its PID."""
+    log = tmp_path_factory.mktemp("edge") / "edge.log"
+    child = Child("edge", ["testbed.serve", "--bind", "tcp://127.0.0.1:0", "--target", str(pair_dirs.target),
+                           "--head", "none", "--auth", str(key_dir)], log)
+    try:
+        yield child.wait_for("READY", 120), log
+    finally:
+        child.stop()
+
+
+def test_keys_writes_both_pairs_and_lists_the_client(key_dir: Path, capsys) -> None:
+    names = {p.relative_to(key_dir).as_posix() for p in key_dir.rglob("*") if p.is_file()}
+    assert names == {"edge.key", "edge.key_secret", "client.key", "client.key_secret", "clients/client.key"}
+    assert (key_dir / "clients" / "client.key").read_text() == (key_dir / "client.key").read_text()
+    assert "secret-key" not in (key_dir / "edge.key").read_text()  # public files hold no secret
+    assert all((key_dir / f).stat().st_mode & 0o077 == 0 for f in ("edge.key_secret", "client.key_secret"))
+    with pytest.raises(SystemExit) as e:  # existing keys are kept unless --overwrite
+        keys.main([str(key_dir)])
+    assert e.value.code == 2 and "--overwrite" in capsys.readouterr().err
+
+
+def ue(endpoint: str, drafter: Path, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, float]:
+    cmd = [sys.executable, "-m", "testbed.ue", "--connect", endpoint, "--drafter", str(drafter), "--out", str(out),
+           "--prompts", "1", "--draft-len", "4", "--max-new-tokens", "8", "--probe-bytes", "0",
+           "--recv-timeout-s", str(RECV_TIMEOUT_S), *extra]
+    t0 = time.monotonic()
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    return res, time.monotonic() - t0
+
+
+def test_the_right_key_runs(pair_dirs, key_dir: Path, tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "testbed.run", "--auth", str(key_dir), "--prompts", "2", "--protocol", "sh",
+           "--draft-len", "4", "--max-new-tokens", "8", "--drafter", str(pair_dirs.drafter), "--target",
+           str(pair_dirs.target), "--head", "none", "--out", str(tmp_path / "r")]  # through the link emulator
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    edge_log = (tmp_path / "r" / "edge.log").read_text()
+    assert "CURVE on: 1 client key(s)" in edge_log and "open session" in edge_log and "refused" not in edge_log
+
+
+def test_a_wrong_key_is_refused_fast_and_logged(edge, pair_dirs, key_dir: Path, tmp_path: Path) -> None:
+    endpoint, log = edge
+    stranger = tmp_path / "stranger"
+    write_keys(stranger)  # a key pair the edge does not list, with the edge's right public key
+    (stranger / "edge.key").write_text((key_dir / "edge.key").read_text())
+    res, took = ue(endpoint, pair_dirs.drafter, tmp_path / "o", "--auth", str(stranger))
+    assert res.returncode == 2 and took < RECV_TIMEOUT_S, res.stderr[-2000:]
+    assert "the edge refused the connection: CURVE key refused" in res.stderr
+    assert "--auth DIR/clients must list" in res.stderr
+    key = (stranger / "client.key").read_text().split('public-key = "')[1].split('"')[0]
+    assert _logged(log, f"refused CURVE client key {key}")
+
+
+def test_a_missing_key_is_refused_fast_and_logged(edge, pair_dirs, tmp_path: Path) -> None:
+    endpoint, log = edge
+    res, took = ue(endpoint, pair_dirs.drafter, tmp_path / "o")
+    assert res.returncode == 2 and took < RECV_TIMEOUT_S, res.stderr[-2000:]
+    assert "the edge refused the connection" in res.stderr and "may require CURVE keys" in res.stderr
+    assert _logged(log, "security mechanism mismatch")
+
+
+def _logged(log: Path, text: str, wait_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if text in log.read_text(errors="replace"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# ---------------------------------------------------------------------------------------------- no sockets
+
+
+class Keyed(zmq.Frame):
+    """A frame as received under CURVE: it carries its client's key as the ZAP User-Id."""
+
+    user: str | None = None
+
+    def get(self, option):
+        return self.user if option == "User-Id" else super().get(option)
+
+
+def keyed(frames: list[bytes], user: str) -> list[zmq.Frame]:
+    out = [Keyed(f) for f in frames]
+    for f in out:
+        f.user = user
+    return out
+
+
+def test_a_session_is_bound_to_the_key_that_opened_it() -> None:
+    torch.set_num_threads(1)
+    drafter, target = make_pair("llama", 32, 2, 4, 2, vocab=61, eos=60)
+    limits = Limits(vocab_size=61, max_draft_len=16, max_positions=16)
+    server = EdgeServer(ServeConfig(max_draft_len=16), target, RejectAll())
+    sess = UESession("ue-0", DraftSession(drafter, [3, 4, 5]), UEParams("greedy", 4, 8), 60)
+    ask = lambda user, msg: decode(server.handle(b"ue", keyed(encode(msg), user)), limits)  # noqa: E731
+    assert ask("KEY-A", sess.open_message()).type == MsgType.OPEN_OK
+    draft = make(MsgType.DRAFT, "ue-0", {"tokens": np.array([1, 2], np.int32)}, round=0, t_draft_s=0.0,
+                 protocol="greedy")
+    thief = ask("KEY-B", draft)  # the same identity, another authenticated key
+    assert (thief.type, thief.header["code"]) == (MsgType.ERROR, "forbidden") and "another key" in thief.header["text"]
+    assert ask("KEY-A", draft).type == MsgType.VERDICT
+    assert server.drop_peer(b"ue") == 1 and not server.sessions and not server.owners
+
+
+@pytest.mark.parametrize("endpoint, auth, warned", [
+    ("tcp://0.0.0.0:5555", None, True), ("tcp://10.1.2.3:5555", None, True), ("tcp://127.0.0.1:5555", None, False),
+    ("tcp://[::1]:5555", None, False), ("tcp://localhost:5555", None, False), ("tcp://0.0.0.0:5555", "keys", False),
+    ("ipc:///tmp/edge", None, False)])
+def test_an_open_bind_without_auth_is_warned(endpoint: str, auth: str | None, warned: bool) -> None:
+    w = open_bind_warning(endpoint, auth)
+    assert (w is not None) == warned and (not warned or "--auth" in w)
