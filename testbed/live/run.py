@@ -3,8 +3,9 @@
 Usage: ``python -m testbed.run --protocol auto`` (built-in pair, 20 test prompts, 20 Mbps / 20 ms).
 ``--protocol all`` runs every protocol on the same prompts and link and prints them side by side.
 ``--edge tcp://HOST:PORT`` runs only the UEs here, against an edge serving on another host (``python -m
-testbed.serve --bind tcp://0.0.0.0:PORT``): the real link, measured, unless link flags ask for emulation; the
-target-only reference comes from the edge, and the edge's own settings (head, tau, ...) are recorded.
+testbed.serve --bind tcp://0.0.0.0:PORT --auth KEYS``, with ``--auth KEYS`` here too): the real link, measured,
+unless link flags ask for emulation; the target-only reference comes from the edge, and the edge's own settings
+(head, tau, ...) are recorded.
 Writes per protocol ``rounds.csv``, ``outputs.jsonl`` and ``summary.json`` to ``--out DIR/<protocol>``,
 plus ``config.json``, ``prompts.jsonl``, ``reference.jsonl``, ``summary.csv`` and ``run.png`` (latency per
 prompt, AAL per protocol) to ``--out DIR``.

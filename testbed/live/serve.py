@@ -1,6 +1,6 @@
 """Edge server: a ZeroMQ ROUTER serving many UE sessions, each with its own target KV cache.
 
-Usage: ``python -m testbed.serve --bind tcp://0.0.0.0:5555 [--target DIR] [--head none]``
+Usage: ``python -m testbed.serve --bind tcp://0.0.0.0:5555 [--auth KEYS] [--target DIR] [--head none]``
 Prints ``READY <endpoint>`` once listening.  A bad message gets an ERROR reply naming the problem;
 every other session keeps being served.  Sessions are freed on CLOSE, after ``--session-timeout-s`` idle, or when
 their peer's connection ends (closed, or silent past ``--heartbeat-timeout-ms``: testbed/live/liveness.py).
@@ -379,6 +379,6 @@ def main(argv: list[str] | None = None) -> None:
     log.info("config %s", asdict(cfg))
     try:
         serve(cfg)
-    except ValueError as e:  # a bad --head or --target
+    except ValueError as e:  # a bad --head, --target, --auth DIR or heartbeat setting
         print(f"testbed.serve: error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
