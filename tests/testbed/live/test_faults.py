@@ -29,25 +29,25 @@ def outage_trace(path: Path, repeats: int = 12) -> Path:
     rows = ["t_s,rate_up_mbps,rate_down_mbps,rtt_ms,per,outage"]
     for k in range(repeats):
         t = k * (UP_S + OUTAGE_S)
-        rows += [f"{t:g},20,20,50,0,0", f"{t + UP_S:g},20,20,50,0,1"]
-    rows.append(f"{repeats * (UP_S + OUTAGE_S):g},20,20,50,0,0")
+        rows += [f"{t:g},20,20,75,0,0", f"{t + UP_S:g},20,20,75,0,1"]
+    rows.append(f"{repeats * (UP_S + OUTAGE_S):g},20,20,75,0,0")
     path.write_text("\n".join(rows) + "\n")
     return path
 
 
 @pytest.mark.slow
 def test_a_run_across_5_s_outages_completes_and_records_them(pair_dirs, tmp_path: Path) -> None:
-    """4 prompts at 50 ms RTT keep the UE busy for more than one 1 s up period, so the run must cross an outage."""
+    """2 prompts of >= 4 rounds (16 tokens, K = 4) and 3 more exchanges each (PING, OPEN, CLOSE) at 75 ms RTT keep
+    the UE busy for more than one 1 s up period, so the run must cross an outage."""
     ue = UEConfig(draft_len=4, max_new_tokens=16, drafter=str(pair_dirs.drafter), probe_bytes=0)
-    link = LinkSpec(rtt_ms=50.0, csi_trace=str(outage_trace(tmp_path / "outages.csv")))
-    cfg = RunConfig(protocol="greedy", prompts=4, out=str(tmp_path / "run"), ue=ue,
+    link = LinkSpec(rtt_ms=75.0, csi_trace=str(outage_trace(tmp_path / "outages.csv")))
+    cfg = RunConfig(protocol="greedy", prompts=2, out=str(tmp_path / "run"), ue=ue,
                     edge=ServeConfig(target=str(pair_dirs.target)), link=link)
     [summary] = run(cfg)
-    assert (summary["prompts"], summary["errors"], summary["matches_target"]) == (4, 0, 1.0)
+    assert (summary["prompts"], summary["errors"], summary["matches_target"]) == (2, 0, 1.0)
     pdir = tmp_path / "run" / "greedy"
     outputs = pd.read_json(pdir / "outputs.jsonl", lines=True)
-    assert outputs["outage_s"].sum() >= 0.5  # crossed (part of) an outage, held, not failed
-    assert (outputs["outage_s"] <= outputs["t_probe_s"] + outputs["t_e2e_s"] + 0.5).all()
+    assert outputs["outage_s"].sum() >= 0.5  # crossed (part of) an outage: held, not failed
     rounds = read_records(pdir / "rounds.csv")
     assert rounds["outage_s"].notna().all() and (rounds["outage_s"] <= OUTAGE_S + 0.1).all()
     crossed = rounds[rounds["outage_s"] > 0]
