@@ -228,12 +228,13 @@ def _describe_link(cfg: RunConfig, site: placement.Site) -> str:
     link = cfg.link
     if site.measured:
         return f"real link to {cfg.remote_edge} (measured CSI in rounds.csv)"
+    outages = f"; outages {link.outages}" if link.outages else ""
     if link.csi_trace:
-        return f"trace {link.csi_trace}"
+        return f"trace {link.csi_trace}{outages}"
     rate = lambda r: "unlimited" if not r else f"{r:g} Mbps"  # noqa: E731
     comp = f", host overhead {link.host_overhead_ms:g} ms/direction taken out" if link.host_overhead_ms else ""
     return (f"up {rate(link.rate_up_mbps)}, down {rate(link.rate_down_mbps)}, RTT {link.rtt_ms:g} ms, "
-            f"jitter {link.jitter_ms:g} ms, PER {link.per:g}{comp}")
+            f"jitter {link.jitter_ms:g} ms, PER {link.per:g}{comp}{outages}")
 
 
 def _versions(machine: dict) -> dict:
