@@ -3,8 +3,8 @@
 Usage: ``python -m testbed.ue --connect tcp://EDGE:5555 [--prompts N | --prompts-file F.jsonl] --out DIR``
 Prompts: the first N of the built-in test split, or of a JSONL file whose rows hold ``prompt`` (text) or
 ``prompt_ids``, and optionally ``prompt_id`` and ``answer`` (the format testbed.run takes).  Writes ``rounds.csv``,
-``outputs.jsonl``, ``summary.json`` and ``summary.csv`` to ``--out``, prints ``PROGRESS {json}`` after each prompt
-and the summary table at the end.
+``outputs.jsonl``, ``summary.json`` and ``summary.csv`` to ``--out`` (and ``rounds.jsonl``, each round appended as it
+happens), prints ``PROGRESS {json}`` after each prompt and the summary table at the end.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from transformers import PreTrainedModel
 from channel import config
 from channel.emulator import parse_hostport
 from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
+from channel.trace import CSITrace
 from protocols.auto import AUTO_RULES
 from protocols.handshake import Vocab
 from protocols.registry import PROTOCOLS
@@ -177,7 +178,7 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
     return out, rows
 
 
-def _outage_s(trace, since_s: float, t0_epoch_s: float) -> float | None:
+def _outage_s(trace: CSITrace | None, since_s: float, t0_epoch_s: float) -> float | None:
     """Seconds of the emulated link's outages from ``since_s`` (on its clock) until now; None without a link."""
     return trace.outages.overlap_s(since_s, time.time() - t0_epoch_s) if trace else None
 
