@@ -12,7 +12,8 @@ config that nests others has the same flags as a flat one.  Field metadata, all 
 - ``flag``: the flag's name when it is not the field's (without ``--``);
 - ``positional``: a positional argument instead of a flag (one token; a list's values comma-separated);
 - ``skip``: on a nested dataclass field, its sub-fields that the parent sets itself (no flag, no TOML key);
-- ``parse`` / ``format``: a field's own text form on the command line (tokens -> value, value -> tokens).
+- ``parse`` / ``format``: a field's own text form on the command line (tokens -> value, value -> tokens);
+- ``example``: a valid non-default value, for a text field whose form is checked (the config tests use it).
 
 Precedence: the dataclass defaults, then ``--config FILE.toml``, then the flags given.
 """

@@ -8,7 +8,8 @@ bytes.  Up = client (UE) -> server (edge), down = server -> client.  The CSI in 
 ``shared_link`` every connection queues on one link per direction, like UEs sharing a cell;
 otherwise each connection has its own.  Queues are unbounded (no drops on overflow), the TCP
 handshake to the target is not delayed, and an ideal link (no CSI or ``CSI.ideal()``, no jitter)
-takes a fast path that forwards every chunk as soon as it is read.  Byte counters are summed over
+takes a fast path that forwards every chunk as soon as it is read.  Outages (a trace's ``outage`` rows
+or ``outages``, channel/outage.py) hold every byte until the link returns.  Byte counters are summed over
 all connections and count a chunk just before it is handed to the receiver.  For accurate timing
 run the emulator in its own process (the CLI), away from GIL-heavy work.
 
@@ -23,7 +24,7 @@ import signal
 import socket
 import threading
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,7 @@ import numpy as np
 from channel import config
 from channel.csi import CSI
 from channel.linkmodel import MTU_BYTES, Direction, Link, dir_params
+from channel.outage import parse_outages
 from channel.relay import Connection, shutdown_quietly
 from channel.trace import CSITrace, load_trace
 
@@ -56,10 +58,12 @@ class LinkConfig:
     seed: int = 0  # seeds loss and jitter draws
     shared_link: bool = True  # one link per direction shared by all connections; False = one per connection
     host_overhead_ms: float = 0.0  # hosts' one-way cost taken out of each direction's delay (calibrated), ms
+    outages: str = ""  # outage periods START_S:DURATION_S[,...] from start(): nothing passes, bytes are held
 
     def __post_init__(self) -> None:
         if self.csi is not None and self.trace is not None:
             raise ValueError("LinkConfig: give csi or trace, not both")
+        parse_outages(self.outages)  # ValueError naming a bad period
         if not 0 <= self.jitter_ms < math.inf:
             raise ValueError(f"LinkConfig.jitter_ms must be finite and >= 0, got {self.jitter_ms}")
         if not 0 <= self.host_overhead_ms < math.inf:
@@ -100,7 +104,8 @@ class LinkEmulator:
     @property
     def fast_path(self) -> bool:
         """True when the link is ideal and chunks are forwarded at once."""
-        return len(self.trace) == 1 and self.trace.csis[0].is_ideal and self.cfg.jitter_ms == 0
+        return (len(self.trace) == 1 and self.trace.csis[0].is_ideal and self.cfg.jitter_ms == 0
+                and not self.trace.outages)
 
     @property
     def port(self) -> int:
@@ -173,8 +178,8 @@ class LinkEmulator:
             return lambda t_s: dir_params(self.trace.at(t_s), d, self.cfg.jitter_ms, self.cfg.mtu_bytes,
                                           self.cfg.host_overhead_ms)
 
-        return {d: Link(params_at(d), np.random.default_rng([self.cfg.seed, i, conn_index]), self.t0_s)
-                for i, d in enumerate(DIRECTIONS)}
+        return {d: Link(params_at(d), np.random.default_rng([self.cfg.seed, i, conn_index]), self.t0_s,
+                        self.trace.outages) for i, d in enumerate(DIRECTIONS)}
 
     def _accept_loop(self) -> None:
         assert self._listener is not None
@@ -219,10 +224,12 @@ class LinkEmulator:
 
 def _resolve_trace(cfg: LinkConfig) -> CSITrace:
     if isinstance(cfg.trace, CSITrace):
-        return cfg.trace
-    if cfg.trace is not None:
-        return load_trace(cfg.trace, loop=cfg.trace_loop)
-    return CSITrace.constant(cfg.csi or CSI.ideal())
+        trace = cfg.trace
+    elif cfg.trace is not None:
+        trace = load_trace(cfg.trace, loop=cfg.trace_loop)
+    else:
+        trace = CSITrace.constant(cfg.csi or CSI.ideal())
+    return trace.with_outages(parse_outages(cfg.outages))
 
 
 @dataclass
@@ -243,6 +250,8 @@ class EmulatorConfig:
     csi_trace: str | None = None  # CSV CSI trace replayed from the start (replaces rate, RTT and PER)
     trace_loop: bool = LinkConfig.trace_loop  # loop the CSI trace
     per_connection: bool = not LinkConfig.shared_link  # one link per connection instead of one shared by all
+    outages: str = field(default=LinkConfig.outages, metadata={
+        "example": "10:5"})  # outage periods START_S:DURATION_S[,...] from the start (nothing passes), s
 
     def link_config(self) -> LinkConfig:
         """The LinkConfig these settings describe (ValueError on a bad address or CSI)."""
@@ -255,7 +264,7 @@ class EmulatorConfig:
         return LinkConfig(target_port=port, target_host=host, listen_host=listen_host, listen_port=listen_port,
                           csi=csi, trace=self.csi_trace, trace_loop=self.trace_loop, jitter_ms=self.jitter_ms,
                           mtu_bytes=self.mtu_bytes, seed=self.seed, shared_link=not self.per_connection,
-                          host_overhead_ms=self.host_overhead_ms)
+                          host_overhead_ms=self.host_overhead_ms, outages=self.outages)
 
 
 def parse_hostport(text: str) -> tuple[str, int]:

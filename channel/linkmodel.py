@@ -15,6 +15,10 @@ it can remove at most the whole delay, never serialization time.
 Jitter is Gaussian with standard deviation ``jitter_ms``, clipped at zero delay, and a chunk is never
 delivered before the one ahead of it on the same link, so byte order is preserved (this clipping
 makes the mean delay slightly larger than ``delay_ms`` when jitter is large against the chunk spacing).
+
+Outages (``channel/outage.py``, on the link's clock): ``Link`` pauses serialization for every outage it
+overlaps, and a chunk whose delivery falls in an outage is delivered when the outage ends
+(``past_outages``); its bytes are held, never dropped.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 
 from channel.csi import CSI
+from channel.outage import Outages
 
 MTU_BYTES = 1500  # default segment size, bytes
 Direction = Literal["up", "down"]  # up = client (UE) -> server (edge), down = server -> client
@@ -96,17 +101,27 @@ def schedule(
     return Slot(done_s, deliver_s, n_tx)
 
 
+def past_outages(slot: Slot, start_s: float, outages: Outages) -> Slot:
+    """A slot scheduled from start_s (on the outages' clock) with serialization paused during outages and a
+    delivery that falls in one moved to its end; start_s must be a time the link is up."""
+    done_s = outages.stretch(start_s, slot.serialize_done_s - start_s)
+    deliver_s = outages.end_of(done_s + (slot.deliver_at_s - slot.serialize_done_s))
+    return Slot(done_s, deliver_s, slot.n_tx)
+
+
 class Link:
     """One direction of the link with its state (busy-until clock, last delivery); thread-safe.
 
     ``params_at(t)`` gives the parameters in force ``t`` seconds after ``t0_s``; it is called with
-    the time the chunk starts serializing.
+    the time the chunk starts serializing (after any outage in force then).  ``outages`` are on the same clock.
     """
 
-    def __init__(self, params_at: Callable[[float], DirParams], rng: np.random.Generator, t0_s: float = 0.0):
+    def __init__(self, params_at: Callable[[float], DirParams], rng: np.random.Generator, t0_s: float = 0.0,
+                 outages: Outages = Outages()):
         self.params_at = params_at
         self.rng = rng
         self.t0_s = t0_s
+        self.outages = outages
         self.free_at_s = -math.inf  # the link is busy until then
         self.last_deliver_s = -math.inf  # delivery time of the latest chunk
         self._lock = threading.Lock()
@@ -114,8 +129,20 @@ class Link:
     def admit(self, now_s: float, nbytes: int) -> Slot:
         """Queue a chunk that arrived at now_s; returns its slot and advances the link state."""
         with self._lock:
-            p = self.params_at(max(now_s, self.free_at_s) - self.t0_s)
-            slot = schedule(now_s, nbytes, p, self.free_at_s, self.rng, self.last_deliver_s)
+            t_s = max(now_s, self.free_at_s)
+            if self.outages:  # wait for the link to return (the outages' clock starts at t0_s)
+                t_s = self.outages.end_of(t_s - self.t0_s) + self.t0_s
+            slot = schedule(t_s, nbytes, self.params_at(t_s - self.t0_s), self.free_at_s, self.rng,
+                            self.last_deliver_s)
+            if self.outages:
+                slot = self._past_outages(slot, t_s)
             self.free_at_s = slot.serialize_done_s
             self.last_deliver_s = slot.deliver_at_s
             return slot
+
+    def _past_outages(self, slot: Slot, start_s: float) -> Slot:
+        """past_outages on the link's clock (times from t0_s)."""
+        t0 = self.t0_s
+        rel = past_outages(Slot(slot.serialize_done_s - t0, slot.deliver_at_s - t0, slot.n_tx), start_s - t0,
+                           self.outages)
+        return Slot(rel.serialize_done_s + t0, rel.deliver_at_s + t0, rel.n_tx)

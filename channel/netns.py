@@ -22,6 +22,7 @@ PREFIX = "wisv"  # every namespace this project creates starts with this
 IFNAMSIZ = 15  # longest Linux interface name
 _ID_RE = re.compile(r"^[a-z0-9]{1,8}$")
 _REPO_ROOT = str(Path(__file__).resolve().parents[1])
+_OPEN: dict[str, tuple["NetnsTopology", "Runner"]] = {}  # topologies whose namespaces may exist, by short_id
 
 
 def exec_prefix(ns: str) -> Cmd:
@@ -107,6 +108,8 @@ def topology(short_id: str | None = None, subnet: int = -1, runner: Runner = sub
         if clash:
             raise RuntimeError(f"namespaces already exist, refusing to touch them: {sorted(clash)}")
     created: list[str] = []
+    if not dry_run:
+        _OPEN[topo.short_id] = (topo, runner)
     try:
         for cmd in topo.setup_cmds():
             run_cmds([cmd], dry_run=dry_run, runner=runner, echo=echo)
@@ -114,8 +117,31 @@ def topology(short_id: str | None = None, subnet: int = -1, runner: Runner = sub
                 created.append(cmd[3])
         yield topo
     finally:
-        for err in run_all(topo.teardown_cmds(tuple(created)), runner=runner, dry_run=dry_run, echo=echo):
+        ours = created if dry_run else _existing(topo, runner, created)
+        for err in run_all(topo.teardown_cmds(tuple(ours)), runner=runner, dry_run=dry_run, echo=echo):
             print(f"teardown: {err}", file=sys.stderr)
+        _OPEN.pop(topo.short_id, None)
+
+
+def _existing(topo: NetnsTopology, runner: Runner, created: list[str]) -> list[str]:
+    """The topology's namespaces that exist now (none did before it: see topology), and those it created; an
+    interruption between creating one and noting it leaves nothing behind."""
+    try:
+        return sorted(set(created) | (set(topo.namespaces) & list_namespaces(runner)))
+    except (CommandError, OSError):
+        return created
+
+
+def teardown_open() -> list[str]:
+    """Delete the namespaces of every topology still open (an interrupted run's); returns their names."""
+    removed = []
+    for short_id, (topo, runner) in list(_OPEN.items()):
+        ours = _existing(topo, runner, [])
+        for err in run_all(topo.teardown_cmds(tuple(ours)), runner=runner):
+            print(f"teardown: {err}", file=sys.stderr)
+        removed += ours
+        _OPEN.pop(short_id, None)
+    return removed
 
 
 def ping_cmd(ns: str, addr: str, count: int = 2, timeout_s: float = 1.0, have_ping: bool | None = None) -> Cmd:

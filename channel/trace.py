@@ -4,6 +4,9 @@ CSV columns: ``t_s, rate_up_mbps, rate_down_mbps, rtt_ms`` and either ``per`` (b
 ``per_up`` and ``per_down``; other columns are ignored.  Row ``i`` is in force from ``t_s[i]`` until
 ``t_s[i + 1]``; before the first row the first row applies.  A looping trace repeats with period
 ``period_s = t_s[-1] + (t_s[-1] - t_s[-2])``: the last row is held as long as the row before it.
+An optional ``outage`` column (0 or 1) marks rows during which nothing passes the link (channel/outage.py):
+row ``i`` with ``outage = 1`` is an outage from ``t_s[i]`` until ``t_s[i + 1]`` (its CSI columns still need
+values: the CSI recorded as in force); the last row cannot be one, since it would never end.
 """
 from __future__ import annotations
 
@@ -11,11 +14,14 @@ import bisect
 import csv
 import math
 from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 from channel.csi import CSI
+from channel.outage import Outages, Span
 
 BASE_COLUMNS = ("t_s", "rate_up_mbps", "rate_down_mbps", "rtt_ms")
+OUTAGE_COLUMN = "outage"  # optional: 1 = nothing passes the link during this row
 
 
 @dataclass(frozen=True)
@@ -25,8 +31,10 @@ class CSITrace:
     t_s: tuple[float, ...]  # row start times, s from the trace start; finite, >= 0, strictly increasing
     csis: tuple[CSI, ...]  # csis[i] is in force from t_s[i] until t_s[i + 1]
     loop: bool = False  # repeat the trace every period_s
+    outage_spans: tuple[Span, ...] = ()  # (start_s, end_s) periods when nothing passes (channel/outage.py)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "outage_spans", tuple((float(a), float(b)) for a, b in self.outage_spans))
         object.__setattr__(self, "t_s", tuple(float(t) for t in self.t_s))
         object.__setattr__(self, "csis", tuple(self.csis))
         if not self.t_s or len(self.t_s) != len(self.csis):
@@ -38,6 +46,16 @@ class CSITrace:
             if self.t_s[i] <= self.t_s[i - 1]:
                 raise ValueError(
                     f"CSITrace.t_s must be strictly increasing: row {i} t_s={self.t_s[i]} <= {self.t_s[i - 1]}")
+        self.outages  # validates the spans
+
+    @property
+    def outages(self) -> Outages:
+        """The outage periods (repeating with the trace when it loops)."""
+        return Outages.make(self.outage_spans, self.period_s if self.loop else math.inf)
+
+    def with_outages(self, spans: list[Span]) -> CSITrace:
+        """This trace with more outage periods."""
+        return replace(self, outage_spans=self.outage_spans + tuple(spans)) if spans else self
 
     @classmethod
     def constant(cls, csi: CSI) -> CSITrace:
@@ -67,8 +85,10 @@ def load_trace(path: str | Path, loop: bool = False) -> CSITrace:
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
         per_columns = _check_header(path, reader.fieldnames)
+        has_outage = OUTAGE_COLUMN in (reader.fieldnames or ())
         times: list[float] = []
         csis: list[CSI] = []
+        down: list[bool] = []
         for row in reader:
             where = f"{path}: line {reader.line_num}"
             t = _number(row, "t_s", where)
@@ -78,21 +98,38 @@ def load_trace(path: str | Path, loop: bool = False) -> CSITrace:
                 raise ValueError(f"{where}: column 't_s': not increasing ({t} after {times[-1]})")
             times.append(t)
             csis.append(_row_csi(row, per_columns, where))
+            down.append(has_outage and _flag(row, OUTAGE_COLUMN, where))
     if not times:
         raise ValueError(f"{path}: trace has no rows")
-    return CSITrace(tuple(times), tuple(csis), loop)
+    if down[-1]:
+        raise ValueError(f"{path}: the last row is an outage, which would never end: add a row where the link returns")
+    spans = tuple((times[i], times[i + 1]) for i in range(len(times) - 1) if down[i])
+    return CSITrace(tuple(times), tuple(csis), loop, spans)
 
 
 def save_trace(trace: CSITrace, path: str | Path) -> None:
-    """Write a CSV trace; uses the single ``per`` column when every row is symmetric."""
+    """Write a CSV trace; uses the single ``per`` column when every row is symmetric, and an ``outage`` column when
+    the trace has outages (which must then start and end at row times)."""
     symmetric = all(c.per_up == c.per_down for c in trace.csis)
     per_columns = ("per",) if symmetric else ("per_up", "per_down")
+    down = _outage_rows(trace)
     with Path(path).open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(BASE_COLUMNS + per_columns)
-        for t, c in zip(trace.t_s, trace.csis):
+        writer.writerow(BASE_COLUMNS + per_columns + ((OUTAGE_COLUMN,) if any(down) else ()))
+        for t, c, d in zip(trace.t_s, trace.csis, down):
             pers = (c.per_up,) if symmetric else (c.per_up, c.per_down)
-            writer.writerow([repr(x) for x in (t, c.rate_up_mbps, c.rate_down_mbps, c.rtt_ms, *pers)])
+            flag = (int(d),) if any(down) else ()
+            writer.writerow([repr(x) for x in (t, c.rate_up_mbps, c.rate_down_mbps, c.rtt_ms, *pers)] + list(flag))
+
+
+def _outage_rows(trace: CSITrace) -> list[bool]:
+    """Per row, whether it is an outage; ValueError when an outage does not start and end at row times."""
+    ends = trace.t_s[1:] + (math.inf,)
+    down = [any(a <= t and e <= b for a, b in trace.outages.spans) for t, e in zip(trace.t_s, ends)]
+    rebuilt = Outages.make([(t, e) for t, e, d in zip(trace.t_s, ends, down) if d])
+    if rebuilt.spans != trace.outages.spans:
+        raise ValueError(f"save_trace: outages {trace.outage_spans} do not start and end at the trace's row times")
+    return down
 
 
 def _check_header(path: Path, header: list[str] | None) -> tuple[str, ...]:
@@ -119,6 +156,14 @@ def _number(row: dict[str, str | None], col: str, where: str) -> float:
         return float(text)
     except ValueError:
         raise ValueError(f"{where}: column '{col}': not a number: {text!r}") from None
+
+
+def _flag(row: dict[str, str | None], col: str, where: str) -> bool:
+    """A 0/1 column (empty: 0)."""
+    text = (row.get(col) or "").strip()
+    if text not in ("", "0", "1"):
+        raise ValueError(f"{where}: column '{col}': expected 0 or 1, got {text!r}")
+    return text == "1"
 
 
 def _row_csi(row: dict[str, str | None], per_columns: tuple[str, ...], where: str) -> CSI:

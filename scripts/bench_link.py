@@ -207,7 +207,8 @@ def run_point(cfg: BenchConfig, link: LinkSpec, protocols: list[str], out: Path)
     for name in names:
         ue = UEConfig(draft_len=cfg.draft_len, max_new_tokens=cfg.max_new_tokens, drafter=cfg.drafter,
                       probe_bytes=cfg.probe_bytes)
-        rc = RunConfig(protocol=name, prompts=cfg.prompts, out=str(out / name), seed=cfg.seed, link=link, ue=ue,
+        rc = RunConfig(protocol=name, prompts=cfg.prompts, out=str(out / name), overwrite=True, seed=cfg.seed,
+                       link=link, ue=ue,
                        edge=ServeConfig(target=cfg.target), reference=False, cpu_wakeup_us=cfg.cpu_wakeup_us)
         for s in run(rc):
             f = out / name / s["protocol"] / "rounds.csv"

@@ -103,7 +103,8 @@ def run(cfg: ControlsConfig) -> dict:
     from testbed.live.run import RunConfig
     from testbed.live.serve import ServeConfig
     from testbed.live.ue import UEConfig
-    base = RunConfig(protocol="greedy", prompts=cfg.prompts, edge=ServeConfig(head="none"), out=cfg.runs_dir)
+    base = RunConfig(protocol="greedy", prompts=cfg.prompts, edge=ServeConfig(head="none"), out=cfg.runs_dir,
+                     overwrite=True)  # the script's own run directories: a re-run replaces them
     k = replace(base, ue=UEConfig(draft_len=cfg.k_max), reference=False)
     runs: dict = {}
     on = replace(k, ue=replace(k.ue, rejection_predictor=cfg.predictor, rejection_threshold=cfg.threshold))

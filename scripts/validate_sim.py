@@ -44,7 +44,8 @@ def calibrate_argv(profile: str) -> list[str]:
 
 def run_argv(cfg: ValidateConfig, proto: str, rate_mbps: float, rtt_ms: float, run_dir: Path) -> list[str]:
     """The testbed run of one (protocol, link) setting: no decision head, the link symmetric."""
-    rc = RunConfig(protocol=proto, prompts=cfg.prompts, out=str(run_dir), ue=UEConfig(draft_len=cfg.draft_len),
+    rc = RunConfig(protocol=proto, prompts=cfg.prompts, out=str(run_dir), overwrite=True,
+                   ue=UEConfig(draft_len=cfg.draft_len),
                    edge=ServeConfig(head="none"), link=LinkSpec(rate_up_mbps=rate_mbps, rate_down_mbps=rate_mbps,
                                                                 rtt_ms=rtt_ms))
     return [sys.executable, "-m", "testbed.run", *config.to_argv(rc)]

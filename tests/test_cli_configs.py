@@ -106,6 +106,8 @@ def _changed(value, tp, meta) -> object:
     """Another valid value of the field: every field of a changed config differs from the default."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     choices = meta.get("choices")
+    if "example" in meta:
+        return meta["example"] if value != meta["example"] else type(value)()
     if type(None) in args:
         inner = [a for a in args if a is not type(None)][0]
         return _sample(inner) if value is None else None

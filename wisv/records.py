@@ -7,6 +7,7 @@ before the names were unified are read through ``read_records``, the one place t
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -66,6 +67,7 @@ class RoundRow:
     tree_size: int | None = None  # tree protocol: nodes in the draft tree sent (= drafted)
     tree_depth: int | None = None  # tree protocol: the draft tree's depth (its longest root path, tokens)
     accepted_depth: int | None = None  # tree protocol: depth of the accepted path (= accepted)
+    outage_s: float | None = None  # link outage within the round (emulated link's outages), s; 0: none crossed
 
 
 RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RoundRow))
@@ -99,6 +101,38 @@ def read_records(path: Path | str, **kwargs) -> pd.DataFrame:
     except (FileNotFoundError, pd.errors.EmptyDataError):
         return pd.DataFrame()
     return with_current_names(df)
+
+
+class RoundLog:
+    """Rounds appended to a JSONL file as they happen, one line per RoundRow, flushed at once: a process that is
+    killed keeps every round it finished (``read_round_log`` reads them back)."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self._file = self.path.open("w")
+
+    def append(self, row: RoundRow) -> None:
+        self._file.write(json.dumps(asdict(row)) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_round_log(path: Path | str) -> pd.DataFrame:
+    """The rounds of a RoundLog file as a records DataFrame (a last line cut short by a kill is skipped)."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except FileNotFoundError:
+        return to_frame([])
+    rows = []
+    for i, line in enumerate(lines):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i < len(lines) - 1:
+                raise ValueError(f"{path}: line {i + 1} is not JSON") from None
+    return to_frame(rows)
 
 
 def spec_rows(out: SpecOutput, prompt_id: str, prompt_len: int, correct: bool | None = None) -> list[RoundRow]:

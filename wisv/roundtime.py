@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from channel.csi import CSI, FEATURE_DIM
+from channel.outage import Outages
 from wisv.compute import (DEFAULT_CONSTANTS, FlopConstants, ModelDims, compute_s, draft_flops, flops_per_token,
                           get_architecture, head_flops, verify_flops)
 from wisv.hardware import HardwareProfile, get_profile
@@ -175,10 +176,11 @@ def round_time_s(r: RoundInputs, csi: CSI, dep: Deployment) -> float:
 
 
 def rounds_s(rounds: Iterable[tuple[int, int, int]], protocol: str, csi_at: Callable[[float], CSI], dep: Deployment,
-             t0_s: float = 0.0, memo: dict | None = None) -> float:
+             t0_s: float = 0.0, memo: dict | None = None, outages: Outages | None = None) -> float:
     """Eq. 22 over recorded rounds ``(K drafted, prefix L, m mismatches)``, each under the CSI in force at its
     start (``csi_at(t)``, t counted from ``t0_s``).  A round that drafted nothing (a 1-token budget left) is
-    charged as K = 1.  ``memo`` caches round times across calls."""
+    charged as K = 1.  ``memo`` caches round times across calls.  A round that meets one of the link's
+    ``outages`` is paused until the outage ends (one that starts in an outage waits for its end)."""
     memo = {} if memo is None else memo
     t = t0_s
     for k, l, m in rounds:
@@ -186,7 +188,7 @@ def rounds_s(rounds: Iterable[tuple[int, int, int]], protocol: str, csi_at: Call
         key = (k1, int(l), min(int(m), k1), csi)
         if key not in memo:
             memo[key] = round_time_s(RoundInputs(protocol, k=k1, l=int(l), m=key[2]), csi, dep)
-        t += memo[key]
+        t = outages.stretch(t, memo[key]) if outages else t + memo[key]
     return t - t0_s
 
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from channel.csi import CSI
 from channel.emulator import LinkConfig
+from channel.outage import parse_outages
 from channel.trace import CSITrace, load_trace
 
 
@@ -22,11 +23,16 @@ class LinkSpec:
     csi_trace: str | None = None  # CSV of t_s, rate_up_mbps, rate_down_mbps, rtt_ms, per
     seed: int = 0  # seed of the loss and jitter draws
     host_overhead_ms: float = 0.0  # hosts' one-way cost taken out of each delay, ms (scripts/bench_link.py measures it)
+    outages: str = field(default="", metadata={
+        "example": "10:5"})  # outage periods START_S:DURATION_S[,...] from the link's start: nothing passes (bytes held)
+
+    def __post_init__(self) -> None:
+        parse_outages(self.outages)  # ValueError naming a bad period
 
     @property
     def emulated(self) -> bool:
         """True when the link has anything to emulate (a finite rate, delay, jitter, loss or a CSI trace)."""
-        return bool(self.csi_trace) or self.jitter_ms != 0 or not self.fixed_csi().is_ideal
+        return bool(self.csi_trace or self.outages) or self.jitter_ms != 0 or not self.fixed_csi().is_ideal
 
     def fixed_csi(self) -> CSI:
         up = self.rate_up_mbps if self.rate_up_mbps else math.inf
@@ -34,7 +40,9 @@ class LinkSpec:
         return CSI(up, down, self.rtt_ms, self.per, self.per)
 
     def trace(self) -> CSITrace:
-        return load_trace(self.csi_trace) if self.csi_trace else CSITrace.constant(self.fixed_csi())
+        """The CSI in force over time, with the trace's outages and those of ``outages``."""
+        trace = load_trace(self.csi_trace) if self.csi_trace else CSITrace.constant(self.fixed_csi())
+        return trace.with_outages(parse_outages(self.outages))
 
     def emulator_config(self, target_port: int, target_host: str = "127.0.0.1",
                         listen_host: str = "127.0.0.1") -> LinkConfig:
@@ -42,7 +50,7 @@ class LinkSpec:
         return LinkConfig(target_port=target_port, target_host=target_host, listen_host=listen_host,
                           csi=None if csi is not None and csi.is_ideal else csi,
                           trace=self.csi_trace, jitter_ms=self.jitter_ms, seed=self.seed,
-                          host_overhead_ms=self.host_overhead_ms)
+                          host_overhead_ms=self.host_overhead_ms, outages=self.outages)
 
 
 def add_rate_flag(ap: argparse.ArgumentParser) -> None:

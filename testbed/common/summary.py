@@ -1,12 +1,12 @@
 """Summaries derived from per-round records and per-prompt outputs (pandas), and the printed comparison table."""
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import pandas as pd
 
+from testbed.common.files import write_csv_atomic, write_json_atomic
 from wisv.summary import summarize_rounds
 from wisv.toydata import is_correct
 
@@ -46,10 +46,11 @@ def summarize(protocol: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompt
 
 
 def write_summary(out: Path, summaries: list[dict]) -> None:
-    """``summary.csv`` (one row per summary) in ``out``, and ``summary.json`` when there is one summary."""
-    pd.DataFrame(summaries).to_csv(out / "summary.csv", index=False)
+    """``summary.csv`` (one row per summary) in ``out``, and ``summary.json`` when there is one summary, each
+    written atomically."""
+    write_csv_atomic(out / "summary.csv", pd.DataFrame(summaries))
     if len(summaries) == 1:
-        (out / "summary.json").write_text(json.dumps(summaries[0], indent=1))
+        write_json_atomic(out / "summary.json", summaries[0])
 
 
 def table(summaries: list[dict]) -> str:

@@ -7,6 +7,7 @@ link is real (UEs then record the CSI they measure).  Everything is torn down in
 """
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Iterator
@@ -70,25 +71,27 @@ def remote(cfg, out: Path, edge_args: list[str]) -> Iterator[Site]:
 @contextmanager
 def netns(cfg, out: Path, edge_args: list[str]) -> Iterator[Site]:
     """Edge and UEs in two namespaces joined by a veth; netem or tbf on the veth, the rest in user space (a CSI
-    trace: all of it in user space, in the UE namespace)."""
+    trace or outages: all of it in user space, in the UE namespace)."""
     link = cfg.link
     with ExitStack() as stack:
         topo = stack.enter_context(topology())
-        plans = [] if link.csi_trace else _plans(link, topo)  # a trace is replayed in user space, rate included
+        userspace = bool(link.csi_trace or link.outages)  # a trace or outages: all in user space, rate included
+        plans = [] if userspace else _plans(link, topo)
         stack.enter_context(applied([c for p in plans for c in p.apply_cmds], [c for p in plans for c in p.cleanup_cmds]))
         edge = Child("edge", edge_args + ["--bind", f"tcp://{topo.edge_addr}:{EDGE_PORT}"], out / "edge.log",
                      prefix=exec_prefix(topo.edge_ns))
         stack.callback(edge.stop)
         edge.wait_for("READY", 300)
         connect, t0 = f"tcp://{topo.edge_addr}:{EDGE_PORT}", time.time()
-        if link.csi_trace or any(p.userspace for p in plans):
-            emu = Child("emulator", _emulator_args(link, topo.edge_addr), out / "emulator.log",
+        if userspace or any(p.userspace for p in plans):
+            emu = Child("emulator", _emulator_args(link, topo.edge_addr, with_rate=userspace), out / "emulator.log",
                         prefix=exec_prefix(topo.ue_ns))
             stack.callback(emu.stop)
             line = emu.wait_for("linkemu:", 60)
             connect, t0 = f"tcp://127.0.0.1:{EMULATOR_PORT}", _t0_of(line) or time.time()
-        notes = [p.message for p in plans] or [f"CSI trace {link.csi_trace} replayed by the user-space emulator in "
-                                               "the UE namespace (rate, delay, loss; no tc on the veth)"]
+        what = f"CSI trace {link.csi_trace}" if link.csi_trace else f"the link with outages {link.outages}"
+        notes = [p.message for p in plans] or [f"{what} emulated by the user-space emulator in the UE namespace "
+                                               "(rate, delay, loss, outages; no tc on the veth)"]
         yield Site(connect, t0, exec_prefix(topo.ue_ns), notes, edge=edge)
 
 
@@ -100,11 +103,15 @@ def _plans(link, topo) -> list:
     return [plan_link(up, topo.ue_dev, topo.ue_ns, have), plan_link(down, topo.edge_dev, topo.edge_ns, have)]
 
 
-def _emulator_args(link, edge_addr: str) -> list[str]:
-    """Delay, jitter and loss in user space (the rate is on the veth via tbf); with a CSI trace, the whole trace."""
+def _emulator_args(link, edge_addr: str, with_rate: bool = False) -> list[str]:
+    """Delay, jitter, loss and outages in user space (the rate is on the veth via tbf, unless ``with_rate``); with a
+    CSI trace, the whole trace."""
+    rates = {"rate_up_mbps": link.rate_up_mbps or math.inf, "rate_down_mbps": link.rate_down_mbps or math.inf} \
+        if with_rate and not link.csi_trace else {}
     emu = EmulatorConfig(forward=f"{edge_addr}:{EDGE_PORT}", listen=f"127.0.0.1:{EMULATOR_PORT}", rtt_ms=link.rtt_ms,
                          jitter_ms=link.jitter_ms, per=link.per, seed=link.seed, host_overhead_ms=link.host_overhead_ms,
-                         csi_trace=str(Path(link.csi_trace).resolve()) if link.csi_trace else None)
+                         csi_trace=str(Path(link.csi_trace).resolve()) if link.csi_trace else None,
+                         outages=link.outages, **rates)
     return ["channel.emulator", *config.to_argv(emu)]
 
 

@@ -1,13 +1,46 @@
-"""Child processes of a run: start the edge and UEs, read their status lines, always stop them by PID."""
+"""Child processes of a run: start the edge and UEs, read their status lines, always stop them by PID.
+
+Every child dies with this process (Linux: ``PR_SET_PDEATHSIG``, set between fork and exec; the kernel counts
+the thread that started it as the parent, so children are started from the main thread), and every child not
+yet stopped is listed, so that an interrupted run can stop them all (``stop_all``).
+"""
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+PR_SET_PDEATHSIG = 1  # prctl option: the signal this process gets when its parent dies (linux/prctl.h)
+_LIVE: dict[int, "Child"] = {}  # children started and not yet stopped, by PID
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+def die_with_parent(parent_pid: int) -> Callable[[], None] | None:
+    """A preexec_fn asking the kernel to SIGTERM the child when its parent dies (None off Linux).  A parent that
+    died before the call is caught by the PPID check."""
+    if _LIBC is None:
+        return None
+
+    def preexec() -> None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent_pid:
+            os._exit(1)
+    return preexec
+
+
+def stop_all() -> list[int]:
+    """Stop every child still running (by PID, youngest first); returns their PIDs."""
+    children = list(_LIVE.values())[::-1]
+    for child in children:
+        child.stop()
+    return [c.proc.pid for c in children]
 
 
 class ChildError(RuntimeError):
@@ -24,7 +57,9 @@ class Child:
         cmd = (prefix or []) + [sys.executable, "-u", "-m", *args]
         self.log.write("$ " + " ".join(cmd) + "\n")
         self.log.flush()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True, bufsize=1)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True, bufsize=1,
+                                     preexec_fn=die_with_parent(os.getpid()))
+        _LIVE[self.proc.pid] = self
         self.lines: list[str] = []
         self._on_line = on_line
         self._reader = threading.Thread(target=self._read, name=f"{name}-stdout", daemon=True)
@@ -65,6 +100,7 @@ class Child:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        _LIVE.pop(self.proc.pid, None)  # only once it is gone: an interrupted stop() is done again by stop_all()
         self._reader.join(5)
         self.log.close()
 

@@ -8,7 +8,9 @@ unless link flags ask for emulation; the target-only reference comes from the ed
 (head, tau, ...) are recorded.
 Writes per protocol ``rounds.csv``, ``outputs.jsonl`` and ``summary.json`` to ``--out DIR/<protocol>``,
 plus ``config.json``, ``prompts.jsonl``, ``reference.jsonl``, ``summary.csv`` and ``run.png`` (latency per
-prompt, AAL per protocol) to ``--out DIR``.
+prompt, AAL per protocol) to ``--out DIR``, and last the ``complete`` marker.  A non-empty ``--out`` is refused
+unless ``--overwrite``.  SIGINT/SIGTERM stop the children and remove the namespaces (testbed/live/interrupt.py);
+the rounds the UEs appended until then are merged into ``<protocol>/rounds.csv``.
 """
 from __future__ import annotations
 
@@ -28,12 +30,14 @@ from tqdm import tqdm
 from channel import config
 from protocols.registry import ALL_PROTOCOLS, PROTOCOLS
 from protocols.ue_side import EdgeError, HandshakeError
+from testbed.common.files import OutDirError, mark_complete, prepare_out, write_csv_atomic, write_json_atomic
 from testbed.common.heads import load_policy
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
 from testbed.common.plots import plot_run
 from testbed.common.summary import summarize, table
 from testbed.live import placement
+from testbed.live.interrupt import guarded
 from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, wait_with_edge
 from testbed.live.procs import Child, ChildError, progress_handler
 from testbed.live.prompts import load_prompts, reference_outputs
@@ -41,7 +45,7 @@ from testbed.live.serve import ServeConfig
 from testbed.live.ue import UEConfig
 from testbed.live.wakeup import cpu_wakeup_bound
 from wisv.jsonl import read_jsonl, write_jsonl
-from wisv.records import read_records
+from wisv.records import read_records, read_round_log
 
 
 SHARED = ("auth", "heartbeat_ivl_ms", "heartbeat_timeout_ms")  # RunConfig fields given to the UEs and the edge alike
@@ -65,6 +69,7 @@ class RunConfig:
     reference: bool = True  # compute target-only greedy outputs for matches_target (--no-reference: skip)
     cpu_wakeup_us: int | None = None  # hold /dev/cpu_dma_latency at this bound during the run, us (root; 0: poll)
     netns: bool = False  # edge and UEs in their own network namespaces joined by a veth (root), tc on the veth
+    overwrite: bool = False  # empty a non-empty --out first (without it, a non-empty --out is refused)
     remote_edge: str | None = field(default=None, metadata={
         "flag": "edge"})  # tcp://HOST:PORT of an edge serving elsewhere: only UEs run here (no link flag: real link)
     auth: str | None = None  # key dir from testbed.keys: CURVE between the UEs and the edge (None: none)
@@ -113,8 +118,8 @@ def run(cfg: RunConfig) -> list[dict]:
     tau, head_desc = None, "the remote edge's"
     if cfg.remote_edge is None:
         _, tau, head_desc = load_policy(cfg.edge.head, cfg.edge.tau, cfg.edge.target)  # fail fast on a bad --head
-    out = Path(cfg.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{cfg.protocol}")
-    out.mkdir(parents=True, exist_ok=True)
+    out, started = Path(cfg.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{cfg.protocol}"), time.time()
+    prepare_out(out, cfg.overwrite)
     resolved = {"out": str(out), "head_resolved": head_desc, "tau_resolved": tau, "link_emulated": cfg.link.emulated}
     machine = machine_info()
     (out / "config.json").write_text(json.dumps(cfg.flat() | resolved | _versions(machine), indent=1))
@@ -127,16 +132,20 @@ def run(cfg: RunConfig) -> list[dict]:
             print(f"link: {note}")
         for proto in cfg.protocols():
             pdir = out / proto
-            _run_ues(cfg, proto, site, out / "prompts.jsonl", pdir, len(prompts))
-            s = _collect(proto, pdir, prompts, tok, refs)
-            (pdir / "summary.json").write_text(json.dumps(s, indent=1))
+            try:
+                _run_ues(cfg, proto, site, out / "prompts.jsonl", pdir, len(prompts))
+            finally:  # also after a failure or an interruption: every round the UEs appended
+                rounds = _merge_rounds(pdir)
+            s = _collect(proto, pdir, rounds, prompts, tok, refs)
+            write_json_atomic(pdir / "summary.json", s)
             summaries.append(s)
             head_desc = _record_edge(cfg, out, pdir) or head_desc
-    pd.DataFrame(summaries).to_csv(out / "summary.csv", index=False)
+    write_csv_atomic(out / "summary.csv", pd.DataFrame(summaries))
     tree = f"; tree budget {cfg.ue.tree_budget}" if "tree" in cfg.protocols() else ""
     print(f"\nlink: {_describe_link(cfg, site)}; K={cfg.ue.draft_len}{tree}; head={head_desc}; results in {out}")
     print(table(summaries))
     print(f"figure: {plot_run(out)}")
+    mark_complete(out, started, ["summary.csv", *(f"{p}/summary.json" for p in cfg.protocols())])
     return summaries
 
 
@@ -153,7 +162,7 @@ def _record_edge(cfg: RunConfig, out: Path, pdir: Path) -> str | None:
     reported = json.loads(path.read_text())
     saved = json.loads((out / "config.json").read_text())
     saved |= {"edge_reported": reported, "head_resolved": reported.get("head"), "tau_resolved": reported.get("tau")}
-    (out / "config.json").write_text(json.dumps(saved, indent=1))
+    write_json_atomic(out / "config.json", saved)
     return reported.get("head")
 
 
@@ -184,13 +193,23 @@ def _error_line(log: Path) -> str:
     return f": {lines[-1].removeprefix('testbed.ue: error: ')}" if lines else ""
 
 
-def _collect(proto: str, pdir: Path, prompts: pd.DataFrame, tok, refs) -> dict:
-    """Merge the UEs' records into <pdir>/rounds.csv and outputs.jsonl, then summarize."""
-    ue_dirs = sorted(d for d in pdir.glob("ue*") if d.is_dir())
-    frames = [f for f in (read_records(d / "rounds.csv") for d in ue_dirs) if len(f)]
+def _merge_rounds(pdir: Path) -> pd.DataFrame:
+    """The UEs' rounds merged into <pdir>/rounds.csv: each UE's rounds.csv, or for a UE that was killed before
+    writing it, the rounds it appended to rounds.jsonl as they happened."""
+    frames = []
+    for d in sorted(d for d in pdir.glob("ue*") if d.is_dir()):
+        f = read_records(d / "rounds.csv") if (d / "rounds.csv").exists() else read_round_log(d / "rounds.jsonl")
+        frames += [f] if len(f) else []
     rounds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if pdir.is_dir():
+        write_csv_atomic(pdir / "rounds.csv", rounds)
+    return rounds
+
+
+def _collect(proto: str, pdir: Path, rounds: pd.DataFrame, prompts: pd.DataFrame, tok, refs) -> dict:
+    """Merge the UEs' outputs into <pdir>/outputs.jsonl, then summarize with the merged rounds."""
+    ue_dirs = sorted(d for d in pdir.glob("ue*") if d.is_dir())
     outputs = pd.concat([pd.read_json(d / "outputs.jsonl", lines=True) for d in ue_dirs], ignore_index=True)
-    rounds.to_csv(pdir / "rounds.csv", index=False)
     outputs.to_json(pdir / "outputs.jsonl", orient="records", lines=True)
     return summarize(proto, rounds, outputs, prompts, tok.decode, refs)
 
@@ -222,12 +241,13 @@ def _describe_link(cfg: RunConfig, site: placement.Site) -> str:
     link = cfg.link
     if site.measured:
         return f"real link to {cfg.remote_edge} (measured CSI in rounds.csv)"
+    outages = f"; outages {link.outages}" if link.outages else ""
     if link.csi_trace:
-        return f"trace {link.csi_trace}"
+        return f"trace {link.csi_trace}{outages}"
     rate = lambda r: "unlimited" if not r else f"{r:g} Mbps"  # noqa: E731
     comp = f", host overhead {link.host_overhead_ms:g} ms/direction taken out" if link.host_overhead_ms else ""
     return (f"up {rate(link.rate_up_mbps)}, down {rate(link.rate_down_mbps)}, RTT {link.rtt_ms:g} ms, "
-            f"jitter {link.jitter_ms:g} ms, PER {link.per:g}{comp}")
+            f"jitter {link.jitter_ms:g} ms, PER {link.per:g}{comp}{outages}")
 
 
 def _versions(machine: dict) -> dict:
@@ -254,7 +274,11 @@ def _adjust(values: dict, ns: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     try:
-        run(parse_args(argv))
+        cfg = parse_args(argv)
+        guarded("testbed.run", lambda: run(cfg))
+    except OutDirError as e:
+        print(f"testbed.run: error: {e}", file=sys.stderr)
+        sys.exit(2)
     except (ChildError, HandshakeError, EdgeError, TimeoutError) as e:  # a UE failed, a refusal, no remote edge
         print(f"testbed.run: error: {e}", file=sys.stderr)
         sys.exit(1)

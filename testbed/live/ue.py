@@ -3,8 +3,8 @@
 Usage: ``python -m testbed.ue --connect tcp://EDGE:5555 [--prompts N | --prompts-file F.jsonl] --out DIR``
 Prompts: the first N of the built-in test split, or of a JSONL file whose rows hold ``prompt`` (text) or
 ``prompt_ids``, and optionally ``prompt_id`` and ``answer`` (the format testbed.run takes).  Writes ``rounds.csv``,
-``outputs.jsonl``, ``summary.json`` and ``summary.csv`` to ``--out``, prints ``PROGRESS {json}`` after each prompt
-and the summary table at the end.
+``outputs.jsonl``, ``summary.json`` and ``summary.csv`` to ``--out`` (and ``rounds.jsonl``, each round appended as it
+happens), prints ``PROGRESS {json}`` after each prompt and the summary table at the end.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from transformers import PreTrainedModel
 from channel import config
 from channel.emulator import parse_hostport
 from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
+from channel.trace import CSITrace
 from protocols.auto import AUTO_RULES
 from protocols.handshake import Vocab
 from protocols.registry import PROTOCOLS
@@ -39,7 +40,7 @@ from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, Heartb
 from wisv.evaluate import eos_id
 from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer, vocab_facts
 from wisv.prompts import CHAT_TEMPLATE_MODES, prompt_rows
-from wisv.records import RoundRow, to_frame
+from wisv.records import RoundLog, RoundRow, to_frame
 from wisv.rejection import load_predictor, stop_rule, wasted_drafting
 from wisv.sessions import DraftSession
 
@@ -88,6 +89,7 @@ class Local:
     stop: Callable | None = None  # WISP rejection predictor's stop rule
     edge: dict = field(default_factory=dict)  # the edge's settings from its last OPEN_OK
     endpoint: str = ""  # tcp://HOST:PORT the UE connects to
+    log: RoundLog | None = None  # every round appended as it happens (rounds.jsonl)
 
     def tcp(self) -> tuple[int, int] | None:
         """(data segments sent, retransmitted) of this host's TCP connections to the endpoint (None: unknown)."""
@@ -144,6 +146,7 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
                est: CSIEstimator) -> tuple[dict, list[RoundRow]]:
     """Generate one prompt's output; returns the output record and its round records."""
     sid = f"{cfg.ue_id}-{index}"
+    t_link0 = time.time() - cfg.link_t0_epoch_s  # on the emulated link's clock (its outages)
     tcp_before = loc.tcp() if loc.link is None else None  # a real link: its TCP counters (loss estimate)
     t0 = time.perf_counter()
     handshake(client, est, sid, cfg.probe_bytes, index)
@@ -158,12 +161,16 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
     sess.d.hidden_layer = ok.header.get("hidden_layer", -1)  # the layer the edge's decision head was trained on
     rows, trace = [], loc.link.trace() if loc.link else None
     while not sess.done:
-        in_force = trace.at(time.time() - cfg.link_t0_epoch_s) if trace else None
+        t_link = time.time() - cfg.link_t0_epoch_s
+        in_force = trace.at(t_link) if trace else None
         prefix = len(ids) + len(sess.tokens)
         measured = run_round(client, sess, est)
         row = RoundRow(prompt_id=pid, ue_id=cfg.ue_id, prompt_len=len(ids), prefix_len=prefix, **measured,
-                       **_csi_columns(in_force, est, measured=loc.link is None))
+                       **_csi_columns(in_force, est, measured=loc.link is None),
+                       outage_s=_outage_s(trace, t_link, cfg.link_t0_epoch_s))
         rows.append(row)
+        if loc.log:
+            loc.log.append(row)
         est.add_round(row.t_comm_s, row.uplink_bytes, row.downlink_bytes, row.exchanges)
     t_e2e = time.perf_counter() - t1  # OPEN to the last VERDICT (eq. 22 plus session set-up)
     client.exchange(sess.close_message())
@@ -171,8 +178,13 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
         per = retransmission_rate(tcp_before, loc.tcp())
         rows = [dataclasses.replace(r, per=per) for r in rows]
     out = {"prompt_id": pid, "ue_id": cfg.ue_id, "tokens": sess.tokens, "rounds": sess.n_rounds,
-           "t_e2e_s": t_e2e, "t_probe_s": t_probe}
+           "t_e2e_s": t_e2e, "t_probe_s": t_probe, "outage_s": _outage_s(trace, t_link0, cfg.link_t0_epoch_s)}
     return out, rows
+
+
+def _outage_s(trace: CSITrace | None, since_s: float, t0_epoch_s: float) -> float | None:
+    """Seconds of the emulated link's outages from ``since_s`` (on its clock) until now; None without a link."""
+    return trace.outages.overlap_s(since_s, time.time() - t0_epoch_s) if trace else None
 
 
 def _csi_columns(csi, est: CSIEstimator, measured: bool = False) -> dict:
@@ -211,7 +223,8 @@ def run(cfg: UEConfig) -> dict:
     gc.collect()
     gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
     stop = stop_rule(load_predictor(cfg.rejection_predictor), cfg.rejection_threshold) if cfg.rejection_predictor else None
-    loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect)
+    loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect,
+                log=RoundLog(out / "rounds.jsonl"))
     ctx, est = zmq.Context(), CSIEstimator()
     client = Client(ctx, cfg.connect, peer_identity(cfg.ue_id), Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms))
@@ -232,6 +245,7 @@ def run(cfg: UEConfig) -> dict:
             refs = fetch_references(client, prompts, cfg.max_new_tokens, f"{cfg.ue_id}-ref", loc.vocab)
     finally:
         to_frame(all_rows).to_csv(out / "rounds.csv", index=False)
+        loc.log.close()
         client.close()
         ctx.term()
     return _summary(cfg, out, to_frame(all_rows), recs, prompts, tok, refs)

@@ -8,12 +8,14 @@ prompts with an emulated drafting time ``--tau-d-ms`` per token, so N devices co
 The edge (``testbed.serve --batch-verify --head none``) verifies for real, with the chosen scheduler.
 Writes per N ``requests.csv`` (one row per verified request: t_queue_s, t_verify_s, the SLO budget and whether
 it was missed) and ``summary.json``; with ``--sweep``, ``sweep.csv``, the capacity per class (largest N whose
-violation rate is <= epsilon), ``violations_vs_n.png`` and the queue-time vs verify-time scatter.
+violation rate is <= epsilon), ``violations_vs_n.png`` and the queue-time vs verify-time scatter; last, the
+``complete`` marker.  A non-empty ``--out`` is refused unless ``--overwrite``; SIGINT/SIGTERM stop the edge.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -26,9 +28,11 @@ from tqdm import tqdm
 
 from channel import config
 from protocols.wire import Limits
+from testbed.common.files import OutDirError, mark_complete, prepare_out, write_csv_atomic, write_json_atomic
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
 from testbed.live import placement
+from testbed.live.interrupt import guarded
 from testbed.live.serve import ServeConfig
 from testbed.load.compare import capacity, mean_sweep
 from testbed.load.gen import Device, LoadLoop, Trace
@@ -69,6 +73,7 @@ class LoadConfig:
     epsilon: float = 0.1  # capacity: largest N with violation rate <= epsilon per class
     timeout_s: float = 600.0  # give up on a load run after this long, s
     out: str = ""  # output directory; default runs/load-<time>
+    overwrite: bool = False  # empty a non-empty --out first (without it, a non-empty --out is refused)
     target: str | None = None  # local HF target (None: built-in); the drafter must match it
     drafter: str | None = None  # local HF drafter matching the target (None: built-in)
     link: LinkSpec = field(default_factory=LinkSpec)  # emulated link (shared by all UEs)
@@ -154,9 +159,9 @@ def run_load(cfg: LoadConfig, site: placement.Site, traces: list[Trace], n: int,
     ctx.term()
     df = to_frame(r for d in devices for r in d.records)
     out.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out / "requests.csv", index=False)
+    write_csv_atomic(out / "requests.csv", df)
     s = summarize(df, n, wall, [e for d in devices for e in d.errors])
-    (out / "summary.json").write_text(json.dumps(s, indent=1))
+    write_json_atomic(out / "summary.json", s)
     return s
 
 
@@ -184,8 +189,8 @@ def plots(sweep: pd.DataFrame, classes: list[float], last: pd.DataFrame, out: Pa
 def run(cfg: LoadConfig) -> pd.DataFrame:
     """The sweep (or the single N) against one edge; with ``compare_max_batch`` also against a second edge that
     verifies at most that many requests per pass, in the same run (``batching.csv``)."""
-    out = Path(cfg.out or f"runs/load-{time.strftime('%Y%m%d-%H%M%S')}")
-    out.mkdir(parents=True, exist_ok=True)
+    out, started = Path(cfg.out or f"runs/load-{time.strftime('%Y%m%d-%H%M%S')}"), time.time()
+    prepare_out(out, cfg.overwrite)
     machine = machine_info()
     (out / "config.json").write_text(json.dumps(asdict(cfg) | {"machine": machine}, indent=1))
     config.write_config(out, replace(cfg, out=str(out)), machine)
@@ -194,8 +199,9 @@ def run(cfg: LoadConfig) -> pd.DataFrame:
     if cfg.compare_max_batch:
         other = mean_sweep(_sweep(cfg, traces, cfg.compare_max_batch, out / f"max_batch_{cfg.compare_max_batch}"))
         both = pd.concat([sweep.assign(max_batch=cfg.max_batch), other.assign(max_batch=cfg.compare_max_batch)])
-        both.to_csv(out / "batching.csv", index=False)
+        write_csv_atomic(out / "batching.csv", both)
         print(both[["max_batch", "ues", "goodput_tok_s", "t_queue_s_mean"]].to_string(index=False))
+    mark_complete(out, started, ["sweep.csv", "capacity.json"])
     return sweep
 
 
@@ -252,13 +258,12 @@ def finish_sweep(cfg: LoadConfig, rows: pd.DataFrame, out: Path) -> pd.DataFrame
     """sweep.csv (the mean per N; every repeat in sweep_repeats.csv), capacity.json (all and feasible requests)
     and the plots of a finished sweep; returns the mean sweep."""
     if cfg.repeats > 1:
-        rows.to_csv(out / "sweep_repeats.csv", index=False)
+        write_csv_atomic(out / "sweep_repeats.csv", rows)
     sweep = mean_sweep(rows)
-    sweep.to_csv(out / "sweep.csv", index=False)
+    write_csv_atomic(out / "sweep.csv", sweep)
     cap = capacity(sweep, cfg.classes(), cfg.epsilon)
     cap_f = capacity(sweep, cfg.classes(), cfg.epsilon, prefix="viol_feasible_")
-    (out / "capacity.json").write_text(json.dumps({"epsilon": cfg.epsilon, "capacity": cap,
-                                                   "capacity_feasible": cap_f}, indent=1))
+    write_json_atomic(out / "capacity.json", {"epsilon": cfg.epsilon, "capacity": cap, "capacity_feasible": cap_f})
     last = read_records(run_dir(out, max(cfg.ns()), 0, cfg.repeats) / "requests.csv")
     plots(sweep, cfg.classes(), last, out, cfg.epsilon)
     mean = f" (mean of {cfg.repeats} repeats)" if cfg.repeats > 1 else ""
@@ -279,7 +284,7 @@ def resummarize(out: Path) -> pd.DataFrame:
         d = run_dir(out, n, rep, cfg.repeats)
         old = json.loads((d / "summary.json").read_text())
         s = summarize(read_records(d / "requests.csv"), n, old["wall_s"], old["errors"])
-        (d / "summary.json").write_text(json.dumps(s, indent=1))
+        write_json_atomic(d / "summary.json", s)
         rows.append(sweep_row(s) | {"repeat": rep})
     return finish_sweep(cfg, pd.DataFrame(rows), out)
 
@@ -300,5 +305,10 @@ def main(argv: list[str] | None = None) -> None:
     known, rest = pre.parse_known_args(argv)
     if known.resummarize is not None:
         resummarize(known.resummarize)
-    else:
-        run(parse_args(rest))
+        return
+    cfg = parse_args(rest)
+    try:
+        guarded("testbed.load", lambda: run(cfg))
+    except OutDirError as e:
+        print(f"testbed.load: error: {e}", file=sys.stderr)
+        sys.exit(2)

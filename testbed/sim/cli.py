@@ -97,7 +97,7 @@ def run(cfg: SimConfig) -> pd.DataFrame:
         for method in cfg.methods:
             for link in links:
                 trace, rule = _trace(cfg, pair, head, method, k, link)
-                per_prompt = prompt_latencies(trace, method, link.csi_at, dep)
+                per_prompt = prompt_latencies(trace, method, link.csi_at, dep, outages=link.outages)
                 rows.append({"method": _label(method, rule), "protocol": method, "acceptance": rule, "draft_len": k,
                              "link": link.name, "rate_mbps": link.rate_mbps, "rtt_ms": link.rtt_ms, "per": link.per,
                              **summarize(trace, per_prompt), "acceptance_from": acc_from, "timing_from": timing_from})

@@ -11,17 +11,19 @@ from collections.abc import Callable
 import pandas as pd
 
 from channel.csi import CSI
+from channel.outage import Outages
 from wisv.roundtime import Deployment, rounds_s
 from wisv.summary import summarize_rounds
 
 
 def prompt_latencies(trace: pd.DataFrame, protocol: str, csi_at: Callable[[float], CSI], dep: Deployment,
-                     t0_s: float = 0.0) -> pd.DataFrame:
-    """Per prompt: latency_s (eq. 22 over its rounds), n_tokens, correct (AAL and rounds come from the trace)."""
+                     t0_s: float = 0.0, outages: Outages | None = None) -> pd.DataFrame:
+    """Per prompt: latency_s (eq. 22 over its rounds, paused by the link's outages), n_tokens, correct (AAL and
+    rounds come from the trace)."""
     memo: dict[tuple, float] = {}
     t, out = t0_s, []
     for pid, g in trace.groupby("prompt_id", sort=False):
-        latency = rounds_s(zip(g["drafted"], g["prefix_len"], g["mismatches"]), protocol, csi_at, dep, t, memo)
+        latency = rounds_s(zip(g["drafted"], g["prefix_len"], g["mismatches"]), protocol, csi_at, dep, t, memo, outages)
         t += latency
         out.append({"prompt_id": pid, "latency_s": latency, "n_tokens": int(g["n_tokens"].iloc[0]),
                     "correct": bool(g["correct"].iloc[0])})

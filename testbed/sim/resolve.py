@@ -9,6 +9,7 @@ import torch
 from transformers import AutoConfig
 
 from channel.csi import CSI, FEATURE_DIM
+from channel.outage import Outages
 from channel.trace import load_trace
 from protocols.accounting import wire_payload_bits
 from testbed.common.heads import default_head_dir
@@ -121,6 +122,7 @@ class Link:
     per: float  # packet error rate (a trace: its mean uplink PER)
     csi_at: Callable[[float], CSI]  # CSI in force at simulated time t (s)
     head_csi: CSI  # the CSI WISV traces are generated with (a trace: its row mean)
+    outages: Outages = Outages()  # the trace's outage periods (repeating with it): rounds pause through them
 
 
 def links_of(cfg) -> list[Link]:
@@ -130,7 +132,7 @@ def links_of(cfg) -> list[Link]:
         n = len(tr.csis)
         mean = CSI(*(sum(getattr(c, f) for c in tr.csis) / n
                      for f in ("rate_up_mbps", "rate_down_mbps", "rtt_ms", "per_up", "per_down")))
-        return [Link(f"trace {Path(cfg.csi_trace).name}", mean.rate_up_mbps, mean.rtt_ms, mean.per_up, tr.at, mean)]
+        return [Link(f"trace {Path(cfg.csi_trace).name}", mean.rate_up_mbps, mean.rtt_ms, mean.per_up, tr.at, mean, tr.outages)]
     out = []
     for r in cfg.rates_mbps:
         for t in cfg.rtts_ms:

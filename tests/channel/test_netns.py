@@ -133,3 +133,45 @@ def test_script_real_run() -> None:
     assert res.returncode == 0, res.stdout + res.stderr
     assert "netem:" in res.stdout and "1/1 replies" in res.stdout
     assert not any(line.startswith("wisv-ue-") and line.split()[0] in res.stdout for line in _namespaces().splitlines())
+
+
+class FakeIp:
+    """A fake `ip` runner keeping the namespaces it was asked to add; raises Interrupt after adding ``cut_at``."""
+
+    class Interrupt(Exception):
+        """Stands in for a signal arriving between creating a namespace and noting it."""
+
+    def __init__(self, cut_at: str | None = None):
+        self.namespaces: set[str] = set()
+        self.cut_at = cut_at
+
+    def __call__(self, cmd, **_kw):
+        if cmd[:3] == ["ip", "netns", "add"]:
+            self.namespaces.add(cmd[3])
+            if cmd[3] == self.cut_at:
+                raise FakeIp.Interrupt(cmd[3])
+        elif cmd[:3] == ["ip", "netns", "del"]:
+            self.namespaces.discard(cmd[3])
+        out = "".join(f"{n} (id: 1)\n" for n in sorted(self.namespaces)) if cmd[:3] == ["ip", "netns", "list"] else ""
+        return subprocess.CompletedProcess(cmd, 0, out, "")
+
+
+def test_a_namespace_created_just_before_an_interruption_is_still_removed(monkeypatch) -> None:
+    from channel import netns
+    monkeypatch.setattr(netns, "require_root", lambda: None)
+    ip = FakeIp(cut_at="wisv-edge-cut1")
+    with pytest.raises(FakeIp.Interrupt):
+        with topology("cut1", runner=ip):
+            pass
+    assert ip.namespaces == set() and not netns._OPEN
+
+
+def test_teardown_open_removes_what_an_interrupted_run_left(monkeypatch) -> None:
+    from channel import netns
+    monkeypatch.setattr(netns, "require_root", lambda: None)
+    ip = FakeIp()
+    ctx = topology("open1", runner=ip)
+    ctx.__enter__()  # an interruption that never reached the context's exit
+    assert ip.namespaces == {"wisv-ue-open1", "wisv-edge-open1"}
+    assert sorted(netns.teardown_open()) == ["wisv-edge-open1", "wisv-ue-open1"]
+    assert ip.namespaces == set() and not netns._OPEN
