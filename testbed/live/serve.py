@@ -253,12 +253,12 @@ class EdgeServer:
         n = msg.header["max_new_tokens"]
         self._check_budget(n, len(msg.tensors["prompt"]))
         self._check_vocab(msg.header)
-        self._admit_kv(len(msg.tensors["prompt"]) + n, f"REFERENCE of {len(msg.tensors['prompt'])} + {n} positions")
         key = (tuple(int(t) for t in msg.tensors["prompt"]), n)
         cached = key in self.references
         if cached:
             self.references.move_to_end(key)
         else:
+            self._admit_kv(len(key[0]) + n, f"REFERENCE of {len(key[0])} + {n} positions")
             self.references[key] = greedy_reference(self.target, list(key[0]), n)
             while len(self.references) > self.cfg.reference_cache:
                 self.references.popitem(last=False)
