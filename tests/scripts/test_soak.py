@@ -7,9 +7,13 @@ from scripts.soak import Cycle, SoakConfig, report, rss_growth, run, stuck_sessi
 
 
 def test_rss_growth_is_measured_after_the_warm_up():
-    samples = [{"t_s": 0.0, "rss_mb": 100.0}, {"t_s": 5.0, "rss_mb": 200.0}, {"t_s": 10.0, "rss_mb": 210.0},
-               {"t_s": 15.0, "rss_mb": 205.0}]
-    assert rss_growth(samples, 5.0) == {"baseline_mb": 200.0, "max_mb": 210.0, "growth": pytest.approx(0.05)}
+    rss = [100.0, 200.0, 300.0, 202.0, 204.0, 206.0, 210.0, 212.0, 214.0]  # the warm-up, a transient, then a leak
+    samples = [{"t_s": 5.0 * i, "rss_mb": r} for i, r in enumerate(rss)]
+    got = rss_growth(samples, 5.0)  # 8 samples after the warm-up: quarters of 2
+    assert got == {"baseline_mb": 250.0, "final_mb": 213.0, "max_mb": 300.0, "growth": pytest.approx(213 / 250 - 1),
+                   "max_growth": pytest.approx(0.2)}
+    got = rss_growth(samples, 15.0)
+    assert (got["baseline_mb"], got["final_mb"]) == (202.0, 214.0) and got["growth"] == pytest.approx(12 / 202)
     assert rss_growth(samples, 60.0)["growth"] is None  # no sample after the warm-up: nothing measured
 
 
