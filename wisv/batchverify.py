@@ -82,6 +82,7 @@ class BatchVerifier:
         self.model, self.cfg = model, cfg or EngineConfig()
         self.sessions: dict[str, SessionState] = {}
         self.shape = KVShape.of(model)  # bytes per cached position, for the budget
+        self.held_bound = 0  # bytes held after the last pass: caches only shrink between passes, so an upper bound
 
     def open(self, sid: str, prompt_ids: list[int]) -> None:
         """Start (or restart) a session; its prompt is forwarded with its first verification."""
@@ -142,6 +143,8 @@ class BatchVerifier:
         def need() -> int:
             return self.shape.bytes_for(pass_tokens([(len(st.seq), st.cached_len, len(st.drafted)) for st in states]))
 
+        if self.held_bound + need() <= budget:  # the common case: no scan of the caches
+            return
         mine = {id(st) for st in states}
         for st in sorted(self.sessions.values(), key=lambda s: s.last_active):
             if self.memory_bytes() + need() <= budget:
@@ -188,12 +191,13 @@ class BatchVerifier:
             raise KeyError(f"no open session {sid!r}") from None
 
     def _enforce_budget(self) -> None:
-        """Drop the caches of the least recently used sessions until the total fits the budget."""
+        """Drop the caches of the least recently used sessions until the total fits the budget; note what is held."""
         budget = self.cfg.memory_budget_mb * 2**20
         for st in sorted(self.sessions.values(), key=lambda s: s.last_active):
             if self.memory_bytes() <= budget:
-                return
+                break
             st.cache, st.cached_len = DynamicCache(), 0
+        self.held_bound = self.memory_bytes()
 
     def rollback(self, sid: str, length: int) -> None:
         """Keep only the first ``length`` cached positions of a session (no-op when it has fewer)."""

@@ -146,3 +146,16 @@ def test_batched_rows_share_one_buffer_counted_once():
     assert eng.memory_bytes() == both
     eng.verify([VerifyRequest("a", [15])])  # alone: a's cache is concatenated into a buffer of its own
     assert eng.sessions["a"].cache.layers[0].keys.untyped_storage().data_ptr() != kb.untyped_storage().data_ptr()
+
+
+def test_a_pass_well_within_the_budget_scans_the_caches_once():
+    _, target = make_pair(vocab=61, eos=60)
+    eng = BatchVerifier(target)
+    eng.open("a", [3, 4, 5])
+    eng.verify([VerifyRequest("a", [7])])
+    assert eng.held_bound == eng.memory_bytes() > 0
+    scans, memory_bytes = [], eng.memory_bytes
+    eng.memory_bytes = lambda: scans.append(1) or memory_bytes()
+    eng.commit("a", 1, 8)
+    eng.verify([VerifyRequest("a", [9, 10])])
+    assert len(scans) == 1  # the budget check before the pass used the bound; only the one after it scans
