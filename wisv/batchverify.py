@@ -193,11 +193,13 @@ class BatchVerifier:
     def _enforce_budget(self) -> None:
         """Drop the caches of the least recently used sessions until the total fits the budget; note what is held."""
         budget = self.cfg.memory_budget_mb * 2**20
+        held = self.memory_bytes()
         for st in sorted(self.sessions.values(), key=lambda s: s.last_active):
-            if self.memory_bytes() <= budget:
+            if held <= budget:
                 break
             st.cache, st.cached_len = DynamicCache(), 0
-        self.held_bound = self.memory_bytes()
+            held = self.memory_bytes()
+        self.held_bound = held
 
     def rollback(self, sid: str, length: int) -> None:
         """Keep only the first ``length`` cached positions of a session (no-op when it has fewer)."""
