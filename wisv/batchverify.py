@@ -19,9 +19,13 @@ transformers' concatenating cache.  The commit crops it to the accepted prefix. 
 skips the stacking and extends the session's cache in place.
 
 ``kv_reuse=False`` is the SLED-style baseline: no cache survives a round, every verification
-recomputes the whole prefix.  Sessions idle past ``session_timeout_s`` are freed by ``sweep``, and when
-all caches together exceed ``memory_budget_mb`` the least recently used sessions lose their caches
-(they are recomputed on their next request, so no state is lost).
+recomputes the whole prefix.  Sessions idle past ``session_timeout_s`` are freed by ``sweep``.
+
+The KV budget ``memory_budget_mb`` holds *before* a pass allocates: the pass's new cache positions are estimated
+(``pass_tokens``, wisv/kvbudget.py) and, while they do not fit beside the caches held, the least recently used
+other sessions lose their caches (they are recomputed on their next request, so no state is lost); a batch of
+one may drop its own cache too.  A pass that still cannot fit raises KVBudgetError before allocating anything.
+A pass that fails midway drops its sessions' caches (a forward may have written some layers), never their state.
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
 
+from wisv.kvbudget import MB, KVShape, refusal
 from wisv.kvcache import crop_to
 from wisv.sessions import Block, cached_forward
 
@@ -76,6 +81,8 @@ class BatchVerifier:
     def __init__(self, model: PreTrainedModel, cfg: EngineConfig | None = None):
         self.model, self.cfg = model, cfg or EngineConfig()
         self.sessions: dict[str, SessionState] = {}
+        self.shape = KVShape.of(model)  # bytes per cached position, for the budget
+        self.held_bound = 0  # bytes held after the last pass: caches only shrink between passes, so an upper bound
 
     def open(self, sid: str, prompt_ids: list[int]) -> None:
         """Start (or restart) a session; its prompt is forwarded with its first verification."""
@@ -88,7 +95,8 @@ class BatchVerifier:
 
     @torch.no_grad()
     def verify(self, requests: list[VerifyRequest]) -> dict[str, Block]:
-        """One target forward over every request; returns each session's Block (K + 1 positions)."""
+        """One target forward over every request; returns each session's Block (K + 1 positions).  Raises
+        KVBudgetError, before allocating, when the pass cannot fit the budget."""
         if not requests:
             return {}
         if len({r.sid for r in requests}) != len(requests):
@@ -100,6 +108,17 @@ class BatchVerifier:
             st.drafted, st.last_active = list(r.draft), time.monotonic()
             if not self.cfg.kv_reuse:
                 st.cache, st.cached_len = DynamicCache(), 0
+        self._make_room(states)
+        try:
+            blocks = self._verify(states, requests)
+        except Exception:
+            for st in states:  # a forward that failed midway may have extended some layers of a cache
+                st.cache, st.cached_len = DynamicCache(), 0
+            raise
+        self._enforce_budget()
+        return blocks
+
+    def _verify(self, states: list[SessionState], requests: list[VerifyRequest]) -> dict[str, Block]:
         if len(states) > 1:  # prefill uncached tails alone, so the batched pass pads only to K_max + 1
             for st in states:
                 if len(st.seq) - st.cached_len > 1:
@@ -114,8 +133,30 @@ class BatchVerifier:
             k1 = len(r.draft) + 1  # the last K+1 fed positions score seq[-1]'s successor and the draft
             lg, hd = lg[len(x) - k1: len(x)], hd[len(x) - k1: len(x)]
             blocks[r.sid] = Block(lg.float(), hd.float(), lg.argmax(dim=-1))
-        self._enforce_budget()
         return blocks
+
+    def _make_room(self, states: list[SessionState]) -> None:
+        """Fit the coming pass into the budget before it allocates: drop other sessions' caches (least recently used
+        first), then a lone session's own cache; KVBudgetError when even that is not enough."""
+        budget = self.cfg.memory_budget_mb * MB
+
+        def need() -> int:
+            return self.shape.bytes_for(pass_tokens([(len(st.seq), st.cached_len, len(st.drafted)) for st in states]))
+
+        if self.held_bound + need() <= budget:  # the common case: no scan of the caches
+            return
+        mine = {id(st) for st in states}
+        for st in sorted(self.sessions.values(), key=lambda s: s.last_active):
+            if self.memory_bytes() + need() <= budget:
+                return
+            if id(st) not in mine:
+                st.cache, st.cached_len = DynamicCache(), 0
+        if len(states) == 1 and self.memory_bytes() + need() > budget:
+            states[0].cache, states[0].cached_len = DynamicCache(), 0
+        err = refusal(need(), self.memory_bytes(), self.cfg.memory_budget_mb,
+                      f"verifying {len(states)} session(s) ({sum(len(st.seq) for st in states)} positions)")
+        if err is not None:
+            raise err
 
     def commit(self, sid: str, n_accepted: int, next_token: int) -> list[int]:
         """Commit ``draft[:n_accepted] + [next_token]`` and crop the cache to cover the new ``seq[:-1]``."""
@@ -150,12 +191,15 @@ class BatchVerifier:
             raise KeyError(f"no open session {sid!r}") from None
 
     def _enforce_budget(self) -> None:
-        """Drop the caches of the least recently used sessions until the total fits the budget."""
+        """Drop the caches of the least recently used sessions until the total fits the budget; note what is held."""
         budget = self.cfg.memory_budget_mb * 2**20
+        held = self.memory_bytes()
         for st in sorted(self.sessions.values(), key=lambda s: s.last_active):
-            if self.memory_bytes() <= budget:
-                return
+            if held <= budget:
+                break
             st.cache, st.cached_len = DynamicCache(), 0
+            held = self.memory_bytes()
+        self.held_bound = held
 
     def rollback(self, sid: str, length: int) -> None:
         """Keep only the first ``length`` cached positions of a session (no-op when it has fewer)."""
@@ -256,6 +300,19 @@ def _storages(cache: DynamicCache):
         for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
             if t is not None and t.numel():
                 yield t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()
+
+
+def pass_tokens(rows: list[tuple[int, int, int]]) -> int:
+    """Cache positions a verification pass allocates for its rows ``(len(seq), cached_len, k)`` (pure): alone, the
+    session's grown cache; batched, each uncached tail's prefill plus the stacked cache of B x (C + N) positions."""
+    if len(rows) == 1:
+        seq, _, k = rows[0]
+        return seq + k
+    prefill = sum(seq - 1 for seq, cached, _ in rows if seq - cached > 1)
+    cached = [seq - 1 if seq - c > 1 else c for seq, c, _ in rows]
+    c_max = max(cached)
+    n_max = max(seq - c + k for (seq, _, k), c in zip(rows, cached))
+    return prefill + len(rows) * (c_max + n_max)
 
 
 def request_shape(session, k: int) -> tuple[int, int, int]:

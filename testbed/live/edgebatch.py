@@ -1,5 +1,7 @@
 """Batched DRAFT verification on the edge: the scheduler picks each batch, the engine verifies it in one pass,
 and every session in it finishes its round (wisv/batchverify.py, wisv/scheduler.py, protocols/edge_side.py).
+A request that fails (its scheduling view, or its verification: a KV budget refusal, an internal error) fails
+alone: after a failed pass the batch's requests are verified again one by one (``DraftBatcher.step``).
 
 A request's scheduling inputs: arrival = when its DRAFT reached the edge; deadline from the session's SLO
 class (``slo_tok_s`` in the OPEN ``meta``; none = best effort, no deadline) with the UE-reported drafting
@@ -8,6 +10,7 @@ verification cost from the estimator profile (testbed.profile).
 """
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 import time
@@ -20,6 +23,7 @@ from wisv.scheduler import (LOST_ORDER_CHOICES, SCHEDULER_CHOICES, Request, arri
                             select_slo)
 from wisv.sessions import Block
 
+log = logging.getLogger("testbed.serve")
 BUDGET_WINDOW = 64  # recent budgets kept per SLO class for the arrival reserve
 Held = tuple[bytes, EdgeSession]  # (peer, session holding a validated DRAFT)
 Done = tuple[bytes, EdgeSession, Block | Exception, float, int]  # (peer, session, block or error, batch s, batch size)
@@ -58,26 +62,60 @@ class DraftBatcher:
         return done
 
     def step(self, queue: list[Held]) -> tuple[list[Done], list[Held]]:
-        """Verify one batch chosen from the queue; (its results, the requests still waiting)."""
-        batch = self.select(queue)
+        """Verify one batch chosen from the queue; (its results, the requests still waiting).
+
+        A request fails alone: one whose scheduling view cannot be built is answered with its error at once, and
+        when a batch's pass raises (a KV budget refusal, an internal error), each of its requests is verified again
+        alone, so that only those that fail by themselves get the error (the engine drops the caches a failed pass
+        touched and never a session's committed state, so the retry sees what the batch saw)."""
+        views, failed = self._views(queue)
+        batch = self._choose(views) if views else []
         reqs = [VerifyRequest(s.verify.sid, s.draft_tokens) for _, s in batch]
-        raw = self._predict_raw(batch) if self.estimator else 0.0  # before verify moves the caches
+        raw = self._predict_raw(batch) if self.estimator and batch else 0.0  # before verify moves the caches
         t0 = time.perf_counter()
         try:
-            blocks, err = self.engine.verify(reqs), None
-        except Exception as e:  # noqa: BLE001 - every session of the batch gets the error
-            blocks, err = {}, e
+            blocks, size = self.engine.verify(reqs), len(batch)
+        except Exception as e:  # noqa: BLE001 - retried alone below, each request gets its own outcome
+            blocks, size = self._alone(reqs, e), 1
         dt = time.perf_counter() - t0
-        if self.estimator and err is None:
+        if self.estimator and size == len(batch) > 0:
             self.live = live_update(self.live, raw, dt)
-        chosen = {id(s) for _, s in batch}
-        return ([(peer, s, err or blocks[s.verify.sid], dt, len(batch)) for peer, s in batch],
-                [(p, s) for p, s in queue if id(s) not in chosen])
+        gone = {id(s) for _, s, *_ in failed} | {id(s) for _, s in batch}
+        return (failed + [(peer, s, blocks[s.verify.sid], dt, size) for peer, s in batch],
+                [(p, s) for p, s in queue if id(s) not in gone])
+
+    def _alone(self, reqs: list[VerifyRequest], err: Exception) -> dict[str, Block | Exception]:
+        """After a failed pass: each request verified by itself (its block or its own error)."""
+        if len(reqs) == 1:
+            return {reqs[0].sid: err}
+        log.warning("a batch of %d failed (%s: %s); verifying its requests one by one", len(reqs),
+                    type(err).__name__, err)
+        out: dict[str, Block | Exception] = {}
+        for r in reqs:
+            try:
+                out[r.sid] = self.engine.verify([r])[r.sid]
+            except Exception as e:  # noqa: BLE001 - this request's own failure, answered to its session alone
+                out[r.sid] = e
+        return out
 
     def select(self, queue: list[Held]) -> list[Held]:
         """The next batch from the queue, by the configured scheduler."""
-        pending = [self.request(*pair) for pair in queue]
-        reqs = {r.rid: pair for r, pair in zip(pending, queue)}
+        return self._choose(self._views(queue)[0])
+
+    def _views(self, queue: list[Held]) -> tuple[list[tuple[Request, Held]], list[Done]]:
+        """Each held DRAFT's scheduling view; the DRAFTs whose view raises, as failed results."""
+        views, failed = [], []
+        for pair in queue:
+            try:
+                views.append((self.request(*pair), pair))
+            except Exception as e:  # noqa: BLE001 - that session fails alone
+                failed.append((pair[0], pair[1], e, 0.0, 0))
+        return views, failed
+
+    def _choose(self, views: list[tuple[Request, Held]]) -> list[Held]:
+        """The next batch among the viewed DRAFTs, by the configured scheduler."""
+        pending = [r for r, _ in views]
+        reqs = {r.rid: pair for r, pair in views}
         if self.scheduler == "fcfs":
             chosen = select_fcfs(pending, mem_budget_bytes=2**62, max_batch=self.max_batch)
         else:

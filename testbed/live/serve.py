@@ -8,7 +8,10 @@ their peer's connection ends (closed, or silent past ``--heartbeat-timeout-ms``:
 DIR/clients; a session is bound to the key that opened it (testbed/live/auth.py).
 OPEN is refused when the UE's drafter does not share the target's tokenizer (size and hash of the vocabulary) or
 its hidden size does not fit the decision head, or when its prompt plus max_new_tokens exceeds the target's context
-(or ``--max-context-tokens``); OPEN_OK reports the edge's settings (head, tau, target, batching).
+(or ``--max-context-tokens``), or when its KV cache (prompt + max_new_tokens + draft_len positions) cannot fit
+``--memory-budget-mb`` (ERROR ``kv_budget``, before anything is allocated: without the batching engine, beside the
+other sessions' reservations; with it, alone, as the engine makes room per pass); OPEN_OK reports the edge's settings
+(head, tau, target, batching).  An internal error is logged with its traceback here; the peer gets a generic ERROR.
 REFERENCE asks for the target-only greedy output of a prompt (what lossless protocols must reproduce), cached.
 """
 from __future__ import annotations
@@ -40,11 +43,13 @@ from testbed.live.sockbounds import HWM_MSGS, bound_socket
 from wisv.batchverify import BatchVerifier, EngineConfig, EngineView
 from wisv.estimator import EstimatorProfile
 from wisv.evaluate import eos_id, greedy_reference
+from wisv.kvbudget import KVBudgetError, KVLedger, KVShape, refusal, session_tokens
 from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer, vocab_facts
 from wisv.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.sessions import VerifySession
 
 log = logging.getLogger("testbed.serve")
+INTERNAL_TEXT = "internal error on the edge (logged there); the session was closed"  # no internals to the peer
 
 
 @dataclass
@@ -63,7 +68,7 @@ class ServeConfig:
     scheduler: str = field(default="fcfs", metadata={"choices": SCHEDULER_CHOICES})  # batch selection (slo: WISP)
     max_batch: int = 16  # most requests in one verification pass
     kv_reuse: bool = True  # --no-kv-reuse: recompute each prefix every round (SLED baseline; uses the engine)
-    memory_budget_mb: float = 2048.0  # cap on all sessions' KV caches together (engine), MB
+    memory_budget_mb: float = 2048.0  # cap on all sessions' KV caches together, checked before allocating, MB
     estimator: str | None = None  # verification-time profile JSON from testbed.profile (needed by --scheduler slo)
     guard_ms: float = 0.0  # slo: guard time delta (LST = deadline - v - delta) absorbing estimator error, ms
     lost_order: str = field(default="last",
@@ -96,6 +101,7 @@ class EdgeServer:
         self.peer_keys: dict[bytes, str | None] = {}  # peer -> the authenticated key (ZAP User-Id) it sends with
         self.owners: dict[tuple[bytes, str], str | None] = {}  # session -> the key that opened it
         self.engine, self.batcher = _engine(cfg, target, self.hidden_layer)
+        self.kv_shape, self.kv = KVShape.of(target), KVLedger(cfg.memory_budget_mb)  # reservations (no engine)
         self.held: list = []  # validated DRAFTs waiting for the batcher (peer, EdgeSession)
         self.references: OrderedDict[tuple, list[int]] = OrderedDict()  # (prompt, budget) -> target-only output
         self.settings = edge_settings(cfg, self.tau, head_desc or cfg.head, self.hidden_layer)
@@ -121,8 +127,7 @@ class EdgeServer:
             (self.held if isinstance(out, EdgeSession) else replies).append((peer, out))
         self.held = [(p, s) for p, s in self.held if self.sessions.get((p, s.sid)) is s]  # closed meanwhile: drop
         while self.held:
-            done, self.held = self.batcher.step(self.held)
-            for peer, sess, block, dt, n in done:
+            for peer, sess, block, dt, n in self._step():
                 replies.append((peer, self._guard(peer, None, lambda *_: _end_draft(sess, block, dt, n), sid=sess.sid)))
             if one_batch:
                 break
@@ -136,12 +141,21 @@ class EdgeServer:
             sid = msg.session if msg is not None else sid
             out = act(peer, msg, t0)
             return out if isinstance(out, EdgeSession) else encode(out)
-        except (WireError, ProtocolError) as e:
+        except (WireError, ProtocolError, KVBudgetError) as e:
             return encode(error_message(sid, e.code, str(e)))
-        except Exception as e:  # noqa: BLE001 - the server must keep serving other sessions
+        except Exception:  # noqa: BLE001 - the server must keep serving other sessions
             log.exception("internal error handling a message from session %s", sid)
             self._drop(peer, sid)
-            return encode(error_message(sid, "internal", f"{type(e).__name__}: {e}"))
+            return encode(error_message(sid, "internal", INTERNAL_TEXT))
+
+    def _step(self) -> list:
+        """Verify the next batch of held DRAFTs.  Should the batcher itself fail, the held DRAFTs fail with it (each
+        gets an ERROR through the guard) and the edge goes on."""
+        try:
+            done, self.held = self.batcher.step(self.held)
+        except Exception as e:  # noqa: BLE001 - logged by the guard, once per session
+            done, self.held = [(peer, sess, e, 0.0, 0) for peer, sess in self.held], []
+        return done
 
     def _note_keys(self, items: list[tuple]) -> None:
         """The authenticated key each peer's connection uses, from its messages' ZAP User-Id (None: no CURVE)."""
@@ -202,9 +216,16 @@ class EdgeServer:
         self._check_vocab(msg.header)
         self._drop(peer, msg.session)
         prompt = [int(t) for t in msg.tensors["prompt"]]
-        verify = (EngineView(self.engine, f"{peer.hex()}/{msg.session}", prompt) if self.engine is not None
-                  else VerifySession(self.target, prompt, self.hidden_layer))
-        sess = EdgeSession(msg.session, verify, msg, self.policy, self.tau, self.eos)
+        n = session_tokens(len(prompt), msg.header["max_new_tokens"], msg.header["draft_len"])
+        self._admit_kv(n, f"session {msg.session!r} ({n} positions: prompt, max_new_tokens, draft_len)",
+                       (peer, msg.session))
+        try:
+            verify = (EngineView(self.engine, f"{peer.hex()}/{msg.session}", prompt) if self.engine is not None
+                      else VerifySession(self.target, prompt, self.hidden_layer))
+            sess = EdgeSession(msg.session, verify, msg, self.policy, self.tau, self.eos)
+        except Exception:
+            self.kv.release((peer, msg.session))
+            raise
         self.sessions[(peer, msg.session)] = sess
         self.owners[(peer, msg.session)] = self.peer_keys.get(peer)
         log.info("open session %s from peer %s (%s, K=%d)", msg.session, peer.hex(), sess.protocol_name, sess.draft_len)
@@ -226,6 +247,20 @@ class EdgeServer:
         if cap is not None and prompt_len + max_new_tokens > cap:
             raise ProtocolError("too_large", f"{total} > this edge's --max-context-tokens {cap}")
 
+    def _admit_kv(self, tokens: int, what: str, key: tuple | None = None) -> None:
+        """Refuse (KVBudgetError) a cache of ``tokens`` positions that cannot fit the budget, before allocating it:
+        with the engine it must fit alone (the engine evicts idle caches per pass); without, beside the reservations
+        of the other sessions (``key``: reserve it for that session)."""
+        need = self.kv_shape.bytes_for(tokens)
+        if self.engine is not None:
+            err = refusal(need, 0, self.cfg.memory_budget_mb, what)
+            if err is not None:
+                raise err
+        elif key is None:
+            self.kv.check(need, what)
+        else:
+            self.kv.reserve(key, need, what)
+
     def _check_vocab(self, header: dict) -> None:
         """Refuse a drafter whose declared vocabulary differs from the target's (a UE that declares none: unchecked)."""
         if "vocab_size" not in header:
@@ -244,6 +279,7 @@ class EdgeServer:
         if cached:
             self.references.move_to_end(key)
         else:
+            self._admit_kv(len(key[0]) + n, f"REFERENCE of {len(key[0])} + {n} positions")
             self.references[key] = greedy_reference(self.target, list(key[0]), n)
             while len(self.references) > self.cfg.reference_cache:
                 self.references.popitem(last=False)
@@ -253,6 +289,7 @@ class EdgeServer:
     def _drop(self, peer: bytes, sid: str) -> None:
         sess = self.sessions.pop((peer, sid), None)
         self.owners.pop((peer, sid), None)
+        self.kv.release((peer, sid))
         if sess is not None:
             sess.verify.free()
 

@@ -108,24 +108,32 @@ class LoadLoop:
     def run(self, timeout_s: float, progress=None, stagger_s: float = 0.0) -> None:
         """Run every device's prompts; device i opens its first session at i / N * stagger_s (arrivals spread
         evenly rather than every first prompt prefilled in one burst)."""
-        t0 = self.t0 = time.perf_counter()
-        t_end = t0 + timeout_s
-        for i, d in enumerate(self.devices):
-            d.state, d.t_ready = "idle", t0 + stagger_s * i / len(self.devices)
+        self.start(stagger_s)
+        t_end = self.t0 + timeout_s
         while any(d.state != "done" for d in self.devices) and time.perf_counter() < t_end:
-            now = time.perf_counter()
-            for d in self.devices:
-                if d.state == "idle" and d.t_ready <= now:
-                    self._open(d)
-                elif d.state == "drafting" and d.t_ready <= now:
-                    self._send_draft(d)
-            wait = min([d.t_ready - now for d in self.devices if d.state in ("idle", "drafting")] + [0.01])
-            for sock, _ in self.poller.poll(max(0, int(wait * 1000))):
-                self._on_reply(self.by_sock[sock], decode(sock.recv_multipart(), self.limits), progress)
+            self.turn(progress)
         for d in self.devices:
             if d.state != "done":
                 d.errors.append(f"unfinished after {timeout_s} s (state {d.state})")
             d.sock.close(0)
+
+    def start(self, stagger_s: float = 0.0) -> None:
+        """Start the clock; device i opens its first session at i / N * stagger_s."""
+        t0 = self.t0 = time.perf_counter()
+        for i, d in enumerate(self.devices):
+            d.state, d.t_ready = "idle", t0 + stagger_s * i / len(self.devices)
+
+    def turn(self, progress=None) -> None:
+        """Open or send what is due, then handle the replies that arrive before the next thing is due."""
+        now = time.perf_counter()
+        for d in self.devices:
+            if d.state == "idle" and d.t_ready <= now:
+                self._open(d)
+            elif d.state == "drafting" and d.t_ready <= now:
+                self._send_draft(d)
+        wait = min([d.t_ready - now for d in self.devices if d.state in ("idle", "drafting")] + [0.01])
+        for sock, _ in self.poller.poll(max(0, int(wait * 1000))):
+            self._on_reply(self.by_sock[sock], decode(sock.recv_multipart(), self.limits), progress)
 
     def _open(self, d: Device) -> None:
         if d.prompt >= len(d.traces):

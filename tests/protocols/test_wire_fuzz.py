@@ -54,16 +54,6 @@ def check(frames: list[Any]) -> None:
     assert encode(decode(again, LIMITS)) == again
 
 
-@FUZZ
-@given(st.lists(st.binary(max_size=64), max_size=5))
-def test_random_frames(frames: list[bytes]) -> None:
-    check(frames)
-
-
-@FUZZ
-@given(st.integers(0, 255), headers, st.lists(st.binary(max_size=48), max_size=3))
-def test_structured_headers(type_byte: int, header: dict[str, Any], bufs: list[bytes]) -> None:
-    check([bytes([type_byte]) + msgpack.packb(header, use_bin_type=True), *bufs])
 
 
 TYPED = {
@@ -118,18 +108,44 @@ def seed_frames() -> list[list[bytes]]:
     return [encode(m) for m in (draft, open_, req, hello, ok, ref, ref_ok)]
 
 
-@FUZZ
-@given(st.sampled_from(seed_frames()), st.data())
-def test_mutated_valid_messages(frames: list[bytes], data: st.DataObject) -> None:
-    index = data.draw(st.integers(0, len(frames) - 1))
+@st.composite
+def mutated(draw: st.DrawFn) -> list[bytes]:
+    """A valid message with a few bits flipped, its tail cut or bytes inserted in one of its frames."""
+    frames = draw(st.sampled_from(seed_frames()))
+    index = draw(st.integers(0, len(frames) - 1))
     frame = bytearray(frames[index])
-    for _ in range(data.draw(st.integers(1, 4))):
-        pos = data.draw(st.integers(0, len(frame)))
-        action = data.draw(st.sampled_from(["flip", "cut", "insert"]))
+    for _ in range(draw(st.integers(1, 4))):
+        pos = draw(st.integers(0, len(frame)))
+        action = draw(st.sampled_from(["flip", "cut", "insert"]))
         if action == "flip" and pos < len(frame):
-            frame[pos] ^= 1 << data.draw(st.integers(0, 7))
+            frame[pos] ^= 1 << draw(st.integers(0, 7))
         elif action == "cut":
             del frame[pos:]
         else:
-            frame[pos:pos] = data.draw(st.binary(min_size=1, max_size=4))
-    check([*frames[:index], bytes(frame), *frames[index + 1:]])
+            frame[pos:pos] = draw(st.binary(min_size=1, max_size=4))
+    return [*frames[:index], bytes(frame), *frames[index + 1:]]
+
+
+@FUZZ
+@given(st.lists(st.binary(max_size=64), max_size=5))
+def test_random_frames(frames: list[bytes]) -> None:
+    check(frames)
+
+
+@FUZZ
+@given(st.integers(0, 255), headers, st.lists(st.binary(max_size=48), max_size=3))
+def test_structured_headers(type_byte: int, header: dict[str, Any], bufs: list[bytes]) -> None:
+    check([bytes([type_byte]) + msgpack.packb(header, use_bin_type=True), *bufs])
+
+
+@FUZZ
+@given(mutated())
+def test_mutated_valid_messages(frames: list[bytes]) -> None:
+    check(frames)
+
+
+random_frames = st.lists(st.binary(max_size=64), max_size=5)
+structured = st.builds(lambda t, h, bufs: [bytes([t]) + msgpack.packb(h, use_bin_type=True), *bufs],
+                       st.integers(0, 255), headers, st.lists(st.binary(max_size=48), max_size=3))
+CORPUS = {"random_frames": random_frames, "structured_headers": structured, "near_valid": near_valid(),
+          "mutated": mutated()}  # the fuzz corpus's strategies, also sent to a live edge (tests/testbed/live)

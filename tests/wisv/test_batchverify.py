@@ -6,7 +6,8 @@ import torch
 
 from tests.tiny_pair import make_pair
 from wisv.acceptance import greedy_accept_ids
-from wisv.batchverify import BatchVerifier, EngineConfig, VerifyRequest
+from wisv.batchverify import BatchVerifier, EngineConfig, VerifyRequest, pass_tokens
+from wisv.kvbudget import MB, KVBudgetError
 from wisv.sessions import VerifySession
 
 NEAR_TIE = 1e-4
@@ -72,9 +73,11 @@ def test_timeout_budget_and_errors():
     eng = BatchVerifier(target, EngineConfig(session_timeout_s=10, memory_budget_mb=0.0))
     eng.open("a", [1, 2, 3])
     eng.open("b", [4, 5])
+    with pytest.raises(KVBudgetError, match="memory-budget-mb is 0"):  # refused before anything is allocated
+        eng.verify([VerifyRequest("a", [6, 7]), VerifyRequest("b", [8])])
+    assert eng.memory_bytes() == 0 and eng.sessions["a"].seq == [1, 2, 3]  # the sessions survive
+    eng.cfg.memory_budget_mb = 2048.0
     eng.verify([VerifyRequest("a", [6, 7]), VerifyRequest("b", [8])])
-    assert eng.memory_bytes() == 0  # a zero budget drops every cache; the sessions survive
-    assert eng.sessions["a"].cached_len == 0 and eng.sessions["a"].seq == [1, 2, 3]
     eng.commit("a", 2, 9)
     assert eng.sessions["a"].seq == [1, 2, 3, 6, 7, 9]
     now = eng.sessions["b"].last_active
@@ -88,6 +91,38 @@ def test_timeout_budget_and_errors():
         eng.verify([VerifyRequest("c", [])])
 
 
+def test_the_budget_evicts_other_caches_before_a_pass_allocates():
+    _, target = make_pair(vocab=61, eos=60)
+    eng = BatchVerifier(target)
+    one = eng.shape.bytes_for(8 + 2)  # a lone pass over an 8-token prompt and a 2-token draft
+    eng.cfg.memory_budget_mb = 1.5 * one / MB  # room for one such cache, not two
+    eng.open("a", list(range(1, 9)))
+    eng.open("b", list(range(11, 19)))
+    eng.verify([VerifyRequest("a", [5, 6])])
+    assert eng.memory_bytes() == one  # the estimate is what the pass allocated
+    eng.verify([VerifyRequest("b", [5, 6])])  # a's cache goes first (least recently used)
+    assert eng.sessions["a"].cached_len == 0 and eng.memory_bytes() == one
+    with pytest.raises(KVBudgetError, match="verifying 2 session"):  # two rows cannot fit however much is dropped
+        eng.verify([VerifyRequest("a", [5, 6]), VerifyRequest("b", [7])])
+    assert eng.memory_bytes() <= eng.cfg.memory_budget_mb * MB
+
+
+def test_a_failed_pass_drops_its_caches_and_keeps_the_sessions(monkeypatch):
+    _, target = make_pair(vocab=61, eos=60)
+    eng, ref = BatchVerifier(target), VerifySession(target, [3, 4, 5])
+    eng.open("a", [3, 4, 5])
+    eng.verify([VerifyRequest("a", [7])])
+    eng.commit("a", 0, 8)
+    ref.verify([7])
+    ref.commit([7], 0, 8)
+    monkeypatch.setattr(eng, "_forward_one", lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
+    with pytest.raises(RuntimeError, match="boom"):
+        eng.verify([VerifyRequest("a", [9, 10])])
+    assert eng.sessions["a"].cached_len == 0 and eng.memory_bytes() == 0 and eng.sessions["a"].seq == [3, 4, 5, 8]
+    monkeypatch.undo()
+    _check_same(eng.verify([VerifyRequest("a", [9, 10])])["a"], ref.verify([9, 10]))  # recomputed, same block
+
+
 def test_batched_rows_share_one_buffer_counted_once():
     _, target = make_pair(vocab=61, eos=60)
     eng = BatchVerifier(target)
@@ -97,8 +132,10 @@ def test_batched_rows_share_one_buffer_counted_once():
         eng.verify([VerifyRequest(sid, [9])])
         eng.commit(sid, 1, 10)
     alone = eng.memory_bytes()
+    rows = [(len(eng.sessions[s].seq), eng.sessions[s].cached_len, k) for s, k in (("a", 2), ("b", 1))]
     eng.verify([VerifyRequest("a", [11, 12]), VerifyRequest("b", [13])])
     a, b = eng.sessions["a"], eng.sessions["b"]
+    assert eng.memory_bytes() == eng.shape.bytes_for(pass_tokens(rows))  # the estimate is the stacked cache
     ka, kb = a.cache.layers[0].keys, b.cache.layers[0].keys
     assert ka.untyped_storage().data_ptr() == kb.untyped_storage().data_ptr()  # views of the batch buffer
     assert ka.shape[2] == a.cached_len and kb.shape[2] == b.cached_len
@@ -109,3 +146,16 @@ def test_batched_rows_share_one_buffer_counted_once():
     assert eng.memory_bytes() == both
     eng.verify([VerifyRequest("a", [15])])  # alone: a's cache is concatenated into a buffer of its own
     assert eng.sessions["a"].cache.layers[0].keys.untyped_storage().data_ptr() != kb.untyped_storage().data_ptr()
+
+
+def test_a_pass_well_within_the_budget_scans_the_caches_once():
+    _, target = make_pair(vocab=61, eos=60)
+    eng = BatchVerifier(target)
+    eng.open("a", [3, 4, 5])
+    eng.verify([VerifyRequest("a", [7])])
+    assert eng.held_bound == eng.memory_bytes() > 0
+    scans, memory_bytes = [], eng.memory_bytes
+    eng.memory_bytes = lambda: scans.append(1) or memory_bytes()
+    eng.commit("a", 1, 8)
+    eng.verify([VerifyRequest("a", [9, 10])])
+    assert len(scans) == 1  # the budget check before the pass used the bound; only the one after it scans
