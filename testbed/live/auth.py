@@ -111,7 +111,8 @@ def handshake_failure(event: int, value: int) -> str | None:
             return "security mechanism mismatch (one end uses CURVE keys, --auth, the other none)"
         return f"handshake protocol error {value:#x}"
     if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-        return f"handshake failed (errno {value})"
+        return (f"handshake failed (errno {value}: the peer hung up mid-handshake; it may use no CURVE keys, --auth, "
+                "or other ones)")
     return None
 
 

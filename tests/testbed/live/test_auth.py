@@ -93,7 +93,8 @@ def test_a_missing_key_is_refused_fast_and_logged(edge, pair_dirs, tmp_path: Pat
     res, took = ue(endpoint, pair_dirs.drafter, tmp_path / "o")
     assert res.returncode == 2 and took < RECV_TIMEOUT_S, res.stderr[-2000:]
     assert "the edge refused the connection" in res.stderr and "may require CURVE keys" in res.stderr
-    assert _logged(log, "security mechanism mismatch")
+    # whichever end notices first: the edge sees the mismatch, or the UE's hang-up mid-handshake
+    assert _logged(log, "security mechanism mismatch") or _logged(log, "may use no CURVE keys", 0.1)
 
 
 def _logged(log: Path, text: str, wait_s: float = 10.0) -> bool:
