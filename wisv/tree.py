@@ -117,16 +117,19 @@ Expand = Callable[["DraftTree", list[int]], torch.Tensor]  # (tree, nodes) -> [m
 
 
 def build_tree(root_logp: torch.Tensor, expand: Expand, budget: int, width: int = 1, max_depth: int = 64,
-               eos_token_id: int | None = None) -> DraftTree:
+               eos_token_id: int | None = None, children: int | None = None) -> DraftTree:
     """Best-first draft tree of up to ``budget`` nodes (SpecExec-like).  Candidates are the children of the root and
-    of every expanded node, scored by cumulative drafter log-probability; each drafter call adds the ``width`` best
-    candidates and ``expand`` returns their next-token log-probabilities.  With ``width`` 1 the tree maximises the
-    sum of its nodes' drafter path probabilities (the expected accepted length under the drafter's own estimate);
-    a chain is the special case where one branch dominates.  EOS nodes and nodes at ``max_depth`` get no children."""
-    if budget < 0 or width < 1:
-        raise ValueError(f"need budget >= 0 and width >= 1, got {budget}, {width}")
+    of every expanded node, scored by cumulative log-score (the drafter's log-probabilities, or calibrated ones:
+    wisv.treecal); each drafter call adds the ``width`` best candidates and ``expand`` returns their next-token
+    log-scores.  With ``width`` 1 the tree is the ``budget`` best nodes by path score, which maximises the sum of
+    its nodes' path scores (the expected accepted length when scores are acceptance probabilities); a chain is the
+    special case where one branch dominates.  ``children`` caps the children of one node (1: a chain of the best
+    scored tokens).  EOS nodes and nodes at ``max_depth`` get no children."""
+    if budget < 0 or width < 1 or (children is not None and children < 1):
+        raise ValueError(f"need budget >= 0, width >= 1 and children >= 1, got {budget}, {width}, {children}")
+    cap = budget if children is None else children
     tree, heap, tick = DraftTree(calls=1), [], 0
-    tick = _push_children(heap, tick, -1, 0.0, root_logp, budget)
+    tick = _push_children(heap, tick, -1, 0.0, root_logp, min(cap, budget))
     while heap and len(tree) < budget:
         new, take = [], min(width, budget - len(tree))
         while heap and len(new) < take:
@@ -141,7 +144,7 @@ def build_tree(root_logp: torch.Tensor, expand: Expand, budget: int, width: int 
         logps = expand(tree, grow)  # [m, V]
         tree.calls += 1
         for i, row in zip(grow, logps):
-            tick = _push_children(heap, tick, i, tree.logp[i], row, budget - len(tree))
+            tick = _push_children(heap, tick, i, tree.logp[i], row, min(cap, budget - len(tree)))
     return tree
 
 

@@ -28,9 +28,14 @@ class TreeState:
     greedy: dict[int, int] = field(default_factory=dict)  # cached node -> the drafter's argmax after it
 
 
-def draft_tree(d: DraftSession, budget: int, width: int = 1, max_depth: int = 64,
-               eos_token_id: int | None = None) -> TreeState:
-    """Draft a tree of up to ``budget`` new nodes after ``seq``; a carried chain (``d.carry``) opens it as a line."""
+Score = Callable[[torch.Tensor], torch.Tensor]  # [m, V] drafter log-probs -> [m, V] log-scores (wisv.treecal)
+
+
+def draft_tree(d: DraftSession, budget: int, width: int = 1, max_depth: int = 64, eos_token_id: int | None = None,
+               score: Score | None = None, children: int | None = None) -> TreeState:
+    """Draft a tree of up to ``budget`` new nodes after ``seq``; a carried chain (``d.carry``) opens it as a line.
+    ``score`` ranks candidates (None: the drafter's log-probabilities); ``children`` caps children per node."""
+    rank = score or (lambda logp: logp)
     carry = d.carry.tokens if d.carry is not None else []
     d.carry, d.drafted = None, list(carry)
     base = len(d.seq)
@@ -45,11 +50,11 @@ def draft_tree(d: DraftSession, budget: int, width: int = 1, max_depth: int = 64
         st.tree = graft(prefix, sub)
         nodes = [len(carry) + i for i in grow]
         out = _feed(d, st, nodes)
-        return torch.log_softmax(out.float(), dim=-1)
+        return rank(torch.log_softmax(out.float(), dim=-1))
 
-    root = torch.log_softmax(logits[-1].float(), dim=-1)
+    root = rank(torch.log_softmax(logits[-1].float(), dim=-1))
     room = max(0, max_depth - len(carry))
-    sub = build_tree(root, expand, budget if room else 0, width, max(room, 1), eos_token_id)
+    sub = build_tree(root, expand, budget if room else 0, width, max(room, 1), eos_token_id, children)
     st.tree = graft(prefix, sub)
     st.tree.calls = sub.calls
     return st

@@ -13,7 +13,7 @@ from wisv.sessions import Draft, DraftSession, VerifySession
 from wisv.speculative import truncate_output
 from wisv.summary import summarize_rounds
 from wisv.tree import greedy_path
-from wisv.treedraft import aligned, draft_tree, expand_leaf
+from wisv.treedraft import Score, aligned, draft_tree, expand_leaf
 
 
 @dataclass
@@ -46,9 +46,12 @@ class TreeOutput:
 
 def tree_generate(drafter: PreTrainedModel, target: PreTrainedModel, prompt_ids: list[int], *, max_new_tokens: int,
                   budget: int, width: int = 1, proactive: int = 0, max_depth: int = 64,
-                  eos_token_id: int | None = None) -> TreeOutput:
+                  eos_token_id: int | None = None, score: Score | None = None,
+                  children: int | None = None) -> TreeOutput:
     """Greedy tree speculative decoding of ``prompt_ids`` (lossless w.r.t. target greedy decoding); ``proactive``
-    expands the best leaf by that many tokens each round before the verdict is read."""
+    expands the best leaf by that many tokens each round before the verdict is read; ``score`` ranks candidates
+    (None: drafter log-probabilities; wisv.treecal.Calibration.score: calibrated), ``children`` caps children per
+    node (1: a chain of the best-scored tokens)."""
     if max_new_tokens < 1 or budget < 1:
         raise ValueError("max_new_tokens and budget must be >= 1")
     eos = eos_id(target) if eos_token_id is None else eos_token_id
@@ -56,7 +59,8 @@ def tree_generate(drafter: PreTrainedModel, target: PreTrainedModel, prompt_ids:
     out, rounds = [], []
     while len(out) < max_new_tokens:
         left = max_new_tokens - len(out)
-        rnd = tree_round(d, t, min(budget, left - 1), width, proactive, max_depth, eos)
+        shape = TreeShape(min(budget, left - 1), width, max_depth, score, children)
+        rnd = tree_round(d, t, shape, proactive, eos)
         rnd.committed = truncate_output(rnd.committed, left, eos)
         rounds.append(rnd)
         out.extend(rnd.committed)
@@ -65,11 +69,21 @@ def tree_generate(drafter: PreTrainedModel, target: PreTrainedModel, prompt_ids:
     return TreeOutput(out, rounds)
 
 
-def tree_round(d: DraftSession, t: VerifySession, budget: int, width: int, proactive: int, max_depth: int,
-               eos: int | None) -> TreeRound:
+@dataclass
+class TreeShape:
+    """How one round's tree is built (wisv.treedraft.draft_tree's arguments)."""
+
+    budget: int  # draft tokens (nodes) in the tree
+    width: int = 1  # candidates added per drafter call
+    max_depth: int = 64  # deepest node
+    score: Score | None = None  # candidate ranking (None: drafter log-probabilities)
+    children: int | None = None  # most children per node (None: no cap; 1: a chain)
+
+
+def tree_round(d: DraftSession, t: VerifySession, shape: TreeShape, proactive: int, eos: int | None) -> TreeRound:
     """Draft a tree, verify it, commit the accepted path on both sides (reusing aligned proactive tokens)."""
     t0 = time.perf_counter()
-    st = draft_tree(d, budget, width, max_depth, eos)
+    st = draft_tree(d, shape.budget, shape.width, shape.max_depth, eos, shape.score, shape.children)
     tree = st.tree
     t1 = time.perf_counter()
     blk = t.verify_tree(tree.tokens, tree.parents)

@@ -13,10 +13,13 @@ def test_latency_model_adds_compute_and_link_and_overlaps_proactive_drafting():
 
 
 def test_one_prompt_run_is_lossless_and_reports_every_method():
-    rep = run(BenchConfig(budgets=[4, 16], rtts_ms=[5.0], prompts=1, max_new_tokens=24, proactive=2))
-    assert set(rep["methods"]) == {"chain", "tree", "tree+proactive2"}
+    rep = run(BenchConfig(budgets=[4, 16], rtts_ms=[5.0], prompts=1, max_new_tokens=24, proactive=2, calib_prompts=1))
+    assert set(rep["methods"]) == {"chain", "tree", "tree+proactive2", "chain+cal", "tree+cal", "chain+tokcal",
+                                   "tree+tokcal"}
+    assert set(rep["calibrations"]) == {"cal", "tokcal"} and rep["calibrations"]["tokcal"]["tokens"]
     for by_budget in rep["methods"].values():
         for s in by_budget.values():
             assert s["matches_target"] == 1.0 and s["tokens_per_verification"] >= 1
             assert s["latency_s"]["5.0"] > 0.005 * s["rounds"]
     assert rep["goal"]["checked"] and rep["goal"]["tree_over_chain_aal"] > 0
+    assert set(rep["goal"]["over_same_scoring_chain"]) == {"tree", "tree+cal", "tree+tokcal"}

@@ -99,3 +99,15 @@ def test_build_tree_budget_width_depth_and_eos():
     eos = build_tree(root, _fake_expand(table), budget=4, eos_token_id=1)
     assert all(eos.tokens[p] != 1 for p in eos.parents if p >= 0)  # EOS nodes get no children
     assert len(build_tree(root, _fake_expand(table), budget=0)) == 0
+
+
+def test_build_tree_children_cap_gives_a_chain_of_the_best_tokens():
+    root = _dist({1: 0.5, 2: 0.4})
+    table = {1: _dist({3: 0.9}), 2: _dist({4: 0.9}), 3: _dist({5: 0.5, 6: 0.4}), 4: _dist({7: 0.9}),
+             5: _dist({2: 0.6}), 6: _dist({1: 1.0}), 7: _dist({1: 1.0})}
+    chain = build_tree(root, _fake_expand(table), budget=5, children=1)
+    assert chain.tokens == [1, 3, 5, 2, 4] and chain.parents == [-1, 0, 1, 2, 3]  # the argmax at every step
+    capped = build_tree(root, _fake_expand(table), budget=6, children=2)
+    assert max(capped.parents.count(p) for p in set(capped.parents)) == 2
+    with pytest.raises(ValueError):
+        build_tree(root, _fake_expand(table), budget=4, children=0)
