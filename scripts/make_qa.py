@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -92,7 +93,9 @@ LETTER_WORDS = ["apple", "banana", "cherry", "dog", "elephant", "forest", "garde
                 "umbrella", "violin", "window", "yellow", "zebra", "bread", "castle", "dragon", "eagle", "flower",
                 "guitar", "honey", "igloo", "jungle", "kite", "ladder", "mirror", "nest", "ocean", "piano",
                 "rabbit", "snake", "table", "unicorn", "valley", "water", "yogurt", "zoo", "candle", "desert",
-                "engine", "feather", "giraffe", "hammer", "insect", "jelly", "kettle", "lion", "monkey", "needle"]
+                "engine", "feather", "giraffe", "hammer", "insect", "jelly", "kettle", "lion", "monkey", "needle",
+                "basket", "carrot", "doctor", "finger", "gold", "horse", "iron", "jewel", "kangaroo", "lamp",
+                "marble", "nurse", "owl", "parrot", "rocket", "silver", "tomato", "village", "wagon", "yacht"]
 DEMONYMS = {"France": "French", "Germany": "German", "Italy": "Italian", "Spain": "Spanish", "Japan": "Japanese",
             "China": "Chinese", "Canada": "Canadian", "Mexico": "Mexican", "Brazil": "Brazilian",
             "Russia": "Russian", "India": "Indian", "Egypt": "Egyptian", "Greece": "Greek", "Ireland": "Irish",
@@ -108,15 +111,6 @@ CITIES = {"Paris": "France", "Tokyo": "Japan", "Rome": "Italy", "Berlin": "Germa
           "Los Angeles": "the United States", "Manchester": "England"}
 CITY_ALIASES = {"the United States": ["USA", "US", "United States of America", "America"],
                 "the Netherlands": ["Holland"], "England": ["United Kingdom", "UK", "Britain"]}
-
-
-@dataclass
-class MakeQAConfig:
-    """One generation of the QA splits."""
-
-    out: str = str(QA_DIR)  # directory for calib.jsonl and test.jsonl
-    seed: int = 15  # seed of the drawn numbers and of the split
-    calib_fraction: float = 0.6  # fraction of each kind that goes to calib (the rest to test), in (0, 1)
 
 
 def rows_capital() -> list[dict]:
@@ -175,7 +169,7 @@ def rows_larger(rng: random.Random, n: int) -> list[dict]:
 
 
 def rows_addition(rng: random.Random, n: int) -> list[dict]:
-    return [_row("addition", f"What is {a} + {b}? {NUMBER}", str(a + b)) for a, b in _distinct_pairs(rng, n, 1, 9)]
+    return [_row("addition", f"What is {a} + {b}? {NUMBER}", str(a + b)) for a, b in _distinct_pairs(rng, n, 1, 10)]
 
 
 def rows_next_number(rng: random.Random, n: int) -> list[dict]:
@@ -184,21 +178,43 @@ def rows_next_number(rng: random.Random, n: int) -> list[dict]:
 
 
 def _distinct_pairs(rng: random.Random, n: int, lo: int, hi: int) -> list[tuple[int, int]]:
-    """``n`` distinct (a, b) pairs with a != b drawn from [lo, hi]."""
-    pairs = sorted({(a, b) for a in range(lo, hi + 1) for b in range(lo, hi + 1) if a != b})
-    return rng.sample(pairs, n)
+    """``n`` pairs of two different numbers from [lo, hi], no pair twice in either order, each in a random order."""
+    pairs = rng.sample([(a, b) for a in range(lo, hi + 1) for b in range(a + 1, hi + 1)], n)
+    return [(a, b) if rng.random() < 0.5 else (b, a) for a, b in pairs]
 
 
 def _row(kind: str, prompt: str, answer: str, aliases: list[str] | None = None) -> dict:
     return {"kind": kind, "prompt": prompt, "answer": answer, "answers": [answer] + list(aliases or []), "raw": True}
 
 
-def all_rows(seed: int) -> list[dict]:
-    """Every question, with ids ``qa-<kind>-NN`` in list order."""
-    rng = random.Random(seed)
-    groups = [rows_capital(), rows_opposite(), rows_plural(), rows_past(), rows_comparative(), rows_language(),
-              rows_symbol(), rows_first_letter(), rows_demonym(), rows_city(), rows_larger(rng, 30),
-              rows_addition(rng, 30), rows_next_number(rng, 20)]
+KINDS: dict[str, Callable[[random.Random], list[dict]]] = {
+    "capital": lambda rng: rows_capital(), "opposite": lambda rng: rows_opposite(),
+    "plural": lambda rng: rows_plural(), "past_tense": lambda rng: rows_past(),
+    "comparative": lambda rng: rows_comparative(), "language": lambda rng: rows_language(),
+    "symbol": lambda rng: rows_symbol(), "first_letter": lambda rng: rows_first_letter(),
+    "demonym": lambda rng: rows_demonym(), "city_country": lambda rng: rows_city(),
+    "larger": lambda rng: rows_larger(rng, 30), "addition": lambda rng: rows_addition(rng, 40),
+    "next_number": lambda rng: rows_next_number(rng, 20)}
+# Dropped after round 1 (docs/qa-task.md): the target answered under 55% of them (past tense 20%, comparative 28%,
+# next number 45%, demonym 50%, larger of two numbers 50%).
+DROPPED = ("past_tense", "comparative", "demonym", "larger", "next_number")
+SHIPPED = tuple(k for k in KINDS if k not in DROPPED)
+
+
+@dataclass
+class MakeQAConfig:
+    """One generation of the QA splits."""
+
+    out: str = str(QA_DIR)  # directory for calib.jsonl and test.jsonl
+    seed: int = 15  # seed of the drawn numbers and of the split
+    calib_fraction: float = 0.6  # fraction of each kind that goes to calib (the rest to test), in (0, 1)
+    kinds: list[str] = field(default_factory=lambda: list(SHIPPED),
+                             metadata={"choices": tuple(KINDS)})  # question kinds written (default: the shipped ones)
+
+
+def all_rows(seed: int, kinds: list[str]) -> list[dict]:
+    """Every question of ``kinds`` (each kind drawing from its own seeded generator), ids ``qa-<kind>-NN``."""
+    groups = [KINDS[k](random.Random(f"{seed}-{k}")) for k in kinds]
     return [{"prompt_id": f"qa-{r['kind']}-{i:02d}", **r} for g in groups for i, r in enumerate(g)]
 
 
@@ -225,7 +241,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     cfg = parse_args(argv)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    splits = split(all_rows(cfg.seed), cfg.seed, cfg.calib_fraction)
+    splits = split(all_rows(cfg.seed, cfg.kinds), cfg.seed, cfg.calib_fraction)
     for name, rows in splits.items():
         write_jsonl(out / f"{name}.jsonl", rows)
         print(f"{name}: {len(rows)} rows -> {out / f'{name}.jsonl'}")

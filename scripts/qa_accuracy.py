@@ -106,10 +106,11 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(cfg.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     result = {"target": cfg.target, "gguf": cfg.gguf, "max_new_tokens": cfg.max_new_tokens, "threads": cfg.threads,
-              "wall_s": round(time.perf_counter() - t0, 1), "splits": res, "config": config.to_dict(cfg)}
+              "wall_s": round(time.perf_counter() - t0, 1), "splits": res, "config": config.to_dict(cfg),
+              **config.provenance()}
     out.write_text(json.dumps(result, indent=1))
     write_jsonl(out.with_name(f"{out.stem}_outputs.jsonl"), outs)
-    config.write_config_beside(out, cfg)
+    config.write_config_beside(out, cfg, config.provenance())
     return result
 
 
