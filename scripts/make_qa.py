@@ -113,52 +113,26 @@ CITY_ALIASES = {"the United States": ["USA", "US", "United States of America", "
                 "the Netherlands": ["Holland"], "England": ["United Kingdom", "UK", "Britain"]}
 
 
-def rows_capital() -> list[dict]:
-    return [_row("capital", f"What is the capital of {c}? {ONE_WORD}", a, CAPITAL_ALIASES.get(a, []))
-            for c, a in CAPITALS.items()]
+# kind -> (question with {w}, {w: answer}, extra accepted answers by answer, extra accepted answers by w)
+WORD_KINDS: dict[str, tuple[str, dict[str, str], dict[str, list[str]], dict[str, list[str]]]] = {
+    "capital": (f"What is the capital of {{w}}? {ONE_WORD}", CAPITALS, CAPITAL_ALIASES, {}),
+    "opposite": (f'What is the opposite of "{{w}}"? {ONE_WORD}', OPPOSITES, OPPOSITE_ALIASES, {}),
+    "plural": (f'What is the plural of "{{w}}"? {ONE_WORD}', PLURALS, {}, PLURAL_ALIASES),
+    "past_tense": (f'What is the past tense of the verb "{{w}}"? {ONE_WORD}', PAST, {}, {}),
+    "comparative": (f'What is the comparative form of "{{w}}"? {ONE_WORD}', COMPARATIVE, {}, COMPARATIVE_ALIASES),
+    "language": (f"What language is spoken in {{w}}? {ONE_WORD}", LANGUAGES, LANGUAGE_ALIASES, {}),
+    "symbol": ("What is the chemical symbol for {w}?", SYMBOLS, {}, {}),
+    "first_letter": ('What is the first letter of the word "{w}"? Answer with one letter.',
+                     {w: w[0] for w in LETTER_WORDS}, {}, {}),
+    "demonym": (f"What do you call a person from {{w}}? {ONE_WORD}", DEMONYMS, {}, DEMONYM_ALIASES),
+    "city_country": (f"In which country is the city of {{w}}? {ONE_WORD}", CITIES, CITY_ALIASES, {}),
+}
 
 
-def rows_opposite() -> list[dict]:
-    return [_row("opposite", f'What is the opposite of "{w}"? {ONE_WORD}', a, OPPOSITE_ALIASES.get(a, []))
-            for w, a in OPPOSITES.items()]
-
-
-def rows_plural() -> list[dict]:
-    return [_row("plural", f'What is the plural of "{w}"? {ONE_WORD}', a, PLURAL_ALIASES.get(w, []))
-            for w, a in PLURALS.items()]
-
-
-def rows_past() -> list[dict]:
-    return [_row("past_tense", f'What is the past tense of the verb "{w}"? {ONE_WORD}', a) for w, a in PAST.items()]
-
-
-def rows_comparative() -> list[dict]:
-    return [_row("comparative", f'What is the comparative form of "{w}"? {ONE_WORD}', a,
-                 COMPARATIVE_ALIASES.get(w, [])) for w, a in COMPARATIVE.items()]
-
-
-def rows_language() -> list[dict]:
-    return [_row("language", f"What language is spoken in {c}? {ONE_WORD}", a, LANGUAGE_ALIASES.get(a, []))
-            for c, a in LANGUAGES.items()]
-
-
-def rows_symbol() -> list[dict]:
-    return [_row("symbol", f"What is the chemical symbol for {e}?", a) for e, a in SYMBOLS.items()]
-
-
-def rows_first_letter() -> list[dict]:
-    return [_row("first_letter", f'What is the first letter of the word "{w}"? Answer with one letter.', w[0])
-            for w in LETTER_WORDS]
-
-
-def rows_demonym() -> list[dict]:
-    return [_row("demonym", f"What do you call a person from {c}? {ONE_WORD}", a, DEMONYM_ALIASES.get(c, []))
-            for c, a in DEMONYMS.items()]
-
-
-def rows_city() -> list[dict]:
-    return [_row("city_country", f"In which country is the city of {c}? {ONE_WORD}", a, CITY_ALIASES.get(a, []))
-            for c, a in CITIES.items()]
+def word_rows(kind: str) -> list[dict]:
+    """One question per entry of a word kind's table, in table order."""
+    template, table, by_answer, by_word = WORD_KINDS[kind]
+    return [_row(kind, template.format(w=w), a, by_answer.get(a, []) + by_word.get(w, [])) for w, a in table.items()]
 
 
 def rows_larger(rng: random.Random, n: int) -> list[dict]:
@@ -188,11 +162,7 @@ def _row(kind: str, prompt: str, answer: str, aliases: list[str] | None = None) 
 
 
 KINDS: dict[str, Callable[[random.Random], list[dict]]] = {
-    "capital": lambda rng: rows_capital(), "opposite": lambda rng: rows_opposite(),
-    "plural": lambda rng: rows_plural(), "past_tense": lambda rng: rows_past(),
-    "comparative": lambda rng: rows_comparative(), "language": lambda rng: rows_language(),
-    "symbol": lambda rng: rows_symbol(), "first_letter": lambda rng: rows_first_letter(),
-    "demonym": lambda rng: rows_demonym(), "city_country": lambda rng: rows_city(),
+    **{k: (lambda rng, k=k: word_rows(k)) for k in WORD_KINDS},
     "larger": lambda rng: rows_larger(rng, 30), "addition": lambda rng: rows_addition(rng, 40),
     "next_number": lambda rng: rows_next_number(rng, 20)}
 # Dropped after round 1 (docs/qa-task.md): the target answered under 55% of them (past tense 20%, comparative 28%,

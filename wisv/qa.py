@@ -3,6 +3,7 @@
 Pure: no torch."""
 from __future__ import annotations
 
+import numbers
 import re
 from pathlib import Path
 
@@ -16,9 +17,10 @@ UNITS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six":
          "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
          "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19}
 TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
-# Where a sentence states its answer: the text after the last of these ("The capital of France is Paris.").
+# Where a sentence states its answer: the text after the first of these ("The capital of France is Paris.").
 _MARKER_RE = re.compile(r"\s(?:is|are|was|were|equals|makes)\s|=|:\s")
 _WORD_RE = re.compile(r"\d+(?:[.:]\d+)+|[^\W_]+")  # 2.5 and 3:00 stay whole
+_INT_RE = re.compile(r"\s*-?\d+\s*")  # a toy answer read back as text
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -88,10 +90,11 @@ def _states(text: str, answer: str, keep_articles: bool) -> bool:
 
 
 def check_answer(text: str, answer) -> bool:
-    """The checker a row's answer asks for: QA (a list of accepted answers) or the toy task (an integer ``#### N``)."""
-    if isinstance(answer, (list, tuple)):
-        return is_correct(text, [str(a) for a in answer])
-    return toy_is_correct(text, int(answer))
+    """The checker a row's answer asks for: the toy task's ``#### N`` for an integer (or integer text), the QA checker
+    for a list of accepted answers (or one answer as other text)."""
+    if isinstance(answer, numbers.Number) or (isinstance(answer, str) and _INT_RE.fullmatch(answer)):
+        return toy_is_correct(text, int(answer))
+    return is_correct(text, [answer] if isinstance(answer, str) else [str(a) for a in answer])
 
 
 def accuracy(texts: list[str], answers: list) -> float:

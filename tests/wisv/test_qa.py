@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from wisv.prompts import read_jsonl_prompts
@@ -63,6 +64,8 @@ def test_check_answer_dispatch_keeps_the_toy_checker():
     assert check_answer("so 3 + 4 = 7\n#### 7", 7) and not check_answer("#### 8", 7)
     assert check_answer("#### 7", "7")  # toy answers read back from JSON or CSV as text
     assert check_answer("The answer is 7.", ["7", "seven"]) and not check_answer("The answer is 7.", 7)
+    assert check_answer("#### 7", np.int64(7)) and check_answer("It is Paris.", "Paris")
+    assert check_answer("Paris.", np.array(["Paris", "Paree"], dtype=object))
     assert accuracy(["#### 7", "Paris.", "Lyon."], [7, ["Paris"], ["Paris"]]) == pytest.approx(2 / 3)
     assert accuracy([], []) == 0.0
 
