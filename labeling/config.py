@@ -52,7 +52,7 @@ class LabelConfig:
     """Stage 2: AutoJudge-style base labels (force the draft token, let the target finish, compare outcomes)."""
 
     run_dir: str = "runs/labeling"  # where every stage reads and writes
-    checker: str = "wisv.toydata:is_correct"  # task outcome checker module:function(text, answer) -> bool
+    checker: str = "wisv.qa:check_answer"  # task outcome checker module:function(text, answer) -> bool
     batch: int = 32  # continuations generated together (left-padded batch)
     device: str = "cpu"  # torch device
 

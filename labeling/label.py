@@ -3,8 +3,8 @@
 For mismatch j of an episode: force the drafter's token at j onto the greedy path (the target's own
 tokens before j), let the target continue greedily to EOS or the budget, and apply the task checker.
 ``y_j = 1`` ("critical") iff that outcome differs from the outcome of the unforced target output.  The
-checker is pluggable (``module:function`` taking (text, answer) -> bool); the toy task's default is
-``wisv.toydata:is_correct``.  Continuations run as left-padded batches (``batched_greedy``).
+checker is pluggable (``module:function`` taking (text, answer) -> bool); the default
+``wisv.qa:check_answer`` checks a QA row's accepted answers, or the toy task's ``#### N``.  Continuations run as left-padded batches (``batched_greedy``).
 """
 from __future__ import annotations
 

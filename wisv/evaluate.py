@@ -5,7 +5,7 @@ import torch
 from transformers import GenerationConfig, PreTrainedModel
 
 from wisv.prompts import encode_prompt  # noqa: F401 - the one prompt encoder lives in wisv.prompts; older imports
-from wisv.toydata import is_correct
+from wisv.qa import accuracy  # noqa: F401 - the one accuracy (toy ``#### N`` or QA answers) lives in wisv.qa
 
 MAX_NEW_TOKENS = 160  # toy solutions are at most ~110 tokens
 
@@ -24,11 +24,6 @@ def greedy_reference(model: PreTrainedModel, prompt_ids: list[int], max_new_toke
                            pad_token_id=model.generation_config.pad_token_id)
     out = model.generate(x, attention_mask=torch.ones_like(x), generation_config=cfg)
     return out[0, len(prompt_ids):].tolist()
-
-
-def accuracy(texts: list[str], answers: list[int]) -> float:
-    """Fraction of generated texts whose ``#### N`` answer is right."""
-    return sum(is_correct(t, a) for t, a in zip(texts, answers)) / max(1, len(texts))
 
 
 def recall_fpr(flag: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:

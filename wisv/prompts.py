@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from wisv.jsonl import read_jsonl, write_jsonl  # noqa: F401 - re-exported for callers of wisv.prompts
+from wisv.qa import accepted
 from wisv.toydata import format_prompt, load_split
 
 
@@ -33,7 +34,8 @@ def encode_prompt(tokenizer, text: str, chat_template: str = "auto") -> list[int
 
 
 def read_jsonl_prompts(path: Path, tok, chat_template: str = "auto") -> list[dict]:
-    """Rows with ``prompt`` (question text, wrapped in the toy prompt format unless ``raw``) or ``prompt_ids``."""
+    """Rows with ``prompt`` (question text, wrapped in the toy prompt format unless ``raw``) or ``prompt_ids``; the
+    answer is ``answer`` (the toy task's integer), or with ``answers`` (a QA row) the list of accepted answers."""
     rows = []
     for i, line in enumerate(Path(path).read_text().splitlines(), 1):
         if not line.strip():
@@ -50,7 +52,8 @@ def read_jsonl_prompts(path: Path, tok, chat_template: str = "auto") -> list[dic
             ids = encode_prompt(tok, text, chat_template)
         else:
             raise ValueError(f"{path}:{i}: needs 'prompt' or 'prompt_ids'")
-        rows.append({"prompt_id": str(r.get("prompt_id", f"line-{i}")), "prompt_ids": ids, "answer": r.get("answer")})
+        answer = accepted(r) if "answers" in r else r.get("answer")  # QA rows: every accepted answer
+        rows.append({"prompt_id": str(r.get("prompt_id", f"line-{i}")), "prompt_ids": ids, "answer": answer})
     return rows
 
 

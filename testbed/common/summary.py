@@ -8,7 +8,7 @@ import pandas as pd
 
 from testbed.common.files import write_csv_atomic, write_json_atomic
 from wisv.summary import summarize_rounds
-from wisv.toydata import is_correct
+from wisv.qa import check_answer
 
 SUMMARY_COLUMNS = ["protocol", "prompts", "accuracy", "aal", "rounds_per_prompt", "latency_s", "throughput_tok_s",
                    "uplink_bytes", "downlink_bytes", "matches_target"]
@@ -22,7 +22,7 @@ def summarize(protocol: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompt
     merged = ok.merge(prompts[["prompt_id"] + (["answer"] if "answer" in prompts else [])], on="prompt_id")
     acc = None
     if decode is not None and "answer" in merged and merged["answer"].notna().all() and len(merged):
-        acc = float(sum(is_correct(decode(t), int(a)) for t, a in zip(merged["tokens"], merged["answer"])) / len(merged))
+        acc = float(sum(check_answer(decode(t), a) for t, a in zip(merged["tokens"], merged["answer"])) / len(merged))
     n_tok = int(ok["tokens"].map(len).sum())
     per_prompt = pd.DataFrame({"latency_s": ok["t_e2e_s"], "n_tokens": ok["tokens"].map(len)}) if len(ok) \
         else pd.DataFrame(columns=["latency_s", "n_tokens"])

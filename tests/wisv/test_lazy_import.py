@@ -6,6 +6,7 @@ import pytest
 
 PURE = ["wisv", "wisv.latency", "wisv.scheduler", "wisv.estimator", "wisv.roundtime", "wisv.compute",
         "wisv.hardware", "wisv.calibrate", "wisv.jsonl", "wisv.toydata", "wisv.specedge", "wisv.prompts",
+        "wisv.qa",
         "channel.csi", "channel.linkmodel", "channel.measure", "channel.trace"]
 
 BLOCKER = """
