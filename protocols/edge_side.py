@@ -114,8 +114,7 @@ class EdgeSession:
     def begin_draft(self, msg: Message) -> list[int]:
         """Validate a DRAFT of the next round against the session's state and keep it until its block is verified;
         its tokens."""
-        if msg.header["round"] != self.next_round:
-            raise ProtocolError("bad_round", f"DRAFT for round {msg.header['round']}: expected round {self.next_round}")
+        round_action(msg.header["round"], self.next_round, None)  # bad_round unless the next round
         if self.done:
             raise ProtocolError("session_done", "DRAFT after the session finished")
         if self.pending is not None:

@@ -65,7 +65,7 @@ class Client:
             try:
                 frames = self.sock.recv_multipart(copy=False)
             except zmq.Again:
-                raise TimeoutError("no reply from the edge within the receive timeout") from None
+                raise TimeoutError(f"no reply within {self.timeout_s:g} s (--recv-timeout-s)") from None
             self.t_received = time.perf_counter()  # at the socket, before decoding
             msg = decode(frames, self.limits)
             if is_current(msg, session, round_):

@@ -4,6 +4,7 @@ record counts the resend or the resume; an edge that never answers fails the run
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -121,20 +122,25 @@ def test_a_round_survives_a_lost_reply_or_a_restarted_edge(pair_dirs, target, ed
     assert rounds[other].sum() == 0
 
 
-def test_an_edge_that_never_answers_fails_the_run_within_the_window(pair_dirs, tmp_path) -> None:
+def test_an_edge_that_never_answers_fails_the_run_within_the_window(pair_dirs, tmp_path, capsys) -> None:
     ctx = zmq.Context()
     silent = ctx.socket(zmq.ROUTER)  # takes connections and messages, answers nothing
     silent.bind("tcp://127.0.0.1:*")
     endpoint = silent.getsockopt(zmq.LAST_ENDPOINT).decode()
+    cfg = ue_config(pair_dirs, tmp_path, endpoint, "greedy", recv_timeout_s=0.3, retry_s=2.0)
+    argv = ["--connect", endpoint, "--prompts-file", cfg.prompts_file, "--out", cfg.out, "--drafter", cfg.drafter,
+            "--recv-timeout-s", "0.3", "--retry-s", "2"]
     try:
         t0 = time.monotonic()
-        with pytest.raises(RetryExhausted, match=r"PING of session ue0 to the edge at tcp://127\.0\.0\.1:\d+: no reply "
-                                                 r"from the edge .*gave up after \d+ attempts .*retry window 2 s"):
-            ue.run(ue_config(pair_dirs, tmp_path, endpoint, "greedy", recv_timeout_s=0.3, retry_s=2.0))
-        assert time.monotonic() - t0 < 15
+        with pytest.raises(SystemExit) as e:
+            ue.main(argv)
+        assert e.value.code == 2 and time.monotonic() - t0 < 15
     finally:
         silent.close(0)
         ctx.term()
+    assert re.search(r"testbed\.ue: error: PING of session ue0 to the edge at tcp://127\.0\.0\.1:\d+: no reply within "
+                     r"0\.3 s \(--recv-timeout-s\); gave up after \d+ attempts in [\d.]+ s \(retry window 2 s, "
+                     r"--retry-s\)", capsys.readouterr().err)
 
 
 def test_backoff_doubles_up_to_a_cap_and_the_window_bounds_the_attempts() -> None:
