@@ -37,12 +37,19 @@ class HandshakeError(RuntimeError):
     """OPEN was refused for a mismatch between the UE and the edge (version, tokenizer, sizes): no prompt can run."""
 
 
-def is_current(msg: Message, sid: str | None, round_: int | None = None) -> bool:
-    """A reply the UE waits for: of its session ``sid`` (an ERROR also when the edge could not read the session) and,
-    when ``round_`` is given, of that round (VERDICT and HIDDEN_REQ name theirs); other replies are stale."""
+REPLY_TO = {MsgType.PING: MsgType.PONG, MsgType.OPEN: MsgType.OPEN_OK, MsgType.CLOSE: MsgType.CLOSED,
+            MsgType.REFERENCE: MsgType.REFERENCE_OK}  # the reply each request outside the rounds waits for
+
+
+def is_current(msg: Message, sid: str | None, round_: int | None = None, want: MsgType | None = None) -> bool:
+    """A reply the UE waits for, not a stale one: of its session ``sid`` (an ERROR also when the edge could not read
+    the session); an ERROR, or of type ``want`` when given, and of round ``round_`` when given (VERDICT and HIDDEN_REQ
+    name their round; a late reply to an earlier, resent request does not)."""
     if sid is not None and msg.session != sid and not (msg.type == MsgType.ERROR and msg.session == "unknown"):
         return False
-    return round_ is None or msg.header.get("round", round_) == round_
+    if msg.type == MsgType.ERROR:
+        return True
+    return (want is None or msg.type == want) and (round_ is None or msg.header.get("round") == round_)
 
 
 def edge_error(msg: Message) -> EdgeError:

@@ -15,7 +15,7 @@ import zmq
 from channel.measure import CSIEstimator
 from protocols.accounting import wire_bytes
 from protocols.handshake import REFUSALS, Vocab
-from protocols.ue_side import EdgeError, HandshakeError, UESession, edge_error, is_current
+from protocols.ue_side import REPLY_TO, EdgeError, HandshakeError, UESession, edge_error, is_current
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
 from testbed.live.retry import RETRYABLE, Window
 from testbed.live.sockbounds import bound_socket
@@ -58,9 +58,10 @@ class Client:
         """True when a reply is already queued on the socket."""
         return bool(self.sock.poll(0))
 
-    def recv(self, session: str | None = None, round_: int | None = None) -> tuple[Message, int]:
-        """Next reply (for ``session`` and ``round_`` when given: stale replies of other sessions or rounds are
-        dropped)."""
+    def recv(self, session: str | None = None, round_: int | None = None,
+             want: MsgType | None = None) -> tuple[Message, int]:
+        """Next reply (of ``session``, of round ``round_`` and of type ``want`` or ERROR, for those given: stale replies
+        of other sessions, rounds or requests are dropped)."""
         while True:
             try:
                 frames = self.sock.recv_multipart(copy=False)
@@ -68,7 +69,7 @@ class Client:
                 raise TimeoutError(f"no reply within {self.timeout_s:g} s (--recv-timeout-s)") from None
             self.t_received = time.perf_counter()  # at the socket, before decoding
             msg = decode(frames, self.limits)
-            if is_current(msg, session, round_):
+            if is_current(msg, session, round_, want):
                 return msg, wire_bytes([f.buffer for f in frames])
 
     def exchange(self, msg: Message) -> tuple[Message, float]:
@@ -78,7 +79,7 @@ class Client:
         while True:
             self.send(msg)
             try:
-                reply, _ = self.recv(msg.session)
+                reply, _ = self.recv(msg.session, want=REPLY_TO.get(msg.type))
             except TimeoutError as e:
                 self.retry(window, str(e))
                 continue

@@ -100,6 +100,10 @@ def test_the_ue_drops_replies_of_other_sessions_and_rounds() -> None:
     assert is_current(error_message("ue-0", "bad_round", "x"), "ue-0", 3)
     assert is_current(error_message("", "bad_header", "x"), "ue-0", 3)  # the edge could not read the session
     assert not is_current(error_message("ue-1", "bad_round", "x"), "ue-0", 3)
+    late = make(MsgType.OPEN_OK, "ue-0", None, target_hidden=8, vocab_size=61)  # to an OPEN sent twice
+    assert not is_current(late, "ue-0", 0) and not is_current(late, "ue-0", want=MsgType.PONG)
+    assert is_current(late, "ue-0", want=MsgType.OPEN_OK) and is_current(error_message("ue-0", "busy", "x"), "ue-0",
+                                                                         want=MsgType.PONG)
 
 
 def resume(pair, edge: EdgeSession, ue: UESession) -> EdgeSession:
