@@ -2,7 +2,9 @@
 
 The edge verifies a block in one target pass (KV cache kept across rounds), applies the
 protocol's acceptance rule, commits, and reports its compute time so the UE can separate
-communication from computation.
+communication from computation.  Rounds are exactly-once: a DRAFT must carry the session's next round; a
+retransmitted DRAFT (or HIDDEN) of the round last answered gets that answer again, from a cache, without verifying
+or committing again; any other round is refused with ERROR ``bad_round`` and changes nothing.
 """
 from __future__ import annotations
 
@@ -44,6 +46,17 @@ class _Pending:
     batch: int = 1  # requests verified in the same target pass
 
 
+def round_action(got: int, expected: int, answered: int | None) -> str:
+    """What a DRAFT for round ``got`` is: "replay" (a retransmission of round ``answered``, the one last answered) or
+    "new" (the ``expected`` next round); any other round raises ProtocolError ``bad_round``."""
+    if answered is not None and got == answered:
+        return "replay"
+    if got == expected:
+        return "new"
+    again = "" if answered is None else f", or round {answered} again"
+    raise ProtocolError("bad_round", f"DRAFT for round {got}: expected round {expected}{again}")
+
+
 class EdgeSession:
     """One UE session on the edge: target KV state, protocol, token budget."""
 
@@ -65,14 +78,19 @@ class EdgeSession:
         self.generated, self.done, self.pending = 0, False, None
         self.incoming: tuple[Message, Protocol, list[int]] | None = None  # a DRAFT waiting for its block
         self.rounds = 0  # finished rounds (the scheduler's expected tokens per round = generated / rounds)
+        self.next_round = h.get("round", 0)  # the round a new DRAFT must carry (a resumed session starts past 0)
+        self.answered: tuple[int, Message] | None = None  # (round, its last reply: HIDDEN_REQ or VERDICT), resent
         self.slo_tok_s = _slo_of(h.get("meta"))  # the UE's SLO class, token/s (None: best effort)
         self.last_active = time.monotonic()
         self.msg_t0 = time.perf_counter()  # set by the server when a message of this session arrives
         self.round_edge_s = 0.0  # edge handling time of the round so far (SH: the DRAFT part)
 
     def on_draft(self, msg: Message) -> Message:
-        """Verify a block alone; reply HIDDEN_REQ (SH with mismatches) or VERDICT."""
-        tokens = self.begin_draft(msg)
+        """Verify a block alone; reply HIDDEN_REQ (SH with mismatches) or VERDICT (a retransmission: the cached one)."""
+        cached = self.accept_draft(msg)
+        if cached is not None:
+            return cached
+        tokens = self.draft_tokens
         t0 = time.perf_counter()
         try:
             parents = self.incoming[0].tensors.get("parents")
@@ -83,8 +101,20 @@ class EdgeSession:
             raise
         return self.end_draft(block, time.perf_counter() - t0)
 
+    def accept_draft(self, msg: Message) -> Message | None:
+        """The cached reply to a retransmitted DRAFT; for a new round, None once begin_draft has kept it."""
+        got = msg.header["round"]
+        if self.incoming is not None and self.incoming[0].header["round"] == got:
+            raise ProtocolError("in_progress", f"round {got} is being verified; its reply follows")
+        if round_action(got, self.next_round, None if self.answered is None else self.answered[0]) == "replay":
+            return self.answered[1]
+        self.begin_draft(msg)
+        return None
+
     def begin_draft(self, msg: Message) -> list[int]:
-        """Validate a DRAFT against the session's state and keep it until its block is verified; its tokens."""
+        """Validate a DRAFT of the next round against the session's state and keep it until its block is verified;
+        its tokens."""
+        round_action(msg.header["round"], self.next_round, None)  # bad_round unless the next round
         if self.done:
             raise ProtocolError("session_done", "DRAFT after the session finished")
         if self.pending is not None:
@@ -119,14 +149,18 @@ class EdgeSession:
         if queried:
             self.pending = pend
             self.round_edge_s = time.perf_counter() - self.msg_t0
-            return make(MsgType.HIDDEN_REQ, self.sid, {"positions": np.asarray(queried, np.int32)}, round=pend.round)
+            positions = {"positions": np.asarray(queried, np.int32)}
+            return self._answer(pend.round, make(MsgType.HIDDEN_REQ, self.sid, positions, round=pend.round))
         h_d = msg.tensors.get("hidden")
         return self._finish(pend, None if h_d is None else h_d[mism], msg.tensors.get("probs"))
 
     def on_hidden(self, msg: Message) -> Message:
         """Finish the pending SH round with the uploaded hidden states."""
-        p = self.pending
-        if p is None or msg.header["round"] != p.round:
+        p, got = self.pending, msg.header["round"]
+        last = self.answered
+        if p is None and last is not None and last[0] == got and last[1].type == MsgType.VERDICT:
+            return last[1]  # a retransmitted HIDDEN of the round just finished
+        if p is None or got != p.round:
             raise ProtocolError("bad_state", f"HIDDEN for round {msg.header['round']} with no such pending round")
         hidden = msg.tensors["hidden"]
         if hidden.shape[0] != len(p.mismatches):
@@ -142,9 +176,10 @@ class EdgeSession:
         now = time.perf_counter()
         t_verify = p.t_verify_s + (now - t0) - t_head
         t_edge, self.round_edge_s = self.round_edge_s + (now - self.msg_t0), 0.0
-        return make(MsgType.VERDICT, self.sid, None, round=p.round, n_accepted=v.n_accepted, next_token=v.next_token,
-                    mismatches=len(p.mismatches), queried=len(p.protocol.query(p.mismatches)),
-                    t_verify_s=t_verify, t_head_s=t_head, t_edge_s=t_edge, batch=p.batch, done=self.done)
+        return self._answer(p.round, make(
+            MsgType.VERDICT, self.sid, None, round=p.round, n_accepted=v.n_accepted, next_token=v.next_token,
+            mismatches=len(p.mismatches), queried=len(p.protocol.query(p.mismatches)), t_verify_s=t_verify,
+            t_head_s=t_head, t_edge_s=t_edge, batch=p.batch, done=self.done))
 
     def _finish_tree(self, msg: Message, tokens: list[int], block: Block, t_verify_s: float) -> Message:
         """Greedy tree acceptance: commit the longest agreeing root path and the target's next token; the VERDICT
@@ -156,9 +191,17 @@ class EdgeSession:
         now = time.perf_counter()
         self._count(committed)
         t_edge, self.round_edge_s = self.round_edge_s + (now - self.msg_t0), 0.0
-        return make(MsgType.VERDICT, self.sid, {"path": np.asarray(path, np.int32)}, round=msg.header["round"],
-                    n_accepted=len(path), next_token=nxt, mismatches=0, queried=0, t_verify_s=t_verify_s + now - t0,
-                    t_head_s=0.0, t_edge_s=t_edge, batch=1, done=self.done)
+        return self._answer(msg.header["round"], make(
+            MsgType.VERDICT, self.sid, {"path": np.asarray(path, np.int32)}, round=msg.header["round"],
+            n_accepted=len(path), next_token=nxt, mismatches=0, queried=0, t_verify_s=t_verify_s + now - t0,
+            t_head_s=0.0, t_edge_s=t_edge, batch=1, done=self.done))
+
+    def _answer(self, round_: int, reply: Message) -> Message:
+        """Keep a round's reply for retransmissions; a VERDICT ends the round, the next DRAFT carries round + 1."""
+        self.answered = (round_, reply)
+        if reply.type == MsgType.VERDICT:
+            self.next_round = round_ + 1
+        return reply
 
     def _count(self, committed: list[int]) -> None:
         """Count a round's committed tokens against the budget; the session is done at the budget or EOS."""

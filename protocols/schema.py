@@ -10,7 +10,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-WIRE_VERSION = 2  # bump on any incompatible change to SCHEMAS or to the framing (2: OPEN's vocabulary facts, REFERENCE)
+WIRE_VERSION = 3  # bump on any incompatible change to SCHEMAS or to the framing (2: OPEN's vocabulary facts,
+#                  REFERENCE; 3: OPEN's first round, for a session resumed with its committed prefix)
 UNBOUNDED = 2**63  # upper bound for ints that have no protocol limit
 
 
@@ -211,6 +212,7 @@ SCHEMAS: dict[MsgType, Schema] = {
             "meta": Field((dict,), required=False),
             "vocab_size": Field(INT, required=False, rng=POSITIVE),  # drafter's tokenizer size (no tokenizer: model's)
             "vocab_hash": Field((str,), required=False, pattern=SHA256_HEX),  # sha256 of its (token, id) pairs
+            "round": Field(INT, required=False, rng=NONNEG),  # the first DRAFT's round (resumed: past 0; default 0)
         },
         tensors={"prompt": Tensor(INT_IDS, ((1, "max_prompt_len"),), rng=TOKEN)},
     ),

@@ -37,6 +37,21 @@ class HandshakeError(RuntimeError):
     """OPEN was refused for a mismatch between the UE and the edge (version, tokenizer, sizes): no prompt can run."""
 
 
+REPLY_TO = {MsgType.PING: MsgType.PONG, MsgType.OPEN: MsgType.OPEN_OK, MsgType.CLOSE: MsgType.CLOSED,
+            MsgType.REFERENCE: MsgType.REFERENCE_OK}  # the reply each request outside the rounds waits for
+
+
+def is_current(msg: Message, sid: str | None, round_: int | None = None, want: MsgType | None = None) -> bool:
+    """A reply the UE waits for, not a stale one: of its session ``sid`` (an ERROR also when the edge could not read
+    the session); an ERROR, or of type ``want`` when given, and of round ``round_`` when given (VERDICT and HIDDEN_REQ
+    name their round; a late reply to an earlier, resent request does not)."""
+    if sid is not None and msg.session != sid and not (msg.type == MsgType.ERROR and msg.session == "unknown"):
+        return False
+    if msg.type == MsgType.ERROR:
+        return True
+    return (want is None or msg.type == want) and (round_ is None or msg.header.get("round") == round_)
+
+
 def edge_error(msg: Message) -> EdgeError:
     """The EdgeError of an ERROR message."""
     return EdgeError(f"edge error [{msg.header['code']}]: {msg.header['text']}", msg.header["code"])
@@ -89,11 +104,14 @@ class UESession:
         self.n_rounds = 0
 
     def open_message(self) -> Message:
+        """OPEN with the committed prefix (the prompt, plus the tokens committed so far when the session is resumed
+        after the edge lost it), the budget left, and the round in flight (or next) as the first round."""
         prompt = np.asarray(self.d.seq, dtype=np.int32)
         vocab = {} if self.p.vocab is None else self.p.vocab.header()
         return make(MsgType.OPEN, self.sid, {"prompt": prompt}, protocol=self.p.protocol, draft_len=self._block_max(),
-                    max_new_tokens=self.p.max_new_tokens, drafter_hidden=int(self.d.model.config.hidden_size),
-                    temperature=float(self.p.temperature), seed=self.p.seed + 1, **vocab)
+                    max_new_tokens=self.p.max_new_tokens - len(self.tokens),
+                    drafter_hidden=int(self.d.model.config.hidden_size), temperature=float(self.p.temperature),
+                    seed=self.p.seed + 1, round=self.n_rounds, **vocab)
 
     def check_open_ok(self, header: dict) -> None:
         """The UE's own check of the edge's OPEN_OK: the target's tokenizer hash, where both sides have one."""

@@ -68,6 +68,8 @@ class RoundRow:
     tree_depth: int | None = None  # tree protocol: the draft tree's depth (its longest root path, tokens)
     accepted_depth: int | None = None  # tree protocol: depth of the accepted path (= accepted)
     outage_s: float | None = None  # link outage within the round (emulated link's outages), s; 0: none crossed
+    retries: int | None = None  # resends of the round's DRAFT after a receive timeout or a busy edge (live UE)
+    resumed: int | None = None  # re-OPENs with the committed prefix during the round: the edge had lost the session
 
 
 RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RoundRow))

@@ -1,5 +1,7 @@
 """The UE's side of the socket: a DEALER shell that counts wire bytes and stamps times at the socket, and the
-exchanges a UE makes outside its rounds (RTT handshake and rate probes, OPEN with its checks, REFERENCE)."""
+exchanges a UE makes outside its rounds (RTT handshake and rate probes, OPEN with its checks, REFERENCE).
+Every exchange is retried within the retry window (testbed/live/retry.py): after a receive timeout the socket is
+replaced and the same message sent again; the edge answers a retransmission as it answered the first."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,20 +15,24 @@ import zmq
 from channel.measure import CSIEstimator
 from protocols.accounting import wire_bytes
 from protocols.handshake import REFUSALS, Vocab
-from protocols.ue_side import EdgeError, HandshakeError, UESession, edge_error
+from protocols.ue_side import REPLY_TO, EdgeError, HandshakeError, UESession, edge_error, is_current
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
 from testbed.live.auth import HANDSHAKE_WAIT_S, secure_connect
 from testbed.live.liveness import Heartbeat
+from testbed.live.retry import RETRYABLE, Window
 from testbed.live.sockbounds import bound_socket
+
+UNKNOWN_SESSION = "unknown_session"  # the edge's ERROR code for a session it does not hold (restarted, or freed)
 
 
 class Client:
     """DEALER socket shell: send/receive Messages, counting the bytes they occupy on the link."""
 
     def __init__(self, ctx: zmq.Context, endpoint: str, identity: str, limits: Limits, timeout_s: float,
-                 auth: str | None = None, heartbeat: Heartbeat = Heartbeat()):
+                 auth: str | None = None, heartbeat: Heartbeat = Heartbeat(), retry_s: float = 60.0):
         self.ctx, self.endpoint, self.identity, self.timeout_s = ctx, endpoint, identity, timeout_s
         self.auth, self.heartbeat = auth, heartbeat  # CURVE key dir (testbed.keys; None: none); ZMTP heartbeats
+        self.retry_s = retry_s  # retry window of one exchange or round, s
         self.limits = limits
         self.t_sent = self.t_received = 0.0  # perf_counter at the socket of the last send / the last reply
         self.sock = self._connect()
@@ -56,25 +62,41 @@ class Client:
         """True when a reply is already queued on the socket."""
         return bool(self.sock.poll(0))
 
-    def recv(self, session: str | None = None) -> tuple[Message, int]:
-        """Next reply (for ``session`` when given: stale replies of other sessions are dropped)."""
+    def recv(self, session: str | None = None, round_: int | None = None,
+             want: MsgType | None = None) -> tuple[Message, int]:
+        """Next reply (of ``session``, of round ``round_`` and of type ``want`` or ERROR, for those given: stale replies
+        of other sessions, rounds or requests are dropped)."""
         while True:
             try:
                 frames = self.sock.recv_multipart(copy=False)
             except zmq.Again:
-                raise TimeoutError("no reply from the edge within the receive timeout") from None
+                raise TimeoutError(f"no reply within {self.timeout_s:g} s (--recv-timeout-s)") from None
             self.t_received = time.perf_counter()  # at the socket, before decoding
             msg = decode(frames, self.limits)
-            if session is None or msg.session == session or msg.type == MsgType.ERROR:
+            if is_current(msg, session, round_, want):
                 return msg, wire_bytes([f.buffer for f in frames])
 
     def exchange(self, msg: Message) -> tuple[Message, float]:
-        """Send and wait for the reply; (reply, socket-to-socket seconds)."""
-        self.send(msg)
-        reply, _ = self.recv(msg.session)
-        if reply.type == MsgType.ERROR:
-            raise edge_error(reply)
-        return reply, self.t_received - self.t_sent
+        """Send and wait for the reply, resending within the retry window; (reply, socket-to-socket seconds of the
+        last attempt)."""
+        window = Window(self.retry_s, f"{msg.type.name} of session {msg.session} to the edge at {self.endpoint}")
+        while True:
+            self.send(msg)
+            try:
+                reply, _ = self.recv(msg.session, want=REPLY_TO.get(msg.type))
+            except TimeoutError as e:
+                self.retry(window, str(e))
+                continue
+            if reply.type != MsgType.ERROR:
+                return reply, self.t_received - self.t_sent
+            if reply.header["code"] not in RETRYABLE:
+                raise edge_error(reply)
+            self.retry(window, str(edge_error(reply)))
+
+    def retry(self, window: Window, why: str) -> None:
+        """Wait for the window's next attempt (or raise RetryExhausted), then replace the socket."""
+        window.next_attempt(why)
+        self.reconnect()
 
     def close(self) -> None:
         self.sock.close(0)
@@ -103,6 +125,15 @@ def open_session(client: Client, sess: UESession) -> Message:
     sess.check_open_ok(ok.header)
     client.limits = dataclasses.replace(client.limits, vocab_size=max(client.limits.vocab_size, ok.header["vocab_size"]))
     return ok
+
+
+def close_session(client: Client, sess: UESession) -> None:
+    """CLOSE and its CLOSED; an edge that no longer knows the session (restarted meanwhile) has nothing to close."""
+    try:
+        client.exchange(sess.close_message())
+    except EdgeError as e:
+        if e.code != UNKNOWN_SESSION:
+            raise
 
 
 def _refusal_is_fatal(exchange: Callable, msg: Message):

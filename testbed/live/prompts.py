@@ -59,7 +59,8 @@ def _edge_references(cfg, prompts: pd.DataFrame, tok) -> dict[str, list[int]]:
     """Asked of the remote edge straight (not through an emulated link), which computes and caches them."""
     ctx = zmq.Context()
     limits = Limits(vocab_size=2**31 - 1)  # no model here: the edge's target bounds the ids it returns
-    client = Client(ctx, cfg.remote_edge, peer_identity("run-ref"), limits, cfg.ue.recv_timeout_s, cfg.auth)
+    client = Client(ctx, cfg.remote_edge, peer_identity("run-ref"), limits, cfg.ue.recv_timeout_s, cfg.auth,
+                    retry_s=cfg.ue.retry_s)
     try:
         rows = tqdm(prompts.to_dict("records"), desc="target-only reference (edge)")
         vocab = Vocab(*vocab_facts(None, tok)) if tok is not None else None

@@ -174,8 +174,8 @@ class EdgeServer:
         if msg.type != MsgType.DRAFT:
             return self._dispatch(peer, msg, t0)
         sess = self._session(peer, msg, t0)
-        sess.begin_draft(msg)
-        return sess
+        cached = sess.accept_draft(msg)  # a retransmitted DRAFT: its round's reply again, nothing verified
+        return sess if cached is None else cached
 
     def _dispatch(self, peer: bytes, msg: Message, t0: float) -> Message:
         if msg.type == MsgType.PING:
@@ -359,6 +359,7 @@ def serve(cfg: ServeConfig, ready=print) -> None:
     sock = bound_socket(ctx.socket(zmq.ROUTER), server.limits, cfg.socket_hwm_msgs)
     sock.setsockopt(zmq.LINGER, 0)
     Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms).apply(sock)
+    sock.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a UE that reconnects (a retry) takes its identity over at once
     stop = {"flag": False}
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.update(flag=True))

@@ -35,8 +35,10 @@ from protocols.ue_side import EdgeError, HandshakeError, UEParams, UESession
 from protocols.wire import Limits, MsgType, WireError, make
 from testbed.common.link import LinkSpec
 from testbed.common.summary import summarize, table, write_summary
-from testbed.live.client import Client, fetch_references, handshake, open_session, peer_identity
+from testbed.live.client import Client, close_session, fetch_references, handshake, open_session, peer_identity
 from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, Heartbeat
+from testbed.live.resume import finish_round, send_draft
+from testbed.live.retry import RetryExhausted
 from wisv.evaluate import eos_id
 from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer, vocab_facts
 from wisv.prompts import CHAT_TEMPLATE_MODES, prompt_rows
@@ -67,7 +69,8 @@ class UEConfig:
     probe_bytes: int = 8192  # rate-probe payload per direction before each request, bytes (0: RTT handshake only)
     link_json: str | None = None  # JSON of the emulated LinkSpec, to record the CSI in force
     link_t0_epoch_s: float = 0.0  # wall-clock time the link's trace started, s since the epoch
-    recv_timeout_s: float = 120.0  # give up on a reply after this long, s
+    recv_timeout_s: float = 10.0  # per attempt: no reply within this long, reconnect and send again, s
+    retry_s: float = 60.0  # retry window: resend (with backoff) and resume for this long, then the run fails, s
     rejection_predictor: str | None = None  # WISP predictor (safetensors): end each block at the first predicted rejection
     rejection_threshold: float | None = None  # flag a token when p(rejected) >= this (None: the predictor's own)
     proactive: int = 0  # SpecEdge: draft up to this many tokens past each block while it is verified (0: off)
@@ -107,32 +110,23 @@ def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
     t_start = time.perf_counter()
     n_before = len(sess.tokens)
     msg = sess.next_draft(est.csi())
-    up, down, exchanges, ue_mid = client.send(msg), 0, 1, 0.0
-    t_first = client.t_sent
+    io = send_draft(client, msg)
     t_pro = time.perf_counter()
     n_pro = sess.draft_proactively(client.reply_waiting)  # SpecEdge: overlaps the link and the verification
     t_pro = time.perf_counter() - t_pro
-    while True:
-        reply, nbytes = client.recv(sess.sid)
-        down += nbytes
-        t_last = client.t_received
-        nxt = sess.on_reply(reply)
-        if nxt is None:
-            break
-        up += client.send(nxt)
-        ue_mid += client.t_sent - t_last  # UE work between exchanges (decode, encode included) is not link time
-        exchanges += 1
+    finish_round(client, sess, msg, io)  # resends and resumes within the retry window
     r, v = sess.round, sess.round.verdict
     n = len(r.draft.tokens)
     wdt, t_wdt = wasted_drafting(n, v["n_accepted"], r.t_draft_s / max(1, n))  # WISP WDT
     t_edge = v.get("t_edge_s", v["t_verify_s"] + v["t_head_s"])
     return {"round": r.index, "protocol": r.protocol, "drafted": n, "accepted": v["n_accepted"],
-            "mismatches": v["mismatches"], "queried": v["queried"], "exchanges": exchanges,
-            "uplink_bytes": up, "downlink_bytes": down, "t_draft_s": r.t_draft_s,
-            "t_comm_s": (t_last - t_first) - (t_edge + ue_mid), "t_verify_s": v["t_verify_s"],
+            "mismatches": v["mismatches"], "queried": v["queried"], "exchanges": io.exchanges,
+            "uplink_bytes": io.up, "downlink_bytes": io.down, "t_draft_s": r.t_draft_s,
+            "t_comm_s": (io.t_last - io.t_first) - (t_edge + io.ue_mid_s), "t_verify_s": v["t_verify_s"],
             "t_head_s": v["t_head_s"], "t_round_s": time.perf_counter() - t_start, "wdt_tokens": wdt,
             "proactive_drafted": n_pro, "proactive_reused": r.reused, "t_proactive_s": t_pro, "t_wdt_s": t_wdt,
-            "committed": len(sess.tokens) - n_before, "t_edge_s": t_edge, **_tree_columns(r)}
+            "committed": len(sess.tokens) - n_before, "t_edge_s": t_edge, "retries": io.retries,
+            "resumed": io.resumed, **_tree_columns(r)}
 
 
 def _tree_columns(r) -> dict:
@@ -173,7 +167,7 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
             loc.log.append(row)
         est.add_round(row.t_comm_s, row.uplink_bytes, row.downlink_bytes, row.exchanges)
     t_e2e = time.perf_counter() - t1  # OPEN to the last VERDICT (eq. 22 plus session set-up)
-    client.exchange(sess.close_message())
+    close_session(client, sess)
     if tcp_before is not None:  # the uplink's loss estimate over this prompt: TCP retransmissions per segment sent
         per = retransmission_rate(tcp_before, loc.tcp())
         rows = [dataclasses.replace(r, per=per) for r in rows]
@@ -211,7 +205,8 @@ def _finite(rate: float) -> float | None:
 
 def run(cfg: UEConfig) -> dict:
     """Run every prompt; write rounds.csv, outputs.jsonl, edge.json, summary.json and summary.csv; return the
-    summary.  A handshake refusal raises HandshakeError; an edge error or timeout fails only its prompt."""
+    summary.  A handshake refusal raises HandshakeError, an edge silent for the whole retry window RetryExhausted;
+    another edge error fails only its prompt."""
     torch.set_num_threads(1)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -227,7 +222,7 @@ def run(cfg: UEConfig) -> dict:
                 log=RoundLog(out / "rounds.jsonl"))
     ctx, est = zmq.Context(), CSIEstimator()
     client = Client(ctx, cfg.connect, peer_identity(cfg.ue_id), Limits(vocab_size=int(drafter.config.vocab_size)),
-                    cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms))
+                    cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms), cfg.retry_s)
     all_rows, recs, refs = [], [], None
     try:
         client.exchange(make(MsgType.PING, cfg.ue_id, None, seq=0, t_send=time.time()))  # connect; not a sample
@@ -280,7 +275,7 @@ def main(argv: list[str] | None = None) -> None:
     print("CONFIG " + json.dumps(asdict(cfg)), flush=True)
     try:
         s = run(cfg)
-    except (ValueError, EdgeError, HandshakeError, TimeoutError, WireError) as e:  # bad prompts, a refusal, no edge
+    except (ValueError, EdgeError, HandshakeError, TimeoutError, WireError, RetryExhausted) as e:  # a refusal, no edge
         print(f"testbed.ue: error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
     print(table([s]), flush=True)
