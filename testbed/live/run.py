@@ -39,12 +39,14 @@ from testbed.live.serve import ServeConfig
 from testbed.live.ue import UEConfig
 from testbed.live.wakeup import cpu_wakeup_bound
 from wisv.jsonl import read_jsonl, write_jsonl
+from wisv.models import DTYPE_CHOICES
 from wisv.records import read_records
 
 
-UE_SET_BY_RUN = ("connect", "prompts", "prompts_file", "out", "ue_id", "protocol", "device", "seed", "link_json",
-                 "link_t0_epoch_s", "reference")  # UEConfig fields the run sets for each UE process
-EDGE_SET_BY_RUN = ("bind", "device", "max_draft_len", "max_session_tokens")  # ServeConfig fields the run sets for the edge
+UE_SET_BY_RUN = ("connect", "prompts", "prompts_file", "out", "ue_id", "protocol", "device", "dtype", "seed",
+                 "link_json", "link_t0_epoch_s", "reference")  # UEConfig fields the run sets for each UE process
+EDGE_SET_BY_RUN = ("bind", "device", "dtype", "max_draft_len",
+                   "max_session_tokens")  # ServeConfig fields the run sets for the edge
 
 
 @dataclass
@@ -58,6 +60,8 @@ class RunConfig:
     out: str = ""  # output directory; default runs/<time>-<protocol>
     seed: int = 0  # sampling and link-loss seed (the UEs' and the link's)
     device: str = "cpu"  # torch device of both processes
+    dtype: str = field(default="auto", metadata={
+        "choices": DTYPE_CHOICES})  # both models' weights, and the reference's (auto: fp32 on CPU, bf16/fp16 on CUDA)
     ues: int = 1  # UE processes sharing the edge and the link; prompts are dealt round-robin
     reference: bool = True  # compute target-only greedy outputs for matches_target (--no-reference: skip)
     cpu_wakeup_us: int | None = None  # hold /dev/cpu_dma_latency at this bound during the run, us (root; 0: poll)
@@ -185,12 +189,13 @@ def _collect(proto: str, pdir: Path, prompts: pd.DataFrame, tok, refs) -> dict:
     outputs = pd.concat([pd.read_json(d / "outputs.jsonl", lines=True) for d in ue_dirs], ignore_index=True)
     rounds.to_csv(pdir / "rounds.csv", index=False)
     outputs.to_json(pdir / "outputs.jsonl", orient="records", lines=True)
-    return summarize(proto, rounds, outputs, prompts, tok.decode, refs)
+    return summarize(proto, rounds, outputs, prompts, tok.decode if tok is not None else None, refs)
 
 
 def _edge_args(cfg: RunConfig) -> list[str]:
     """testbed.serve's argv (placement adds --bind)."""
-    edge = dataclasses.replace(cfg.edge, device=cfg.device, max_draft_len=max(cfg.edge.max_draft_len, cfg.ue.draft_len),
+    edge = dataclasses.replace(cfg.edge, device=cfg.device, dtype=cfg.dtype,
+                               max_draft_len=max(cfg.edge.max_draft_len, cfg.ue.draft_len),
                                max_session_tokens=max(cfg.edge.max_session_tokens, cfg.ue.max_new_tokens))
     return ["testbed.serve", *config.to_argv(edge)]
 
@@ -200,8 +205,9 @@ def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, ou
     """testbed.ue's argv for UE u running proto on the n prompts of its file."""
     link_json = None if site.measured else json.dumps(asdict(cfg.link))  # None: the UE records the measured CSI
     ue = dataclasses.replace(cfg.ue, connect=site.connect, prompts=n, prompts_file=str(prompts), out=str(out),
-                             ue_id=f"ue{u}", protocol=proto, device=cfg.device, seed=cfg.seed, link_json=link_json,
-                             link_t0_epoch_s=site.t0_epoch_s, reference=False)  # the run compares with the target
+                             ue_id=f"ue{u}", protocol=proto, device=cfg.device, dtype=cfg.dtype, seed=cfg.seed,
+                             link_json=link_json, link_t0_epoch_s=site.t0_epoch_s,
+                             reference=False)  # the run compares with the target
     return ["testbed.ue", *config.to_argv(ue)]
 
 
