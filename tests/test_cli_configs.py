@@ -12,8 +12,8 @@ import pytest
 from channel import config
 from channel import emulator, probe
 from labeling import __main__ as labeling_cli
-from scripts import (bench_core, bench_link, bench_tree, bench_verify, import_graph, model_card, netem_link,
-                     rejection_predictor, train_toy_pair, ue_controls, validate_sim)
+from scripts import (bench_core, bench_link, bench_scale, bench_tree, bench_verify, import_graph, model_card,
+                     netem_link, rejection_predictor, train_toy_pair, ue_controls, validate_sim)
 from testbed import profile
 from testbed.live import run, serve, ue
 from testbed.load import cli as load_cli
@@ -39,6 +39,7 @@ PARSED: dict[str, tuple[type, Callable]] = {
     "scripts/validate_sim.py": (validate_sim.ValidateConfig, validate_sim.parse_args),
     "scripts/netem_link.py": (netem_link.NetemLinkConfig, netem_link.parse_args),
     "scripts/bench_tree.py": (bench_tree.BenchConfig, bench_tree.parse_args),
+    "scripts/bench_scale.py": (bench_scale.ScaleBenchConfig, bench_scale.parse_args),
 }
 
 # name -> (config class, its CLI's parse function returning the config; None: parse with the class's own flags)
