@@ -40,7 +40,8 @@ LLAMA_1B = Shape("Llama-3.2-1B", "llama", 128256, 2048, 16, 32, 8, 8192, True, 5
 LLAMA_8B = Shape("Llama-3.1-8B", "llama", 128256, 4096, 32, 32, 8, 14336, False, 500000.0, 131072, 128000, 128001, 8.0)
 QWEN_05B = Shape("Qwen2.5-0.5B", "qwen2", 151936, 896, 24, 14, 2, 4864, True, 1000000.0, 32768, 151643, 151643)
 QWEN_15B = Shape("Qwen2.5-1.5B", "qwen2", 151936, 1536, 28, 12, 2, 8960, True, 1000000.0, 32768, 151643, 151643)
-PAIRS: dict[str, tuple[Shape, Shape]] = {"qwen": (QWEN_05B, QWEN_15B), "llama": (LLAMA_1B, LLAMA_8B)}  # (drafter, target)
+PAIRS: dict[str, tuple[Shape, Shape]] = {"qwen": (QWEN_05B, QWEN_15B),
+                                         "llama": (LLAMA_1B, LLAMA_8B)}  # name -> (drafter, target)
 ROUND_PROTOCOLS = ("greedy", "fh", "sh", "reject")  # protocols whose round bytes the model below predicts
 
 

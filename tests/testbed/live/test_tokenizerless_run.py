@@ -34,5 +34,6 @@ def test_a_pair_without_tokenizer_runs_in_bf16_from_prompt_ids(tmp_path: Path) -
     [summary] = run(cfg)
     assert (summary["errors"], summary["accuracy"]) == (0, None) and 0 < summary["generated_tokens"] <= 12
     assert "'dtype': 'bfloat16'" in (tmp_path / "run" / "edge.log").read_text()
-    ue_config = next(ln for ln in (tmp_path / "run" / "sh" / "ue0.log").read_text().splitlines() if ln.startswith("CONFIG"))
+    log = (tmp_path / "run" / "sh" / "ue0.log").read_text().splitlines()
+    ue_config = next(ln for ln in log if ln.startswith("CONFIG"))
     assert json.loads(ue_config.removeprefix("CONFIG "))["dtype"] == "bfloat16"
