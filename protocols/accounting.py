@@ -37,6 +37,6 @@ def wire_payload_bits(d_d: int, vocab: int, k: int = 8) -> PayloadBits:
                  csi=csi, protocol="fh")
     o_up = message_bytes(draft) * 8 - k * 32
     verdict = make(MsgType.VERDICT, "ue-0000", None, round=100, n_accepted=3, next_token=300, mismatches=2,
-                   queried=2, t_verify_s=0.01, t_head_s=0.001, done=False)
+                   queried=2, t_verify_s=0.01, t_head_s=0.001, t_edge_s=0.012, batch=1, done=False)  # as the edge's
     o_dn = message_bytes(verdict) * 8 - (32 + 32)  # s_fb carried as two ints in the header
     return PayloadBits(b_tok=32, b_h=16, b_idx=32, d_d=d_d, vocab=vocab, o_up=o_up, o_dn=o_dn)

@@ -12,8 +12,8 @@ import pytest
 from channel import config
 from channel import emulator, probe
 from labeling import __main__ as labeling_cli
-from scripts import (bench_core, bench_link, bench_tree, bench_verify, import_graph, make_qa, model_card, netem_link,
-                     qa_accuracy, rejection_predictor, soak, train_toy_pair, ue_controls, validate_sim)
+from scripts import (bench_core, bench_link, bench_scale, bench_tree, bench_verify, import_graph, make_qa, model_card,
+                     netem_link, qa_accuracy, rejection_predictor, soak, train_toy_pair, ue_controls, validate_sim)
 from testbed import keys, profile
 from testbed.live import run, serve, ue
 from testbed.load import cli as load_cli
@@ -43,6 +43,7 @@ PARSED: dict[str, tuple[type, Callable]] = {
     "scripts/soak.py": (soak.SoakConfig, soak.parse_args),
     "scripts/make_qa.py": (make_qa.MakeQAConfig, make_qa.parse_args),
     "scripts/qa_accuracy.py": (qa_accuracy.QAAccuracyConfig, qa_accuracy.parse_args),
+    "scripts/bench_scale.py": (bench_scale.ScaleBenchConfig, bench_scale.parse_args),
 }
 
 # name -> (config class, its CLI's parse function returning the config; None: parse with the class's own flags)

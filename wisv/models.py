@@ -37,6 +37,16 @@ def default_dtype(device: str) -> torch.dtype:
     return torch.float32
 
 
+DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")  # --dtype: auto is default_dtype(device)
+
+
+def resolve_dtype(name: str, device: str) -> torch.dtype:
+    """The torch dtype a ``--dtype`` choice names on ``device`` (``auto``: ``default_dtype(device)``)."""
+    if name not in DTYPE_CHOICES:
+        raise ValueError(f"dtype {name!r}: expected one of {DTYPE_CHOICES}")
+    return default_dtype(device) if name == "auto" else getattr(torch, name)
+
+
 def check_model_dir(path: Path, role: str) -> None:
     """Raise PairError unless ``path`` is a local HF directory holding a causal LM."""
     if not path.exists():

@@ -14,7 +14,7 @@ from protocols.wire import Limits
 from testbed.live.client import Client, fetch_references, peer_identity
 from wisv.evaluate import greedy_reference
 from wisv.jsonl import write_jsonl
-from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer, vocab_facts
+from wisv.models import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.prompts import prompt_rows
 
 
@@ -47,7 +47,7 @@ def reference_outputs(cfg, prompts: pd.DataFrame, out_file: Path, tok=None) -> d
 
 def _local_references(cfg, prompts: pd.DataFrame) -> dict[str, list[int]]:
     torch.set_num_threads(1)
-    target = load_model(_target_dir(cfg), "target", cfg.device, default_dtype(cfg.device))
+    target = load_model(_target_dir(cfg), "target", cfg.device, resolve_dtype(cfg.dtype, cfg.device))
     refs = {}
     for pid, ids in tqdm(list(zip(prompts["prompt_id"], prompts["prompt_ids"])), desc="target-only reference"):
         refs[pid] = greedy_reference(target, list(ids), cfg.ue.max_new_tokens)

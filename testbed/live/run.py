@@ -45,10 +45,11 @@ from testbed.live.serve import ServeConfig
 from testbed.live.ue import UEConfig
 from testbed.live.wakeup import cpu_wakeup_bound
 from wisv.jsonl import read_jsonl, write_jsonl
+from wisv.models import DTYPE_CHOICES
 from wisv.records import read_records, read_round_log
 
 
-SHARED = ("auth", "heartbeat_ivl_ms", "heartbeat_timeout_ms")  # RunConfig fields given to the UEs and the edge alike
+SHARED = ("auth", "heartbeat_ivl_ms", "heartbeat_timeout_ms", "dtype")  # RunConfig fields given to UEs and edge alike
 UE_SET_BY_RUN = ("connect", "prompts", "prompts_file", "out", "ue_id", "protocol", "device", "seed", "link_json",
                  "link_t0_epoch_s", "reference") + SHARED  # UEConfig fields the run sets for each UE process
 EDGE_SET_BY_RUN = ("bind", "device", "max_draft_len", "max_session_tokens") + SHARED  # ServeConfig fields the run sets
@@ -65,6 +66,8 @@ class RunConfig:
     out: str = ""  # output directory; default runs/<time>-<protocol>
     seed: int = 0  # sampling and link-loss seed (the UEs' and the link's)
     device: str = "cpu"  # torch device of both processes
+    dtype: str = field(default="auto", metadata={
+        "choices": DTYPE_CHOICES})  # both models' weights, and the reference's (auto: fp32 on CPU, bf16/fp16 on CUDA)
     ues: int = 1  # UE processes sharing the edge and the link; prompts are dealt round-robin
     reference: bool = True  # compute target-only greedy outputs for matches_target (--no-reference: skip)
     cpu_wakeup_us: int | None = None  # hold /dev/cpu_dma_latency at this bound during the run, us (root; 0: poll)
@@ -211,7 +214,7 @@ def _collect(proto: str, pdir: Path, rounds: pd.DataFrame, prompts: pd.DataFrame
     ue_dirs = sorted(d for d in pdir.glob("ue*") if d.is_dir())
     outputs = pd.concat([pd.read_json(d / "outputs.jsonl", lines=True) for d in ue_dirs], ignore_index=True)
     outputs.to_json(pdir / "outputs.jsonl", orient="records", lines=True)
-    return summarize(proto, rounds, outputs, prompts, tok.decode, refs)
+    return summarize(proto, rounds, outputs, prompts, tok.decode if tok is not None else None, refs)
 
 
 def _edge_args(cfg: RunConfig) -> list[str]:

@@ -44,7 +44,7 @@ from wisv.batchverify import BatchVerifier, EngineConfig, EngineView
 from wisv.estimator import EstimatorProfile
 from wisv.evaluate import eos_id, greedy_reference
 from wisv.kvbudget import KVBudgetError, KVLedger, KVShape, refusal, session_tokens
-from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer, vocab_facts
+from wisv.models import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.sessions import VerifySession
 
@@ -59,6 +59,8 @@ class ServeConfig:
     bind: str = "tcp://127.0.0.1:5555"  # endpoint to bind, tcp://HOST:PORT (0.0.0.0: every interface; port 0: a free one)
     target: str | None = None  # local HF directory of the target; None = built-in toy target
     device: str = "cpu"  # torch device of the target
+    dtype: str = field(default="auto", metadata={
+        "choices": DTYPE_CHOICES})  # the target's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
     head: str = "default"  # decision head for fh/sh/auto: default | none | accept-all | PATH (a trained head dir)
     tau: float | None = None  # decision threshold, reject a mismatch iff p >= tau (None: the head's own tau)
     session_timeout_s: float = 120.0  # idle sessions are freed after this long, s
@@ -313,7 +315,7 @@ class EdgeServer:
 def edge_settings(cfg: ServeConfig, tau: float, head: str, hidden_layer: int) -> dict:
     """The settings an edge reports in OPEN_OK (a run records them in config.json)."""
     return {"target": cfg.target or "built-in", "head": head, "tau": float(tau), "hidden_layer": hidden_layer,
-            "device": cfg.device, "max_draft_len": cfg.max_draft_len, "max_session_tokens": cfg.max_session_tokens,
+            "device": cfg.device, "dtype": cfg.dtype, "max_draft_len": cfg.max_draft_len, "max_session_tokens": cfg.max_session_tokens,
             "batch_verify": cfg.batch_verify, "scheduler": cfg.scheduler, "max_batch": cfg.max_batch,
             "kv_reuse": cfg.kv_reuse, "estimator": cfg.estimator, "wire_version": WIRE_VERSION}
 
@@ -349,7 +351,7 @@ def serve(cfg: ServeConfig, ready=print) -> None:
     """Load the target, bind, and serve until SIGINT/SIGTERM."""
     torch.set_num_threads(1)
     path = cfg.target or builtin_paths()[1]
-    target = load_model(Path(path), "target", cfg.device, default_dtype(cfg.device))
+    target = load_model(Path(path), "target", cfg.device, resolve_dtype(cfg.dtype, cfg.device))
     policy, tau, desc = load_policy(cfg.head, cfg.tau, cfg.target, int(target.config.hidden_size))
     print(f"edge: decision head {desc}", flush=True)
     gc.collect()

@@ -40,7 +40,7 @@ from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, Heartb
 from testbed.live.resume import finish_round, send_draft
 from testbed.live.retry import RetryExhausted
 from wisv.evaluate import eos_id
-from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer, vocab_facts
+from wisv.models import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.prompts import CHAT_TEMPLATE_MODES, prompt_rows
 from wisv.records import RoundLog, RoundRow, to_frame
 from wisv.rejection import load_predictor, stop_rule, wasted_drafting
@@ -60,6 +60,8 @@ class UEConfig:
     ue_id: str = "ue0"  # identity prefix of this UE's sessions
     drafter: str | None = None  # local HF drafter directory; None = built-in toy drafter
     device: str = "cpu"  # torch device of the drafter
+    dtype: str = field(default="auto", metadata={
+        "choices": DTYPE_CHOICES})  # the drafter's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
     protocol: str = field(default="auto", metadata={"choices": tuple(PROTOCOLS)})  # protocol of every session
     auto_rule: str = field(default="cost", metadata={"choices": AUTO_RULES})  # auto's FH/SH rule
     draft_len: int = 8  # K, draft tokens per round (the largest, with pipeline_depth)
@@ -213,7 +215,7 @@ def run(cfg: UEConfig) -> dict:
     drafter_dir = Path(cfg.drafter) if cfg.drafter else builtin_paths()[0]
     tok = load_tokenizer(drafter_dir, "drafter")
     prompts = prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file, chat_template=cfg.chat_template)
-    drafter = load_model(drafter_dir, "drafter", cfg.device, default_dtype(cfg.device))
+    drafter = load_model(drafter_dir, "drafter", cfg.device, resolve_dtype(cfg.dtype, cfg.device))
     link = LinkSpec(**json.loads(cfg.link_json)) if cfg.link_json else None
     gc.collect()
     gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run

@@ -62,3 +62,10 @@ def test_not_a_causal_lm(tmp_path):
     (tmp_path / "vit" / "config.json").write_text(json.dumps({"model_type": "vit"}))
     with pytest.raises(PairError, match="'vit' model, which is not a causal LM"):
         load_pair(tmp_path / "vit", None)
+
+
+def test_resolve_dtype_names_a_torch_dtype_and_auto_is_the_device_default():
+    from wisv.models import resolve_dtype
+    assert resolve_dtype("auto", "cpu") == torch.float32 and resolve_dtype("bfloat16", "cpu") == torch.bfloat16
+    with pytest.raises(ValueError, match="expected one of"):
+        resolve_dtype("int8", "cpu")

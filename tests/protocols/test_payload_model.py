@@ -1,0 +1,40 @@
+"""The cost model's wire packing (protocols.accounting.wire_payload_bits) against the messages sessions really send."""
+from __future__ import annotations
+
+import torch
+
+from channel.csi import CSI
+from protocols.accounting import message_bytes, wire_payload_bits
+from protocols.edge_side import EdgeSession
+from protocols.ue_side import UEParams, UESession
+from protocols.wire import Limits, MsgType, decode, encode
+from tests.tiny_pair import make_pair
+from wisv.latency import s_fh, s_greedy
+from wisv.sessions import DraftSession, VerifySession
+from wisv.speculative import RejectAll
+
+VOCAB, EOS, K, D_D = 61, 60, 4, 32
+LIMITS = Limits(vocab_size=VOCAB, max_draft_len=16, max_positions=16)
+SLACK_BYTES = 8  # header ints take 1-3 bytes by value, session ids 1-64 chars: the model charges typical ones
+
+
+def first_round(protocol: str):
+    """(DRAFT, its reply) of one session's first round on the tiny pair."""
+    torch.manual_seed(0)
+    drafter, target = make_pair("llama", D_D, 2, 4, 2, vocab=VOCAB, eos=EOS)
+    prompt = [3, 4, 5]
+    ue = UESession("ue-0", DraftSession(drafter, prompt), UEParams(protocol, K, 12), EOS)
+    edge = EdgeSession("ue-0", VerifySession(target, prompt), decode(encode(ue.open_message()), LIMITS), RejectAll(),
+                       0.5, EOS)
+    draft = ue.next_draft(CSI(20.0, 20.0, 20.0))
+    return draft, edge.on_draft(decode(encode(draft), LIMITS))
+
+
+def test_the_models_verdict_is_the_edges_verdict_and_its_draft_the_ues():
+    pb = wire_payload_bits(D_D, VOCAB, K)
+    for protocol, uplink in (("greedy", s_greedy), ("fh", s_fh)):
+        draft, verdict = first_round(protocol)
+        assert verdict.type == MsgType.VERDICT
+        assert abs(message_bytes(verdict) - (pb.s_fb + pb.o_dn) / 8) <= SLACK_BYTES
+        extra = 0 if protocol == "greedy" else 60  # fh: the hidden tensor's descriptor and frame header
+        assert abs(message_bytes(draft) - uplink(K, pb) / 8) <= SLACK_BYTES + extra
