@@ -10,6 +10,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from protocols.registry import ALL_PROTOCOLS
+
 WIRE_VERSION = 3  # bump on any incompatible change to SCHEMAS or to the framing (2: OPEN's vocabulary facts,
 #                  REFERENCE; 3: OPEN's first round, for a session resumed with its committed prefix)
 UNBOUNDED = 2**63  # upper bound for ints that have no protocol limit
@@ -82,6 +84,7 @@ NONNEG = Range("bad_field", lambda lim: (0, UNBOUNDED))
 POSITIVE = Range("bad_field", lambda lim: (1, UNBOUNDED))
 LAYER = Range("bad_field", lambda lim: (-1024, 1025))  # hidden-state layer index (negative: from the end)
 REPLY_BYTES = Range("too_large", lambda lim: (0, lim.max_probe_bytes + 1))
+PROTOCOL_NAME = "|".join(map(re.escape, ALL_PROTOCOLS))  # a protocol field names one in protocols/registry.py
 PARENT = Range("bad_tree", lambda lim: (-1, lim.max_draft_len))  # a tree node's parent index; -1: the root
 
 
@@ -202,7 +205,7 @@ SETTING = (str, int, float, bool, type(None))  # value types of the edge's repor
 SCHEMAS: dict[MsgType, Schema] = {
     MsgType.OPEN: Schema(
         fields={
-            "protocol": Field((str,)),
+            "protocol": Field((str,), pattern=PROTOCOL_NAME),
             "draft_len": Field(INT, rng=DRAFT_LEN),
             "max_new_tokens": Field(INT, rng=POSITIVE),
             "drafter_hidden": Field(INT, required=False, rng=HIDDEN_DIM),
@@ -239,7 +242,7 @@ SCHEMAS: dict[MsgType, Schema] = {
             "round": Field(INT, rng=NONNEG),
             "t_draft_s": Field(FLOAT),
             "csi": Field((dict,), required=False, values=FLOAT, inf_ok=True),  # CSI.to_dict(); inf: unlimited rate
-            "protocol": Field((str,), required=False),
+            "protocol": Field((str,), required=False, pattern=PROTOCOL_NAME),
         },
         tensors={
             "tokens": Tensor(INT_IDS, ((1, "max_draft_len"),), rng=TOKEN),  # [K]

@@ -6,6 +6,7 @@ from typing import Any
 
 import msgpack
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -149,3 +150,12 @@ structured = st.builds(lambda t, h, bufs: [bytes([t]) + msgpack.packb(h, use_bin
                        st.integers(0, 255), headers, st.lists(st.binary(max_size=48), max_size=3))
 CORPUS = {"random_frames": random_frames, "structured_headers": structured, "near_valid": near_valid(),
           "mutated": mutated()}  # the fuzz corpus's strategies, also sent to a live edge (tests/testbed/live)
+
+
+def test_an_open_naming_an_unknown_protocol_is_refused_on_decode() -> None:
+    """The edge once answered such an OPEN with an internal error; decode now names the field."""
+    msg = make(MsgType.OPEN, "s1", {"prompt": np.arange(3, dtype=np.int32)}, protocol="0" * 64, draft_len=4,
+               max_new_tokens=9, drafter_hidden=3)
+    with pytest.raises(WireError) as e:
+        decode(encode(msg), Limits(vocab_size=64, max_draft_len=8))
+    assert e.value.code == "bad_field" and "protocol" in str(e.value)
