@@ -47,6 +47,7 @@ class ServeConfig:
 
     bind: str = "tcp://127.0.0.1:5555"  # endpoint to bind, tcp://HOST:PORT (0.0.0.0: every interface; port 0: a free one)
     target: str | None = None  # local HF directory of the target; None = built-in toy target
+    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     device: str = "cpu"  # torch device of the target
     head: str = "default"  # decision head for fh/sh/auto: default | none | accept-all | PATH (a trained head dir)
     tau: float | None = None  # decision threshold, reject a mismatch iff p >= tau (None: the head's own tau)
@@ -281,6 +282,7 @@ def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[BatchVerifier 
 def serve(cfg: ServeConfig, ready=print) -> None:
     """Load the target, bind, and serve until SIGINT/SIGTERM."""
     torch.set_num_threads(1)
+    cfg = apply_pair(cfg, drafter=None)
     path = cfg.target or builtin_paths()[1]
     target = load_model(Path(path), "target", cfg.device, default_dtype(cfg.device))
     policy, tau, desc = load_policy(cfg.head, cfg.tau, cfg.target, int(target.config.hidden_size))

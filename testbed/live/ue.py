@@ -55,6 +55,7 @@ class UEConfig:
     out: str = "ue-out"  # output directory (rounds.csv, outputs.jsonl, summary.json, summary.csv)
     ue_id: str = "ue0"  # identity prefix of this UE's sessions
     drafter: str | None = None  # local HF drafter directory; None = built-in toy drafter
+    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     device: str = "cpu"  # torch device of the drafter
     protocol: str = field(default="auto", metadata={"choices": tuple(PROTOCOLS)})  # protocol of every session
     auto_rule: str = field(default="cost", metadata={"choices": AUTO_RULES})  # auto's FH/SH rule
@@ -197,6 +198,7 @@ def run(cfg: UEConfig) -> dict:
     """Run every prompt; write rounds.csv, outputs.jsonl, edge.json, summary.json and summary.csv; return the
     summary.  A handshake refusal raises HandshakeError; an edge error or timeout fails only its prompt."""
     torch.set_num_threads(1)
+    cfg = apply_pair(cfg, target=None)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     drafter_dir = Path(cfg.drafter) if cfg.drafter else builtin_paths()[0]

@@ -69,6 +69,7 @@ class LoadConfig:
     epsilon: float = 0.1  # capacity: largest N with violation rate <= epsilon per class
     timeout_s: float = 600.0  # give up on a load run after this long, s
     out: str = ""  # output directory; default runs/load-<time>
+    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     target: str | None = None  # local HF target (None: built-in); the drafter must match it
     drafter: str | None = None  # local HF drafter matching the target (None: built-in)
     link: LinkSpec = field(default_factory=LinkSpec)  # emulated link (shared by all UEs)
@@ -184,6 +185,7 @@ def plots(sweep: pd.DataFrame, classes: list[float], last: pd.DataFrame, out: Pa
 def run(cfg: LoadConfig) -> pd.DataFrame:
     """The sweep (or the single N) against one edge; with ``compare_max_batch`` also against a second edge that
     verifies at most that many requests per pass, in the same run (``batching.csv``)."""
+    cfg = apply_pair(cfg)
     out = Path(cfg.out or f"runs/load-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     machine = machine_info()
