@@ -20,6 +20,7 @@ from wisv.jsonl import write_jsonl
 from wisv.models import load_pair
 from wisv.prompts import prompt_rows
 from wisv.speculative import SpecOutput, speculative_generate
+from wisv.pairs import apply_pair
 
 
 def episode_mismatches(out: SpecOutput) -> list[dict]:

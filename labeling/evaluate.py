@@ -40,6 +40,7 @@ from wisv.roundtime import Deployment, rounds_s
 from wisv.sessions import VerifySession
 from wisv.speculative import RejectAll, SpecOutput, speculative_generate
 from wisv.summary import summarize_rounds
+from wisv.pairs import apply_pair
 
 
 def channel_csi(channels: dict) -> dict[str, CSI]:

@@ -37,10 +37,10 @@ class DistillConfig:
 
     layers: list[int] = field(default_factory=lambda: [0, 1, 2, 3])  # target layers the drafter keeps, in order
     train_layers: list[int] = field(default_factory=lambda: [1, 2, 3])  # drafter layers trained (others: copied)
-    prompts: int = 192  # distillation prompts (scripts/smollm2_distill_prompts.py)
+    prompts: int = 64  # distillation prompts (scripts/smollm2_distill_prompts.py)
     max_new_tokens: int = 64  # target greedy generation length per prompt, tokens
     gen_batch: int = 32  # prompts per batched generation
-    epochs: int = 4  # passes over the distillation set
+    epochs: int = 5  # passes over the distillation set
     batch: int = 8  # sequences per optimizer step
     lr: float = 3e-4  # peak AdamW learning rate (linear warm-up, cosine decay)
     warmup_steps: int = 20  # warm-up steps
@@ -51,21 +51,32 @@ class DistillConfig:
 
 
 def generate(target, tok, prompts: list[str], cfg: DistillConfig) -> list[tuple[int, list[int]]]:
-    """(prompt length, prompt + greedy continuation up to EOS) per prompt, batched with left padding."""
-    eos, pad = target.generation_config.eos_token_id, target.generation_config.pad_token_id
+    """(prompt length, prompt + greedy continuation up to EOS) per prompt, batched, each batch cached on disk."""
     out, t0 = [], time.perf_counter()
     for i in range(0, len(prompts), cfg.gen_batch):
-        enc = [encode_prompt(tok, p) for p in prompts[i:i + cfg.gen_batch]]
-        width = max(map(len, enc))
-        ids = torch.tensor([[pad] * (width - len(e)) + e for e in enc])
-        mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc])
-        with torch.inference_mode():
-            gen = target.generate(ids, attention_mask=mask, max_new_tokens=cfg.max_new_tokens, do_sample=False,
-                                  eos_token_id=eos, pad_token_id=pad)[:, width:].tolist()
-        for e, g in zip(enc, gen):
-            g = g[:g.index(eos) + 1] if eos in g else g
-            out.append((len(e), e + g))
+        path = cache_dir() / "distill" / f"smollm2-gen-n{cfg.max_new_tokens}-s{cfg.seed}-b{cfg.gen_batch}-{i}.json"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(generate_batch(target, tok, prompts[i:i + cfg.gen_batch], cfg)))
+        out += [tuple(x) for x in json.loads(path.read_text())]
         print(f"[generate] {len(out)}/{len(prompts)} prompts, {time.perf_counter() - t0:.0f} s", flush=True)
+    return out
+
+
+def generate_batch(target, tok, prompts: list[str], cfg: DistillConfig) -> list[tuple[int, list[int]]]:
+    """One left-padded batch of greedy generations."""
+    eos, pad = target.generation_config.eos_token_id, target.generation_config.pad_token_id
+    enc = [encode_prompt(tok, p) for p in prompts]
+    width = max(map(len, enc))
+    ids = torch.tensor([[pad] * (width - len(e)) + e for e in enc])
+    mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc])
+    with torch.inference_mode():
+        gen = target.generate(ids, attention_mask=mask, max_new_tokens=cfg.max_new_tokens, do_sample=False,
+                              eos_token_id=eos, pad_token_id=pad)[:, width:].tolist()
+    out = []
+    for e, g in zip(enc, gen):
+        g = g[:g.index(eos) + 1] if eos in g else g
+        out.append((len(e), e + g))
     return out
 
 

@@ -33,6 +33,7 @@ from testbed.common.machine import machine_info
 from wisv.batchverify import BatchVerifier, VerifyRequest, request_shape
 from wisv.estimator import batch_features, fit_metrics, fit_ols, fit_profile
 from wisv.models import builtin_paths, default_dtype, load_model
+from wisv.pairs import apply_pair
 
 STATS = ("min", "median")  # how a batch's repeats become its time
 

@@ -37,6 +37,7 @@ from wisv.evaluate import eos_id, greedy_reference
 from wisv.models import builtin_paths, default_dtype, load_model, load_tokenizer, vocab_facts
 from wisv.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.sessions import VerifySession
+from wisv.pairs import apply_pair
 
 log = logging.getLogger("testbed.serve")
 

@@ -41,6 +41,7 @@ from wisv.prompts import CHAT_TEMPLATE_MODES, prompt_rows
 from wisv.records import RoundRow, to_frame
 from wisv.rejection import load_predictor, stop_rule, wasted_drafting
 from wisv.sessions import DraftSession
+from wisv.pairs import apply_pair
 
 
 @dataclass

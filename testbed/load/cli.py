@@ -39,6 +39,7 @@ from wisv.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.speculative import speculative_generate
 from wisv.summary import summarize_rounds
 from wisv.toydata import load_split
+from wisv.pairs import apply_pair
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

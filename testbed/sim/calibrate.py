@@ -36,6 +36,7 @@ from wisv.models import load_pair
 from wisv.roundtime import n_weights
 from wisv.sessions import DraftSession, VerifySession
 from wisv.toydata import load_split
+from wisv.pairs import apply_pair
 
 
 @dataclass

@@ -36,6 +36,7 @@ from testbed.sim.traces import TraceKey, cached_trace, generate_trace
 from testbed.sim.trends import format_trends, trends
 from wisv.hardware import LOCAL, LOCAL_PROFILE_PATH
 from wisv.prompts import CHAT_TEMPLATE_MODES
+from wisv.pairs import apply_pair
 
 METHODS = ROUND_PROTOCOLS  # the simulator models every protocol a round can use
 RULE = {"greedy": "greedy", "reject": "sampling", "tree": "tree"}  # fh / sh: "wisv" with a head, else "greedy"

@@ -141,3 +141,25 @@ def test_build_smollm2_from_the_cached_wheel(cache):
     assert len(pair.tokenizer) == pair.target.config.vocab_size == 49152
     assert pair.tokenizer.chat_template
     assert os.path.getsize(root / "target" / "model.safetensors") > 5e8
+
+
+def _entries():
+    from labeling import collect, evaluate
+    from labeling.config import CollectConfig, EvalConfig
+    from testbed import profile
+    from testbed.live import serve, ue
+    from testbed.load import cli as load_cli
+    from testbed.sim import calibrate
+    from testbed.sim import cli as sim_cli
+    return {"serve": (serve.serve, serve.ServeConfig), "ue": (ue.run, ue.UEConfig),
+            "simulate": (sim_cli.run, sim_cli.SimConfig), "calibrate": (calibrate.calibrate, calibrate.CalibrateConfig),
+            "load": (load_cli.run, load_cli.LoadConfig), "profile": (profile.run, profile.ProfileConfig),
+            "collect": (collect.run, CollectConfig), "evaluate": (evaluate.run, EvalConfig)}
+
+
+@pytest.mark.parametrize("name", ["serve", "ue", "simulate", "calibrate", "load", "profile", "collect", "evaluate"])
+def test_every_model_cli_resolves_its_pair_first(name, cache, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # nothing an entry might write lands in the repo
+    fn, cls = _entries()[name]
+    with pytest.raises(pairs.PairNotBuilt, match="python -m wisv.pairs build smollm2"):
+        fn(cls(pair="smollm2"))
