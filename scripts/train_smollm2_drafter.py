@@ -156,14 +156,15 @@ def train(model, rows: list[dict], cfg: DistillConfig) -> list[float]:
     return losses
 
 
-def save(model, cfg: DistillConfig, facts: dict) -> Path:
-    """The trained tensors in fp16 and drafter.json (layers, weights file and its sha256, training facts)."""
+def save(model, rows: list[dict], cfg: DistillConfig, facts: dict) -> Path:
+    """The trained tensors in fp16 and drafter.json (layers, weights file and its sha256, the head's vocabulary: the
+    labels' tokens, training facts)."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     names = trainable(model, cfg.train_layers)
     save_file({k: v.detach().to(torch.float16).contiguous() for k, v in names.items()}, str(out / WEIGHTS_FILE))
     spec = {"layers": cfg.layers, "weights": WEIGHTS_FILE, "weights_sha256": sha256_file(out / WEIGHTS_FILE),
-            "training": {"config": asdict(cfg) | {"out": None}, **facts}}
+            "head_vocab": label_vocab(rows).tolist(), "training": {"config": asdict(cfg) | {"out": None}, **facts}}
     (out / SPEC_FILE).write_text(json.dumps(spec, indent=1) + "\n")
     return out / SPEC_FILE
 
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     facts = {"data_s": round(t_data, 1), "train_s": round(time.perf_counter() - t0 - t_data, 1),
              "tokens": sum(len(r["ids"]) for r in rows), "epoch_losses": [round(x, 4) for x in losses],
              "threads": cfg.threads}
-    print(f"wrote {save(model, cfg, facts)}: {facts}")
+    print(f"wrote {save(model, rows, cfg, facts)}: {facts}")
 
 
 if __name__ == "__main__":

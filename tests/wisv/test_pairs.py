@@ -113,9 +113,13 @@ def test_build_drafter_is_idempotent(tmp_path, capsys):
     AutoTokenizer.from_pretrained(builtin_paths()[1].parent / "tokenizer").save_pretrained(tmp_path / "target")
     asset = tmp_path / "asset"
     asset.mkdir()
-    (asset / SPEC_FILE).write_text(json.dumps({"layers": [1], "weights": None}))
+    (asset / SPEC_FILE).write_text(json.dumps({"layers": [1], "weights": None, "head_vocab": [3, 5]}))
     out = build_drafter(tmp_path / "target", tmp_path / "drafter", asset)
     assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 1
+    from transformers import AutoModelForCausalLM
+    d = AutoModelForCausalLM.from_pretrained(out)
+    head, emb = d.lm_head.weight, d.model.embed_tokens.weight
+    assert torch.equal(head[[3, 5]], emb[[3, 5]]) and not head[[0, 4]].any() and emb[[0, 4]].any()
     build_drafter(tmp_path / "target", tmp_path / "drafter", asset)
     assert "already built" in capsys.readouterr().out
 

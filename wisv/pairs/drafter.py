@@ -14,7 +14,7 @@ from wisv.pairs.convert import is_converted, stamp_dir
 from wisv.pairs.fetch import sha256_file
 
 ASSET_DIR = Path(__file__).resolve().parents[1] / "assets" / "smollm2-drafter"
-SPEC_FILE = "drafter.json"  # {"layers": [target layer per drafter layer], "weights": file, "weights_sha256": hex}
+SPEC_FILE = "drafter.json"  # {"layers": [...], "weights": file, "weights_sha256": hex, "head_vocab": [ids] or absent}
 
 
 def early_exit(target: LlamaForCausalLM, layers: list[int]) -> LlamaForCausalLM:
@@ -32,6 +32,18 @@ def early_exit(target: LlamaForCausalLM, layers: list[int]) -> LlamaForCausalLM:
     model.load_state_dict(sd, strict=False)
     model.tie_weights()
     return model.eval()
+
+
+def restrict_head(model: LlamaForCausalLM, vocab: list[int]) -> None:
+    """Untie the LM head and zero its rows outside ``vocab`` (the tokens the drafter was trained to rank): their
+    logits become 0, so the drafter never proposes a token its training never covered over a trained one."""
+    weight = model.get_input_embeddings().weight.detach().clone()
+    keep = torch.zeros(weight.shape[0], dtype=torch.bool)
+    keep[torch.tensor(vocab)] = True
+    weight[~keep] = 0
+    model.config.tie_word_embeddings = False
+    model.lm_head = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False)
+    model.lm_head.weight = torch.nn.Parameter(weight, requires_grad=False)
 
 
 def read_spec(asset_dir: Path = ASSET_DIR) -> dict:
@@ -65,6 +77,8 @@ def build_drafter(target_dir: Path, out_dir: Path, asset_dir: Path = ASSET_DIR) 
     model = early_exit(target, spec["layers"])
     if spec.get("weights"):
         apply_weights(model, asset_dir / spec["weights"], spec.get("weights_sha256"))
+    if spec.get("head_vocab"):
+        restrict_head(model, spec["head_vocab"])
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     AutoTokenizer.from_pretrained(target_dir).save_pretrained(out_dir)
