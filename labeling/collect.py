@@ -20,6 +20,7 @@ from wisv.jsonl import write_jsonl
 from wisv.models import load_pair
 from wisv.prompts import prompt_rows
 from wisv.speculative import SpecOutput, speculative_generate
+from wisv.pairs import apply_pair
 
 
 def episode_mismatches(out: SpecOutput) -> list[dict]:
@@ -37,6 +38,7 @@ def episode_mismatches(out: SpecOutput) -> list[dict]:
 def run(cfg: CollectConfig) -> Path:
     """Collect traces into cfg.run_dir; returns the traces file."""
     torch.set_num_threads(1)
+    cfg = apply_pair(cfg, split="calib")
     pair = load_pair(cfg.drafter, cfg.target, cfg.device)
     rows = prompt_rows(pair.tokenizer, "calib", cfg.prompts, cfg.prompts_file, need_answers=True,
                        chat_template=cfg.chat_template)

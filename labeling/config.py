@@ -35,6 +35,7 @@ class CollectConfig:
     """Stage 1: greedy SD traces on calibration prompts."""
 
     run_dir: str = "runs/labeling"  # where every stage reads and writes
+    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     drafter: str | None = None  # drafter model dir (None: built-in toy drafter)
     target: str | None = None  # target model dir (None: built-in toy target)
     prompts_file: str | None = None  # JSONL with prompt/answer rows (None: the toy calib split)
@@ -97,6 +98,7 @@ class EvalConfig:
     """Stage 5: speculative decoding with the head on the held-out test split, tau x channel sweep."""
 
     run_dir: str = "runs/labeling"  # where every stage reads and writes
+    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     drafter: str | None = None  # drafter model dir (None: the collect stage's drafter)
     target: str | None = None  # target model dir (None: the collect stage's target)
     prompts_file: str | None = None  # JSONL test prompts (None: the toy test split)

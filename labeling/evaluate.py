@@ -40,6 +40,7 @@ from wisv.roundtime import Deployment, rounds_s
 from wisv.sessions import VerifySession
 from wisv.speculative import RejectAll, SpecOutput, speculative_generate
 from wisv.summary import summarize_rounds
+from wisv.pairs import apply_pair
 
 
 def channel_csi(channels: dict) -> dict[str, CSI]:
@@ -162,6 +163,7 @@ def overhead(pair: ModelPair, head, rows: list[dict], cfg: EvalConfig, reps: int
 def run(cfg: EvalConfig) -> pd.DataFrame:
     """Sweep, write evaluate.csv, the plots and headline.json; print the table and the headline."""
     torch.set_num_threads(1)
+    cfg = apply_pair(cfg)
     ccfg = load_config(cfg.run_dir, "collect")
     pair = load_pair(cfg.drafter or ccfg["drafter"], cfg.target or ccfg["target"], cfg.device)
     heads = {v: load_head(require(cfg.run_dir, HEADS, "train", variant=v)) for v in cfg.variants}

@@ -33,6 +33,7 @@ from testbed.common.machine import machine_info
 from wisv.batchverify import BatchVerifier, VerifyRequest, request_shape
 from wisv.estimator import batch_features, fit_metrics, fit_ols, fit_profile
 from wisv.models import builtin_paths, default_dtype, load_model
+from wisv.pairs import apply_pair
 
 STATS = ("min", "median")  # how a batch's repeats become its time
 
@@ -41,6 +42,7 @@ STATS = ("min", "median")  # how a batch's repeats become its time
 class ProfileConfig:
     """What to time and where to write the fitted profile."""
 
+    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     target: str | None = None  # local HF target directory (None: built-in toy target)
     device: str = "cpu"  # torch device
     batches: int = 150  # timed batches (>= 2)
@@ -108,6 +110,7 @@ def time_once(p: Prepared) -> float:
 
 def run(cfg: ProfileConfig) -> dict:
     torch.set_num_threads(1)
+    cfg = apply_pair(cfg, drafter=None)
     target = load_model(Path(cfg.target or builtin_paths()[1]), "target", cfg.device, default_dtype(cfg.device))
     rng = np.random.default_rng(cfg.seed)
     warm = prepare_batch(target, [(64, 4)], rng, cfg)

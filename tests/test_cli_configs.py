@@ -13,13 +13,16 @@ from channel import config
 from channel import emulator, probe
 from labeling import __main__ as labeling_cli
 from scripts import (bench_core, bench_link, bench_scale, bench_tree, bench_verify, import_graph, make_qa, model_card,
-                     netem_link, qa_accuracy, rejection_predictor, soak, train_toy_pair, ue_controls, validate_sim)
+                     netem_link, qa_accuracy, rejection_predictor, soak, train_smollm2_drafter, train_toy_pair,
+                     ue_controls, validate_sim)
 from testbed import keys, profile
 from testbed.live import run, serve, ue
 from testbed.load import cli as load_cli
 from testbed.load import compare
 from testbed.sim import calibrate
 from testbed.sim import cli as sim_cli
+from wisv.pairs import __main__ as pairs_cli
+from wisv.pairs.build import BuildConfig
 
 # name -> (config class, its parse_args: argv -> config), for the CLIs whose parse_args is their entry's parser
 PARSED: dict[str, tuple[type, Callable]] = {
@@ -44,6 +47,7 @@ PARSED: dict[str, tuple[type, Callable]] = {
     "scripts/make_qa.py": (make_qa.MakeQAConfig, make_qa.parse_args),
     "scripts/qa_accuracy.py": (qa_accuracy.QAAccuracyConfig, qa_accuracy.parse_args),
     "scripts/bench_scale.py": (bench_scale.ScaleBenchConfig, bench_scale.parse_args),
+    "scripts/train_smollm2_drafter.py": (train_smollm2_drafter.DistillConfig, train_smollm2_drafter.parse_args),
 }
 
 # name -> (config class, its CLI's parse function returning the config; None: parse with the class's own flags)
@@ -53,13 +57,14 @@ CLIS: dict[str, tuple[type, Callable | None]] = PARSED | {
     "channel.emulator": (emulator.EmulatorConfig, None),  # its parse_args returns the LinkConfig
     "scripts/ue_controls.py": (ue_controls.ControlsConfig, None),  # its parse_args wants a trained predictor
     "scripts/import_graph.py": (import_graph.GraphConfig, None),  # its main checks the tree
+    "wisv.pairs build": (BuildConfig, None),  # its main builds the pair
 } | {f"labeling {name}": (cls, None) for name, (cls, _) in labeling_cli.STAGES.items()}
 
 # name -> the function that builds and runs the CLI's parser on argv
 ENTRIES: dict[str, Callable] = {name: parse for name, (_, parse) in PARSED.items()} | {
     "testbed.simulate": sim_cli.main, "testbed.loadcompare": compare.main, "channel.emulator": emulator.parse_args,
     "labeling": labeling_cli.main, "scripts/ue_controls.py": ue_controls.parse_args,
-    "scripts/import_graph.py": import_graph.main,
+    "scripts/import_graph.py": import_graph.main, "wisv.pairs": pairs_cli.main,
 }
 
 
@@ -176,8 +181,8 @@ def test_changed_configs_change_every_field():
 BAD_FILE = 'bogus_key = 1\n'
 
 
-ARGV = {"labeling": ["collect"], "testbed.loadcompare": ["a", "b"], "channel.probe": ["127.0.0.1"],
-        "testbed.keys": ["DIR"]}  # what each needs
+ARGV = {"labeling": ["collect"], "wisv.pairs": ["build", "smollm2"], "testbed.loadcompare": ["a", "b"],
+        "channel.probe": ["127.0.0.1"], "testbed.keys": ["DIR"]}  # what each needs
 
 
 @pytest.mark.parametrize("name, argv", [(n, ARGV.get(n, [])) for n in ENTRIES] + [("labeling", ["all"])])
@@ -247,3 +252,22 @@ def test_load_edge_argv():
     assert (edge.guard_ms, edge.arrival_reserve, edge.estimator) == (2.0, False, cfg.estimator)
     fcfs = load_cli.edge_config(load_cli.parse_args(["--scheduler", "fcfs"]), 16)
     assert fcfs.estimator is None and fcfs.scheduler == "fcfs"
+
+
+PAIRED = {"testbed.run": run.parse_args, "testbed.serve": serve.parse_args, "testbed.ue": ue.parse_args,
+          "testbed.simulate": sim_cli.parse_args, "testbed.simulate calibrate": calibrate.parse_args,
+          "testbed.load": load_cli.parse_args, "testbed.profile": profile.parse_args,
+          "labeling collect": lambda argv: config.parse(labeling_cli.STAGES["collect"][0], argv),
+          "labeling evaluate": lambda argv: config.parse(labeling_cli.STAGES["evaluate"][0], argv)}
+
+
+@pytest.mark.parametrize("name", list(PAIRED))
+def test_every_model_cli_takes_a_pair_name(name):
+    assert PAIRED[name](["--pair", "smollm2"]).pair == "smollm2"
+    assert PAIRED[name]([]).pair is None
+
+
+def test_run_takes_a_pair_beside_explicit_dirs():
+    cfg = run.parse_args(["--pair", "smollm2", "--drafter", "/d", "--target", "/t"])
+    assert (cfg.pair, cfg.ue.drafter, cfg.edge.target) == ("smollm2", "/d", "/t")
+    assert pairs_cli.main(["build", "toy"]) == 0  # the toy pair is built in the package

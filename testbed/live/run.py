@@ -45,14 +45,15 @@ from testbed.live.serve import ServeConfig
 from testbed.live.ue import UEConfig
 from testbed.live.wakeup import cpu_wakeup_bound
 from wisv.jsonl import read_jsonl, write_jsonl
-from wisv.models import DTYPE_CHOICES
+from wisv.models import DTYPE_CHOICES, PairError
+from wisv.pairs import apply_pair
 from wisv.records import read_records, read_round_log
 
 
 SHARED = ("auth", "heartbeat_ivl_ms", "heartbeat_timeout_ms", "dtype")  # RunConfig fields given to UEs and edge alike
 UE_SET_BY_RUN = ("connect", "prompts", "prompts_file", "out", "ue_id", "protocol", "device", "seed", "link_json",
-                 "link_t0_epoch_s", "reference") + SHARED  # UEConfig fields the run sets for each UE process
-EDGE_SET_BY_RUN = ("bind", "device", "max_draft_len", "max_session_tokens") + SHARED  # ServeConfig fields the run sets
+                 "link_t0_epoch_s", "reference", "pair") + SHARED  # UEConfig fields the run sets for each UE process
+EDGE_SET_BY_RUN = ("bind", "device", "max_draft_len", "max_session_tokens", "pair") + SHARED  # ServeConfig fields set
 
 
 @dataclass
@@ -61,6 +62,7 @@ class RunConfig:
     ``[link]`` hold the UEs', the edge's and the link's settings, with the same flags as the top-level ones."""
 
     protocol: str = field(default="auto", metadata={"choices": (*PROTOCOLS, "all")})  # protocol; all: each in turn
+    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     prompts: int = 20  # first N problems of the built-in test split (or of --prompts-file)
     prompts_file: str | None = None  # JSONL with prompt (text) or prompt_ids, optional prompt_id and answer
     out: str = ""  # output directory; default runs/<time>-<protocol>
@@ -118,6 +120,7 @@ class RunConfig:
 
 def run(cfg: RunConfig) -> list[dict]:
     """Run every requested protocol on the same prompts and link; return their summaries."""
+    cfg = apply_pair(cfg, drafter="ue.drafter", target="edge.target")
     tau, head_desc = None, "the remote edge's"
     if cfg.remote_edge is None:
         _, tau, head_desc = load_policy(cfg.edge.head, cfg.edge.tau, cfg.edge.target)  # fail fast on a bad --head
@@ -285,6 +288,6 @@ def main(argv: list[str] | None = None) -> None:
     except (ChildError, HandshakeError, EdgeError, TimeoutError) as e:  # a UE failed, a refusal, no remote edge
         print(f"testbed.run: error: {e}", file=sys.stderr)
         sys.exit(1)
-    except (PermissionError, FileNotFoundError) as e:  # e.g. --cpu-wakeup-us without root
+    except (PermissionError, FileNotFoundError, PairError) as e:  # e.g. --cpu-wakeup-us without root, unbuilt pair
         print(f"testbed.run: error: {e}", file=sys.stderr)
         sys.exit(2)

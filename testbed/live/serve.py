@@ -47,6 +47,7 @@ from wisv.kvbudget import KVBudgetError, KVLedger, KVShape, refusal, session_tok
 from wisv.models import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.sessions import VerifySession
+from wisv.pairs import apply_pair
 
 log = logging.getLogger("testbed.serve")
 INTERNAL_TEXT = "internal error on the edge (logged there); the session was closed"  # no internals to the peer
@@ -58,6 +59,7 @@ class ServeConfig:
 
     bind: str = "tcp://127.0.0.1:5555"  # endpoint to bind, tcp://HOST:PORT (0.0.0.0: every interface; port 0: a free one)
     target: str | None = None  # local HF directory of the target; None = built-in toy target
+    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     device: str = "cpu"  # torch device of the target
     dtype: str = field(default="auto", metadata={
         "choices": DTYPE_CHOICES})  # the target's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
@@ -350,6 +352,7 @@ def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[BatchVerifier 
 def serve(cfg: ServeConfig, ready=print) -> None:
     """Load the target, bind, and serve until SIGINT/SIGTERM."""
     torch.set_num_threads(1)
+    cfg = apply_pair(cfg, drafter=None)
     path = cfg.target or builtin_paths()[1]
     target = load_model(Path(path), "target", cfg.device, resolve_dtype(cfg.dtype, cfg.device))
     policy, tau, desc = load_policy(cfg.head, cfg.tau, cfg.target, int(target.config.hidden_size))

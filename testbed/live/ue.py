@@ -45,6 +45,7 @@ from wisv.prompts import CHAT_TEMPLATE_MODES, prompt_rows
 from wisv.records import RoundLog, RoundRow, to_frame
 from wisv.rejection import load_predictor, stop_rule, wasted_drafting
 from wisv.sessions import DraftSession
+from wisv.pairs import apply_pair
 
 
 @dataclass
@@ -59,6 +60,7 @@ class UEConfig:
     out: str = "ue-out"  # output directory (rounds.csv, outputs.jsonl, summary.json, summary.csv)
     ue_id: str = "ue0"  # identity prefix of this UE's sessions
     drafter: str | None = None  # local HF drafter directory; None = built-in toy drafter
+    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     device: str = "cpu"  # torch device of the drafter
     dtype: str = field(default="auto", metadata={
         "choices": DTYPE_CHOICES})  # the drafter's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
@@ -210,6 +212,7 @@ def run(cfg: UEConfig) -> dict:
     summary.  A handshake refusal raises HandshakeError, an edge silent for the whole retry window RetryExhausted;
     another edge error fails only its prompt."""
     torch.set_num_threads(1)
+    cfg = apply_pair(cfg, target=None)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     drafter_dir = Path(cfg.drafter) if cfg.drafter else builtin_paths()[0]

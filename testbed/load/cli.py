@@ -43,6 +43,7 @@ from wisv.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.speculative import speculative_generate
 from wisv.summary import summarize_rounds
 from wisv.toydata import load_split
+from wisv.pairs import apply_pair
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -74,6 +75,7 @@ class LoadConfig:
     timeout_s: float = 600.0  # give up on a load run after this long, s
     out: str = ""  # output directory; default runs/load-<time>
     overwrite: bool = False  # empty a non-empty --out first (without it, a non-empty --out is refused)
+    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     target: str | None = None  # local HF target (None: built-in); the drafter must match it
     drafter: str | None = None  # local HF drafter matching the target (None: built-in)
     link: LinkSpec = field(default_factory=LinkSpec)  # emulated link (shared by all UEs)
@@ -189,6 +191,7 @@ def plots(sweep: pd.DataFrame, classes: list[float], last: pd.DataFrame, out: Pa
 def run(cfg: LoadConfig) -> pd.DataFrame:
     """The sweep (or the single N) against one edge; with ``compare_max_batch`` also against a second edge that
     verifies at most that many requests per pass, in the same run (``batching.csv``)."""
+    cfg = apply_pair(cfg)
     out, started = Path(cfg.out or f"runs/load-{time.strftime('%Y%m%d-%H%M%S')}"), time.time()
     prepare_out(out, cfg.overwrite)
     machine = machine_info()

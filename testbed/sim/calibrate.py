@@ -36,6 +36,7 @@ from wisv.models import load_pair
 from wisv.roundtime import n_weights
 from wisv.sessions import DraftSession, VerifySession
 from wisv.toydata import load_split
+from wisv.pairs import apply_pair
 
 
 @dataclass
@@ -50,6 +51,7 @@ class CalibrateConfig:
     link_run: str | None = None  # testbed.run directory for the exchange overhead (None: run a short one)
     link_prompts: int = 3  # prompts of the short testbed run (20 Mbps / 20 ms, greedy, K = 8)
     no_link: bool = False  # skip the exchange-overhead measurement (writes 0)
+    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     drafter: str | None = None  # local HF drafter directory (None: built-in)
     target: str | None = None  # local HF target directory (None: built-in)
 
@@ -135,6 +137,7 @@ def short_link_run(cfg: CalibrateConfig) -> Path:
 def calibrate(cfg: CalibrateConfig) -> Calibration:
     """Time, fit, measure the exchange overhead, write the record and print a summary."""
     torch.set_num_threads(1)
+    cfg = apply_pair(cfg)
     pair = load_pair(cfg.drafter, cfg.target)
     peak = measure_peak_tflops()
     print(f"calibrate: timing K in {cfg.draft_lens} on {cfg.prompts} prompts, {cfg.idle_gap_ms:g} ms idle gaps ...")

@@ -36,6 +36,7 @@ from testbed.sim.traces import TraceKey, cached_trace, generate_trace
 from testbed.sim.trends import format_trends, trends
 from wisv.hardware import LOCAL, LOCAL_PROFILE_PATH
 from wisv.prompts import CHAT_TEMPLATE_MODES
+from wisv.pairs import apply_pair
 
 METHODS = ROUND_PROTOCOLS  # the simulator models every protocol a round can use
 RULE = {"greedy": "greedy", "reject": "sampling", "tree": "tree"}  # fh / sh: "wisv" with a head, else "greedy"
@@ -68,6 +69,7 @@ class SimConfig:
     seed: int = 0  # reject's sampling seed base
     temperature: float = 1.0  # reject's sampling temperature
     cache_dir: str = "runs/sim-cache"  # acceptance-trace cache directory
+    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     drafter: str | None = None  # local HF drafter directory (None: built-in)
     target: str | None = None  # local HF target directory (None: built-in)
     validate: str | None = None  # testbed.run directory: predict it and compare with what it measured
@@ -76,6 +78,7 @@ class SimConfig:
 
 def run(cfg: SimConfig) -> pd.DataFrame:
     """Simulate every (method, K, link); write table.csv, fig4.png and config.json; return the table."""
+    cfg = apply_pair(cfg)
     if cfg.calibrate:
         calibrate_first(cfg)
     if cfg.validate:

@@ -1,0 +1,196 @@
+"""Distil the SmolLM2 pair's early-exit drafter on the target's own greedy generations (seeded, CPU).
+
+Usage: ``python scripts/train_smollm2_drafter.py [--layers 0 1 2 3] [--epochs 3]``, after
+``python -m wisv.pairs build smollm2 --stages download target``.  The drafter is the target's first layers, final
+norm and tied LM head; the layers named in --train-layers and the final norm are trained (cross-entropy on the
+target's greedy next token at every generated position) and saved in fp16 to wisv/assets/smollm2-drafter/ with drafter.json,
+which ``python -m wisv.pairs build smollm2`` lays over the target's copied layers.
+"""
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+from transformers import AutoTokenizer, LlamaForCausalLM
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from channel import config  # noqa: E402
+from scripts.smollm2_distill_prompts import distill_prompts  # noqa: E402
+from wisv.pairs import cache_dir, pair_dir  # noqa: E402
+from wisv.pairs.drafter import ASSET_DIR, SPEC_FILE, early_exit  # noqa: E402
+from wisv.pairs.fetch import sha256_file  # noqa: E402
+from wisv.prompts import encode_prompt  # noqa: E402
+
+WEIGHTS_FILE = "layers.safetensors"
+
+
+@dataclass
+class DistillConfig:
+    """One distillation run (its settings are saved in drafter.json)."""
+
+    layers: list[int] = field(default_factory=lambda: [0, 1, 2, 3])  # target layers the drafter keeps, in order
+    train_layers: list[int] = field(default_factory=lambda: [1, 2, 3])  # drafter layers trained (others: copied)
+    prompts: int = 64  # distillation prompts (scripts/smollm2_distill_prompts.py)
+    max_new_tokens: int = 64  # target greedy generation length per prompt, tokens
+    gen_batch: int = 32  # prompts per batched generation
+    epochs: int = 3  # passes over the distillation set
+    batch: int = 8  # sequences per optimizer step
+    lr: float = 3e-4  # peak AdamW learning rate (linear warm-up, cosine decay)
+    warmup_steps: int = 20  # warm-up steps
+    seed: int = 1234  # seeds prompt order, batching and torch
+    threads: int = 1  # torch intra-op threads (1: the shared 2-core machine thrashes with 2)
+    out: str = str(ASSET_DIR)  # where drafter.json and the trained weights go
+
+
+def generate(target, tok, prompts: list[str], cfg: DistillConfig) -> list[tuple[int, list[int]]]:
+    """(prompt length, prompt + greedy continuation up to EOS) per prompt, batched, each batch cached on disk."""
+    out, t0 = [], time.perf_counter()
+    for i in range(0, len(prompts), cfg.gen_batch):
+        path = cache_dir() / "distill" / f"smollm2-gen-n{cfg.max_new_tokens}-s{cfg.seed}-b{cfg.gen_batch}-{i}.json"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(generate_batch(target, tok, prompts[i:i + cfg.gen_batch], cfg)))
+        out += [tuple(x) for x in json.loads(path.read_text())]
+        print(f"[generate] {len(out)}/{len(prompts)} prompts, {time.perf_counter() - t0:.0f} s", flush=True)
+    return out
+
+
+def generate_batch(target, tok, prompts: list[str], cfg: DistillConfig) -> list[tuple[int, list[int]]]:
+    """One left-padded batch of greedy generations."""
+    eos, pad = target.generation_config.eos_token_id, target.generation_config.pad_token_id
+    enc = [encode_prompt(tok, p) for p in prompts]
+    width = max(map(len, enc))
+    ids = torch.tensor([[pad] * (width - len(e)) + e for e in enc])
+    mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc])
+    with torch.inference_mode():
+        gen = target.generate(ids, attention_mask=mask, max_new_tokens=cfg.max_new_tokens, do_sample=False,
+                              eos_token_id=eos, pad_token_id=pad)[:, width:].tolist()
+    out = []
+    for e, g in zip(enc, gen):
+        g = g[:g.index(eos) + 1] if eos in g else g
+        out.append((len(e), e + g))
+    return out
+
+
+def next_token_labels(seq: list[int], prompt_len: int) -> list[int]:
+    """The target's greedy next token at each position: the generated token that follows it (the generation is the
+    target's greedy decoding); -1 (ignored) inside the prompt and at the last position."""
+    return [-1] * (prompt_len - 1) + seq[prompt_len:] + [-1]
+
+
+def _pad(chunk: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(map(len, chunk))
+    ids = torch.tensor([s + [0] * (width - len(s)) for s in chunk])
+    mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in chunk])
+    return ids, mask
+
+
+def distill_set(target, tok, cfg: DistillConfig) -> list[dict]:
+    """Rows (ids, labels, prompt_len) from the target's greedy generations (cached per batch)."""
+    seqs = generate(target, tok, distill_prompts(cfg.prompts, cfg.seed), cfg)
+    return [{"ids": s, "labels": next_token_labels(s, n), "prompt_len": n} for n, s in seqs]
+
+
+def trainable(model: LlamaForCausalLM, train_layers: list[int]) -> dict[str, torch.nn.Parameter]:
+    """Freeze everything but the trained layers and the final norm; returns those parameters by name."""
+    names = tuple(f"model.layers.{i}." for i in train_layers) + ("model.norm.",)
+    params = {}
+    for name, p in model.named_parameters():
+        p.requires_grad = name.startswith(names)
+        if p.requires_grad:
+            params[name] = p
+    return params
+
+
+def label_vocab(rows: list[dict]) -> torch.Tensor:
+    """Every token id that is some position's label, sorted: the training loss's softmax runs over these only."""
+    return torch.tensor(sorted({t for r in rows for t in r["labels"] if t >= 0}))
+
+
+def batch_loss(model, rows: list[dict], vocab: torch.Tensor) -> torch.Tensor:
+    """Weighted cross-entropy of the drafter against the target's greedy next tokens, over the label vocabulary
+    (a ~10x cheaper head than the full 49k; at inference the full tied head is used)."""
+    ids, mask = _pad([r["ids"] for r in rows])
+    raw = _pad([r["labels"] for r in rows])[0]
+    labels, weight = torch.searchsorted(vocab, raw.clamp(min=0)), (mask * (raw >= 0)).float()
+    hidden = model.model(ids, attention_mask=mask).last_hidden_state
+    logits = hidden @ model.lm_head.weight[vocab].T
+    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten().clamp(max=len(vocab) - 1),
+                                           reduction="none")
+    return (ce * weight.flatten()).sum() / weight.sum()
+
+
+def train(model, rows: list[dict], cfg: DistillConfig) -> list[float]:
+    """AdamW over the trained parameters; returns the mean loss per epoch."""
+    params = trainable(model, cfg.train_layers)
+    opt = torch.optim.AdamW(params.values(), lr=cfg.lr, weight_decay=0.0)
+    steps = cfg.epochs * ((len(rows) + cfg.batch - 1) // cfg.batch)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) * 0.5 * (
+        1 + torch.cos(torch.tensor(torch.pi * s / steps)).item()))
+    rng, losses, t0 = random.Random(cfg.seed), [], time.perf_counter()
+    vocab = label_vocab(rows)
+    model.train()
+    for epoch in range(cfg.epochs):
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]["ids"]))  # similar lengths share a batch
+        batches = [order[i:i + cfg.batch] for i in range(0, len(order), cfg.batch)]
+        rng.shuffle(batches)
+        total = 0.0
+        for b in batches:
+            loss = batch_loss(model, [rows[i] for i in b], vocab)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params.values(), 1.0)
+            opt.step()
+            sched.step()
+            total += loss.item()
+        losses.append(total / len(batches))
+        print(f"[train] epoch {epoch + 1}/{cfg.epochs}: loss {losses[-1]:.4f}, {time.perf_counter() - t0:.0f} s",
+              flush=True)
+    return losses
+
+
+def save(model, rows: list[dict], cfg: DistillConfig, facts: dict) -> Path:
+    """The trained tensors in fp16 and drafter.json (layers, weights file and its sha256, the head's vocabulary: the
+    labels' tokens, training facts)."""
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    names = trainable(model, cfg.train_layers)
+    save_file({k: v.detach().to(torch.float16).contiguous() for k, v in names.items()}, str(out / WEIGHTS_FILE))
+    spec = {"layers": cfg.layers, "weights": WEIGHTS_FILE, "weights_sha256": sha256_file(out / WEIGHTS_FILE),
+            "head_vocab": label_vocab(rows).tolist(), "training": {"config": asdict(cfg) | {"out": None}, **facts}}
+    (out / SPEC_FILE).write_text(json.dumps(spec, indent=1) + "\n")
+    return out / SPEC_FILE
+
+
+def parse_args(argv: list[str] | None = None) -> DistillConfig:
+    return config.parse(DistillConfig, argv, description=__doc__.splitlines()[0])
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_args(argv)
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.threads)
+    target_dir = pair_dir("smollm2") / "target"
+    target = LlamaForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(target_dir)
+    t0 = time.perf_counter()
+    rows = distill_set(target, tok, cfg)
+    t_data = time.perf_counter() - t0
+    model = early_exit(target, cfg.layers)
+    del target
+    losses = train(model, rows, cfg)
+    facts = {"data_s": round(t_data, 1), "train_s": round(time.perf_counter() - t0 - t_data, 1),
+             "tokens": sum(len(r["ids"]) for r in rows), "epoch_losses": [round(x, 4) for x in losses],
+             "threads": cfg.threads}
+    print(f"wrote {save(model, rows, cfg, facts)}: {facts}")
+
+
+if __name__ == "__main__":
+    main()

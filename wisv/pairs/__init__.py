@@ -1,0 +1,100 @@
+"""Named drafter/target pairs (``--pair toy|smollm2``): where each lives and the one resolver to its directories."""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from wisv.models import BUILTIN_DIR, PairError, builtin_paths
+
+CACHE_ENV = "WISV_CACHE_DIR"  # environment variable overriding the default cache directory
+DEFAULT_CACHE = Path("~/.cache/wisv-testbed")  # pip downloads and built pairs live here unless overridden
+PAIR_NAMES = ("toy", "smollm2")  # the names --pair accepts
+DONE_FILE = "build.json"  # written last by a finished build: its presence marks the pair as built
+QA_DIR = Path(__file__).resolve().parents[1] / "assets" / "qa"  # the SmolLM2 pair's QA prompt set (calib/test)
+
+
+class PairNotBuilt(PairError):
+    """A named pair whose directories have not been built yet."""
+
+
+@dataclass(frozen=True)
+class PairPaths:
+    """Where a named pair's drafter and target directories are."""
+
+    name: str  # the pair's name (PAIR_NAMES)
+    drafter: Path  # HF directory of the drafter
+    target: Path  # HF directory of the target
+
+
+def cache_dir(override: str | Path | None = None) -> Path:
+    """The cache directory: ``override``, else $WISV_CACHE_DIR, else ~/.cache/wisv-testbed."""
+    raw = override or os.environ.get(CACHE_ENV) or DEFAULT_CACHE
+    return Path(raw).expanduser()
+
+
+def pair_dir(name: str, cache: str | Path | None = None) -> Path:
+    """The directory a built pair lives in (the toy pair's is in the package)."""
+    _check_name(name)
+    return BUILTIN_DIR if name == "toy" else cache_dir(cache) / "pairs" / name
+
+
+def build_command(name: str) -> str:
+    """The command that builds a pair."""
+    return f"python -m wisv.pairs build {name}"
+
+
+def resolve_pair(name: str, cache: str | Path | None = None) -> PairPaths:
+    """The pair's (drafter, target) directories; PairNotBuilt, naming the build command, if it is not built."""
+    _check_name(name)
+    if name == "toy":
+        d, t = builtin_paths()
+        return PairPaths(name, d, t)
+    root = pair_dir(name, cache)
+    if not (root / DONE_FILE).is_file():
+        raise PairNotBuilt(f"pair {name!r} is not built (no {root / DONE_FILE}): run `{build_command(name)}` first"
+                           f" (cache: --cache-dir or ${CACHE_ENV})")
+    return PairPaths(name, root / "drafter", root / "target")
+
+
+def default_prompts_file(pair: str | None, split: str = "test") -> str | None:
+    """The pair's default prompt file (None: the toy task's built-in split); missing: an error naming the file."""
+    if pair in (None, "toy"):
+        return None
+    path = QA_DIR / f"{split}.jsonl"
+    if not path.is_file():
+        raise PairError(f"pair {pair!r}: its default prompt set {path} is missing; give --prompts-file FILE")
+    return str(path)
+
+
+def _check_name(name: str) -> None:
+    if name not in PAIR_NAMES:
+        raise PairError(f"unknown pair {name!r}: expected one of {PAIR_NAMES}")
+
+
+def _replace_at(cfg, path: str, value):
+    """cfg with the (dotted) field ``path`` set to ``value``."""
+    head, _, rest = path.partition(".")
+    inner = value if not rest else _replace_at(getattr(cfg, head), rest, value)
+    return dataclasses.replace(cfg, **{head: inner})
+
+
+def _get_at(cfg, path: str):
+    for key in path.split("."):
+        cfg = getattr(cfg, key)
+    return cfg
+
+
+def apply_pair(cfg, drafter: str | None = "drafter", target: str | None = "target", split: str = "test"):
+    """A CLI config with the dotted ``drafter``/``target`` fields and ``prompts_file`` filled from ``cfg.pair``
+    where they are not given (--drafter/--target win); the config itself when no pair is named."""
+    if getattr(cfg, "pair", None) is None:
+        return cfg
+    paths = resolve_pair(cfg.pair)
+    for path, value in ((drafter, paths.drafter), (target, paths.target)):
+        if path is not None and _get_at(cfg, path) is None:
+            cfg = _replace_at(cfg, path, str(value))
+    if hasattr(cfg, "prompts_file") and cfg.prompts_file is None:
+        cfg = dataclasses.replace(cfg, prompts_file=default_prompts_file(cfg.pair, split))
+    return cfg
