@@ -1,10 +1,13 @@
 """Distil the SmolLM2 pair's early-exit drafter on the target's own greedy generations (seeded, CPU).
 
-Usage: ``python scripts/train_smollm2_drafter.py [--layers 0 1 2 3] [--epochs 3]``, after
+Usage: ``python scripts/train_smollm2_drafter.py [--layers 0 1 2 3] [--epochs 4]``, after
 ``python -m wisv.pairs build smollm2 --stages download target``.  The drafter is the target's first layers, final
-norm and tied LM head; the layers named in --train-layers and the final norm are trained (cross-entropy on the
-target's greedy next token at every generated position) and saved in fp16 to wisv/assets/smollm2-drafter/ with drafter.json,
-which ``python -m wisv.pairs build smollm2`` lays over the target's copied layers.
+norm and LM head; the layers named in --train-layers and the final norm are trained on the target's greedy
+generations of in-domain QA questions (scripts/smollm2_qa_distill_prompts.py: none in the QA test split) and of
+generic prompts (scripts/smollm2_distill_prompts.py): cross-entropy on the target's greedy next token at every
+generated position, plus (QA rows) cross-entropy on the target's top-k next-token distribution.  Saved in fp16 to
+wisv/assets/smollm2-drafter/ with drafter.json, which ``python -m wisv.pairs build smollm2`` lays over the target's
+copied layers.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from channel import config  # noqa: E402
 from scripts.smollm2_distill_prompts import distill_prompts  # noqa: E402
+from scripts.smollm2_qa_distill_prompts import qa_distill_prompts  # noqa: E402
 from wisv.pairs import cache_dir, pair_dir  # noqa: E402
 from wisv.pairs.drafter import ASSET_DIR, SPEC_FILE, early_exit  # noqa: E402
 from wisv.pairs.fetch import sha256_file  # noqa: E402
@@ -37,45 +41,55 @@ class DistillConfig:
 
     layers: list[int] = field(default_factory=lambda: [0, 1, 2, 3])  # target layers the drafter keeps, in order
     train_layers: list[int] = field(default_factory=lambda: [1, 2, 3])  # drafter layers trained (others: copied)
-    prompts: int = 64  # distillation prompts (scripts/smollm2_distill_prompts.py)
-    max_new_tokens: int = 64  # target greedy generation length per prompt, tokens
+    prompts: int = 128  # generic distillation prompts (scripts/smollm2_distill_prompts.py)
+    max_new_tokens: int = 64  # target greedy generation length per generic prompt, tokens
+    qa: bool = True  # add the in-domain QA prompts (scripts/smollm2_qa_distill_prompts.py)
+    qa_max_new_tokens: int = 48  # target greedy generation length per QA prompt, tokens
+    top_k: int = 8  # target logits kept per generated QA position for the soft loss
+    soft_weight: float = 0.5  # weight of the top-k soft cross-entropy (QA rows); the hard one gets 1 - this
+    temperature: float = 1.0  # softmax temperature of the target's top-k logits
     gen_batch: int = 32  # prompts per batched generation
-    epochs: int = 3  # passes over the distillation set
+    epochs: int = 4  # passes over the distillation set
     batch: int = 8  # sequences per optimizer step
-    lr: float = 3e-4  # peak AdamW learning rate (linear warm-up, cosine decay)
+    lr: float = 1e-3  # peak AdamW learning rate (linear warm-up, cosine decay)
     warmup_steps: int = 20  # warm-up steps
     seed: int = 1234  # seeds prompt order, batching and torch
     threads: int = 1  # torch intra-op threads (1: the shared 2-core machine thrashes with 2)
     out: str = str(ASSET_DIR)  # where drafter.json and the trained weights go
 
 
-def generate(target, tok, prompts: list[str], cfg: DistillConfig) -> list[tuple[int, list[int]]]:
-    """(prompt length, prompt + greedy continuation up to EOS) per prompt, batched, each batch cached on disk."""
+def generate(target, tok, prompts: list[str], cfg: DistillConfig, tag: str, max_new: int, top_k: int) -> list[list]:
+    """[prompt length, prompt + greedy continuation up to EOS, top-k ids, top-k logits] per prompt (the last two
+    empty unless ``top_k``), batched, each batch cached on disk under ``tag``."""
     out, t0 = [], time.perf_counter()
     for i in range(0, len(prompts), cfg.gen_batch):
-        path = cache_dir() / "distill" / f"smollm2-gen-n{cfg.max_new_tokens}-s{cfg.seed}-b{cfg.gen_batch}-{i}.json"
+        path = cache_dir() / "distill" / f"smollm2-{tag}gen-n{max_new}-s{cfg.seed}-b{cfg.gen_batch}-{i}.json"
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(generate_batch(target, tok, prompts[i:i + cfg.gen_batch], cfg)))
-        out += [tuple(x) for x in json.loads(path.read_text())]
-        print(f"[generate] {len(out)}/{len(prompts)} prompts, {time.perf_counter() - t0:.0f} s", flush=True)
+            path.write_text(json.dumps(generate_batch(target, tok, prompts[i:i + cfg.gen_batch], max_new, top_k)))
+        out += [list(x) + [[], []][:4 - len(x)] for x in json.loads(path.read_text())]
+        print(f"[generate] {tag}{len(out)}/{len(prompts)} prompts, {time.perf_counter() - t0:.0f} s", flush=True)
     return out
 
 
-def generate_batch(target, tok, prompts: list[str], cfg: DistillConfig) -> list[tuple[int, list[int]]]:
-    """One left-padded batch of greedy generations."""
+def generate_batch(target, tok, prompts: list[str], max_new: int, top_k: int) -> list[list]:
+    """One left-padded batch of greedy generations, with the target's top-k logits at each generated position."""
     eos, pad = target.generation_config.eos_token_id, target.generation_config.pad_token_id
     enc = [encode_prompt(tok, p) for p in prompts]
     width = max(map(len, enc))
     ids = torch.tensor([[pad] * (width - len(e)) + e for e in enc])
     mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc])
     with torch.inference_mode():
-        gen = target.generate(ids, attention_mask=mask, max_new_tokens=cfg.max_new_tokens, do_sample=False,
-                              eos_token_id=eos, pad_token_id=pad)[:, width:].tolist()
+        res = target.generate(ids, attention_mask=mask, max_new_tokens=max_new, do_sample=False, eos_token_id=eos,
+                              pad_token_id=pad, output_logits=top_k > 0, return_dict_in_generate=True)
+    gen = res.sequences[:, width:].tolist()
+    top = torch.stack(res.logits, 1).topk(top_k, -1) if top_k > 0 else None
     out = []
-    for e, g in zip(enc, gen):
+    for j, (e, g) in enumerate(zip(enc, gen)):
         g = g[:g.index(eos) + 1] if eos in g else g
-        out.append((len(e), e + g))
+        ti = top.indices[j, :len(g)].tolist() if top is not None else []
+        tv = [[round(v, 3) for v in r] for r in top.values[j, :len(g)].tolist()] if top is not None else []
+        out.append([len(e), e + g, ti, tv])
     return out
 
 
@@ -93,9 +107,14 @@ def _pad(chunk: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def distill_set(target, tok, cfg: DistillConfig) -> list[dict]:
-    """Rows (ids, labels, prompt_len) from the target's greedy generations (cached per batch)."""
-    seqs = generate(target, tok, distill_prompts(cfg.prompts, cfg.seed), cfg)
-    return [{"ids": s, "labels": next_token_labels(s, n), "prompt_len": n} for n, s in seqs]
+    """Rows (ids, labels, prompt_len, top-k ids and logits) from the target's greedy generations (cached per batch):
+    the generic prompts' (no top-k) and, with ``cfg.qa``, the in-domain QA prompts'."""
+    seqs = generate(target, tok, distill_prompts(cfg.prompts, cfg.seed), cfg, "", cfg.max_new_tokens, 0)
+    if cfg.qa:
+        seqs += generate(target, tok, qa_distill_prompts(cfg.seed), cfg, f"qa-k{cfg.top_k}-", cfg.qa_max_new_tokens,
+                         cfg.top_k)
+    return [{"ids": s, "labels": next_token_labels(s, n), "prompt_len": n, "top_ids": ti, "top_logits": tv}
+            for n, s, ti, tv in seqs]
 
 
 def trainable(model: LlamaForCausalLM, train_layers: list[int]) -> dict[str, torch.nn.Parameter]:
@@ -114,17 +133,39 @@ def label_vocab(rows: list[dict]) -> torch.Tensor:
     return torch.tensor(sorted({t for r in rows for t in r["labels"] if t >= 0}))
 
 
-def batch_loss(model, rows: list[dict], vocab: torch.Tensor) -> torch.Tensor:
-    """Weighted cross-entropy of the drafter against the target's greedy next tokens, over the label vocabulary
-    (a ~10x cheaper head than the full 49k; at inference the full tied head is used)."""
+def soft_targets(rows: list[dict], width: int, vocab: torch.Tensor, temperature: float) -> torch.Tensor:
+    """(batch, width, len(vocab)) target distributions: the softmax of the target's top-k logits at each generated
+    position of rows that carry them (tokens outside ``vocab`` dropped, renormalised); zero elsewhere."""
+    out = torch.zeros(len(rows), width, len(vocab))
+    for b, r in enumerate(rows):
+        if not r["top_ids"]:
+            continue
+        ids, vals = torch.tensor(r["top_ids"]), torch.tensor(r["top_logits"]) / temperature
+        pos = torch.searchsorted(vocab, ids).clamp(max=len(vocab) - 1)
+        inside = vocab[pos] == ids
+        p = torch.softmax(vals, -1) * inside
+        p = p / p.sum(-1, keepdim=True).clamp(min=1e-9)
+        start = r["prompt_len"] - 1
+        out[b, start:start + len(ids)].scatter_(-1, pos, p)
+    return out
+
+
+def batch_loss(model, rows: list[dict], vocab: torch.Tensor, cfg: DistillConfig) -> torch.Tensor:
+    """Weighted cross-entropy of the drafter against the target's greedy next tokens over the label vocabulary (a
+    ~10x cheaper head than the full 49k), mixed (weight ``soft_weight``) with the cross-entropy against the target's
+    top-k distribution on rows that carry it."""
     ids, mask = _pad([r["ids"] for r in rows])
     raw = _pad([r["labels"] for r in rows])[0]
     labels, weight = torch.searchsorted(vocab, raw.clamp(min=0)), (mask * (raw >= 0)).float()
     hidden = model.model(ids, attention_mask=mask).last_hidden_state
-    logits = hidden @ model.lm_head.weight[vocab].T
-    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten().clamp(max=len(vocab) - 1),
-                                           reduction="none")
-    return (ce * weight.flatten()).sum() / weight.sum()
+    logp = torch.log_softmax(hidden @ model.lm_head.weight[vocab].T, -1)
+    hard = -logp.gather(-1, labels.clamp(max=len(vocab) - 1)[..., None])[..., 0]
+    soft_p = soft_targets(rows, ids.shape[1], vocab, cfg.temperature)
+    has_soft = (soft_p.sum(-1) > 0).float()
+    soft = -(soft_p * logp).sum(-1)
+    w_soft = cfg.soft_weight * has_soft
+    loss = (1 - w_soft) * hard + w_soft * soft
+    return (loss * weight).sum() / weight.sum()
 
 
 def train(model, rows: list[dict], cfg: DistillConfig) -> list[float]:
@@ -143,7 +184,7 @@ def train(model, rows: list[dict], cfg: DistillConfig) -> list[float]:
         rng.shuffle(batches)
         total = 0.0
         for b in batches:
-            loss = batch_loss(model, [rows[i] for i in b], vocab)
+            loss = batch_loss(model, [rows[i] for i in b], vocab, cfg)
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params.values(), 1.0)

@@ -12,9 +12,9 @@ import pytest
 from channel import config
 from channel import emulator, probe
 from labeling import __main__ as labeling_cli
-from scripts import (bench_core, bench_link, bench_scale, bench_tree, bench_verify, import_graph, make_qa, model_card,
-                     netem_link, qa_accuracy, rejection_predictor, soak, train_smollm2_drafter, train_toy_pair,
-                     ue_controls, validate_sim)
+from scripts import (bench_core, bench_link, bench_scale, bench_smollm2_drafter, bench_tree, bench_verify,
+                     import_graph, make_qa, model_card, netem_link, qa_accuracy, rejection_predictor, soak,
+                     train_smollm2_drafter, train_toy_pair, ue_controls, validate_sim)
 from testbed import keys, profile
 from testbed.live import run, serve, ue
 from testbed.load import cli as load_cli
@@ -48,6 +48,7 @@ PARSED: dict[str, tuple[type, Callable]] = {
     "scripts/qa_accuracy.py": (qa_accuracy.QAAccuracyConfig, qa_accuracy.parse_args),
     "scripts/bench_scale.py": (bench_scale.ScaleBenchConfig, bench_scale.parse_args),
     "scripts/train_smollm2_drafter.py": (train_smollm2_drafter.DistillConfig, train_smollm2_drafter.parse_args),
+    "scripts/bench_smollm2_drafter.py": (bench_smollm2_drafter.DrafterBenchConfig, bench_smollm2_drafter.parse_args),
 }
 
 # name -> (config class, its CLI's parse function returning the config; None: parse with the class's own flags)
