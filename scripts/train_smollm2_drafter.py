@@ -1,6 +1,6 @@
 """Distil the SmolLM2 pair's early-exit drafter on the target's own greedy generations (seeded, CPU).
 
-Usage: ``python scripts/train_smollm2_drafter.py [--layers 0 1 2 3] [--epochs 4]``, after
+Usage: ``python scripts/train_smollm2_drafter.py [--layers 0 1 2 3] [--epochs 10]``, after
 ``python -m wisv.pairs build smollm2 --stages download target``.  The drafter is the target's first layers, final
 norm and LM head; the layers named in --train-layers and the final norm are trained on the target's greedy
 generations of in-domain QA questions (scripts/smollm2_qa_distill_prompts.py: none in the QA test split) and of
@@ -49,7 +49,7 @@ class DistillConfig:
     soft_weight: float = 0.5  # weight of the top-k soft cross-entropy (QA rows); the hard one gets 1 - this
     temperature: float = 1.0  # softmax temperature of the target's top-k logits
     gen_batch: int = 32  # prompts per batched generation
-    epochs: int = 4  # passes over the distillation set
+    epochs: int = 10  # passes over the distillation set
     batch: int = 8  # sequences per optimizer step
     lr: float = 1e-3  # peak AdamW learning rate (linear warm-up, cosine decay)
     warmup_steps: int = 20  # warm-up steps
