@@ -32,6 +32,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 import textwrap
 import tokenize
 import tomllib
@@ -407,6 +408,31 @@ def parse(cls: type, argv: Sequence[str] | None = None, ap: argparse.ArgumentPar
         return from_values(cls, values)
     except ValueError as e:
         ap.error(str(e))
+
+
+def run_subcommand(prog: str, description: str, commands: Mapping[str, tuple[type, Callable[[Any], Any]]],
+                   argv: Sequence[str] | None = None, help: Mapping[str, str] | None = None,
+                   errors: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError)) -> int:
+    """``prog NAME [flags]``: parse NAME's config (as ``parse`` does) and run its function; an error of ``errors``
+    is printed as ``prog NAME: error: ...`` and returns 2.  ``help``: a subcommand's one-line help (default: the
+    first line of its config's docstring)."""
+    ap = argparse.ArgumentParser(prog=prog, description=description)
+    sub = ap.add_subparsers(dest="command", required=True)
+    parsers = {name: add_flags(sub.add_parser(name, help=(help or {}).get(name, cls.__doc__.splitlines()[0]),
+                                              description=cls.__doc__.splitlines()[0]), cls)
+               for name, (cls, _) in commands.items()}
+    ns = ap.parse_args(argv)
+    cls, fn = commands[ns.command]
+    try:
+        cfg = from_values(cls, resolve(cls, ns))
+    except ValueError as e:
+        parsers[ns.command].error(str(e))
+    try:
+        fn(cfg)
+    except errors as e:
+        print(f"{prog.removeprefix('python -m ')} {ns.command}: error: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def to_argv(cfg: Any) -> list[str]:

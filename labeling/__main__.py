@@ -6,7 +6,6 @@ the head, at evaluate's chosen tau and with its card, to a directory the edge lo
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass, field
 
@@ -35,23 +34,8 @@ HELP = {"all": "collect, label, relabel, train (csi and nocsi), evaluate"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m labeling", description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="stage", required=True)
-    parsers = {name: config.add_flags(sub.add_parser(name, help=HELP.get(name, f"{name} stage"),
-                                                     description=cls.__doc__.splitlines()[0]), cls)
-               for name, (cls, _) in STAGES.items()}
-    ns = ap.parse_args(argv)
-    cls, fn = STAGES[ns.stage]
-    try:
-        cfg = config.from_values(cls, config.resolve(cls, ns))
-    except ValueError as e:
-        parsers[ns.stage].error(str(e))
-    try:
-        fn(cfg)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"labeling {ns.stage}: error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return config.run_subcommand("python -m labeling", __doc__.splitlines()[0], STAGES, argv,
+                                 help={name: HELP.get(name, f"{name} stage") for name in STAGES})
 
 
 def _run_all(cfg: AllConfig) -> None:
