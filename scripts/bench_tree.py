@@ -37,12 +37,13 @@ from protocols.registry import get_protocol  # noqa: E402
 from protocols.wire import MsgType, encode, frame_bytes, make  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
 from wisv.acceptance import greedy_accept_ids  # noqa: E402
-from wisv.evaluate import encode_prompt, eos_id, greedy_reference  # noqa: E402
+from wisv.evaluate import eos_id, greedy_reference  # noqa: E402
 from wisv.models import load_pair  # noqa: E402
+from wisv.pairs import apply_pair, default_prompts_file  # noqa: E402
+from wisv.prompts import prompt_rows  # noqa: E402
 from wisv.sessions import Draft, DraftSession, VerifySession  # noqa: E402
 from wisv.speculative import truncate_output  # noqa: E402
 from wisv.summary import summarize_rounds  # noqa: E402
-from wisv.toydata import load_split  # noqa: E402
 from wisv.treecal import Calibration, collect, fit  # noqa: E402
 from wisv.treedraft import Score  # noqa: E402
 from wisv.treespec import tree_generate  # noqa: E402
@@ -57,10 +58,12 @@ class BenchConfig:
     budgets: list[int] = field(default_factory=lambda: [8, 16, 32])  # draft tokens per round (chain K, tree N)
     rtts_ms: list[float] = field(default_factory=lambda: [5.0, 20.0, 50.0])  # link round-trip times, ms
     rate_mbps: float = 20.0  # link rate, both ways, Mbit/s
-    prompts: int = 20  # test prompts of the built-in task
+    prompts: int = 20  # test prompts: the first N of --prompts-file, else of the pair's test split
+    prompts_file: str | None = None  # JSONL prompts (prompt, answer) to draft on; None = the pair's default test split
+    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build smollm2); None = --drafter/--target
     max_new_tokens: int = 160  # generation budget per prompt, tokens
     proactive: int = 4  # tokens of proactive expansion of the best leaf (the tree+proactive method)
-    calib_prompts: int = 100  # calib-split prompts that fit the calibrated rankings (chain/tree+cal, +tokcal); 0: none
+    calib_prompts: int = 100  # calib-split prompts (of the pair's task) that fit the calibrated rankings; 0: none
     drafter: str | None = None  # local HF drafter directory; None = the built-in pair
     target: str | None = None  # local HF target directory; None = the built-in pair
     out: str = "results/bench_tree"  # output directory
@@ -149,9 +152,10 @@ def summarize(runs: list[tuple[list[int], list[dict]]], refs: list[list[int]], c
 
 def run(cfg: BenchConfig) -> dict:
     torch.set_num_threads(1)
+    cfg = apply_pair(cfg)
     drafter, target, tok = load_pair(cfg.drafter, cfg.target)
     eos = eos_id(target)
-    prompts = [encode_prompt(tok, p.prompt) for p in load_split("test", cfg.prompts)]
+    prompts = [r["prompt_ids"] for r in prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file)]
     refs = [greedy_reference(target, ids, cfg.max_new_tokens) for ids in prompts]
     methods = {"chain": lambda ids, b: chain_rounds(drafter, target, ids, b, cfg.max_new_tokens, eos),
                "tree": lambda ids, b: tree_rounds(drafter, target, ids, b, cfg.max_new_tokens, eos, 0),
@@ -181,7 +185,8 @@ def fit_calibrations(drafter, target, tok, cfg: BenchConfig) -> dict[str, Calibr
     (never the test prompts): ``cal`` by (rank, probability bin), ``tokcal`` per proposed token too."""
     if cfg.calib_prompts < 1:
         return {}
-    prompts = [encode_prompt(tok, p.prompt) for p in load_split("calib", cfg.calib_prompts)]
+    calib_file = default_prompts_file(cfg.pair, "calib") if cfg.pair else None
+    prompts = [r["prompt_ids"] for r in prompt_rows(tok, "calib", cfg.calib_prompts, calib_file)]
     data = collect(drafter, target, prompts, cfg.max_new_tokens)
     return {"cal": fit(*data), "tokcal": fit(*data, by_token=True)}
 
