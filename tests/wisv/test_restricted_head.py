@@ -104,3 +104,14 @@ def test_a_directory_without_the_head_file_loads_a_plain_model(tmp_path):
     x = torch.tensor([[2, 5, 7, 11]])
     with torch.no_grad():
         assert torch.allclose(loaded(x).logits, drafter(x).logits, atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_the_head_follows_the_model_to_cuda_in_bf16():
+    drafter, _ = _restricted_drafter()
+    drafter.to("cuda", torch.bfloat16)
+    assert drafter.lm_head.kept_ids.device.type == "cuda"
+    with torch.no_grad():
+        logits = drafter(torch.tensor([[2, 5, 7]], device="cuda")).logits
+    assert (logits[..., _outside(61).cuda()] == MASK_LOGIT).all()
+    assert set(logits.argmax(-1).flatten().tolist()) <= set(KEPT)
