@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU wheel of torch 2.13.0 lies on disk here; a bare `torch` would pull GBs of CUDA.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo test pair head clean
+.PHONY: setup demo test pair head head-smollm2 clean
 
 setup: $(VENV)/.installed
 
@@ -31,6 +31,22 @@ HEAD_RUN ?= runs/labeling-default
 head: setup
 	OMP_NUM_THREADS=1 $(BIN)/python -m labeling all --run-dir $(HEAD_RUN)
 	$(BIN)/python -m labeling export --run-dir $(HEAD_RUN) --to wisv/assets/toy-pair/head
+
+# Rebuild the SmolLM2 pair's decision head (about 45 min on 2 shared cores; the pair must be built first:
+# `python -m wisv.pairs build smollm2`): collect and label on the whole QA calib split, evaluate on every second
+# row of the test split (71 prompts, every kind), 3 taus, answers cut at 48 tokens (docs/decision-head.md).
+SMOL_HEAD_RUN ?= runs/labeling-smollm2
+SMOL_LABELING := OMP_NUM_THREADS=1 $(BIN)/python -m labeling
+head-smollm2: setup
+	$(SMOL_LABELING) collect --pair smollm2 --run-dir $(SMOL_HEAD_RUN) --prompts 212
+	$(SMOL_LABELING) label --run-dir $(SMOL_HEAD_RUN)
+	$(SMOL_LABELING) relabel --run-dir $(SMOL_HEAD_RUN)
+	$(SMOL_LABELING) train --run-dir $(SMOL_HEAD_RUN) --variant csi
+	$(SMOL_LABELING) train --run-dir $(SMOL_HEAD_RUN) --variant nocsi
+	awk 'NR % 2 == 1' wisv/assets/qa/test.jsonl > $(SMOL_HEAD_RUN)/test-half.jsonl
+	$(SMOL_LABELING) evaluate --pair smollm2 --run-dir $(SMOL_HEAD_RUN) --prompts-file $(SMOL_HEAD_RUN)/test-half.jsonl \
+		--prompts 71 --max-new-tokens 48 --taus 0.2 0.5 0.8
+	$(SMOL_LABELING) export --run-dir $(SMOL_HEAD_RUN) --to wisv/assets/smollm2-head
 
 clean:
 	rm -rf $(VENV) build *.egg-info

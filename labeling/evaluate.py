@@ -66,11 +66,22 @@ def predicted_latency_s(outs: list[SpecOutput], prompt_lens: list[int], protocol
     return summarize_rounds(to_frame(records), pd.DataFrame({"latency_s": latency}))["latency_s"]
 
 
+def mismatch_free(out: SpecOutput) -> bool:
+    """True when no drafted token of any round differed from the target's argmax: the head was never asked."""
+    return not any(r.mismatches for r in out.rounds)
+
+
 def run_loop(pair: ModelPair, rows: list[dict], cfg: EvalConfig, policy, tau: float, csi: CSI | None,
-             desc: str) -> list[SpecOutput]:
+             desc: str, base: list[SpecOutput] | None = None) -> list[SpecOutput]:
+    """The WISV loop over the rows.  ``base``: greedy SD's outputs of the same rows at the same K; a row whose
+    greedy run met no mismatch reuses that output, since the policy is only asked at mismatches and the run
+    would repeat it token for token (most QA answers of the SmolLM2 pair are drafted without one)."""
     layer = getattr(getattr(policy, "cfg", None), "hidden_layer", -1)  # a head reads the layer it was trained on
     outs = []
-    for row in tqdm(rows, desc=desc, leave=False):
+    for i, row in enumerate(tqdm(rows, desc=desc, leave=False)):
+        if base is not None and mismatch_free(base[i]):
+            outs.append(base[i])
+            continue
         outs.append(speculative_generate(pair.drafter, pair.target, row["prompt_ids"], max_new_tokens=cfg.max_new_tokens,
                                          draft_len=cfg.draft_len, rule="wisv", policy=policy, tau=tau, csi=csi,
                                          hidden_layer=layer))
@@ -99,10 +110,11 @@ def sweep(pair: ModelPair, rows: list[dict], cfg: EvalConfig, heads: dict, chans
     for variant, head in heads.items():
         dep, policy = deployment(pair, cfg, head.cfg.hidden, max(1, head.cfg.csi_dim)), HeadPolicy(head)
         for tau in tqdm(cfg.taus, desc=f"tau sweep ({variant})"):
-            shared = None if head.cfg.csi_dim else run_loop(pair, rows, cfg, policy, tau, None, f"{variant} tau={tau}")
+            shared = None if head.cfg.csi_dim else run_loop(pair, rows, cfg, policy, tau, None, f"{variant} tau={tau}",
+                                                            base)
             shared_m = shared and metrics(shared, rows, pair.tokenizer)  # a head without CSI: one run for all channels
             for ch, c in chans.items():
-                outs = shared or run_loop(pair, rows, cfg, policy, tau, c, f"{variant} {ch} tau={tau}")
+                outs = shared or run_loop(pair, rows, cfg, policy, tau, c, f"{variant} {ch} tau={tau}", base)
                 recs.append({"variant": variant, "channel": ch, "tau": tau,
                              **(shared_m or metrics(outs, rows, pair.tokenizer)),
                              "latency_s": predicted_latency_s(outs, plens, cfg.protocol, c, dep)})

@@ -1,7 +1,8 @@
 """Resolve the edge's mismatch policy and threshold from ``--head`` and ``--tau``.
 
-``--head`` is ``default`` (the built-in pair's trained head, wisv/assets/toy-pair/head; for another
-target the greedy-equivalent policy, with a notice), ``none`` (reject every mismatch: greedy-equivalent),
+``--head`` is ``default`` (the trained head shipped for the named pair whose target is used:
+wisv/assets/toy-pair/head for the built-in pair, wisv/assets/smollm2-head for ``--pair smollm2``; for
+another target the greedy-equivalent policy, with a notice), ``none`` (reject every mismatch: greedy-equivalent),
 ``accept-all`` (commit every full draft), or the path of a head directory written by
 ``python -m labeling train``.  ``--tau`` overrides the head's own operating threshold.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from wisv.head import load_policy_from
-from wisv.models import builtin_paths
+from wisv.pairs import pair_head_dir, pair_of_target
 from wisv.speculative import AcceptAll, MismatchPolicy, RejectAll
 
 FIXED: dict[str, type] = {
@@ -21,9 +22,11 @@ HEAD_HELP = "decision head for fh/sh/auto: default | none (greedy-equivalent) | 
 FALLBACK_TAU = 0.5  # threshold for the fixed policies (they ignore it except at tau = 0)
 
 
-def default_head_dir() -> Path:
-    """The trained head shipped with the built-in pair."""
-    return builtin_paths()[1].parent / "head"
+def default_head_dir(target: str | Path | None = None) -> Path | None:
+    """The trained head shipped for the named pair whose target dir is ``target`` (None: the built-in pair's);
+    None for a target that belongs to no named pair."""
+    name = pair_of_target(target)
+    return None if name is None else pair_head_dir(name)
 
 
 def load_policy(head: str, tau: float | None = None, target: str | None = None,
@@ -31,10 +34,12 @@ def load_policy(head: str, tau: float | None = None, target: str | None = None,
     """(policy, tau, description).  ``target`` is the target dir (None: built-in); a head trained for other
     hidden sizes than ``target_hidden`` raises ValueError."""
     if head == "default":
-        if target is not None and Path(target).resolve() != builtin_paths()[1].resolve():
+        path = default_head_dir(target)
+        if path is None or not (path / "head.json").is_file():
+            why = "no named pair has this target" if path is None else f"no head at {path}"
             return RejectAll(), FALLBACK_TAU if tau is None else tau, \
-                "none (the default head belongs to the built-in pair; pass --head PATH for this target)"
-        head = str(default_head_dir())
+                f"none (no default head: {why}; pass --head PATH for this target)"
+        head = str(path)
     if head in FIXED:
         return FIXED[head](), FALLBACK_TAU if tau is None else tau, head
     if not Path(head).exists():

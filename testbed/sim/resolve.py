@@ -61,13 +61,15 @@ class Head:
 
 
 def resolve_head(head: str, tau: float | None, pair: PairCache) -> Head:
-    """``default`` (the built-in pair's head; a clear notice when it is missing), ``none`` or a head directory."""
+    """``default`` (the head shipped for the named pair simulated, the built-in one or ``--pair smollm2``; a clear
+    notice when it is missing), ``none`` or a head directory."""
     from wisv.head import load_policy_from
     if head == "none":
         return Head(None, 0.0, "", "none: fh/sh use greedy (lossless) acceptance")
-    path = default_head_dir() if head == "default" else Path(head)
-    if head == "default" and not pair.builtin:
-        return Head(None, 0.0, "", "none: the default head belongs to the built-in pair; pass --head PATH")
+    path = default_head_dir(None if pair.builtin else pair.t_dir) if head == "default" else Path(head)
+    if path is None:
+        return Head(None, 0.0, "", "none: the default heads belong to the built-in pair and the named pairs "
+                                   "(--pair); pass --head PATH")
     if not (path / "head.json").is_file():
         if head != "default":
             raise ValueError(f"--head {head}: not a decision-head directory (no head.json)")

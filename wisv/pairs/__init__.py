@@ -12,7 +12,9 @@ CACHE_ENV = "WISV_CACHE_DIR"  # environment variable overriding the default cach
 DEFAULT_CACHE = Path("~/.cache/wisv-testbed")  # pip downloads and built pairs live here unless overridden
 PAIR_NAMES = ("toy", "smollm2")  # the names --pair accepts
 DONE_FILE = "build.json"  # written last by a finished build: its presence marks the pair as built
-QA_DIR = Path(__file__).resolve().parents[1] / "assets" / "qa"  # the SmolLM2 pair's QA prompt set (calib/test)
+ASSETS_DIR = Path(__file__).resolve().parents[1] / "assets"  # files shipped with the package
+QA_DIR = ASSETS_DIR / "qa"  # the SmolLM2 pair's QA prompt set (calib/test)
+HEAD_DIRS = {"toy": BUILTIN_DIR / "head", "smollm2": ASSETS_DIR / "smollm2-head"}  # each pair's shipped head
 
 
 class PairNotBuilt(PairError):
@@ -56,6 +58,20 @@ def resolve_pair(name: str, cache: str | Path | None = None) -> PairPaths:
         raise PairNotBuilt(f"pair {name!r} is not built (no {root / DONE_FILE}): run `{build_command(name)}` first"
                            f" (cache: --cache-dir or ${CACHE_ENV})")
     return PairPaths(name, root / "drafter", root / "target")
+
+
+def pair_head_dir(name: str) -> Path:
+    """The directory of the decision head shipped for a named pair (``--head default``)."""
+    _check_name(name)
+    return HEAD_DIRS[name]
+
+
+def pair_of_target(target: str | Path | None, cache: str | Path | None = None) -> str | None:
+    """The named pair whose target directory is ``target`` (None: the built-in toy's); None for any other."""
+    if target is None:
+        return "toy"
+    t = Path(target).expanduser().resolve()
+    return next((n for n in PAIR_NAMES if (pair_dir(n, cache) / "target").resolve() == t), None)
 
 
 def default_prompts_file(pair: str | None, split: str = "test") -> str | None:

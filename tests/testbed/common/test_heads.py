@@ -4,6 +4,7 @@ import torch
 
 from protocols.edge_side import ProtocolError, _check_head_width
 from testbed.common.heads import default_head_dir, load_policy
+from wisv import pairs
 from wisv.head import DecisionHead, HeadConfig, HeadPolicy, load_head, save_head
 from wisv.speculative import AcceptAll, RejectAll
 
@@ -24,6 +25,23 @@ def test_default_is_the_shipped_head_for_the_builtin_target():
 def test_default_falls_back_to_greedy_equivalent_for_another_target(tmp_path):
     p, _, desc = load_policy("default", None, str(tmp_path))
     assert isinstance(p, RejectAll) and "--head PATH" in desc
+
+
+def test_default_follows_the_named_pair_of_the_target(tmp_path, monkeypatch):
+    """--pair smollm2 fills the target with the pair's cache dir: its default head is wisv/assets/smollm2-head."""
+    monkeypatch.setenv(pairs.CACHE_ENV, str(tmp_path / "cache"))
+    target = tmp_path / "cache" / "pairs" / "smollm2" / "target"
+    assert pairs.pair_of_target(target) == "smollm2" and pairs.pair_of_target(tmp_path) is None
+    assert default_head_dir(target) == pairs.ASSETS_DIR / "smollm2-head" == pairs.pair_head_dir("smollm2")
+    assert default_head_dir(None) == default_head_dir(pairs.resolve_pair("toy").target) == pairs.pair_head_dir("toy")
+    monkeypatch.setitem(pairs.HEAD_DIRS, "smollm2", tmp_path / "missing")
+    p, _, desc = load_policy("default", None, str(target))
+    assert isinstance(p, RejectAll) and "no head at" in desc
+    torch.manual_seed(0)
+    save_head(DecisionHead(HeadConfig(d_draft=8, d_target=16, hidden=4, tau=0.3)), tmp_path / "h")
+    monkeypatch.setitem(pairs.HEAD_DIRS, "smollm2", tmp_path / "h")
+    p, tau, desc = load_policy("default", None, str(target), 16)
+    assert isinstance(p, HeadPolicy) and tau == 0.3 and str(tmp_path / "h") in desc
 
 
 def test_head_directory_and_errors(tmp_path):

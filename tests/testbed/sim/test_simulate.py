@@ -199,9 +199,19 @@ def _validate(argv: list[str]) -> pd.DataFrame:
 
 
 def test_missing_default_head_falls_back_with_a_notice(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("testbed.sim.resolve.default_head_dir", lambda: tmp_path / "no-head")
+    monkeypatch.setattr("testbed.sim.resolve.default_head_dir", lambda _target: tmp_path / "no-head")
     head = resolve_head("default", None, PairCache(None, None))
     assert head.policy is None and "no decision head" in capsys.readouterr().out
+
+
+def test_default_head_of_a_named_pair(tmp_path, monkeypatch, capsys):
+    """--pair smollm2: the default head is the one shipped for that pair (here missing: a notice, no head)."""
+    from wisv import pairs
+    monkeypatch.setenv(pairs.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setitem(pairs.HEAD_DIRS, "smollm2", tmp_path / "smollm2-head")
+    root = tmp_path / "cache" / "pairs" / "smollm2"
+    head = resolve_head("default", None, PairCache(str(root / "drafter"), str(root / "target")))
+    assert head.policy is None and str(tmp_path / "smollm2-head") in capsys.readouterr().out
 
 
 def test_wisv_traces_are_cached_per_link(tmp_path, pair_dirs):
