@@ -43,8 +43,7 @@ head-smollm2: setup
 	$(SMOL_LABELING) relabel --run-dir $(SMOL_HEAD_RUN)
 	$(SMOL_LABELING) train --run-dir $(SMOL_HEAD_RUN) --variant csi
 	$(SMOL_LABELING) train --run-dir $(SMOL_HEAD_RUN) --variant nocsi
-	awk 'NR % 2 == 1' wisv/assets/qa/test.jsonl > $(SMOL_HEAD_RUN)/test-half.jsonl
-	$(SMOL_LABELING) evaluate --pair smollm2 --run-dir $(SMOL_HEAD_RUN) --prompts-file $(SMOL_HEAD_RUN)/test-half.jsonl \
+	$(SMOL_LABELING) evaluate --pair smollm2 --run-dir $(SMOL_HEAD_RUN) --prompts-file wisv/assets/smollm2-head/eval_prompts.jsonl \
 		--prompts 71 --max-new-tokens 48 --taus 0.2 0.5 0.8
 	$(SMOL_LABELING) export --run-dir $(SMOL_HEAD_RUN) --to wisv/assets/smollm2-head
 

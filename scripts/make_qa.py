@@ -1,7 +1,8 @@
 """Write the short-answer QA task (wisv/assets/qa/{calib,test}.jsonl) from the word lists below: seeded, offline.
 
 Each row: prompt_id, prompt (one user turn, "raw": the chat template alone frames it), answer, answers (aliases) and
-kind.  The split is a seeded shuffle within each kind (CALIB_FRACTION to calib), so both splits hold every kind."""
+kind.  The split is a seeded shuffle within each kind (CALIB_FRACTION to calib), so both splits hold every kind, and
+each split spreads its kinds evenly over the file, so that the first N prompts are a fair sample."""
 from __future__ import annotations
 
 import argparse
@@ -197,9 +198,16 @@ def split(rows: list[dict], seed: int, calib_fraction: float) -> dict[str, list[
         group = [r for r in rows if r["kind"] == kind]
         rng.shuffle(group)
         cut = round(len(group) * calib_fraction)
-        out["calib"] += group[:cut]
-        out["test"] += group[cut:]
-    return out
+        out["calib"].append(group[:cut])
+        out["test"].append(group[cut:])
+    return {name: spread(groups) for name, groups in out.items()}
+
+
+def spread(groups: list[list[dict]]) -> list[dict]:
+    """The groups' rows merged so that each kind is spread evenly over the file (row i of a group of n sits at
+    fraction (i + 0.5) / n; ties in group order): every prefix (``--prompts N``) holds the kinds in proportion."""
+    keyed = [((i + 0.5) / len(g), gi, r) for gi, g in enumerate(groups) for i, r in enumerate(g)]
+    return [r for *_, r in sorted(keyed, key=lambda t: t[:2])]
 
 
 def parse_args(argv: list[str] | None = None) -> MakeQAConfig:
