@@ -59,7 +59,7 @@ def tree_generate(drafter: PreTrainedModel, target: PreTrainedModel, prompt_ids:
     out, rounds = [], []
     while len(out) < max_new_tokens:
         left = max_new_tokens - len(out)
-        shape = TreeShape(min(budget, left - 1), width, max_depth, score, children)
+        shape = TreeShape(max(1, min(budget, left - 1)), width, max_depth, score, children)  # as the live UE: >= 1
         rnd = tree_round(d, t, shape, proactive, eos)
         rnd.committed = truncate_output(rnd.committed, left, eos)
         rounds.append(rnd)

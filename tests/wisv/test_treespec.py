@@ -43,6 +43,17 @@ def test_tree_decoding_is_lossless(pair, impl, budget, width, proactive):
         assert all(r.size <= budget + proactive for r in out.rounds)
 
 
+@pytest.mark.parametrize("max_new", [1, 2, 5])
+def test_every_round_drafts_a_tree_even_with_one_token_left(pair, max_new):
+    """As the live UE (a DRAFT holds >= 1 token): the last round drafts 1 token, not an empty tree."""
+    drafter, target = pair
+    _use("eager", drafter, target)
+    prompt = [3, 9, 4]
+    out = tree_generate(drafter, target, prompt, max_new_tokens=max_new, budget=4)
+    assert all(r.size >= 1 for r in out.rounds)
+    assert out.tokens == greedy_reference(target, prompt, max_new_tokens=max_new)[:len(out.tokens)]
+
+
 def _hand_tree(target, prompt, depth=4):
     """Root children: two wrong tokens then the target's greedy token; under each greedy node a wrong sibling first,
     then the next greedy token: the accepted path is the last branch at every level."""
