@@ -36,13 +36,12 @@ from testbed.live.interrupt import guarded
 from testbed.live.serve import ServeConfig
 from testbed.load.compare import capacity, mean_sweep
 from testbed.load.gen import Device, LoadLoop, Trace
-from wisv.prompts import encode_prompt
+from wisv.prompts import prompt_rows
 from wisv.models import load_pair
 from wisv.records import read_records, to_frame
 from wisv.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.speculative import speculative_generate
 from wisv.summary import summarize_rounds
-from wisv.toydata import load_split
 from wisv.pairs import apply_pair
 
 matplotlib.use("Agg")
@@ -78,6 +77,7 @@ class LoadConfig:
     pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     target: str | None = None  # local HF target (None: built-in); the drafter must match it
     drafter: str | None = None  # local HF drafter matching the target (None: built-in)
+    prompts_file: str | None = None  # JSONL prompts (None: the pair's default set; toy: the built-in test split)
     link: LinkSpec = field(default_factory=LinkSpec)  # emulated link (shared by all UEs)
 
     def __post_init__(self) -> None:
@@ -98,16 +98,17 @@ class LoadConfig:
 
 
 def make_traces(cfg: LoadConfig, n_prompts: int) -> list[Trace]:
-    """Greedy-SD blocks of the first n_prompts test prompts (in-process, the same models the edge uses)."""
+    """Greedy-SD blocks of the first n_prompts prompts of ``cfg.prompts_file`` (None: the toy test split), in-process
+    with the same models the edge uses."""
     torch.set_num_threads(1)
     pair = load_pair(cfg.drafter, cfg.target)
     traces = []
-    for p in tqdm(load_split("test", n_prompts), desc="recording drafts"):
-        ids = encode_prompt(pair.tokenizer, p.prompt)
+    for p in tqdm(prompt_rows(pair.tokenizer, "test", n_prompts, cfg.prompts_file), desc="recording drafts"):
+        ids = p["prompt_ids"]
         out = speculative_generate(pair.drafter, pair.target, ids, max_new_tokens=cfg.max_new_tokens,
                                    draft_len=cfg.draft_len)
         rounds = [r for r in out.rounds if r.draft_tokens]  # a last round may draft nothing (one token of budget left)
-        traces.append(Trace(p.pid, ids, [r.draft_tokens for r in rounds], [r.accepted for r in rounds]))
+        traces.append(Trace(p["prompt_id"], ids, [r.draft_tokens for r in rounds], [r.accepted for r in rounds]))
     return traces
 
 

@@ -53,7 +53,8 @@ class SimConfig:
     rtts_ms: list[float] = field(default_factory=lambda: [5.0, 50.0])  # round-trip times, ms
     per: float = 0.0  # packet error rate of each direction, [0, 1)
     csi_trace: str | None = None  # CSV CSI trace (channel/trace.py); replaces the rate x RTT grid
-    prompts: int = 20  # first N problems of the built-in test split
+    prompts: int = 20  # first N prompts of the prompt set
+    prompts_file: str | None = None  # JSONL prompts with answers (None: the pair's default; toy: built-in split)
     chat_template: str = field(default="auto", metadata={
         "choices": CHAT_TEMPLATE_MODES})  # prompt text through the tokenizer's chat template (auto: if it has one)
     max_new_tokens: int = 160  # generation budget per prompt, tokens
@@ -93,7 +94,8 @@ def run(cfg: SimConfig) -> pd.DataFrame:
     head = resolve_head(cfg.head, cfg.tau, pair)
     dep, resolved = deployment(cfg, pair, head)
     links = links_of(cfg)
-    acc_from = f"acceptance traces of the {pair.name} pair ({cfg.prompts} test prompts, in-process loop)"
+    prompt_set = Path(cfg.prompts_file).name if cfg.prompts_file else "toy test split"
+    acc_from = f"acceptance traces of the {pair.name} pair ({cfg.prompts} prompts of {prompt_set}, in-process loop)"
     timing_from = f"latency model with {resolved['dims']} dims on {dep.ue.name} (UE) / {dep.edge.name} (edge)"
     rows = []
     for k in cfg.draft_lens:
@@ -143,7 +145,8 @@ def calibrate_first(cfg: SimConfig) -> None:
 def _trace(cfg: SimConfig, pair: PairCache, head: Head, method: str, k: int, link: Link) -> tuple[pd.DataFrame, str]:
     """The (cached) acceptance trace of one method at one K (WISV traces depend on the link the head sees)."""
     rule = RULE.get(method) or ("wisv" if head.policy is not None else "greedy")
-    key = TraceKey(pair.id, rule, k, cfg.prompts, cfg.max_new_tokens, chat_template=cfg.chat_template)
+    key = TraceKey(pair.id, rule, k, cfg.prompts, cfg.max_new_tokens, chat_template=cfg.chat_template,
+                   prompts_file=cfg.prompts_file or "")
     policy, csi, layer = None, None, -1
     if rule == "sampling":
         key = replace(key, seed=cfg.seed, temperature=cfg.temperature)

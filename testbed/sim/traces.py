@@ -20,10 +20,10 @@ import pandas as pd
 import torch
 
 from channel.csi import CSI
-from wisv.prompts import encode_prompt
+from wisv.prompts import prompt_rows
+from wisv.qa import check_answer
 from wisv.records import read_records, spec_rows, to_frame
 from wisv.speculative import MismatchPolicy, SpecOutput, speculative_generate
-from wisv.toydata import is_correct, load_split
 from wisv.treespec import tree_generate, tree_rows
 
 RULES = ("greedy", "sampling", "wisv", "tree")  # tree: greedy acceptance over a best-first tree of K tokens
@@ -36,7 +36,7 @@ class TraceKey:
     pair: str  # id of the model pair (pair_id)
     rule: str  # greedy | sampling | wisv | tree
     k: int  # draft window K
-    prompts: int  # first N problems of the built-in test split
+    prompts: int  # first N prompts of the prompt set (prompts_file, else the toy task's built-in test split)
     max_new_tokens: int  # budget per prompt
     seed: int = 0  # sampling: generator seed base (prompt i uses seed + i)
     temperature: float = 1.0  # sampling temperature
@@ -44,11 +44,16 @@ class TraceKey:
     tau: float = 0.0  # wisv: threshold
     csi: tuple[float, ...] = ()  # wisv: the CSI the head conditions on (rate_up, rate_down, rtt, per_up, per_down)
     chat_template: str = "auto"  # prompt text through the tokenizer's chat template: auto | on | off
+    prompts_file: str = ""  # JSONL prompt set (a pair's default: wisv.pairs.default_prompts_file); "": toy split
 
     def filename(self) -> str:
         d = asdict(self)
         if self.chat_template == "auto":
             del d["chat_template"]  # the default: the names of traces cached before the field existed still hold
+        if self.prompts_file:  # the set's name and content, not where it lies (worktrees share one cache)
+            d["prompts_file"] = prompt_set_id(Path(self.prompts_file))
+        else:
+            del d["prompts_file"]  # the toy split: the names of traces cached before the field existed still hold
         digest = hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
         return f"{self.rule}-k{self.k}-n{self.prompts}-{digest}.csv"
 
@@ -62,6 +67,11 @@ def file_id(*paths: Path) -> str:
                 st = f.stat()
                 h.update(f"{f.resolve()}:{st.st_size}:{st.st_mtime_ns};".encode())
     return h.hexdigest()[:12]
+
+
+def prompt_set_id(path: Path) -> str:
+    """Id of a prompt file by name and content (another set, or an edited one, gets another id)."""
+    return f"{path.name}:{hashlib.sha1(path.read_bytes()).hexdigest()[:12]}"
 
 
 def trace_rows(out: SpecOutput, prompt_id: str, prompt_len: int, correct: bool) -> list[dict]:
@@ -78,18 +88,26 @@ def generate_trace(pair, key: TraceKey, policy: MismatchPolicy | None = None, cs
     if key.rule not in RULES:
         raise ValueError(f"unknown rule {key.rule!r}; known: {RULES}")
     rows = []  # RoundRow
-    for i, p in enumerate(load_split("test", key.prompts)):
-        ids = encode_prompt(pair.tokenizer, p.prompt, key.chat_template)
+    for i, p in enumerate(trace_prompts(pair.tokenizer, key)):
+        ids, pid, correct = p["prompt_ids"], p["prompt_id"], lambda toks: check_answer(
+            pair.tokenizer.decode(toks), p["answer"])
         if key.rule == "tree":
             tree = tree_generate(pair.drafter, pair.target, ids, max_new_tokens=key.max_new_tokens, budget=key.k)
-            rows += tree_rows(tree, p.pid, len(ids), is_correct(pair.tokenizer.decode(tree.tokens), p.answer))
+            rows += tree_rows(tree, pid, len(ids), correct(tree.tokens))
             continue
         gen = torch.Generator().manual_seed(key.seed + i) if key.rule == "sampling" else None
         out = speculative_generate(pair.drafter, pair.target, ids, max_new_tokens=key.max_new_tokens, draft_len=key.k,
                                    rule=key.rule, policy=policy, tau=key.tau, temperature=key.temperature,
                                    generator=gen, hidden_layer=hidden_layer, csi=csi)
-        rows += spec_rows(out, p.pid, len(ids), is_correct(pair.tokenizer.decode(out.tokens), p.answer))
+        rows += spec_rows(out, pid, len(ids), correct(out.tokens))
     return to_frame(rows)
+
+
+def trace_prompts(tokenizer, key: TraceKey) -> list[dict]:
+    """The key's prompt rows (prompt_id, prompt_ids, answer): the first ``key.prompts`` of its prompt file, or of the
+    toy task's test split; ``wisv.qa.check_answer`` checks either kind of answer."""
+    return prompt_rows(tokenizer, "test", key.prompts, key.prompts_file or None, need_answers=True,
+                       chat_template=key.chat_template)
 
 
 def cached_trace(cache_dir: Path, key: TraceKey, make: Callable[[], pd.DataFrame]) -> tuple[pd.DataFrame, bool]:

@@ -1,0 +1,55 @@
+"""The simulator's and the load test's traces use the named pair's own prompt set and checker (the SmolLM2 pair's QA
+test split, wisv.qa), and the trace cache never hands one prompt set's traces to another."""
+from __future__ import annotations
+
+import pytest
+from transformers import AutoTokenizer
+
+import wisv.pairs
+from testbed.load.cli import LoadConfig
+from testbed.sim.cli import SimConfig
+from testbed.sim.traces import TraceKey, trace_prompts
+from tests.testbed.conftest import TOKENIZER_DIR
+from wisv import qa, toydata
+from wisv.pairs import PairPaths, apply_pair, default_prompts_file
+from wisv.qa import check_answer
+
+
+@pytest.fixture
+def built(monkeypatch, tmp_path):
+    """Every named pair resolves as if built (no weights are read)."""
+    monkeypatch.setattr(wisv.pairs, "resolve_pair", lambda name: PairPaths(name, tmp_path / "d", tmp_path / "t"))
+
+
+@pytest.mark.parametrize("cls", [SimConfig, LoadConfig])
+def test_a_named_pair_brings_its_prompt_set(built, cls):
+    assert apply_pair(cls(pair="smollm2")).prompts_file == default_prompts_file("smollm2") == str(qa.split_path("test"))
+    assert apply_pair(cls(pair="toy")).prompts_file is None  # the toy task's built-in test split
+    assert apply_pair(cls(pair="smollm2", prompts_file="mine.jsonl")).prompts_file == "mine.jsonl"
+
+
+def test_the_trace_prompts_are_the_pairs_rows_and_answers():
+    tok = AutoTokenizer.from_pretrained(TOKENIZER_DIR)
+    rows = trace_prompts(tok, TraceKey("p", "greedy", 4, 3, 16, prompts_file=default_prompts_file("smollm2")))
+    shipped = qa.load_split("test", 3)
+    assert [r["prompt_id"] for r in rows] == [q["prompt_id"] for q in shipped]
+    assert [r["prompt_ids"] for r in rows] == [tok(q["prompt"]).input_ids for q in shipped]  # raw: no toy format
+    assert all(check_answer(f"The answer is {q['answer']}.", r["answer"]) for r, q in zip(rows, shipped))
+    assert not check_answer("#### 7", rows[0]["answer"])  # the QA checker, not the toy one
+    toy = trace_prompts(tok, TraceKey("p", "greedy", 4, 3, 16))
+    assert [r["prompt_id"] for r in toy] == [p.pid for p in toydata.load_split("test", 3)]
+    assert check_answer(f"#### {toy[0]['answer']}", toy[0]["answer"])
+
+
+def test_the_cache_key_tells_prompt_sets_apart(tmp_path):
+    toy = TraceKey("pair", "greedy", 4, 2, 16)  # its name is the one before the field (test_chat_template.py)
+    qa_key = TraceKey("pair", "greedy", 4, 2, 16, prompts_file=default_prompts_file("smollm2"))
+    assert qa_key.filename() != toy.filename()
+    a, b = tmp_path / "a" / "set.jsonl", tmp_path / "b" / "set.jsonl"
+    for path, text in ((a, '{"prompt": "x"}\n'), (b, '{"prompt": "y"}\n')):
+        path.parent.mkdir()
+        path.write_text(text)
+    names = {TraceKey("pair", "greedy", 4, 2, 16, prompts_file=str(p)).filename() for p in (a, b)}
+    assert len(names) == 2  # same name, other content: another trace
+    b.write_text(a.read_text())
+    assert TraceKey("pair", "greedy", 4, 2, 16, prompts_file=str(b)).filename() in names  # where it lies: no matter
