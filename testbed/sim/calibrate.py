@@ -30,12 +30,11 @@ from wisv.acceptance import greedy_accept_ids
 from wisv.calibrate import (Calibration, CallTiming, ComputeFit, fit_compute, fit_exchange_overhead, profile_from_fit,
                             save_calibration)
 from wisv.compute import ModelDims, draft_flops, verify_flops
-from wisv.prompts import encode_prompt
+from wisv.prompts import prompt_rows
 from wisv.hardware import LOCAL_PROFILE_PATH
 from wisv.models import load_pair
 from wisv.roundtime import n_weights
 from wisv.sessions import DraftSession, VerifySession
-from wisv.toydata import load_split
 from wisv.pairs import apply_pair
 
 
@@ -51,6 +50,7 @@ class CalibrateConfig:
     link_run: str | None = None  # testbed.run directory for the exchange overhead (None: run a short one)
     link_prompts: int = 3  # prompts of the short testbed run (20 Mbps / 20 ms, greedy, K = 8)
     no_link: bool = False  # skip the exchange-overhead measurement (writes 0)
+    prompts_file: str | None = None  # JSONL prompts to time (None: the pair's default set, the built-in test split)
     pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     drafter: str | None = None  # local HF drafter directory (None: built-in)
     target: str | None = None  # local HF target directory (None: built-in)
@@ -63,8 +63,8 @@ def time_rounds(pair, cfg: CalibrateConfig) -> list[CallTiming]:
     max_pos = int(getattr(pair.target.config, "max_position_embeddings", 2048))
     gap, out = cfg.idle_gap_ms / 1e3, []
     for k in cfg.draft_lens:
-        for p in load_split("test", cfg.prompts):
-            ids = encode_prompt(pair.tokenizer, p.prompt)
+        for row in prompt_rows(pair.tokenizer, "test", cfg.prompts, cfg.prompts_file):
+            ids = row["prompt_ids"]
             d, v = DraftSession(pair.drafter, ids), VerifySession(pair.target, ids)
             for r in range(cfg.rounds_per_k + 1):
                 if len(v.seq) + k + 1 > max_pos:
@@ -128,7 +128,8 @@ def short_link_run(cfg: CalibrateConfig) -> Path:
     from testbed.live.serve import ServeConfig
     from testbed.live.ue import UEConfig
     out = Path("runs") / f"calibrate-link-{time.strftime('%Y%m%d-%H%M%S')}"
-    run(RunConfig(protocol="greedy", prompts=cfg.link_prompts, out=str(out), reference=False,
+    run(RunConfig(protocol="greedy", prompts=cfg.link_prompts, prompts_file=cfg.prompts_file, out=str(out),
+                  reference=False,
                   ue=UEConfig(draft_len=8, drafter=cfg.drafter), edge=ServeConfig(head="none", target=cfg.target),
                   link=LinkSpec(20.0, 20.0, 20.0)))
     return out

@@ -13,6 +13,7 @@ from tests.testbed.conftest import TOKENIZER_DIR
 from wisv import qa, toydata
 from wisv.pairs import PairPaths, apply_pair, default_prompts_file
 from wisv.qa import check_answer
+from testbed.sim.calibrate import CalibrateConfig
 
 
 @pytest.fixture
@@ -21,7 +22,7 @@ def built(monkeypatch, tmp_path):
     monkeypatch.setattr(wisv.pairs, "resolve_pair", lambda name: PairPaths(name, tmp_path / "d", tmp_path / "t"))
 
 
-@pytest.mark.parametrize("cls", [SimConfig, LoadConfig])
+@pytest.mark.parametrize("cls", [SimConfig, LoadConfig, CalibrateConfig])
 def test_a_named_pair_brings_its_prompt_set(built, cls):
     assert apply_pair(cls(pair="smollm2")).prompts_file == default_prompts_file("smollm2") == str(qa.split_path("test"))
     assert apply_pair(cls(pair="toy")).prompts_file is None  # the toy task's built-in test split

@@ -136,6 +136,15 @@ def test_time_rounds_records_calls(pair_dirs):
     assert all(x.seconds > 0 for x in t)
 
 
+def test_time_rounds_times_the_given_prompt_file(pair_dirs, tmp_path):
+    pair = load_pair(pair_dirs.drafter, pair_dirs.target)
+    f = tmp_path / "p.jsonl"
+    f.write_text('{"prompt_ids": [5, 6, 7, 8, 9, 10, 11]}\n')
+    t = time_rounds(pair, CalibrateConfig(draft_lens=[2], prompts=1, rounds_per_k=1, idle_gap_ms=0.0,
+                                          prompts_file=str(f)))
+    assert 7 < t[0].l <= 7 + 3  # the file's 7-token prompt plus what the untimed first round committed (1 to 3)
+
+
 def _run_dir(tmp_path, t_e2e_s: float = 0.060):
     """A testbed.run directory: one greedy prompt of 5 tokens, 2 rounds of K = 4 on an unlimited, 10 ms link."""
     run = tmp_path / "run"
