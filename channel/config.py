@@ -427,10 +427,17 @@ def run_subcommand(prog: str, description: str, commands: Mapping[str, tuple[typ
         cfg = from_values(cls, resolve(cls, ns))
     except ValueError as e:
         parsers[ns.command].error(str(e))
+    return run_reporting(f"{prog.removeprefix('python -m ')} {ns.command}", lambda: fn(cfg), errors)
+
+
+def run_reporting(prog: str, body: Callable[[], Any],
+                  errors: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError)) -> int:
+    """Run ``body``; an error of ``errors`` (bad input: a missing file, an unknown pair) is printed as
+    ``prog: error: ...`` and returns 2 instead of a traceback; 0 otherwise."""
     try:
-        fn(cfg)
+        body()
     except errors as e:
-        print(f"{prog.removeprefix('python -m ')} {ns.command}: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     return 0
 

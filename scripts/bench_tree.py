@@ -219,7 +219,12 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_args(argv)
-    report = run(cfg)
+    if config.run_reporting("bench_tree", lambda: write_report(cfg, run(cfg))):
+        sys.exit(2)
+
+
+def write_report(cfg: BenchConfig, report: dict) -> None:
+    """Write bench_tree.json and print the goal's verdict."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench_tree.json").write_text(json.dumps(report, indent=2) + "\n")

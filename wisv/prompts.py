@@ -36,6 +36,8 @@ def encode_prompt(tokenizer, text: str, chat_template: str = "auto") -> list[int
 def read_jsonl_prompts(path: Path, tok, chat_template: str = "auto") -> list[dict]:
     """Rows with ``prompt`` (question text, wrapped in the toy prompt format unless ``raw``) or ``prompt_ids``; the
     answer is ``answer`` (the toy task's integer), or with ``answers`` (a QA row) the list of accepted answers."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"prompts file {path}: no such file")
     rows = []
     for i, line in enumerate(Path(path).read_text().splitlines(), 1):
         if not line.strip():

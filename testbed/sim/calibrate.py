@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -180,5 +181,7 @@ def parse_args(argv: list[str] | None = None) -> CalibrateConfig:
 
 
 def main(argv: list[str] | None = None) -> None:
-    calibrate(parse_args(argv))
+    cfg = parse_args(argv)
+    if config.run_reporting("testbed.simulate calibrate", lambda: calibrate(cfg)):
+        sys.exit(2)
 

@@ -189,4 +189,6 @@ def main(argv: list[str] | None = None) -> None:
         from testbed.sim.calibrate import main as calibrate_main
         calibrate_main(argv[1:])
         return
-    run(parse_args(argv))
+    cfg = parse_args(argv)
+    if config.run_reporting("testbed.simulate", lambda: run(cfg)):
+        sys.exit(2)

@@ -71,6 +71,8 @@ def file_id(*paths: Path) -> str:
 
 def prompt_set_id(path: Path) -> str:
     """Id of a prompt file by name and content (another set, or an edited one, gets another id)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"prompts file {path}: no such file")
     return f"{path.name}:{hashlib.sha1(path.read_bytes()).hexdigest()[:12]}"
 
 

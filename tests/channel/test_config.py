@@ -179,3 +179,13 @@ def test_adjust_sees_the_values_and_the_namespace():
 def test_provenance_names_the_code():
     info = config.provenance()
     assert {"cpu_count", "platform", "python", "git_commit", "git_dirty"} <= set(info)
+
+
+def test_run_reporting_turns_bad_input_into_an_error_line(capsys):
+    def missing():
+        raise FileNotFoundError("prompts file x.jsonl: no such file")
+    assert config.run_reporting("prog", missing) == 2
+    assert capsys.readouterr().err == "prog: error: prompts file x.jsonl: no such file\n"
+    assert config.run_reporting("prog", lambda: None) == 0
+    with pytest.raises(RuntimeError):  # not bad input: left to propagate
+        config.run_reporting("prog", lambda: (_ for _ in ()).throw(RuntimeError("bug")))

@@ -54,3 +54,12 @@ def test_the_cache_key_tells_prompt_sets_apart(tmp_path):
     assert len(names) == 2  # same name, other content: another trace
     b.write_text(a.read_text())
     assert TraceKey("pair", "greedy", 4, 2, 16, prompts_file=str(b)).filename() in names  # where it lies: no matter
+
+
+@pytest.mark.parametrize("argv", [["--draft-lens", "4", "--methods", "greedy"], ["calibrate", "--no-link"]])
+def test_simulate_names_a_missing_prompts_file(argv, tmp_path, capsys):
+    from testbed.sim.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(argv + ["--prompts-file", str(tmp_path / "nope.jsonl"), "--prompts", "1", "--out", str(tmp_path / "o")])
+    assert e.value.code == 2
+    assert f"error: prompts file {tmp_path / 'nope.jsonl'}: no such file" in capsys.readouterr().err
