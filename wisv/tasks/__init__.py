@@ -1,0 +1,1 @@
+"""Tasks the pairs are run on: prompt sets with checkable answers, and the pools they are split into."""
