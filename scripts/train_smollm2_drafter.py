@@ -47,10 +47,10 @@ class DistillConfig:
 
     layers: list[int] = field(default_factory=lambda: [0, 1, 2, 3])  # target layers the drafter keeps, in order
     train_layers: list[int] = field(default_factory=lambda: [1, 2, 3])  # drafter layers trained (others: copied)
-    prompts: int = 2500  # generic distillation prompts (scripts/smollm2_distill_prompts.py)
+    prompts: int = 1536  # generic distillation prompts (scripts/smollm2_distill_prompts.py)
     max_new_tokens: int = 64  # target greedy generation length per generic prompt, tokens
     pool: str = field(default="distill", metadata={"choices": ("distill",)})  # long-form pool read (not calib/test)
-    pool_max_new_tokens: int = 128  # target greedy generation length per long-form prompt, tokens
+    pool_max_new_tokens: int = 96  # target greedy generation length per long-form prompt, tokens
     qa: bool = False  # add the old QA task's in-domain prompts (scripts/smollm2_qa_distill_prompts.py)
     qa_max_new_tokens: int = 48  # target greedy generation length per QA prompt, tokens
     head_min_ids: int = 0  # also keep token ids below this in the head's vocabulary (0: the generations' tokens only)
@@ -58,7 +58,7 @@ class DistillConfig:
     soft_weight: float = 0.5  # weight of the top-k soft cross-entropy; the hard one gets 1 - this
     temperature: float = 1.0  # softmax temperature of the target's top-k logits
     gen_batch: int = 32  # prompts per batched generation
-    epochs: int = 4  # passes over the distillation set
+    epochs: int = 3  # passes over the distillation set
     batch: int = 8  # sequences per optimizer step
     lr: float = 1e-3  # peak AdamW learning rate (linear warm-up, cosine decay)
     warmup_steps: int = 20  # warm-up steps
