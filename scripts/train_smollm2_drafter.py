@@ -39,6 +39,7 @@ from wisv.prompts import encode_prompt  # noqa: E402
 from wisv.tasks.pools import pool_path  # noqa: E402
 
 WEIGHTS_FILE = "layers.safetensors"
+POOL = "distill"  # the long-form pool distillation reads: calib is the decision head's, test the evaluation's
 
 
 @dataclass
@@ -49,7 +50,6 @@ class DistillConfig:
     train_layers: list[int] = field(default_factory=lambda: [1, 2, 3])  # drafter layers trained (others: copied)
     prompts: int = 1536  # generic distillation prompts (scripts/smollm2_distill_prompts.py)
     max_new_tokens: int = 64  # target greedy generation length per generic prompt, tokens
-    pool: str = field(default="distill", metadata={"choices": ("distill",)})  # long-form pool read (not calib/test)
     pool_max_new_tokens: int = 96  # target greedy generation length per long-form prompt, tokens
     qa: bool = False  # add the old QA task's in-domain prompts (scripts/smollm2_qa_distill_prompts.py)
     qa_max_new_tokens: int = 48  # target greedy generation length per QA prompt, tokens
@@ -121,7 +121,8 @@ def distill_set(target, tok, cfg: DistillConfig) -> list[dict]:
     the generic prompts', the long-form distill pool's and, with ``cfg.qa``, the old QA task's in-domain prompts'."""
     seqs = generate(target, tok, distill_prompts(cfg.prompts, cfg.seed), cfg, "generic-", cfg.max_new_tokens,
                     cfg.top_k)
-    seqs += generate(target, tok, [r["prompt"] for r in read_jsonl(pool_path(cfg.pool))], cfg, f"{cfg.pool}-",
+    print(f"[data] long-form pool: {POOL} ({pool_path(POOL)})", flush=True)
+    seqs += generate(target, tok, [r["prompt"] for r in read_jsonl(pool_path(POOL))], cfg, f"{POOL}-",
                      cfg.pool_max_new_tokens, cfg.top_k)
     if cfg.qa:
         seqs += generate(target, tok, qa_distill_prompts(cfg.seed), cfg, f"qa-k{cfg.top_k}-", cfg.qa_max_new_tokens,
@@ -253,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
     del target
     losses = train(model, rows, cfg)
     facts = {"data_s": round(t_data, 1), "train_s": round(time.perf_counter() - t0 - t_data, 1),
-             "tokens": sum(len(r["ids"]) for r in rows), "rows": len(rows),
+             "tokens": sum(len(r["ids"]) for r in rows), "rows": len(rows), "pool": POOL,
              "generated_tokens": sum(len(r["ids"]) - r["prompt_len"] for r in rows),
              "epoch_losses": [round(x, 4) for x in losses],
              "threads": cfg.threads}
