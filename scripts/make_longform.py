@@ -40,12 +40,36 @@ MORE_CITIES = {"Kyoto": "Japan", "Naples": "Italy", "Hamburg": "Germany", "Sevil
                "Miami": "the United States", "Edinburgh": "Scotland", "Liverpool": "England", "Zurich": "Switzerland"}
 MORE_CITY_ALIASES = {"the Czech Republic": ["Czechia"], "South Korea": ["Korea"],
                      "Scotland": ["United Kingdom", "UK", "Britain"]}
+MORE_LANGUAGES = {"Kenya": "Swahili", "Egypt": "Arabic", "Peru": "Spanish", "Chile": "Spanish", "Colombia": "Spanish",
+                  "Cuba": "Spanish", "Venezuela": "Spanish", "Ecuador": "Spanish", "Uruguay": "Spanish",
+                  "Bolivia": "Spanish", "Saudi Arabia": "Arabic", "Syria": "Arabic", "Iraq": "Arabic",
+                  "Morocco": "Arabic", "Lebanon": "Arabic", "Jordan": "Arabic", "Algeria": "Arabic",
+                  "Tunisia": "Arabic", "Qatar": "Arabic", "Austria": "German", "Canada": "English",
+                  "Ireland": "English", "New Zealand": "English", "the United Kingdom": "English",
+                  "Jamaica": "English", "Nigeria": "English", "Ghana": "English", "Indonesia": "Indonesian",
+                  "Malaysia": "Malay", "the Philippines": "Filipino", "Pakistan": "Urdu", "Bangladesh": "Bengali",
+                  "Iceland": "Icelandic", "Croatia": "Croatian", "Serbia": "Serbian", "Bulgaria": "Bulgarian",
+                  "Estonia": "Estonian", "Latvia": "Latvian", "Lithuania": "Lithuanian", "Slovakia": "Slovak",
+                  "Nepal": "Nepali", "India": "Hindi", "Ethiopia": "Amharic", "Mongolia": "Mongolian",
+                  "Cyprus": "Greek", "Senegal": "French", "Uganda": "English", "Belgium": "Dutch",
+                  "Switzerland": "German", "Afghanistan": "Pashto", "Cambodia": "Khmer", "Laos": "Lao",
+                  "Sri Lanka": "Sinhala", "Albania": "Albanian", "Slovenia": "Slovenian"}
+MORE_LANGUAGE_ALIASES = {"Swahili": ["English"], "English": ["Irish", "Maori", "Patois"], "Filipino": ["Tagalog",
+                         "English"], "Urdu": ["English"], "Hindi": ["English"], "Malay": ["Malaysian", "Bahasa"],
+                         "Indonesian": ["Bahasa"], "Dutch": ["French", "Flemish"], "German": ["French", "Italian"],
+                         "Pashto": ["Dari", "Persian"], "Greek": ["Turkish"], "French": ["Wolof"],
+                         "Sinhala": ["Tamil"], "Arabic": ["French"], "Bengali": ["Bangla"]}
 NAMES = ("Tom", "Sara", "Ben", "Mia", "Leo", "Anna", "Sam", "Lily", "Max", "Emma", "Noah", "Zoe")
 OBJECTS = ("apples", "books", "pencils", "marbles", "stickers", "cookies", "balloons", "stamps", "shells", "cards")
 THEN_SAY = 'Explain your steps, then write "The answer is" followed by the number.'
 FIRST_FACTS = "Start with the answer, then tell me three facts about the {about}."
 FIRST_PARAGRAPH = "Give the answer first, then write a short paragraph about the {about}."
 FIRST_WHY = "Start with the answer, then explain why the {about} is important."
+
+def _merge(a: dict[str, list[str]], b: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Alias tables joined: an answer's aliases from both."""
+    return {k: list(dict.fromkeys(a.get(k, []) + b.get(k, []))) for k in {**a, **b}}
+
 
 # kind -> (form, templates with {w}, {w: answer}, {answer: aliases})
 WORD_KINDS = {
@@ -56,7 +80,16 @@ WORD_KINDS = {
                                for t, a in ((FIRST_FACTS, "country"), (FIRST_PARAGRAPH, "city"))],
                      CITIES | MORE_CITIES, CITY_ALIASES | MORE_CITY_ALIASES),
     "language": ("first", [f"What language is spoken in {{w}}? {t.format(about='language')}"
-                           for t in (FIRST_FACTS, FIRST_PARAGRAPH)], LANGUAGES, LANGUAGE_ALIASES),
+                           for t in (FIRST_FACTS, FIRST_PARAGRAPH)], LANGUAGES | MORE_LANGUAGES,
+                 _merge(LANGUAGE_ALIASES, MORE_LANGUAGE_ALIASES)),
+    "language_last": ("last", [f"What language do people speak in {{w}}? First write two sentences about the {t} of "
+                               '{w}. Then end with "The answer is" followed by the name of the language.'
+                               for t in ("culture", "history")], LANGUAGES | MORE_LANGUAGES,
+                      _merge(LANGUAGE_ALIASES, MORE_LANGUAGE_ALIASES)),
+    "capital_history": ("last", [f"Which city is the capital of {{w}}? First write two sentences about the {t} of "
+                                 '{w}. Then end with "The answer is" followed by the name of the capital city.'
+                                 for t in ("history", "culture")],
+                        CAPITALS | MORE_CAPITALS, CAPITAL_ALIASES | MORE_CAPITAL_ALIASES),
     "capital_last": ("last", ['Tell me about {w} in two sentences. Then finish with "The answer is" and the name of '
                               'its capital city.'], CAPITALS | MORE_CAPITALS, CAPITAL_ALIASES | MORE_CAPITAL_ALIASES),
 }
@@ -65,7 +98,9 @@ WORD_PROBLEMS = (f"{{name}} has {{a}} {{obj}} and gets {{b}} more. How many {{ob
                  f"in the box now? {THEN_SAY}")
 KINDS = (*WORD_KINDS, "word_problem")
 # Dropped after measuring the target (scripts/longform_accuracy.py, docs/longform-task.md): under 55% correct.
-DROPPED: tuple[str, ...] = ("capital_last",)
+# Test pool, 96 new tokens: capital_last 15% (it describes the country and stops), word_problem 23% ("2 * 4 = 8
+# books", and 0% for the "in a box" template).
+DROPPED: tuple[str, ...] = ("capital_last", "word_problem")
 SHIPPED = tuple(k for k in KINDS if k not in DROPPED)
 
 

@@ -54,6 +54,8 @@ def _ceiling(path: str) -> str:
     dep = "\n".join(f"| {r['layers']} | {'yes' if r['distilled'] else 'no'} | " + " | ".join(
         str(r["aal"][s]) for s in sets) + " |" for r in c["by_depth"])
     cc = c["config"]
+    heads = "\n".join(f"| {r['head']} | {r['cost_ratio']} | " + " | ".join(
+        f"{r['aal'][s]} / {100 * r['coverage'][s]:.2f}%" for s in sets) + " |" for r in c.get("by_head", []))
     return f"""Measured by `scripts/drafter_ceiling.py` (greedy SD AAL at K={cc['draft_len']}, {cc['max_new_tokens']} new tokens,
 first {cc['prompts']} prompts of each set; JSON `{cc['out']}`).
 
@@ -68,6 +70,13 @@ AAL against exit depth (the target's first d layers, undistilled, same head):
 | layers | distilled | {head} |
 | --- | --- | {' | '.join('---' for _ in sets)} |
 {dep}
+
+The last checkpoint's head: the kept vocabulary or the full one (cost ratio: drafter / target per-token decode,
+median of {cc['cost_repeats']} interleaved repeats; per set: AAL / share of the target's greedy tokens the head can propose):
+
+| head | cost ratio | {head} |
+| --- | --- | {' | '.join('---' for _ in sets)} |
+{heads}
 """
 
 

@@ -48,9 +48,9 @@ class DistillConfig:
 
     layers: list[int] = field(default_factory=lambda: [0, 1, 2, 3])  # target layers the drafter keeps, in order
     train_layers: list[int] = field(default_factory=lambda: [1, 2, 3])  # drafter layers trained (others: copied)
-    prompts: int = 1536  # generic distillation prompts (scripts/smollm2_distill_prompts.py)
+    prompts: int = 1152  # generic distillation prompts (scripts/smollm2_distill_prompts.py)
     max_new_tokens: int = 64  # target greedy generation length per generic prompt, tokens
-    pool_max_new_tokens: int = 96  # target greedy generation length per long-form prompt, tokens
+    pool_max_new_tokens: int = 64  # target greedy generation length per long-form prompt, tokens
     qa: bool = False  # add the old QA task's in-domain prompts (scripts/smollm2_qa_distill_prompts.py)
     qa_max_new_tokens: int = 48  # target greedy generation length per QA prompt, tokens
     head_min_ids: int = 0  # also keep token ids below this in the head's vocabulary (0: the generations' tokens only)
@@ -58,7 +58,8 @@ class DistillConfig:
     soft_weight: float = 0.5  # weight of the top-k soft cross-entropy; the hard one gets 1 - this
     temperature: float = 1.0  # softmax temperature of the target's top-k logits
     gen_batch: int = 32  # prompts per batched generation
-    epochs: int = 3  # passes over the distillation set
+    epochs: int = 2  # passes over the distillation set
+    max_train_s: float = 1500.0  # stop training after the step that passes this wall time, s (0: no limit)
     batch: int = 8  # sequences per optimizer step
     lr: float = 1e-3  # peak AdamW learning rate (linear warm-up, cosine decay)
     warmup_steps: int = 20  # warm-up steps
@@ -197,7 +198,7 @@ def train(model, rows: list[dict], cfg: DistillConfig) -> list[float]:
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]["ids"]))  # similar lengths share a batch
         batches = [order[i:i + cfg.batch] for i in range(0, len(order), cfg.batch)]
         rng.shuffle(batches)
-        total = 0.0
+        total, done = 0.0, 0
         for b in batches:
             loss = batch_loss(model, [rows[i] for i in b], vocab, cfg)
             opt.zero_grad()
@@ -205,12 +206,17 @@ def train(model, rows: list[dict], cfg: DistillConfig) -> list[float]:
             torch.nn.utils.clip_grad_norm_(params.values(), 1.0)
             opt.step()
             sched.step()
-            total += loss.item()
+            total, done = total + loss.item(), done + 1
             seen += sum(len(rows[i]["ids"]) - rows[i]["prompt_len"] for i in b)
-        losses.append(total / len(batches))
+            if cfg.max_train_s and time.perf_counter() - t0 > cfg.max_train_s:
+                break
+        losses.append(total / done)
         checkpoint(model, cfg, epoch + 1, seen)
-        print(f"[train] epoch {epoch + 1}/{cfg.epochs}: loss {losses[-1]:.4f}, {time.perf_counter() - t0:.0f} s",
-              flush=True)
+        print(f"[train] epoch {epoch + 1}/{cfg.epochs}: loss {losses[-1]:.4f}, {done}/{len(batches)} steps, "
+              f"{seen} tokens seen, {time.perf_counter() - t0:.0f} s", flush=True)
+        if done < len(batches):
+            print(f"[train] stopped: --max-train-s {cfg.max_train_s} passed", flush=True)
+            break
     return losses
 
 
