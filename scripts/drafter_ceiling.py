@@ -22,18 +22,17 @@ from transformers import LlamaForCausalLM
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from channel import config  # noqa: E402
-from wisv.evaluate import eos_id  # noqa: E402
-from wisv.models import load_pair  # noqa: E402
+import config  # noqa: E402
+from wisv.tasks.evaluate import eos_id, greedy_reference  # noqa: E402
+from wisv.models.loader import load_pair  # noqa: E402
 from wisv.pairs import cache_dir, resolve_pair  # noqa: E402
 from wisv.pairs.drafter import apply_weights, early_exit, read_spec  # noqa: E402
-from wisv.prompts import prompt_rows  # noqa: E402
-from wisv.records import spec_rows, to_frame  # noqa: E402
-from wisv.restricted_head import restrict  # noqa: E402
-from wisv.speculative import speculative_generate  # noqa: E402
-from wisv.summary import summarize_rounds  # noqa: E402
+from wisv.tasks.prompts import prompt_rows  # noqa: E402
+from wisv.records.rows import to_frame  # noqa: E402
+from wisv.models.restricted_head import restrict  # noqa: E402
+from wisv.decoding.speculative import spec_rows, speculative_generate  # noqa: E402
+from wisv.records.summary import summarize_rounds  # noqa: E402
 from scripts.bench_smollm2_drafter import per_token_ms  # noqa: E402
-from wisv.evaluate import greedy_reference  # noqa: E402
 from wisv.tasks.pools import GENERIC_HELDOUT, pool_path  # noqa: E402
 
 _CKPT_RE = re.compile(r"-e(\d+)-t(\d+)\.safetensors$")

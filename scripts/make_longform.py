@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from channel import config  # noqa: E402
-from scripts.make_qa import CAPITAL_ALIASES, CAPITALS, CITIES, CITY_ALIASES, LANGUAGE_ALIASES, LANGUAGES  # noqa: E402
-from scripts.make_qa import spread  # noqa: E402
-from wisv.jsonl import write_jsonl  # noqa: E402
+import config  # noqa: E402
+from scripts.make_qa import (CAPITAL_ALIASES, CAPITALS, CITIES, CITY_ALIASES, LANGUAGE_ALIASES,  # noqa: E402
+                             LANGUAGES, spread)
+from wisv.tasks.jsonl import write_jsonl  # noqa: E402
 from wisv.tasks.pools import LONGFORM_DIR, POOLS  # noqa: E402
 
 MORE_CAPITALS = {"Brazil": "Brasilia", "Ghana": "Accra", "Qatar": "Doha", "Jordan": "Amman", "Ecuador": "Quito",

@@ -9,7 +9,7 @@ import re
 from itertools import combinations
 from pathlib import Path
 
-from wisv.jsonl import read_jsonl
+from wisv.tasks.jsonl import read_jsonl
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 LONGFORM_DIR = ASSETS / "longform"

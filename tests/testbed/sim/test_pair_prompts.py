@@ -1,5 +1,5 @@
-"""The simulator's and the load test's traces use the named pair's own prompt set and checker (the SmolLM2 pair's long-form
-test pool, wisv.qa's checker), and the trace cache never hands one prompt set's traces to another."""
+"""The simulator's and the load test's traces use the named pair's own prompt set and checker (the SmolLM2 pair's
+long-form test pool, wisv.tasks.qa's checker), and the trace cache never hands one prompt set's traces to another."""
 from __future__ import annotations
 
 import pytest
@@ -10,9 +10,9 @@ from testbed.load.cli import LoadConfig
 from testbed.sim.cli import SimConfig
 from testbed.sim.traces import TraceKey, trace_prompts
 from tests.testbed.conftest import TOKENIZER_DIR
-from wisv import toydata
+from wisv.tasks import toydata
 from wisv.pairs import PairPaths, apply_pair, default_prompts_file
-from wisv.qa import check_answer
+from wisv.tasks.qa import check_answer
 from wisv.tasks.pools import load_pool, pool_path
 from testbed.sim.calibrate import CalibrateConfig
 
