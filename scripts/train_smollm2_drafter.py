@@ -50,6 +50,7 @@ class DistillConfig:
     train_layers: list[int] = field(default_factory=lambda: [1, 2, 3])  # drafter layers trained (others: copied)
     prompts: int = 1152  # generic distillation prompts (scripts/smollm2_distill_prompts.py)
     max_new_tokens: int = 64  # target greedy generation length per generic prompt, tokens
+    pool_rows: int = 160  # first rows of the long-form distill pool used (0: all; the pool spreads its kinds)
     pool_max_new_tokens: int = 64  # target greedy generation length per long-form prompt, tokens
     qa: bool = False  # add the old QA task's in-domain prompts (scripts/smollm2_qa_distill_prompts.py)
     qa_max_new_tokens: int = 48  # target greedy generation length per QA prompt, tokens
@@ -59,7 +60,7 @@ class DistillConfig:
     temperature: float = 1.0  # softmax temperature of the target's top-k logits
     gen_batch: int = 32  # prompts per batched generation
     epochs: int = 2  # passes over the distillation set
-    max_train_s: float = 1500.0  # stop training after the step that passes this wall time, s (0: no limit)
+    max_train_s: float = 900.0  # stop training after the step that passes this wall time, s (0: no limit)
     batch: int = 8  # sequences per optimizer step
     lr: float = 1e-3  # peak AdamW learning rate (linear warm-up, cosine decay)
     warmup_steps: int = 20  # warm-up steps
@@ -123,7 +124,8 @@ def distill_set(target, tok, cfg: DistillConfig) -> list[dict]:
     seqs = generate(target, tok, distill_prompts(cfg.prompts, cfg.seed), cfg, "generic-", cfg.max_new_tokens,
                     cfg.top_k)
     print(f"[data] long-form pool: {POOL} ({pool_path(POOL)})", flush=True)
-    seqs += generate(target, tok, [r["prompt"] for r in read_jsonl(pool_path(POOL))], cfg, f"{POOL}-",
+    pool = read_jsonl(pool_path(POOL))[:cfg.pool_rows or None]
+    seqs += generate(target, tok, [r["prompt"] for r in pool], cfg, f"{POOL}-",
                      cfg.pool_max_new_tokens, cfg.top_k)
     if cfg.qa:
         seqs += generate(target, tok, qa_distill_prompts(cfg.seed), cfg, f"qa-k{cfg.top_k}-", cfg.qa_max_new_tokens,
