@@ -107,7 +107,7 @@ def model_card(r: dict, ceiling: str = "") -> str:
     pool = tr.get("pool") or tc.get("pool")
     n_head = len(spec.get("head_vocab") or [])
     head = (f"a restricted LM head over {n_head:,} kept tokens (`RestrictedHead`: the target's embedding rows of every "
-            f"token in the distillation generations, scattered into the {r['drafter']['vocab_size']:,}-token "
+            f"token in the distillation generations and in the target's top-k there, scattered into the {r['drafter']['vocab_size']:,}-token "
             "vocabulary, the rest masked at -1e4)" if n_head else "the target's full (tied) LM head")
     sets = "\n".join(_set_section(n, sd, r["meets"][n]) for n, sd in r["by_set"].items())
     return f"""# SmolLM2-135M-Instruct pair (target + distilled early-exit drafter)

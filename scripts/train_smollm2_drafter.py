@@ -1,14 +1,14 @@
 """Distil the SmolLM2 pair's early-exit drafter on the target's own greedy generations (seeded, CPU).
 
-Usage: ``python scripts/train_smollm2_drafter.py [--layers 0 1 2 3] [--epochs 4] [--prompts 2500]``, after
+Usage: ``python scripts/train_smollm2_drafter.py [--layers 0 1 2 3] [--epochs 2] [--prompts 1152]``, after
 ``python -m wisv.pairs build smollm2 --stages download target``.  The drafter is the target's first layers, final
-norm and LM head restricted to a kept vocabulary; the layers named in --train-layers and the final norm are trained
-on the target's greedy generations of generic prompts (scripts/smollm2_distill_prompts.py) and of the long-form
-task's **distill pool** (``wisv/assets/longform/distill.jsonl``; never its calib or test pool, nor the generic
-held-out prompts), optionally plus the old QA task's in-domain questions (``--qa``; none of its test split):
+norm and LM head restricted to a kept vocabulary (every token of the generations and of the target's top-k there);
+the layers named in --train-layers and the final norm are trained on the target's greedy generations of generic
+prompts (scripts/smollm2_distill_prompts.py) and of the long-form task's **distill pool**
+(``wisv/assets/longform/distill.jsonl``; never its calib or test pool, nor the generic held-out prompts), optionally plus the old QA task's in-domain questions (``--qa``; none of its test split):
 cross-entropy on the target's greedy next token at every generated position, mixed with cross-entropy on the
-target's top-k next-token distribution.  The kept vocabulary is every token of those generations plus the
-``--head-min-ids`` lowest ids (BPE's first merges: its most frequent tokens).  Saved in fp16 to
+target's top-k next-token distribution.  ``--max-train-s`` bounds the training's wall time (it stops after the step
+that passes it) and ``--pool-rows`` the distill pool's rows, so the run fits a shared CPU.  Saved in fp16 to
 wisv/assets/smollm2-drafter/ with drafter.json, which ``python -m wisv.pairs build smollm2`` lays over the target's
 copied layers; each epoch's layers also go to ``<cache>/distill/checkpoints/`` (AAL against distillation tokens).
 """
@@ -54,7 +54,8 @@ class DistillConfig:
     pool_max_new_tokens: int = 64  # target greedy generation length per long-form prompt, tokens
     qa: bool = False  # add the old QA task's in-domain prompts (scripts/smollm2_qa_distill_prompts.py)
     qa_max_new_tokens: int = 48  # target greedy generation length per QA prompt, tokens
-    head_min_ids: int = 0  # also keep token ids below this in the head's vocabulary (0: the generations' tokens only)
+    head_min_ids: int = 0  # also keep token ids below this in the head's vocabulary (0: none)
+    head_top_k: bool = True  # the head also keeps every id in the target's top-k at a generated position
     top_k: int = 8  # target logits kept per generated position for the soft loss
     soft_weight: float = 0.5  # weight of the top-k soft cross-entropy; the hard one gets 1 - this
     temperature: float = 1.0  # softmax temperature of the target's top-k logits
@@ -145,10 +146,12 @@ def trainable(model: LlamaForCausalLM, train_layers: list[int]) -> dict[str, tor
     return params
 
 
-def label_vocab(rows: list[dict], min_ids: int = 0) -> torch.Tensor:
-    """The kept vocabulary, sorted: every token id that is some position's label, and the ids below ``min_ids``.  The
-    training loss's softmax and the drafter's head run over these only."""
-    return torch.tensor(sorted({t for r in rows for t in r["labels"] if t >= 0} | set(range(min_ids))))
+def label_vocab(rows: list[dict], min_ids: int = 0, top_k: bool = False) -> torch.Tensor:
+    """The kept vocabulary, sorted: every token id that is some position's label, the ids below ``min_ids`` and (with
+    ``top_k``) every id in the target's top-k at some generated position.  The training loss's softmax and the
+    drafter's head run over these only."""
+    tops = {t for r in rows for pos in r["top_ids"] for t in pos} if top_k else set()
+    return torch.tensor(sorted({t for r in rows for t in r["labels"] if t >= 0} | set(range(min_ids)) | tops))
 
 
 def soft_targets(rows: list[dict], width: int, vocab: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -194,7 +197,8 @@ def train(model, rows: list[dict], cfg: DistillConfig) -> list[float]:
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) * 0.5 * (
         1 + torch.cos(torch.tensor(torch.pi * s / steps)).item()))
     rng, losses, t0 = random.Random(cfg.seed), [], time.perf_counter()
-    vocab, seen = label_vocab(rows, cfg.head_min_ids), 0
+    vocab, seen = label_vocab(rows, cfg.head_min_ids, cfg.head_top_k), 0
+    print(f"[train] head vocabulary: {len(vocab)} tokens", flush=True)
     model.train()
     for epoch in range(cfg.epochs):
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]["ids"]))  # similar lengths share a batch
@@ -239,7 +243,8 @@ def save(model, rows: list[dict], cfg: DistillConfig, facts: dict) -> Path:
     names = trainable(model, cfg.train_layers)
     save_file({k: v.detach().to(torch.float16).contiguous() for k, v in names.items()}, str(out / WEIGHTS_FILE))
     spec = {"layers": cfg.layers, "weights": WEIGHTS_FILE, "weights_sha256": sha256_file(out / WEIGHTS_FILE),
-            "head_vocab": label_vocab(rows, cfg.head_min_ids).tolist(), "training": {"config": asdict(cfg) | {"out": None}, **facts}}
+            "head_vocab": label_vocab(rows, cfg.head_min_ids, cfg.head_top_k).tolist(),
+            "training": {"config": asdict(cfg) | {"out": None}, **facts}}
     (out / SPEC_FILE).write_text(json.dumps(spec, indent=1) + "\n")
     return out / SPEC_FILE
 
