@@ -5,7 +5,8 @@ Usage: ``python scripts/train_smollm2_drafter.py [--layers 0 1 2 3] [--epochs 2]
 norm and LM head restricted to a kept vocabulary (every token of the generations and of the target's top-k there);
 the layers named in --train-layers and the final norm are trained on the target's greedy generations of generic
 prompts (scripts/smollm2_distill_prompts.py) and of the long-form task's **distill pool**
-(``wisv/assets/longform/distill.jsonl``; never its calib or test pool, nor the generic held-out prompts), optionally plus the old QA task's in-domain questions (``--qa``; none of its test split):
+(``wisv/assets/longform/distill.jsonl``; never its calib or test pool, nor the generic held-out prompts),
+optionally plus the old QA task's in-domain questions (``--qa``; none of its test split):
 cross-entropy on the target's greedy next token at every generated position, mixed with cross-entropy on the
 target's top-k next-token distribution.  ``--max-train-s`` bounds the training's wall time (it stops after the step
 that passes it) and ``--pool-rows`` the distill pool's rows, so the run fits a shared CPU.  Saved in fp16 to
