@@ -54,11 +54,13 @@ MORE_LANGUAGES = {"Kenya": "Swahili", "Egypt": "Arabic", "Peru": "Spanish", "Chi
                   "Cyprus": "Greek", "Senegal": "French", "Uganda": "English", "Belgium": "Dutch",
                   "Switzerland": "German", "Afghanistan": "Pashto", "Cambodia": "Khmer", "Laos": "Lao",
                   "Sri Lanka": "Sinhala", "Albania": "Albanian", "Slovenia": "Slovenian"}
-MORE_LANGUAGE_ALIASES = {"Swahili": ["English"], "English": ["Irish", "Maori", "Patois"], "Filipino": ["Tagalog",
-                         "English"], "Urdu": ["English"], "Hindi": ["English"], "Malay": ["Malaysian", "Bahasa"],
-                         "Indonesian": ["Bahasa"], "Dutch": ["French", "Flemish"], "German": ["French", "Italian"],
-                         "Pashto": ["Dari", "Persian"], "Greek": ["Turkish"], "French": ["Wolof"],
-                         "Sinhala": ["Tamil"], "Arabic": ["French"], "Bengali": ["Bangla"]}
+MORE_LANGUAGE_ALIASES = {"Kenya": ["English"], "the Philippines": ["Tagalog", "English"], "Pakistan": ["English"],
+                         "India": ["English"], "Malaysia": ["Malaysian", "Bahasa"], "Indonesia": ["Bahasa"],
+                         "Belgium": ["French", "Flemish"], "Switzerland": ["French", "Italian"],
+                         "Afghanistan": ["Dari", "Persian"], "Cyprus": ["Turkish"], "Senegal": ["Wolof"],
+                         "Sri Lanka": ["Tamil"], "Morocco": ["French"], "Algeria": ["French"], "Tunisia": ["French"],
+                         "Lebanon": ["French"], "Bangladesh": ["Bangla"], "Ireland": ["Irish"], "Canada": ["French"],
+                         "New Zealand": ["Maori"], "Uganda": ["Swahili"]}  # by country: other official languages
 NAMES = ("Tom", "Sara", "Ben", "Mia", "Leo", "Anna", "Sam", "Lily", "Max", "Emma", "Noah", "Zoe")
 OBJECTS = ("apples", "books", "pencils", "marbles", "stickers", "cookies", "balloons", "stamps", "shells", "cards")
 THEN_SAY = 'Explain your steps, then write "The answer is" followed by the number.'
@@ -66,32 +68,28 @@ FIRST_FACTS = "Start with the answer, then tell me three facts about the {about}
 FIRST_PARAGRAPH = "Give the answer first, then write a short paragraph about the {about}."
 FIRST_WHY = "Start with the answer, then explain why the {about} is important."
 
-def _merge(a: dict[str, list[str]], b: dict[str, list[str]]) -> dict[str, list[str]]:
-    """Alias tables joined: an answer's aliases from both."""
-    return {k: list(dict.fromkeys(a.get(k, []) + b.get(k, []))) for k in {**a, **b}}
-
-
-# kind -> (form, templates with {w}, {w: answer}, {answer: aliases})
+# kind -> (form, templates with {w}, {w: answer}, {answer: aliases}, {w: aliases})
 WORD_KINDS = {
     "capital": ("first", [f"What is the capital of {{w}}? {t.format(about='city')}"
                           for t in (FIRST_FACTS, FIRST_PARAGRAPH, FIRST_WHY)],
-                CAPITALS | MORE_CAPITALS, CAPITAL_ALIASES | MORE_CAPITAL_ALIASES),
+                CAPITALS | MORE_CAPITALS, CAPITAL_ALIASES | MORE_CAPITAL_ALIASES, {}),
     "city_country": ("first", [f"In which country is the city of {{w}}? {t.format(about=a)}"
                                for t, a in ((FIRST_FACTS, "country"), (FIRST_PARAGRAPH, "city"))],
-                     CITIES | MORE_CITIES, CITY_ALIASES | MORE_CITY_ALIASES),
+                     CITIES | MORE_CITIES, CITY_ALIASES | MORE_CITY_ALIASES, {}),
     "language": ("first", [f"What language is spoken in {{w}}? {t.format(about='language')}"
                            for t in (FIRST_FACTS, FIRST_PARAGRAPH)], LANGUAGES | MORE_LANGUAGES,
-                 _merge(LANGUAGE_ALIASES, MORE_LANGUAGE_ALIASES)),
+                 LANGUAGE_ALIASES, MORE_LANGUAGE_ALIASES),
     "language_last": ("last", [f"What language do people speak in {{w}}? First write two sentences about the {t} of "
                                '{w}. Then end with "The answer is" followed by the name of the language.'
                                for t in ("culture", "history")], LANGUAGES | MORE_LANGUAGES,
-                      _merge(LANGUAGE_ALIASES, MORE_LANGUAGE_ALIASES)),
+                      LANGUAGE_ALIASES, MORE_LANGUAGE_ALIASES),
     "capital_history": ("last", [f"Which city is the capital of {{w}}? First write two sentences about the {t} of "
                                  '{w}. Then end with "The answer is" followed by the name of the capital city.'
                                  for t in ("history", "culture")],
-                        CAPITALS | MORE_CAPITALS, CAPITAL_ALIASES | MORE_CAPITAL_ALIASES),
+                        CAPITALS | MORE_CAPITALS, CAPITAL_ALIASES | MORE_CAPITAL_ALIASES, {}),
     "capital_last": ("last", ['Tell me about {w} in two sentences. Then finish with "The answer is" and the name of '
-                              'its capital city.'], CAPITALS | MORE_CAPITALS, CAPITAL_ALIASES | MORE_CAPITAL_ALIASES),
+                              'its capital city.'], CAPITALS | MORE_CAPITALS, CAPITAL_ALIASES | MORE_CAPITAL_ALIASES,
+                     {}),
 }
 WORD_PROBLEMS = (f"{{name}} has {{a}} {{obj}} and gets {{b}} more. How many {{obj}} does {{name}} have now? {THEN_SAY}",
                  f"There are {{a}} {{obj}} in a box. {{name}} puts {{b}} more {{obj}} in the box. How many {{obj}} are "
@@ -130,9 +128,10 @@ def entity_rows(kind: str, entity: tuple, rng: random.Random) -> list[dict]:
         a, b = entity
         return [_row(kind, "last", t.format(name=rng.choice(NAMES), obj=rng.choice(OBJECTS), a=a, b=b), str(a + b))
                 for t in WORD_PROBLEMS]
-    form, templates, table, aliases = WORD_KINDS[kind]
-    answer = table[entity[0]]
-    return [_row(kind, form, t.format(w=entity[0]), answer, aliases.get(answer, [])) for t in templates]
+    form, templates, table, by_answer, by_word = WORD_KINDS[kind]
+    w = entity[0]
+    aliases = list(dict.fromkeys(by_answer.get(table[w], []) + by_word.get(w, [])))
+    return [_row(kind, form, t.format(w=w), table[w], aliases) for t in templates]
 
 
 def _row(kind: str, form: str, prompt: str, answer: str, aliases: list[str] | None = None) -> dict:
