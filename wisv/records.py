@@ -28,6 +28,7 @@ class RoundRow:
     round: int  # round index within the prompt, from 0
     protocol: str | None = None  # protocol the round used: greedy | reject | fh | sh (auto resolves per round)
     drafted: int  # draft tokens sent this round (K, smaller near the budget)
+    window_k: int | None = None  # K the draft-window policy chose before drafting (--draft-len auto); None: fixed K
     accepted: int  # draft tokens committed (the correction/bonus token not counted)
     mismatches: int | None = None  # greedy-mismatch positions in the block (head candidates)
     queried: int | None = None  # positions whose drafter hidden states the edge requested (SH)

@@ -31,7 +31,7 @@ from channel.trace import CSITrace
 from protocols.auto import AUTO_RULES
 from protocols.handshake import Vocab
 from protocols.registry import PROTOCOLS
-from protocols.ue_side import EdgeError, HandshakeError, UEParams, UESession
+from protocols.ue_side import AUTO_DRAFT_LEN, EdgeError, HandshakeError, UEParams, UESession
 from protocols.wire import Limits, MsgType, WireError, make
 from testbed.common.link import LinkSpec
 from testbed.common.summary import summarize, table, write_summary
@@ -45,7 +45,29 @@ from wisv.prompts import CHAT_TEMPLATE_MODES, prompt_rows
 from wisv.records import RoundLog, RoundRow, to_frame
 from wisv.rejection import load_predictor, stop_rule, wasted_drafting
 from wisv.sessions import DraftSession
+from wisv.timing.window import WindowTracker
 from wisv.pairs import apply_pair
+
+
+def parse_draft_len(tokens: list[str] | str | int) -> int:
+    """--draft-len: a positive number of tokens, or ``auto`` (AUTO_DRAFT_LEN)."""
+    text = " ".join(map(str, tokens)) if isinstance(tokens, list) else tokens
+    if str(text).strip().lower() == "auto":
+        return AUTO_DRAFT_LEN
+    try:
+        k = int(text)
+    except ValueError:
+        raise config.ConfigError(f"--draft-len: expected a number of tokens or auto, got {text!r}") from None
+    if k < 1:
+        raise config.ConfigError(f"--draft-len: must be >= 1 (or auto), got {k}")
+    return k
+
+
+def format_draft_len(k: int) -> str:
+    return "auto" if k == AUTO_DRAFT_LEN else str(k)
+
+
+DRAFT_LEN_TEXT = {"parse": parse_draft_len, "format": lambda k: [format_draft_len(k)]}  # --draft-len 8 | auto
 
 
 @dataclass
@@ -66,7 +88,8 @@ class UEConfig:
         "choices": DTYPE_CHOICES})  # the drafter's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
     protocol: str = field(default="auto", metadata={"choices": tuple(PROTOCOLS)})  # protocol of every session
     auto_rule: str = field(default="cost", metadata={"choices": AUTO_RULES})  # auto's FH/SH rule
-    draft_len: int = 8  # K, draft tokens per round (the largest, with pipeline_depth)
+    draft_len: int = field(default=8, metadata={**DRAFT_LEN_TEXT, "example": 12})  # K, draft tokens per round (the largest, with pipeline_depth); auto: chosen per round
+    draft_len_max: int = 32  # --draft-len auto: the largest K it may choose, tokens
     max_new_tokens: int = 160  # generation budget per prompt, tokens
     temperature: float = 1.0  # sampling temperature (reject)
     seed: int = 0  # sampling seed base (prompt i samples with seed + i)
@@ -94,6 +117,7 @@ class Local:
     vocab: Vocab  # declared at OPEN
     link: LinkSpec | None = None  # the emulated link (None: a real one, whose measured CSI is recorded)
     stop: Callable | None = None  # WISP rejection predictor's stop rule
+    window: WindowTracker | None = None  # --draft-len auto: what it learnt over the prompts so far
     edge: dict = field(default_factory=dict)  # the edge's settings from its last OPEN_OK
     endpoint: str = ""  # tcp://HOST:PORT the UE connects to
     log: RoundLog | None = None  # every round appended as it happens (rounds.jsonl)
@@ -130,7 +154,7 @@ def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
             "t_head_s": v["t_head_s"], "t_round_s": time.perf_counter() - t_start, "wdt_tokens": wdt,
             "proactive_drafted": n_pro, "proactive_reused": r.reused, "t_proactive_s": t_pro, "t_wdt_s": t_wdt,
             "committed": len(sess.tokens) - n_before, "t_edge_s": t_edge, "retries": io.retries,
-            "resumed": io.resumed, **_tree_columns(r)}
+            "resumed": io.resumed, "window_k": r.window, **_tree_columns(r)}
 
 
 def _tree_columns(r) -> dict:
@@ -151,8 +175,8 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
     t_probe = time.perf_counter() - t0
     params = UEParams(cfg.protocol, cfg.draft_len, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
                       cfg.seed + index, int(loc.drafter.config.vocab_size), cfg.proactive, cfg.pipeline_depth,
-                      cfg.tree_budget, vocab=loc.vocab)
-    sess = UESession(sid, DraftSession(loc.drafter, ids), params, eos_id(loc.drafter), loc.stop)
+                      cfg.tree_budget, vocab=loc.vocab, draft_len_max=cfg.draft_len_max)
+    sess = UESession(sid, DraftSession(loc.drafter, ids), params, eos_id(loc.drafter), loc.stop, loc.window)
     t1 = time.perf_counter()
     ok = open_session(client, sess)
     loc.edge = ok.header.get("edge", loc.edge)
@@ -224,7 +248,7 @@ def run(cfg: UEConfig) -> dict:
     gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
     stop = stop_rule(load_predictor(cfg.rejection_predictor), cfg.rejection_threshold) if cfg.rejection_predictor else None
     loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect,
-                log=RoundLog(out / "rounds.jsonl"))
+                log=RoundLog(out / "rounds.jsonl"), window=WindowTracker(1, cfg.draft_len_max))
     ctx, est = zmq.Context(), CSIEstimator()
     client = Client(ctx, cfg.connect, peer_identity(cfg.ue_id), Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms), cfg.retry_s)

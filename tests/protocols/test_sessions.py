@@ -300,3 +300,17 @@ def test_pipeline_depth_sets_k_from_the_last_verify_time(pair) -> None:
     nxt = wire(ue.next_draft(CSI(50.0, 50.0, rtt_ms=4.0)))
     assert len(nxt.tensors["tokens"]) == 3  # (10 ms - 4 ms) / 2 ms
     assert ue.tokens == reference(pair, PROMPTS[1]).tokens[: len(ue.tokens)]
+
+
+@pytest.mark.parametrize("protocol", ["greedy", "fh", "sh"])
+def test_auto_window_is_lossless_and_follows_the_link(pair, protocol) -> None:
+    from protocols.ue_side import AUTO_DRAFT_LEN
+    edge, ue = open_pair(pair, PROMPTS[1], protocol=protocol, draft_len=AUTO_DRAFT_LEN, draft_len_max=12,
+                         max_new_tokens=40)
+    assert wire(ue.open_message()).header["draft_len"] == 12  # OPEN declares the largest block
+    windows = []
+    for i, log in enumerate(drive(edge, ue, lambda i: LONG_RTT if i % 2 else SHORT_RTT)):
+        windows.append(len(log.draft.tensors["tokens"]))
+    assert ue.tokens == reference(pair, PROMPTS[1]).tokens
+    assert windows[0] == 8 and all(1 <= w <= 12 for w in windows)  # the start window, then chosen per round
+    assert ue.window.tau_d_s is not None and ue.window.verify.n > 0  # it learnt from every verdict

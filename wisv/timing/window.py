@@ -30,6 +30,7 @@ from wisv.roundtime import comm_s
 
 CONF_EDGES = (0.3, 0.5, 0.7, 0.9)  # bin edges of the drafter's max probability for the calibration table
 AUTO_K_MAX = 32  # largest K auto considers unless told otherwise
+AUTO_DRAFT_LEN = 0  # the draft_len value that stands for ``--draft-len auto`` in configs
 
 
 def expected_committed(p_accept: Sequence[float]) -> float:
@@ -175,3 +176,52 @@ def update_verify(fit: VerifyFit, k: int, t_verify_s: float) -> VerifyFit:
     d, x = fit.decay, float(k + 1)
     return VerifyFit(d * fit.n + 1, d * fit.sx + x, d * fit.sxx + x * x, d * fit.st + t_verify_s,
                      d * fit.sxt + x * t_verify_s, d)
+
+
+class WindowTracker:
+    """What ``--draft-len auto`` learns over a run and the two questions it answers (the HF candidate-generator
+    shape: ``choose`` before a round, ``update`` after its verdict).
+
+    ``choose(round_s)`` picks the round's K from the history's ``alpha``; ``stop_rule`` is the DraftSession stop
+    callback that then ends the block early on low drafter confidence (``keep_drafting``).  The caller builds
+    ``round_s``: the UE from its live terms (``round_cost`` with ``tau_d_s`` and ``verify``), the simulator from
+    its latency model."""
+
+    def __init__(self, k_min: int = 1, k_max: int = AUTO_K_MAX, history: AcceptanceHistory | None = None):
+        if not 1 <= k_min <= k_max:
+            raise ValueError(f"need 1 <= k_min <= k_max, got {k_min}, {k_max}")
+        self.k_min, self.k_max = k_min, k_max
+        self.history = history or AcceptanceHistory()
+        self.verify = VerifyFit()
+        self.tau_d_s: float | None = None  # EWMA of the drafting time per token, s
+        self.last: WindowChoice | None = None
+
+    def choose(self, round_s: Callable[[int], float], k_cap: int | None = None) -> WindowChoice:
+        """The round's window (at most ``k_cap``, e.g. the budget left)."""
+        hi = max(self.k_min, min(self.k_max, k_cap if k_cap is not None else self.k_max))
+        self.last = choose_k(round_s, self.history.alpha, min(self.k_min, hi), hi)
+        return self.last
+
+    def stop_rule(self, round_s: Callable[[int], float]) -> Callable[[float, int], bool]:
+        """``stop(confidence, n_drafted)`` for the token after ``n_drafted`` of the block: True ends the block."""
+        choice = self.last
+        rate = 1.0 / choice.s_per_token
+        survival = [self.history.alpha]  # the first token has no confidence check (DraftSession asks from the 2nd)
+
+        def stop(confidence: float, n: int) -> bool:
+            p = self.history.p_token(confidence)
+            if not keep_drafting(survival[0], p, rate, round_s(n + 1) - round_s(n)):
+                return True
+            survival[0] *= p
+            return False
+        return stop
+
+    def update(self, drafted: int, accepted: int, confidences: Sequence[float] | None = None,
+               t_draft_s: float | None = None, t_verify_s: float | None = None, smooth: float = 0.3) -> None:
+        """Learn from one verdict: acceptance (and confidence calibration), drafting time, verify time."""
+        self.history = update_history(self.history, drafted, accepted, confidences)
+        if drafted > 0 and t_draft_s is not None and t_draft_s > 0:
+            tau = t_draft_s / drafted
+            self.tau_d_s = tau if self.tau_d_s is None else self.tau_d_s + smooth * (tau - self.tau_d_s)
+        if drafted > 0 and t_verify_s is not None:
+            self.verify = update_verify(self.verify, drafted, t_verify_s)
