@@ -77,6 +77,7 @@ class UEParams:
     tree_budget: int = 16  # tree: draft tokens per tree (a carried proactive chain comes on top)
     vocab: Vocab | None = None  # the drafter's vocabulary, declared at OPEN (None: not declared, not checked)
     draft_len_max: int = 32  # --draft-len auto: the largest K it may choose
+    features: bool = False  # DRAFT carries each token's draft features [K, 3] fp16 (the edge's WDT predictor)
 
     @property
     def auto_window(self) -> bool:
@@ -157,7 +158,10 @@ class UESession:
         header = {"round": self.n_rounds, "t_draft_s": t_draft, "protocol": proto.name}
         if csi_est is not None:
             header["csi"] = csi_est.to_dict()
-        return make(MsgType.DRAFT, self.sid, proto.uplink(draft), **header)
+        tensors = proto.uplink(draft)
+        if self.p.features and tree is None and draft.features is not None:
+            tensors["features"] = draft.features[:, :3].numpy().astype(np.float16)  # [K, 3]
+        return make(MsgType.DRAFT, self.sid, tensors, **header)
 
     def _auto_window(self, csi_est: CSI | None, k_cap: int) -> tuple[int, int, Callable | None]:
         """--draft-len auto: (tokens the block may hold, the window chosen, the stop rule).  K minimises the predicted

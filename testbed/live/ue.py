@@ -67,6 +67,25 @@ def format_draft_len(k: int) -> str:
     return "auto" if k == AUTO_DRAFT_LEN else str(k)
 
 
+def parse_k_by_rtt(text: str) -> dict[float, int]:
+    """--draft-len-by-rtt ``RTT_MS:K[,...]`` -> {rtt_ms: K} (empty: off)."""
+    out = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        rtt, sep, k = item.partition(":")
+        try:
+            out[float(rtt)] = int(k)
+        except ValueError:
+            raise ValueError(f"--draft-len-by-rtt: expected RTT_MS:K, got {item!r}") from None
+        if not sep or out[float(rtt)] < 1:
+            raise ValueError(f"--draft-len-by-rtt: expected RTT_MS:K with K >= 1, got {item!r}")
+    return out
+
+
+def oracle_k(table: dict[float, int], csi) -> int:
+    """The K of the table entry nearest the RTT in force."""
+    return table[min(table, key=lambda rtt: abs(rtt - csi.rtt_ms))]
+
+
 DRAFT_LEN_TEXT = {"parse": parse_draft_len, "format": lambda k: [format_draft_len(k)]}  # --draft-len 8 | auto
 
 
@@ -90,6 +109,8 @@ class UEConfig:
     auto_rule: str = field(default="cost", metadata={"choices": AUTO_RULES})  # auto's FH/SH rule
     draft_len: int = field(default=8, metadata={**DRAFT_LEN_TEXT, "example": 12})  # K, draft tokens per round (the largest, with pipeline_depth); auto: chosen per round
     draft_len_max: int = 32  # --draft-len auto: the largest K it may choose, tokens
+    draft_features: bool = False  # each DRAFT carries the drafter's max prob, entropy and top-2 margin per token (fp16)
+    draft_len_by_rtt: str = field(default="", metadata={"example": "5:8,60:16"})  # benchmark oracle: K per RTT of the emulated link in force, RTT_MS:K[,...] ("": off)
     max_new_tokens: int = 160  # generation budget per prompt, tokens
     temperature: float = 1.0  # sampling temperature (reject)
     seed: int = 0  # sampling seed base (prompt i samples with seed + i)
@@ -173,19 +194,25 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
     t0 = time.perf_counter()
     handshake(client, est, sid, cfg.probe_bytes, index)
     t_probe = time.perf_counter() - t0
-    params = UEParams(cfg.protocol, cfg.draft_len, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
+    oracle = parse_k_by_rtt(cfg.draft_len_by_rtt)
+    params = UEParams(cfg.protocol, max(oracle.values()) if oracle else cfg.draft_len, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
                       cfg.seed + index, int(loc.drafter.config.vocab_size), cfg.proactive, cfg.pipeline_depth,
-                      cfg.tree_budget, vocab=loc.vocab, draft_len_max=cfg.draft_len_max)
+                      cfg.tree_budget, vocab=loc.vocab, draft_len_max=cfg.draft_len_max,
+                      features=cfg.draft_features)
     sess = UESession(sid, DraftSession(loc.drafter, ids), params, eos_id(loc.drafter), loc.stop, loc.window)
     t1 = time.perf_counter()
     ok = open_session(client, sess)
     loc.edge = ok.header.get("edge", loc.edge)
     sess.d.hidden_layer = ok.header.get("hidden_layer", -1)  # the layer the edge's decision head was trained on
     rows, trace = [], loc.link.trace() if loc.link else None
+    if oracle and trace is None:
+        raise ValueError("--draft-len-by-rtt picks K from the emulated link's CSI in force: it needs an emulated link")
     while not sess.done:
         t_link = time.time() - cfg.link_t0_epoch_s
         in_force = trace.at(t_link) if trace else None
         prefix = len(ids) + len(sess.tokens)
+        if oracle:
+            sess.p.draft_len = oracle_k(oracle, in_force)
         measured = run_round(client, sess, est)
         row = RoundRow(prompt_id=pid, ue_id=cfg.ue_id, prompt_len=len(ids), prefix_len=prefix, **measured,
                        **_csi_columns(in_force, est, measured=loc.link is None),
