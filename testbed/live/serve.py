@@ -42,6 +42,7 @@ from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, Heartb
 from testbed.live.sockbounds import HWM_MSGS, bound_socket
 from wisv.batchverify import BatchVerifier, EngineConfig, EngineView
 from wisv.estimator import EstimatorProfile
+from wisv.serving.wdt import WDTPredictor
 from wisv.evaluate import eos_id, greedy_reference
 from wisv.kvbudget import KVBudgetError, KVLedger, KVShape, refusal, session_tokens
 from wisv.models import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
@@ -78,6 +79,7 @@ class ServeConfig:
     lost_order: str = field(default="last",
                             metadata={"choices": LOST_ORDER_CHOICES})  # slo: lost requests go last or by EDF (paper)
     slack_ms: float | None = None  # slo: time a batch keeps before its earliest feasible deadline, ms (None: guard_ms)
+    wdt_predictor: str | None = None  # slo: g_i from this WDT predictor (scripts/wdt_predictor.py; None: running mean)
     arrival_reserve: bool = True  # slo: no batch so long that a tight request arriving meanwhile must miss (off: paper)
     max_session_tokens: int = 4096  # largest generation budget (max_new_tokens) a session or REFERENCE may ask, tokens
     reference_cache: int = 4096  # target-only outputs kept for REFERENCE requests (the oldest dropped first), prompts
@@ -345,8 +347,9 @@ def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[BatchVerifier 
         return engine, None
     est = EstimatorProfile.load(cfg.estimator) if cfg.estimator else None
     slack = None if cfg.slack_ms is None else cfg.slack_ms / 1e3
+    wdt = WDTPredictor.load(cfg.wdt_predictor) if cfg.wdt_predictor else None
     return engine, DraftBatcher(engine, cfg.scheduler, cfg.max_batch, est, cfg.guard_ms / 1e3, cfg.lost_order, slack,
-                                cfg.arrival_reserve)
+                                cfg.arrival_reserve, wdt)
 
 
 def serve(cfg: ServeConfig, ready=print) -> None:

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 import pandas as pd
 import torch
 import zmq
@@ -39,6 +40,7 @@ from testbed.load.gen import Device, LoadLoop, Trace
 from wisv.prompts import prompt_rows
 from wisv.models import load_pair
 from wisv.records import read_records, to_frame
+from wisv.rejection import draft_features
 from wisv.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.speculative import speculative_generate
 from wisv.summary import summarize_rounds
@@ -69,6 +71,8 @@ class LoadConfig:
                             metadata={"choices": LOST_ORDER_CHOICES})  # slo: lost requests go last or by EDF (paper)
     slack_ms: float | None = None  # slo: batch slack before the earliest feasible deadline, ms (None: the guard)
     arrival_reserve: bool = True  # slo: bound batches for tight arrivals (testbed.serve --[no-]arrival-reserve)
+    draft_features: bool = False  # DRAFTs carry the drafter's per-token features (fp16 [K, 3]), for the edge's predictor
+    wdt_predictor: str | None = None  # slo: the edge's g_i from this WDT predictor (scripts/wdt_predictor.py; None: mean)
     compare_max_batch: int = 0  # >0: also run the sweep against an edge with this max batch (1: one at a time)
     epsilon: float = 0.1  # capacity: largest N with violation rate <= epsilon per class
     timeout_s: float = 600.0  # give up on a load run after this long, s
@@ -108,8 +112,23 @@ def make_traces(cfg: LoadConfig, n_prompts: int) -> list[Trace]:
         out = speculative_generate(pair.drafter, pair.target, ids, max_new_tokens=cfg.max_new_tokens,
                                    draft_len=cfg.draft_len)
         rounds = [r for r in out.rounds if r.draft_tokens]  # a last round may draft nothing (one token of budget left)
-        traces.append(Trace(p["prompt_id"], ids, [r.draft_tokens for r in rounds], [r.accepted for r in rounds]))
+        feats = block_features(pair.drafter, ids, out.rounds) if cfg.draft_features else None
+        traces.append(Trace(p["prompt_id"], ids, [r.draft_tokens for r in rounds], [r.accepted for r in rounds], feats))
     return traces
+
+
+def block_features(drafter, prompt_ids: list[int], rounds) -> list[np.ndarray]:
+    """Per round that drafted, the drafter's features of its block ([K, 3] fp16: max prob, entropy, margin), from one
+    drafter pass over the committed prefix and the block."""
+    out, prefix = [], list(prompt_ids)
+    for r in rounds:
+        if r.draft_tokens:
+            ids = torch.tensor([prefix + r.draft_tokens[:-1]])  # [1, L + K - 1]
+            with torch.no_grad():
+                logits = drafter(ids).logits[0, len(prefix) - 1:]  # [K, V]: position j drafted block[j]
+            out.append(draft_features(logits)[:, :3].numpy().astype(np.float16))
+        prefix += r.committed
+    return out
 
 
 def active_goodput(df: pd.DataFrame) -> float:
@@ -230,7 +249,7 @@ def edge_config(cfg: LoadConfig, max_batch: int) -> ServeConfig:
     if cfg.scheduler != "slo":
         return edge
     return replace(edge, estimator=cfg.estimator, guard_ms=cfg.guard_ms, lost_order=cfg.lost_order,
-                   slack_ms=cfg.slack_ms, arrival_reserve=cfg.arrival_reserve)
+                   slack_ms=cfg.slack_ms, arrival_reserve=cfg.arrival_reserve, wdt_predictor=cfg.wdt_predictor)
 
 
 def sweep_row(s: dict) -> dict:
