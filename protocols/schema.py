@@ -301,6 +301,7 @@ SCHEMAS: dict[MsgType, Schema] = {
             "t_head_s": Field(FLOAT),
             "t_edge_s": Field(FLOAT, required=False),  # all edge handling this round (decode..reply), s
             "batch": Field(INT, required=False, rng=POSITIVE),  # requests verified in the same target pass
+            "stop_depth": Field(INT, required=False, rng=DRAFT_LEN),  # the edge's suggested K for the next block
             "done": Field((bool,)),
         },
         tensors={"path": Tensor(("int32",), ((0, "max_draft_len"),), required=False, rng=POSITION)},  # tree: nodes

@@ -77,6 +77,7 @@ class UEParams:
     tree_budget: int = 16  # tree: draft tokens per tree (a carried proactive chain comes on top)
     vocab: Vocab | None = None  # the drafter's vocabulary, declared at OPEN (None: not declared, not checked)
     draft_len_max: int = 32  # --draft-len auto: the largest K it may choose
+    follow_stop_depth: bool = False  # without a local predictor: K <= the stop depth the edge's last VERDICT suggests
     features: bool = False  # DRAFT carries each token's draft features [K, 3] fp16 (the edge's WDT predictor)
 
     @property
@@ -138,6 +139,9 @@ class UESession:
         budget = self.p.max_new_tokens - len(self.tokens)
         k = max(1, min(self.p.draft_len_max if self.p.auto_window else self.p.draft_len, budget - 1))  # >= 1 token
         stop, window = self.stop, None
+        suggested = self.round.verdict.get("stop_depth") if self.round is not None else None
+        if self.p.follow_stop_depth and self.stop is None and suggested:
+            k = max(1, min(k, suggested))
         if self.p.auto_window:
             k, window, stop = self._auto_window(csi_est, k)
         if self.p.pipeline_depth and self.round is not None and self.round.verdict and self.round.draft.tokens:

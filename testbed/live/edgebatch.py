@@ -22,7 +22,7 @@ from wisv.batchverify import BatchVerifier, VerifyRequest, request_shape
 from wisv.estimator import EstimatorProfile, LiveFit, live_update
 from wisv.scheduler import (LOST_ORDER_CHOICES, SCHEDULER_CHOICES, Request, arrival_reserve_s, deadline_s, select_fcfs,
                             select_slo)
-from wisv.serving.wdt import SessionHistory, WDTPredictor, confidence_summary, update_session
+from wisv.serving.wdt import SessionHistory, WDTPredictor, confidence_summary, stop_depth, update_session
 from wisv.sessions import Block
 
 log = logging.getLogger("testbed.serve")
@@ -151,7 +151,7 @@ class DraftBatcher:
         """(cached, new, block) of a held DRAFT."""
         return request_shape(s.verify, len(s.draft_tokens))
 
-    def history(self, s: EdgeSession, k: int) -> SessionHistory:
+    def _caught_up(self, s: EdgeSession) -> SessionHistory:
         """The session's history for the WDT predictor, brought up to date from its counters: a round finished since
         the last request committed ``generated`` more tokens, of which all but one were accepted draft tokens of the
         K then held."""
@@ -159,8 +159,18 @@ class DraftBatcher:
         if s.rounds > rounds and last_k:
             committed = s.generated - generated
             h = update_session(h, last_k, min(last_k, max(0, committed - 1)), committed)
+        return h
+
+    def history(self, s: EdgeSession, k: int) -> SessionHistory:
+        """The history before the session's held K-token DRAFT (remembered with K for the next update)."""
+        h = self._caught_up(s)
         self.histories[s] = (h, s.rounds, s.generated, k)
         return h
+
+    def stop_depth(self, s: EdgeSession) -> int | None:
+        """The depth to suggest for the session's next block (wisv.serving.wdt.stop_depth; None without a predictor),
+        from its history including the round just verified."""
+        return None if self.wdt is None else stop_depth(self.wdt, self._caught_up(s), s.draft_len)
 
     def expected_g(self, s: EdgeSession, msg, k: int) -> float:
         """g_i of a held K-token DRAFT: the WDT predictor's (with the DRAFT's draft features when it carries them),

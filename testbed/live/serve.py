@@ -134,10 +134,15 @@ class EdgeServer:
         self.held = [(p, s) for p, s in self.held if self.sessions.get((p, s.sid)) is s]  # closed meanwhile: drop
         while self.held:
             for peer, sess, block, dt, n in self._step():
-                replies.append((peer, self._guard(peer, None, lambda *_: _end_draft(sess, block, dt, n), sid=sess.sid)))
+                replies.append((peer, self._guard(peer, None, lambda *_: self._suggest(sess, _end_draft(sess, block, dt, n)),
+                                                     sid=sess.sid)))
             if one_batch:
                 break
         return replies
+
+    def _suggest(self, sess: EdgeSession, reply: Message) -> Message:
+        """The VERDICT with a suggested stop depth for the next block, when the batcher has a WDT predictor."""
+        return _with_stop_depth(reply, self.batcher.stop_depth(sess) if self.batcher else None)
 
     def _guard(self, peer: bytes, frames: list | None, act, sid: str = "unknown", t0: float | None = None):
         """Run ``act(peer, msg, t0)`` on the decoded frames (t0: arrival, default now); errors become ERROR replies."""
@@ -322,6 +327,13 @@ def edge_settings(cfg: ServeConfig, tau: float, head: str, hidden_layer: int) ->
             "device": cfg.device, "dtype": cfg.dtype, "max_draft_len": cfg.max_draft_len, "max_session_tokens": cfg.max_session_tokens,
             "batch_verify": cfg.batch_verify, "scheduler": cfg.scheduler, "max_batch": cfg.max_batch,
             "kv_reuse": cfg.kv_reuse, "estimator": cfg.estimator, "wire_version": WIRE_VERSION}
+
+
+def _with_stop_depth(reply: Message, depth: int | None) -> Message:
+    """A VERDICT with the WDT predictor's suggested depth for the session's next block (when it has one)."""
+    if depth is not None and reply.type == MsgType.VERDICT and not reply.header.get("done"):
+        reply.header["stop_depth"] = depth
+    return reply
 
 
 def _arrival(item: tuple) -> float | None:

@@ -44,6 +44,7 @@ from wisv.models import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer
 from wisv.prompts import CHAT_TEMPLATE_MODES, prompt_rows
 from wisv.records import RoundLog, RoundRow, to_frame
 from wisv.rejection import load_predictor, stop_rule, wasted_drafting
+from wisv.serving.wdt import confidence_summary
 from wisv.sessions import DraftSession
 from wisv.timing.window import WindowTracker
 from wisv.pairs import apply_pair
@@ -109,6 +110,7 @@ class UEConfig:
     auto_rule: str = field(default="cost", metadata={"choices": AUTO_RULES})  # auto's FH/SH rule
     draft_len: int = field(default=8, metadata={**DRAFT_LEN_TEXT, "example": 12})  # K, draft tokens per round (the largest, with pipeline_depth); auto: chosen per round
     draft_len_max: int = 32  # --draft-len auto: the largest K it may choose, tokens
+    follow_stop_depth: bool = False  # without --rejection-predictor: draft at most the edge's suggested stop depth
     draft_features: bool = False  # each DRAFT carries the drafter's max prob, entropy and top-2 margin per token (fp16)
     draft_len_by_rtt: str = field(default="", metadata={"example": "5:8,60:16"})  # benchmark oracle: K per RTT of the emulated link in force, RTT_MS:K[,...] ("": off)
     max_new_tokens: int = 160  # generation budget per prompt, tokens
@@ -175,7 +177,13 @@ def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
             "t_head_s": v["t_head_s"], "t_round_s": time.perf_counter() - t_start, "wdt_tokens": wdt,
             "proactive_drafted": n_pro, "proactive_reused": r.reused, "t_proactive_s": t_pro, "t_wdt_s": t_wdt,
             "committed": len(sess.tokens) - n_before, "t_edge_s": t_edge, "retries": io.retries,
-            "resumed": io.resumed, "window_k": r.window, **_tree_columns(r)}
+            "resumed": io.resumed, "window_k": r.window, **_tree_columns(r), **_confidence_columns(r)}
+
+
+def _confidence_columns(r) -> dict:
+    """The block's draft-confidence summary (RoundRow draft_* fields: the WDT predictor's training data)."""
+    f = r.draft.features
+    return confidence_summary(f[:, :3].numpy()) if r.tree is None and f is not None and len(f) else {}
 
 
 def _tree_columns(r) -> dict:
@@ -198,7 +206,7 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
     params = UEParams(cfg.protocol, max(oracle.values()) if oracle else cfg.draft_len, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
                       cfg.seed + index, int(loc.drafter.config.vocab_size), cfg.proactive, cfg.pipeline_depth,
                       cfg.tree_budget, vocab=loc.vocab, draft_len_max=cfg.draft_len_max,
-                      features=cfg.draft_features)
+                      features=cfg.draft_features, follow_stop_depth=cfg.follow_stop_depth)
     sess = UESession(sid, DraftSession(loc.drafter, ids), params, eos_id(loc.drafter), loc.stop, loc.window)
     t1 = time.perf_counter()
     ok = open_session(client, sess)

@@ -314,3 +314,15 @@ def test_auto_window_is_lossless_and_follows_the_link(pair, protocol) -> None:
     assert ue.tokens == reference(pair, PROMPTS[1]).tokens
     assert windows[0] == 8 and all(1 <= w <= 12 for w in windows)  # the start window, then chosen per round
     assert ue.window.tau_d_s is not None and ue.window.verify.n > 0  # it learnt from every verdict
+
+
+def test_ue_follows_the_edges_stop_depth_when_asked(pair) -> None:
+    edge, ue = open_pair(pair, PROMPTS[1], protocol="greedy", draft_len=8, follow_stop_depth=True)
+    first = wire(ue.next_draft(None))
+    verdict = wire(edge.on_draft(first))
+    ue.on_reply(dataclasses.replace(verdict, header=verdict.header | {"stop_depth": 3}))
+    assert len(wire(ue.next_draft(None)).tensors["tokens"]) == 3
+    edge2, ue2 = open_pair(pair, PROMPTS[1], protocol="greedy", draft_len=8)  # not asked: the suggestion is ignored
+    v2 = wire(edge2.on_draft(wire(ue2.next_draft(None))))
+    ue2.on_reply(dataclasses.replace(v2, header=v2.header | {"stop_depth": 3}))
+    assert len(wire(ue2.next_draft(None)).tensors["tokens"]) == 8

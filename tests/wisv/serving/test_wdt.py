@@ -99,3 +99,23 @@ def test_edge_batcher_uses_the_predictor_and_tracks_the_session():
     batcher.expected_g(s, msg(sure), 8)
     assert batcher.histories[s][0] == SessionHistory(1, 8, 8, 1, 9)
     assert DraftBatcher(None, "fcfs").expected_g(s, msg(sure), 8) == 9.0  # no predictor: the running mean
+
+
+def test_stop_depth_on_the_verdict():
+    from protocols.wire import MsgType, make
+    from testbed.live.edgebatch import DraftBatcher
+    from testbed.live.serve import _with_stop_depth
+
+    class Sess:
+        rounds, generated, draft_len = 2, 6, 8  # two rounds of 3 committed: 2 accepted of 8 each
+    pred = fit_wdt(records(30))
+    batcher, s = DraftBatcher(None, "fcfs", wdt=pred), Sess()
+    batcher.histories[s] = (SessionHistory(1, 8, 2, 0, 3), 1, 3, 8)
+    depth = batcher.stop_depth(s)
+    assert 1 <= depth <= 8 and depth == stop_depth(pred, SessionHistory(2, 16, 4, 0, 6), 8)
+    assert DraftBatcher(None, "fcfs").stop_depth(s) is None
+    verdict = lambda done: make(MsgType.VERDICT, "s", None, round=1, n_accepted=2, next_token=3,  # noqa: E731
+                                mismatches=1, queried=0, t_verify_s=0.0, t_head_s=0.0, done=done)
+    assert _with_stop_depth(verdict(False), 3).header["stop_depth"] == 3
+    assert "stop_depth" not in _with_stop_depth(verdict(True), 3).header  # the session ends: nothing to suggest
+    assert "stop_depth" not in _with_stop_depth(verdict(False), None).header
