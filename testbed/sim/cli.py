@@ -69,7 +69,7 @@ class SimConfig:
     out: str = "results/simulate"  # output directory
     methods: list[str] = field(default_factory=lambda: list(METHODS), metadata={"choices": METHODS})  # methods
     draft_lens: list[int] = field(default_factory=lambda: [10, 16, 24, 32, 64], metadata={
-        **DRAFT_LENS_TEXT, "example": [8, "auto"]})  # draft windows K, tokens; auto: the per-round window policy
+        **DRAFT_LENS_TEXT, "example": [8, AUTO_DRAFT_LEN]})  # draft windows K, tokens; auto: the per-round window policy
     window_ks: list[int] = field(default_factory=lambda: [4, 8, 16, 32])  # auto: fixed K compared, oracle's choices
     window_k_max: int = 32  # auto: the largest K it may choose, tokens
     window_passes: int = 1  # auto: run the prompt set this many times back to back (to span a long trace)
