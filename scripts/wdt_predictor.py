@@ -104,8 +104,8 @@ def run(cfg: WDTConfig) -> dict:
     report_path.write_text(json.dumps(report, indent=1))
     config.write_config_beside(report_path, cfg)
     h = report["held_out"]
-    print(f"held-out rounds {h['rounds']} ({len(held)} prompts): g_i MAE predicted {h['mae_g_predicted']:.3f} vs running "
-          f"mean {h['mae_g_running_mean']:.3f} tokens ({h['mae_reduction_pct']:.1f}% lower; goal >= "
+    print(f"held-out rounds {h['rounds']} ({len(held)} prompts): g_i MAE predicted {h['mae_g_predicted']:.3f} vs "
+          f"running mean {h['mae_g_running_mean']:.3f} tokens ({h['mae_reduction_pct']:.1f}% lower; goal >= "
           f"{GOAL_MAE_REDUCTION_PCT:g}%; history alone, no draft features: {h['mae_g_history_only']:.3f}); WDT per round {h['wdt_tokens_per_round']:.2f} tokens measured, "
           f"{h['wdt_predicted_per_round']:.2f} predicted (MAE {h['wdt_mae_tokens']:.2f})")
     for k, e in report["held_out_by_k"].items():

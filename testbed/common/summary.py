@@ -70,7 +70,8 @@ def window_table(protocol: str, rounds: pd.DataFrame) -> str | None:
         return None
     r = rounds.dropna(subset=["window_k"]).astype({"window_k": int})
     share = r["window_k"].value_counts(normalize=True).sort_index()
-    lines = [f"chosen K ({protocol}, {len(r)} rounds): " + ", ".join(f"K={k}: {100 * v:.0f}%" for k, v in share.items())]
+    shares = ", ".join(f"K={k}: {100 * v:.0f}%" for k, v in share.items())
+    lines = [f"chosen K ({protocol}, {len(r)} rounds): {shares}"]
     if {"rtt_ms", "rate_up_mbps"} <= set(r) and r["rtt_ms"].notna().any():
         by = r.groupby([r["rate_up_mbps"].fillna(math.inf), "rtt_ms"])
         for (rate, rtt), g in by:

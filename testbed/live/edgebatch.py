@@ -55,7 +55,8 @@ class DraftBatcher:
         self.reserve = reserve  # slo: bound batches so that a tight request arriving meanwhile can still make it
         self.budgets: dict[float, deque] = defaultdict(lambda: deque(maxlen=BUDGET_WINDOW))  # class -> d_i - a_i
         self.wdt = wdt  # g_i from the WDT predictor (wisv/serving/wdt.py); None: the session's running mean
-        self.histories: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # session -> (history, rounds, generated, K)
+        self.histories: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # session -> (history, its rounds,
+        #                                                                         generated, K) when last seen
 
     def run(self, held: list[Held]) -> list[Done]:
         """Verify every held DRAFT, batch by batch (``Done`` per request)."""

@@ -230,7 +230,8 @@ def _collect(proto: str, pdir: Path, rounds: pd.DataFrame, prompts: pd.DataFrame
 
 def _edge_args(cfg: RunConfig) -> list[str]:
     """testbed.serve's argv (placement adds --bind)."""
-    edge = dataclasses.replace(cfg.edge, device=cfg.device, max_draft_len=max(cfg.edge.max_draft_len, cfg.ue.draft_len, cfg.ue.draft_len_max),
+    k_max = max(cfg.edge.max_draft_len, cfg.ue.draft_len, cfg.ue.draft_len_max)
+    edge = dataclasses.replace(cfg.edge, device=cfg.device, max_draft_len=k_max,
                                max_session_tokens=max(cfg.edge.max_session_tokens, cfg.ue.max_new_tokens), **_shared(cfg))
     return ["testbed.serve", *config.to_argv(edge)]
 

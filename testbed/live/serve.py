@@ -134,8 +134,8 @@ class EdgeServer:
         self.held = [(p, s) for p, s in self.held if self.sessions.get((p, s.sid)) is s]  # closed meanwhile: drop
         while self.held:
             for peer, sess, block, dt, n in self._step():
-                replies.append((peer, self._guard(peer, None, lambda *_: self._suggest(sess, _end_draft(sess, block, dt, n)),
-                                                     sid=sess.sid)))
+                finish = lambda *_: self._suggest(sess, _end_draft(sess, block, dt, n))  # noqa: E731
+                replies.append((peer, self._guard(peer, None, finish, sid=sess.sid)))
             if one_batch:
                 break
         return replies

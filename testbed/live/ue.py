@@ -108,11 +108,13 @@ class UEConfig:
         "choices": DTYPE_CHOICES})  # the drafter's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
     protocol: str = field(default="auto", metadata={"choices": tuple(PROTOCOLS)})  # protocol of every session
     auto_rule: str = field(default="cost", metadata={"choices": AUTO_RULES})  # auto's FH/SH rule
-    draft_len: int = field(default=8, metadata={**DRAFT_LEN_TEXT, "example": 12})  # K, draft tokens per round (the largest, with pipeline_depth); auto: chosen per round
+    draft_len: int = field(default=8, metadata={
+        **DRAFT_LEN_TEXT, "example": 12})  # K, draft tokens per round (the largest, with pipeline_depth); auto: per round
     draft_len_max: int = 32  # --draft-len auto: the largest K it may choose, tokens
     follow_stop_depth: bool = False  # without --rejection-predictor: draft at most the edge's suggested stop depth
     draft_features: bool = False  # each DRAFT carries the drafter's max prob, entropy and top-2 margin per token (fp16)
-    draft_len_by_rtt: str = field(default="", metadata={"example": "5:8,60:16"})  # benchmark oracle: K per RTT of the emulated link in force, RTT_MS:K[,...] ("": off)
+    draft_len_by_rtt: str = field(default="", metadata={
+        "example": "5:8,60:16"})  # benchmark oracle: K by the emulated link's RTT in force, RTT_MS:K[,...] ("": off)
     max_new_tokens: int = 160  # generation budget per prompt, tokens
     temperature: float = 1.0  # sampling temperature (reject)
     seed: int = 0  # sampling seed base (prompt i samples with seed + i)
@@ -203,7 +205,8 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
     handshake(client, est, sid, cfg.probe_bytes, index)
     t_probe = time.perf_counter() - t0
     oracle = parse_k_by_rtt(cfg.draft_len_by_rtt)
-    params = UEParams(cfg.protocol, max(oracle.values()) if oracle else cfg.draft_len, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
+    k = max(oracle.values()) if oracle else cfg.draft_len
+    params = UEParams(cfg.protocol, k, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
                       cfg.seed + index, int(loc.drafter.config.vocab_size), cfg.proactive, cfg.pipeline_depth,
                       cfg.tree_budget, vocab=loc.vocab, draft_len_max=cfg.draft_len_max,
                       features=cfg.draft_features, follow_stop_depth=cfg.follow_stop_depth)
