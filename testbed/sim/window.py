@@ -11,7 +11,9 @@ model) and the oracle (the best fixed K of each link state, from constant-link r
 ``auto`` ends a block early or late on the drafter's confidence (its look-ahead).  Past the block's first
 disagreement the drafter's own tokens are not in the profile, so the confidences it sees there are those of the
 target's path: an approximation that can change only how many rejected tokens it drafts; ``auto-plan`` (the
-window chosen before drafting, no look-ahead) replays exactly.
+window chosen before drafting, no look-ahead) replays exactly.  For fh/sh (lossless, ``--head none``) a block is
+charged one greedy mismatch when it has a rejection (the decision head's and SH's query cost): the drafter's tokens
+past the first mismatch are not profiled, so later mismatches are not counted.
 """
 from __future__ import annotations
 
@@ -94,9 +96,10 @@ def replay(profile: MatchProfile, policy: Policy, protocol: str, csi_at: Callabl
                     drafted = j
                     break
         a = run_length(profile.match, L, drafted)
-        key = (max(1, drafted), profile.prompt_len + L, csi)
+        m = int(a < drafted)  # fh/sh: the block's greedy mismatches, at least the first (the rest are not profiled)
+        key = (max(1, drafted), profile.prompt_len + L, m, csi)
         if key not in memo:
-            memo[key] = round_time_s(RoundInputs(protocol, k=key[0], l=profile.prompt_len + L), csi, dep)
+            memo[key] = round_time_s(RoundInputs(protocol, k=key[0], l=profile.prompt_len + L, m=m), csi, dep)
         committed = min(a + 1, profile.n - L)
         rows.append({"prompt_id": profile.prompt_id, "round": len(rows), "drafted": drafted, "accepted": a,
                      "committed": committed, "prefix_len": profile.prompt_len + L, "window_k": window,
