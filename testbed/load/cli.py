@@ -71,8 +71,9 @@ class LoadConfig:
                             metadata={"choices": LOST_ORDER_CHOICES})  # slo: lost requests go last or by EDF (paper)
     slack_ms: float | None = None  # slo: batch slack before the earliest feasible deadline, ms (None: the guard)
     arrival_reserve: bool = True  # slo: bound batches for tight arrivals (testbed.serve --[no-]arrival-reserve)
-    draft_features: bool = False  # DRAFTs carry the drafter's per-token features (fp16 [K, 3]), for the edge's predictor
-    wdt_predictor: str | None = None  # slo: the edge's g_i from this WDT predictor (scripts/wdt_predictor.py; None: mean)
+    draft_features: bool = False  # DRAFTs carry the drafter's per-token features (fp16 [K, 3]) for a WDT predictor
+    wdt_predictor: str | None = None  # slo: the edge's g_i from this WDT predictor (scripts/wdt_predictor.py)
+    trace_cache: str | None = None  # JSON of the recorded drafts: read if it matches this run's, else written
     compare_max_batch: int = 0  # >0: also run the sweep against an edge with this max batch (1: one at a time)
     epsilon: float = 0.1  # capacity: largest N with violation rate <= epsilon per class
     timeout_s: float = 600.0  # give up on a load run after this long, s
@@ -114,6 +115,26 @@ def make_traces(cfg: LoadConfig, n_prompts: int) -> list[Trace]:
         rounds = [r for r in out.rounds if r.draft_tokens]  # a last round may draft nothing (one token of budget left)
         feats = block_features(pair.drafter, ids, out.rounds) if cfg.draft_features else None
         traces.append(Trace(p["prompt_id"], ids, [r.draft_tokens for r in rounds], [r.accepted for r in rounds], feats))
+    return traces
+
+
+def cached_traces(cfg: LoadConfig, n_prompts: int) -> list[Trace]:
+    """make_traces, through ``--trace-cache`` when given: runs that compare schedulers replay the same drafts."""
+    key = {"n": n_prompts, "draft_len": cfg.draft_len, "max_new_tokens": cfg.max_new_tokens, "target": cfg.target,
+           "drafter": cfg.drafter, "prompts_file": cfg.prompts_file, "draft_features": cfg.draft_features}
+    path = Path(cfg.trace_cache) if cfg.trace_cache else None
+    if path is not None and path.is_file():
+        doc = json.loads(path.read_text())
+        if doc["key"] == key:
+            return [Trace(t["prompt_id"], t["prompt_ids"], t["blocks"], t["accepted"],
+                          None if t["features"] is None else [np.asarray(f, np.float16) for f in t["features"]])
+                    for t in doc["traces"]]
+    traces = make_traces(cfg, n_prompts)
+    if path is not None:
+        rows = [asdict(t) | {"features": None if t.features is None else [f.tolist() for f in t.features]}
+                for t in traces]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"key": key, "traces": rows}))
     return traces
 
 
@@ -217,7 +238,7 @@ def run(cfg: LoadConfig) -> pd.DataFrame:
     machine = machine_info()
     (out / "config.json").write_text(json.dumps(asdict(cfg) | {"machine": machine}, indent=1))
     config.write_config(out, replace(cfg, out=str(out)), machine)
-    traces = make_traces(cfg, max(cfg.ns()) * cfg.prompts_per_ue)
+    traces = cached_traces(cfg, max(cfg.ns()) * cfg.prompts_per_ue)
     sweep = finish_sweep(cfg, _sweep(cfg, traces, cfg.max_batch, out), out)
     if cfg.compare_max_batch:
         other = mean_sweep(_sweep(cfg, traces, cfg.compare_max_batch, out / f"max_batch_{cfg.compare_max_batch}"))
