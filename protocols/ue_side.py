@@ -178,7 +178,7 @@ class UESession:
             k = min(AUTO_START_K, k_cap)
             return k, k, self.stop
         name = self.proto.name if self.proto.name != "auto" else "fh"
-        pb = wire_payload_bits(int(self.d.model.config.hidden_size), self.p.vocab_size or 1)
+        pb = wire_payload_bits(int(self.d.model.config.hidden_size), self.p.vocab_size or 1, features=self.p.features)
         rate = min(1.0, self.stats.m_mean / max(1, self.round.window or len(self.round.draft.tokens) or 1)) \
             if self.round is not None else 0.0
         round_s = round_cost(name, csi_est or CSI.ideal(), pb, w.tau_d_s, w.verify.predict_s, rate)
