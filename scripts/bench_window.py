@@ -23,9 +23,9 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from channel import config  # noqa: E402
+import config  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
-from wisv.records import read_records  # noqa: E402
+from wisv.records.rows import read_records  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GOAL_VS_FIXED_PCT, GOAL_VS_ORACLE_PCT = 10.0, 5.0  # auto >= 10% below the best fixed K; within 5% of the oracle

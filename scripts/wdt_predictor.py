@@ -24,16 +24,16 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from channel import config  # noqa: E402
+import config  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
-from wisv.acceptance import greedy_accept_ids  # noqa: E402
-from wisv.evaluate import eos_id  # noqa: E402
-from wisv.models import load_pair  # noqa: E402
-from wisv.prompts import prompt_rows  # noqa: E402
-from wisv.records import RoundRow, read_records, to_frame  # noqa: E402
+from wisv.decoding.acceptance import greedy_accept_ids  # noqa: E402
+from wisv.tasks.evaluate import eos_id  # noqa: E402
+from wisv.models.loader import load_pair  # noqa: E402
+from wisv.tasks.prompts import prompt_rows  # noqa: E402
+from wisv.records.rows import RoundRow, read_records, to_frame  # noqa: E402
 from wisv.serving.wdt import confidence_summary, evaluate, fit_wdt, split_prompts  # noqa: E402
-from wisv.sessions import DraftSession, VerifySession  # noqa: E402
-from wisv.speculative import truncate_output  # noqa: E402
+from wisv.decoding.sessions import DraftSession, VerifySession  # noqa: E402
+from wisv.decoding.speculative import truncate_output  # noqa: E402
 
 GOAL_MAE_REDUCTION_PCT = 30.0  # the goal: g_i's MAE >= 30% below the running mean's
 

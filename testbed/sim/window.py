@@ -26,7 +26,7 @@ import pandas as pd
 import torch
 
 from channel.csi import CSI
-from wisv.roundtime import Deployment, RoundInputs, round_time_s
+from wisv.timing.roundtime import Deployment, RoundInputs, round_time_s
 from wisv.timing.window import WindowTracker
 
 WINDOW_METHODS = ("greedy", "fh", "sh")  # greedy acceptance: what a profile replays (fh/sh without a head)
@@ -51,7 +51,7 @@ class MatchProfile:
 def match_profile(drafter, target, prompt_id: str, prompt_ids: list[int], max_new_tokens: int,
                   eos_token_id: int | None) -> MatchProfile:
     """Target greedy decoding of the prompt (to EOS or the budget), then one drafter pass over prompt + output."""
-    from wisv.speculative import speculative_generate
+    from wisv.decoding.speculative import speculative_generate
     y = speculative_generate(drafter, target, prompt_ids, max_new_tokens=max_new_tokens, draft_len=8,
                              eos_token_id=eos_token_id).tokens  # greedy: the target's own output
     ids = torch.tensor([list(prompt_ids) + y[:-1]])  # [1, P + n - 1]
@@ -196,7 +196,7 @@ def load_profiles(path: Path) -> list[MatchProfile]:
 def profiles_for(cfg, pair, cache_dir: Path) -> list[MatchProfile]:
     """The prompt set's match profiles, cached beside the acceptance traces (one file per pair and prompt set)."""
     from testbed.sim.traces import TraceKey, trace_prompts
-    from wisv.evaluate import eos_id
+    from wisv.tasks.evaluate import eos_id
     key = TraceKey(pair.id, "greedy", 0, cfg.prompts, cfg.max_new_tokens, chat_template=cfg.chat_template,
                    prompts_file=cfg.prompts_file or "")
     path = cache_dir / ("profile-" + key.filename().removesuffix(".csv") + ".json")

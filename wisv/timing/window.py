@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from channel.csi import CSI
-from wisv.latency import PayloadBits
-from wisv.roundtime import comm_s
+from wisv.timing.latency import PayloadBits
+from wisv.timing.roundtime import comm_s
 
 CONF_EDGES = (0.3, 0.5, 0.7, 0.9)  # bin edges of the drafter's max probability for the calibration table
 AUTO_K_MAX = 32  # largest K auto considers unless told otherwise

@@ -6,11 +6,11 @@ from channel.trace import CSITrace
 from testbed.sim.window import (MatchProfile, auto, by_state, compare, fixed, match_profile, passes, replay,
                                 run_length)
 from tests.tiny_pair import make_pair
-from wisv.compute import ModelDims
-from wisv.hardware import HardwareProfile
-from wisv.latency import PayloadBits
-from wisv.roundtime import Deployment
-from wisv.speculative import speculative_generate
+from wisv.timing.compute import ModelDims
+from wisv.timing.hardware import HardwareProfile
+from wisv.timing.latency import PayloadBits
+from wisv.timing.roundtime import Deployment
+from wisv.decoding.speculative import speculative_generate
 from wisv.timing.window import WindowTracker
 
 DIMS = ModelDims(n_layers=2, d_model=64, d_ff=128, vocab=100, n_heads=4, n_kv_heads=2)
@@ -68,7 +68,7 @@ def test_by_state_and_auto_policies():
 
 
 def test_draft_len_auto_flags():
-    from channel.config import ConfigError
+    from config import ConfigError
     from testbed.live.ue import parse_draft_len
     from testbed.sim.cli import parse_args, parse_draft_lens
     assert parse_draft_len(["auto"]) == 0 and parse_draft_len(["12"]) == 12

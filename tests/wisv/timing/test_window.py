@@ -2,7 +2,7 @@
 import pytest
 
 from channel.csi import CSI
-from wisv.latency import PayloadBits
+from wisv.timing.latency import PayloadBits
 from wisv.timing.window import (AcceptanceHistory, VerifyFit, choose_k, expected_committed, keep_drafting, round_cost,
                                 update_history, update_verify)
 
