@@ -1,6 +1,7 @@
 """The edge's serving pieces (WISP): batched verification, the SLO scheduler, the verify-time estimator, KV budget.
 
 Holds ``batchverify`` (one batched target pass over many sessions' blocks), ``scheduler`` (SLO-aware batch
-choice, Algorithm 1), ``estimator`` (verification time from batch shape) and ``kvbudget`` (KV memory per session).
+choice, Algorithm 1), ``estimator`` (verification time from batch shape), ``kvbudget`` (KV memory per session) and ``wdt`` (the edge's
+WDT predictor: each pending block's g_i and wasted tokens).
 May import: ``wisv.decoding`` (sessions, KV cache) and the rooms below it.
 """
