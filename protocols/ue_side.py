@@ -23,7 +23,7 @@ from wisv.decoding.specedge import pipeline_depth, proactive_reuse
 from wisv.decoding.speculative import truncate_output
 from wisv.decoding.tree import path_to
 from wisv.decoding.treedraft import TreeState, aligned, draft_tree, expand_leaf
-from wisv.timing.window import AUTO_DRAFT_LEN, WindowTracker, round_cost
+from wisv.timing.window import AUTO_DRAFT_LEN, TreeWindowTracker, WindowTracker, round_cost
 
 
 class EdgeError(RuntimeError):
@@ -84,6 +84,11 @@ class UEParams:
     def auto_window(self) -> bool:
         return self.draft_len == AUTO_DRAFT_LEN
 
+    @property
+    def auto_tree(self) -> bool:
+        """--tree-budget auto: the tree's budget chosen per round (<= draft_len_max)."""
+        return self.tree_budget == AUTO_DRAFT_LEN
+
 
 @dataclass
 class RoundState:
@@ -106,9 +111,10 @@ class UESession:
     def __init__(self, sid: str, drafter: DraftSession, params: UEParams, eos_token_id: int | None,
                  stop: Callable[[torch.Tensor], bool] | None = None, window: WindowTracker | None = None):
         self.sid, self.d, self.p, self.eos = sid, drafter, params, eos_token_id
-        self.window = window or WindowTracker(1, params.draft_len_max)  # --draft-len auto (shared by a UE's prompts)
         self.stop = stop  # WISP rejection predictor: end the block at the first predicted rejection
         self.proto: Protocol = get_protocol(params.protocol)
+        auto = TreeWindowTracker if params.auto_tree and self.proto.tree else WindowTracker
+        self.window = window or auto(1, params.draft_len_max)  # --draft-len/--tree-budget auto (a UE's prompts share it)
         self.gen = torch.Generator().manual_seed(params.seed)
         self.stats = MismatchStats()
         self.tokens: list[int] = []
@@ -142,7 +148,7 @@ class UESession:
         suggested = self.round.verdict.get("stop_depth") if self.round is not None else None
         if self.p.follow_stop_depth and self.stop is None and suggested:
             k = max(1, min(k, suggested))
-        if self.p.auto_window:
+        if self.p.auto_window and not self.proto.tree:
             k, window, stop = self._auto_window(csi_est, k)
         if self.p.pipeline_depth and self.round is not None and self.round.verdict and self.round.draft.tokens:
             r = self.round
@@ -152,7 +158,10 @@ class UESession:
         t0 = time.perf_counter()
         tree = None
         if proto.tree:
-            tree = draft_tree(self.d, max(1, min(self.p.tree_budget, budget - 1)), eos_token_id=self.eos)
+            n = max(1, min(self.p.tree_budget, budget - 1))
+            if self.p.auto_tree:
+                n = window = self._auto_tree(csi_est, max(1, min(self.p.draft_len_max, budget - 1)))
+            tree = draft_tree(self.d, n, eos_token_id=self.eos)
             draft = Draft(tree.tree.tokens, None, None, parents=tree.tree.parents)
         else:
             draft = self.d.draft(k, sample=proto.samples, temperature=self.p.temperature, generator=self.gen,
@@ -192,6 +201,16 @@ class UESession:
             n[0] += 1
             return False
         return choice.k, choice.k, stop
+
+    def _auto_tree(self, csi_est: CSI | None, n_cap: int) -> int:
+        """--tree-budget auto: the budget N that minimises the predicted time per committed token (a
+        TreeWindowTracker: the tree protocol's link time, the measured drafting and verify times, the accepted depth a
+        budget is expected to reach); 16 before the first verdict."""
+        w = self.window
+        if w.tau_d_s is None:
+            return min(16, n_cap)
+        pb = wire_payload_bits(int(self.d.model.config.hidden_size), self.p.vocab_size or 1)
+        return w.choose(round_cost("tree", csi_est or CSI.ideal(), pb, w.tau_d_s, w.verify.predict_s), n_cap).k
 
     def draft_proactively(self, reply_waiting: Callable[[], bool]) -> int:
         """While the block is verified, draft up to ``proactive`` more tokens (greedy protocols); returns how many."""
@@ -239,6 +258,9 @@ class UESession:
         parents = r.tree.tree.parents
         if len(path) != v["n_accepted"] or (path and (max(path) >= len(parents) or path_to(parents, path[-1]) != path)):
             raise EdgeError(f"VERDICT path {path} is not a root path of the {len(parents)}-node tree sent")
+        if self.p.auto_tree and isinstance(self.window, TreeWindowTracker):
+            self.window.update_tree(len(parents), r.tree.tree.depth, v["n_accepted"], r.t_draft_s,
+                                    v.get("t_edge_s", v["t_verify_s"] + v["t_head_s"]))
         carry = aligned(r.tree, path, v["next_token"])
         r.reused = len(carry)
         committed = [r.draft.tokens[i] for i in path] + [v["next_token"]]
@@ -271,7 +293,7 @@ class UESession:
     def _block_max(self) -> int:
         """The most tokens one DRAFT carries (OPEN's draft_len): a tree's budget plus a carried proactive chain."""
         if self.proto.tree:
-            return self.p.tree_budget + self.p.proactive
+            return (self.p.draft_len_max if self.p.auto_tree else self.p.tree_budget) + self.p.proactive
         return self.p.draft_len_max if self.p.auto_window else self.p.draft_len
 
     def _round_protocol(self, csi_est: CSI | None, k: int) -> Protocol:

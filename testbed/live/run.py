@@ -153,7 +153,8 @@ def run(cfg: RunConfig) -> list[dict]:
             summaries.append(s)
             head_desc = _record_edge(cfg, out, pdir) or head_desc
     write_csv_atomic(out / "summary.csv", pd.DataFrame(summaries))
-    tree = f"; tree budget {cfg.ue.tree_budget}" if "tree" in cfg.protocols() else ""
+    budget = f"auto (<= {cfg.ue.draft_len_max})" if cfg.ue.tree_budget == AUTO_DRAFT_LEN else cfg.ue.tree_budget
+    tree = f"; tree budget {budget}" if "tree" in cfg.protocols() else ""
     print(f"\nlink: {_describe_link(cfg, site)}; K={_window(cfg.ue)}{tree}; head={head_desc}; results in {out}")
     print(table(summaries))
     for w in filter(None, windows):

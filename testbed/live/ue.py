@@ -46,21 +46,21 @@ from wisv.records.rows import RoundLog, RoundRow, to_frame
 from wisv.decoding.rejection import load_predictor, stop_rule, wasted_drafting
 from wisv.decoding.sessions import DraftSession
 from wisv.serving.wdt import confidence_summary
-from wisv.timing.window import WindowTracker
+from wisv.timing.window import TreeWindowTracker, WindowTracker
 from wisv.pairs import apply_pair
 
 
-def parse_draft_len(tokens: list[str] | str | int) -> int:
-    """--draft-len: a positive number of tokens, or ``auto`` (AUTO_DRAFT_LEN)."""
+def parse_draft_len(tokens: list[str] | str | int, flag: str = "--draft-len") -> int:
+    """--draft-len (or --tree-budget): a positive number of tokens, or ``auto`` (AUTO_DRAFT_LEN)."""
     text = " ".join(map(str, tokens)) if isinstance(tokens, list) else tokens
     if str(text).strip().lower() == "auto":
         return AUTO_DRAFT_LEN
     try:
         k = int(text)
     except ValueError:
-        raise config.ConfigError(f"--draft-len: expected a number of tokens or auto, got {text!r}") from None
+        raise config.ConfigError(f"{flag}: expected a number of tokens or auto, got {text!r}") from None
     if k < 1:
-        raise config.ConfigError(f"--draft-len: must be >= 1 (or auto), got {k}")
+        raise config.ConfigError(f"{flag}: must be >= 1 (or auto), got {k}")
     return k
 
 
@@ -88,6 +88,8 @@ def oracle_k(table: dict[float, int], csi) -> int:
 
 
 DRAFT_LEN_TEXT = {"parse": parse_draft_len, "format": lambda k: [format_draft_len(k)]}  # --draft-len 8 | auto
+TREE_BUDGET_TEXT = {"parse": lambda t: parse_draft_len(t, "--tree-budget"),
+                    "format": lambda k: [format_draft_len(k)]}  # --tree-budget 16 | auto
 
 
 @dataclass
@@ -127,7 +129,8 @@ class UEConfig:
     rejection_threshold: float | None = None  # flag a token when p(rejected) >= this (None: the predictor's own)
     proactive: int = 0  # SpecEdge: draft up to this many tokens past each block while it is verified (0: off)
     pipeline_depth: bool = False  # SpecEdge: choose K <= draft_len per round so that K * tau_d + RTT ~= verify time
-    tree_budget: int = 16  # tree protocol: draft tokens per tree, N (--proactive adds a reused chain on top)
+    tree_budget: int = field(default=16, metadata={
+        **TREE_BUDGET_TEXT, "example": 8})  # tree protocol: draft tokens per tree, N (--proactive adds a chain); auto
     reference: bool = True  # ask the edge for target-only greedy outputs, for matches_target (--no-reference: skip)
     heartbeat_ivl_ms: int = HEARTBEAT_IVL_MS  # ZMTP heartbeat PING interval of the UE's socket, ms (0: none)
     heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS  # a connection silent this long after a PING is redialled, ms
@@ -286,7 +289,7 @@ def run(cfg: UEConfig) -> dict:
     gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
     stop = stop_rule(load_predictor(cfg.rejection_predictor), cfg.rejection_threshold) if cfg.rejection_predictor else None
     loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect,
-                log=RoundLog(out / "rounds.jsonl"), window=WindowTracker(1, cfg.draft_len_max))
+                log=RoundLog(out / "rounds.jsonl"), window=(TreeWindowTracker if cfg.protocol == "tree" else WindowTracker)(1, cfg.draft_len_max))
     ctx, est = zmq.Context(), CSIEstimator()
     client = Client(ctx, cfg.connect, peer_identity(cfg.ue_id), Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms), cfg.retry_s)

@@ -225,3 +225,40 @@ class WindowTracker:
             self.tau_d_s = tau if self.tau_d_s is None else self.tau_d_s + smooth * (tau - self.tau_d_s)
         if drafted > 0 and t_verify_s is not None:
             self.verify = update_verify(self.verify, drafted, t_verify_s)
+
+
+class TreeWindowTracker(WindowTracker):
+    """``--tree-budget auto``: the same objective over a best-first tree's token budget N.
+
+    A tree of N tokens costs what a chain of N does to draft and verify, and the tree protocol's payloads on the
+    link (wisv.roundtime.comm_s "tree"); it commits one token per accepted level plus one.  The history holds a
+    per-level acceptance rate (accepted depth over the tree's depth, as a chain's accepted over drafted) and the
+    tree's depth per token of budget, so a budget N is expected to reach ``depth_per_token * N`` levels, each accepted
+    with that rate given the ones above it."""
+
+    def __init__(self, k_min: int = 1, k_max: int = AUTO_K_MAX):
+        super().__init__(k_min, k_max)
+        self.depth_per_token = 0.5  # EWMA of tree depth / tree size (prior: a tree half as deep as its budget)
+
+    def levels(self, n: int) -> list[float]:
+        """The per-level acceptance chances of a budget-N tree."""
+        return [self.history.alpha] * max(1, round(self.depth_per_token * n))
+
+    def choose(self, round_s: Callable[[int], float], k_cap: int | None = None) -> WindowChoice:
+        hi = max(self.k_min, min(self.k_max, k_cap if k_cap is not None else self.k_max))
+        self.last = choose_k(round_s, self.levels, min(self.k_min, hi), hi)
+        return self.last
+
+    def update_tree(self, size: int, depth: int, accepted_depth: int, t_draft_s: float | None = None,
+                    t_verify_s: float | None = None, smooth: float = 0.3) -> None:
+        """Learn from one tree verdict: the accepted depth of a tree of ``size`` tokens and ``depth`` levels."""
+        if size < 1 or not 0 <= accepted_depth <= depth <= size:
+            raise ValueError(f"need 0 <= accepted_depth <= depth <= size, size >= 1; got {accepted_depth}, {depth}, "
+                             f"{size}")
+        self.depth_per_token += smooth * (depth / size - self.depth_per_token)
+        self.history = update_history(self.history, depth, accepted_depth)
+        if t_verify_s is not None:
+            self.verify = update_verify(self.verify, size, t_verify_s)  # the target verifies all N nodes
+        if t_draft_s is not None and t_draft_s > 0:
+            tau = t_draft_s / size
+            self.tau_d_s = tau if self.tau_d_s is None else self.tau_d_s + smooth * (tau - self.tau_d_s)
