@@ -76,7 +76,12 @@ class VerifyRequest:
 
 
 class BatchVerifier:
-    """The target, its sessions, and batched verification over them."""
+    """The target, its sessions, and batched verification over them (the ``transformers`` engine of
+    wisv/serving/engine.py)."""
+
+    name = "transformers"
+    tree_refusal = ("this edge verifies in batches (--batch-verify / --no-kv-reuse), which takes chains only; tree "
+                    "sessions need the transformers engine without them")
 
     def __init__(self, model: PreTrainedModel, cfg: EngineConfig | None = None):
         self.model, self.cfg = model, cfg or EngineConfig()
@@ -322,9 +327,10 @@ def request_shape(session, k: int) -> tuple[int, int, int]:
 
 
 class EngineView:
-    """One engine session behind VerifySession's interface (verify alone, commit, free) for the edge's sessions."""
+    """One engine session behind VerifySession's interface (verify alone, commit, free) for the edge's sessions; any
+    engine of wisv/serving/engine.py."""
 
-    def __init__(self, engine: BatchVerifier, sid: str, prompt_ids: list[int]):
+    def __init__(self, engine, sid: str, prompt_ids: list[int]):
         self.engine, self.sid = engine, sid
         engine.open(sid, prompt_ids)
 
@@ -339,7 +345,12 @@ class EngineView:
 
     @property
     def hidden_layer(self) -> int:
-        return self.engine.cfg.hidden_layer
+        return self.engine.hidden_layer if hasattr(self.engine, "hidden_layer") else self.engine.cfg.hidden_layer
+
+    @property
+    def tree_refusal(self) -> str:
+        """Why a tree session is refused on this engine (it names the engine)."""
+        return self.engine.tree_refusal
 
     def verify(self, draft: list[int]) -> Block:
         return self.engine.verify([VerifyRequest(self.sid, list(draft))])[self.sid]

@@ -1,0 +1,1 @@
+"""The edge's serving side: verification engines, batching and scheduling."""
