@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import torch
 
@@ -92,9 +93,10 @@ class VllmVerifier:
         self.prefix_caching = prefix_caching
         self.sessions: dict[str, VllmSession] = {}
         self.resent = 0  # requests sent again uncached (the guard); a test reads it
+        # llm: a stand-in for tests (an object with vLLM's encode and its PoolingParams' fields)
         self.llm = llm if llm is not None else _make_llm(model_dir, cfg, dtype, kv_cache_mb, prefix_caching, seed)
         self.block_size = int(self.llm.llm_engine.vllm_config.cache_config.block_size)
-        self._params = _pooling_params(read_cache=prefix_caching), _pooling_params(read_cache=False)
+        self._params = _pooling_params(prefix_caching, llm), _pooling_params(False, llm)
 
     def open(self, sid: str, prompt_ids: list[int]) -> None:
         if not prompt_ids:
@@ -164,7 +166,10 @@ class VllmVerifier:
                                pooling_task="token_embed", use_tqdm=False)
 
 
-def _pooling_params(read_cache: bool):
+def _pooling_params(read_cache: bool, stand_in=None):
+    """vLLM's PoolingParams for a block: no activation; read the prefix cache or not (a test's stand-in: plain)."""
+    if stand_in is not None:
+        return SimpleNamespace(use_activation=False, skip_reading_prefix_cache=not read_cache)
     from vllm import PoolingParams  # vLLM is optional: imported only by this engine
     return PoolingParams(use_activation=False, skip_reading_prefix_cache=not read_cache)
 
