@@ -44,6 +44,7 @@ class VllmConfig:
     gpu_memory_utilization: float | None = None  # vllm on CUDA: GPU memory share to take, KV cache from the rest (none: --memory-budget-mb)
     max_model_len_tokens: int | None = None  # vllm: longest sequence served, tokens (none: the target's context)
     enforce_eager: bool = True  # vllm: no CUDA graphs nor compilation (starts in seconds; off for GPU speed)
+    distributed_backend: str | None = None  # vllm: workers over "mp" (one node) or "ray" (several; none: vLLM's)
     engine_process: bool = False  # vllm: its engine core in a process of its own (vLLM's default), not the edge's
 
 @dataclass
@@ -186,8 +187,8 @@ def _make_llm(model_dir: str, cfg: VllmConfig, dtype: str, kv_cache_mb: float, p
                          "(docs/engines.md)") from None
     memory = ({"gpu_memory_utilization": cfg.gpu_memory_utilization} if cfg.gpu_memory_utilization is not None
               else {"kv_cache_memory_bytes": int(kv_cache_mb * 2**20)})
-    optional = {k: v for k, v in (("block_size", cfg.block_size_tokens), ("max_model_len", cfg.max_model_len_tokens))
-                if v is not None}
+    optional = {k: v for k, v in (("block_size", cfg.block_size_tokens), ("max_model_len", cfg.max_model_len_tokens),
+                                  ("distributed_executor_backend", cfg.distributed_backend)) if v is not None}
     return LLM(model_dir, runner="pooling", convert="embed", dtype=dtype, seed=seed,
                tensor_parallel_size=cfg.tensor_parallel_size, pipeline_parallel_size=cfg.pipeline_parallel_size,
                enforce_eager=cfg.enforce_eager, enable_prefix_caching=prefix_caching,
