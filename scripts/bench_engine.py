@@ -5,10 +5,10 @@ Usage: ``python scripts/bench_engine.py [--pair smollm2] [--engines transformers
 [--prefix-tokens 128] [--draft-len 8] [--rounds 10] [--out results/bench_engine.json]`` (vLLM: run it with
 .venv-vllm/bin/python, docs/engines.md).
 
-For each engine and each N, N sessions are opened on different prompts of ``--prefix-tokens`` random tokens and
+For each N, N sessions are opened on each engine on different prompts of ``--prefix-tokens`` random tokens and
 verified together round by round: one ``verify`` call over the N blocks (what the edge's batcher hands the engine
 when N DRAFTs wait), then each session commits K/2 drafted tokens and one more (the same for every engine, so the
-sequences stay equal).  Round 0 (the prompts' prefill) is reported apart.  Per N: the median and p90 latency of a
+sequences stay equal).  A short warm-up goes first, discarded.  The engines take turns round by round, so a shared machine's drift hits them alike.  Round 0 (the prompts' prefill) is reported apart.  Per N: the median and p90 latency of a
 warm round, ms, and the throughput, verified blocks and scored positions (N x (K + 1)) per second.  Where both
 engines ran, ``argmax_agree`` is the share of positions whose target argmax the two engines agree on (correctness).
 On CPU this shows correctness and overhead; on a GPU it is the figure that counts.  A benchmark, not a test.
@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -66,28 +67,37 @@ def random_ids(n: int, vocab: int, seed: int) -> list[int]:
     return torch.randint(3, vocab, (n,), generator=g).tolist()
 
 
-def run_rounds(engine, n: int, cfg: EngineBenchConfig, vocab: int, tag: int) -> dict:
-    """N sessions verified together for 1 + rounds rounds: times (ms) and every block's argmax."""
-    sids = [f"{tag}-{n}-{i}" for i in range(n)]
-    for i, sid in enumerate(sids):
-        engine.open(sid, random_ids(cfg.prefix_tokens, vocab, 1000 * n + i))
-    times, argmax = [], []
+def run_rounds(engines: dict, n: int, cfg: EngineBenchConfig, vocab: int) -> dict[str, dict]:
+    """N sessions per engine verified together for 1 + rounds rounds, the engines taking turns round by round (a
+    shared machine's drift hits them alike): each engine's times (ms) and every block's argmax."""
+    sids = [f"{n}-{i}" for i in range(n)]
+    for engine in engines.values():
+        for i, sid in enumerate(sids):
+            engine.open(sid, random_ids(cfg.prefix_tokens, vocab, 1000 * n + i))
+    times = {name: [] for name in engines}
+    argmax = {name: [] for name in engines}
     for r in range(cfg.rounds + 1):
         reqs = [VerifyRequest(sid, random_ids(cfg.draft_len, vocab, 7 + 100 * r + i)) for i, sid in enumerate(sids)]
-        t0 = time.perf_counter()
-        blocks = engine.verify(reqs)
-        times.append((time.perf_counter() - t0) * 1e3)
-        argmax.append(torch.stack([blocks[q.sid].argmax.cpu() for q in reqs]))  # [N, K+1]
-        for q in reqs:
-            engine.commit(q.sid, cfg.draft_len // 2, q.draft[-1])
-    for sid in sids:
-        engine.close(sid)
+        for name, engine in engines.items():
+            t0 = time.perf_counter()
+            blocks = engine.verify(reqs)
+            times[name].append((time.perf_counter() - t0) * 1e3)
+            argmax[name].append(torch.stack([blocks[q.sid].argmax.cpu() for q in reqs]))  # [N, K+1]
+            for q in reqs:
+                engine.commit(q.sid, cfg.draft_len // 2, q.draft[-1])
+    for engine in engines.values():
+        for sid in sids:
+            engine.close(sid)
+    return {name: _row(n, t, cfg.draft_len) | {"_argmax": torch.stack(argmax[name])} for name, t in times.items()}
+
+
+def _row(n: int, times: list[float], k: int) -> dict:
+    """Round 0 (the prompts' prefill) apart; the median and p90 of the warm rounds, and the throughputs."""
     warm = sorted(times[1:])
     med = statistics.median(warm)
     return {"sessions": n, "prefill_ms": times[0], "median_ms": med,
             "p90_ms": warm[min(len(warm) - 1, int(0.9 * len(warm)))],
-            "blocks_per_s": n / med * 1e3, "positions_per_s": n * (cfg.draft_len + 1) / med * 1e3,
-            "_argmax": torch.stack(argmax)}  # [R+1, N, K+1]
+            "blocks_per_s": n / med * 1e3, "positions_per_s": n * (k + 1) / med * 1e3}
 
 
 def build_engine(name: str, target, path: str, cfg: EngineBenchConfig):
@@ -108,18 +118,20 @@ def main(argv: list[str] | None = None) -> dict:
     path = cfg.target or (str(resolve_pair(cfg.pair).target) if cfg.pair else str(builtin_paths()[1]))
     target = load_model(Path(path), "target", cfg.device, resolve_dtype(cfg.dtype, cfg.device))
     vocab = int(target.config.vocab_size)
-    results, argmax = {}, {}
-    for tag, name in enumerate(cfg.engines):  # vLLM's CPU backend rebinds threads: the transformers engine goes first
+    engines, results, argmax = {}, {}, {}
+    for name in cfg.engines:
         t0 = time.perf_counter()
-        engine = build_engine(name, target, path, cfg)
-        rows = []
-        for n in cfg.sessions:
-            row = run_rounds(engine, n, cfg, vocab, tag)
+        engines[name] = build_engine(name, target, path, cfg)
+        results[name] = {"start_s": time.perf_counter() - t0, "rows": []}
+    run_rounds(engines, 1, replace(cfg, rounds=2), vocab)  # warm-up, discarded: first calls pay one-off costs
+    for n in cfg.sessions:
+        for name, row in run_rounds(engines, n, cfg, vocab).items():
             argmax[(name, n)] = row.pop("_argmax")
-            rows.append(row)
+            results[name]["rows"].append(row)
             print(f"{name:12s} N={n:3d}: median {row['median_ms']:8.1f} ms  p90 {row['p90_ms']:8.1f} ms  "
                   f"{row['blocks_per_s']:7.1f} blocks/s  (prefill {row['prefill_ms']:.0f} ms)", flush=True)
-        results[name] = {"start_s": time.perf_counter() - t0, "torch_threads": torch.get_num_threads(), "rows": rows}
+    for name in cfg.engines:  # vLLM's CPU backend binds its own threads: what torch had after it started
+        results[name] |= {"torch_threads": torch.get_num_threads(), "load_avg_1min": os.getloadavg()[0]}
     agree = {}
     if len(cfg.engines) == 2:
         a, b = cfg.engines

@@ -13,8 +13,8 @@ its hidden size does not fit the decision head, or when its prompt plus max_new_
 other sessions' reservations; with it, alone, as the engine makes room per pass); OPEN_OK reports the edge's settings
 (head, tau, target, batching).  An internal error is logged with its traceback here; the peer gets a generic ERROR.
 REFERENCE asks for the target-only greedy output of a prompt (what lossless protocols must reproduce), cached.
-``--engine vllm`` verifies through vLLM instead of our engine (wisv/serving/vllm_engine.py, docs/engines.md); the
-target is still loaded in transformers for its LM head, its facts and REFERENCE.
+``--engine vllm`` verifies through vLLM instead of our engine (wisv/serving/vllm_engine.py, docs/engines.md): the
+edge then holds only the target's config and LM head (``TargetFacts``), and REFERENCE runs through vLLM too.
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ from wisv.kvbudget import KVBudgetError, KVLedger, KVShape, refusal, session_tok
 from wisv.models import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.serving.engine import ENGINE_CHOICES
-from wisv.serving.vllm_engine import VllmConfig, VllmVerifier
+from wisv.serving.vllm_engine import TargetFacts, VllmConfig, VllmVerifier
 from wisv.sessions import VerifySession
 from wisv.pairs import apply_pair
 
@@ -291,7 +291,9 @@ class EdgeServer:
             self.references.move_to_end(key)
         else:
             self._admit_kv(len(key[0]) + n, f"REFERENCE of {len(key[0])} + {n} positions")
-            self.references[key] = greedy_reference(self.target, list(key[0]), n)
+            greedy = getattr(self.engine, "greedy", None)  # an engine that runs the target without us (vLLM)
+            self.references[key] = (greedy(list(key[0]), n, self.eos) if greedy is not None
+                                    else greedy_reference(self.target, list(key[0]), n))
             while len(self.references) > self.cfg.reference_cache:
                 self.references.popitem(last=False)
         tokens = np.asarray(self.references[key], np.int32)  # [n] new tokens
@@ -377,7 +379,9 @@ def serve(cfg: ServeConfig, ready=print) -> None:
     torch.set_num_threads(1)
     cfg = apply_pair(cfg, drafter=None)
     path = cfg.target or builtin_paths()[1]
-    target = load_model(Path(path), "target", cfg.device, resolve_dtype(cfg.dtype, cfg.device))
+    dtype = resolve_dtype(cfg.dtype, cfg.device)
+    target = (TargetFacts(path, cfg.device, dtype) if cfg.engine == "vllm"  # vLLM runs it: its facts and LM head here
+              else load_model(Path(path), "target", cfg.device, dtype))
     policy, tau, desc = load_policy(cfg.head, cfg.tau, cfg.target, int(target.config.hidden_size))
     print(f"edge: decision head {desc}", flush=True)
     gc.collect()

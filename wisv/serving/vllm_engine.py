@@ -19,9 +19,11 @@ too.  Draft trees are refused at OPEN: they need a tree attention mask, which vL
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -29,6 +31,7 @@ import torch
 from wisv.batchverify import VerifyRequest
 from wisv.sessions import Block
 
+LM_HEAD_KEYS = ("lm_head.weight", "model.embed_tokens.weight")  # the output embedding, untied then tied
 TREE_REFUSAL = ("the vllm engine (--engine vllm) verifies chains only: a draft tree needs a tree attention mask, "
                 "which vLLM does not take; serve tree sessions with --engine transformers (without --batch-verify)")
 
@@ -71,9 +74,9 @@ def expected_hit(seq_len: int, sent_len: int, block_size: int) -> int:
 
 def block_of(rows: torch.Tensor, k: int, lm_head: torch.Tensor, bias: torch.Tensor | None) -> Block:
     """The Block of a request's last K + 1 returned rows [n, d]: logits through the target's LM head [V, d]."""
-    hidden = rows[-(k + 1):].float()  # [K+1, d]
-    logits = torch.nn.functional.linear(hidden, lm_head, bias)  # [K+1, V]
-    return Block(logits, hidden, logits.argmax(dim=-1))
+    hidden = rows[-(k + 1):]  # [K+1, d]
+    logits = torch.nn.functional.linear(hidden.to(lm_head.device, lm_head.dtype), lm_head, bias).float()  # [K+1, V]
+    return Block(logits, hidden.float(), logits.argmax(dim=-1))
 
 
 class VllmVerifier:
@@ -89,8 +92,8 @@ class VllmVerifier:
             raise ValueError(f"the vllm engine returns the final hidden states only; the decision head wants layer "
                              f"{hidden_layer} (use --engine transformers, or a head trained on layer -1)")
         self.cfg, self.hidden_layer, self.session_timeout_s = cfg, hidden_layer, session_timeout_s
-        self.lm_head = lm_head.detach().float()  # [V, d]
-        self.bias = None if lm_head_bias is None else lm_head_bias.detach().float()  # [V]
+        self.lm_head = lm_head.detach()  # [V, d], on the edge's --device in the target's dtype
+        self.bias = None if lm_head_bias is None else lm_head_bias.detach()  # [V]
         self.prefix_caching = prefix_caching
         self.sessions: dict[str, VllmSession] = {}
         self.resent = 0  # requests sent again uncached (the guard); a test reads it
@@ -146,6 +149,19 @@ class VllmVerifier:
         st.drafted = []
         return committed
 
+    def greedy(self, prompt_ids: list[int], max_new_tokens: int, eos_token_id: int | None = None) -> list[int]:
+        """Target-only greedy continuation through the engine (the edge's REFERENCE): one request per token, the
+        prompt's full cache blocks read from the prefix cache; stops after EOS."""
+        seq, out = [int(t) for t in prompt_ids], []
+        for _ in range(max_new_tokens):
+            rows = self._encode([seq], self._params[0])[0].outputs.data  # [n - hit, d]: the last row is always there
+            y = int(block_of(rows, 0, self.lm_head, self.bias).argmax[-1])
+            seq.append(y)
+            out.append(y)
+            if y == eos_token_id:
+                break
+        return out
+
     def sweep(self, now: float | None = None) -> list[str]:
         now = time.monotonic() if now is None else now
         stale = [sid for sid, st in self.sessions.items() if now - st.last_active > self.session_timeout_s]
@@ -165,6 +181,44 @@ class VllmVerifier:
     def _encode(self, prompts: list[list[int]], params) -> list:
         return self.llm.encode([{"prompt_token_ids": p} for p in prompts], [params] * len(prompts),
                                pooling_task="token_embed", use_tqdm=False)
+
+
+class TargetFacts:
+    """What an edge needs of a target that vLLM runs, without loading it in transformers: its config and generation
+    config (vocabulary, context, EOS, KV shape) and its LM head, read from the checkpoint alone."""
+
+    def __init__(self, path: str | Path, device: str, dtype: torch.dtype):
+        from transformers import AutoConfig, GenerationConfig
+
+        from wisv.models import check_model_dir
+        check_model_dir(Path(path), "target")
+        self.name_or_path, self.dtype = str(path), dtype
+        self.config = AutoConfig.from_pretrained(path)
+        try:
+            self.generation_config = GenerationConfig.from_pretrained(path)
+        except OSError:  # no generation_config.json: the model config's
+            self.generation_config = GenerationConfig.from_model_config(self.config)
+        weight = lm_head_weight(Path(path)).to(device=device, dtype=dtype)  # [V, d]
+        self.lm_head = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False, device="meta")
+        self.lm_head.weight = torch.nn.Parameter(weight, requires_grad=False)
+
+    def get_output_embeddings(self) -> torch.nn.Linear:
+        return self.lm_head
+
+
+def lm_head_weight(path: Path) -> torch.Tensor:
+    """The LM head's weight [V, d] from a safetensors checkpoint (one file or an index of shards); a tied head is
+    the input embedding."""
+    from safetensors import safe_open
+    index = path / "model.safetensors.index.json"
+    files = (json.loads(index.read_text())["weight_map"] if index.exists()
+             else {k: "model.safetensors" for k in LM_HEAD_KEYS})
+    for key in LM_HEAD_KEYS:
+        if key in files and (path / files[key]).exists():
+            with safe_open(str(path / files[key]), framework="pt") as f:
+                if key in f.keys():
+                    return f.get_tensor(key)
+    raise ValueError(f"{path}: no LM head ({' or '.join(LM_HEAD_KEYS)}) in its safetensors")
 
 
 def _pooling_params(read_cache: bool, stand_in=None):

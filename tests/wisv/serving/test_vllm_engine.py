@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from wisv.batchverify import VerifyRequest
+from wisv.evaluate import eos_id, greedy_reference
 from wisv.models import load_model
 from wisv.pairs import PairNotBuilt, resolve_pair
 from wisv.serving.vllm_engine import VllmConfig, VllmVerifier
@@ -55,6 +56,14 @@ def test_blocks_are_the_transformers_targets(engine_and_target):
     got, want = eng.verify([VerifyRequest("same", draft)])["same"], VerifySession(target, prompt).verify(draft)
     assert torch.equal(got.argmax, want.argmax)
     assert torch.allclose(got.hidden, want.hidden, atol=1e-3), (got.hidden - want.hidden).abs().max()  # the head's input
+
+
+@pytest.mark.slow
+def test_greedy_through_vllm_is_the_transformers_targets(engine_and_target):
+    """The edge's REFERENCE on --engine vllm (target-only greedy, what the lossless protocols must reproduce)."""
+    eng, target = engine_and_target
+    prompt = list(range(3000, 3040))
+    assert eng.greedy(prompt, 16, eos_id(target)) == greedy_reference(target, prompt, 16)
 
 
 @pytest.mark.slow

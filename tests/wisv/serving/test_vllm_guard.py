@@ -1,5 +1,7 @@
 """The vLLM engine's logic without vLLM: the cached-rows guard, the cache estimate, and a whole session's rounds on a
 stand-in that behaves as vLLM's pooling runner with prefix caching (rows only from the cache hit on)."""
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -9,7 +11,8 @@ from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.wire import MsgType, make
 from tests.tiny_pair import make_pair
 from wisv.batchverify import EngineView, VerifyRequest
-from wisv.serving.vllm_engine import VllmConfig, VllmVerifier, block_of, expected_hit, needs_resend
+from wisv.evaluate import eos_id, greedy_reference
+from wisv.serving.vllm_engine import TargetFacts, VllmConfig, VllmVerifier, block_of, expected_hit, needs_resend
 from wisv.sessions import VerifySession
 from wisv.speculative import RejectAll
 
@@ -131,3 +134,54 @@ def test_a_tree_session_is_refused_at_open_naming_the_engine(target):
     with pytest.raises(ProtocolError, match="vllm engine") as e:
         EdgeSession("t", EngineView(eng, "t", list(range(3, 9))), opening, RejectAll(), 0.5, 60)
     assert e.value.code == "unsupported"
+
+
+VLLM_BLOCKER = """
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] == 'vllm':
+            raise ImportError('no module named ' + repr(name))
+sys.meta_path.insert(0, Block())
+"""
+
+
+def _py(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", VLLM_BLOCKER + code], capture_output=True, text=True, timeout=120)
+
+
+def test_the_edge_without_vllm_imports_none_and_defaults_to_our_engine():
+    res = _py("import testbed.live.serve as s\nprint(s.ServeConfig().engine, 'vllm' in sys.modules)")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["transformers", "False"]
+
+
+def test_engine_vllm_without_vllm_is_one_clear_error():
+    res = _py("from wisv.serving.vllm_engine import VllmConfig, _make_llm\n"
+              "try:\n    _make_llm('x', VllmConfig(), 'float32', 64.0, True, 0)\n"
+              "except ValueError as e:\n    print(e)")
+    assert res.returncode == 0, res.stderr
+    assert "--engine vllm needs vLLM" in res.stdout and "make vllm-cpu" in res.stdout
+
+
+def test_greedy_through_the_engine_is_target_only_greedy(target):
+    eng, _ = _engine(target, block_size=8)
+    prompt = list(range(3, 23))
+    assert eng.greedy(prompt, 12, eos_token_id=60) == greedy_reference(target, prompt, 12)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_target_facts_read_the_config_and_the_lm_head_alone(tmp_path, tied):
+    model = make_pair()[1]
+    if tied:
+        model.config.tie_word_embeddings = True
+        model.lm_head.weight = model.model.embed_tokens.weight
+    model.save_pretrained(tmp_path)
+    facts = TargetFacts(tmp_path, "cpu", torch.float32)
+    assert facts.config.vocab_size == 61 and eos_id(facts) == 60 and facts.dtype == torch.float32
+    assert torch.equal(facts.get_output_embeddings().weight, model.get_output_embeddings().weight)
+
+
+def test_target_facts_of_a_missing_dir_is_a_value_error(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        TargetFacts(tmp_path / "nope", "cpu", torch.float32)
