@@ -8,7 +8,7 @@ sequence; ``close`` frees the session.  The edge's batcher (testbed/live/edgebat
 
 Engines, by ``--engine`` name:
 - ``transformers``: the target as a transformers model, a KV cache per session, our batched pass
-  (wisv/batchverify.py ``BatchVerifier``).  Verifies draft trees too (without batching: wisv/sessions.py).
+  (wisv/serving/batchverify.py ``BatchVerifier``).  Verifies draft trees too (without batching: wisv/decoding/sessions.py).
 - ``vllm``: the target served by vLLM, prefix caching in place of the per-session caches
   (wisv/serving/vllm_engine.py ``VllmVerifier``).  Chains only.
 """
@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from wisv.batchverify import VerifyRequest
-from wisv.sessions import Block
+from wisv.decoding.sessions import Block
+from wisv.serving.batchverify import VerifyRequest
 
 ENGINE_CHOICES = ("transformers", "vllm")  # --engine
 
 
 class SessionLike(Protocol):
-    """What the edge reads of an engine's session (the scheduler's request shape, wisv.batchverify.request_shape)."""
+    """What the edge reads of an engine's session (the scheduler's request shape, wisv.serving.batchverify.request_shape)."""
 
     seq: list[int]  # committed tokens (prompt + output)
     cached_len: int  # positions of seq the engine expects to hold in its cache (an estimate for vLLM)

@@ -28,8 +28,8 @@ from types import SimpleNamespace
 
 import torch
 
-from wisv.batchverify import VerifyRequest
-from wisv.sessions import Block
+from wisv.decoding.sessions import Block
+from wisv.serving.batchverify import VerifyRequest
 
 LM_HEAD_KEYS = ("lm_head.weight", "model.embed_tokens.weight")  # the output embedding, untied then tied
 TREE_REFUSAL = ("the vllm engine (--engine vllm) verifies chains only: a draft tree needs a tree attention mask, "
@@ -190,7 +190,7 @@ class TargetFacts:
     def __init__(self, path: str | Path, device: str, dtype: torch.dtype):
         from transformers import AutoConfig, GenerationConfig
 
-        from wisv.models import check_model_dir
+        from wisv.models.loader import check_model_dir
         check_model_dir(Path(path), "target")
         self.name_or_path, self.dtype = str(path), dtype
         self.config = AutoConfig.from_pretrained(path)

@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 import torch
 
-from wisv.batchverify import VerifyRequest
-from wisv.evaluate import eos_id, greedy_reference
+from wisv.decoding.sessions import VerifySession
 from wisv.models import load_model
 from wisv.pairs import PairNotBuilt, resolve_pair
+from wisv.serving.batchverify import VerifyRequest
 from wisv.serving.vllm_engine import VllmConfig, VllmVerifier
-from wisv.sessions import VerifySession
+from wisv.tasks.evaluate import eos_id, greedy_reference
 
 REQUIRE_ENV = "WISV_REQUIRE_VLLM"  # set: vLLM and the smollm2 pair must be there (CI)
 MAX_NEW = 32

@@ -10,11 +10,11 @@ import torch
 from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.wire import MsgType, make
 from tests.tiny_pair import make_pair
-from wisv.batchverify import EngineView, VerifyRequest
-from wisv.evaluate import eos_id, greedy_reference
+from wisv.decoding.sessions import VerifySession
+from wisv.decoding.speculative import RejectAll
+from wisv.serving.batchverify import EngineView, VerifyRequest
 from wisv.serving.vllm_engine import TargetFacts, VllmConfig, VllmVerifier, block_of, expected_hit, needs_resend
-from wisv.sessions import VerifySession
-from wisv.speculative import RejectAll
+from wisv.tasks.evaluate import eos_id, greedy_reference
 
 
 class PrefixCachingStandIn:
