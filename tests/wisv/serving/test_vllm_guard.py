@@ -185,3 +185,13 @@ def test_target_facts_read_the_config_and_the_lm_head_alone(tmp_path, tied):
 def test_target_facts_of_a_missing_dir_is_a_value_error(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
         TargetFacts(tmp_path / "nope", "cpu", torch.float32)
+
+
+def test_open_ok_reports_the_engine_and_its_options_as_flat_scalars():
+    """OPEN_OK's ``edge`` header takes scalars only (a nested dict was refused by the UE's decoder)."""
+    from testbed.live.serve import ServeConfig, edge_settings
+    ours = edge_settings(ServeConfig(), 0.5, "none", -1)
+    assert ours["engine"] == "transformers" and not any(k.startswith("vllm_") for k in ours)
+    got = edge_settings(ServeConfig(engine="vllm", vllm=VllmConfig(tensor_parallel_size=4)), 0.5, "none", -1)
+    assert got["engine"] == "vllm" and got["vllm_tensor_parallel_size"] == 4
+    assert all(v is None or isinstance(v, (str, int, float, bool)) for v in got.values()), got
