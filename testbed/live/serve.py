@@ -49,7 +49,7 @@ from wisv.serving.kvbudget import KVBudgetError, KVLedger, KVShape, refusal, ses
 from wisv.models.loader import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.decoding.sessions import VerifySession
-from wisv.serving.engine import ENGINE_CHOICES
+from wisv.serving.engine import ENGINE_CHOICES, VerifyEngine
 from wisv.serving.vllm_engine import TargetFacts, VllmConfig, VllmVerifier
 from wisv.pairs import apply_pair
 
@@ -345,8 +345,7 @@ def _end_draft(sess: EdgeSession, block, dt: float, batch: int) -> Message:
     return sess.end_draft(block, dt, batch)
 
 
-def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[BatchVerifier | VllmVerifier | None,
-                                                                     DraftBatcher | None]:
+def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[VerifyEngine | None, DraftBatcher | None]:
     """The engine (vLLM with --engine vllm; ours with --batch-verify or --no-kv-reuse, else none: a VerifySession per
     session) and, when batching, its batcher."""
     if cfg.engine == "vllm":

@@ -34,6 +34,7 @@ class VerifyEngine(Protocol):
 
     name: str  # its --engine name
     tree_refusal: str  # why a tree session is refused at OPEN (names the engine)
+    hidden_layer: int  # the target layer whose hidden states each block carries (the decision head's input)
     sessions: dict[str, SessionLike]  # open sessions by id
 
     def open(self, sid: str, prompt_ids: list[int]) -> None:
