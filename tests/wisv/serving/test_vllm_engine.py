@@ -82,13 +82,15 @@ def test_a_resent_block_gives_the_right_tokens(engine_and_target):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("protocol", ["greedy", "fh", "sh"])
-def test_testbed_run_on_vllm_matches_target(tmp_path, protocol):
+@pytest.mark.parametrize("protocol, extra", [("greedy", []), ("fh", []), ("sh", []),
+                                             ("sh", ["--ues", "2", "--batch-verify"])],
+                         ids=["greedy", "fh", "sh", "sh-batched"])
+def test_testbed_run_on_vllm_matches_target(tmp_path, protocol, extra):
     _target_dir()
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "testbed.run", "--engine", "vllm", "--pair", "smollm2", "--dtype", "float32",
            "--block-size-tokens", "32", "--memory-budget-mb", "512", "--protocol", protocol, "--head", "none",
-           "--prompts", "3", "--max-new-tokens", str(MAX_NEW), "--out", str(out)]
+           "--prompts", "3", "--max-new-tokens", str(MAX_NEW), "--out", str(out), *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = pd.read_csv(out / "summary.csv")
