@@ -125,7 +125,8 @@ def _window(ue: UEConfig) -> str:
 
 def run(cfg: RunConfig) -> list[dict]:
     """Run every requested protocol on the same prompts and link; return their summaries."""
-    cfg = apply_pair(cfg, drafter="ue.drafter", target="edge.target")
+    # with --edge the pair names the UEs' drafter and prompts only: the target is the serving edge's
+    cfg = apply_pair(cfg, drafter="ue.drafter", target=None if cfg.remote_edge else "edge.target")
     tau, head_desc = None, "the remote edge's"
     if cfg.remote_edge is None:
         _, tau, head_desc = load_policy(cfg.edge.head, cfg.edge.tau, cfg.edge.target)  # fail fast on a bad --head
