@@ -51,6 +51,7 @@ from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.decoding.sessions import VerifySession
 from wisv.serving.engine import ENGINE_CHOICES, VerifyEngine
 from wisv.serving.vllm_engine import TargetFacts, VllmConfig, VllmVerifier
+from wisv.serving.wdt import WDTPredictor
 from wisv.pairs import apply_pair
 
 log = logging.getLogger("testbed.serve")
@@ -84,6 +85,7 @@ class ServeConfig:
     lost_order: str = field(default="last",
                             metadata={"choices": LOST_ORDER_CHOICES})  # slo: lost requests go last or by EDF (paper)
     slack_ms: float | None = None  # slo: time a batch keeps before its earliest feasible deadline, ms (None: guard_ms)
+    wdt_predictor: str | None = None  # slo: g_i from this WDT predictor (scripts/wdt_predictor.py; None: running mean)
     arrival_reserve: bool = True  # slo: no batch so long that a tight request arriving meanwhile must miss (off: paper)
     max_session_tokens: int = 4096  # largest generation budget (max_new_tokens) a session or REFERENCE may ask, tokens
     reference_cache: int = 4096  # target-only outputs kept for REFERENCE requests (the oldest dropped first), prompts
@@ -139,10 +141,15 @@ class EdgeServer:
         self.held = [(p, s) for p, s in self.held if self.sessions.get((p, s.sid)) is s]  # closed meanwhile: drop
         while self.held:
             for peer, sess, block, dt, n in self._step():
-                replies.append((peer, self._guard(peer, None, lambda *_: _end_draft(sess, block, dt, n), sid=sess.sid)))
+                finish = lambda *_: self._suggest(sess, _end_draft(sess, block, dt, n))  # noqa: E731
+                replies.append((peer, self._guard(peer, None, finish, sid=sess.sid)))
             if one_batch:
                 break
         return replies
+
+    def _suggest(self, sess: EdgeSession, reply: Message) -> Message:
+        """The VERDICT with a suggested stop depth for the next block, when the batcher has a WDT predictor."""
+        return _with_stop_depth(reply, self.batcher.stop_depth(sess) if self.batcher else None)
 
     def _guard(self, peer: bytes, frames: list | None, act, sid: str = "unknown", t0: float | None = None):
         """Run ``act(peer, msg, t0)`` on the decoded frames (t0: arrival, default now); errors become ERROR replies."""
@@ -332,6 +339,13 @@ def edge_settings(cfg: ServeConfig, tau: float, head: str, hidden_layer: int) ->
             "kv_reuse": cfg.kv_reuse, "estimator": cfg.estimator, "wire_version": WIRE_VERSION}
 
 
+def _with_stop_depth(reply: Message, depth: int | None) -> Message:
+    """A VERDICT with the WDT predictor's suggested depth for the session's next block (when it has one)."""
+    if depth is not None and reply.type == MsgType.VERDICT and not reply.header.get("done"):
+        reply.header["stop_depth"] = depth
+    return reply
+
+
 def _arrival(item: tuple) -> float | None:
     """The arrival time of a ``handle_many`` item, if it carries one."""
     return item[2] if len(item) > 2 else None
@@ -359,8 +373,9 @@ def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[VerifyEngine |
         return engine, None
     est = EstimatorProfile.load(cfg.estimator) if cfg.estimator else None
     slack = None if cfg.slack_ms is None else cfg.slack_ms / 1e3
+    wdt = WDTPredictor.load(cfg.wdt_predictor) if cfg.wdt_predictor else None
     return engine, DraftBatcher(engine, cfg.scheduler, cfg.max_batch, est, cfg.guard_ms / 1e3, cfg.lost_order, slack,
-                                cfg.arrival_reserve)
+                                cfg.arrival_reserve, wdt)
 
 
 def vllm_engine(cfg: ServeConfig, target, hidden_layer: int) -> VllmVerifier:
