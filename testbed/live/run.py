@@ -30,12 +30,13 @@ from tqdm import tqdm
 from channel import config
 from protocols.registry import ALL_PROTOCOLS, PROTOCOLS
 from protocols.ue_side import EdgeError, HandshakeError
-from testbed.common.files import OutDirError, mark_complete, prepare_out, write_csv_atomic, write_json_atomic
+from testbed.common.files import CONFIG_FILES, OutDirError, mark_complete, prepare_out, write_csv_atomic, write_json_atomic
 from testbed.common.heads import load_policy
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
 from testbed.common.plots import plot_run
 from testbed.common.summary import summarize, table
+from testbed.common.text import decoder, show
 from testbed.live import placement
 from testbed.live.interrupt import guarded
 from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, wait_with_edge
@@ -75,6 +76,7 @@ class RunConfig:
     cpu_wakeup_us: int | None = None  # hold /dev/cpu_dma_latency at this bound during the run, us (root; 0: poll)
     netns: bool = False  # edge and UEs in their own network namespaces joined by a veth (root), tc on the veth
     overwrite: bool = False  # empty a non-empty --out first (without it, a non-empty --out is refused)
+    show: int = 0  # print the first N outputs beside the reference text, marking where each first diverges
     remote_edge: str | None = field(default=None, metadata={
         "flag": "edge"})  # tcp://HOST:PORT of an edge serving elsewhere: only UEs run here (no link flag: real link)
     auth: str | None = None  # key dir from testbed.keys: CURVE between the UEs and the edge (None: none)
@@ -94,6 +96,9 @@ class RunConfig:
             raise ValueError("--host-overhead-ms must be finite and >= 0")
         if self.remote_edge is not None:
             self._check_remote()
+        if self.ue.csi == "configured" and self.real_link():
+            raise ValueError("--csi configured needs an emulated link (give link flags); on the real link to --edge "
+                             "use --csi measured")
 
     def _check_remote(self) -> None:
         """With --edge the edge's settings are the serving edge's: a local one given is an error naming it."""
@@ -107,6 +112,14 @@ class RunConfig:
         if given:
             raise ValueError(f"{', '.join(given)}: with --edge these are the serving edge's settings; set them on its "
                              "`python -m testbed.serve` command line (the run records what the edge reports)")
+
+    def real_link(self) -> bool:
+        """True when the UEs reach a remote edge over the real, unemulated link."""
+        return self.remote_edge is not None and not self.link.emulated
+
+    def csi_source(self) -> str:
+        """What the head and auto condition on (--csi; by default configured, or measured on a real link)."""
+        return self.ue.csi or ("measured" if self.real_link() else "configured")
 
     def protocols(self) -> list[str]:
         return list(ALL_PROTOCOLS) if self.protocol == "all" else [self.protocol]
@@ -125,8 +138,9 @@ def run(cfg: RunConfig) -> list[dict]:
     if cfg.remote_edge is None:
         _, tau, head_desc = load_policy(cfg.edge.head, cfg.edge.tau, cfg.edge.target)  # fail fast on a bad --head
     out, started = Path(cfg.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{cfg.protocol}"), time.time()
-    prepare_out(out, cfg.overwrite)
-    resolved = {"out": str(out), "head_resolved": head_desc, "tau_resolved": tau, "link_emulated": cfg.link.emulated}
+    prepare_out(out, cfg.overwrite, own=CONFIG_FILES + ("prompts.jsonl", "reference.jsonl", "edge.log"))
+    resolved = {"out": str(out), "head_resolved": head_desc, "tau_resolved": tau, "link_emulated": cfg.link.emulated,
+                "csi_resolved": cfg.csi_source()}
     machine = machine_info()
     (out / "config.json").write_text(json.dumps(cfg.flat() | resolved | _versions(machine), indent=1))
     config.write_config(out, dataclasses.replace(cfg, out=str(out)), machine | resolved)
@@ -150,9 +164,18 @@ def run(cfg: RunConfig) -> list[dict]:
     tree = f"; tree budget {cfg.ue.tree_budget}" if "tree" in cfg.protocols() else ""
     print(f"\nlink: {_describe_link(cfg, site)}; K={cfg.ue.draft_len}{tree}; head={head_desc}; results in {out}")
     print(table(summaries))
+    if cfg.show:
+        print(_show(cfg, out, prompts, tok, refs))
     print(f"figure: {plot_run(out)}")
     mark_complete(out, started, ["summary.csv", *(f"{p}/summary.json" for p in cfg.protocols())])
     return summaries
+
+
+def _show(cfg: RunConfig, out: Path, prompts: pd.DataFrame, tok, refs) -> str:
+    """--show N: the first N prompts' outputs of every protocol beside the reference text."""
+    outputs = {p: pd.read_json(out / p / "outputs.jsonl", lines=True, dtype={"prompt_id": str})
+               for p in cfg.protocols()}
+    return show(cfg.show, prompts, outputs, refs, decoder(tok))
 
 
 def _placement(cfg: RunConfig):
@@ -216,7 +239,7 @@ def _collect(proto: str, pdir: Path, rounds: pd.DataFrame, prompts: pd.DataFrame
     """Merge the UEs' outputs into <pdir>/outputs.jsonl, then summarize with the merged rounds."""
     ue_dirs = sorted(d for d in pdir.glob("ue*") if d.is_dir())
     outputs = pd.concat([pd.read_json(d / "outputs.jsonl", lines=True) for d in ue_dirs], ignore_index=True)
-    outputs.to_json(pdir / "outputs.jsonl", orient="records", lines=True)
+    outputs.to_json(pdir / "outputs.jsonl", orient="records", lines=True, force_ascii=False)
     return summarize(proto, rounds, outputs, prompts, tok.decode if tok is not None else None, refs)
 
 

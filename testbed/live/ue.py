@@ -4,7 +4,8 @@ Usage: ``python -m testbed.ue --connect tcp://EDGE:5555 [--prompts N | --prompts
 Prompts: the first N of the built-in test split, or of a JSONL file whose rows hold ``prompt`` (text) or
 ``prompt_ids``, and optionally ``prompt_id`` and ``answer`` (the format testbed.run takes).  Writes ``rounds.csv``,
 ``outputs.jsonl``, ``summary.json`` and ``summary.csv`` to ``--out`` (and ``rounds.jsonl``, each round appended as it
-happens), prints ``PROGRESS {json}`` after each prompt and the summary table at the end.
+happens), prints after each prompt a ``PROGRESS {json}`` line (for testbed.run) and a line with the start of its text, and the
+summary table at the end.  outputs.jsonl holds each prompt's ``prompt_text`` and ``text`` where a tokenizer exists.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from transformers import PreTrainedModel
 from channel import config
 from channel.emulator import parse_hostport
 from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
+from channel.csi import CSI
 from channel.trace import CSITrace
 from protocols.auto import AUTO_RULES
 from protocols.handshake import Vocab
@@ -35,6 +37,7 @@ from protocols.ue_side import EdgeError, HandshakeError, UEParams, UESession
 from protocols.wire import Limits, MsgType, WireError, make
 from testbed.common.link import LinkSpec
 from testbed.common.summary import summarize, table, write_summary
+from testbed.common.text import decoder, progress_line, text_fields
 from testbed.live.client import Client, close_session, fetch_references, handshake, open_session, peer_identity
 from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, Heartbeat
 from testbed.live.resume import finish_round, send_draft
@@ -46,6 +49,8 @@ from wisv.records import RoundLog, RoundRow, to_frame
 from wisv.rejection import load_predictor, stop_rule, wasted_drafting
 from wisv.sessions import DraftSession
 from wisv.pairs import apply_pair
+
+CSI_SOURCES = ("measured", "configured")  # --csi: the UE's estimate, or the emulated link's CSI in force
 
 
 @dataclass
@@ -70,8 +75,11 @@ class UEConfig:
     max_new_tokens: int = 160  # generation budget per prompt, tokens
     temperature: float = 1.0  # sampling temperature (reject)
     seed: int = 0  # sampling seed base (prompt i samples with seed + i)
-    probe_bytes: int = 8192  # rate-probe payload per direction before each request, bytes (0: RTT handshake only)
-    link_json: str | None = None  # JSON of the emulated LinkSpec, to record the CSI in force
+    probe_bytes: int = 32768  # first rate probe per direction, bytes; later ones last --probe-ms (0: no probes)
+    probe_ms: float = 50.0  # rate probes are sized to serialize for this long at the estimate, ms (RTT jitter << it)
+    csi: str | None = field(default=None, metadata={
+        "choices": CSI_SOURCES, "example": "measured"})  # CSI the head and auto use (none: configured if emulated)
+    link_json: str | None = None  # JSON of the emulated LinkSpec: the CSI in force, recorded (and what --csi configured uses)
     link_t0_epoch_s: float = 0.0  # wall-clock time the link's trace started, s since the epoch
     recv_timeout_s: float = 10.0  # per attempt: no reply within this long, reconnect and send again, s
     retry_s: float = 60.0  # retry window: resend (with backoff) and resume for this long, then the run fails, s
@@ -109,11 +117,12 @@ class Local:
             return None
 
 
-def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
-    """One DRAFT/(HIDDEN_REQ/HIDDEN)/VERDICT exchange; returns the round's measurements (RoundRow fields)."""
+def run_round(client: Client, sess: UESession, csi: CSI | None) -> dict:
+    """One DRAFT/(HIDDEN_REQ/HIDDEN)/VERDICT exchange, its head and auto conditioned on ``csi``; returns the round's
+    measurements (RoundRow fields)."""
     t_start = time.perf_counter()
     n_before = len(sess.tokens)
-    msg = sess.next_draft(est.csi())
+    msg = sess.next_draft(csi)
     io = send_draft(client, msg)
     t_pro = time.perf_counter()
     n_pro = sess.draft_proactively(client.reply_waiting)  # SpecEdge: overlaps the link and the verification
@@ -147,7 +156,7 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
     t_link0 = time.time() - cfg.link_t0_epoch_s  # on the emulated link's clock (its outages)
     tcp_before = loc.tcp() if loc.link is None else None  # a real link: its TCP counters (loss estimate)
     t0 = time.perf_counter()
-    handshake(client, est, sid, cfg.probe_bytes, index)
+    handshake(client, est, sid, cfg.probe_bytes > 0, index)
     t_probe = time.perf_counter() - t0
     params = UEParams(cfg.protocol, cfg.draft_len, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
                       cfg.seed + index, int(loc.drafter.config.vocab_size), cfg.proactive, cfg.pipeline_depth,
@@ -162,7 +171,7 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
         t_link = time.time() - cfg.link_t0_epoch_s
         in_force = trace.at(t_link) if trace else None
         prefix = len(ids) + len(sess.tokens)
-        measured = run_round(client, sess, est)
+        measured = run_round(client, sess, in_force if csi_source(cfg, loc.link) == "configured" else est.csi())
         row = RoundRow(prompt_id=pid, ue_id=cfg.ue_id, prompt_len=len(ids), prefix_len=prefix, **measured,
                        **_csi_columns(in_force, est, measured=loc.link is None),
                        outage_s=_outage_s(trace, t_link, cfg.link_t0_epoch_s))
@@ -202,6 +211,14 @@ def _csi_columns(csi, est: CSIEstimator, measured: bool = False) -> dict:
                    "est_rate_down_mbps": m.rate_down_mbps if m else None}
 
 
+def csi_source(cfg: UEConfig, link: LinkSpec | None) -> str:
+    """What the head and auto condition on: --csi, or by default the emulated link's CSI (reproducible) and on a
+    real link the UE's estimate; configured without an emulated link is a ValueError."""
+    if cfg.csi == "configured" and link is None:
+        raise ValueError("--csi configured needs an emulated link (--link-json); on a real link use --csi measured")
+    return cfg.csi or ("configured" if link is not None else "measured")
+
+
 def _finite(rate: float) -> float | None:
     """A rate, None for unlimited (inf)."""
     return rate if math.isfinite(rate) else None
@@ -213,33 +230,37 @@ def run(cfg: UEConfig) -> dict:
     another edge error fails only its prompt."""
     torch.set_num_threads(1)
     cfg = apply_pair(cfg, target=None)
+    link = LinkSpec(**json.loads(cfg.link_json)) if cfg.link_json else None
+    csi_source(cfg, link)  # a bad --csi fails before any work
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     drafter_dir = Path(cfg.drafter) if cfg.drafter else builtin_paths()[0]
     tok = load_tokenizer(drafter_dir, "drafter")
     prompts = prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file, chat_template=cfg.chat_template)
     drafter = load_model(drafter_dir, "drafter", cfg.device, resolve_dtype(cfg.dtype, cfg.device))
-    link = LinkSpec(**json.loads(cfg.link_json)) if cfg.link_json else None
     gc.collect()
     gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
     stop = stop_rule(load_predictor(cfg.rejection_predictor), cfg.rejection_threshold) if cfg.rejection_predictor else None
     loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect,
                 log=RoundLog(out / "rounds.jsonl"))
-    ctx, est = zmq.Context(), CSIEstimator()
+    ctx, est = zmq.Context(), CSIEstimator(probe_target_ms=cfg.probe_ms,
+                                                    first_probe_bytes=max(cfg.probe_bytes, 1))
     client = Client(ctx, cfg.connect, peer_identity(cfg.ue_id), Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms), cfg.retry_s)
-    all_rows, recs, refs = [], [], None
+    all_rows, recs, refs, decode = [], [], None, decoder(tok)
     try:
         client.exchange(make(MsgType.PING, cfg.ue_id, None, seq=0, t_send=time.time()))  # connect; not a sample
         with (out / "outputs.jsonl").open("w") as f:
             for i, p in enumerate(prompts):
                 rec, rows = _safe_prompt(client, loc, cfg, p, i, est)
+                rec |= {} if rec.get("error") else text_fields(decode, p["prompt_ids"], rec["tokens"])
                 all_rows += rows
                 recs.append(rec)
                 f.write(json.dumps(rec) + "\n")
                 f.flush()
                 print("PROGRESS " + json.dumps({"done": i + 1, "total": len(prompts), "prompt_id": rec["prompt_id"],
                                                 "error": rec.get("error")}), flush=True)
+                print(progress_line(i + 1, len(prompts), rec), flush=True)
         (out / "edge.json").write_text(json.dumps(loc.edge, indent=1))
         if cfg.reference:
             refs = fetch_references(client, prompts, cfg.max_new_tokens, f"{cfg.ue_id}-ref", loc.vocab)
