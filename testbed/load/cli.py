@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from channel import config
 from protocols.wire import Limits
-from testbed.common.files import OutDirError, mark_complete, prepare_out, write_csv_atomic, write_json_atomic
+from testbed.common.files import CONFIG_FILES, OutDirError, mark_complete, prepare_out, write_csv_atomic, write_json_atomic
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
 from testbed.live import placement
@@ -194,7 +194,7 @@ def run(cfg: LoadConfig) -> pd.DataFrame:
     verifies at most that many requests per pass, in the same run (``batching.csv``)."""
     cfg = apply_pair(cfg)
     out, started = Path(cfg.out or f"runs/load-{time.strftime('%Y%m%d-%H%M%S')}"), time.time()
-    prepare_out(out, cfg.overwrite)
+    prepare_out(out, cfg.overwrite, own=CONFIG_FILES)
     machine = machine_info()
     (out / "config.json").write_text(json.dumps(asdict(cfg) | {"machine": machine}, indent=1))
     config.write_config(out, replace(cfg, out=str(out)), machine)
