@@ -133,7 +133,7 @@ class RunConfig:
 
 def run(cfg: RunConfig) -> list[dict]:
     """Run every requested protocol on the same prompts and link; return their summaries."""
-    cfg = apply_pair(cfg, drafter="ue.drafter", target="edge.target")
+    cfg = with_pair(cfg)
     tau, head_desc = None, "the remote edge's"
     if cfg.remote_edge is None:
         _, tau, head_desc = load_policy(cfg.edge.head, cfg.edge.tau, cfg.edge.target)  # fail fast on a bad --head
@@ -169,6 +169,12 @@ def run(cfg: RunConfig) -> list[dict]:
     print(f"figure: {plot_run(out)}")
     mark_complete(out, started, ["summary.csv", *(f"{p}/summary.json" for p in cfg.protocols())])
     return summaries
+
+
+def with_pair(cfg: RunConfig) -> RunConfig:
+    """--pair: its drafter for the UEs and, for a local edge, its target; with --edge the serving edge has its own
+    target (the UE's drafter must share its tokenizer, which the edge checks at OPEN)."""
+    return apply_pair(cfg, drafter="ue.drafter", target=None if cfg.remote_edge else "edge.target")
 
 
 def _show(cfg: RunConfig, out: Path, prompts: pd.DataFrame, tok, refs) -> str:
