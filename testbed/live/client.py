@@ -5,6 +5,7 @@ replaced and the same message sent again; the edge answers a retransmission as i
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -94,7 +95,12 @@ class Client:
             self.retry(window, str(edge_error(reply)))
 
     def retry(self, window: Window, why: str) -> None:
-        """Wait for the window's next attempt (or raise RetryExhausted), then replace the socket."""
+        """Wait for the window's next attempt (or raise RetryExhausted), then replace the socket; say so on stderr
+        now and then (an unreachable edge is not silence)."""
+        if window.note_due():
+            left = max(0.0, window.window_s - (window.clock() - window.t0))
+            print(f"waiting for {self.endpoint}: no answer yet ({why}); retrying for up to {left:.0f} s more "
+                  "(--retry-s)", file=sys.stderr, flush=True)
         window.next_attempt(why)
         self.reconnect()
 

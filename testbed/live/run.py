@@ -6,10 +6,13 @@ Usage: ``python -m testbed.run --protocol auto`` (built-in pair, 20 test prompts
 testbed.serve --bind tcp://0.0.0.0:PORT --auth KEYS``, with ``--auth KEYS`` here too): the real link, measured,
 unless link flags ask for emulation; the target-only reference comes from the edge, and the edge's own settings
 (head, tau, ...) are recorded.
-Writes per protocol ``rounds.csv``, ``outputs.jsonl`` and ``summary.json`` to ``--out DIR/<protocol>``,
-plus ``config.json``, ``prompts.jsonl``, ``reference.jsonl``, ``summary.csv`` and ``run.png`` (latency per
-prompt, AAL per protocol) to ``--out DIR``, and last the ``complete`` marker.  A non-empty ``--out`` is refused
-unless ``--overwrite``.  SIGINT/SIGTERM stop the children and remove the namespaces (testbed/live/interrupt.py);
+The head and ``auto`` condition on the emulated link's CSI (``--csi configured``, the default: reproducible) or on
+the UEs' estimate (``--csi measured``, the default on the real link to an ``--edge``); rounds record both.
+Writes per protocol ``rounds.csv``, ``outputs.jsonl`` (with the text) and ``summary.json`` to ``--out DIR/<protocol>``,
+plus ``config.json``, ``config.toml``, ``prompts.jsonl``, ``reference.jsonl``, ``summary.csv`` and ``run.png`` (the
+report: testbed/common/plots.py) to ``--out DIR``, and last the ``complete`` marker.  ``--show N`` prints the first N
+outputs beside the reference text.  A non-empty ``--out`` is refused unless ``--overwrite``; the config files a failed
+run left are not counted.  SIGINT/SIGTERM stop the children and remove the namespaces (testbed/live/interrupt.py);
 the rounds the UEs appended until then are merged into ``<protocol>/rounds.csv``.
 """
 from __future__ import annotations

@@ -391,7 +391,11 @@ def serve(cfg: ServeConfig, ready=print) -> None:
 def _bind(sock: zmq.Socket, bind: str) -> str:
     if bind.endswith(":0"):
         bind = bind[:-2] + ":*"
-    sock.bind(bind)
+    try:
+        sock.bind(bind)
+    except zmq.ZMQError as e:  # the port is taken, or the address is not this host's
+        raise ValueError(f"--bind {bind}: cannot bind ({e.strerror}); is another process listening there? "
+                         "choose another port, or port 0 for a free one") from None
     return sock.getsockopt(zmq.LAST_ENDPOINT).decode()
 
 

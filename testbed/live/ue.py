@@ -2,10 +2,11 @@
 
 Usage: ``python -m testbed.ue --connect tcp://EDGE:5555 [--prompts N | --prompts-file F.jsonl] --out DIR``
 Prompts: the first N of the built-in test split, or of a JSONL file whose rows hold ``prompt`` (text) or
-``prompt_ids``, and optionally ``prompt_id`` and ``answer`` (the format testbed.run takes).  Writes ``rounds.csv``,
-``outputs.jsonl``, ``summary.json`` and ``summary.csv`` to ``--out`` (and ``rounds.jsonl``, each round appended as it
-happens), prints after each prompt a ``PROGRESS {json}`` line (for testbed.run) and a line with the start of its text, and the
-summary table at the end.  outputs.jsonl holds each prompt's ``prompt_text`` and ``text`` where a tokenizer exists.
+``prompt_ids``, and optionally ``prompt_id`` and ``answer`` (the format testbed.run takes).  Writes ``config.toml``,
+``rounds.csv``, ``outputs.jsonl`` (with each prompt's ``prompt_text`` and ``text`` where a tokenizer exists),
+``summary.json`` and ``summary.csv`` to ``--out`` (and ``rounds.jsonl``, each round appended as it happens).  Prints
+after each prompt a ``PROGRESS {json}`` line (for testbed.run) and a line with the start of its text, and the
+summary table at the end.  A run in which every prompt failed exits 1.
 """
 from __future__ import annotations
 
@@ -234,6 +235,7 @@ def run(cfg: UEConfig) -> dict:
     csi_source(cfg, link)  # a bad --csi fails before any work
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
+    config.write_config(out, cfg, config.provenance())  # --config OUT/config.toml reruns it
     drafter_dir = Path(cfg.drafter) if cfg.drafter else builtin_paths()[0]
     tok = load_tokenizer(drafter_dir, "drafter")
     prompts = prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file, chat_template=cfg.chat_template)
@@ -306,3 +308,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     print(table([s]), flush=True)
     print(f"results in {cfg.out}", flush=True)
+    if s["errors"] and not s["prompts"]:
+        first = next(r["error"] for r in map(json.loads, (Path(cfg.out) / "outputs.jsonl").open()) if r.get("error"))
+        print(f"testbed.ue: error: every prompt failed ({s['errors']}); the first: {first}", file=sys.stderr, flush=True)
+        sys.exit(1)
