@@ -67,24 +67,30 @@ class RunConfig:
 
     protocol: str = field(default="auto", metadata={"choices": (*PROTOCOLS, "all")})  # protocol; all: each in turn
     pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
-    prompts: int = 20  # first N problems of the built-in test split (or of --prompts-file)
+    prompts: int = field(default=20, metadata={
+        "min": 1})  # first N problems of the built-in test split (or of --prompts-file)
     prompts_file: str | None = None  # JSONL with prompt (text) or prompt_ids, optional prompt_id and answer
     out: str = ""  # output directory; default runs/<time>-<protocol>
     seed: int = 0  # sampling and link-loss seed (the UEs' and the link's)
     device: str = "cpu"  # torch device of both processes
     dtype: str = field(default="auto", metadata={
         "choices": DTYPE_CHOICES})  # both models' weights, and the reference's (auto: fp32 on CPU, bf16/fp16 on CUDA)
-    ues: int = 1  # UE processes sharing the edge and the link; prompts are dealt round-robin
+    ues: int = field(default=1, metadata={
+        "min": 1})  # UE processes sharing the edge and the link; prompts are dealt round-robin
     reference: bool = True  # compute target-only greedy outputs for matches_target (--no-reference: skip)
-    cpu_wakeup_us: int | None = None  # hold /dev/cpu_dma_latency at this bound during the run, us (root; 0: poll)
+    cpu_wakeup_us: int | None = field(default=None, metadata={
+        "min": 0})  # hold /dev/cpu_dma_latency at this bound during the run, us (root; 0: poll)
     netns: bool = False  # edge and UEs in their own network namespaces joined by a veth (root), tc on the veth
     overwrite: bool = False  # empty a non-empty --out first (without it, a non-empty --out is refused)
-    show: int = 0  # print the first N outputs beside the reference text, marking where each first diverges
+    show: int = field(default=0, metadata={
+        "min": 0})  # print the first N outputs beside the reference text, marking where each first diverges
     remote_edge: str | None = field(default=None, metadata={
         "flag": "edge"})  # tcp://HOST:PORT of an edge serving elsewhere: only UEs run here (no link flag: real link)
     auth: str | None = None  # key dir from testbed.keys: CURVE between the UEs and the edge (None: none)
-    heartbeat_ivl_ms: int = HEARTBEAT_IVL_MS  # ZMTP heartbeat PING interval of the UEs' and the edge's sockets, ms
-    heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS  # a connection silent this long after a PING is dropped, ms
+    heartbeat_ivl_ms: int = field(default=HEARTBEAT_IVL_MS, metadata={
+        "min": 0})  # ZMTP heartbeat PING interval of the UEs' and the edge's sockets, ms
+    heartbeat_timeout_ms: int = field(default=HEARTBEAT_TIMEOUT_MS, metadata={
+        "min": 0})  # a connection silent this long after a PING is dropped, ms
     ue: UEConfig = field(default_factory=UEConfig, metadata={"skip": UE_SET_BY_RUN})  # the UEs' settings
     edge: ServeConfig = field(default_factory=ServeConfig, metadata={"skip": EDGE_SET_BY_RUN})  # the edge's settings
     link: LinkSpec = field(default_factory=LinkSpec, metadata={"skip": ("seed",)})  # emulated link (seed: the run's)

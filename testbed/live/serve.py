@@ -57,35 +57,48 @@ INTERNAL_TEXT = "internal error on the edge (logged there); the session was clos
 class ServeConfig:
     """Edge server settings."""
 
-    bind: str = "tcp://127.0.0.1:5555"  # endpoint to bind, tcp://HOST:PORT (0.0.0.0: every interface; port 0: a free one)
+    bind: str = field(default="tcp://127.0.0.1:5555", metadata={
+        "pattern": r"tcp://[^:/\s]+:\d+",
+        "example": "tcp://0.0.0.0:5556"})  # endpoint to bind, tcp://HOST:PORT (0.0.0.0: all interfaces; port 0: any)
     target: str | None = None  # local HF directory of the target; None = built-in toy target
     pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     device: str = "cpu"  # torch device of the target
     dtype: str = field(default="auto", metadata={
         "choices": DTYPE_CHOICES})  # the target's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
     head: str = "default"  # decision head for fh/sh/auto: default | none | accept-all | PATH (a trained head dir)
-    tau: float | None = None  # decision threshold, reject a mismatch iff p >= tau (None: the head's own tau)
-    session_timeout_s: float = 120.0  # idle sessions are freed after this long, s
-    max_sessions: int = 256  # OPEN beyond this many live sessions is refused
-    max_draft_len: int = 64  # largest accepted block K, tokens
+    tau: float | None = field(default=None, metadata={
+        "min": 0, "max": 1})  # decision threshold, reject a mismatch iff p >= tau (None: the head's own tau)
+    session_timeout_s: float = field(default=120.0, metadata={"above": 0})  # idle sessions are freed after this long, s
+    max_sessions: int = field(default=256, metadata={"min": 1})  # OPEN beyond this many live sessions is refused
+    max_draft_len: int = field(default=64, metadata={"min": 1})  # largest accepted block K, tokens
     batch_verify: bool = False  # verify concurrent DRAFTs of many sessions in one target pass (wisv/batchverify.py)
     scheduler: str = field(default="fcfs", metadata={"choices": SCHEDULER_CHOICES})  # batch selection (slo: WISP)
-    max_batch: int = 16  # most requests in one verification pass
+    max_batch: int = field(default=16, metadata={"min": 1})  # most requests in one verification pass
     kv_reuse: bool = True  # --no-kv-reuse: recompute each prefix every round (SLED baseline; uses the engine)
-    memory_budget_mb: float = 2048.0  # cap on all sessions' KV caches together, checked before allocating, MB
+    memory_budget_mb: float = field(default=2048.0, metadata={
+        "above": 0})  # cap on all sessions' KV caches together, checked before allocating, MB
     estimator: str | None = None  # verification-time profile JSON from testbed.profile (needed by --scheduler slo)
-    guard_ms: float = 0.0  # slo: guard time delta (LST = deadline - v - delta) absorbing estimator error, ms
+    guard_ms: float = field(default=0.0, metadata={
+        "min": 0})  # slo: guard time delta (LST = deadline - v - delta) absorbing estimator error, ms
     lost_order: str = field(default="last",
                             metadata={"choices": LOST_ORDER_CHOICES})  # slo: lost requests go last or by EDF (paper)
-    slack_ms: float | None = None  # slo: time a batch keeps before its earliest feasible deadline, ms (None: guard_ms)
+    slack_ms: float | None = field(default=None, metadata={
+        "min": 0})  # slo: time a batch keeps before its earliest feasible deadline, ms (None: guard_ms)
     arrival_reserve: bool = True  # slo: no batch so long that a tight request arriving meanwhile must miss (off: paper)
-    max_session_tokens: int = 4096  # largest generation budget (max_new_tokens) a session or REFERENCE may ask, tokens
-    reference_cache: int = 4096  # target-only outputs kept for REFERENCE requests (the oldest dropped first), prompts
-    max_context_tokens: int | None = None  # largest prompt + max_new_tokens asked (None: the target's context), tokens
-    socket_hwm_msgs: int = HWM_MSGS  # ZeroMQ send/receive high-water mark of the ROUTER, per peer, messages
-    inbox_max_msgs: int = MAX_QUEUE_MSGS  # batching: arrivals queued for the serving loop; beyond, ERROR busy, messages
-    heartbeat_ivl_ms: int = HEARTBEAT_IVL_MS  # ZMTP heartbeat PING interval of the ROUTER, ms (0: none)
-    heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS  # a peer silent this long after a PING is dropped, sessions freed, ms
+    max_session_tokens: int = field(default=4096, metadata={
+        "min": 1})  # largest generation budget (max_new_tokens) a session or REFERENCE may ask, tokens
+    reference_cache: int = field(default=4096, metadata={
+        "min": 0})  # target-only outputs kept for REFERENCE requests (the oldest dropped first), prompts
+    max_context_tokens: int | None = field(default=None, metadata={
+        "min": 1})  # largest prompt + max_new_tokens asked (None: the target's context), tokens
+    socket_hwm_msgs: int = field(default=HWM_MSGS, metadata={
+        "min": 0})  # ZeroMQ send/receive high-water mark of the ROUTER, per peer, messages
+    inbox_max_msgs: int = field(default=MAX_QUEUE_MSGS, metadata={
+        "min": 1})  # batching: arrivals queued for the serving loop; beyond, ERROR busy, messages
+    heartbeat_ivl_ms: int = field(default=HEARTBEAT_IVL_MS, metadata={
+        "min": 0})  # ZMTP heartbeat PING interval of the ROUTER, ms (0: none)
+    heartbeat_timeout_ms: int = field(default=HEARTBEAT_TIMEOUT_MS, metadata={
+        "min": 0})  # a peer silent this long after a PING is dropped, sessions freed, ms
     auth: str | None = None  # key dir from testbed.keys: require CURVE, accept only DIR/clients/*.key (None: anyone)
 
 

@@ -59,7 +59,8 @@ class UEConfig:
     """UE process settings."""
 
     connect: str = "tcp://127.0.0.1:5601"  # edge (or link emulator) endpoint, tcp://HOST:PORT
-    prompts: int = 20  # first N problems of the built-in test split (or of --prompts-file)
+    prompts: int = field(default=20, metadata={
+        "min": 1})  # first N problems of the built-in test split (or of --prompts-file)
     prompts_file: str | None = None  # JSONL with prompt (text) or prompt_ids, optional prompt_id and answer
     chat_template: str = field(default="auto", metadata={
         "choices": CHAT_TEMPLATE_MODES})  # prompt text through the tokenizer's chat template (auto: if it has one)
@@ -72,26 +73,36 @@ class UEConfig:
         "choices": DTYPE_CHOICES})  # the drafter's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
     protocol: str = field(default="auto", metadata={"choices": tuple(PROTOCOLS)})  # protocol of every session
     auto_rule: str = field(default="cost", metadata={"choices": AUTO_RULES})  # auto's FH/SH rule
-    draft_len: int = 8  # K, draft tokens per round (the largest, with pipeline_depth)
-    max_new_tokens: int = 160  # generation budget per prompt, tokens
-    temperature: float = 1.0  # sampling temperature (reject)
+    draft_len: int = field(default=8, metadata={
+        "min": 1})  # K, draft tokens per round (the largest, with pipeline_depth)
+    max_new_tokens: int = field(default=160, metadata={"min": 1})  # generation budget per prompt, tokens
+    temperature: float = field(default=1.0, metadata={"above": 0})  # sampling temperature (reject)
     seed: int = 0  # sampling seed base (prompt i samples with seed + i)
-    probe_bytes: int = 32768  # first rate probe per direction, bytes; later ones last --probe-ms (0: no probes)
-    probe_ms: float = 50.0  # rate probes are sized to serialize for this long at the estimate, ms (RTT jitter << it)
+    probe_bytes: int = field(default=32768, metadata={
+        "min": 0, "max": 1048576})  # first rate probe per direction, bytes; later ones last --probe-ms (0: no probes)
+    probe_ms: float = field(default=50.0, metadata={
+        "above": 0})  # rate probes are sized to serialize for this long at the estimate, ms (RTT jitter << it)
     csi: str | None = field(default=None, metadata={
         "choices": CSI_SOURCES, "example": "measured"})  # CSI the head and auto use (none: configured if emulated)
     link_json: str | None = None  # JSON of the emulated LinkSpec: the CSI in force, recorded (and what --csi configured uses)
     link_t0_epoch_s: float = 0.0  # wall-clock time the link's trace started, s since the epoch
-    recv_timeout_s: float = 10.0  # per attempt: no reply within this long, reconnect and send again, s
-    retry_s: float = 60.0  # retry window: resend (with backoff) and resume for this long, then the run fails, s
+    recv_timeout_s: float = field(default=10.0, metadata={
+        "above": 0})  # per attempt: no reply within this long, reconnect and send again, s
+    retry_s: float = field(default=60.0, metadata={
+        "min": 0})  # retry window: resend (with backoff) and resume for this long, then the run fails, s
     rejection_predictor: str | None = None  # WISP predictor (safetensors): end each block at the first predicted rejection
-    rejection_threshold: float | None = None  # flag a token when p(rejected) >= this (None: the predictor's own)
-    proactive: int = 0  # SpecEdge: draft up to this many tokens past each block while it is verified (0: off)
+    rejection_threshold: float | None = field(default=None, metadata={
+        "min": 0, "max": 1})  # flag a token when p(rejected) >= this (None: the predictor's own)
+    proactive: int = field(default=0, metadata={
+        "min": 0})  # SpecEdge: draft up to this many tokens past each block while it is verified (0: off)
     pipeline_depth: bool = False  # SpecEdge: choose K <= draft_len per round so that K * tau_d + RTT ~= verify time
-    tree_budget: int = 16  # tree protocol: draft tokens per tree, N (--proactive adds a reused chain on top)
+    tree_budget: int = field(default=16, metadata={
+        "min": 1})  # tree protocol: draft tokens per tree, N (--proactive adds a reused chain on top)
     reference: bool = True  # ask the edge for target-only greedy outputs, for matches_target (--no-reference: skip)
-    heartbeat_ivl_ms: int = HEARTBEAT_IVL_MS  # ZMTP heartbeat PING interval of the UE's socket, ms (0: none)
-    heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS  # a connection silent this long after a PING is redialled, ms
+    heartbeat_ivl_ms: int = field(default=HEARTBEAT_IVL_MS, metadata={
+        "min": 0})  # ZMTP heartbeat PING interval of the UE's socket, ms (0: none)
+    heartbeat_timeout_ms: int = field(default=HEARTBEAT_TIMEOUT_MS, metadata={
+        "min": 0})  # a connection silent this long after a PING is redialled, ms
     auth: str | None = None  # key dir from testbed.keys: CURVE with DIR/client.key_secret, DIR/edge.key (None: none)
 
 
