@@ -13,7 +13,10 @@ config that nests others has the same flags as a flat one.  Field metadata, all 
 - ``positional``: a positional argument instead of a flag (one token; a list's values comma-separated);
 - ``skip``: on a nested dataclass field, its sub-fields that the parent sets itself (no flag, no TOML key);
 - ``parse`` / ``format``: a field's own text form on the command line (tokens -> value, value -> tokens);
-- ``example``: a valid non-default value, for a text field whose form is checked (the config tests use it).
+- ``example``: a valid non-default value, for a text field whose form is checked (the config tests use it);
+- ``min`` / ``max`` / ``above`` / ``below``: bounds of a number (>=, <=, >, <; of each element of a list; None
+  passes), and ``pattern``: a regular expression a text must match.  Flags and TOML files are checked against them
+  when parsed (``check_value``), and ``--help`` shows them.
 
 Precedence: the dataclass defaults, then ``--config FILE.toml``, then the flags given.
 """
@@ -28,6 +31,7 @@ import inspect
 import io
 import json
 import math
+import operator
 import os
 import platform
 import re
@@ -137,8 +141,13 @@ def _shown(value: Any, meta: Mapping) -> str:
     return " ".join(meta["format"](value) if "format" in meta else _argv_tokens(value)) or NONE_TEXT
 
 
+BOUNDS = {"min": (">=", operator.ge), "max": ("<=", operator.le), "above": (">", operator.gt),
+          "below": ("<", operator.lt)}  # field metadata key -> (sign, test)
+
+
 def _help_text(doc: str, default: str, meta: Mapping) -> str:
     text = doc + (f"; one of: {', '.join(map(str, meta['choices']))}" if meta.get("choices") else "")
+    text += "".join(f"; {sign} {meta[k]:g}" for k, (sign, _) in BOUNDS.items() if k in meta)
     text += "" if meta.get("positional") else f" (default: {default})"
     return text.replace("%", "%%")
 
@@ -185,6 +194,19 @@ def _check_choices(value: Any, choices: Sequence | None, where: str) -> None:
         raise ConfigError(f"{where}: {bad[0]!r} is not one of {list(choices)}")
 
 
+def check_value(value: Any, meta: Mapping, where: str) -> None:
+    """A ConfigError naming ``where`` when value (each element of a list) is not one of the field's ``choices``, is
+    out of its bounds (``min``, ``max``, ``above``, ``below``) or does not match its ``pattern``; None passes."""
+    _check_choices(value, meta.get("choices"), where)
+    for v in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            for key, (sign, ok) in BOUNDS.items():
+                if key in meta and not ok(v, meta[key]):
+                    raise ConfigError(f"{where}: must be {sign} {meta[key]:g}, got {v:g}")
+        if isinstance(v, str) and "pattern" in meta and not re.fullmatch(meta["pattern"], v):
+            raise ConfigError(f"{where}: expected the form {meta.get('example', meta['pattern'])}, got {v!r}")
+
+
 def to_values(cls: type, doc: Mapping, where: str, skip: Sequence[str] = ()) -> dict:
     """A nested mapping (a parsed TOML file) checked against cls: known keys, right types, allowed choices."""
     known = {f.name: f for f in settable(cls, skip)}
@@ -201,7 +223,7 @@ def to_values(cls: type, doc: Mapping, where: str, skip: Sequence[str] = ()) -> 
             out[key] = to_values(sub, value, f"{where} [{key}]", f.metadata.get("skip", ()))
             continue
         out[key] = coerce(value, _hints(cls)[key], f"{where}: {key}")
-        _check_choices(out[key], f.metadata.get("choices"), f"{where}: {key}")
+        check_value(out[key], f.metadata, f"{where}: {key}")
     return out
 
 
@@ -312,8 +334,30 @@ def write_config_beside(result: str | Path, cfg: Any, header: Mapping[str, Any] 
 
 # ----- argparse -----
 
+def cli_prog(argv0: str | None = None, main_spec: str | None = None) -> str:
+    """The program as users type it: ``python -m testbed.ue`` (run with -m) or ``python scripts/x.py``."""
+    if main_spec is None:
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        main_spec = spec.name if spec is not None else None
+    if main_spec:
+        return "python -m " + main_spec.removesuffix(".__main__")
+    argv0 = argv0 if argv0 is not None else (sys.argv[0] if sys.argv else "")
+    return f"python {os.path.relpath(argv0) if os.path.isabs(argv0) else argv0}"
+
+
+def one_line_errors(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Usage errors as one line, ``PROG: error: MESSAGE`` (exit 2), without the usage block; a parser named after
+    a file (argparse's default: ``__main__.py``, ``x.py``) is renamed to what users type (``cli_prog``)."""
+    if ap.prog.endswith(".py"):
+        ap.prog = cli_prog()
+    ap.error = lambda message: ap.exit(2, f"{ap.prog}: error: {message}\n")  # type: ignore[method-assign]
+    return ap
+
+
 def add_flags(ap: argparse.ArgumentParser, cls: type) -> argparse.ArgumentParser:
-    """Add --config and one flag per settable field of cls (defaults stay out of the namespace: see resolve)."""
+    """Add --config and one flag per settable field of cls (defaults stay out of the namespace: see resolve);
+    usage errors become one line (``one_line_errors``)."""
+    one_line_errors(ap)
     ap.add_argument("--config", metavar="FILE.toml", default=None,
                     help="TOML file of these settings (keys as in a saved config.toml); flags given override it")
     for f in flags(cls):
@@ -361,7 +405,11 @@ def _from_flag(f: Flag, raw: Any) -> Any:
         raw = [t.strip() for tok in raw for t in tok.split(",") if t.strip()]
         if len(raw) == 1 and raw[0].lower() == NONE_TEXT:
             raw = raw[0]
-    return coerce(_typed_text(raw, f.tp), f.tp, f.flag)
+    try:
+        typed = _typed_text(raw, f.tp)
+    except ConfigError as e:
+        raise ConfigError(f"{f.flag}: {e}") from None
+    return coerce(typed, f.tp, f.flag)
 
 
 def _typed_text(raw: Any, tp: Any) -> Any:
@@ -387,7 +435,7 @@ def resolve(cls: type, ns: argparse.Namespace) -> dict:
     for f in flags(cls):
         if f.dest in given:
             value = _from_flag(f, given[f.dest])
-            _check_choices(value, f.meta.get("choices"), f.flag)
+            check_value(value, f.meta, f.flag)
             node = values
             for key in f.path[:-1]:
                 node = node.setdefault(key, {})

@@ -66,6 +66,8 @@ def apply_rate_flag(values: dict, ns: argparse.Namespace) -> None:
     """``--rate-mbps`` sets both link rates, but not one given by its own flag (``link.rate_up_mbps``)."""
     if "rate_mbps" not in vars(ns):
         return
+    if not ns.rate_mbps >= 0:
+        raise ValueError(f"--rate-mbps: must be >= 0 (0: unlimited), got {ns.rate_mbps:g}")
     link = values.setdefault("link", {})
     for key in ("rate_up_mbps", "rate_down_mbps"):
         if f"link.{key}" not in vars(ns):

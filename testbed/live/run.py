@@ -33,7 +33,7 @@ from tqdm import tqdm
 from channel import config
 from protocols.registry import ALL_PROTOCOLS, PROTOCOLS
 from protocols.ue_side import EdgeError, HandshakeError
-from testbed.common.files import CONFIG_FILES, OutDirError, mark_complete, prepare_out, write_csv_atomic, write_json_atomic
+from testbed.common.files import CONFIG_FILES, mark_complete, prepare_out, write_csv_atomic, write_json_atomic
 from testbed.common.heads import load_policy
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
@@ -44,16 +44,19 @@ from testbed.live import placement
 from testbed.live.interrupt import guarded
 from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, wait_with_edge
 from testbed.live.procs import Child, ChildError, progress_handler
+from testbed.live.retry import RetryExhausted
 from testbed.live.prompts import load_prompts, reference_outputs
 from testbed.live.serve import ServeConfig
+from testbed.live.ue import PROG as UE_PROG
 from testbed.live.ue import UEConfig
 from testbed.live.wakeup import cpu_wakeup_bound
 from wisv.jsonl import read_jsonl, write_jsonl
-from wisv.models import DTYPE_CHOICES, PairError
+from wisv.models import DTYPE_CHOICES
 from wisv.pairs import apply_pair
 from wisv.records import read_records, read_round_log
 
 
+PROG = "python -m testbed.run"  # as users type it: --help and error lines
 SHARED = ("auth", "heartbeat_ivl_ms", "heartbeat_timeout_ms", "dtype")  # RunConfig fields given to UEs and edge alike
 UE_SET_BY_RUN = ("connect", "prompts", "prompts_file", "out", "ue_id", "protocol", "device", "seed", "link_json",
                  "link_t0_epoch_s", "reference", "pair") + SHARED  # UEConfig fields the run sets for each UE process
@@ -233,8 +236,9 @@ def _run_ues(cfg: RunConfig, proto: str, site: placement.Site, prompts_file: Pat
 
 def _error_line(log: Path) -> str:
     """': <the UE's error line>' from its log, or nothing."""
-    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("testbed.ue: error:")]
-    return f": {lines[-1].removeprefix('testbed.ue: error: ')}" if lines else ""
+    mark = f"{UE_PROG}: error: "
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith(mark)]
+    return f": {lines[-1].removeprefix(mark)}" if lines else ""
 
 
 def _merge_rounds(pdir: Path) -> pd.DataFrame:
@@ -299,7 +303,7 @@ def _versions(machine: dict) -> dict:
 
 
 def parse_args(argv: list[str] | None = None) -> RunConfig:
-    ap = config.add_flags(argparse.ArgumentParser(prog="python -m testbed.run", description=__doc__.splitlines()[0]),
+    ap = config.add_flags(argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0]),
                           RunConfig)
     add_rate_flag(ap)
     return config.parse(RunConfig, argv, ap, adjust=_adjust)
@@ -317,15 +321,15 @@ def _adjust(values: dict, ns: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Bad input or an unusable resource (a bad value, a malformed prompts file, an unbuilt pair, an --out in use,
+    no root, no answer from --edge) is one error line and exit 2; a failed run (a UE failed, every prompt of a UE
+    failed, the edge refused) is one error line and exit 1."""
+    cfg = parse_args(argv)
     try:
-        cfg = parse_args(argv)
-        guarded("testbed.run", lambda: run(cfg))
-    except OutDirError as e:
-        print(f"testbed.run: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except (ChildError, HandshakeError, EdgeError, TimeoutError) as e:  # a UE failed, a refusal, no remote edge
-        print(f"testbed.run: error: {e}", file=sys.stderr)
+        guarded(PROG, lambda: run(cfg))
+    except (ChildError, HandshakeError, EdgeError, TimeoutError) as e:  # before OSError: TimeoutError is one
+        print(f"{PROG}: error: {e}", file=sys.stderr)
         sys.exit(1)
-    except (PermissionError, FileNotFoundError, PairError) as e:  # e.g. --cpu-wakeup-us without root, unbuilt pair
-        print(f"testbed.run: error: {e}", file=sys.stderr)
+    except (ValueError, OSError, RetryExhausted) as e:  # OutDirError, PairError, ConfigError are ValueErrors
+        print(f"{PROG}: error: {e}", file=sys.stderr)
         sys.exit(2)

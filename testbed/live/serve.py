@@ -52,6 +52,7 @@ from wisv.pairs import apply_pair
 log = logging.getLogger("testbed.serve")
 INTERNAL_TEXT = "internal error on the edge (logged there); the session was closed"  # no internals to the peer
 
+PROG = "python -m testbed.serve"  # as users type it: --help and error lines
 
 @dataclass
 class ServeConfig:
@@ -430,7 +431,7 @@ def _loop(source: Direct | Inbox, server: EdgeServer, stop: dict, watch: PeerWat
 
 
 def parse_args(argv: list[str] | None = None) -> ServeConfig:
-    return config.parse(ServeConfig, argv, description=__doc__.splitlines()[0])
+    return config.parse(ServeConfig, argv, prog=PROG, description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -440,5 +441,5 @@ def main(argv: list[str] | None = None) -> None:
     try:
         serve(cfg)
     except ValueError as e:  # a bad --head, --target, --auth DIR or heartbeat setting
-        print(f"testbed.serve: error: {e}", file=sys.stderr, flush=True)
+        print(f"{PROG}: error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)

@@ -51,6 +51,7 @@ from wisv.rejection import load_predictor, stop_rule, wasted_drafting
 from wisv.sessions import DraftSession
 from wisv.pairs import apply_pair
 
+PROG = "python -m testbed.ue"  # as users type it: --help and error lines
 CSI_SOURCES = ("measured", "configured")  # --csi: the UE's estimate, or the emulated link's CSI in force
 
 
@@ -306,7 +307,7 @@ def _safe_prompt(client: Client, loc: Local, cfg: UEConfig, p: dict, i: int,
 
 
 def parse_args(argv: list[str] | None = None) -> UEConfig:
-    return config.parse(UEConfig, argv, description=__doc__.splitlines()[0])
+    return config.parse(UEConfig, argv, prog=PROG, description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -315,11 +316,11 @@ def main(argv: list[str] | None = None) -> None:
     try:
         s = run(cfg)
     except (ValueError, EdgeError, HandshakeError, TimeoutError, WireError, RetryExhausted) as e:  # a refusal, no edge
-        print(f"testbed.ue: error: {e}", file=sys.stderr, flush=True)
+        print(f"{PROG}: error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
     print(table([s]), flush=True)
     print(f"results in {cfg.out}", flush=True)
     if s["errors"] and not s["prompts"]:
         first = next(r["error"] for r in map(json.loads, (Path(cfg.out) / "outputs.jsonl").open()) if r.get("error"))
-        print(f"testbed.ue: error: every prompt failed ({s['errors']}); the first: {first}", file=sys.stderr, flush=True)
+        print(f"{PROG}: error: every prompt failed ({s['errors']}); the first: {first}", file=sys.stderr, flush=True)
         sys.exit(1)
