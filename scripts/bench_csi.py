@@ -21,10 +21,10 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from channel import config  # noqa: E402
+import config  # noqa: E402
 from testbed.common.files import write_json_atomic  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
-from wisv.records import read_records  # noqa: E402
+from wisv.records.rows import read_records  # noqa: E402
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)  # of each per-round error in the report
 COLUMNS = {"rate_up": ("est_rate_up_mbps", "rate_up_mbps"), "rate_down": ("est_rate_down_mbps", "rate_down_mbps"),

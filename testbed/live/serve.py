@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import zmq
 
-from channel import config
+import config
 from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.handshake import Vocab, vocab_refusal
 from protocols.wire import WIRE_VERSION, Limits, Message, MsgType, WireError, decode, encode, error_message, make
@@ -40,13 +40,13 @@ from testbed.live.edgebatch import DraftBatcher
 from testbed.live.inbox import MAX_QUEUE_MSGS, Direct, Inbox
 from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, Heartbeat, PeerWatch
 from testbed.live.sockbounds import HWM_MSGS, bound_socket
-from wisv.batchverify import BatchVerifier, EngineConfig, EngineView
-from wisv.estimator import EstimatorProfile
-from wisv.evaluate import eos_id, greedy_reference
-from wisv.kvbudget import KVBudgetError, KVLedger, KVShape, refusal, session_tokens
-from wisv.models import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
-from wisv.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
-from wisv.sessions import VerifySession
+from wisv.serving.batchverify import BatchVerifier, EngineConfig, EngineView
+from wisv.serving.estimator import EstimatorProfile
+from wisv.tasks.evaluate import eos_id, greedy_reference
+from wisv.serving.kvbudget import KVBudgetError, KVLedger, KVShape, refusal, session_tokens
+from wisv.models.loader import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
+from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
+from wisv.decoding.sessions import VerifySession
 from wisv.pairs import apply_pair
 
 log = logging.getLogger("testbed.serve")
@@ -72,7 +72,7 @@ class ServeConfig:
     session_timeout_s: float = field(default=120.0, metadata={"above": 0})  # idle sessions are freed after this long, s
     max_sessions: int = field(default=256, metadata={"min": 1})  # OPEN beyond this many live sessions is refused
     max_draft_len: int = field(default=64, metadata={"min": 1})  # largest accepted block K, tokens
-    batch_verify: bool = False  # verify concurrent DRAFTs of many sessions in one target pass (wisv/batchverify.py)
+    batch_verify: bool = False  # verify concurrent DRAFTs of many sessions in one target pass (wisv/serving/batchverify.py)
     scheduler: str = field(default="fcfs", metadata={"choices": SCHEDULER_CHOICES})  # batch selection (slo: WISP)
     max_batch: int = field(default=16, metadata={"min": 1})  # most requests in one verification pass
     kv_reuse: bool = True  # --no-kv-reuse: recompute each prefix every round (SLED baseline; uses the engine)

@@ -7,7 +7,7 @@ import pytest
 
 from testbed.common.plots import (PROTOCOL_COLORS, latency_by_prompt, plot_run, protocol_color, run_title,
                                   time_split_ms)
-from wisv.records import RoundRow, to_frame
+from wisv.records.rows import RoundRow, to_frame
 
 
 def _run_dir(tmp_path):

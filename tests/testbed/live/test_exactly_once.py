@@ -7,7 +7,7 @@ import pytest
 from protocols.wire import MsgType, decode, encode, make
 from testbed.live.serve import EdgeServer, ServeConfig
 from tests.protocols.test_sessions import LIMITS, PROMPTS, open_pair, pair, reference  # noqa: F401 (fixture)
-from wisv.speculative import RejectAll
+from wisv.decoding.speculative import RejectAll
 
 PEER = b"peer-0"
 

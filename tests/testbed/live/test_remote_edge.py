@@ -18,7 +18,7 @@ from testbed.live import run
 from testbed.live.procs import Child
 from tests.channel.test_netns import needs_netns
 from tests.testbed.live.test_handshake import swapped_tokenizer
-from wisv.models import builtin_paths
+from wisv.models.loader import builtin_paths
 
 LOSSLESS = ["greedy", "fh", "sh", "auto"]  # with --head none on the edge
 OUTPUTS = ["config.json", "config.toml", "prompts.jsonl", "reference.jsonl", "summary.csv", "run.png"]
