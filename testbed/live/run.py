@@ -155,7 +155,7 @@ def run(cfg: RunConfig) -> list[dict]:
                 "csi_resolved": cfg.csi_source()}
     machine = machine_info()
     (out / "config.json").write_text(json.dumps(cfg.flat() | resolved | _versions(machine), indent=1))
-    config.write_config(out, dataclasses.replace(cfg, out=str(out)), machine | resolved)
+    config.write_config(out, dataclasses.replace(cfg, out=str(out)), machine | resolved, fresh=("out", "overwrite"))
     prompts, tok = load_prompts(cfg, out / "prompts.jsonl")
     refs = reference_outputs(cfg, prompts, out / "reference.jsonl", tok) if cfg.reference else None
     summaries = []

@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 import logging
 import signal
+import socket
 import sys
 import time
 from collections import OrderedDict
@@ -367,6 +368,7 @@ def serve(cfg: ServeConfig, ready=print) -> None:
     """Load the target, bind, and serve until SIGINT/SIGTERM."""
     torch.set_num_threads(1)
     cfg = apply_pair(cfg, drafter=None)
+    check_free(cfg.bind)  # a port in use fails now, not after loading the target
     path = cfg.target or builtin_paths()[1]
     target = load_model(Path(path), "target", cfg.device, resolve_dtype(cfg.dtype, cfg.device))
     policy, tau, desc = load_policy(cfg.head, cfg.tau, cfg.target, int(target.config.hidden_size))
@@ -400,6 +402,20 @@ def serve(cfg: ServeConfig, ready=print) -> None:
     finally:
         sock.close(0)
         ctx.term()
+
+
+def check_free(bind: str) -> None:
+    """A ValueError naming --bind when its TCP port is taken on this host (port 0, any free one, always passes)."""
+    host, _, port = bind.removeprefix("tcp://").rpartition(":")
+    if port in ("0", "*"):
+        return
+    with socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as ZeroMQ: a TIME_WAIT port is free
+        try:
+            probe.bind((host.strip("[]").replace("*", "") or "0.0.0.0", int(port)))
+        except OSError as e:
+            raise ValueError(f"--bind {bind}: cannot bind ({e.strerror}); is another process listening there? "
+                             "choose another port, or port 0 for a free one") from None
 
 
 def _bind(sock: zmq.Socket, bind: str) -> str:

@@ -202,7 +202,7 @@ def run(cfg: LoadConfig) -> pd.DataFrame:
     prepare_out(out, cfg.overwrite, own=CONFIG_FILES)
     machine = machine_info()
     (out / "config.json").write_text(json.dumps(asdict(cfg) | {"machine": machine}, indent=1))
-    config.write_config(out, replace(cfg, out=str(out)), machine)
+    config.write_config(out, replace(cfg, out=str(out)), machine, fresh=("out", "overwrite"))
     traces = make_traces(cfg, max(cfg.ns()) * cfg.prompts_per_ue)
     sweep = finish_sweep(cfg, _sweep(cfg, traces, cfg.max_batch, out), out)
     if cfg.compare_max_batch:
