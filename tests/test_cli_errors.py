@@ -37,7 +37,8 @@ PARSE_ERRORS = [  # (program, argv, what the one line says after "error: ")
     ("testbed.run", ["--protocol", "fast"], "--protocol: 'fast' is not one of"),
     ("testbed.run", ["--frobnicate"], "unrecognized arguments: --frobnicate"),
     ("testbed.run", ["--edge", "10.0.0.2:5555"], "--edge must be tcp://HOST:PORT, got '10.0.0.2:5555'"),
-    ("testbed.run", ["--edge", "tcp://10.0.0.2:5555", "--csi", "configured"], "--csi configured needs an emulated link"),
+    ("testbed.run", ["--edge", "tcp://10.0.0.2:5555", "--csi", "configured"],
+     "--csi configured needs an emulated link"),
     ("testbed.run", ["--config", "/nonexistent/config.toml"], "/nonexistent/config.toml: [Errno 2]"),
     ("testbed.ue", ["--draft-len", "0"], "--draft-len: must be >= 1, got 0"),
     ("testbed.ue", ["--prompts", "0"], "--prompts: must be >= 1, got 0"),
@@ -47,7 +48,8 @@ PARSE_ERRORS = [  # (program, argv, what the one line says after "error: ")
     ("testbed.ue", ["--recv-timeout-s", "0"], "--recv-timeout-s: must be > 0, got 0"),
     ("testbed.serve", ["--tau", "1.5"], "--tau: must be <= 1, got 1.5"),
     ("testbed.serve", ["--tau", "-0.1"], "--tau: must be >= 0, got -0.1"),
-    ("testbed.serve", ["--bind", "127.0.0.1:5594"], "--bind: expected the form tcp://0.0.0.0:5556, got '127.0.0.1:5594'"),
+    ("testbed.serve", ["--bind", "127.0.0.1:5594"],
+     "--bind: expected the form tcp://0.0.0.0:5556, got '127.0.0.1:5594'"),
     ("testbed.serve", ["--max-draft-len", "0"], "--max-draft-len: must be >= 1, got 0"),
     ("testbed.load", ["--ues", "0"], "--ues: must be >= 1, got 0"),
     ("testbed.load", ["--epsilon", "2"], "--epsilon: must be <= 1, got 2"),
@@ -133,8 +135,9 @@ def refusing_edge() -> Iterator[str]:
             peer, *frames = sock.recv_multipart()
             msg = decode(frames, Limits(vocab_size=2**20))
             if msg.type == MsgType.PING:
-                reply = make(MsgType.PONG, msg.session, {"payload": np.zeros(msg.header.get("reply_bytes", 0), np.uint8)},
-                             seq=msg.header["seq"], t_send=msg.header["t_send"])
+                payload = np.zeros(msg.header.get("reply_bytes", 0), np.uint8)
+                reply = make(MsgType.PONG, msg.session, {"payload": payload}, seq=msg.header["seq"],
+                             t_send=msg.header["t_send"])
             else:
                 reply = error_message(msg.session, "internal", "this edge fails every session")
             sock.send_multipart([peer, *encode(reply)])

@@ -88,7 +88,7 @@ def test_readme_opens_with_the_make_commands() -> None:
 
 SOURCES = [p for pattern in ("*.md", "docs/*.md", "*/**/*.py", "Makefile", "pyproject.toml")
            for p in ROOT.glob(pattern) if "results" not in p.parts and ".venv" not in p.parts]
-CITE = re.compile(r"SPEC (WISP )?eqs?\. ((?:\d+(?:\s*[-–/,]\s*|\s+and\s+)?)+)")  # "SPEC eqs. 3-10", "SPEC WISP eq. 19"
+CITE = re.compile(r"SPEC (WISP )?eqs?\. ((?:\d+(?:\s*[-–/,]\s*|\s+and\s+)?)+)")  # "SPEC eqs. 3-10"; "SPEC WISP eq. 19"
 
 
 def cited_equations(text: str) -> set[tuple[str, int]]:

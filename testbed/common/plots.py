@@ -183,12 +183,14 @@ def _csi(ax_rate, ax_rtt, proto: str | None, r: pd.DataFrame) -> None:
             ax.text(0.5, 0.5, "no rounds", ha="center", va="center", transform=ax.transAxes)
         return
     x = range(1, len(r) + 1)
-    for col, style, label in (("rate_up_mbps", "-", "up, link"), ("rate_down_mbps", "-", "down, link"),
-                              ("est_rate_up_mbps", "--", "up, estimate"), ("est_rate_down_mbps", "--", "down, estimate")):
+    lines = (("rate_up_mbps", "-", "up, link"), ("rate_down_mbps", "-", "down, link"),
+             ("est_rate_up_mbps", "--", "up, estimate"), ("est_rate_down_mbps", "--", "down, estimate"))
+    for col, style, label in lines:
         if col in r and r[col].notna().any():
             ax_rate.plot(x, r[col], style, color="tab:blue" if "up" in label else "tab:red", label=label,
                          lw=3.5 if label == "up, link" else 1.5, alpha=0.35 if label == "up, link" else 0.9)
-    ax_rate.set(xlabel=f"round ({proto}, all prompts in order)", ylabel="Mbit/s", title=f"CSI and K over the run ({proto})")
+    ax_rate.set(xlabel=f"round ({proto}, all prompts in order)", ylabel="Mbit/s",
+                title=f"CSI and K over the run ({proto})")
     ax_rate.set_ylim(bottom=0)
     ax_rate.grid(True, alpha=0.3)
     k = ax_rate.twinx()

@@ -72,7 +72,8 @@ def show(n: int, prompts: pd.DataFrame, outputs: Mapping[str, pd.DataFrame], ref
         ref = refs.get(pid) if refs else None
         width = max([len(k) for k in outputs] + [len("reference")])
         lines += [f"=== {pid}", f"{'prompt:':<{width + 1}}  {one_line(decode(list(p['prompt_ids'])))}",
-                  f"{'reference:':<{width + 1}}  " + (one_line(decode(ref)) if ref is not None else "(none: --no-reference)")]
+                  f"{'reference:':<{width + 1}}  "
+                  + (one_line(decode(ref)) if ref is not None else "(none: --no-reference)")]
         for proto, out in outputs.items():
             row = out[out["prompt_id"].astype(str) == pid]
             if not len(row) or (isinstance(row.iloc[0].get("error"), str)):

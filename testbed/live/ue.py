@@ -81,11 +81,11 @@ class UEConfig:
     seed: int = 0  # sampling seed base (prompt i samples with seed + i)
     probe_bytes: int = field(default=32768, metadata={
         "min": 0, "max": 1048576})  # first rate probe per direction, bytes; later ones last --probe-ms (0: no probes)
-    probe_ms: float = field(default=50.0, metadata={
+    probe_ms: float = field(default=100.0, metadata={
         "above": 0})  # rate probes are sized to serialize for this long at the estimate, ms (RTT jitter << it)
     csi: str | None = field(default=None, metadata={
         "choices": CSI_SOURCES, "example": "measured"})  # CSI the head and auto use (none: configured if emulated)
-    link_json: str | None = None  # JSON of the emulated LinkSpec: the CSI in force, recorded (and what --csi configured uses)
+    link_json: str | None = None  # JSON of the emulated LinkSpec: the CSI in force (recorded; --csi configured)
     link_t0_epoch_s: float = 0.0  # wall-clock time the link's trace started, s since the epoch
     recv_timeout_s: float = field(default=10.0, metadata={
         "above": 0})  # per attempt: no reply within this long, reconnect and send again, s

@@ -28,7 +28,8 @@ from tqdm import tqdm
 
 import config
 from protocols.wire import Limits
-from testbed.common.files import CONFIG_FILES, OutDirError, mark_complete, prepare_out, write_csv_atomic, write_json_atomic
+from testbed.common.files import (CONFIG_FILES, OutDirError, mark_complete, prepare_out, write_csv_atomic,
+                                  write_json_atomic)
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
 from testbed.live import placement

@@ -68,7 +68,7 @@ def test_rate_within_20_percent_in_95_percent_of_rounds(rate_mbps, rtt_ms, seed)
     both = (np.abs(err[:, 0]) <= TOL) & (np.abs(err[:, 1]) <= TOL)
     assert both.mean() >= GOAL, f"rate within ±20% in {both.mean():.1%} of rounds"
     assert np.all(np.abs(err[:, :2]) < 0.5)  # never the 6554 Mbit/s on a 20 Mbit/s link
-    assert np.median(err[:, 2]) < 0.2  # RTT: the link's plus ~1 ms of host delay
+    assert np.quantile(err[:, 2], 0.95) < 0.1  # RTT: the link's plus the least host delay (0.5 ms here)
 
 
 def test_the_old_8kib_probe_at_20mbps_is_dropped_not_floored():
@@ -95,14 +95,14 @@ def test_rate_samples_kept_or_dropped(nbytes, ser_s, kept):
     assert est.samples("down") == int(kept) and est.dropped["down"] == int(not kept)
 
 
-def test_rate_is_the_median_and_rtt_the_lower_quartile_of_a_window():
+def test_rate_is_the_median_and_rtt_the_minimum_of_a_window():
     est = CSIEstimator(window=5)
     for rate in (20, 21, 19, 500, 20.5, 19.5):  # the first leaves the window; 500 is an outlier
         est.add_serialization("up", int(rate * 1e6 / 8 * 0.05), 0.05)
     assert est.samples("up") == 5 and est.rate_up_mbps == pytest.approx(20.5)
-    for rtt_ms in (20.5, 20.4, 35.0, 20.6, 60.0):
+    for rtt_ms in (20.1, 20.5, 20.4, 35.0, 20.6, 60.0):  # 20.1 leaves the window
         est.add_rtt(rtt_ms / 1e3)
-    assert est.rtt_ms == pytest.approx(20.5)
+    assert est.rtt_ms == pytest.approx(20.4)
 
 
 def test_probe_size_follows_the_estimate_within_bounds():
@@ -134,5 +134,5 @@ def test_a_round_with_a_dominant_direction_is_a_rate_sample_else_an_rtt_sample()
     est.add_round(t_comm_s=0.020 + 0.100 + 0.0001, up_bytes=250_000, down_bytes=200, exchanges=1)  # 100 ms up
     assert est.samples("up") == 2 and est.samples() == 1
     est.add_round(t_comm_s=2 * 0.030 + 0.0004, up_bytes=500, down_bytes=500, exchanges=2)  # small: RTT 30 ms
-    assert est.samples() == 2 and sorted(est.rtts_ms)[1] == pytest.approx(30.0)
+    assert est.samples() == 2 and max(est.rtts_ms) == pytest.approx(30.0) and est.rtt_ms == pytest.approx(20.0)
     CSIEstimator().add_round(0.1, 10, 10, 1)  # no RTT yet: ignored, no error
