@@ -118,7 +118,7 @@ def parse_args(argv: list[str] | None = None) -> BenchCSIConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return config.run_reporting("bench_csi", lambda: run(parse_args(argv)),
+    return config.run_reporting("python scripts/bench_csi.py", lambda: run(parse_args(argv)),
                                 (ValueError, FileNotFoundError, subprocess.CalledProcessError))
 
 
