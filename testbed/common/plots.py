@@ -191,16 +191,17 @@ def _csi(ax_rate, ax_rtt, proto: str | None, r: pd.DataFrame) -> None:
                          lw=3.5 if label == "up, link" else 1.5, alpha=0.35 if label == "up, link" else 0.9)
     ax_rate.set(xlabel=f"round ({proto}, all prompts in order)", ylabel="Mbit/s",
                 title=f"CSI and K over the run ({proto})")
-    ax_rate.set_ylim(bottom=0)
+    rates = [v for col, _, _ in lines if col in r for v in r[col].dropna() if math.isfinite(v)]
+    ax_rate.set_ylim(0, max(rates + [1.0]) * 1.3)  # room above the lines for the legend's and the link's lines
     ax_rate.grid(True, alpha=0.3)
     k = ax_rate.twinx()
     k.step(x, r["drafted"], where="mid", color="gray", alpha=0.6, label="K (drafted)")
     k.set_ylabel("K (tokens drafted)")
     k.set_ylim(0, max(float(r["drafted"].max()), 1.0) * 1.6)
     k.yaxis.set_major_locator(MaxNLocator(integer=True))
-    lines = ax_rate.get_legend_handles_labels()
+    handles = ax_rate.get_legend_handles_labels()
     more = k.get_legend_handles_labels()
-    ax_rate.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="lower right", ncol=2)
+    ax_rate.legend(handles[0] + more[0], handles[1] + more[1], fontsize=7, loc="lower right", ncol=2)
     for col, style, label in (("rtt_ms", "-", "link"), ("est_rtt_ms", "--", "estimate")):
         if col in r and r[col].notna().any():
             ax_rtt.plot(x, r[col], style, color="tab:green", label=label)
