@@ -46,8 +46,8 @@ def latency_by_prompt(run_dir: str | Path) -> pd.DataFrame:
     for proto in pd.read_csv(run_dir / "summary.csv")["protocol"]:
         out = pd.read_json(run_dir / proto / "outputs.jsonl", lines=True, dtype={"prompt_id": str})
         ok = out[out["error"].isna()] if "error" in out else out
-        lat = ok.set_index("prompt_id")["t_e2e_s"] if "t_e2e_s" in ok else pd.Series(dtype=float)
-        cols[proto] = lat.reindex(order)
+        times = ok.set_index("prompt_id")["t_e2e_s"] if "t_e2e_s" in ok else pd.Series(dtype=float)  # all failed: none
+        cols[proto] = times.reindex(order)
     return pd.DataFrame(cols, index=pd.Index(order, name="prompt_id"))
 
 
@@ -144,13 +144,14 @@ def _aal(ax, summary: pd.DataFrame) -> None:
     h = 0.38
     aal = ax.barh([y - h / 2 for y in ys], summary["aal"].fillna(0), height=h,
                   color=[protocol_color(p) for p in protos], label="AAL (tokens/round)")
-    rnd = ax.barh([y + h / 2 for y in ys], summary["rounds_per_prompt"].fillna(0), height=h,
+    rounds = summary["rounds_per_prompt"] if "rounds_per_prompt" in summary else pd.Series(0.0, summary.index)
+    rnd = ax.barh([y + h / 2 for y in ys], rounds.fillna(0), height=h,
                   color=[protocol_color(p) for p in protos], alpha=0.4, hatch="//", label="rounds per prompt")
     ax.bar_label(aal, fmt="%.2f", fontsize=8, padding=2)
     ax.bar_label(rnd, fmt="%.1f", fontsize=8, padding=2)
     ax.set_yticks(list(ys), protos)
     ax.invert_yaxis()
-    top = max([*summary["aal"].fillna(0), *summary["rounds_per_prompt"].fillna(0), 1.0])
+    top = max([*summary["aal"].fillna(0), *rounds.fillna(0), 1.0])
     ax.set_xlim(right=top * 1.2)
     ax.set(title="AAL and rounds per prompt")
     ax.legend(fontsize=7, ncol=2, loc="lower center", bbox_to_anchor=(0.5, -0.25), frameon=False)

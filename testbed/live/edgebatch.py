@@ -17,7 +17,8 @@ import time
 from collections import defaultdict, deque
 
 from protocols.edge_side import EdgeSession
-from wisv.serving.batchverify import BatchVerifier, VerifyRequest, request_shape
+from wisv.serving.batchverify import VerifyRequest, request_shape
+from wisv.serving.engine import VerifyEngine
 from wisv.serving.estimator import EstimatorProfile, LiveFit, live_update
 from wisv.serving.scheduler import (LOST_ORDER_CHOICES, SCHEDULER_CHOICES, Request, arrival_reserve_s, deadline_s, select_fcfs,
                             select_slo)
@@ -32,7 +33,7 @@ Done = tuple[bytes, EdgeSession, Block | Exception, float, int]  # (peer, sessio
 class DraftBatcher:
     """Verifies held DRAFTs batch by batch until none is left."""
 
-    def __init__(self, engine: BatchVerifier, scheduler: str = "fcfs", max_batch: int = 16,
+    def __init__(self, engine: VerifyEngine, scheduler: str = "fcfs", max_batch: int = 16,
                  estimator: EstimatorProfile | None = None, guard_s: float = 0.0, lost_order: str = "last",
                  slack_s: float | None = None, reserve: bool = True):
         if scheduler not in SCHEDULER_CHOICES:

@@ -13,6 +13,8 @@ its hidden size does not fit the decision head, or when its prompt plus max_new_
 other sessions' reservations; with it, alone, as the engine makes room per pass); OPEN_OK reports the edge's settings
 (head, tau, target, batching).  An internal error is logged with its traceback here; the peer gets a generic ERROR.
 REFERENCE asks for the target-only greedy output of a prompt (what lossless protocols must reproduce), cached.
+``--engine vllm`` verifies through vLLM instead of our engine (wisv/serving/vllm_engine.py, docs/engines.md): the
+edge then holds only the target's config and LM head (``TargetFacts``), and REFERENCE runs through vLLM too.
 """
 from __future__ import annotations
 
@@ -48,6 +50,8 @@ from wisv.serving.kvbudget import KVBudgetError, KVLedger, KVShape, refusal, ses
 from wisv.models.loader import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.decoding.sessions import VerifySession
+from wisv.serving.engine import ENGINE_CHOICES, VerifyEngine
+from wisv.serving.vllm_engine import TargetFacts, VllmConfig, VllmVerifier
 from wisv.pairs import apply_pair
 
 log = logging.getLogger("testbed.serve")
@@ -65,6 +69,8 @@ class ServeConfig:
     target: str | None = None  # local HF directory of the target; None = built-in toy target
     pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     device: str = "cpu"  # torch device of the target
+    engine: str = field(default="transformers", metadata={
+        "choices": ENGINE_CHOICES})  # verification engine: transformers (ours) | vllm (docs/engines.md)
     dtype: str = field(default="auto", metadata={
         "choices": DTYPE_CHOICES})  # the target's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
     head: str = "default"  # decision head for fh/sh/auto: default | none | accept-all | PATH (a trained head dir)
@@ -102,6 +108,7 @@ class ServeConfig:
     heartbeat_timeout_ms: int = field(default=HEARTBEAT_TIMEOUT_MS, metadata={
         "min": 0})  # a peer silent this long after a PING is dropped, sessions freed, ms
     auth: str | None = None  # key dir from testbed.keys: require CURVE, accept only DIR/clients/*.key (None: anyone)
+    vllm: VllmConfig = field(default_factory=VllmConfig)  # --engine vllm: the engine options passed to vLLM
 
 
 class EdgeServer:
@@ -299,7 +306,9 @@ class EdgeServer:
             self.references.move_to_end(key)
         else:
             self._admit_kv(len(key[0]) + n, f"REFERENCE of {len(key[0])} + {n} positions")
-            self.references[key] = greedy_reference(self.target, list(key[0]), n)
+            greedy = getattr(self.engine, "greedy", None)  # an engine that runs the target without us (vLLM)
+            self.references[key] = (greedy(list(key[0]), n, self.eos) if greedy is not None
+                                    else greedy_reference(self.target, list(key[0]), n))
             while len(self.references) > self.cfg.reference_cache:
                 self.references.popitem(last=False)
         tokens = np.asarray(self.references[key], np.int32)  # [n] new tokens
@@ -331,8 +340,9 @@ class EdgeServer:
 
 def edge_settings(cfg: ServeConfig, tau: float, head: str, hidden_layer: int) -> dict:
     """The settings an edge reports in OPEN_OK (a run records them in config.json)."""
+    vllm = {f"vllm_{k}": v for k, v in asdict(cfg.vllm).items()} if cfg.engine == "vllm" else {}  # flat on the wire
     return {"target": cfg.target or "built-in", "head": head, "tau": float(tau), "hidden_layer": hidden_layer,
-            "device": cfg.device, "dtype": cfg.dtype, "max_draft_len": cfg.max_draft_len, "max_session_tokens": cfg.max_session_tokens,
+            "engine": cfg.engine, **vllm, "device": cfg.device, "dtype": cfg.dtype, "max_draft_len": cfg.max_draft_len, "max_session_tokens": cfg.max_session_tokens,
             "batch_verify": cfg.batch_verify, "scheduler": cfg.scheduler, "max_batch": cfg.max_batch,
             "kv_reuse": cfg.kv_reuse, "estimator": cfg.estimator, "wire_version": WIRE_VERSION}
 
@@ -350,12 +360,16 @@ def _end_draft(sess: EdgeSession, block, dt: float, batch: int) -> Message:
     return sess.end_draft(block, dt, batch)
 
 
-def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[BatchVerifier | None, DraftBatcher | None]:
-    """The batched engine (with --batch-verify or --no-kv-reuse) and, when batching, its batcher."""
-    if not cfg.batch_verify and cfg.kv_reuse:
+def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[VerifyEngine | None, DraftBatcher | None]:
+    """The engine (vLLM with --engine vllm; ours with --batch-verify or --no-kv-reuse, else none: a VerifySession per
+    session) and, when batching, its batcher."""
+    if cfg.engine == "vllm":
+        engine = vllm_engine(cfg, target, hidden_layer)
+    elif not cfg.batch_verify and cfg.kv_reuse:
         return None, None
-    engine = BatchVerifier(target, EngineConfig(kv_reuse=cfg.kv_reuse, session_timeout_s=cfg.session_timeout_s,
-                                                memory_budget_mb=cfg.memory_budget_mb, hidden_layer=hidden_layer))
+    else:
+        engine = BatchVerifier(target, EngineConfig(kv_reuse=cfg.kv_reuse, session_timeout_s=cfg.session_timeout_s,
+                                                    memory_budget_mb=cfg.memory_budget_mb, hidden_layer=hidden_layer))
     if not cfg.batch_verify:
         return engine, None
     est = EstimatorProfile.load(cfg.estimator) if cfg.estimator else None
@@ -364,13 +378,25 @@ def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[BatchVerifier 
                                 cfg.arrival_reserve)
 
 
+def vllm_engine(cfg: ServeConfig, target, hidden_layer: int) -> VllmVerifier:
+    """The vLLM engine over the loaded target's directory, with the target's LM head (--dtype and
+    --memory-budget-mb passed through; --no-kv-reuse turns prefix caching off)."""
+    head = target.get_output_embeddings()
+    return VllmVerifier(str(target.name_or_path), head.weight, cfg.vllm, lm_head_bias=getattr(head, "bias", None),
+                        dtype=str(resolve_dtype(cfg.dtype, cfg.device)).removeprefix("torch."),
+                        kv_cache_mb=cfg.memory_budget_mb, prefix_caching=cfg.kv_reuse, hidden_layer=hidden_layer,
+                        session_timeout_s=cfg.session_timeout_s)
+
+
 def serve(cfg: ServeConfig, ready=print) -> None:
     """Load the target, bind, and serve until SIGINT/SIGTERM."""
     torch.set_num_threads(1)
     cfg = apply_pair(cfg, drafter=None)
     check_free(cfg.bind)  # a port in use fails now, not after loading the target
     path = cfg.target or builtin_paths()[1]
-    target = load_model(Path(path), "target", cfg.device, resolve_dtype(cfg.dtype, cfg.device))
+    dtype = resolve_dtype(cfg.dtype, cfg.device)
+    target = (TargetFacts(path, cfg.device, dtype) if cfg.engine == "vllm"  # vLLM runs it: its facts and LM head here
+              else load_model(Path(path), "target", cfg.device, dtype))
     policy, tau, desc = load_policy(cfg.head, cfg.tau, cfg.target, int(target.config.hidden_size))
     print(f"edge: decision head {desc}", flush=True)
     gc.collect()

@@ -80,3 +80,15 @@ def test_every_protocol_has_its_own_colour():
     assert len(set(PROTOCOL_COLORS.values())) == len(PROTOCOL_COLORS)
     assert protocol_color("WISV-SH") == protocol_color("SH (lossless)") == PROTOCOL_COLORS["sh"]
     assert protocol_color("tree") != protocol_color("greedy")
+
+
+def test_a_protocol_whose_every_prompt_failed_is_a_column_of_nan_and_the_figure_is_still_drawn(tmp_path):
+    run = _run_dir(tmp_path)
+    (run / "tree").mkdir()
+    (run / "tree" / "outputs.jsonl").write_text("".join(json.dumps({"prompt_id": p, "error": "refused"}) + "\n"
+                                                        for p in ("7", "3", "5")))
+    pd.DataFrame({"protocol": ["greedy", "fh", "tree"], "aal": [2.5, 3.25, None]}).to_csv(run / "summary.csv",
+                                                                                           index=False)
+    lat = latency_by_prompt(run)
+    assert list(lat.columns) == ["greedy", "fh", "tree"] and lat["tree"].isna().all()
+    assert plot_run(run).exists()
