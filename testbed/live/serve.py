@@ -21,6 +21,7 @@ from __future__ import annotations
 import gc
 import logging
 import signal
+import socket
 import sys
 import time
 from collections import OrderedDict
@@ -57,12 +58,15 @@ from wisv.pairs import apply_pair
 log = logging.getLogger("testbed.serve")
 INTERNAL_TEXT = "internal error on the edge (logged there); the session was closed"  # no internals to the peer
 
+PROG = "python -m testbed.serve"  # as users type it: --help and error lines
 
 @dataclass
 class ServeConfig:
     """Edge server settings."""
 
-    bind: str = "tcp://127.0.0.1:5555"  # endpoint to bind, tcp://HOST:PORT (0.0.0.0: every interface; port 0: a free one)
+    bind: str = field(default="tcp://127.0.0.1:5555", metadata={
+        "pattern": r"tcp://[^:/\s]+:\d+",
+        "example": "tcp://0.0.0.0:5556"})  # endpoint to bind, tcp://HOST:PORT (0.0.0.0: all interfaces; port 0: any)
     target: str | None = None  # local HF directory of the target; None = built-in toy target
     pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     device: str = "cpu"  # torch device of the target
@@ -71,29 +75,40 @@ class ServeConfig:
     dtype: str = field(default="auto", metadata={
         "choices": DTYPE_CHOICES})  # the target's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
     head: str = "default"  # decision head for fh/sh/auto: default | none | accept-all | PATH (a trained head dir)
-    tau: float | None = None  # decision threshold, reject a mismatch iff p >= tau (None: the head's own tau)
-    session_timeout_s: float = 120.0  # idle sessions are freed after this long, s
-    max_sessions: int = 256  # OPEN beyond this many live sessions is refused
-    max_draft_len: int = 64  # largest accepted block K, tokens
+    tau: float | None = field(default=None, metadata={
+        "min": 0, "max": 1})  # decision threshold, reject a mismatch iff p >= tau (None: the head's own tau)
+    session_timeout_s: float = field(default=120.0, metadata={"above": 0})  # idle sessions are freed after this long, s
+    max_sessions: int = field(default=256, metadata={"min": 1})  # OPEN beyond this many live sessions is refused
+    max_draft_len: int = field(default=64, metadata={"min": 1})  # largest accepted block K, tokens
     batch_verify: bool = False  # verify concurrent DRAFTs of many sessions in one target pass (wisv/serving/batchverify.py)
     scheduler: str = field(default="fcfs", metadata={"choices": SCHEDULER_CHOICES})  # batch selection (slo: WISP)
-    max_batch: int = 16  # most requests in one verification pass
+    max_batch: int = field(default=16, metadata={"min": 1})  # most requests in one verification pass
     kv_reuse: bool = True  # --no-kv-reuse: recompute each prefix every round (SLED baseline; uses the engine)
-    memory_budget_mb: float = 2048.0  # cap on all sessions' KV caches together, checked before allocating, MB
+    memory_budget_mb: float = field(default=2048.0, metadata={
+        "above": 0})  # cap on all sessions' KV caches together, checked before allocating, MB
     estimator: str | None = None  # verification-time profile JSON from testbed.profile (needed by --scheduler slo)
-    guard_ms: float = 0.0  # slo: guard time delta (LST = deadline - v - delta) absorbing estimator error, ms
+    guard_ms: float = field(default=0.0, metadata={
+        "min": 0})  # slo: guard time delta (LST = deadline - v - delta) absorbing estimator error, ms
     lost_order: str = field(default="last",
                             metadata={"choices": LOST_ORDER_CHOICES})  # slo: lost requests go last or by EDF (paper)
-    slack_ms: float | None = None  # slo: time a batch keeps before its earliest feasible deadline, ms (None: guard_ms)
+    slack_ms: float | None = field(default=None, metadata={
+        "min": 0})  # slo: time a batch keeps before its earliest feasible deadline, ms (None: guard_ms)
     wdt_predictor: str | None = None  # slo: g_i from this WDT predictor (scripts/wdt_predictor.py; None: running mean)
     arrival_reserve: bool = True  # slo: no batch so long that a tight request arriving meanwhile must miss (off: paper)
-    max_session_tokens: int = 4096  # largest generation budget (max_new_tokens) a session or REFERENCE may ask, tokens
-    reference_cache: int = 4096  # target-only outputs kept for REFERENCE requests (the oldest dropped first), prompts
-    max_context_tokens: int | None = None  # largest prompt + max_new_tokens asked (None: the target's context), tokens
-    socket_hwm_msgs: int = HWM_MSGS  # ZeroMQ send/receive high-water mark of the ROUTER, per peer, messages
-    inbox_max_msgs: int = MAX_QUEUE_MSGS  # batching: arrivals queued for the serving loop; beyond, ERROR busy, messages
-    heartbeat_ivl_ms: int = HEARTBEAT_IVL_MS  # ZMTP heartbeat PING interval of the ROUTER, ms (0: none)
-    heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS  # a peer silent this long after a PING is dropped, sessions freed, ms
+    max_session_tokens: int = field(default=4096, metadata={
+        "min": 1})  # largest generation budget (max_new_tokens) a session or REFERENCE may ask, tokens
+    reference_cache: int = field(default=4096, metadata={
+        "min": 0})  # target-only outputs kept for REFERENCE requests (the oldest dropped first), prompts
+    max_context_tokens: int | None = field(default=None, metadata={
+        "min": 1})  # largest prompt + max_new_tokens asked (None: the target's context), tokens
+    socket_hwm_msgs: int = field(default=HWM_MSGS, metadata={
+        "min": 0})  # ZeroMQ send/receive high-water mark of the ROUTER, per peer, messages
+    inbox_max_msgs: int = field(default=MAX_QUEUE_MSGS, metadata={
+        "min": 1})  # batching: arrivals queued for the serving loop; beyond, ERROR busy, messages
+    heartbeat_ivl_ms: int = field(default=HEARTBEAT_IVL_MS, metadata={
+        "min": 0})  # ZMTP heartbeat PING interval of the ROUTER, ms (0: none)
+    heartbeat_timeout_ms: int = field(default=HEARTBEAT_TIMEOUT_MS, metadata={
+        "min": 0})  # a peer silent this long after a PING is dropped, sessions freed, ms
     auth: str | None = None  # key dir from testbed.keys: require CURVE, accept only DIR/clients/*.key (None: anyone)
     vllm: VllmConfig = field(default_factory=VllmConfig)  # --engine vllm: the engine options passed to vLLM
 
@@ -392,6 +407,7 @@ def serve(cfg: ServeConfig, ready=print) -> None:
     """Load the target, bind, and serve until SIGINT/SIGTERM."""
     torch.set_num_threads(1)
     cfg = apply_pair(cfg, drafter=None)
+    check_free(cfg.bind)  # a port in use fails now, not after loading the target
     path = cfg.target or builtin_paths()[1]
     dtype = resolve_dtype(cfg.dtype, cfg.device)
     target = (TargetFacts(path, cfg.device, dtype) if cfg.engine == "vllm"  # vLLM runs it: its facts and LM head here
@@ -429,10 +445,28 @@ def serve(cfg: ServeConfig, ready=print) -> None:
         ctx.term()
 
 
+def check_free(bind: str) -> None:
+    """A ValueError naming --bind when its TCP port is taken on this host (port 0, any free one, always passes)."""
+    host, _, port = bind.removeprefix("tcp://").rpartition(":")
+    if port in ("0", "*"):
+        return
+    with socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as ZeroMQ: a TIME_WAIT port is free
+        try:
+            probe.bind((host.strip("[]").replace("*", "") or "0.0.0.0", int(port)))
+        except OSError as e:
+            raise ValueError(f"--bind {bind}: cannot bind ({e.strerror}); is another process listening there? "
+                             "choose another port, or port 0 for a free one") from None
+
+
 def _bind(sock: zmq.Socket, bind: str) -> str:
     if bind.endswith(":0"):
         bind = bind[:-2] + ":*"
-    sock.bind(bind)
+    try:
+        sock.bind(bind)
+    except zmq.ZMQError as e:  # the port is taken, or the address is not this host's
+        raise ValueError(f"--bind {bind}: cannot bind ({e.strerror}); is another process listening there? "
+                         "choose another port, or port 0 for a free one") from None
     return sock.getsockopt(zmq.LAST_ENDPOINT).decode()
 
 
@@ -454,7 +488,7 @@ def _loop(source: Direct | Inbox, server: EdgeServer, stop: dict, watch: PeerWat
 
 
 def parse_args(argv: list[str] | None = None) -> ServeConfig:
-    return config.parse(ServeConfig, argv, description=__doc__.splitlines()[0])
+    return config.parse(ServeConfig, argv, prog=PROG, description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -464,5 +498,5 @@ def main(argv: list[str] | None = None) -> None:
     try:
         serve(cfg)
     except ValueError as e:  # a bad --head, --target, --auth DIR or heartbeat setting
-        print(f"testbed.serve: error: {e}", file=sys.stderr, flush=True)
+        print(f"{PROG}: error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
