@@ -102,6 +102,7 @@ class UESession:
         self.done = False
         self.round: RoundState | None = None
         self.n_rounds = 0
+        self.token: dict[str, str] = {}  # {"token": the edge's session token} once OPEN_OK gave one
 
     def open_message(self) -> Message:
         """OPEN with the committed prefix (the prompt, plus the tokens committed so far when the session is resumed
@@ -111,10 +112,13 @@ class UESession:
         return make(MsgType.OPEN, self.sid, {"prompt": prompt}, protocol=self.p.protocol, draft_len=self._block_max(),
                     max_new_tokens=self.p.max_new_tokens - len(self.tokens),
                     drafter_hidden=int(self.d.model.config.hidden_size), temperature=float(self.p.temperature),
-                    seed=self.p.seed + 1, round=self.n_rounds, **vocab)
+                    seed=self.p.seed + 1, round=self.n_rounds, **vocab, **self.token)
 
     def check_open_ok(self, header: dict) -> None:
-        """The UE's own check of the edge's OPEN_OK: the target's tokenizer hash, where both sides have one."""
+        """The UE's own check of the edge's OPEN_OK (the target's tokenizer hash, where both sides have one); keeps
+        the session token, which the session's later messages carry."""
+        if "token" in header:
+            self.token = {"token": header["token"]}
         theirs = header.get("vocab_hash")
         if self.p.vocab is not None and self.p.vocab.hash and theirs:
             why = vocab_refusal(self.p.vocab, Vocab(self.p.vocab.size, theirs))
@@ -143,7 +147,7 @@ class UESession:
         header = {"round": self.n_rounds, "t_draft_s": t_draft, "protocol": proto.name}
         if csi_est is not None:
             header["csi"] = csi_est.to_dict()
-        return make(MsgType.DRAFT, self.sid, proto.uplink(draft), **header)
+        return make(MsgType.DRAFT, self.sid, proto.uplink(draft), **header, **self.token)
 
     def draft_proactively(self, reply_waiting: Callable[[], bool]) -> int:
         """While the block is verified, draft up to ``proactive`` more tokens (greedy protocols); returns how many."""
@@ -166,7 +170,7 @@ class UESession:
             if max(pos) >= len(r.draft.tokens):
                 raise EdgeError(f"HIDDEN_REQ positions {pos} outside the {len(r.draft.tokens)}-token block")
             hidden = r.draft.hidden[pos].numpy().astype(np.float16)  # [m, d_d]
-            return make(MsgType.HIDDEN, self.sid, {"hidden": hidden}, round=r.index)
+            return make(MsgType.HIDDEN, self.sid, {"hidden": hidden}, round=r.index, **self.token)
         if msg.type != MsgType.VERDICT:
             raise EdgeError(f"unexpected {msg.type.name} during round {r.index}")
         if r.tree is not None:
@@ -176,7 +180,7 @@ class UESession:
         return None
 
     def close_message(self) -> Message:
-        return make(MsgType.CLOSE, self.sid)
+        return make(MsgType.CLOSE, self.sid, **self.token)
 
     def _commit(self, v: dict) -> None:
         r = self.round

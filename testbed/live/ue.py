@@ -35,7 +35,7 @@ from protocols.ue_side import EdgeError, HandshakeError, UEParams, UESession
 from protocols.wire import Limits, MsgType, WireError, make
 from testbed.common.link import LinkSpec
 from testbed.common.summary import summarize, table, write_summary
-from testbed.live.client import Client, close_session, fetch_references, handshake, open_session, peer_identity
+from testbed.live.client import Client, close_session, fetch_references, handshake, open_session
 from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, Heartbeat
 from testbed.live.resume import finish_round, send_draft
 from testbed.live.retry import RetryExhausted
@@ -226,7 +226,7 @@ def run(cfg: UEConfig) -> dict:
     loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect,
                 log=RoundLog(out / "rounds.jsonl"))
     ctx, est = zmq.Context(), CSIEstimator()
-    client = Client(ctx, cfg.connect, peer_identity(cfg.ue_id), Limits(vocab_size=int(drafter.config.vocab_size)),
+    client = Client(ctx, cfg.connect, cfg.ue_id, Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms), cfg.retry_s)
     all_rows, recs, refs = [], [], None
     try:

@@ -81,13 +81,18 @@ def test_fuzz_corpus_against_a_batching_edge_while_a_ue_completes(edge, pair_dir
     limits = Limits(vocab_size=pair_dirs.vocab_size, max_draft_len=MAX_DRAFT, max_positions=MAX_DRAFT)
     drawn = [f for strategy in CORPUS.values() for f in draw_corpus(strategy, EXAMPLES) if f]  # [] cannot be sent
     ping = encode(make(MsgType.PING, "s1", None, seq=1, t_send=0.0, reply_bytes=64))
-    corpus = 2 * [ping, *seed_frames()] + drawn  # the valid seeds open a session: later DRAFTs reach the batcher
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.IDENTITY, b"fuzzer")
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.RCVTIMEO, RECV_TIMEOUT_MS)
     sock.connect(endpoint)
+    seeds = seed_frames()
+    sock.send_multipart(seeds[1])  # the seed OPEN, then its DRAFT with the session's token reaches the batcher
+    token = decode(sock.recv_multipart(), limits).header["token"]
+    draft = decode(seeds[0], limits)
+    seeds.append(encode(make(MsgType.DRAFT, draft.session, draft.tensors, **draft.header, token=token)))
+    corpus = 2 * [ping, *seeds] + drawn
     (tmp_path / "ue").mkdir()
     ue = start_ue(endpoint, pair_dirs.drafter, tmp_path / "ue" / "out")
     sent, seen = 0, Counter()

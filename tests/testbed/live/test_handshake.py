@@ -21,6 +21,7 @@ from wisv.evaluate import greedy_reference
 from wisv.models import vocab_facts, vocab_hash
 from wisv.sessions import DraftSession
 from wisv.speculative import RejectAll
+from tests.edge_helpers import open_on
 
 K, MAX_NEW = 4, 12
 PROMPT = [1, 51, 28, 223, 19]
@@ -55,7 +56,7 @@ def swapped_tokenizer(tok, tmp_path: Path):
 
 def open_reply(server: EdgeServer, drafter, vocab: Vocab | None, peer: bytes = b"p"):
     ue = UESession("s0", DraftSession(drafter, PROMPT), UEParams("fh", K, MAX_NEW, vocab=vocab), None)
-    return decode(server.handle(peer, encode(ue.open_message())), Limits(vocab_size=drafter.config.vocab_size)), ue
+    return open_on(server, peer, ue, Limits(vocab_size=drafter.config.vocab_size)), ue
 
 
 def test_the_vocabulary_hash_is_of_sorted_token_id_pairs(tok, tmp_path):
