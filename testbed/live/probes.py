@@ -27,6 +27,7 @@ from testbed.live.auth import client_curve
 from testbed.live.liveness import Heartbeat
 
 RECV_MS = 2000  # a probe waits this long at most for a reply it reads
+ENDLESS_BYTES = 512 * 2**20  # the endless multipart stops sending after this much (the memory it costs stays)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def takeover(ctx, t: Target, stop, stats) -> None:
     """Connect again and again with one identity while the previous connection is still up (CURVE and heartbeats on
     when the edge has --auth): the pattern that made libzmq abort with ROUTER_HANDOVER."""
     socks, n = [], 0
-    while not stop.is_set() and n < 400:
+    while not stop.is_set():
         s = dealer(ctx, t, b"ue0-0badf00d", heartbeat=True)
         s.send_multipart(ping(seq=n), flags=zmq.NOBLOCK)
         socks.append(s)
@@ -137,15 +138,22 @@ def raw_connect(t: Target, timeout_s: float = 5.0) -> socket.socket:
 
 @_probe
 def endless_multipart(ctx, t: Target, stop, stats) -> None:
-    """Raw ZMTP (NULL mechanism): one multipart message of 64 KiB parts that never ends."""
+    """Raw ZMTP (NULL mechanism): one multipart message of 64 KiB parts that never ends (sent up to ENDLESS_BYTES,
+    then held open: an edge without --auth buffers all of it)."""
     part = b"\x03" + struct.pack(">Q", 65536) + b"\0" * 65536  # MORE | LONG, 64 KiB
     sent, refused = 0, False
     s = raw_connect(t)
     try:
         s.sendall(zmtp_greeting() + zmtp_ready())
-        while not stop.is_set():
+        while not stop.is_set() and sent < ENDLESS_BYTES:
             s.sendall(part)
             sent += len(part)
+        s.settimeout(0.2)
+        while not stop.is_set() and not refused:  # held open until the edge hangs up or the probe stops
+            try:
+                refused = not s.recv(4096)  # b"": the edge closed it
+            except socket.timeout:
+                continue
     except OSError:  # the edge closed the connection
         refused = True
     finally:
@@ -155,9 +163,9 @@ def endless_multipart(ctx, t: Target, stop, stats) -> None:
 
 @_probe
 def parts_bomb(ctx, t: Target, stop, stats) -> None:
-    """Messages of 250,000 zero-length frames each (2 bytes each on the wire)."""
+    """Two messages of 250,000 zero-length frames each (2 bytes each on the wire)."""
     s, n = dealer(ctx, t), 0
-    while not stop.is_set() and n < 4:
+    while not stop.is_set() and n < 2:
         s.send(bytes([MsgType.PING]), zmq.SNDMORE)
         for _ in range(250_000):
             s.send(b"", zmq.SNDMORE)
@@ -195,7 +203,7 @@ def session_hog(ctx, t: Target, stop, stats) -> None:
     s = dealer(ctx, t, b"hog")
     counts: dict[str, int] = {}
     prompt = np.array([1, 5, 7], np.int32)
-    rounds = 0
+    rounds, t0 = 0, time.monotonic()
     while not stop.is_set():
         for i in range(300):
             s.send_multipart(encode(make(MsgType.OPEN, f"hog-{i}", {"prompt": prompt}, protocol="greedy",
@@ -203,17 +211,17 @@ def session_hog(ctx, t: Target, stop, stats) -> None:
         for _ in range(300):
             try:
                 kind = MsgType(s.recv_multipart()[0][0]).name
-            except zmq.Again:
-                kind = "none"
+            except zmq.Again:  # the rest were dropped (the edge's send queue to this peer was full)
+                break
             counts[kind] = counts.get(kind, 0) + 1
         rounds += 1
         stop.wait(1.0)
-    stats.update(rounds=rounds, replies=counts)
+    stats.update(rounds=rounds, replies=counts, seconds=time.monotonic() - t0)
 
 
 @_probe
 def reference_flood(ctx, t: Target, stop, stats) -> None:
-    """40 peers each ask for REFERENCEs of fresh prompts (64 tokens each), one after another."""
+    """40 peers each ask for REFERENCEs of fresh prompts (32 tokens each), one after another."""
     rng = np.random.default_rng(0)
     socks = [dealer(ctx, t) for _ in range(40)]
     got: dict[str, int] = {}
@@ -221,7 +229,7 @@ def reference_flood(ctx, t: Target, stop, stats) -> None:
 
     def ask(s):
         prompt = rng.integers(1, t.vocab_size, 8).astype(np.int32)
-        s.send_multipart(encode(make(MsgType.REFERENCE, "probe-ref", {"prompt": prompt}, max_new_tokens=64)))
+        s.send_multipart(encode(make(MsgType.REFERENCE, "probe-ref", {"prompt": prompt}, max_new_tokens=32)))
     for s in socks:
         ask(s)
         poller.register(s, zmq.POLLIN)
@@ -305,7 +313,7 @@ class PeakRSS:
 
 
 def good_ue_cmd(endpoint: str, drafter: Path, out: Path, keys: Path | None = None, prompts: int = 2,
-                max_new_tokens: int = 24) -> list[str]:
+                max_new_tokens: int = 16) -> list[str]:
     """A well-behaved UE run (greedy, so its output must match the target's: matches_target 1.0)."""
     cmd = [sys.executable, "-m", "testbed.ue", "--connect", endpoint, "--drafter", str(drafter), "--out", str(out),
            "--prompts", str(prompts), "--protocol", "greedy", "--draft-len", "4", "--max-new-tokens",
