@@ -27,6 +27,7 @@ from testbed.live.auth import client_curve
 from testbed.live.liveness import Heartbeat
 
 RECV_MS = 2000  # a probe waits this long at most for a reply it reads
+BURST_MSGS = 200  # PINGs each takeover connection sends at once (past the edge's RCVHWM)
 ENDLESS_BYTES = 512 * 2**20  # the endless multipart stops sending after this much (the memory it costs stays)
 
 
@@ -76,12 +77,17 @@ def _probe(fn: Callable) -> Callable:
 
 @_probe
 def takeover(ctx, t: Target, stop, stats) -> None:
-    """Connect again and again with one identity while the previous connection is still up (CURVE and heartbeats on
-    when the edge has --auth): the pattern that made libzmq abort with ROUTER_HANDOVER."""
+    """Connect again and again with one identity while the previous connection is still up, each connection sending a
+    burst of PINGs past the edge's receive high-water mark (CURVE and heartbeats on when the edge has --auth): the
+    pattern that made libzmq 4.3.5 abort (``!_io_error``, stream_engine_base.cpp:310)."""
     socks, n = [], 0
     while not stop.is_set():
         s = dealer(ctx, t, b"ue0-0badf00d", heartbeat=True)
-        s.send_multipart(ping(seq=n), flags=zmq.NOBLOCK)
+        for i in range(BURST_MSGS):
+            try:
+                s.send_multipart(ping(seq=i), flags=zmq.NOBLOCK)
+            except zmq.Again:
+                break
         socks.append(s)
         if len(socks) > 2:
             socks.pop(0).close(0)

@@ -101,7 +101,7 @@ class ServeConfig:
     probe_rate_kb_s: float = 256.0  # PONG payload bytes one peer may ask for per second, beyond a burst, KB/s
     probe_burst_kb: float = 1024.0  # PONG payload bytes one peer may ask for at once, KB
     handshake_ivl_ms: int = 5000  # a connection that has not finished its ZMTP/CURVE handshake by then is closed, ms
-    heartbeat_ivl_ms: int = HEARTBEAT_IVL_MS  # ZMTP heartbeat PING interval of the ROUTER, ms (0: none)
+    heartbeat_ivl_ms: int = HEARTBEAT_IVL_MS  # unused: the ROUTER sends no PINGs (libzmq abort; UEs' TTL is used), ms
     heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS  # a peer silent this long after a PING is dropped, sessions freed, ms
     auth: str | None = None  # key dir from testbed.keys: require CURVE, accept only DIR/clients/*.key (None: anyone)
 
@@ -439,7 +439,10 @@ def serve(cfg: ServeConfig, ready=print) -> None:
     sock = bound_socket(ctx.socket(zmq.ROUTER), server.limits, cfg.socket_hwm_msgs)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.HANDSHAKE_IVL, cfg.handshake_ivl_ms)  # half-open connections do not hold their fd for long
-    Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms).apply(sock)
+    # the ROUTER sends no PINGs of its own: libzmq 4.3.5 aborts (!_io_error, stream_engine_base.cpp:310) when a ROUTER
+    # that heartbeats is flooded past its receive high-water mark by peers that then hang up (issue 27); the UEs'
+    # heartbeats still reach it, and their TTL (--heartbeat-timeout-ms) closes a connection gone silent
+    Heartbeat(0, cfg.heartbeat_timeout_ms).apply(sock)
     # no ROUTER_HANDOVER: with CURVE and heartbeats, libzmq aborts when identities are taken over repeatedly; a UE
     # that redials uses a fresh identity, and its sessions follow their token (testbed/live/admission.py)
     stop = {"flag": False}
