@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from channel import config
+import config
 from channel.csi import CSI
 from channel.linkmodel import MTU_BYTES, Direction, Link, dir_params
 from channel.outage import parse_outages

@@ -11,7 +11,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from channel import config
+import config
 
 
 @dataclass

@@ -9,10 +9,10 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from channel import config
+import config
 from labeling import collect, evaluate, export, label, relabel, train
 from labeling.config import VARIANTS, CollectConfig, EvalConfig, LabelConfig, RelabelConfig, TrainConfig
-from wisv.prompts import CHAT_TEMPLATE_MODES
+from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
 
 
 @dataclass

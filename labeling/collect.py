@@ -16,10 +16,10 @@ from tqdm import tqdm
 
 from labeling.config import CollectConfig
 from labeling.store import EPISODES, TRACES, save_config, stage_path
-from wisv.jsonl import write_jsonl
-from wisv.models import load_pair
-from wisv.prompts import prompt_rows
-from wisv.speculative import SpecOutput, speculative_generate
+from wisv.tasks.jsonl import write_jsonl
+from wisv.models.loader import load_pair
+from wisv.tasks.prompts import prompt_rows
+from wisv.decoding.speculative import SpecOutput, speculative_generate
 from wisv.pairs import apply_pair
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from wisv.prompts import CHAT_TEMPLATE_MODES
+from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
 
 VARIANTS = ("csi", "nocsi")  # the trained heads: relabeled with CSI, and the no-CSI ablation
 
@@ -53,7 +53,7 @@ class LabelConfig:
     """Stage 2: AutoJudge-style base labels (force the draft token, let the target finish, compare outcomes)."""
 
     run_dir: str = "runs/labeling"  # where every stage reads and writes
-    checker: str = "wisv.qa:check_answer"  # task outcome checker module:function(text, answer) -> bool
+    checker: str = "wisv.tasks.qa:check_answer"  # task outcome checker module:function(text, answer) -> bool
     batch: int = 32  # continuations generated together (left-padded batch)
     device: str = "cpu"  # torch device
 

@@ -4,7 +4,7 @@ For each head variant ("csi", and the "nocsi" ablation), channel regime (name ->
 WISV speculative decoding at K = draft_len on the test prompts, with the regime's CSI given to the head.
 Greedy SD (tau = 0) is the baseline; a head without CSI input is run once per tau and its rounds are
 reused for every channel.  Per (variant, channel, tau): accuracy, AAL, rounds per prompt, and the
-*predicted* end-to-end latency per prompt from the latency model (wisv.roundtime; the pair's own
+*predicted* end-to-end latency per prompt from the latency model (wisv.timing.roundtime; the pair's own
 dimensions, the configured UE/edge hardware profiles and the regime's link; ``protocol`` payloads, the
 greedy baseline with greedy payloads).  Writes evaluate.csv, accuracy_vs_tau.png, aal_vs_tau.png and
 headline.json: the chosen tau and the gains there.
@@ -28,18 +28,19 @@ from channel.csi import CSI
 from labeling.config import EvalConfig
 from labeling.plots import plot_sweep
 from labeling.store import EVAL_CSV, HEADS, load_config, require, save_config, stage_path
-from wisv.compute import ModelDims, verify_flops
-from wisv.evaluate import accuracy
-from wisv.hardware import get_profile
-from wisv.head import HeadPolicy, load_head
-from wisv.latency import PayloadBits
-from wisv.models import ModelPair, load_pair
-from wisv.prompts import prompt_rows
-from wisv.records import spec_rows, to_frame
-from wisv.roundtime import Deployment, rounds_s
-from wisv.sessions import VerifySession
-from wisv.speculative import RejectAll, SpecOutput, speculative_generate
-from wisv.summary import summarize_rounds
+from wisv.timing.compute import ModelDims, verify_flops
+from wisv.tasks.evaluate import accuracy
+from wisv.timing.hardware import get_profile
+from wisv.head.model import HeadPolicy, load_head
+from wisv.timing.latency import PayloadBits
+from wisv.models.loader import ModelPair, load_pair
+from wisv.tasks.prompts import prompt_rows
+from wisv.decoding.speculative import spec_rows
+from wisv.records.rows import to_frame
+from wisv.timing.roundtime import Deployment, rounds_s
+from wisv.decoding.sessions import VerifySession
+from wisv.decoding.speculative import RejectAll, SpecOutput, speculative_generate
+from wisv.records.summary import summarize_rounds
 from wisv.pairs import apply_pair
 
 
@@ -56,7 +57,7 @@ def deployment(pair: ModelPair, cfg: EvalConfig, head_hidden: int, csi_dim: int)
 
 def predicted_latency_s(outs: list[SpecOutput], prompt_lens: list[int], protocol: str, csi: CSI,
                         dep: Deployment) -> float:
-    """Mean per-prompt end-to-end latency (eq. 22) of the recorded rounds under the model (wisv.summary)."""
+    """Mean per-prompt end-to-end latency (eq. 22) of the recorded rounds under the model (wisv.records.summary)."""
     records, latency, memo = [], [], {}
     for i, (out, plen) in enumerate(zip(outs, prompt_lens)):
         recs = spec_rows(out, str(i), plen)  # with the prefix length at each round
@@ -89,7 +90,7 @@ def run_loop(pair: ModelPair, rows: list[dict], cfg: EvalConfig, policy, tau: fl
 
 
 def metrics(outs: list[SpecOutput], rows: list[dict], tok) -> dict[str, float]:
-    """Accuracy, AAL and rounds per prompt (wisv.summary over the runs' round records), accepted mismatches."""
+    """Accuracy, AAL and rounds per prompt (wisv.records.summary over the runs' round records), accepted mismatches."""
     records = [rec for i, (o, r) in enumerate(zip(outs, rows)) for rec in spec_rows(o, str(i), len(r["prompt_ids"]))]
     s = summarize_rounds(to_frame(records), pd.DataFrame({"n_tokens": [len(o.tokens) for o in outs]}))
     return {"accuracy": accuracy([tok.decode(o.tokens) for o in outs], [r["answer"] for r in rows]),

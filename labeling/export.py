@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from labeling.store import EVAL_CSV, HEADS, load_config, require
-from wisv.head import load_head, save_head
+from wisv.head.model import load_head, save_head
 
 EVIDENCE = ("headline.json", EVAL_CSV, "accuracy_vs_tau.png", "aal_vs_tau.png", "train_csi.png", "train_nocsi.png")
 
@@ -49,7 +49,7 @@ def card(headline: dict, configs: dict[str, dict]) -> str:
                       f"({o['time_ratio']:.1%}) on this CPU."]
     ch = configs["evaluate"]["channels"]
     lines += ["", "Channels: " + ", ".join(f"{k} = {v[0]:g} Mbit/s, {v[1]:g} ms RTT" for k, v in ch.items()) + ". "
-              "Predicted latency: wisv.roundtime with the pair's dimensions on the "
+              "Predicted latency: wisv.timing.roundtime with the pair's dimensions on the "
               f"{configs['evaluate']['ue_profile']} / {configs['evaluate']['edge_profile']} profiles, "
               f"{configs['evaluate']['protocol']} payloads (greedy SD with greedy payloads).",
               "", "Made by `python -m labeling` (collect, label, relabel, train, evaluate, export); the stage configs "

@@ -4,7 +4,7 @@ For mismatch j of an episode: force the drafter's token at j onto the greedy pat
 tokens before j), let the target continue greedily to EOS or the budget, and apply the task checker.
 ``y_j = 1`` ("critical") iff that outcome differs from the outcome of the unforced target output.  The
 checker is pluggable (``module:function`` taking (text, answer) -> bool); the default
-``wisv.qa:check_answer`` checks a QA row's accepted answers, or the toy task's ``#### N``.  Continuations run as left-padded batches (``batched_greedy``).
+``wisv.tasks.qa:check_answer`` checks a QA row's accepted answers, or the toy task's ``#### N``.  Continuations run as left-padded batches (``batched_greedy``).
 """
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from transformers import GenerationConfig, PreTrainedModel
 
 from labeling.config import LabelConfig
 from labeling.store import EPISODES, LABELS, load_config, load_traces, require, save_config, stage_path
-from wisv.evaluate import eos_id, mismatch_kind
-from wisv.models import load_pair
-from wisv.jsonl import read_jsonl
-from wisv.speculative import truncate_output
+from wisv.tasks.evaluate import eos_id, mismatch_kind
+from wisv.models.loader import load_pair
+from wisv.tasks.jsonl import read_jsonl
+from wisv.decoding.speculative import truncate_output
 
 Checker = Callable[[str, object], bool]
 

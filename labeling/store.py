@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from channel import config
-from channel.config import provenance
+import config
+from config.provenance import provenance
 
 TRACES = "traces.npz"  # one row per mismatch: ids, positions, h_d, h_t (collect)
 EPISODES = "episodes.jsonl"  # one row per prompt: ids, output, outcome (collect)

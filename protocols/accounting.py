@@ -7,7 +7,7 @@ from functools import lru_cache
 import numpy as np
 
 from protocols.wire import MsgType, encode, make
-from wisv.latency import PayloadBits
+from wisv.timing.latency import PayloadBits
 
 
 def zmtp_frame_overhead(nbytes: int) -> int:

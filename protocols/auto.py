@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from channel.csi import CSI
-from wisv.latency import PayloadBits, t_fh, t_sh_expected
+from wisv.timing.latency import PayloadBits, t_fh, t_sh_expected
 
 RTT_THRESHOLD_MS = 10.0  # paper's hardware-testbed rule: FH if RTT > 10 ms, else SH
 AUTO_RULES = ("cost", "rtt")

@@ -17,11 +17,11 @@ import torch
 from channel.csi import CSI
 from protocols.registry import ROUND_PROTOCOLS, WISV_PROTOCOLS, Protocol, get_protocol
 from protocols.wire import Message, MsgType, make
-from wisv.acceptance import (Verdict, greedy_accept_ids, mismatch_positions, speculative_sampling_from_logits,
+from wisv.decoding.acceptance import (Verdict, greedy_accept_ids, mismatch_positions, speculative_sampling_from_logits,
                              wisv_accept)
-from wisv.sessions import Block, VerifySession
-from wisv.tree import greedy_path
-from wisv.speculative import MismatchPolicy, truncate_output
+from wisv.decoding.sessions import Block, VerifySession
+from wisv.decoding.tree import greedy_path
+from wisv.decoding.speculative import MismatchPolicy, truncate_output
 
 
 class ProtocolError(ValueError):

@@ -3,7 +3,7 @@
 A protocol says what the UE uploads with a draft block, which positions the edge queries for
 hidden states afterwards, and which acceptance rule the edge applies.  ``auto`` is a UE-side
 chooser between ``fh`` and ``sh`` (see protocols/auto.py); each DRAFT names the protocol it used.  ``tree``
-drafts a token tree instead of a chain (wisv/tree.py).
+drafts a token tree instead of a chain (wisv/decoding/tree.py).
 ``PROTOCOLS`` is the one list of protocol names: everyone else asks it.  The module stays light (numpy only,
 no torch), so that a CLI can import the names without loading models.
 """
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 if TYPE_CHECKING:
-    from wisv.sessions import Draft
+    from wisv.decoding.sessions import Draft
 
 
 class Protocol:

@@ -18,11 +18,11 @@ from protocols.auto import MismatchStats, choose
 from protocols.handshake import Vocab, vocab_refusal
 from protocols.registry import Protocol, get_protocol
 from protocols.wire import Message, MsgType, make
-from wisv.sessions import Draft, DraftSession
-from wisv.specedge import pipeline_depth, proactive_reuse
-from wisv.speculative import truncate_output
-from wisv.tree import path_to
-from wisv.treedraft import TreeState, aligned, draft_tree, expand_leaf
+from wisv.decoding.sessions import Draft, DraftSession
+from wisv.decoding.specedge import pipeline_depth, proactive_reuse
+from wisv.decoding.speculative import truncate_output
+from wisv.decoding.tree import path_to
+from wisv.decoding.treedraft import TreeState, aligned, draft_tree, expand_leaf
 
 
 class EdgeError(RuntimeError):

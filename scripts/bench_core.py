@@ -17,16 +17,17 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from channel import config  # noqa: E402
+import config  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
-from wisv.evaluate import greedy_reference  # noqa: E402
-from wisv.prompts import encode_prompt  # noqa: E402
-from wisv.lossless import check_lossless  # noqa: E402
-from wisv.models import load_pair  # noqa: E402
-from wisv.records import spec_rows, to_frame  # noqa: E402
-from wisv.speculative import speculative_generate  # noqa: E402
-from wisv.summary import summarize_rounds  # noqa: E402
-from wisv.toydata import load_split  # noqa: E402
+from wisv.tasks.evaluate import greedy_reference  # noqa: E402
+from wisv.tasks.prompts import encode_prompt  # noqa: E402
+from wisv.decoding.lossless import check_lossless  # noqa: E402
+from wisv.models.loader import load_pair  # noqa: E402
+from wisv.decoding.speculative import spec_rows  # noqa: E402
+from wisv.records.rows import to_frame  # noqa: E402
+from wisv.decoding.speculative import speculative_generate  # noqa: E402
+from wisv.records.summary import summarize_rounds  # noqa: E402
+from wisv.tasks.toydata import load_split  # noqa: E402
 
 
 @dataclass

@@ -29,7 +29,7 @@ from protocols import wire  # noqa: E402
 from testbed.live.auth import write_keys  # noqa: E402
 from testbed.live.probes import AUTH_PROBES, PROBES, Target, good_ue_cmd, run_beside  # noqa: E402
 from testbed.live.procs import Child  # noqa: E402
-from wisv.models import builtin_paths  # noqa: E402
+from wisv.models.loader import builtin_paths  # noqa: E402
 
 MB = 2**20
 

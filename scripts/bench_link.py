@@ -34,14 +34,14 @@ from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from channel import config  # noqa: E402
-from channel.csi import serialization_s  # noqa: E402  (wisv.latency has the same formula but imports torch)
+import config  # noqa: E402
+from channel.csi import serialization_s  # noqa: E402  (wisv.timing.latency has the same formula but imports torch)
 from channel.emulator import LinkConfig, LinkEmulator  # noqa: E402
 from protocols.registry import ALL_PROTOCOLS  # noqa: E402  (light: testbed.run itself is imported lazily)
 from testbed.common.link import LinkSpec  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
 from testbed.live.zmqfloor import round_floor  # noqa: E402
-from wisv.records import read_records  # noqa: E402
+from wisv.records.rows import read_records  # noqa: E402
 
 REJECT_POINT = (2.0, 20.0)  # (Mbit/s, ms) where reject must be far slower than greedy
 REJECT_SLOWDOWN_MIN = 1.5  # reject trend passes when its mean latency >= this many times greedy's

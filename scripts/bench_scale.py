@@ -31,12 +31,12 @@ import psutil
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from channel import config  # noqa: E402
+import config  # noqa: E402
 from scripts.scale_shapes import (PAIRS, ROUND_PROTOCOLS, Shape, compare_bytes, hf_config, param_count,  # noqa: E402
                                   random_prompts)
 from testbed.common.machine import machine_info  # noqa: E402
-from wisv.jsonl import write_jsonl  # noqa: E402
-from wisv.records import read_records  # noqa: E402
+from wisv.tasks.jsonl import write_jsonl  # noqa: E402
+from wisv.records.rows import read_records  # noqa: E402
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes per weight
 ROLES = {"testbed.serve": "edge", "testbed.ue": "ue"}  # module in a child's command line -> its role
@@ -194,9 +194,9 @@ def numerics_check(target_dir: Path, prompts: list[dict], n: int, k: int, dtype:
     does); counted: positions whose block argmax is the reference token.  Random weights give flat logits, whose
     top two can swap under bf16 rounding when a block is scored instead of one token: then matches_target < 1
     though every protocol is exact."""
-    from wisv.evaluate import greedy_reference
-    from wisv.models import load_model
-    from wisv.sessions import VerifySession
+    from wisv.tasks.evaluate import greedy_reference
+    from wisv.models.loader import load_model
+    from wisv.decoding.sessions import VerifySession
     model, same, total, gaps = load_model(target_dir, "target", "cpu", getattr(torch, dtype)), 0, 0, []
     for row in prompts:
         ref, sess, pos = greedy_reference(model, row["prompt_ids"], n), VerifySession(model, row["prompt_ids"]), 0

@@ -21,18 +21,19 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from channel import config  # noqa: E402
+import config  # noqa: E402
 from scripts.smollm2_qa_distill_prompts import qa_distill_prompts  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
-from wisv.evaluate import eos_id, greedy_reference  # noqa: E402
-from wisv.models import load_pair  # noqa: E402
+from wisv.tasks.evaluate import eos_id, greedy_reference  # noqa: E402
+from wisv.models.loader import load_pair  # noqa: E402
 from wisv.pairs import resolve_pair  # noqa: E402
 from wisv.pairs.drafter import ASSET_DIR  # noqa: E402
-from wisv.prompts import prompt_rows  # noqa: E402
-from wisv.qa import QA_DIR  # noqa: E402
-from wisv.records import spec_rows, to_frame  # noqa: E402
-from wisv.speculative import speculative_generate  # noqa: E402
-from wisv.summary import summarize_rounds  # noqa: E402
+from wisv.tasks.prompts import prompt_rows  # noqa: E402
+from wisv.tasks.qa import QA_DIR  # noqa: E402
+from wisv.decoding.speculative import spec_rows  # noqa: E402
+from wisv.records.rows import to_frame  # noqa: E402
+from wisv.decoding.speculative import speculative_generate  # noqa: E402
+from wisv.records.summary import summarize_rounds  # noqa: E402
 
 HISTORY = """Tried (quick checks: 40 QA test prompts, one cost repeat): the first drafter (same layers, 384 generic
 prompts only, hard labels, 4 epochs) had AAL 0.34 at K=8 on 8 generic held-out prompts and speed-up 0.50. With the
@@ -43,7 +44,7 @@ with the earlier head: the full 49k-row LM head with the rows outside the label 
 still cost a matmul (about as much as the 4 layers: drafter 15.5 ms vs target 55.0 ms per token, cost ratio 0.28)
 and whose excluded tokens got logit 0 instead of being masked (argmax could leave the label tokens when every kept
 logit was negative, and speculative sampling drew from 46k tokens at logit 0). The head is now a RestrictedHead
-(wisv/restricted_head.py): a 2,502-row matmul scattered into full-vocabulary logits masked at -1e4; same layer
+(wisv/models/restricted_head.py): a 2,502-row matmul scattered into full-vocabulary logits masked at -1e4; same layer
 weights, same kept logits, so greedy drafts only change where a zero logit used to win: on both sets here AAL at
 K=4/8/16 came out the same to 4 decimals as with the earlier head. An interleaved check of the two built drafters
 on the same (loaded) machine, median of 5 x 40 decode steps: earlier head 37.2 ms, RestrictedHead 18.3 ms, target

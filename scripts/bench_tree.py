@@ -2,12 +2,12 @@
 
 Usage: ``python scripts/bench_tree.py [--budgets 8 16 32] [--rtts-ms 5 20 50] [--prompts 20] [--proactive 4]``.
 On the built-in pair (or ``--drafter DIR --target DIR``), each test prompt is decoded in process by
-chain greedy SD (K = budget), tree SD (a best-first tree of ``budget`` tokens, wisv/tree.py) and tree SD with
+chain greedy SD (K = budget), tree SD (a best-first tree of ``budget`` tokens, wisv/decoding/tree.py) and tree SD with
 proactive expansion of the best leaf (``--proactive`` tokens).  With ``--calib-prompts`` > 0 two calibrated
-rankings are fitted on calib-split prompts (wisv/treecal.py: ``cal`` by drafter rank and probability, ``tokcal``
+rankings are fitted on calib-split prompts (wisv/decoding/treecal.py: ``cal`` by drafter rank and probability, ``tokcal``
 per proposed token too), and each runs as a tree (``tree+cal``) and, for a fair baseline, as a chain of the
 best-scored tokens at the same budget (``chain+cal``).  Per method and budget: accepted draft tokens per
-verification (``aal``, as wisv.summary), tokens committed per verification (``tokens_per_verification``, the bonus
+verification (``aal``, as wisv.records.summary), tokens committed per verification (``tokens_per_verification``, the bonus
 included), drafter calls, and whether every output equals target-only greedy.
 
 Latency per prompt is modelled from the measured compute of each round and the link (SPEC round time, stages
@@ -32,21 +32,21 @@ import pandas as pd
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from channel import config  # noqa: E402
+import config  # noqa: E402
 from protocols.registry import get_protocol  # noqa: E402
 from protocols.wire import MsgType, encode, frame_bytes, make  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
-from wisv.acceptance import greedy_accept_ids  # noqa: E402
-from wisv.evaluate import eos_id, greedy_reference  # noqa: E402
-from wisv.models import load_pair  # noqa: E402
+from wisv.decoding.acceptance import greedy_accept_ids  # noqa: E402
+from wisv.tasks.evaluate import eos_id, greedy_reference  # noqa: E402
+from wisv.models.loader import load_pair  # noqa: E402
 from wisv.pairs import apply_pair, default_prompts_file  # noqa: E402
-from wisv.prompts import prompt_rows  # noqa: E402
-from wisv.sessions import Draft, DraftSession, VerifySession  # noqa: E402
-from wisv.speculative import truncate_output  # noqa: E402
-from wisv.summary import summarize_rounds  # noqa: E402
-from wisv.treecal import Calibration, collect, fit  # noqa: E402
-from wisv.treedraft import Score  # noqa: E402
-from wisv.treespec import tree_generate  # noqa: E402
+from wisv.tasks.prompts import prompt_rows  # noqa: E402
+from wisv.decoding.sessions import Draft, DraftSession, VerifySession  # noqa: E402
+from wisv.decoding.speculative import truncate_output  # noqa: E402
+from wisv.records.summary import summarize_rounds  # noqa: E402
+from wisv.decoding.treecal import Calibration, collect, fit  # noqa: E402
+from wisv.decoding.treedraft import Score  # noqa: E402
+from wisv.decoding.treespec import tree_generate  # noqa: E402
 
 GOAL_BUDGET, GOAL_RATIO = 16, 1.2  # the issue's goal: tree >= 1.2x chain tokens per verification at budget 16
 
@@ -106,7 +106,7 @@ def chain_rounds(drafter, target, ids: list[int], k: int, max_new: int, eos: int
 
 def tree_rounds(drafter, target, ids: list[int], n: int, max_new: int, eos: int, proactive: int,
                 score: Score | None = None, children: int | None = None):
-    """Tree SD (wisv.treespec) with each round's measured compute and wire bytes (``children`` 1: a chain, sent
+    """Tree SD (wisv.decoding.treespec) with each round's measured compute and wire bytes (``children`` 1: a chain, sent
     as a chain DRAFT)."""
     res = tree_generate(drafter, target, ids, max_new_tokens=max_new, budget=n, proactive=proactive, eos_token_id=eos,
                         score=score, children=children)
@@ -181,7 +181,7 @@ def run(cfg: BenchConfig) -> dict:
 
 
 def fit_calibrations(drafter, target, tok, cfg: BenchConfig) -> dict[str, Calibration]:
-    """The calibrated rankings (wisv.treecal), fitted on the first ``calib_prompts`` prompts of the calib split
+    """The calibrated rankings (wisv.decoding.treecal), fitted on the first ``calib_prompts`` prompts of the calib split
     (never the test prompts): ``cal`` by (rank, probability bin), ``tokcal`` per proposed token too."""
     if cfg.calib_prompts < 1:
         return {}

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from channel import config  # noqa: E402
-from wisv.jsonl import write_jsonl  # noqa: E402
-from wisv.qa import QA_DIR  # noqa: E402
+import config  # noqa: E402
+from wisv.tasks.jsonl import write_jsonl  # noqa: E402
+from wisv.tasks.qa import QA_DIR  # noqa: E402
 
 ONE_WORD = "Answer with one word."
 NUMBER = "Answer with a number."

@@ -17,14 +17,15 @@ from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from channel import config  # noqa: E402
-from wisv.evaluate import accuracy, greedy_reference, mismatch_kind  # noqa: E402
-from wisv.prompts import encode_prompt  # noqa: E402
-from wisv.models import load_pair  # noqa: E402
-from wisv.records import spec_rows, to_frame  # noqa: E402
-from wisv.speculative import speculative_generate  # noqa: E402
-from wisv.summary import summarize_rounds  # noqa: E402
-from wisv.toydata import load_split  # noqa: E402
+import config  # noqa: E402
+from wisv.tasks.evaluate import accuracy, greedy_reference, mismatch_kind  # noqa: E402
+from wisv.tasks.prompts import encode_prompt  # noqa: E402
+from wisv.models.loader import load_pair  # noqa: E402
+from wisv.decoding.speculative import spec_rows  # noqa: E402
+from wisv.records.rows import to_frame  # noqa: E402
+from wisv.decoding.speculative import speculative_generate  # noqa: E402
+from wisv.records.summary import summarize_rounds  # noqa: E402
+from wisv.tasks.toydata import load_split  # noqa: E402
 
 DRAFT_LENS = (4, 8, 16)
 
@@ -83,7 +84,7 @@ def card_markdown(r: dict, root: Path) -> str:
             if (root / n / "train_log.json").exists()}
     lines = ["# Built-in toy pair", "",
              "Llama-architecture target and drafter sharing one byte-level BPE tokenizer (digits are single tokens),",
-             "trained by `scripts/train_toy_pair.py` on the toy arithmetic task in `wisv/toydata.py`.",
+             "trained by `scripts/train_toy_pair.py` on the toy arithmetic task in `wisv/tasks/toydata.py`.",
              "Numbers below are measured on the shipped fp16 weights (loaded as fp32 on CPU) by `scripts/model_card.py`.",
              "", "| | target | drafter |", "| --- | --- | --- |",
              f"| accuracy on {r['n_accuracy_problems']} test problems | {r['target_accuracy']:.1%} | {r['drafter_accuracy']:.1%} |",

@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from channel import config  # noqa: E402
+import config  # noqa: E402
 from channel.netns import NetnsTopology, ping_rtts, require_root, topology  # noqa: E402
 from channel.tc import CommandError, LinkPlan, NetemSpec, applied, direction_specs, kernel_has_netem, plan_link  # noqa: E402
 

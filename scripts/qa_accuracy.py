@@ -4,8 +4,8 @@ Usage: ``python scripts/qa_accuracy.py --target DIR [--gguf FILE] [--splits cali
 [--out results/smollm2/qa_accuracy.json]``
 
 ``--target`` is an HF model directory, or with ``--gguf`` the directory holding that GGUF file (transformers
-dequantizes it).  Prompts go through ``wisv.prompts.read_jsonl_prompts`` (the chat template, as every CLI renders
-them), outputs through ``wisv.qa.check_answer``; every output is written to ``<out stem>_outputs.jsonl``.
+dequantizes it).  Prompts go through ``wisv.tasks.prompts.read_jsonl_prompts`` (the chat template, as every CLI renders
+them), outputs through ``wisv.tasks.qa.check_answer``; every output is written to ``<out stem>_outputs.jsonl``.
 """
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from channel import config  # noqa: E402
+import config  # noqa: E402
 from labeling.label import batched_greedy  # noqa: E402
-from wisv.evaluate import eos_id, greedy_reference  # noqa: E402
-from wisv.jsonl import read_jsonl, write_jsonl  # noqa: E402
-from wisv.qa import QA_DIR, SPLITS, check_answer  # noqa: E402
-from wisv.prompts import read_jsonl_prompts  # noqa: E402
+from wisv.tasks.evaluate import eos_id, greedy_reference  # noqa: E402
+from wisv.tasks.jsonl import read_jsonl, write_jsonl  # noqa: E402
+from wisv.tasks.qa import QA_DIR, SPLITS, check_answer  # noqa: E402
+from wisv.tasks.prompts import read_jsonl_prompts  # noqa: E402
 
 
 @dataclass

@@ -3,13 +3,13 @@
 Usage: ``python scripts/rejection_predictor.py [--prompts 150] [--k-max 16] [--threshold P] [--rtt-ms 20]
 [--out results/rejection_predictor.json]``
 
-Runs greedy SD (built-in pair, calib split) at K = k_max, logs each drafted token's features (wisv.rejection)
+Runs greedy SD (built-in pair, calib split) at K = k_max, logs each drafted token's features (wisv.decoding.rejection)
 and its outcome (accepted, or the first rejected; later tokens excluded), holds out whole rounds, trains the
 MLP, and reports recall / FPR on the held-out tokens.  WDT with the predictor is what the same held-out
 rounds would have wasted had drafting stopped at the first flagged token (the verdict of the tokens sent is
 unchanged on the greedy path, so accepted = min(accepted, sent)); ``tau_d`` is the measured drafter time
 per token.  The operating point (``--threshold``; by default chosen on the training rounds with
-``wisv.rejection.choose_threshold``: least modelled time per committed token, a round's fixed cost being
+``wisv.decoding.rejection.choose_threshold``: least modelled time per committed token, a round's fixed cost being
 ``--rtt-ms`` plus the measured verification time) is saved with the weights, and UEs use it unless told
 otherwise.  Writes JSON and the predictor's weights (safetensors).
 """
@@ -27,16 +27,16 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from channel import config  # noqa: E402
-from wisv.acceptance import greedy_accept_ids  # noqa: E402
-from wisv.evaluate import eos_id  # noqa: E402
-from wisv.prompts import encode_prompt  # noqa: E402
-from wisv.models import load_pair  # noqa: E402
-from wisv.rejection import (choose_threshold, evaluate_predictor, round_labels, save_predictor,  # noqa: E402
+import config  # noqa: E402
+from wisv.decoding.acceptance import greedy_accept_ids  # noqa: E402
+from wisv.tasks.evaluate import eos_id  # noqa: E402
+from wisv.tasks.prompts import encode_prompt  # noqa: E402
+from wisv.models.loader import load_pair  # noqa: E402
+from wisv.decoding.rejection import (choose_threshold, evaluate_predictor, round_labels, save_predictor,  # noqa: E402
                             split_rounds, stop_length, train_predictor, wasted_drafting)
-from wisv.sessions import DraftSession, VerifySession  # noqa: E402
-from wisv.summary import summarize_rounds  # noqa: E402
-from wisv.toydata import load_split  # noqa: E402
+from wisv.decoding.sessions import DraftSession, VerifySession  # noqa: E402
+from wisv.records.summary import summarize_rounds  # noqa: E402
+from wisv.tasks.toydata import load_split  # noqa: E402
 
 
 @dataclass

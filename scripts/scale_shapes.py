@@ -1,5 +1,5 @@
 """Real architectures' shapes for scripts/bench_scale.py (pure): HF configs, parameter counts, random prompts, and
-per-round payload bytes of the latency model (wisv/latency.py, SPEC eqs. 3-9) beside the bytes a run measured."""
+per-round payload bytes of the latency model (wisv/timing/latency.py, SPEC eqs. 3-9) beside the bytes a run measured."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from protocols.accounting import wire_payload_bits
-from wisv.latency import PayloadBits, s_fh, s_greedy, s_reject, s_req, s_sh1, s_sh2
+from wisv.timing.latency import PayloadBits, s_fh, s_greedy, s_reject, s_req, s_sh1, s_sh2
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import random
 from pathlib import Path
 
 from scripts.make_qa import DROPPED, KINDS, NUMBER, WORD_KINDS
-from wisv.qa import QA_DIR
+from wisv.tasks.qa import QA_DIR
 
 EXTRA_WORDS = {
     "capital": ["Brazil", "Belarus", "Estonia", "Latvia", "Lithuania", "Slovakia", "Slovenia", "Albania", "Jordan",

@@ -28,7 +28,7 @@ import zmq
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from channel import config  # noqa: E402
+import config  # noqa: E402
 from protocols.wire import Limits, MsgType, encode, make  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
 from testbed.live.procs import Child  # noqa: E402

@@ -24,13 +24,13 @@ from transformers import AutoTokenizer, LlamaForCausalLM
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from channel import config  # noqa: E402
+import config  # noqa: E402
 from scripts.smollm2_distill_prompts import distill_prompts  # noqa: E402
 from scripts.smollm2_qa_distill_prompts import qa_distill_prompts  # noqa: E402
 from wisv.pairs import cache_dir, pair_dir  # noqa: E402
 from wisv.pairs.drafter import ASSET_DIR, SPEC_FILE, early_exit  # noqa: E402
 from wisv.pairs.fetch import sha256_file  # noqa: E402
-from wisv.prompts import encode_prompt  # noqa: E402
+from wisv.tasks.prompts import encode_prompt  # noqa: E402
 
 WEIGHTS_FILE = "layers.safetensors"
 

@@ -22,8 +22,8 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from channel import config  # noqa: E402
-from wisv.toydata import STYLE_FOLLOW, load_split  # noqa: E402
+import config  # noqa: E402
+from wisv.tasks.toydata import STYLE_FOLLOW, load_split  # noqa: E402
 
 SPECIALS = {"pad_token": "<|pad|>", "bos_token": "<|bos|>", "eos_token": "<|eos|>"}
 STAGES = ("tokenizer", "drafter", "target", "card")  # in the order they run

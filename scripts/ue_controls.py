@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from channel import config  # noqa: E402
+import config  # noqa: E402
 from testbed.common.link import LinkSpec  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
 

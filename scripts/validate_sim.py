@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from channel import config  # noqa: E402
+import config  # noqa: E402
 from testbed.common.link import LinkSpec  # noqa: E402
 from testbed.live.run import RunConfig  # noqa: E402
 from testbed.live.serve import ServeConfig  # noqa: E402

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from channel import config
+import config
 from testbed.live.auth import write_keys
 
 

@@ -1,9 +1,9 @@
 """``python -m testbed.profile``: time batches of cold, warm and mixed verification requests, fit WISP's estimator.
 
-The batches run on the actual target and device; the WISP verification-time estimator (wisv/estimator.py) is fitted
+The batches run on the actual target and device; the WISP verification-time estimator (wisv/serving/estimator.py) is fitted
 to them and its profile written.
 
-Each sample builds a batch on the batched engine (wisv/batchverify.py): *warm* requests have a cached
+Each sample builds a batch on the batched engine (wisv/serving/batchverify.py): *warm* requests have a cached
 prefix (16..--max-prefix tokens, prefilled untimed) and feed K + 1 tokens; *cold* requests feed a whole
 prompt (8..--max-prompt tokens) plus K.  The timed call is one ``verify`` of the batch.  Each of the ``--repeats`` timings of a batch comes from a
 separate pass over all batches (the batch rebuilt identically from its own seed, in a fresh order per pass),
@@ -28,11 +28,11 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from channel import config
+import config
 from testbed.common.machine import machine_info
-from wisv.batchverify import BatchVerifier, VerifyRequest, request_shape
-from wisv.estimator import batch_features, fit_metrics, fit_ols, fit_profile
-from wisv.models import builtin_paths, default_dtype, load_model
+from wisv.serving.batchverify import BatchVerifier, VerifyRequest, request_shape
+from wisv.serving.estimator import batch_features, fit_metrics, fit_ols, fit_profile
+from wisv.models.loader import builtin_paths, default_dtype, load_model
 from wisv.pairs import apply_pair
 
 STATS = ("min", "median")  # how a batch's repeats become its time

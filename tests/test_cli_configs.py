@@ -1,4 +1,4 @@
-"""Every CLI's config through channel/config.py: help on every option, TOML and argv round trips of default and
+"""Every CLI's config through the config package (config/): help on every option, TOML and argv round trips of default and
 changed configs, bad --config files refused naming the key and the file, and flags over the file (testbed.run)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from channel import config
+import config
 from channel import emulator, probe
 from labeling import __main__ as labeling_cli
 from scripts import (bench_core, bench_link, bench_scale, bench_smollm2_drafter, bench_tree, bench_verify,

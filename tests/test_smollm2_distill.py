@@ -7,7 +7,7 @@ import torch
 
 from scripts.smollm2_qa_distill_prompts import qa_distill_prompts
 from scripts.train_smollm2_drafter import DistillConfig, next_token_labels, soft_targets
-from wisv.qa import QA_DIR
+from wisv.tasks.qa import QA_DIR
 
 
 def _prompts(split: str) -> set[str]:

@@ -1,7 +1,9 @@
-"""WISV core: model pairs, acceptance rules and the in-process speculative loop (no sockets, no processes).
+"""WISV core: tasks, models, the time model, the decision head, the SD core and the edge's serving pieces; no sockets.
 
-The names below load lazily (PEP 562), so the pure modules (wisv.latency, wisv.scheduler, wisv.roundtime, ...)
-import without torch or transformers.
+One subpackage per job, lowest first (docs/architecture.md; ``scripts/import_graph.py`` checks the order):
+``tasks`` and ``records`` and ``models`` -> ``timing`` -> ``head`` -> ``decoding`` -> ``serving`` and ``pairs``.
+The names below load lazily (PEP 562), so the pure modules (wisv.timing.latency, wisv.serving.scheduler,
+wisv.timing.roundtime, ...) import without torch or transformers.
 """
 from __future__ import annotations
 
@@ -9,12 +11,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from wisv.models import ModelPair, PairError, load_pair
-    from wisv.speculative import AcceptAll, RejectAll, RoundRecord, SpecOutput, speculative_generate
+    from wisv.decoding.speculative import AcceptAll, RejectAll, RoundRecord, SpecOutput, speculative_generate
+    from wisv.models.loader import ModelPair, PairError, load_pair
 
-_HOME = {"ModelPair": "wisv.models", "PairError": "wisv.models", "load_pair": "wisv.models",
-         "AcceptAll": "wisv.speculative", "RejectAll": "wisv.speculative", "RoundRecord": "wisv.speculative",
-         "SpecOutput": "wisv.speculative", "speculative_generate": "wisv.speculative"}
+_LOOP = "wisv.decoding.speculative"
+_HOME = {"ModelPair": "wisv.models.loader", "PairError": "wisv.models.loader", "load_pair": "wisv.models.loader",
+         "AcceptAll": _LOOP, "RejectAll": _LOOP, "RoundRecord": _LOOP, "SpecOutput": _LOOP, "speculative_generate": _LOOP}
 
 __all__ = sorted(_HOME)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wisv.head import load_policy_from
+from wisv.head.model import load_policy_from
 from wisv.pairs import pair_head_dir, pair_of_target
-from wisv.speculative import AcceptAll, MismatchPolicy, RejectAll
+from wisv.decoding.speculative import AcceptAll, MismatchPolicy, RejectAll
 
 FIXED: dict[str, type] = {
     "none": RejectAll,  # greedy-equivalent: every mismatch is rejected

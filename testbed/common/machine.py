@@ -5,7 +5,7 @@ import contextlib
 import platform
 from pathlib import Path
 
-from channel.config import provenance
+from config.provenance import provenance
 
 
 def machine_info() -> dict:

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from wisv.jsonl import read_jsonl  # noqa: E402
+from wisv.tasks.jsonl import read_jsonl  # noqa: E402
 
 FIGURE = "run.png"  # written into the run directory
 

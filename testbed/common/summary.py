@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 
 from testbed.common.files import write_csv_atomic, write_json_atomic
-from wisv.summary import summarize_rounds
-from wisv.qa import check_answer
+from wisv.records.summary import summarize_rounds
+from wisv.tasks.qa import check_answer
 
 SUMMARY_COLUMNS = ["protocol", "prompts", "accuracy", "aal", "rounds_per_prompt", "latency_s", "throughput_tok_s",
                    "uplink_bytes", "downlink_bytes", "matches_target"]
@@ -17,7 +17,7 @@ SUMMARY_COLUMNS = ["protocol", "prompts", "accuracy", "aal", "rounds_per_prompt"
 def summarize(protocol: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompts: pd.DataFrame,
               decode, references: dict[str, list[int]] | None) -> dict:
     """One protocol's summary (decode None: no accuracy): accuracy, AAL, rounds, latency, throughput, bytes, losslessness (AAL, rounds,
-    latency, throughput and WDT from wisv.summary over the round records and the successful prompts)."""
+    latency, throughput and WDT from wisv.records.summary over the round records and the successful prompts)."""
     ok = outputs[outputs["error"].isna()] if "error" in outputs else outputs
     merged = ok.merge(prompts[["prompt_id"] + (["answer"] if "answer" in prompts else [])], on="prompt_id")
     acc = None

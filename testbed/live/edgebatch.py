@@ -1,5 +1,5 @@
 """Batched DRAFT verification on the edge: the scheduler picks each batch, the engine verifies it in one pass,
-and every session in it finishes its round (wisv/batchverify.py, wisv/scheduler.py, protocols/edge_side.py).
+and every session in it finishes its round (wisv/serving/batchverify.py, wisv/serving/scheduler.py, protocols/edge_side.py).
 A request that fails (its scheduling view, or its verification: a KV budget refusal, an internal error) fails
 alone: after a failed pass the batch's requests are verified again one by one (``DraftBatcher.step``).
 
@@ -17,11 +17,11 @@ import time
 from collections import defaultdict, deque
 
 from protocols.edge_side import EdgeSession
-from wisv.batchverify import BatchVerifier, VerifyRequest, request_shape
-from wisv.estimator import EstimatorProfile, LiveFit, live_update
-from wisv.scheduler import (LOST_ORDER_CHOICES, SCHEDULER_CHOICES, Request, arrival_reserve_s, deadline_s, select_fcfs,
+from wisv.serving.batchverify import BatchVerifier, VerifyRequest, request_shape
+from wisv.serving.estimator import EstimatorProfile, LiveFit, live_update
+from wisv.serving.scheduler import (LOST_ORDER_CHOICES, SCHEDULER_CHOICES, Request, arrival_reserve_s, deadline_s, select_fcfs,
                             select_slo)
-from wisv.sessions import Block
+from wisv.decoding.sessions import Block
 
 log = logging.getLogger("testbed.serve")
 BUDGET_WINDOW = 64  # recent budgets kept per SLO class for the arrival reserve
@@ -45,7 +45,7 @@ class DraftBatcher:
             raise ValueError(f"guard time must be >= 0, got {guard_s}")
         self.engine, self.scheduler, self.max_batch, self.estimator = engine, scheduler, max_batch, estimator
         self.guard_s = guard_s  # WISP's delta: requests turn critical this much earlier; batches keep this slack
-        self.lost_last = lost_order == "last"  # wisv/scheduler.py: lost_last
+        self.lost_last = lost_order == "last"  # wisv/serving/scheduler.py: lost_last
         if slack_s is not None and slack_s < 0:
             raise ValueError(f"batch slack must be >= 0, got {slack_s}")
         self.slack_s = slack_s  # time a batch keeps before its earliest feasible deadline; None = guard_s

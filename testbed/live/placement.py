@@ -15,7 +15,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from channel import config
+import config
 from channel.emulator import EmulatorConfig, LinkEmulator, parse_hostport
 from channel.netns import exec_prefix, topology
 from channel.tc import applied, direction_specs, kernel_has_netem, plan_link

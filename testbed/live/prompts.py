@@ -12,10 +12,10 @@ from tqdm import tqdm
 from protocols.handshake import Vocab
 from protocols.wire import Limits
 from testbed.live.client import Client, fetch_references
-from wisv.evaluate import greedy_reference
-from wisv.jsonl import write_jsonl
-from wisv.models import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
-from wisv.prompts import prompt_rows
+from wisv.tasks.evaluate import greedy_reference
+from wisv.tasks.jsonl import write_jsonl
+from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
+from wisv.tasks.prompts import prompt_rows
 
 
 def _target_dir(cfg) -> Path:

@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
-from channel import config
+import config
 from protocols.registry import ALL_PROTOCOLS, PROTOCOLS
 from protocols.ue_side import EdgeError, HandshakeError
 from testbed.common.files import OutDirError, mark_complete, prepare_out, write_csv_atomic, write_json_atomic
@@ -44,10 +44,10 @@ from testbed.live.prompts import load_prompts, reference_outputs
 from testbed.live.serve import ServeConfig
 from testbed.live.ue import UEConfig
 from testbed.live.wakeup import cpu_wakeup_bound
-from wisv.jsonl import read_jsonl, write_jsonl
-from wisv.models import DTYPE_CHOICES, PairError
+from wisv.tasks.jsonl import read_jsonl, write_jsonl
+from wisv.models.loader import DTYPE_CHOICES, PairError
 from wisv.pairs import apply_pair
-from wisv.records import read_records, read_round_log
+from wisv.records.rows import read_records, read_round_log
 
 
 SHARED = ("auth", "heartbeat_ivl_ms", "heartbeat_timeout_ms", "dtype")  # RunConfig fields given to UEs and edge alike

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 import zmq
 
-from channel import config
+import config
 from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.handshake import Vocab, vocab_refusal
 from protocols.wire import WIRE_VERSION, Message, MsgType, WireError, decode, encode, error_message, make
@@ -45,13 +45,13 @@ from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, Heartb
 from testbed.live.ratelog import limit as rate_limit_warnings
 from testbed.live.references import Job, ReferenceCache, ReferenceWorker
 from testbed.live.sockbounds import bound_socket
-from wisv.batchverify import BatchVerifier, EngineConfig, EngineView
-from wisv.estimator import EstimatorProfile
-from wisv.evaluate import eos_id, greedy_reference
-from wisv.kvbudget import KVBudgetError, KVLedger, KVShape, refusal, session_tokens
-from wisv.models import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
-from wisv.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
-from wisv.sessions import VerifySession
+from wisv.decoding.sessions import VerifySession
+from wisv.models.loader import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
+from wisv.serving.batchverify import BatchVerifier, EngineConfig, EngineView
+from wisv.serving.estimator import EstimatorProfile
+from wisv.serving.kvbudget import KVBudgetError, KVLedger, KVShape, refusal, session_tokens
+from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
+from wisv.tasks.evaluate import eos_id, greedy_reference
 from wisv.pairs import apply_pair
 
 log = logging.getLogger("testbed.serve")
@@ -79,7 +79,7 @@ class ServeConfig:
     reserved_sessions: int = 8  # the last slots of --max-sessions go only to peers (key, else address) holding none
     undrafted_timeout_s: float = 15.0  # a session that has sent no DRAFT this long after its OPEN is freed, s
     max_draft_len: int = 64  # largest accepted block K, tokens
-    batch_verify: bool = False  # verify concurrent DRAFTs of many sessions in one target pass (wisv/batchverify.py)
+    batch_verify: bool = False  # verify concurrent DRAFTs of many sessions in one target pass (wisv/serving/batchverify.py)
     scheduler: str = field(default="fcfs", metadata={"choices": SCHEDULER_CHOICES})  # batch selection (slo: WISP)
     max_batch: int = 16  # most requests in one verification pass
     kv_reuse: bool = True  # --no-kv-reuse: recompute each prefix every round (SLED baseline; uses the engine)

@@ -24,7 +24,7 @@ import torch
 import zmq
 from transformers import PreTrainedModel
 
-from channel import config
+import config
 from channel.emulator import parse_hostport
 from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
 from channel.trace import CSITrace
@@ -39,12 +39,12 @@ from testbed.live.client import Client, close_session, fetch_references, handsha
 from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, Heartbeat
 from testbed.live.resume import finish_round, send_draft
 from testbed.live.retry import RetryExhausted
-from wisv.evaluate import eos_id
-from wisv.models import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
-from wisv.prompts import CHAT_TEMPLATE_MODES, prompt_rows
-from wisv.records import RoundLog, RoundRow, to_frame
-from wisv.rejection import load_predictor, stop_rule, wasted_drafting
-from wisv.sessions import DraftSession
+from wisv.tasks.evaluate import eos_id
+from wisv.models.loader import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
+from wisv.tasks.prompts import CHAT_TEMPLATE_MODES, prompt_rows
+from wisv.records.rows import RoundLog, RoundRow, to_frame
+from wisv.decoding.rejection import load_predictor, stop_rule, wasted_drafting
+from wisv.decoding.sessions import DraftSession
 from wisv.pairs import apply_pair
 
 

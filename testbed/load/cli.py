@@ -26,7 +26,7 @@ import torch
 import zmq
 from tqdm import tqdm
 
-from channel import config
+import config
 from protocols.wire import Limits
 from testbed.common.files import OutDirError, mark_complete, prepare_out, write_csv_atomic, write_json_atomic
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
@@ -36,12 +36,12 @@ from testbed.live.interrupt import guarded
 from testbed.live.serve import ServeConfig
 from testbed.load.compare import capacity, mean_sweep
 from testbed.load.gen import Device, LoadLoop, Trace
-from wisv.prompts import prompt_rows
-from wisv.models import load_pair
-from wisv.records import read_records, to_frame
-from wisv.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
-from wisv.speculative import speculative_generate
-from wisv.summary import summarize_rounds
+from wisv.tasks.prompts import prompt_rows
+from wisv.models.loader import load_pair
+from wisv.records.rows import read_records, to_frame
+from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
+from wisv.decoding.speculative import speculative_generate
+from wisv.records.summary import summarize_rounds
 from wisv.pairs import apply_pair
 
 matplotlib.use("Agg")

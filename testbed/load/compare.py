@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from channel import config
+import config
 from testbed.common.machine import machine_info
 
 

@@ -6,7 +6,7 @@ which is what the edge commits when it verifies greedily), waits an emulated dra
 carries its SLO class (``meta.slo_tok_s``), its DRAFTs the emulated drafting time and, as the CSI's
 ``rtt_ms``, the network time it measured (a smoothed T_network of its rounds; the link's RTT until the first
 verdict), which the edge takes off the deadline as WISP eq. 6 does.  Each VERDICT yields one
-request record (a wisv.records.RoundRow): the edge's queue and verify times, the link time, and whether the
+request record (a wisv.records.rows.RoundRow): the edge's queue and verify times, the link time, and whether the
 request missed its verification budget ``tau_c = N_d / s_c - T_draft - T_network`` (WISP eq. 6, alpha = 1).
 """
 from __future__ import annotations
@@ -19,9 +19,9 @@ import zmq
 
 from channel.measure import ewma
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
-from wisv.records import RoundRow
-from wisv.rejection import wasted_drafting
-from wisv.scheduler import deadline_s
+from wisv.records.rows import RoundRow
+from wisv.decoding.rejection import wasted_drafting
+from wisv.serving.scheduler import deadline_s
 
 
 @dataclass

@@ -1,16 +1,16 @@
 """``python -m testbed.simulate calibrate``: time the pair's forward calls here and fit the ``local`` profile.
 
-Compute: greedy rounds of the in-process loop (``wisv.sessions``) at several K, with ``idle_gap_ms`` of
+Compute: greedy rounds of the in-process loop (``wisv.decoding.sessions``) at several K, with ``idle_gap_ms`` of
 sleep before every timed phase.  The gap reproduces the testbed's duty cycle: UE and edge idle while the
 link carries their messages, and on a shared VM a core that has idled runs the next few ms markedly
 slower (here ~2x: K=8 drafting takes ~7 ms back to back, ~13 ms after a 20 ms idle).  Each drafting run
 (K calls) and each verification pass (+ greedy decision + commit, as the edge times it) is one
-``CallTiming``; ``wisv.calibrate.fit_compute`` fits the per-phase and per-call overheads and the FLOP
+``CallTiming``; ``wisv.timing.calibrate.fit_compute`` fits the per-phase and per-call overheads and the FLOP
 rate.  The raw timings are written next to the record (``<out>.timings.csv``).
 
 Per-exchange overhead: a short ``testbed.run`` (or ``--link-run DIR``, an existing run) gives, per
 prompt, the time left after its measured compute and the ideal link model; the median per exchange is
-the fixed cost of the process hops (``wisv.calibrate.fit_exchange_overhead``).
+the fixed cost of the process hops (``wisv.timing.calibrate.fit_exchange_overhead``).
 """
 from __future__ import annotations
 
@@ -24,18 +24,18 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from channel import config
+import config
 from testbed.common.machine import machine_info
 from testbed.sim.staleness import now_utc
-from wisv.acceptance import greedy_accept_ids
-from wisv.calibrate import (Calibration, CallTiming, ComputeFit, fit_compute, fit_exchange_overhead, profile_from_fit,
+from wisv.decoding.acceptance import greedy_accept_ids
+from wisv.timing.calibrate import (Calibration, CallTiming, ComputeFit, fit_compute, fit_exchange_overhead, profile_from_fit,
                             save_calibration)
-from wisv.compute import ModelDims, draft_flops, verify_flops
-from wisv.prompts import prompt_rows
-from wisv.hardware import LOCAL_PROFILE_PATH
-from wisv.models import load_pair
-from wisv.roundtime import n_weights
-from wisv.sessions import DraftSession, VerifySession
+from wisv.timing.compute import ModelDims, draft_flops, verify_flops
+from wisv.tasks.prompts import prompt_rows
+from wisv.timing.hardware import LOCAL_PROFILE_PATH
+from wisv.models.loader import load_pair
+from wisv.timing.roundtime import n_weights
+from wisv.decoding.sessions import DraftSession, VerifySession
 from wisv.pairs import apply_pair
 
 

@@ -8,12 +8,12 @@ Usage::
 
 Acceptance (AAL, rounds, accuracy) always comes from running the in-process speculative loop on the
 built-in (or given) pair, once per (prompt, K, rule), cached under ``--cache-dir``.  Latency and
-throughput come from the latency model (``wisv.roundtime``, eqs. 3-22) applied to every recorded round,
+throughput come from the latency model (``wisv.timing.roundtime``, eqs. 3-22) applied to every recorded round,
 with payload sizes and FLOPs from the pair's own dimensions or from named architectures
 (``--arch-drafter/--arch-target``), on the ``--ue-profile``/``--edge-profile`` hardware.
 Methods: ``greedy`` (greedy traces), ``reject`` (speculative-sampling traces), ``fh``/``sh`` (WISV traces
 with the decision head; without a head, lossless FH/SH on greedy traces), ``tree`` (tree traces: a best-first
-draft tree of K tokens per round, wisv/treespec.py; K parent indices on the uplink).
+draft tree of K tokens per round, wisv/decoding/treespec.py; K parent indices on the uplink).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from channel import config
+import config
 from protocols.registry import ROUND_PROTOCOLS, WISV_PROTOCOLS
 from testbed.common.machine import machine_info
 from testbed.sim import plot as simplot
@@ -34,8 +34,8 @@ from testbed.sim.resolve import Head, Link, PairCache, deployment, links_of, res
 from testbed.sim.staleness import check_profile, print_warnings
 from testbed.sim.traces import TraceKey, cached_trace, generate_trace
 from testbed.sim.trends import format_trends, trends
-from wisv.hardware import LOCAL, LOCAL_PROFILE_PATH
-from wisv.prompts import CHAT_TEMPLATE_MODES
+from wisv.timing.hardware import LOCAL, LOCAL_PROFILE_PATH
+from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
 from wisv.pairs import apply_pair
 
 METHODS = ROUND_PROTOCOLS  # the simulator models every protocol a round can use
@@ -58,10 +58,10 @@ class SimConfig:
     chat_template: str = field(default="auto", metadata={
         "choices": CHAT_TEMPLATE_MODES})  # prompt text through the tokenizer's chat template (auto: if it has one)
     max_new_tokens: int = 160  # generation budget per prompt, tokens
-    ue_profile: str = "jetson-agx-orin"  # drafting device: hardware profile name (wisv.hardware) or local
-    edge_profile: str = "a40"  # verifying device: hardware profile name (wisv.hardware) or local
+    ue_profile: str = "jetson-agx-orin"  # drafting device: hardware profile name (wisv.timing.hardware) or local
+    edge_profile: str = "a40"  # verifying device: hardware profile name (wisv.timing.hardware) or local
     local_profile: str | None = None  # calibration record for "local" (None: results/local_profile.json)
-    arch_drafter: str | None = None  # named drafter architecture (wisv.compute.ARCHITECTURES) for payloads/FLOPs
+    arch_drafter: str | None = None  # named drafter architecture (wisv.timing.compute.ARCHITECTURES) for payloads/FLOPs
     arch_target: str | None = None  # named target architecture (give both or neither; None: the pair's own)
     payload: str = field(default="paper", metadata={"choices": ("paper", "wire")})  # paper: ceil(log2 V)-bit ids
     exchange_overhead_ms: float | None = None  # fixed time per exchange, ms (None: calibrated if both local, else 0)

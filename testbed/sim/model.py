@@ -1,4 +1,4 @@
-"""Apply the round-time model (wisv.roundtime) to acceptance traces: per-prompt latency and Table-I metrics.
+"""Apply the round-time model (wisv.timing.roundtime) to acceptance traces: per-prompt latency and Table-I metrics.
 
 Prompts run back to back on one clock, so a time-varying link (a CSI trace) is looked up at each
 round's start.  A round that drafted nothing (a 1-token budget left) is charged as K = 1.
@@ -12,8 +12,8 @@ import pandas as pd
 
 from channel.csi import CSI
 from channel.outage import Outages
-from wisv.roundtime import Deployment, rounds_s
-from wisv.summary import summarize_rounds
+from wisv.timing.roundtime import Deployment, rounds_s
+from wisv.records.summary import summarize_rounds
 
 
 def prompt_latencies(trace: pd.DataFrame, protocol: str, csi_at: Callable[[float], CSI], dep: Deployment,
@@ -32,7 +32,7 @@ def prompt_latencies(trace: pd.DataFrame, protocol: str, csi_at: Callable[[float
 
 def summarize(trace: pd.DataFrame, per_prompt: pd.DataFrame) -> dict:
     """Table-I metrics of a trace's rounds and its prompt_latencies: mean latency per prompt, AAL (eq. 20), rounds
-    per prompt (eq. 21), throughput (wisv.summary), accuracy."""
+    per prompt (eq. 21), throughput (wisv.records.summary), accuracy."""
     m = summarize_rounds(trace, per_prompt)
     return {"prompts": len(per_prompt), "latency_s": m["latency_s"], "aal": m["aal"],
             "rounds_per_prompt": m["rounds_per_prompt"], "throughput_tok_s": m["throughput_tok_s"],

@@ -15,13 +15,13 @@ from protocols.accounting import wire_payload_bits
 from testbed.common.heads import default_head_dir
 from testbed.sim.model import constant
 from testbed.sim.traces import file_id
-from wisv.calibrate import load_calibration
-from wisv.compute import ModelDims, get_architecture
-from wisv.hardware import LOCAL, LOCAL_PROFILE_PATH, get_profile
-from wisv.latency import PayloadBits
-from wisv.models import builtin_paths, load_pair
-from wisv.roundtime import Deployment
-from wisv.speculative import MismatchPolicy
+from wisv.timing.calibrate import load_calibration
+from wisv.timing.compute import ModelDims, get_architecture
+from wisv.timing.hardware import LOCAL, LOCAL_PROFILE_PATH, get_profile
+from wisv.timing.latency import PayloadBits
+from wisv.models.loader import builtin_paths, load_pair
+from wisv.timing.roundtime import Deployment
+from wisv.decoding.speculative import MismatchPolicy
 
 
 class PairCache:
@@ -63,7 +63,7 @@ class Head:
 def resolve_head(head: str, tau: float | None, pair: PairCache) -> Head:
     """``default`` (the head shipped for the named pair simulated, the built-in one or ``--pair smollm2``; a clear
     notice when it is missing), ``none`` or a head directory."""
-    from wisv.head import load_policy_from
+    from wisv.head.model import load_policy_from
     if head == "none":
         return Head(None, 0.0, "", "none: fh/sh use greedy (lossless) acceptance")
     path = default_head_dir(None if pair.builtin else pair.t_dir) if head == "default" else Path(head)

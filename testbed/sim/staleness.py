@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from testbed.common.machine import machine_info
-from wisv.calibrate import load_calibration
+from wisv.timing.calibrate import load_calibration
 
 MACHINE_KEYS = ("cpu_model", "cpu_count", "platform", "python", "torch", "transformers")  # compared; git is not
 SAME_SITTING_S = 3600.0  # a profile measured at most this long before the run counts as current, s

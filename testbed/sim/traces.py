@@ -1,7 +1,7 @@
 """Per-round acceptance traces of the in-process speculative loop, cached on disk as CSV (one file per key).
 
 A trace is what the latency model needs from a (pair, prompts, K, rule) run: one record per round
-(wisv.records.RoundRow) with ``drafted``, ``accepted``, ``mismatches`` (greedy-mismatch count: head candidates
+(wisv.records.rows.RoundRow) with ``drafted``, ``accepted``, ``mismatches`` (greedy-mismatch count: head candidates
 and SH queries), ``committed`` (tokens appended) and ``prefix_len`` (committed length L at the round's start,
 prompt included), plus per-prompt ``prompt_len``, ``n_tokens`` and ``correct``; the fields only a live run
 measures (bytes, times, CSI) are empty.  Rules: ``greedy`` (greedy SD and
@@ -20,11 +20,12 @@ import pandas as pd
 import torch
 
 from channel.csi import CSI
-from wisv.prompts import prompt_rows
-from wisv.qa import check_answer
-from wisv.records import read_records, spec_rows, to_frame
-from wisv.speculative import MismatchPolicy, SpecOutput, speculative_generate
-from wisv.treespec import tree_generate, tree_rows
+from wisv.tasks.prompts import prompt_rows
+from wisv.tasks.qa import check_answer
+from wisv.decoding.speculative import spec_rows
+from wisv.records.rows import read_records, to_frame
+from wisv.decoding.speculative import MismatchPolicy, SpecOutput, speculative_generate
+from wisv.decoding.treespec import tree_generate, tree_rows
 
 RULES = ("greedy", "sampling", "wisv", "tree")  # tree: greedy acceptance over a best-first tree of K tokens
 
@@ -77,13 +78,13 @@ def prompt_set_id(path: Path) -> str:
 
 
 def trace_rows(out: SpecOutput, prompt_id: str, prompt_len: int, correct: bool) -> list[dict]:
-    """Rows of one prompt's trace (wisv.records.RoundRow fields)."""
+    """Rows of one prompt's trace (wisv.records.rows.RoundRow fields)."""
     return [asdict(r) for r in spec_rows(out, prompt_id, prompt_len, bool(correct))]
 
 
 def generate_trace(pair, key: TraceKey, policy: MismatchPolicy | None = None, csi: CSI | None = None,
                    hidden_layer: int = -1) -> pd.DataFrame:
-    """Run speculative_generate (tree: wisv.treespec.tree_generate) on each prompt with the key's rule and K (tree:
+    """Run speculative_generate (tree: wisv.decoding.treespec.tree_generate) on each prompt with the key's rule and K (tree:
     its token budget); return the trace.
 
     ``policy``, ``csi`` and ``hidden_layer`` (the layer the head was trained on) matter for ``wisv`` only."""
@@ -107,7 +108,7 @@ def generate_trace(pair, key: TraceKey, policy: MismatchPolicy | None = None, cs
 
 def trace_prompts(tokenizer, key: TraceKey) -> list[dict]:
     """The key's prompt rows (prompt_id, prompt_ids, answer): the first ``key.prompts`` of its prompt file, or of the
-    toy task's test split; ``wisv.qa.check_answer`` checks either kind of answer."""
+    toy task's test split; ``wisv.tasks.qa.check_answer`` checks either kind of answer."""
     return prompt_rows(tokenizer, "test", key.prompts, key.prompts_file or None, need_answers=True,
                        chat_template=key.chat_template)
 

@@ -17,15 +17,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from channel import config
+import config
 from channel.csi import CSI
 from testbed.common.link import LinkSpec
 from testbed.common.machine import machine_info
-from wisv.compute import compute_s, verify_flops
-from wisv.jsonl import read_jsonl
-from wisv.latency import t_single_exchange
-from wisv.records import read_records
-from wisv.roundtime import Deployment, RoundInputs, round_time_s, t_prefill_s
+from wisv.timing.compute import compute_s, verify_flops
+from wisv.tasks.jsonl import read_jsonl
+from wisv.timing.latency import t_single_exchange
+from wisv.records.rows import read_records
+from wisv.timing.roundtime import Deployment, RoundInputs, round_time_s, t_prefill_s
 
 CSI_COLUMNS = ("rate_up_mbps", "rate_down_mbps", "rtt_ms", "per", "per_down")
 
@@ -163,8 +163,8 @@ def run_validate(cfg) -> pd.DataFrame:
     from testbed.sim import plot as simplot
     from testbed.sim.resolve import PairCache
     from testbed.sim.staleness import check_profile, print_warnings, run_time
-    from wisv.calibrate import load_calibration
-    from wisv.hardware import LOCAL, LOCAL_PROFILE_PATH, get_profile
+    from wisv.timing.calibrate import load_calibration
+    from wisv.timing.hardware import LOCAL, LOCAL_PROFILE_PATH, get_profile
 
     run = load_run(cfg.validate)
     path = Path(cfg.local_profile) if cfg.local_profile else LOCAL_PROFILE_PATH

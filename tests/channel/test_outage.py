@@ -117,8 +117,8 @@ def test_the_relay_holds_bytes_until_the_outage_ends(echo_port):  # noqa: F811
 
 def test_simulated_rounds_pause_through_an_outage():
     from testbed.sim.resolve import links_of
-    from tests.wisv.test_roundtime import DEP
-    from wisv.roundtime import rounds_s
+    from tests.wisv.timing.test_roundtime import DEP
+    from wisv.timing.roundtime import rounds_s
     csi = CSI.symmetric(20.0, 20.0)
     rounds = [(4, 10 + 5 * i, 0) for i in range(20)]
     base = rounds_s(rounds, "greedy", lambda _t: csi, DEP)

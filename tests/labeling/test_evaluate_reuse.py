@@ -7,7 +7,7 @@ import torch
 from labeling.config import EvalConfig
 from labeling.evaluate import mismatch_free, run_loop
 from tests.tiny_pair import make_pair
-from wisv.speculative import AcceptAll, RejectAll
+from wisv.decoding.speculative import AcceptAll, RejectAll
 
 
 NOISE = 0.01

@@ -4,7 +4,7 @@ import pytest
 
 from labeling.label import batched_greedy, forced_prefixes, report, resolve_checker
 from tests.tiny_pair import make_pair
-from wisv.evaluate import greedy_reference
+from wisv.tasks.evaluate import greedy_reference
 
 
 def test_batched_greedy_equals_single_greedy_for_unequal_prefixes():
@@ -20,9 +20,9 @@ def test_forced_prefix_puts_the_draft_token_after_the_greedy_path():
 
 
 def test_checker_resolution():
-    fn = resolve_checker("wisv.toydata:is_correct")
+    fn = resolve_checker("wisv.tasks.toydata:is_correct")
     assert fn("x #### 7", 7) and not fn("x #### 8", 7)
-    for bad in ("wisv.toydata:nope", "no_such_module:f", "wisv.toydata:MAX_VALUE"):
+    for bad in ("wisv.tasks.toydata:nope", "no_such_module:f", "wisv.tasks.toydata:MAX_VALUE"):
         with pytest.raises(ValueError):
             resolve_checker(bad)
 

@@ -8,7 +8,7 @@ import pytest
 from labeling.__main__ import main
 from labeling.config import parse_channels
 from testbed.common.heads import load_policy
-from wisv.head import HeadPolicy, load_head
+from wisv.head.model import HeadPolicy, load_head
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from channel.measure import CSIEstimator, probe_rate_mbps
 from protocols.accounting import wire_bytes, wire_payload_bits, zmtp_frame_overhead
 from protocols.auto import MismatchStats, choose
 from protocols.registry import PROTOCOLS, get_protocol
-from wisv.latency import t_fh, t_sh_expected
+from wisv.timing.latency import t_fh, t_sh_expected
 
 PB = wire_payload_bits(d_d=96, vocab=637)
 

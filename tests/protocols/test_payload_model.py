@@ -9,9 +9,9 @@ from protocols.edge_side import EdgeSession
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, MsgType, decode, encode
 from tests.tiny_pair import make_pair
-from wisv.latency import s_fh, s_greedy
-from wisv.sessions import DraftSession, VerifySession
-from wisv.speculative import RejectAll
+from wisv.timing.latency import s_fh, s_greedy
+from wisv.decoding.sessions import DraftSession, VerifySession
+from wisv.decoding.speculative import RejectAll
 
 VOCAB, EOS, K, D_D = 61, 60, 4, 32
 LIMITS = Limits(vocab_size=VOCAB, max_draft_len=16, max_positions=16)

@@ -30,5 +30,5 @@ def test_the_other_lists_ask_the_registry():
 
 def test_the_time_model_covers_every_round_protocol():
     """wisv sits below protocols and keeps its own tuple for the protocols it models: it must match."""
-    from wisv import roundtime
+    from wisv.timing import roundtime
     assert roundtime.PROTOCOLS == ROUND_PROTOCOLS and roundtime.WISV_PROTOCOLS == WISV_PROTOCOLS

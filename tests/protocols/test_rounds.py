@@ -9,8 +9,8 @@ from protocols.edge_side import EdgeSession, ProtocolError, round_action
 from protocols.ue_side import UESession, is_current
 from protocols.wire import MsgType, encode, error_message, make
 from tests.protocols.test_sessions import PROMPTS, open_pair, pair, reference, wire  # noqa: F401 (fixture)
-from wisv.sessions import VerifySession
-from wisv.speculative import RejectAll
+from wisv.decoding.sessions import VerifySession
+from wisv.decoding.speculative import RejectAll
 
 CASES = {  # name -> UEParams of a session over every round protocol and the SpecEdge paths
     "greedy": {"protocol": "greedy"}, "fh": {"protocol": "fh"}, "sh": {"protocol": "sh"},

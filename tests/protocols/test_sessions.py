@@ -14,10 +14,10 @@ from protocols.edge_side import EdgeSession
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
 from testbed.live.serve import EdgeServer, ServeConfig
-from tests.tiny_pair import make_pair
-from wisv.sessions import DraftSession, VerifySession
-from wisv.speculative import AcceptAll, MismatchPolicy, RejectAll, SpecOutput, speculative_generate
 from tests.edge_helpers import open_on, session_of
+from tests.tiny_pair import make_pair
+from wisv.decoding.sessions import DraftSession, VerifySession
+from wisv.decoding.speculative import AcceptAll, MismatchPolicy, RejectAll, SpecOutput, speculative_generate
 
 VOCAB, EOS = 61, 60
 K, MAX_NEW = 4, 40  # draft length and token budget of every session here
@@ -255,7 +255,7 @@ def test_open_and_reference_beyond_the_context_are_refused_naming_both_numbers(p
 
 
 def test_edge_with_a_head_announces_its_layer_and_tau_and_checks_the_drafter_width(pair) -> None:
-    from wisv.head import DecisionHead, HeadConfig, HeadPolicy
+    from wisv.head.model import DecisionHead, HeadConfig, HeadPolicy
 
     policy = HeadPolicy(DecisionHead(HeadConfig(d_draft=32, d_target=32, hidden=4, hidden_layer=-2, tau=0.3)))
     server = EdgeServer(ServeConfig(max_draft_len=16), pair[1], policy)

@@ -8,8 +8,8 @@ import pytest
 from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.ue_side import EdgeError
 from tests.protocols.test_sessions import EOS, MAX_NEW, PROMPTS, open_pair, pair, wire  # noqa: F401 (fixture)
-from wisv.evaluate import greedy_reference
-from wisv.speculative import RejectAll
+from wisv.tasks.evaluate import greedy_reference
+from wisv.decoding.speculative import RejectAll
 
 
 def run_tree(edge, ue, proactive: bool) -> list[dict]:
@@ -79,7 +79,7 @@ def test_ue_refuses_a_verdict_path_outside_its_tree(pair):
 
 
 def test_a_batching_edge_refuses_tree_sessions(pair):
-    class Batched:  # a verifier without verify_tree, as wisv.batchverify.EngineView
+    class Batched:  # a verifier without verify_tree, as wisv.serving.batchverify.EngineView
         pass
     _, ue = open_pair(pair, PROMPTS[0], protocol="tree")
     with pytest.raises(ProtocolError, match="batch"):

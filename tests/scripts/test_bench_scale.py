@@ -13,7 +13,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 from scripts import bench_scale
 from scripts.scale_shapes import (LLAMA_1B, LLAMA_8B, PAIRS, QWEN_05B, QWEN_15B, compare_bytes, hf_config,
                                   model_round_bits, param_count, random_prompts)
-from wisv.latency import PayloadBits
+from wisv.timing.latency import PayloadBits
 
 PUBLISHED = {LLAMA_1B: 1.236e9, LLAMA_8B: 8.030e9, QWEN_05B: 0.494e9, QWEN_15B: 1.544e9}  # their model cards
 TINY = {"llama": replace(LLAMA_8B, vocab=300, hidden=64, layers=2, heads=4, kv_heads=2, intermediate=96),

@@ -15,7 +15,7 @@ def write(root: Path, files: dict[str, str]) -> None:
 
 def test_the_real_tree_has_no_upward_import_and_no_cycle():
     edges = build_graph(ROOT)
-    assert any(e.src == "wisv.roundtime" and e.dst == "wisv.latency" for e in edges)
+    assert any(e.src == "wisv.timing.roundtime" and e.dst == "wisv.timing.latency" for e in edges)
     lines, clean = report(ROOT)
     assert clean, "\n".join(lines)
     assert main(["--root", str(ROOT)]) == 0
@@ -55,3 +55,19 @@ def test_cycles_finds_loops_and_self_loops_only():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"a"}, "b": {"c"}}) == [["a"]]
     assert cycles({"a": {"b", "c"}, "b": {"c"}}) == []
+
+
+def test_rooms_inside_wisv_are_checked_by_rank(tmp_path):
+    pkgs = {f"{p}/__init__.py": "" for p in ("config", "channel", "wisv", "wisv/tasks", "wisv/records",
+                                             "wisv/timing", "wisv/decoding", "wisv/serving")}
+    write(tmp_path, {**pkgs,
+                     "config/fields.py": "import channel.csi\n",  # the bottom room imports a higher one
+                     "channel/csi.py": "import config.fields\n",
+                     "wisv/tasks/qa.py": "from wisv.decoding.loop import run\n",  # upward: tasks below decoding
+                     "wisv/records/rows.py": "import wisv.tasks.qa\n",  # same rank, another room
+                     "wisv/decoding/loop.py": "import wisv.records.rows\nimport wisv.tasks.qa\nimport wisv.timing.t\n",
+                     "wisv/timing/t.py": "import channel.csi\n",
+                     "wisv/serving/batch.py": "import wisv.decoding.loop\n"})  # downward: fine
+    up = {(e.src, e.dst) for e in upward_imports(build_graph(tmp_path))}
+    assert up == {("config.fields", "channel.csi"), ("wisv.tasks.qa", "wisv.decoding.loop"),
+                  ("wisv.records.rows", "wisv.tasks.qa")}

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from testbed.profile import ProfileConfig, repeats_needed, run, sample_batch, summarize_times
-from wisv.estimator import EstimatorProfile
+from wisv.serving.estimator import EstimatorProfile
 
 
 def test_sample_batch_kinds():

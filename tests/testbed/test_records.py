@@ -1,5 +1,5 @@
 """The producers of round records agree: the UE's rounds.csv, the load generator's requests and the simulator's
-traces all carry wisv.records' fields, in its order, and what each one measures is consistent."""
+traces all carry wisv.records.rows' fields, in its order, and what each one measures is consistent."""
 from __future__ import annotations
 
 import json
@@ -12,9 +12,9 @@ from testbed.live.ue import UEConfig
 from testbed.live.ue import run as run_ue
 from testbed.load.gen import Device, Trace, request_record
 from testbed.sim.traces import TraceKey, generate_trace
-from wisv.models import load_pair
-from wisv.records import RECORD_FIELDS, from_frame, read_records, to_frame
-from wisv.summary import summarize_rounds
+from wisv.models.loader import load_pair
+from wisv.records.rows import RECORD_FIELDS, from_frame, read_records, to_frame
+from wisv.records.summary import summarize_rounds
 
 
 def test_the_ue_writes_the_record(pair_dirs, tmp_path):

@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-PURE = ["wisv", "wisv.latency", "wisv.scheduler", "wisv.estimator", "wisv.roundtime", "wisv.compute",
-        "wisv.hardware", "wisv.calibrate", "wisv.jsonl", "wisv.toydata", "wisv.specedge", "wisv.prompts",
-        "wisv.qa",
+PURE = ["wisv", "wisv.timing.latency", "wisv.serving.scheduler", "wisv.serving.estimator", "wisv.timing.roundtime", "wisv.timing.compute",
+        "wisv.timing.hardware", "wisv.timing.calibrate", "wisv.tasks.jsonl", "wisv.tasks.toydata", "wisv.decoding.specedge", "wisv.tasks.prompts",
+        "wisv.tasks.qa",
         "channel.csi", "channel.linkmodel", "channel.measure", "channel.trace"]
 
 BLOCKER = """
@@ -33,13 +33,13 @@ def test_pure_module_imports_without_torch(module):
 
 def test_blocker_blocks_torch():
     """The check above can fail: a module that needs torch does not import under the blocker."""
-    res = run_py(BLOCKER + "import wisv.speculative")
+    res = run_py(BLOCKER + "import wisv.decoding.speculative")
     assert res.returncode != 0 and "blocked: torch" in res.stderr
 
 
 def test_readme_names_load_on_use():
     import wisv
-    from wisv.speculative import speculative_generate
+    from wisv.decoding.speculative import speculative_generate
     assert wisv.speculative_generate is speculative_generate
     assert {"load_pair", "ModelPair", "SpecOutput"} <= set(wisv.__all__) <= set(dir(wisv))
     with pytest.raises(AttributeError):

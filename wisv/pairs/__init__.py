@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from wisv.models import BUILTIN_DIR, PairError, builtin_paths
+from wisv.models.loader import BUILTIN_DIR, PairError, builtin_paths
 
 CACHE_ENV = "WISV_CACHE_DIR"  # environment variable overriding the default cache directory
 DEFAULT_CACHE = Path("~/.cache/wisv-testbed")  # pip downloads and built pairs live here unless overridden

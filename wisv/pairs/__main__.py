@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from channel import config
+import config
 from wisv.pairs.build import BuildConfig, build
 
 COMMANDS = {"build": (BuildConfig, build)}

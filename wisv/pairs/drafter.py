@@ -12,7 +12,7 @@ from transformers import AutoTokenizer, LlamaForCausalLM
 
 from wisv.pairs.convert import is_converted, stamp_dir
 from wisv.pairs.fetch import sha256_file
-from wisv.restricted_head import restrict, save_model
+from wisv.models.restricted_head import restrict, save_model
 
 ASSET_DIR = Path(__file__).resolve().parents[1] / "assets" / "smollm2-drafter"
 SPEC_FILE = "drafter.json"  # {"layers": [...], "weights": file, "weights_sha256": hex, "head_vocab": [ids] or absent}

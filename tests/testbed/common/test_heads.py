@@ -5,8 +5,8 @@ import torch
 from protocols.edge_side import ProtocolError, _check_head_width
 from testbed.common.heads import default_head_dir, load_policy
 from wisv import pairs
-from wisv.head import DecisionHead, HeadConfig, HeadPolicy, load_head, save_head
-from wisv.speculative import AcceptAll, RejectAll
+from wisv.head.model import DecisionHead, HeadConfig, HeadPolicy, load_head, save_head
+from wisv.decoding.speculative import AcceptAll, RejectAll
 
 
 def test_fixed_policies_and_tau_override():

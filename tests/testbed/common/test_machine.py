@@ -1,8 +1,10 @@
 """Machine info for benchmark JSON: the fields, and git's answers (or None outside a repository)."""
+import importlib
 import re
 
-from channel import config
 from testbed.common import machine
+
+provenance = importlib.import_module("config.provenance")  # the module (the package exports its function by that name)
 
 
 def test_machine_info_names_the_machine_and_the_code():
@@ -13,8 +15,8 @@ def test_machine_info_names_the_machine_and_the_code():
 
 
 def test_git_failures_read_as_none(monkeypatch, tmp_path):
-    monkeypatch.setattr(config, "ROOT", tmp_path)  # not a repository: git fails
-    assert config._git("rev-parse", "HEAD") is None
+    monkeypatch.setattr(provenance, "ROOT", tmp_path)  # not a repository: git fails
+    assert provenance._git("rev-parse", "HEAD") is None
     assert machine.machine_info()["git_commit"] is None
 
 

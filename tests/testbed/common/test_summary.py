@@ -1,11 +1,11 @@
-"""The testbed summary's accuracy: toy answers through the ``#### N`` checker, QA answers through wisv.qa."""
+"""The testbed summary's accuracy: toy answers through the ``#### N`` checker, QA answers through wisv.tasks.qa."""
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
 from testbed.common.summary import summarize
-from wisv.records import to_frame
+from wisv.records.rows import to_frame
 
 TEXTS = {1: "3 + 4 = 7\n#### 7", 2: "#### 9", 3: "The capital of France is Paris.", 4: "The capital of Peru is Quito."}
 

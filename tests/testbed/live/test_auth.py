@@ -20,8 +20,8 @@ from testbed.live.auth import open_bind_warning, write_keys
 from testbed.live.procs import Child
 from testbed.live.serve import EdgeServer, ServeConfig
 from tests.tiny_pair import make_pair
-from wisv.sessions import DraftSession
-from wisv.speculative import RejectAll
+from wisv.decoding.sessions import DraftSession
+from wisv.decoding.speculative import RejectAll
 
 RECV_TIMEOUT_S = 60  # the refused UE must fail well before this
 

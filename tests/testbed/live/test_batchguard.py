@@ -9,11 +9,11 @@ import torch
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, MsgType, decode, encode, make
 from testbed.live.serve import INTERNAL_TEXT, EdgeServer, ServeConfig
-from tests.tiny_pair import make_pair
-from wisv.kvbudget import MB, KVShape, session_tokens
-from wisv.sessions import DraftSession
-from wisv.speculative import RejectAll, speculative_generate
 from tests.edge_helpers import open_on, token_of
+from tests.tiny_pair import make_pair
+from wisv.serving.kvbudget import MB, KVShape, session_tokens
+from wisv.decoding.sessions import DraftSession
+from wisv.decoding.speculative import RejectAll, speculative_generate
 
 VOCAB, EOS, K, MAX_NEW = 61, 60, 4, 12
 LIMITS = Limits(vocab_size=VOCAB, max_draft_len=16, max_positions=16)

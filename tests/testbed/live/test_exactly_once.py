@@ -6,9 +6,9 @@ import pytest
 
 from protocols.wire import MsgType, decode, encode, make
 from testbed.live.serve import EdgeServer, ServeConfig
-from tests.protocols.test_sessions import LIMITS, PROMPTS, open_pair, pair, reference  # noqa: F401 (fixture)
-from wisv.speculative import RejectAll
 from tests.edge_helpers import open_on, session_of
+from tests.protocols.test_sessions import LIMITS, PROMPTS, open_pair, pair, reference  # noqa: F401 (fixture)
+from wisv.decoding.speculative import RejectAll
 
 PEER = b"peer-0"
 

@@ -19,7 +19,7 @@ from testbed.live.run import RunConfig, _merge_rounds, run
 from testbed.live.serve import ServeConfig
 from testbed.live.ue import UEConfig
 from tests.channel.test_netns import needs_netns
-from wisv.records import RECORD_FIELDS, read_records, read_round_log
+from wisv.records.rows import RECORD_FIELDS, read_records, read_round_log
 
 OUTAGE_S, UP_S = 5.0, 1.0  # the test trace: 1 s up, then 5 s down, again and again
 

@@ -15,13 +15,13 @@ from protocols.handshake import Vocab, vocab_refusal
 from protocols.ue_side import HandshakeError, UEParams, UESession
 from protocols.wire import Limits, MsgType, decode, encode, make
 from testbed.live.serve import EdgeServer, ServeConfig
+from tests.edge_helpers import open_on
 from tests.testbed.conftest import TOKENIZER_DIR
 from tests.tiny_pair import make_pair
-from wisv.evaluate import greedy_reference
-from wisv.models import vocab_facts, vocab_hash
-from wisv.sessions import DraftSession
-from wisv.speculative import RejectAll
-from tests.edge_helpers import open_on
+from wisv.tasks.evaluate import greedy_reference
+from wisv.models.loader import vocab_facts, vocab_hash
+from wisv.decoding.sessions import DraftSession
+from wisv.decoding.speculative import RejectAll
 
 K, MAX_NEW = 4, 12
 PROMPT = [1, 51, 28, 223, 19]

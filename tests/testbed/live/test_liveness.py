@@ -28,8 +28,8 @@ from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits
 from testbed.live.client import Client, open_session
 from testbed.live.liveness import Heartbeat
-from wisv.models import load_model, load_tokenizer, vocab_facts
-from wisv.sessions import DraftSession
+from wisv.models.loader import load_model, load_tokenizer, vocab_facts
+from wisv.decoding.sessions import DraftSession
 import torch, zmq
 endpoint, drafter_dir, ivl, timeout, name = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 drafter = load_model(drafter_dir, "drafter", "cpu", torch.float32)

@@ -19,9 +19,9 @@ from protocols.wire import MsgType
 from testbed.live import ue
 from testbed.live.retry import RetryExhausted, Window, backoff_s
 from testbed.live.serve import EdgeServer, ServeConfig
-from wisv.evaluate import greedy_reference
-from wisv.models import load_model, load_tokenizer
-from wisv.speculative import RejectAll
+from wisv.tasks.evaluate import greedy_reference
+from wisv.models.loader import load_model, load_tokenizer
+from wisv.decoding.speculative import RejectAll
 
 PROMPT = [1, 51, 28, 223, 19, 20, 13, 21, 33]  # BOS + "Q: 12+3?" in the built-in tokenizer
 MAX_NEW, K, FAULT_AT = 32, 4, 3  # token budget, draft length, the DRAFT (counted from 1) that meets the fault

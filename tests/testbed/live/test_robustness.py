@@ -13,9 +13,9 @@ import zmq
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
 from testbed.live.procs import Child
-from wisv.evaluate import greedy_reference
-from wisv.models import load_model
-from wisv.sessions import DraftSession
+from wisv.tasks.evaluate import greedy_reference
+from wisv.models.loader import load_model
+from wisv.decoding.sessions import DraftSession
 
 K, MAX_NEW = 4, 24  # draft length and token budget of the valid session
 GOOD_SID = "good-0"

@@ -13,7 +13,7 @@ import pytest
 
 from testbed.live.procs import Child
 from tests.tiny_pair import make_pair
-from wisv.records import RECORD_FIELDS
+from wisv.records.rows import RECORD_FIELDS
 
 K, MAX_NEW = 4, 16
 

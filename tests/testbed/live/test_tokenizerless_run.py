@@ -14,7 +14,7 @@ from testbed.live.run import RunConfig, run
 from testbed.live.serve import ServeConfig
 from testbed.live.ue import UEConfig
 from tests.tiny_pair import make_pair
-from wisv.models import has_tokenizer
+from wisv.models.loader import has_tokenizer
 
 VOCAB, EOS = 300, 299
 

@@ -1,5 +1,5 @@
 """The simulator's and the load test's traces use the named pair's own prompt set and checker (the SmolLM2 pair's QA
-test split, wisv.qa), and the trace cache never hands one prompt set's traces to another."""
+test split, wisv.tasks.qa), and the trace cache never hands one prompt set's traces to another."""
 from __future__ import annotations
 
 import pytest
@@ -10,9 +10,9 @@ from testbed.load.cli import LoadConfig
 from testbed.sim.cli import SimConfig
 from testbed.sim.traces import TraceKey, trace_prompts
 from tests.testbed.conftest import TOKENIZER_DIR
-from wisv import qa, toydata
+from wisv.tasks import qa, toydata
 from wisv.pairs import PairPaths, apply_pair, default_prompts_file
-from wisv.qa import check_answer
+from wisv.tasks.qa import check_answer
 from testbed.sim.calibrate import CalibrateConfig
 
 

@@ -14,13 +14,13 @@ from testbed.sim.model import constant, prompt_latencies, summarize
 from testbed.sim.resolve import PairCache, links_of, resolve_head
 from testbed.sim.traces import TraceKey, cached_trace, trace_rows
 from testbed.sim.validate import load_run, prompt_residuals, with_prefix
-from wisv.calibrate import Calibration, save_calibration
-from wisv.compute import ModelDims, draft_flops, verify_flops
-from wisv.hardware import HardwareProfile
-from wisv.latency import PayloadBits
-from wisv.models import load_pair
-from wisv.roundtime import Deployment
-from wisv.speculative import RoundRecord, SpecOutput
+from wisv.timing.calibrate import Calibration, save_calibration
+from wisv.timing.compute import ModelDims, draft_flops, verify_flops
+from wisv.timing.hardware import HardwareProfile
+from wisv.timing.latency import PayloadBits
+from wisv.models.loader import load_pair
+from wisv.timing.roundtime import Deployment
+from wisv.decoding.speculative import RoundRecord, SpecOutput
 
 DIMS = ModelDims(n_layers=2, d_model=4, d_ff=8, vocab=10, n_heads=2, n_kv_heads=1)
 # per call 1 ms; FLOPs cost ~nothing (1e21 FLOP/s)
@@ -225,7 +225,7 @@ def test_default_head_of_a_named_pair(tmp_path, monkeypatch, capsys):
 
 def test_wisv_traces_are_cached_per_link(tmp_path, pair_dirs):
     """A (random) head for the tiny pair: fh/sh become WISV-FH/SH, with one trace per link setting."""
-    from wisv.head import DecisionHead, HeadConfig, save_head
+    from wisv.head.model import DecisionHead, HeadConfig, save_head
     torch.manual_seed(0)
     save_head(DecisionHead(HeadConfig(d_draft=32, d_target=32, tau=0.5)), tmp_path / "head")
     cfg = SimConfig(out=str(tmp_path / "out"), methods=["fh", "sh"], draft_lens=[3], prompts=2, max_new_tokens=10,

@@ -8,7 +8,7 @@ from testbed.common.machine import machine_info
 from testbed.sim.cli import SimConfig, parse_args, run
 from testbed.sim.staleness import SAME_SITTING_S, machine_differences, now_utc, staleness_warnings
 from tests.testbed.sim.test_simulate import FAST, _run_dir
-from wisv.calibrate import Calibration, save_calibration
+from wisv.timing.calibrate import Calibration, save_calibration
 
 HERE = {"cpu_model": "Xeon", "cpu_count": 2, "platform": "Linux-6", "python": "3.11.9", "torch": "2.13.0",
         "transformers": "5.0.0", "git_commit": "a" * 40}

@@ -1,0 +1,121 @@
+"""The in-process speculative loop on randomly initialised Llama and Qwen2 pairs: lossless greedy, limits, sampling."""
+import numpy as np
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from wisv.tasks.evaluate import greedy_reference
+from wisv.decoding.lossless import check_lossless
+from tests.tiny_pair import make_pair
+from wisv.decoding.speculative import AcceptAll, RejectAll, speculative_generate
+
+VOCAB, EOS = 61, 60
+SHAPES = [  # (family, hidden, layers, heads, kv_heads)
+    ("llama", 32, 2, 4, 2),
+    ("llama", 64, 3, 4, 4),
+    ("qwen2", 48, 2, 4, 2),
+    ("qwen2", 64, 1, 8, 2),
+]
+
+
+@pytest.fixture(scope="module", params=SHAPES, ids=lambda s: f"{s[0]}-{s[1]}x{s[2]}")
+def pair(request):
+    return make_pair(*request.param)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 8, 16])
+def test_greedy_is_lossless_on_random_configs(pair, k):
+    drafter, target = pair
+    gen = torch.Generator().manual_seed(k)
+    for _ in range(3):
+        prompt = torch.randint(1, EOS, (int(torch.randint(1, 12, (1,), generator=gen)),), generator=gen).tolist()
+        ref = greedy_reference(target, prompt, max_new_tokens=48)
+        out = speculative_generate(drafter, target, prompt, max_new_tokens=48, draft_len=k)
+        rep = check_lossless(target, prompt, ref, out.tokens)
+        assert rep.ok, f"diverged at {rep.position} with top-2 gap {rep.gap:.3g} > 1e-4"
+        assert len(out.tokens) == len(ref)
+
+
+def test_drafter_agrees_often_enough_to_exercise_rollback(pair):
+    drafter, target = pair
+    out = speculative_generate(drafter, target, [3, 4, 5], max_new_tokens=48, draft_len=8)
+    accepted = [r.accepted for r in out.rounds]
+    assert max(accepted) > 0 and min(accepted) < 8  # both accept and reject paths are taken
+
+
+def test_round_records_add_up():
+    drafter, target = make_pair(*SHAPES[0])
+    out = speculative_generate(drafter, target, [1, 2], max_new_tokens=40, draft_len=4)
+    assert sum(len(r.committed) for r in out.rounds) == len(out.tokens)
+    for r in out.rounds:
+        assert r.accepted <= r.drafted and len(r.target_argmax) == r.drafted + 1
+        assert r.committed == (r.draft_tokens[: r.accepted] + [r.next_token])[: len(r.committed)]
+        assert r.mismatches == [i for i in range(r.drafted) if r.draft_tokens[i] != r.target_argmax[i]]
+
+
+def test_stops_at_eos_and_budget():
+    drafter, target = make_pair(*SHAPES[0])
+    with torch.no_grad():  # make EOS the target's favourite token after any context
+        target.lm_head.weight[EOS] += 10.0 * target.lm_head.weight.abs().mean()
+        target.model.norm.weight.abs_()
+    out = speculative_generate(drafter, target, [5, 6], max_new_tokens=30, draft_len=4)
+    assert out.tokens[-1] == EOS and EOS not in out.tokens[:-1]
+    drafter, target = make_pair(*SHAPES[1])
+    for budget in (1, 5, 17):
+        assert len(speculative_generate(drafter, target, [5], max_new_tokens=budget, draft_len=8).tokens) <= budget
+
+
+def test_wisv_limits():
+    drafter, target = make_pair(*SHAPES[2])
+    prompt = [7, 8, 9]
+    greedy = speculative_generate(drafter, target, prompt, max_new_tokens=40, draft_len=8)
+    tau0 = speculative_generate(drafter, target, prompt, max_new_tokens=40, draft_len=8, rule="wisv",
+                                policy=AcceptAll(), tau=0.0)
+    none = speculative_generate(drafter, target, prompt, max_new_tokens=40, draft_len=8, rule="wisv",
+                                policy=RejectAll())
+    assert tau0.tokens == greedy.tokens == none.tokens
+    allin = speculative_generate(drafter, target, prompt, max_new_tokens=40, draft_len=8, rule="wisv",
+                                 policy=AcceptAll(), tau=0.5)
+    assert all(r.accepted == r.drafted for r in allin.rounds)
+    assert any(r.mismatches for r in allin.rounds)  # mismatches existed and were accepted
+
+
+def test_wisv_records_hidden_states_at_mismatches():
+    drafter, target = make_pair(*SHAPES[0])
+    out = speculative_generate(drafter, target, [1, 2, 3], max_new_tokens=30, draft_len=8, rule="wisv",
+                               policy=RejectAll())
+    rounds = [r for r in out.rounds if r.mismatches]
+    assert rounds
+    for r in rounds:
+        assert r.h_draft.shape == (len(r.mismatches), 32) and r.h_target.shape == (len(r.mismatches), 32)
+        assert r.reject_probs == [1.0] * len(r.mismatches)
+
+
+def test_sampling_is_seeded_and_matches_target_first_token():
+    drafter, target = make_pair(*SHAPES[0])
+    prompt = [4, 5]
+    run = lambda s: speculative_generate(drafter, target, prompt, max_new_tokens=12, draft_len=4, rule="sampling",
+                                         generator=torch.Generator().manual_seed(s)).tokens
+    assert run(3) == run(3)
+    n = 1000
+    firsts = np.bincount([speculative_generate(drafter, target, prompt, max_new_tokens=2, draft_len=1,
+                                               rule="sampling", generator=torch.Generator().manual_seed(s)).tokens[0]
+                          for s in range(n)], minlength=VOCAB)
+    with torch.no_grad():
+        p = torch.softmax(target(torch.tensor([prompt])).logits[0, -1].double(), -1).numpy()
+    keep = p * n >= 5  # pool rare tokens for a valid chi-square
+    obs = np.append(firsts[keep], firsts[~keep].sum())
+    exp = np.append(p[keep], p[~keep].sum()) * n
+    assert chisquare(obs, exp / exp.sum() * n).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("kwargs,msg", [
+    (dict(rule="beam"), "unknown rule"),
+    (dict(draft_len=0), ">= 1"),
+    (dict(rule="sampling"), "seeded torch.Generator"),
+])
+def test_bad_arguments(kwargs, msg):
+    drafter, target = make_pair(*SHAPES[0])
+    args = dict(max_new_tokens=4, draft_len=2) | kwargs
+    with pytest.raises(ValueError, match=msg):
+        speculative_generate(drafter, target, [1], **args)

@@ -1,0 +1,107 @@
+"""QA task: normalisation, the answer checker and its dispatch beside the toy checker, and the shipped splits."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from wisv.tasks.prompts import read_jsonl_prompts
+from wisv.tasks.qa import SPLITS, accepted, accuracy, answer_span, check_answer, is_correct, load_split, normalise
+
+
+@pytest.mark.parametrize("text, want", [
+    ("The Capital of France is PARIS.", "capital of france is paris"),
+    ("  an apple,   a pear!  ", "apple pear"),
+    ("Twenty-one", "21"),
+    ("seven days", "7 days"),
+    ("forty", "40"),
+    ("It weighs 2.5 kg at 3:00.", "it weighs 2.5 kg at 3:00"),
+    ("1,000 grams", "1000 grams"),
+    ('"B".', "b"),
+    ("", ""),
+])
+def test_normalise(text, want):
+    assert normalise(text) == want
+
+
+def test_normalise_can_keep_articles():
+    assert normalise("The letter A.", keep_articles=True) == "the letter a"
+
+
+@pytest.mark.parametrize("text, answers, ok", [
+    ("The capital of France is Paris.", ["Paris"], True),
+    ("Paris", ["Paris"], True),
+    ("paris.", ["Paris"], True),
+    ("Paris is the capital of France.", ["Paris"], True),
+    ("The capital of France is Lyon.", ["Paris"], False),
+    ("The capital of France is not Paris.", ["Paris"], False),
+    ("The capital of Ukraine is Kiev.", ["Kyiv", "Kiev"], True),
+    ("A week is seven days.", ["7"], True),
+    ("7 + 5 = 12\n\nThis is an example with 13.", ["12"], True),
+    ("7 + 5 = 13\n\nThe answer is 12.", ["12"], False),  # only the first sentence counts
+    ("The plural of sheep is sheeps.", ["sheep"], False),  # the question's echo is not the answer
+    ("The opposite of hot is cold.", ["cold"], True),
+    ('The first letter of the word "banana" is "B".', ["b"], True),
+    ("The answer is 12. Also 7.", ["7"], False),
+    ("12 is a larger number than 7.", ["12"], True),
+    ("Mexico City is the capital.", ["Mexico City"], True),
+    ("The capital of Mexico is Mexico City.<|im_end|>", ["Mexico City"], True),
+    ("", ["Paris"], False),
+    ('The first letter of the word "apple" is "A".', ["a"], True),
+    ('The first letter of the word "apple" is "E".', ["a"], False),
+])
+def test_is_correct(text, answers, ok):
+    assert is_correct(text, answers) is ok
+
+
+def test_answer_span_is_after_the_first_marker():
+    assert answer_span("The capital of Japan is Tokyo. It is big.") == "Tokyo."
+    assert answer_span("Tokyo") == "Tokyo"
+
+
+def test_check_answer_dispatch_keeps_the_toy_checker():
+    assert check_answer("so 3 + 4 = 7\n#### 7", 7) and not check_answer("#### 8", 7)
+    assert check_answer("#### 7", "7")  # toy answers read back from JSON or CSV as text
+    assert check_answer("The answer is 7.", ["7", "seven"]) and not check_answer("The answer is 7.", 7)
+    assert check_answer("#### 7", np.int64(7)) and check_answer("It is Paris.", "Paris")
+    assert check_answer("Paris.", np.array(["Paris", "Paree"], dtype=object))
+    assert accuracy(["#### 7", "Paris.", "Lyon."], [7, ["Paris"], ["Paris"]]) == pytest.approx(2 / 3)
+    assert accuracy([], []) == 0.0
+
+
+def test_accepted_puts_the_canonical_answer_first_without_repeats():
+    assert accepted({"answer": "cold", "answers": ["cold", "chilly"]}) == ["cold", "chilly"]
+    assert accepted({"answer": 12}) == ["12"]
+
+
+def test_prompt_file_rows_carry_every_accepted_answer(tmp_path):
+    class Tok:
+        chat_template = None
+
+        def __call__(self, text, add_special_tokens=True):
+            return type("Enc", (), {"input_ids": [ord(c) for c in text]})()
+
+    rows = [{"prompt_id": "q", "prompt": "Hi?", "raw": True, "answer": "a", "answers": ["a", "b"]},
+            {"prompt_id": "t", "prompt": "2+2?", "answer": 4}]
+    f = tmp_path / "p.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    got = read_jsonl_prompts(f, Tok(), chat_template="off")
+    assert got[0]["answer"] == ["a", "b"] and got[0]["prompt_ids"] == [ord(c) for c in "Hi?"]
+    assert got[1]["answer"] == 4 and got[1]["prompt_ids"] == [ord(c) for c in "Question: 2+2?\nAnswer:"]
+
+
+def test_shipped_splits_are_well_formed_and_disjoint():
+    splits = {s: load_split(s) for s in SPLITS}
+    rows = [r for s in SPLITS for r in splits[s]]
+    assert len(rows) >= 300
+    ids = [r["prompt_id"] for r in rows]
+    assert len(set(ids)) == len(ids)
+    assert len({r["prompt"] for r in rows}) == len(rows)  # so calib and test share no question
+    assert {r["kind"] for r in splits["calib"]} == {r["kind"] for r in splits["test"]}
+    for r in rows:
+        assert r["raw"] is True and r["prompt"].strip() and r["kind"]
+        assert r["answer"] in r["answers"] and all(normalise(a, keep_articles=True) for a in r["answers"])
+    assert load_split("test", 3) == splits["test"][:3]
+    with pytest.raises(ValueError, match="expected one of"):
+        load_split("train")

@@ -1,0 +1,144 @@
+"""Local-profile calibration: the per-call time model, its least-squares fit, the record, the `local` lookup."""
+
+import pytest
+
+from channel.csi import CSI
+from wisv.timing.calibrate import (Calibration, CallTiming, ComputeFit, design_matrix, fit_compute, fit_exchange_overhead,
+                            load_calibration, profile_from_fit, save_calibration)
+from wisv.timing.compute import ModelDims
+from wisv.timing.hardware import HardwareProfile, get_profile, load_profile, save_profile
+from wisv.timing.latency import PayloadBits
+from wisv.timing.roundtime import Deployment, RoundInputs, comm_s, n_weights, round_times, t_draft_s, t_prefill_s, t_verify_s
+
+A_PHASE, A_PASS, A_WEIGHT, RATE = 2e-3, 1e-3, 2e-9, 5e10  # 2 ms/phase, 1 ms/call, 2 ns/weight/call, 50 GFLOP/s
+
+
+def _timing(role: str, passes: int, n_weights: float, flops: float) -> CallTiming:
+    return CallTiming(role, passes, n_weights, flops,
+                      A_PHASE + passes * (A_PASS + A_WEIGHT * n_weights) + flops / RATE)
+
+
+def _synthetic() -> list[CallTiming]:
+    """Drafting spans of K calls of a 4e5-weight model and single passes of a 3e6-weight model."""
+    out = []
+    for k in (1, 2, 4, 8, 16, 32):
+        out.append(_timing("draft", k, 4e5, k * 1e6))
+        out.append(_timing("verify", 1, 3e6, k * 6e6))
+    return out
+
+
+def test_predict_by_hand():
+    fit = ComputeFit(A_PHASE, A_PASS, A_WEIGHT, RATE, 1, 1, 0.0, 0.0)
+    # 2 ms + 8 calls * (1 ms + 2 ns * 4e5 = 0.8 ms) + 8e6 / 5e10 (0.16 ms) = 16.56 ms
+    assert fit.predict_s(8, 4e5, 8e6) == pytest.approx(16.56e-3)
+    assert design_matrix([CallTiming.make_dummy()]).tolist() == [[1.0, 8.0, 8 * 4e5, 8e6]]
+
+
+def test_fit_recovers_exact_coefficients():
+    fit = fit_compute(_synthetic())
+    assert fit.phase_overhead_s == pytest.approx(A_PHASE, rel=1e-6)
+    assert fit.pass_overhead_s == pytest.approx(A_PASS, rel=1e-6)
+    assert fit.weight_read_s == pytest.approx(A_WEIGHT, rel=1e-6)
+    assert fit.flops_per_s == pytest.approx(RATE, rel=1e-6)
+    assert (fit.n_used, fit.n_total) == (12, 12) and fit.rel_err_p90 < 1e-6
+
+
+def test_fit_drops_a_slow_outlier():
+    """A call that another process preempted (10x slower) is dropped; the rest still give the exact model."""
+    data = _synthetic()
+    t = data[4]
+    data[4] = CallTiming(t.role, t.passes, t.n_weights, t.flops, t.seconds * 10)
+    fit = fit_compute(data)
+    assert fit.n_used == 11
+    assert fit.pass_overhead_s == pytest.approx(A_PASS, rel=1e-4)
+    assert fit.flops_per_s == pytest.approx(RATE, rel=1e-4)
+
+
+def test_fit_errors():
+    with pytest.raises(ValueError, match="at least 4"):
+        fit_compute(_synthetic()[:3])
+    same_size = [_timing("verify", 1, 3e6, 0.0) for _ in range(4)]  # no FLOPs: the rate is undetermined
+    with pytest.raises(ValueError, match="FLOP rate"):
+        fit_compute(same_size)
+    with pytest.raises(ValueError, match="seconds > 0"):
+        fit_compute([CallTiming("draft", 1, 1.0, 1.0, 0.0)] * 4)
+
+
+def test_profile_from_fit():
+    fit = ComputeFit(A_PHASE, A_PASS, A_WEIGHT, RATE, 3, 3, 0.0, 0.0)
+    p = profile_from_fit(fit, peak_tflops=0.1, source="test")  # 50 GFLOP/s of a 100 GFLOP/s peak
+    assert (p.name, p.eta, p.peak_tflops) == ("local", 0.5, 0.1)
+    assert (p.phase_overhead_s, p.pass_overhead_s, p.weight_read_s) == (A_PHASE, A_PASS, A_WEIGHT)
+    assert p.effective_flops == pytest.approx(RATE)
+    fast = profile_from_fit(fit, peak_tflops=0.01)  # measured peak below R: peak raised, eta = 1
+    assert fast.eta == 1.0 and fast.peak_tflops == pytest.approx(0.05)
+
+
+def test_fit_exchange_overhead_is_the_median_ratio():
+    # ratios 1, 2, 10 ms per exchange -> 2 ms
+    assert fit_exchange_overhead([0.010, 0.040, 0.050], [10, 20, 5]) == pytest.approx(0.002)
+    assert fit_exchange_overhead([-0.01, -0.02, 0.001], [1, 1, 1]) == 0.0
+    with pytest.raises(ValueError, match="equal"):
+        fit_exchange_overhead([0.1], [1, 2])
+    with pytest.raises(ValueError, match="at least one exchange"):
+        fit_exchange_overhead([0.1], [0])
+
+
+def test_calibration_record_round_trip(tmp_path):
+    prof = HardwareProfile("local", 0.1, 0.5, "test", pass_overhead_s=A_PASS, weight_read_s=A_WEIGHT)
+    cal = Calibration(prof, exchange_overhead_s=0.0015, fit={"n_used": 3}, notes={"idle_gap_ms": 20.0})
+    path = save_calibration(cal, tmp_path / "sub" / "local_profile.json")
+    back = load_calibration(path)
+    assert back.profile == prof and back.exchange_overhead_s == 0.0015 and back.notes == {"idle_gap_ms": 20.0}
+    assert load_profile(path) == prof  # load_profile reads the record's "profile"
+    assert get_profile("local", path) == prof
+    save_profile(prof, tmp_path / "plain.json")  # a plain profile file: no exchange overhead
+    assert load_calibration(tmp_path / "plain.json").exchange_overhead_s == 0.0
+
+
+def test_missing_local_profile_names_the_calibrate_command(tmp_path):
+    with pytest.raises(ValueError, match="testbed.simulate calibrate --out .*nope.json"):
+        get_profile("local", tmp_path / "nope.json")
+    with pytest.raises(ValueError, match="local"):
+        get_profile("tpu")
+
+
+def test_profile_overheads_default_to_zero_and_are_validated():
+    p = HardwareProfile("x", 1.0, 0.5, "t")
+    assert p.call_overhead_s(1e6, 8) == 0.0
+    q = HardwareProfile("x", 1.0, 0.5, "t", pass_overhead_s=1e-3, weight_read_s=1e-9, phase_overhead_s=5e-3)
+    assert q.call_overhead_s(1e6, 8) == pytest.approx(5e-3 + 8 * (1e-3 + 1e-3))
+    assert q.call_overhead_s(1e6, 0) == 0.0
+    assert HardwareProfile.from_dict(q.to_dict()) == q
+    with pytest.raises(ValueError, match="pass_overhead_s"):
+        HardwareProfile("x", 1.0, 0.5, "t", pass_overhead_s=-1.0)
+    with pytest.raises(ValueError, match="weight_read_s"):
+        HardwareProfile("x", 1.0, 0.5, "t", weight_read_s=float("inf"))
+    with pytest.raises(ValueError, match="phase_overhead_s"):
+        HardwareProfile("x", 1.0, 0.5, "t", phase_overhead_s=-1e-3)
+
+
+# f(l) = 32 l + 720 for this drafter (tests/wisv/timing/test_roundtime.py), so n_weights = 360
+DRAFTER = ModelDims(n_layers=2, d_model=4, d_ff=8, vocab=10, n_heads=2, n_kv_heads=1)
+PROF = HardwareProfile("p", peak_tflops=1e-6, eta=1.0, source="t", pass_overhead_s=1e-3, weight_read_s=1e-6,
+                       phase_overhead_s=4e-3)
+
+
+def test_round_model_charges_per_call_and_per_exchange_overheads():
+    assert n_weights(DRAFTER) == 360
+    flops = (816 + 848) / 1e6  # f_d(3) + f_d(4) at 1e6 FLOP/s
+    assert t_draft_s(DRAFTER, 3, 2, PROF) == pytest.approx(flops + 4e-3 + 2 * (1e-3 + 360e-6))  # 1 phase, K = 2 calls
+    verify = (848 + 880) / 1e6 + 4e-3 + (1e-3 + 360e-6)  # f(4) + f(5), one phase of one call
+    assert t_verify_s(DRAFTER, 3, 2, PROF) == pytest.approx(verify)
+    assert t_prefill_s(DRAFTER, 2, PROF) == pytest.approx((752 + 784) / 1e6 + 4e-3 + 1e-3 + 360e-6)  # f(1) + f(2)
+    assert t_prefill_s(DRAFTER, 0, PROF) == 0.0
+    pb = PayloadBits(b_tok=10, b_h=16, b_idx=4, d_d=4, vocab=10)
+    csi = CSI.symmetric(1.0, 10.0)
+    assert comm_s("sh", 2, 1, csi, pb, 0.002) - comm_s("sh", 2, 1, csi, pb) == pytest.approx(0.004)  # 2 exchanges
+    assert comm_s("sh", 2, 0, csi, pb, 0.002) - comm_s("sh", 2, 0, csi, pb) == pytest.approx(0.002)
+    assert comm_s("fh", 2, 1, csi, pb, 0.002) - comm_s("fh", 2, 1, csi, pb) == pytest.approx(0.002)
+    dep = Deployment(DRAFTER, DRAFTER, PROF, PROF, pb, exchange_overhead_s=0.002)
+    base = Deployment(DRAFTER, DRAFTER, PROF, PROF, pb)
+    diff = round_times(RoundInputs("greedy", 2, 3), csi, dep).comm_s - round_times(RoundInputs("greedy", 2, 3), csi,
+                                                                                     base).comm_s
+    assert diff == pytest.approx(0.002)

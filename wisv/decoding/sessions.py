@@ -1,0 +1,197 @@
+"""Per-sequence model state with a persistent KV cache: the UE's drafting side and the edge's verifying side.
+
+Cache invariant: each session holds the committed sequence ``seq``; the model's KV cache covers a
+prefix of it and the rest is *pending* (fed at the start of the next forward).  The verifier's
+cache always covers ``seq[:-1]``, so a verification forwards only ``[seq[-1], y_1..y_K]``.
+``commit`` rolls the cache back to the committed prefix; the prefix is never re-run.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from wisv.decoding.kvcache import crop_to, keep_positions
+from wisv.decoding.rejection import draft_features
+from wisv.decoding.tree import node_mask, tree_positions, with_root
+
+
+@dataclass
+class Draft:
+    """One drafted block."""
+
+    tokens: list[int]  # [K] drafted token ids
+    hidden: torch.Tensor | None  # [K, d_d] hidden state that produced each token (float32)
+    probs: torch.Tensor | None  # [K, V] drafter distributions (sampling only, float64)
+    features: torch.Tensor | None = None  # [K, 4] rejection-predictor features of each step (wisv.decoding.rejection)
+    parents: list[int] | None = None  # [K] a tree draft's parent indices (-1: the last committed token; wisv.decoding.tree)
+
+
+@dataclass
+class Block:
+    """The target's single pass over ``[seq[-1]] + draft``."""
+
+    logits: torch.Tensor  # [K+1, V] float32
+    hidden: torch.Tensor  # [K+1, d_t] float32
+    argmax: torch.Tensor  # [K+1] long
+
+
+class _CachedModel:
+    """A causal LM, its KV cache and the committed sequence."""
+
+    def __init__(self, model: PreTrainedModel, prompt_ids: list[int], hidden_layer: int = -1):
+        if not prompt_ids:
+            raise ValueError("prompt_ids is empty")
+        self.model, self.hidden_layer = model, hidden_layer
+        self.cache, self.cached_len = DynamicCache(), 0
+        self.seq = [int(t) for t in prompt_ids]
+
+    def forward(self, ids: list[int], positions: torch.Tensor | None = None,
+                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Feed ``ids`` after the cache; return logits [n, V] and hidden states [n, d] (float32).  ``positions`` and
+        ``mask``: a tree forward's position ids and 4D attention mask (see cached_forward)."""
+        out = cached_forward(self.model, self.cache, self.cached_len, ids, self.hidden_layer, positions, mask)
+        self.cached_len += len(ids)
+        return out
+
+    def rollback(self, length: int) -> None:
+        """Keep only the first ``length`` cached positions."""
+        if length < self.cached_len:
+            crop_to(self.cache, length)
+            self.cached_len = length
+
+    def free(self) -> None:
+        """Drop the KV cache (session end)."""
+        self.cache, self.cached_len = DynamicCache(), 0
+
+
+class DraftSession(_CachedModel):
+    """The drafter's view of one sequence (UE side)."""
+
+    def __init__(self, model: PreTrainedModel, prompt_ids: list[int], hidden_layer: int = -1):
+        super().__init__(model, prompt_ids, hidden_layer)
+        self.drafted: list[int] = []  # last block; all but its last token are in the cache after seq
+        self.carry: Draft | None = None  # proactive tokens kept as the start of the next block (SpecEdge)
+
+    def draft(self, k: int, *, sample: bool = False, temperature: float = 1.0,
+              generator: torch.Generator | None = None, eos_token_id: int | None = None,
+              stop: Callable[[torch.Tensor], bool] | None = None) -> Draft:
+        """Propose up to ``k`` tokens after ``seq`` (stops early after EOS).  ``stop(features [4])`` is asked
+        about every token after the first; True drops that token and ends the block (WISP's predictor)."""
+        toks, probs, hids, feats = [], [], [], []
+        if self.carry is not None:  # reuse proactive tokens: they open this block
+            c, self.carry = self.carry, None
+            toks, hids, feats = list(c.tokens[:k]), list(c.hidden[:k]), list(c.features[:k])
+        feed = (self.seq + toks)[self.cached_len:]
+        for _ in range(k - len(toks)):
+            logits, hidden = self.forward(feed)
+            last = logits[-1]  # [V]
+            feat = draft_features(last[None])[0]  # [4]
+            if sample:
+                q = torch.softmax(last.double() / temperature, dim=-1)  # [V]
+                y = int(torch.multinomial(q, 1, generator=generator))
+                probs.append(q)
+            else:
+                y = int(last.argmax())
+            if stop is not None and toks and stop(feat):
+                probs = probs[: len(toks)]
+                break
+            toks.append(y)
+            hids.append(hidden[-1])
+            feats.append(feat)
+            feed = [y]
+            if eos_token_id is not None and y == eos_token_id:
+                break
+        self.drafted = list(toks)  # a copy: draft_more extends it, the returned block stays as sent
+        return Draft(toks, torch.stack(hids) if hids else None, torch.stack(probs) if probs else None,
+                     torch.stack(feats) if feats else None)
+
+    def draft_more(self, m: int, should_stop: Callable[[], bool]) -> Draft:
+        """Proactive drafting (SpecEdge): greedily continue the block in flight by up to ``m`` tokens, checking
+        ``should_stop()`` (the verdict has arrived) before each one."""
+        toks, hids, feats = [], [], []
+        while len(toks) < m and self.drafted and not should_stop():
+            logits, hidden = self.forward((self.seq + self.drafted)[self.cached_len:])
+            y = int(logits[-1].argmax())
+            toks.append(y)
+            hids.append(hidden[-1])
+            feats.append(draft_features(logits[-1][None])[0])
+            self.drafted.append(y)
+        return Draft(toks, torch.stack(hids) if hids else None, None, torch.stack(feats) if feats else None)
+
+    def commit(self, tokens: list[int], carry: Draft | None = None) -> None:
+        """Append committed tokens; keep the cache only where it agrees with the new sequence.  ``carry``:
+        proactive tokens that follow ``tokens`` in the drafted sequence and open the next block."""
+        base = len(self.seq)
+        fed = self.drafted[: max(0, self.cached_len - base)]  # drafted tokens already in the cache
+        after = tokens + (carry.tokens if carry else [])
+        keep = min(_common_len(fed, after), len(after) - 1)  # the last token stays pending: the next forward feeds it
+        self.seq.extend(tokens)
+        self.rollback(min(self.cached_len, base + keep))
+        self.drafted, self.carry = [], carry if carry and carry.tokens else None
+
+
+class VerifySession(_CachedModel):
+    """The target's view of one sequence (edge side)."""
+
+    def __init__(self, model: PreTrainedModel, prompt_ids: list[int], hidden_layer: int = -1):
+        super().__init__(model, prompt_ids, hidden_layer)
+        if len(self.seq) > 1:
+            self.forward(self.seq[:-1])  # prefill: the cache covers seq[:-1]
+
+    def verify(self, draft: list[int]) -> Block:
+        """One target pass over the last committed token and the draft."""
+        logits, hidden = self.forward([self.seq[-1]] + list(draft))
+        return Block(logits, hidden, logits.argmax(dim=-1))
+
+    def verify_tree(self, tokens: list[int], parents: list[int]) -> Block:
+        """One target pass over the last committed token and a draft tree (wisv.decoding.tree): a 4D tree attention mask and
+        position ids by depth.  Row 0 predicts after the root, row ``1 + i`` after node i."""
+        rooted = with_root(parents)
+        mask = node_mask(rooted, range(len(rooted)), range(len(rooted)), self.cached_len, self.model.dtype)
+        pos = tree_positions(rooted, self.cached_len)
+        logits, hidden = self.forward([self.seq[-1]] + list(tokens), pos, mask)
+        return Block(logits, hidden, logits.argmax(dim=-1))
+
+    def commit_path(self, tokens: list[int], path: list[int], next_token: int) -> list[int]:
+        """After ``verify_tree``: commit the tree's accepted ``path`` (node indices, root's child first) and
+        ``next_token``; the cache keeps the prefix, the root and the path's positions only (compacted)."""
+        root = len(self.seq) - 1  # the root's cache slot; node i sits at root + 1 + i
+        keep_positions(self.cache, list(range(root + 1)) + [root + 1 + i for i in path])
+        self.cached_len = root + 1 + len(path)
+        committed = [int(tokens[i]) for i in path] + [int(next_token)]
+        self.seq.extend(committed)
+        return committed
+
+    def commit(self, draft: list[int], n_accepted: int, next_token: int) -> list[int]:
+        """Commit ``draft[:n_accepted] + [next_token]``; roll the cache back to cover the new ``seq[:-1]``."""
+        committed = list(draft[:n_accepted]) + [int(next_token)]
+        self.rollback(len(self.seq) + n_accepted)
+        self.seq.extend(committed)
+        return committed
+
+
+@torch.no_grad()
+def cached_forward(model: PreTrainedModel, cache: DynamicCache, cached_len: int, ids: list[int],
+                   hidden_layer: int = -1, positions: torch.Tensor | None = None,
+                   mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One sequence's forward of ``ids`` after ``cached_len`` cached positions (the cache is extended in place):
+    logits [n, V] and hidden states [n, d], float32.  A tree forward passes its ``positions`` [n] (by depth) and an
+    additive 4D ``mask`` [1, 1, n, cached_len + n] (wisv.decoding.tree.node_mask); by default positions follow the cache."""
+    dev = model.device
+    x = torch.tensor([ids], dtype=torch.long, device=dev)  # [1, n]
+    slots = torch.arange(cached_len, cached_len + len(ids), device=dev)  # [n] cache slots
+    pos = slots if positions is None else positions.to(dev)
+    extra = {} if mask is None else {"attention_mask": mask.to(device=dev, dtype=model.dtype)}
+    out = model(input_ids=x, past_key_values=cache, use_cache=True, cache_position=slots,
+                position_ids=pos.unsqueeze(0), output_hidden_states=True, **extra)
+    return out.logits[0].float(), out.hidden_states[hidden_layer][0].float()
+
+
+def _common_len(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n

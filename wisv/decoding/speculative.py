@@ -1,0 +1,160 @@
+"""In-process speculative decoding loop: draft K, verify K+1 in one target pass, commit, roll back caches.
+
+Both models keep a KV cache across rounds (see wisv/decoding/sessions.py); the prefix is never re-run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import torch
+from transformers import PreTrainedModel
+
+from channel.csi import CSI
+from wisv.decoding.acceptance import (Verdict, greedy_accept_ids, mismatch_positions, speculative_sampling_from_logits,
+                             wisv_accept)
+from wisv.tasks.evaluate import eos_id
+from wisv.records.rows import RoundRow, to_frame
+from wisv.decoding.sessions import DraftSession, VerifySession
+from wisv.records.summary import summarize_rounds
+
+Rule = Literal["greedy", "sampling", "wisv"]
+
+
+class MismatchPolicy(Protocol):
+    """WISV acceptance policy: rejection probability for each greedy-mismatch position."""
+
+    def reject_probs(self, h_draft: torch.Tensor, h_target: torch.Tensor, positions: list[int],
+                     csi: CSI | None = None) -> torch.Tensor:
+        """h_draft: [m, d_d], h_target: [m, d_t], link state -> [m] probabilities in [0, 1]."""
+        ...
+
+
+class RejectAll:
+    """Rejects every mismatch: the greedy-equivalent policy (``--head none``)."""
+
+    def reject_probs(self, h_draft: torch.Tensor, h_target: torch.Tensor, positions: list[int],
+                     csi: CSI | None = None) -> torch.Tensor:
+        return torch.ones(len(positions))
+
+
+class AcceptAll:
+    """Accepts every mismatch: commits the full draft every round (the accept-everything limit)."""
+
+    def reject_probs(self, h_draft: torch.Tensor, h_target: torch.Tensor, positions: list[int],
+                     csi: CSI | None = None) -> torch.Tensor:
+        return torch.zeros(len(positions))
+
+
+@dataclass
+class RoundRecord:
+    """One draft/verify round."""
+
+    round: int
+    drafted: int  # K for this round (may shrink near max_new_tokens or at EOS)
+    accepted: int  # draft tokens committed (accepted mismatches included for wisv)
+    mismatches: list[int]  # greedy-mismatch positions within the block
+    next_token: int  # correction token, or bonus when accepted == drafted
+    draft_tokens: list[int]
+    target_argmax: list[int]  # [drafted + 1]
+    committed: list[int]  # tokens appended to the output this round (after EOS/budget truncation)
+    reject_probs: list[float] = field(default_factory=list)  # policy outputs at mismatches (wisv)
+    h_draft: torch.Tensor | None = None  # [m, d_d] drafter hidden states at the mismatches
+    h_target: torch.Tensor | None = None  # [m, d_t] target hidden states at the mismatches
+
+
+@dataclass
+class SpecOutput:
+    """New token ids and the per-round records."""
+
+    tokens: list[int]
+    rounds: list[RoundRecord]
+
+    @property
+    def aal(self) -> float:
+        """Accepted draft tokens per round (correction/bonus not counted), by wisv.records.summary (NaN with no round)."""
+        return summarize_rounds(to_frame(spec_rows(self, "", 0)))["aal"]
+
+
+def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prompt_ids: list[int] | torch.Tensor,
+                         *, max_new_tokens: int, draft_len: int, rule: Rule = "greedy",
+                         eos_token_id: int | None = None, policy: MismatchPolicy | None = None,
+                         tau: float = 0.5, temperature: float = 1.0, generator: torch.Generator | None = None,
+                         hidden_layer: int = -1, csi: CSI | None = None) -> SpecOutput:
+    """Speculative decoding of ``prompt_ids`` with the drafter proposing ``draft_len`` tokens per round.
+
+    rule: "greedy" (lossless w.r.t. target greedy decoding), "sampling" (speculative sampling at
+    ``temperature``; pass a seeded ``generator``), "wisv" (semantic acceptance with ``policy`` and
+    threshold ``tau``; RejectAll or tau=0 equals greedy).  Stops at EOS or ``max_new_tokens``.
+    ``hidden_layer`` selects which hidden-state layer is recorded (-1: final, post-norm); ``csi`` is
+    passed to the policy (the link state the decision head conditions on).
+    """
+    if rule not in ("greedy", "sampling", "wisv"):
+        raise ValueError(f"unknown rule {rule!r}; use 'greedy', 'sampling' or 'wisv'")
+    if draft_len < 1 or max_new_tokens < 1:
+        raise ValueError("draft_len and max_new_tokens must be >= 1")
+    if rule == "sampling" and (generator is None or temperature <= 0):
+        raise ValueError("rule='sampling' needs a seeded torch.Generator and temperature > 0")
+    seq = [int(t) for t in (prompt_ids.flatten().tolist() if torch.is_tensor(prompt_ids) else prompt_ids)]
+    if not seq:
+        raise ValueError("prompt_ids is empty")
+    eos_token_id = eos_id(target) if eos_token_id is None else eos_token_id
+    policy = policy or RejectAll()
+    d, t = DraftSession(drafter, seq, hidden_layer), VerifySession(target, seq, hidden_layer)
+    out, rounds = [], []
+    while len(out) < max_new_tokens:
+        budget = max_new_tokens - len(out)
+        rec = _round(d, t, min(draft_len, budget - 1), rule, eos_token_id, policy, tau, temperature,
+                     generator, len(rounds), csi)
+        rounds.append(rec)
+        rec.committed = truncate_output(rec.committed, budget, eos_token_id)
+        out.extend(rec.committed)
+        if rec.committed[-1] == eos_token_id:
+            break
+    return SpecOutput(out, rounds)
+
+
+def truncate_output(committed: list[int], budget: int, eos_token_id: int | None) -> list[int]:
+    """Cut a round's committed tokens at the token budget and just after EOS."""
+    committed = committed[:budget]
+    if eos_token_id is not None and eos_token_id in committed:
+        committed = committed[: committed.index(eos_token_id) + 1]
+    return committed
+
+
+def _verdict(rule: Rule, draft: torch.Tensor, q: torch.Tensor | None, logits: torch.Tensor, argmax: torch.Tensor,
+             mism_probs: torch.Tensor | None, tau: float, temperature: float, gen) -> Verdict:
+    if rule == "sampling":
+        q = q if q is not None else logits.new_zeros(0, logits.shape[-1]).double()  # nothing drafted
+        return speculative_sampling_from_logits(draft, q, logits, temperature, gen)
+    if rule == "wisv":
+        return wisv_accept(draft, argmax, mism_probs, tau)
+    return greedy_accept_ids(draft, argmax)
+
+
+def _round(d: DraftSession, t: VerifySession, k: int, rule: Rule, eos: int | None, policy: MismatchPolicy,
+           tau: float, temperature: float, gen, index: int, csi: CSI | None) -> RoundRecord:
+    """Draft, verify in one pass, decide, and roll both caches back to the committed prefix."""
+    dr = d.draft(k, sample=rule == "sampling", temperature=temperature, generator=gen, eos_token_id=eos)
+    blk = t.verify(dr.tokens)
+    draft = torch.tensor(dr.tokens, dtype=torch.long, device=blk.argmax.device)  # [K]
+    mism = mismatch_positions(draft, blk.argmax)
+    hd = dr.hidden[mism] if mism else None  # [m, d_d]
+    ht = blk.hidden[mism] if mism else None  # [m, d_t]
+    probs = policy.reject_probs(hd, ht, mism, csi) if (rule == "wisv" and mism) else torch.zeros(0)
+    v = _verdict(rule, draft, dr.probs, blk.logits, blk.argmax, probs, tau, temperature, gen)
+    committed = t.commit(dr.tokens, v.n_accepted, v.next_token)
+    d.commit(committed)
+    return RoundRecord(index, len(dr.tokens), v.n_accepted, mism, v.next_token, dr.tokens, blk.argmax.tolist(),
+                       committed, [float(x) for x in probs], hd, ht)
+
+
+def spec_rows(out: SpecOutput, prompt_id: str, prompt_len: int, correct: bool | None = None) -> list[RoundRow]:
+    """The records of one in-process speculative run, with each round's prefix length."""
+    rows, prefix = [], prompt_len
+    for r in out.rounds:
+        rows.append(RoundRow(prompt_id=prompt_id, round=r.round, drafted=r.drafted, accepted=r.accepted,
+                             mismatches=len(r.mismatches), committed=len(r.committed), prefix_len=prefix,
+                             prompt_len=prompt_len, n_tokens=len(out.tokens), correct=correct))
+        prefix += len(r.committed)
+    return rows

@@ -1,0 +1,157 @@
+"""WISV decision head: a CSI-aware MLP that scores greedy mismatches, saved and loaded with its config (SPEC eqs. 23-27).
+
+``z_j = [h_d_j ; h_t_j ; csi.features()]`` (eq. 23) is standardised with the training set's mean and
+std (stored with the weights), then ``p_j = sigmoid(W2 dropout(relu(W1 z_j + b1)) + b2)`` (eqs. 24-25).
+``p_j`` is the probability that the mismatch must be *repaired* (rejected); the verifier rejects iff
+``p_j >= tau`` (eq. 27), so ``tau = 0`` is plain greedy SD and ``tau > 1`` accepts every draft token.
+
+A head is a directory: ``head.json`` (the ``HeadConfig``: input dims, hidden-state layer, the CSI feature
+normalisation it was trained with, and the operating ``tau``) and ``head.safetensors`` (weights and the
+standardisation buffers).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from channel import csi as csi_mod
+from channel.csi import CSI, FEATURE_DIM, FEATURE_NAMES
+from wisv.timing.compute import head_flops
+
+CONFIG_FILE, WEIGHTS_FILE = "head.json", "head.safetensors"
+
+
+def csi_normalisation() -> dict[str, object]:
+    """The CSI feature definition the head is trained on (channel/csi.py constants), saved with it."""
+    return {"features": list(FEATURE_NAMES), "rate_lo_mbps": csi_mod.RATE_LO_MBPS,
+            "rate_hi_mbps": csi_mod.RATE_HI_MBPS, "rtt_hi_ms": csi_mod.RTT_HI_MS}
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    """Shape and operating point of one decision head."""
+
+    d_draft: int  # drafter hidden size d_d
+    d_target: int  # target hidden size d_t
+    csi_dim: int = FEATURE_DIM  # length of the CSI feature vector (0: a head without CSI input)
+    hidden: int = 256  # MLP hidden width H
+    dropout: float = 0.1  # dropout between the two layers (training only)
+    hidden_layer: int = -1  # which hidden-state layer feeds the head (-1: final, post-norm)
+    tau: float = 0.5  # operating threshold: reject iff p >= tau (evaluate's chosen tau once set)
+    csi_norm: dict = field(default_factory=csi_normalisation)  # CSI feature definition it was trained with
+    notes: dict = field(default_factory=dict)  # provenance: training run, label policy, ...
+
+    @property
+    def d_in(self) -> int:
+        """Input width d_d + d_t + d_c."""
+        return self.d_draft + self.d_target + self.csi_dim
+
+    def flops_per_query(self) -> float:
+        """FLOPs to score one mismatch (eq. 17)."""
+        return head_flops(self.d_in, self.hidden)
+
+
+class DecisionHead(nn.Module):
+    """Linear -> ReLU -> dropout -> linear -> sigmoid over standardised [h_d ; h_t ; c]."""
+
+    def __init__(self, cfg: HeadConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.fc1 = nn.Linear(cfg.d_in, cfg.hidden)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.fc2 = nn.Linear(cfg.hidden, 1)
+        self.register_buffer("z_mean", torch.zeros(cfg.d_in))
+        self.register_buffer("z_std", torch.ones(cfg.d_in))
+
+    def set_standardisation(self, z: torch.Tensor) -> None:
+        """Fit the input standardisation on training inputs z [N, d_in]."""
+        self.z_mean.copy_(z.mean(0))
+        self.z_std.copy_(z.std(0).clamp_min(1e-4))
+
+    def logits(self, z: torch.Tensor) -> torch.Tensor:
+        """z [N, d_in] -> logits [N]."""
+        x = (z - self.z_mean) / self.z_std
+        return self.fc2(self.drop(torch.relu(self.fc1(x)))).squeeze(-1)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """z [N, d_in] -> repair probabilities [N]."""
+        return torch.sigmoid(self.logits(z))
+
+
+def build_inputs(h_draft: torch.Tensor, h_target: torch.Tensor, csi_feats: torch.Tensor | None) -> torch.Tensor:
+    """Eq. 23: [h_d ; h_t ; c] for m positions.  h_draft [m, d_d], h_target [m, d_t], csi_feats [m, d_c] or None."""
+    parts = [h_draft.float(), h_target.float()]
+    if csi_feats is not None:
+        parts.append(csi_feats.float())
+    return torch.cat(parts, dim=-1)  # [m, d_in]
+
+
+class HeadPolicy:
+    """The decision head as the verifier's MismatchPolicy (wisv.decoding.speculative)."""
+
+    def __init__(self, head: DecisionHead):
+        self.head = head.eval()
+        self.cfg = head.cfg
+
+    @torch.no_grad()
+    def reject_probs(self, h_draft: torch.Tensor, h_target: torch.Tensor, positions: list[int],
+                     csi: CSI | None = None) -> torch.Tensor:
+        """Repair probability per mismatch.  With no CSI reported the head sees the ideal link (its most
+        conservative input)."""
+        if h_draft.shape[-1] != self.cfg.d_draft or h_target.shape[-1] != self.cfg.d_target:
+            raise ValueError(f"head expects hidden sizes d_d={self.cfg.d_draft}, d_t={self.cfg.d_target}; "
+                             f"got {h_draft.shape[-1]}, {h_target.shape[-1]}")
+        feats = None
+        if self.cfg.csi_dim:
+            c = torch.from_numpy((csi or CSI.ideal()).features())  # [d_c]
+            feats = c.expand(h_draft.shape[0], -1)  # [m, d_c]
+        z = build_inputs(h_draft.cpu(), h_target.cpu(), feats)
+        return self.head(z)
+
+
+def save_head(head: DecisionHead, path: str | Path) -> Path:
+    """Write head.json and head.safetensors into directory ``path``."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / CONFIG_FILE).write_text(json.dumps(asdict(head.cfg), indent=1))
+    save_file({k: v.contiguous() for k, v in head.state_dict().items()}, str(path / WEIGHTS_FILE))
+    return path
+
+
+def load_head(path: str | Path) -> DecisionHead:
+    """Load a head directory (or its head.json); a clear ValueError when files or dims are wrong."""
+    path = Path(path)
+    path = path.parent if path.name == CONFIG_FILE else path
+    cfg_file, w_file = path / CONFIG_FILE, path / WEIGHTS_FILE
+    if not cfg_file.is_file() or not w_file.is_file():
+        raise ValueError(f"{path} is not a decision-head directory (needs {CONFIG_FILE} and {WEIGHTS_FILE})")
+    try:
+        cfg = HeadConfig(**json.loads(cfg_file.read_text()))
+    except (TypeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{cfg_file}: not a valid head config ({e})") from e
+    if cfg.csi_dim and cfg.csi_norm != csi_normalisation():
+        raise ValueError(f"{cfg_file}: trained on CSI features {cfg.csi_norm}, but channel/csi.py now "
+                         f"defines {csi_normalisation()}; retrain the head")
+    head = DecisionHead(cfg)
+    try:
+        head.load_state_dict(load_file(str(w_file)))
+    except (RuntimeError, SafetensorError) as e:
+        raise ValueError(f"{w_file}: weights do not match {CONFIG_FILE} ({e})") from e
+    return head.eval()
+
+
+def load_policy_from(path: str | Path, tau: float | None = None, d_draft: int | None = None,
+                     d_target: int | None = None) -> tuple[HeadPolicy, float]:
+    """(policy, tau) for a head directory; ``tau`` overrides the head's own operating threshold.  A head trained
+    for other hidden sizes than the given drafter/target ones raises ValueError."""
+    head = load_head(path)
+    for role, want, have in (("drafter", d_draft, head.cfg.d_draft), ("target", d_target, head.cfg.d_target)):
+        if want is not None and have != want:
+            raise ValueError(f"head {path} expects {role} hidden size {have}, the {role} has {want}")
+    return HeadPolicy(head), head.cfg.tau if tau is None else tau

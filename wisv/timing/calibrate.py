@@ -1,0 +1,181 @@
+"""Fit a measured hardware profile from timed forward calls: per-call overheads and a FLOP rate (least squares).
+
+Model of one timed compute phase (a drafting run of K tokens = K calls, or a verification = one call) of
+``passes`` forward calls of a model of ``n_weights`` weights doing ``flops`` FLOPs (eq. 13 counts)::
+
+    t = a_phase + passes * (a_pass + a_weight * n_weights) + flops / R
+
+``a_phase`` (s per phase: starting work after an idle wait), ``a_pass`` (s per call: dispatch),
+``a_weight`` (s per weight per call: streaming the weights, which is what makes a 1-token pass of a
+bigger model slower even when its FLOPs are negligible) and ``R`` (FLOP/s) are fitted by non-negative
+least squares on residuals relative to the median time of the timing's (role, K) group, ``(pred - t) /
+median_group``, so short drafting calls weigh as much as long ones while, within a group, the fit tends
+to the *mean* time (what sums of rounds need; dividing by each ``t`` itself would favour the fast
+timings).  Timings whose relative residual is an outlier (another process took the core) are dropped and
+the fit is repeated once.  ``profile_from_fit`` turns the fit into a ``HardwareProfile``:
+``eta = R / peak`` against a measured dense-matmul peak, with the overheads as its per-call terms.
+
+A calibration record (``save_calibration``) is the profile plus the per-exchange overhead of the testbed
+and how both were measured; ``wisv.timing.hardware.load_profile`` reads its ``"profile"``.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import nnls
+
+from wisv.timing.hardware import HardwareProfile
+
+OUTLIER_MADS = 4.0  # a timing is an outlier when its relative residual is this many MADs above the median
+
+
+@dataclass(frozen=True)
+class CallTiming:
+    """One timed compute phase: a span of forward calls."""
+
+    role: str  # "draft" (the UE's K drafting calls) or "verify" (the edge's one pass over the block)
+    passes: int  # forward calls in the span
+    n_weights: float  # weights of the model streamed per call (wisv.timing.roundtime.n_weights)
+    flops: float  # eq. 13 FLOPs of the span
+    seconds: float  # measured wall time, s
+    k: int = 0  # draft window of the round (bookkeeping)
+    l: int = 0  # committed prefix length at the start of the round, tokens (bookkeeping)
+
+    @staticmethod
+    def make_dummy(role: str = "draft") -> CallTiming:
+        return CallTiming(role, passes=8, n_weights=4e5, flops=8e6, seconds=0.008, k=8, l=100)
+
+
+@dataclass(frozen=True)
+class ComputeFit:
+    """Fitted coefficients of the per-call time model and how well they fit."""
+
+    phase_overhead_s: float  # a_phase, s per compute phase
+    pass_overhead_s: float  # a_pass, s per forward call
+    weight_read_s: float  # a_weight, s per weight per forward call
+    flops_per_s: float  # R, effective FLOP/s
+    n_used: int  # timings kept after outlier rejection
+    n_total: int  # timings given
+    rel_err_median: float  # median |pred - t| / t over the kept timings
+    rel_err_p90: float  # 90th percentile of the same
+
+    def predict_s(self, passes: float, n_weights: float, flops: float) -> float:
+        """Predicted seconds of a phase (the module docstring's model)."""
+        fixed = self.phase_overhead_s + passes * (self.pass_overhead_s + self.weight_read_s * n_weights)
+        return fixed + flops / self.flops_per_s
+
+
+def design_matrix(timings: Sequence[CallTiming]) -> np.ndarray:
+    """[N, 4]: 1 (the phase), passes, passes * n_weights, flops."""
+    return np.array([[1.0, t.passes, t.passes * t.n_weights, t.flops] for t in timings], dtype=np.float64)
+
+
+def fit_compute(timings: Sequence[CallTiming], outlier_mads: float = OUTLIER_MADS) -> ComputeFit:
+    """Non-negative least squares on relative residuals, refitted once without the outliers."""
+    if len(timings) < 4:
+        raise ValueError(f"need at least 4 timings to fit 4 coefficients, got {len(timings)}")
+    x, t = design_matrix(timings), np.array([s.seconds for s in timings], dtype=np.float64)  # [N, 4], [N]
+    if not (t > 0).all():
+        raise ValueError("every timing must have seconds > 0")
+    scale = group_medians(timings)  # [N]
+    keep = np.ones(len(t), dtype=bool)
+    coef = _nnls_relative(x, t, scale)
+    rel = (x @ coef - t) / scale  # [N]
+    med = np.median(rel)
+    mad = np.median(np.abs(rel - med)) * 1.4826
+    if mad > 0:
+        keep = rel - med >= -outlier_mads * mad  # slow outliers have pred << t, i.e. rel very negative
+        coef = _nnls_relative(x[keep], t[keep], scale[keep])
+    if not coef[3] > 0:
+        raise ValueError("the timings do not determine a FLOP rate; time calls of different sizes (several K)")
+    err = np.abs(x[keep] @ coef / t[keep] - 1.0)
+    return ComputeFit(float(coef[0]), float(coef[1]), float(coef[2]), float(1.0 / coef[3]), int(keep.sum()), len(t),
+                      float(np.median(err)), float(np.quantile(err, 0.9)))
+
+
+def group_medians(timings: Sequence[CallTiming]) -> np.ndarray:
+    """[N]: the median seconds of each timing's (role, k, passes) group."""
+    groups: dict[tuple, list[float]] = {}
+    for s in timings:
+        groups.setdefault((s.role, s.k, s.passes), []).append(s.seconds)
+    med = {g: float(np.median(v)) for g, v in groups.items()}
+    return np.array([med[(s.role, s.k, s.passes)] for s in timings], dtype=np.float64)
+
+
+def _nnls_relative(x: np.ndarray, t: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Coefficients c >= 0 minimising sum(((x c - t) / w)^2); x [N, 4], t [N], w [N] -> c [4] (c[3] = 1/R)."""
+    col = x.max(axis=0)  # columns differ by ~1e9 (calls vs FLOPs): solve in scaled units
+    col[col == 0] = 1.0
+    c, _ = nnls(x / col / w[:, None], t / w)
+    return c / col
+
+
+def profile_from_fit(fit: ComputeFit, peak_tflops: float, name: str = "local", source: str = "") -> HardwareProfile:
+    """A ``HardwareProfile`` with eta = R / peak and the fitted per-call overheads.
+
+    If R exceeds ``peak_tflops`` (eq. 13 is only a FLOP estimate), the peak is raised to R and eta = 1."""
+    if not peak_tflops > 0:
+        raise ValueError(f"peak_tflops must be > 0, got {peak_tflops}")
+    r_tflops = fit.flops_per_s / 1e12
+    peak = max(peak_tflops, r_tflops)
+    note = f"fit: R = {r_tflops * 1e3:.3g} GFLOP/s against a measured peak of {peak_tflops * 1e3:.3g} GFLOP/s"
+    return HardwareProfile(name, peak_tflops=peak, eta=min(1.0, r_tflops / peak), source=f"{source} [{note}]".strip(),
+                           role="any", pass_overhead_s=fit.pass_overhead_s, weight_read_s=fit.weight_read_s,
+                           phase_overhead_s=fit.phase_overhead_s)
+
+
+def fit_exchange_overhead(residual_s: Sequence[float], exchanges: Sequence[int]) -> float:
+    """Fixed time per request/reply exchange: the median over units (e.g. prompts) of residual / exchanges, s.
+
+    ``residual_s`` is what the unit's measured time leaves after its measured compute and the ideal link
+    model; a negative median is clipped to 0."""
+    if len(residual_s) != len(exchanges) or not len(residual_s):
+        raise ValueError(f"need equal, non-zero numbers of residuals and exchange counts, "
+                         f"got {len(residual_s)} and {len(exchanges)}")
+    if min(exchanges) < 1:
+        raise ValueError("every unit must have at least one exchange")
+    return max(0.0, float(np.median(np.asarray(residual_s, float) / np.asarray(exchanges, float))))
+
+
+@dataclass
+class Calibration:
+    """A measured ``local`` profile, the testbed's per-exchange overhead, and how they were measured."""
+
+    profile: HardwareProfile  # compute: eta, peak and per-call overheads
+    exchange_overhead_s: float = 0.0  # fixed host time per request/reply exchange, s (0: not measured)
+    fit: dict = field(default_factory=dict)  # asdict(ComputeFit)
+    notes: dict = field(default_factory=dict)  # measurement settings, per-(role, K) medians, machine
+
+
+def save_calibration(cal: Calibration, path: str | Path) -> Path:
+    """Write the record as JSON (``wisv.timing.hardware.load_profile`` reads its profile)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"profile": cal.profile.to_dict(), "exchange_overhead_s": cal.exchange_overhead_s, "fit": cal.fit,
+           "notes": cal.notes}
+    path.write_text(json.dumps(doc, indent=1, default=_json_default) + "\n")
+    return path
+
+
+def load_calibration(path: str | Path) -> Calibration:
+    """Read a record written by ``save_calibration``; a plain profile file gives exchange_overhead_s = 0."""
+    from wisv.timing.hardware import load_profile
+    profile = load_profile(path)
+    doc = json.loads(Path(path).read_text())
+    if "profile" not in doc:
+        return Calibration(profile)
+    ex = float(doc.get("exchange_overhead_s", 0.0))
+    if not 0 <= ex < math.inf:
+        raise ValueError(f"{path}: exchange_overhead_s must be finite and >= 0, got {ex}")
+    return Calibration(profile, ex, dict(doc.get("fit", {})), dict(doc.get("notes", {})))
+
+
+def _json_default(o: object) -> object:
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
