@@ -85,6 +85,9 @@ def test_a_killed_ue_has_its_session_freed_within_the_heartbeat_timeout(edge, ho
     assert seconds_until_logged(edge[1], holder[1], 10 * TIMEOUT_MS / 1e3) < TIMEOUT_MS / 1e3
 
 
+@pytest.mark.xfail(strict=True, reason="issue 27: the edge's ROUTER sends no heartbeats (libzmq 4.3.5 aborts under a "
+                   "burst flood when it does), and the UE's TTL alone does not close a frozen UE's connection on the edge "
+                   "(it does on a bare ROUTER); a frozen UE's session is freed by --session-timeout-s instead")
 def test_a_frozen_ue_has_its_session_freed_by_the_heartbeat(edge, holder) -> None:
     os.kill(holder[0].pid, signal.SIGSTOP)  # the TCP connection stays up: only the missing PONGs tell
     took = seconds_until_logged(edge[1], holder[1], 10 * TIMEOUT_MS / 1e3)
