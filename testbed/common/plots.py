@@ -27,7 +27,8 @@ def latency_by_prompt(run_dir: str | Path) -> pd.DataFrame:
     for proto in pd.read_csv(run_dir / "summary.csv")["protocol"]:
         out = pd.read_json(run_dir / proto / "outputs.jsonl", lines=True, dtype={"prompt_id": str})
         ok = out[out["error"].isna()] if "error" in out else out
-        cols[proto] = ok.set_index("prompt_id")["t_e2e_s"].reindex(order)
+        times = ok.set_index("prompt_id")["t_e2e_s"] if "t_e2e_s" in ok else pd.Series(dtype=float)  # all failed: none
+        cols[proto] = times.reindex(order)
     return pd.DataFrame(cols, index=pd.Index(order, name="prompt_id"))
 
 

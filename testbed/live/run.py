@@ -29,13 +29,13 @@ from tqdm import tqdm
 
 import config
 from protocols.registry import ALL_PROTOCOLS, PROTOCOLS
-from protocols.ue_side import EdgeError, HandshakeError
+from protocols.ue_side import AUTO_DRAFT_LEN, EdgeError, HandshakeError
 from testbed.common.files import OutDirError, mark_complete, prepare_out, write_csv_atomic, write_json_atomic
 from testbed.common.heads import load_policy
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
 from testbed.common.plots import plot_run
-from testbed.common.summary import summarize, table
+from testbed.common.summary import summarize, table, window_table
 from testbed.live import placement
 from testbed.live.interrupt import guarded
 from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, wait_with_edge
@@ -118,9 +118,15 @@ class RunConfig:
             | {"link": asdict(self.link)}
 
 
+def _window(ue: UEConfig) -> str:
+    """The draft window as the run line shows it."""
+    return f"auto (<= {ue.draft_len_max})" if ue.draft_len == AUTO_DRAFT_LEN else str(ue.draft_len)
+
+
 def run(cfg: RunConfig) -> list[dict]:
     """Run every requested protocol on the same prompts and link; return their summaries."""
-    cfg = apply_pair(cfg, drafter="ue.drafter", target="edge.target")
+    # with --edge the pair names the UEs' drafter and prompts only: the target is the serving edge's
+    cfg = apply_pair(cfg, drafter="ue.drafter", target=None if cfg.remote_edge else "edge.target")
     tau, head_desc = None, "the remote edge's"
     if cfg.remote_edge is None:
         _, tau, head_desc = load_policy(cfg.edge.head, cfg.edge.tau, cfg.edge.target)  # fail fast on a bad --head
@@ -132,7 +138,7 @@ def run(cfg: RunConfig) -> list[dict]:
     config.write_config(out, dataclasses.replace(cfg, out=str(out)), machine | resolved)
     prompts, tok = load_prompts(cfg, out / "prompts.jsonl")
     refs = reference_outputs(cfg, prompts, out / "reference.jsonl", tok) if cfg.reference else None
-    summaries = []
+    summaries, windows = [], []
     with cpu_wakeup_bound(cfg.cpu_wakeup_us) as wakeup, _placement(cfg)(cfg, out, _edge_args(cfg)) as site:
         for note in site.notes + ([wakeup] if cfg.cpu_wakeup_us is not None else []):
             print(f"link: {note}")
@@ -143,13 +149,17 @@ def run(cfg: RunConfig) -> list[dict]:
             finally:  # also after a failure or an interruption: every round the UEs appended
                 rounds = _merge_rounds(pdir)
             s = _collect(proto, pdir, rounds, prompts, tok, refs)
+            windows.append(window_table(proto, rounds))
             write_json_atomic(pdir / "summary.json", s)
             summaries.append(s)
             head_desc = _record_edge(cfg, out, pdir) or head_desc
     write_csv_atomic(out / "summary.csv", pd.DataFrame(summaries))
-    tree = f"; tree budget {cfg.ue.tree_budget}" if "tree" in cfg.protocols() else ""
-    print(f"\nlink: {_describe_link(cfg, site)}; K={cfg.ue.draft_len}{tree}; head={head_desc}; results in {out}")
+    budget = f"auto (<= {cfg.ue.draft_len_max})" if cfg.ue.tree_budget == AUTO_DRAFT_LEN else cfg.ue.tree_budget
+    tree = f"; tree budget {budget}" if "tree" in cfg.protocols() else ""
+    print(f"\nlink: {_describe_link(cfg, site)}; K={_window(cfg.ue)}{tree}; head={head_desc}; results in {out}")
     print(table(summaries))
+    for w in filter(None, windows):
+        print(w)
     print(f"figure: {plot_run(out)}")
     mark_complete(out, started, ["summary.csv", *(f"{p}/summary.json" for p in cfg.protocols())])
     return summaries
@@ -222,7 +232,8 @@ def _collect(proto: str, pdir: Path, rounds: pd.DataFrame, prompts: pd.DataFrame
 
 def _edge_args(cfg: RunConfig) -> list[str]:
     """testbed.serve's argv (placement adds --bind)."""
-    edge = dataclasses.replace(cfg.edge, device=cfg.device, max_draft_len=max(cfg.edge.max_draft_len, cfg.ue.draft_len),
+    k_max = max(cfg.edge.max_draft_len, cfg.ue.draft_len, cfg.ue.draft_len_max)
+    edge = dataclasses.replace(cfg.edge, device=cfg.device, max_draft_len=k_max,
                                max_session_tokens=max(cfg.edge.max_session_tokens, cfg.ue.max_new_tokens), **_shared(cfg))
     return ["testbed.serve", *config.to_argv(edge)]
 

@@ -13,6 +13,8 @@ its hidden size does not fit the decision head, or when its prompt plus max_new_
 other sessions' reservations; with it, alone, as the engine makes room per pass); OPEN_OK reports the edge's settings
 (head, tau, target, batching).  An internal error is logged with its traceback here; the peer gets a generic ERROR.
 REFERENCE asks for the target-only greedy output of a prompt (what lossless protocols must reproduce), cached.
+``--engine vllm`` verifies through vLLM instead of our engine (wisv/serving/vllm_engine.py, docs/engines.md): the
+edge then holds only the target's config and LM head (``TargetFacts``), and REFERENCE runs through vLLM too.
 """
 from __future__ import annotations
 
@@ -51,6 +53,9 @@ from wisv.serving.batchverify import BatchVerifier, EngineConfig, EngineView
 from wisv.serving.estimator import EstimatorProfile
 from wisv.serving.kvbudget import KVBudgetError, KVLedger, KVShape, refusal, session_tokens
 from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
+from wisv.serving.engine import ENGINE_CHOICES, VerifyEngine
+from wisv.serving.vllm_engine import TargetFacts, VllmConfig, VllmVerifier
+from wisv.serving.wdt import WDTPredictor
 from wisv.tasks.evaluate import eos_id, greedy_reference
 from wisv.pairs import apply_pair
 
@@ -67,6 +72,8 @@ class ServeConfig:
     target: str | None = None  # local HF directory of the target; None = built-in toy target
     pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     device: str = "cpu"  # torch device of the target
+    engine: str = field(default="transformers", metadata={
+        "choices": ENGINE_CHOICES})  # verification engine: transformers (ours) | vllm (docs/engines.md)
     dtype: str = field(default="auto", metadata={
         "choices": DTYPE_CHOICES})  # the target's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
     head: str = "default"  # decision head for fh/sh/auto: default | none | accept-all | PATH (a trained head dir)
@@ -89,6 +96,7 @@ class ServeConfig:
     lost_order: str = field(default="last",
                             metadata={"choices": LOST_ORDER_CHOICES})  # slo: lost requests go last or by EDF (paper)
     slack_ms: float | None = None  # slo: time a batch keeps before its earliest feasible deadline, ms (None: guard_ms)
+    wdt_predictor: str | None = None  # slo: g_i from this WDT predictor (scripts/wdt_predictor.py; None: running mean)
     arrival_reserve: bool = True  # slo: no batch so long that a tight request arriving meanwhile must miss (off: paper)
     max_session_tokens: int = 4096  # largest generation budget (max_new_tokens) a session or REFERENCE may ask, tokens
     reference_cache: int = 4096  # target-only outputs kept for REFERENCE requests (least recently used dropped), prompts
@@ -104,6 +112,7 @@ class ServeConfig:
     heartbeat_ivl_ms: int = HEARTBEAT_IVL_MS  # unused: the ROUTER sends no PINGs (libzmq abort; UEs' TTL is used), ms
     heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS  # a peer silent this long after a PING is dropped, sessions freed, ms
     auth: str | None = None  # key dir from testbed.keys: require CURVE, accept only DIR/clients/*.key (None: anyone)
+    vllm: VllmConfig = field(default_factory=VllmConfig)  # --engine vllm: the engine options passed to vLLM
 
 
 class EdgeServer:
@@ -156,10 +165,15 @@ class EdgeServer:
         self.held = [(p, s) for p, s in self.held if self.sessions.get(s.token) is s]  # closed meanwhile: drop
         while self.held:
             for peer, sess, block, dt, n in self._step():
-                replies.append((peer, self._guard(peer, None, lambda *_: _end_draft(sess, block, dt, n), sess)))
+                finish = lambda *_: self._suggest(sess, _end_draft(sess, block, dt, n))  # noqa: E731
+                replies.append((peer, self._guard(peer, None, finish, sess)))
             if one_batch:
                 break
         return replies
+
+    def _suggest(self, sess: EdgeSession, reply: Message) -> Message:
+        """The VERDICT with a suggested stop depth for the next block, when the batcher has a WDT predictor."""
+        return _with_stop_depth(reply, self.batcher.stop_depth(sess) if self.batcher else None)
 
     def _guard(self, peer: bytes, frames: list | None, act, sess: EdgeSession | None = None,
                t0: float | None = None):
@@ -341,10 +355,15 @@ class EdgeServer:
                 if why := self.worker.submit(Job(peer, msg.session, prompt, n)):
                     raise ProtocolError("busy", why)
                 return None
-            tokens = greedy_reference(self.target, list(prompt), n)
+            tokens = self.generate(list(prompt), n)
             self.references.put(prompt, n, tokens)
             return reference_ok(msg.session, tokens, cached=False)
         return reference_ok(msg.session, tokens, cached=True)
+
+    def generate(self, prompt: list[int], n: int) -> list[int]:
+        """The target-only greedy output: by the engine when it runs the target itself (vLLM), else here."""
+        greedy = getattr(self.engine, "greedy", None)
+        return greedy(prompt, n, self.eos) if greedy is not None else greedy_reference(self.target, prompt, n)
 
     def references_done(self) -> list[tuple[bytes, list[bytes]]]:
         """Replies to the REFERENCEs the worker finished since the last call."""
@@ -386,14 +405,22 @@ class EdgeServer:
 
 def edge_settings(cfg: ServeConfig, tau: float, head: str, hidden_layer: int) -> dict:
     """The settings an edge reports in OPEN_OK (a run records them in config.json)."""
+    vllm = {f"vllm_{k}": v for k, v in asdict(cfg.vllm).items()} if cfg.engine == "vllm" else {}  # flat on the wire
     return {"target": cfg.target or "built-in", "head": head, "tau": float(tau), "hidden_layer": hidden_layer,
-            "device": cfg.device, "dtype": cfg.dtype, "max_draft_len": cfg.max_draft_len, "max_session_tokens": cfg.max_session_tokens,
+            "engine": cfg.engine, **vllm, "device": cfg.device, "dtype": cfg.dtype, "max_draft_len": cfg.max_draft_len, "max_session_tokens": cfg.max_session_tokens,
             "batch_verify": cfg.batch_verify, "scheduler": cfg.scheduler, "max_batch": cfg.max_batch,
             "kv_reuse": cfg.kv_reuse, "estimator": cfg.estimator, "wire_version": WIRE_VERSION}
 
 
 def reference_ok(session: str, tokens: list[int], cached: bool) -> Message:
     return make(MsgType.REFERENCE_OK, session, {"tokens": np.asarray(tokens, np.int32)}, cached=cached)  # [n]
+
+
+def _with_stop_depth(reply: Message, depth: int | None) -> Message:
+    """A VERDICT with the WDT predictor's suggested depth for the session's next block (when it has one)."""
+    if depth is not None and reply.type == MsgType.VERDICT and not reply.header.get("done"):
+        reply.header["stop_depth"] = depth
+    return reply
 
 
 def _arrival(item: tuple) -> float | None:
@@ -409,18 +436,33 @@ def _end_draft(sess: EdgeSession, block, dt: float, batch: int) -> Message:
     return sess.end_draft(block, dt, batch)
 
 
-def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[BatchVerifier | None, DraftBatcher | None]:
-    """The batched engine (with --batch-verify or --no-kv-reuse) and, when batching, its batcher."""
-    if not cfg.batch_verify and cfg.kv_reuse:
+def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[VerifyEngine | None, DraftBatcher | None]:
+    """The engine (vLLM with --engine vllm; ours with --batch-verify or --no-kv-reuse, else none: a VerifySession per
+    session) and, when batching, its batcher."""
+    if cfg.engine == "vllm":
+        engine = vllm_engine(cfg, target, hidden_layer)
+    elif not cfg.batch_verify and cfg.kv_reuse:
         return None, None
-    engine = BatchVerifier(target, EngineConfig(kv_reuse=cfg.kv_reuse, session_timeout_s=cfg.session_timeout_s,
-                                                memory_budget_mb=cfg.memory_budget_mb, hidden_layer=hidden_layer))
+    else:
+        engine = BatchVerifier(target, EngineConfig(kv_reuse=cfg.kv_reuse, session_timeout_s=cfg.session_timeout_s,
+                                                    memory_budget_mb=cfg.memory_budget_mb, hidden_layer=hidden_layer))
     if not cfg.batch_verify:
         return engine, None
     est = EstimatorProfile.load(cfg.estimator) if cfg.estimator else None
     slack = None if cfg.slack_ms is None else cfg.slack_ms / 1e3
+    wdt = WDTPredictor.load(cfg.wdt_predictor) if cfg.wdt_predictor else None
     return engine, DraftBatcher(engine, cfg.scheduler, cfg.max_batch, est, cfg.guard_ms / 1e3, cfg.lost_order, slack,
-                                cfg.arrival_reserve)
+                                cfg.arrival_reserve, wdt)
+
+
+def vllm_engine(cfg: ServeConfig, target, hidden_layer: int) -> VllmVerifier:
+    """The vLLM engine over the loaded target's directory, with the target's LM head (--dtype and
+    --memory-budget-mb passed through; --no-kv-reuse turns prefix caching off)."""
+    head = target.get_output_embeddings()
+    return VllmVerifier(str(target.name_or_path), head.weight, cfg.vllm, lm_head_bias=getattr(head, "bias", None),
+                        dtype=str(resolve_dtype(cfg.dtype, cfg.device)).removeprefix("torch."),
+                        kv_cache_mb=cfg.memory_budget_mb, prefix_caching=cfg.kv_reuse, hidden_layer=hidden_layer,
+                        session_timeout_s=cfg.session_timeout_s)
 
 
 def serve(cfg: ServeConfig, ready=print) -> None:
@@ -428,7 +470,9 @@ def serve(cfg: ServeConfig, ready=print) -> None:
     torch.set_num_threads(1)
     cfg = apply_pair(cfg, drafter=None)
     path = cfg.target or builtin_paths()[1]
-    target = load_model(Path(path), "target", cfg.device, resolve_dtype(cfg.dtype, cfg.device))
+    dtype = resolve_dtype(cfg.dtype, cfg.device)
+    target = (TargetFacts(path, cfg.device, dtype) if cfg.engine == "vllm"  # vLLM runs it: its facts and LM head here
+              else load_model(Path(path), "target", cfg.device, dtype))
     policy, tau, desc = load_policy(cfg.head, cfg.tau, cfg.target, int(target.config.hidden_size))
     print(f"edge: decision head {desc}", flush=True)
     gc.collect()
@@ -454,8 +498,9 @@ def serve(cfg: ServeConfig, ready=print) -> None:
                 stack.callback(serve_curve(ctx, sock, cfg.auth).stop)
             watch = PeerWatch(sock)
             stack.callback(watch.close)
-            server.worker = ReferenceWorker(lambda p, n: greedy_reference(target, p, n), server.references)
-            stack.callback(server.worker.stop)
+            if getattr(server.engine, "greedy", None) is None:  # an engine of its own (vLLM) computes them inline
+                server.worker = ReferenceWorker(server.generate, server.references)
+                stack.callback(server.worker.stop)
             sys.setswitchinterval(SWITCH_INTERVAL_S)  # the loop gets the GIL back from the worker within ~1 ms
             endpoint = _bind(sock, cfg.bind)
             if warning := open_bind_warning(endpoint, cfg.auth):

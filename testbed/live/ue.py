@@ -31,7 +31,7 @@ from channel.trace import CSITrace
 from protocols.auto import AUTO_RULES
 from protocols.handshake import Vocab
 from protocols.registry import PROTOCOLS
-from protocols.ue_side import EdgeError, HandshakeError, UEParams, UESession
+from protocols.ue_side import AUTO_DRAFT_LEN, EdgeError, HandshakeError, UEParams, UESession
 from protocols.wire import Limits, MsgType, WireError, make
 from testbed.common.link import LinkSpec
 from testbed.common.summary import summarize, table, write_summary
@@ -45,7 +45,51 @@ from wisv.tasks.prompts import CHAT_TEMPLATE_MODES, prompt_rows
 from wisv.records.rows import RoundLog, RoundRow, to_frame
 from wisv.decoding.rejection import load_predictor, stop_rule, wasted_drafting
 from wisv.decoding.sessions import DraftSession
+from wisv.serving.wdt import confidence_summary
+from wisv.timing.window import TreeWindowTracker, WindowTracker
 from wisv.pairs import apply_pair
+
+
+def parse_draft_len(tokens: list[str] | str | int, flag: str = "--draft-len") -> int:
+    """--draft-len (or --tree-budget): a positive number of tokens, or ``auto`` (AUTO_DRAFT_LEN)."""
+    text = " ".join(map(str, tokens)) if isinstance(tokens, list) else tokens
+    if str(text).strip().lower() == "auto":
+        return AUTO_DRAFT_LEN
+    try:
+        k = int(text)
+    except ValueError:
+        raise config.ConfigError(f"{flag}: expected a number of tokens or auto, got {text!r}") from None
+    if k < 1:
+        raise config.ConfigError(f"{flag}: must be >= 1 (or auto), got {k}")
+    return k
+
+
+def format_draft_len(k: int) -> str:
+    return "auto" if k == AUTO_DRAFT_LEN else str(k)
+
+
+def parse_k_by_rtt(text: str) -> dict[float, int]:
+    """--draft-len-by-rtt ``RTT_MS:K[,...]`` -> {rtt_ms: K} (empty: off)."""
+    out = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        rtt, sep, k = item.partition(":")
+        try:
+            out[float(rtt)] = int(k)
+        except ValueError:
+            raise ValueError(f"--draft-len-by-rtt: expected RTT_MS:K, got {item!r}") from None
+        if not sep or out[float(rtt)] < 1:
+            raise ValueError(f"--draft-len-by-rtt: expected RTT_MS:K with K >= 1, got {item!r}")
+    return out
+
+
+def oracle_k(table: dict[float, int], csi) -> int:
+    """The K of the table entry nearest the RTT in force."""
+    return table[min(table, key=lambda rtt: abs(rtt - csi.rtt_ms))]
+
+
+DRAFT_LEN_TEXT = {"parse": parse_draft_len, "format": lambda k: [format_draft_len(k)]}  # --draft-len 8 | auto
+TREE_BUDGET_TEXT = {"parse": lambda t: parse_draft_len(t, "--tree-budget"),
+                    "format": lambda k: [format_draft_len(k)]}  # --tree-budget 16 | auto
 
 
 @dataclass
@@ -66,7 +110,13 @@ class UEConfig:
         "choices": DTYPE_CHOICES})  # the drafter's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
     protocol: str = field(default="auto", metadata={"choices": tuple(PROTOCOLS)})  # protocol of every session
     auto_rule: str = field(default="cost", metadata={"choices": AUTO_RULES})  # auto's FH/SH rule
-    draft_len: int = 8  # K, draft tokens per round (the largest, with pipeline_depth)
+    draft_len: int = field(default=8, metadata={
+        **DRAFT_LEN_TEXT, "example": 12})  # K, draft tokens per round (the largest, with pipeline_depth); auto: per round
+    draft_len_max: int = 32  # --draft-len auto: the largest K it may choose, tokens
+    follow_stop_depth: bool = False  # without --rejection-predictor: draft at most the edge's suggested stop depth
+    draft_features: bool = False  # each DRAFT carries the drafter's max prob, entropy and top-2 margin per token (fp16)
+    draft_len_by_rtt: str = field(default="", metadata={
+        "example": "5:8,60:16"})  # benchmark oracle: K by the emulated link's RTT in force, RTT_MS:K[,...] ("": off)
     max_new_tokens: int = 160  # generation budget per prompt, tokens
     temperature: float = 1.0  # sampling temperature (reject)
     seed: int = 0  # sampling seed base (prompt i samples with seed + i)
@@ -79,7 +129,8 @@ class UEConfig:
     rejection_threshold: float | None = None  # flag a token when p(rejected) >= this (None: the predictor's own)
     proactive: int = 0  # SpecEdge: draft up to this many tokens past each block while it is verified (0: off)
     pipeline_depth: bool = False  # SpecEdge: choose K <= draft_len per round so that K * tau_d + RTT ~= verify time
-    tree_budget: int = 16  # tree protocol: draft tokens per tree, N (--proactive adds a reused chain on top)
+    tree_budget: int = field(default=16, metadata={
+        **TREE_BUDGET_TEXT, "example": 8})  # tree protocol: draft tokens per tree, N (--proactive adds a chain); auto
     reference: bool = True  # ask the edge for target-only greedy outputs, for matches_target (--no-reference: skip)
     heartbeat_ivl_ms: int = HEARTBEAT_IVL_MS  # ZMTP heartbeat PING interval of the UE's socket, ms (0: none)
     heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS  # a connection silent this long after a PING is redialled, ms
@@ -94,6 +145,7 @@ class Local:
     vocab: Vocab  # declared at OPEN
     link: LinkSpec | None = None  # the emulated link (None: a real one, whose measured CSI is recorded)
     stop: Callable | None = None  # WISP rejection predictor's stop rule
+    window: WindowTracker | None = None  # --draft-len auto: what it learnt over the prompts so far
     edge: dict = field(default_factory=dict)  # the edge's settings from its last OPEN_OK
     endpoint: str = ""  # tcp://HOST:PORT the UE connects to
     log: RoundLog | None = None  # every round appended as it happens (rounds.jsonl)
@@ -130,7 +182,13 @@ def run_round(client: Client, sess: UESession, est: CSIEstimator) -> dict:
             "t_head_s": v["t_head_s"], "t_round_s": time.perf_counter() - t_start, "wdt_tokens": wdt,
             "proactive_drafted": n_pro, "proactive_reused": r.reused, "t_proactive_s": t_pro, "t_wdt_s": t_wdt,
             "committed": len(sess.tokens) - n_before, "t_edge_s": t_edge, "retries": io.retries,
-            "resumed": io.resumed, **_tree_columns(r)}
+            "resumed": io.resumed, "window_k": r.window, **_tree_columns(r), **_confidence_columns(r)}
+
+
+def _confidence_columns(r) -> dict:
+    """The block's draft-confidence summary (RoundRow draft_* fields: the WDT predictor's training data)."""
+    f = r.draft.features
+    return confidence_summary(f[:, :3].numpy()) if r.tree is None and f is not None and len(f) else {}
 
 
 def _tree_columns(r) -> dict:
@@ -149,19 +207,26 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
     t0 = time.perf_counter()
     handshake(client, est, sid, cfg.probe_bytes, index)
     t_probe = time.perf_counter() - t0
-    params = UEParams(cfg.protocol, cfg.draft_len, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
+    oracle = parse_k_by_rtt(cfg.draft_len_by_rtt)
+    k = max(oracle.values()) if oracle else cfg.draft_len
+    params = UEParams(cfg.protocol, k, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
                       cfg.seed + index, int(loc.drafter.config.vocab_size), cfg.proactive, cfg.pipeline_depth,
-                      cfg.tree_budget, vocab=loc.vocab)
-    sess = UESession(sid, DraftSession(loc.drafter, ids), params, eos_id(loc.drafter), loc.stop)
+                      cfg.tree_budget, vocab=loc.vocab, draft_len_max=cfg.draft_len_max,
+                      features=cfg.draft_features, follow_stop_depth=cfg.follow_stop_depth)
+    sess = UESession(sid, DraftSession(loc.drafter, ids), params, eos_id(loc.drafter), loc.stop, loc.window)
     t1 = time.perf_counter()
     ok = open_session(client, sess)
     loc.edge = ok.header.get("edge", loc.edge)
     sess.d.hidden_layer = ok.header.get("hidden_layer", -1)  # the layer the edge's decision head was trained on
     rows, trace = [], loc.link.trace() if loc.link else None
+    if oracle and trace is None:
+        raise ValueError("--draft-len-by-rtt picks K from the emulated link's CSI in force: it needs an emulated link")
     while not sess.done:
         t_link = time.time() - cfg.link_t0_epoch_s
         in_force = trace.at(t_link) if trace else None
         prefix = len(ids) + len(sess.tokens)
+        if oracle:
+            sess.p.draft_len = oracle_k(oracle, in_force)
         measured = run_round(client, sess, est)
         row = RoundRow(prompt_id=pid, ue_id=cfg.ue_id, prompt_len=len(ids), prefix_len=prefix, **measured,
                        **_csi_columns(in_force, est, measured=loc.link is None),
@@ -224,7 +289,7 @@ def run(cfg: UEConfig) -> dict:
     gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
     stop = stop_rule(load_predictor(cfg.rejection_predictor), cfg.rejection_threshold) if cfg.rejection_predictor else None
     loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect,
-                log=RoundLog(out / "rounds.jsonl"))
+                log=RoundLog(out / "rounds.jsonl"), window=(TreeWindowTracker if cfg.protocol == "tree" else WindowTracker)(1, cfg.draft_len_max))
     ctx, est = zmq.Context(), CSIEstimator()
     client = Client(ctx, cfg.connect, cfg.ue_id, Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms), cfg.retry_s)

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 import pandas as pd
 import torch
 import zmq
@@ -42,6 +43,7 @@ from wisv.records.rows import read_records, to_frame
 from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.decoding.speculative import speculative_generate
 from wisv.records.summary import summarize_rounds
+from wisv.decoding.rejection import draft_features
 from wisv.pairs import apply_pair
 
 matplotlib.use("Agg")
@@ -69,6 +71,9 @@ class LoadConfig:
                             metadata={"choices": LOST_ORDER_CHOICES})  # slo: lost requests go last or by EDF (paper)
     slack_ms: float | None = None  # slo: batch slack before the earliest feasible deadline, ms (None: the guard)
     arrival_reserve: bool = True  # slo: bound batches for tight arrivals (testbed.serve --[no-]arrival-reserve)
+    draft_features: bool = False  # DRAFTs carry the drafter's per-token features (fp16 [K, 3]) for a WDT predictor
+    wdt_predictor: str | None = None  # slo: the edge's g_i from this WDT predictor (scripts/wdt_predictor.py)
+    trace_cache: str | None = None  # JSON of the recorded drafts: read if it matches this run's, else written
     compare_max_batch: int = 0  # >0: also run the sweep against an edge with this max batch (1: one at a time)
     epsilon: float = 0.1  # capacity: largest N with violation rate <= epsilon per class
     timeout_s: float = 600.0  # give up on a load run after this long, s
@@ -108,8 +113,43 @@ def make_traces(cfg: LoadConfig, n_prompts: int) -> list[Trace]:
         out = speculative_generate(pair.drafter, pair.target, ids, max_new_tokens=cfg.max_new_tokens,
                                    draft_len=cfg.draft_len)
         rounds = [r for r in out.rounds if r.draft_tokens]  # a last round may draft nothing (one token of budget left)
-        traces.append(Trace(p["prompt_id"], ids, [r.draft_tokens for r in rounds], [r.accepted for r in rounds]))
+        feats = block_features(pair.drafter, ids, out.rounds) if cfg.draft_features else None
+        traces.append(Trace(p["prompt_id"], ids, [r.draft_tokens for r in rounds], [r.accepted for r in rounds], feats))
     return traces
+
+
+def cached_traces(cfg: LoadConfig, n_prompts: int) -> list[Trace]:
+    """make_traces, through ``--trace-cache`` when given: runs that compare schedulers replay the same drafts."""
+    key = {"n": n_prompts, "draft_len": cfg.draft_len, "max_new_tokens": cfg.max_new_tokens, "target": cfg.target,
+           "drafter": cfg.drafter, "prompts_file": cfg.prompts_file, "draft_features": cfg.draft_features}
+    path = Path(cfg.trace_cache) if cfg.trace_cache else None
+    if path is not None and path.is_file():
+        doc = json.loads(path.read_text())
+        if doc["key"] == key:
+            return [Trace(t["prompt_id"], t["prompt_ids"], t["blocks"], t["accepted"],
+                          None if t["features"] is None else [np.asarray(f, np.float16) for f in t["features"]])
+                    for t in doc["traces"]]
+    traces = make_traces(cfg, n_prompts)
+    if path is not None:
+        rows = [asdict(t) | {"features": None if t.features is None else [f.tolist() for f in t.features]}
+                for t in traces]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"key": key, "traces": rows}))
+    return traces
+
+
+def block_features(drafter, prompt_ids: list[int], rounds) -> list[np.ndarray]:
+    """Per round that drafted, the drafter's features of its block ([K, 3] fp16: max prob, entropy, margin), from one
+    drafter pass over the committed prefix and the block."""
+    out, prefix = [], list(prompt_ids)
+    for r in rounds:
+        if r.draft_tokens:
+            ids = torch.tensor([prefix + r.draft_tokens[:-1]])  # [1, L + K - 1]
+            with torch.no_grad():
+                logits = drafter(ids).logits[0, len(prefix) - 1:]  # [K, V]: position j drafted block[j]
+            out.append(draft_features(logits)[:, :3].numpy().astype(np.float16))
+        prefix += r.committed
+    return out
 
 
 def active_goodput(df: pd.DataFrame) -> float:
@@ -198,7 +238,7 @@ def run(cfg: LoadConfig) -> pd.DataFrame:
     machine = machine_info()
     (out / "config.json").write_text(json.dumps(asdict(cfg) | {"machine": machine}, indent=1))
     config.write_config(out, replace(cfg, out=str(out)), machine)
-    traces = make_traces(cfg, max(cfg.ns()) * cfg.prompts_per_ue)
+    traces = cached_traces(cfg, max(cfg.ns()) * cfg.prompts_per_ue)
     sweep = finish_sweep(cfg, _sweep(cfg, traces, cfg.max_batch, out), out)
     if cfg.compare_max_batch:
         other = mean_sweep(_sweep(cfg, traces, cfg.compare_max_batch, out / f"max_batch_{cfg.compare_max_batch}"))
@@ -230,7 +270,7 @@ def edge_config(cfg: LoadConfig, max_batch: int) -> ServeConfig:
     if cfg.scheduler != "slo":
         return edge
     return replace(edge, estimator=cfg.estimator, guard_ms=cfg.guard_ms, lost_order=cfg.lost_order,
-                   slack_ms=cfg.slack_ms, arrival_reserve=cfg.arrival_reserve)
+                   slack_ms=cfg.slack_ms, arrival_reserve=cfg.arrival_reserve, wdt_predictor=cfg.wdt_predictor)
 
 
 def sweep_row(s: dict) -> dict:

@@ -37,3 +37,15 @@ def test_plot_run_writes_a_png(tmp_path):
     assert path == tmp_path / "run" / "run.png"
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_a_protocol_whose_every_prompt_failed_is_a_column_of_nan_and_the_figure_is_still_drawn(tmp_path):
+    run = _run_dir(tmp_path)
+    (run / "tree").mkdir()
+    (run / "tree" / "outputs.jsonl").write_text("".join(json.dumps({"prompt_id": p, "error": "refused"}) + "\n"
+                                                        for p in ("7", "3", "5")))
+    pd.DataFrame({"protocol": ["greedy", "fh", "tree"], "aal": [2.5, 3.25, None]}).to_csv(run / "summary.csv",
+                                                                                           index=False)
+    lat = latency_by_prompt(run)
+    assert list(lat.columns) == ["greedy", "fh", "tree"] and lat["tree"].isna().all()
+    assert plot_run(run).exists()

@@ -7,7 +7,7 @@ import logging
 import pytest
 import zmq
 
-from protocols.wire import Limits, MsgType, decode, encode, make
+from protocols.wire import SCHEMAS, Limits, MsgType, decode, encode, make
 from testbed.live.admission import Quotas, Seat, stale, why_refused
 from testbed.live.intake import Bucket, Budget, caps, edge_limits, recv_bounded
 from testbed.live.ratelog import RateLimit
@@ -51,7 +51,7 @@ def test_caps_follow_the_limits_and_the_edge_frame_bound() -> None:
     assert lim.max_frame_bytes == max(4 * 8 * 16384, 8 * 8192, 4096)  # hidden [K, d] at its widest, float32
     c = caps(lim)
     assert c[MsgType.PING].parts == 2 and c[MsgType.PING].nbytes == 1 + lim.max_header_bytes + 4096
-    assert c[MsgType.DRAFT].parts == 5 and c[MsgType.CLOSE].parts == 1
+    assert c[MsgType.DRAFT].parts == 1 + len(SCHEMAS[MsgType.DRAFT].tensors) and c[MsgType.CLOSE].parts == 1
 
 
 @pytest.fixture
