@@ -200,7 +200,7 @@ def pong_pinning(ctx, t: Target, stop, stats) -> None:
         for i in range(64):
             s.send_multipart(ping(seq=i, reply_bytes=asked), flags=zmq.NOBLOCK)
     stop.wait()
-    stats.update(peers=len(socks), reply_bytes=asked)
+    stats.update(peers=len(socks), reply_bytes=asked, replies_read=0)
 
 
 @_probe

@@ -125,11 +125,11 @@ class ServeConfig:
         "above": 0})  # batching: bytes one peer's queued arrivals may hold, MB
     inbox_total_mb: float = field(default=TOTAL_QUEUE_BYTES / 2**20, metadata={
         "above": 0})  # batching: bytes all queued arrivals may hold, MB
-    max_probe_bytes: int = field(default=256 * 2**10, metadata={
-        "min": 0})  # largest PING payload and PONG reply_bytes (a UE probes 8 KiB), bytes
-    probe_rate_kb_s: float = field(default=256.0, metadata={
+    max_probe_bytes: int = field(default=2**20, metadata={
+        "min": 0})  # largest PING payload and PONG reply_bytes (a UE's adaptive probes reach 1 MiB), bytes
+    probe_rate_kb_s: float = field(default=1024.0, metadata={
         "min": 0})  # PONG payload bytes one peer may ask for per second, beyond a burst, KB/s
-    probe_burst_kb: float = field(default=1024.0, metadata={
+    probe_burst_kb: float = field(default=4096.0, metadata={
         "min": 0})  # PONG payload bytes one peer may ask for at once, KB
     handshake_ivl_ms: int = field(default=5000, metadata={
         "min": 0})  # a connection that has not finished its ZMTP/CURVE handshake by then is closed, ms

@@ -22,7 +22,7 @@ from tests.protocols.test_wire_fuzz import CORPUS, seed_frames
 
 EXAMPLES = 120  # messages drawn from each strategy of the corpus
 MAX_DRAFT = 8  # the edge's --max-draft-len (its decode limits follow)
-EDGE_PROBE_BYTES = 256 * 2**10  # testbed.serve's default --max-probe-bytes
+EDGE_PROBE_BYTES = 2**20  # testbed.serve's default --max-probe-bytes
 RECV_TIMEOUT_MS = 30_000  # a lost reply fails the test instead of hanging it
 UE_TIMEOUT_S = 300
 
