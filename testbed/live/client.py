@@ -5,6 +5,7 @@ replaced and the same message sent again; the edge answers a retransmission as i
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -28,9 +29,10 @@ UNKNOWN_SESSION = "unknown_session"  # the edge's ERROR code for a session it do
 class Client:
     """DEALER socket shell: send/receive Messages, counting the bytes they occupy on the link."""
 
-    def __init__(self, ctx: zmq.Context, endpoint: str, identity: str, limits: Limits, timeout_s: float,
+    def __init__(self, ctx: zmq.Context, endpoint: str, name: str, limits: Limits, timeout_s: float,
                  auth: str | None = None, heartbeat: Heartbeat = Heartbeat(), retry_s: float = 60.0):
-        self.ctx, self.endpoint, self.identity, self.timeout_s = ctx, endpoint, identity, timeout_s
+        self.ctx, self.endpoint, self.name, self.timeout_s = ctx, endpoint, name, timeout_s
+        self.identity = ""  # this connection's socket identity: the name and a random tag, new on every reconnect
         self.auth, self.heartbeat = auth, heartbeat  # CURVE key dir (testbed.keys; None: none); ZMTP heartbeats
         self.retry_s = retry_s  # retry window of one exchange or round, s
         self.limits = limits
@@ -39,6 +41,7 @@ class Client:
 
     def _connect(self) -> zmq.Socket:
         sock = bound_socket(self.ctx.socket(zmq.DEALER), self.limits)
+        self.identity = peer_identity(self.name)  # the edge routes by it; sessions follow their token, not it
         sock.setsockopt(zmq.IDENTITY, self.identity.encode())
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVTIMEO, int(self.timeout_s * 1000))
@@ -47,7 +50,8 @@ class Client:
         return sock
 
     def reconnect(self) -> None:
-        """Drop the socket and any late replies queued on it (after a timeout)."""
+        """Drop the socket and any late replies queued on it (after a timeout); dial again with a fresh identity (the
+        edge does not hand an identity over to a new connection while the old one lingers)."""
         self.sock.close(0)
         self.sock = self._connect()
 
@@ -94,7 +98,12 @@ class Client:
             self.retry(window, str(edge_error(reply)))
 
     def retry(self, window: Window, why: str) -> None:
-        """Wait for the window's next attempt (or raise RetryExhausted), then replace the socket."""
+        """Wait for the window's next attempt (or raise RetryExhausted), then replace the socket; say so on stderr
+        now and then (an unreachable edge is not silence)."""
+        if window.note_due():
+            left = max(0.0, window.window_s - (window.clock() - window.t0))
+            print(f"waiting for {self.endpoint}: no answer yet ({why}); retrying for up to {left:.0f} s more "
+                  "(--retry-s)", file=sys.stderr, flush=True)
         window.next_attempt(why)
         self.reconnect()
 
@@ -103,20 +112,26 @@ class Client:
 
 
 def peer_identity(name: str) -> str:
-    """A socket identity unique on a shared edge (two hosts' UEs may both be ``ue0``): the name and a random tag."""
+    """A socket identity unique on a shared edge (two hosts' UEs may both be ``ue0``): the name and a random tag.
+    The identity only routes replies: a session is found by its token (and, under --auth, the key)."""
     return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
-def handshake(client: Client, est: CSIEstimator, sid: str, probe_bytes: int, seq: int) -> None:
-    """RTT handshake before a request, then timed uplink and downlink probes (if enabled)."""
-    _, rtt = client.exchange(make(MsgType.PING, sid, None, seq=seq, t_send=time.time()))
-    est.add_rtt(rtt)
-    if probe_bytes > 0:
-        up = make(MsgType.PING, sid, {"payload": np.zeros(probe_bytes, np.uint8)},
-                  seq=seq, t_send=time.time())
-        est.add_probe("up", probe_bytes, client.exchange(up)[1])
-        down = make(MsgType.PING, sid, None, seq=seq, t_send=time.time(), reply_bytes=probe_bytes)
-        est.add_probe("down", probe_bytes, client.exchange(down)[1])
+def handshake(client: Client, est: CSIEstimator, sid: str, probe: bool, seq: int) -> None:
+    """RTT pings before a request, then (``probe``) timed uplink and downlink probes sized by the estimator; the
+    first handshake sends a few of each (CSIEstimator.probes_wanted)."""
+    for _ in range(est.probes_wanted()):
+        est.add_rtt(client.exchange(make(MsgType.PING, sid, None, seq=seq, t_send=time.time()))[1])
+    if not probe:
+        return
+    for _ in range(est.probes_wanted("up")):
+        n = est.probe_bytes("up")
+        up = make(MsgType.PING, sid, {"payload": np.zeros(n, np.uint8)}, seq=seq, t_send=time.time())
+        est.add_probe("up", n, client.exchange(up)[1])
+    for _ in range(est.probes_wanted("down")):
+        n = est.probe_bytes("down")
+        down = make(MsgType.PING, sid, None, seq=seq, t_send=time.time(), reply_bytes=n)
+        est.add_probe("down", n, client.exchange(down)[1])
 
 
 def open_session(client: Client, sess: UESession) -> Message:

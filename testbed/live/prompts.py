@@ -11,7 +11,8 @@ from tqdm import tqdm
 
 from protocols.handshake import Vocab
 from protocols.wire import Limits
-from testbed.live.client import Client, fetch_references, peer_identity
+from testbed.common.text import decoder
+from testbed.live.client import Client, fetch_references
 from wisv.tasks.evaluate import greedy_reference
 from wisv.tasks.jsonl import write_jsonl
 from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
@@ -41,7 +42,9 @@ def reference_outputs(cfg, prompts: pd.DataFrame, out_file: Path, tok=None) -> d
     """Target-only greedy outputs (what lossless protocols must reproduce), saved as JSONL; ``tok``: the prompts'
     tokenizer, whose vocabulary a remote edge checks first."""
     refs = _edge_references(cfg, prompts, tok) if cfg.remote_edge else _local_references(cfg, prompts)
-    write_jsonl(out_file, ({"prompt_id": k, "tokens": v} for k, v in refs.items()))
+    decode = decoder(tok)
+    write_jsonl(out_file, ({"prompt_id": k, "tokens": v, **({"text": decode(v)} if decode else {})}
+                           for k, v in refs.items()))
     return refs
 
 
@@ -59,7 +62,7 @@ def _edge_references(cfg, prompts: pd.DataFrame, tok) -> dict[str, list[int]]:
     """Asked of the remote edge straight (not through an emulated link), which computes and caches them."""
     ctx = zmq.Context()
     limits = Limits(vocab_size=2**31 - 1)  # no model here: the edge's target bounds the ids it returns
-    client = Client(ctx, cfg.remote_edge, peer_identity("run-ref"), limits, cfg.ue.recv_timeout_s, cfg.auth,
+    client = Client(ctx, cfg.remote_edge, "run-ref", limits, cfg.ue.recv_timeout_s, cfg.auth,
                     retry_s=cfg.ue.retry_s)
     try:
         rows = tqdm(prompts.to_dict("records"), desc="target-only reference (edge)")

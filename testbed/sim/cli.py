@@ -220,5 +220,5 @@ def main(argv: list[str] | None = None) -> None:
         calibrate_main(argv[1:])
         return
     cfg = parse_args(argv)
-    if config.run_reporting("testbed.simulate", lambda: run(cfg)):
+    if config.run_reporting("python -m testbed.simulate", lambda: run(cfg)):
         sys.exit(2)
