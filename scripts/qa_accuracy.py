@@ -1,4 +1,4 @@
-"""Target-only greedy accuracy on the QA task's splits, overall and per kind (a JSON, its config beside it).
+"""Target-only greedy accuracy on the QA task's splits (or the long-form task's pools), overall and per kind (a JSON, its config beside it).
 
 Usage: ``python scripts/qa_accuracy.py --target DIR [--gguf FILE] [--splits calib test] [--n 50]
 [--out results/smollm2/qa_accuracy.json]``
@@ -26,6 +26,7 @@ from labeling.label import batched_greedy  # noqa: E402
 from wisv.tasks.evaluate import eos_id, greedy_reference  # noqa: E402
 from wisv.tasks.jsonl import read_jsonl, write_jsonl  # noqa: E402
 from wisv.tasks.qa import QA_DIR, SPLITS, check_answer  # noqa: E402
+from wisv.tasks.pools import POOLS  # noqa: E402
 from wisv.tasks.prompts import read_jsonl_prompts  # noqa: E402
 
 
@@ -35,8 +36,9 @@ class QAAccuracyConfig:
 
     target: str = ""  # target model directory (HF), or the directory of --gguf
     gguf: str | None = None  # GGUF file name inside --target (None: --target is an HF directory)
-    splits: list[str] = field(default_factory=lambda: list(SPLITS), metadata={"choices": SPLITS})  # splits measured
-    qa_dir: str = str(QA_DIR)  # directory holding <split>.jsonl
+    splits: list[str] = field(default_factory=lambda: list(SPLITS), metadata={"choices": tuple(dict.fromkeys(
+        SPLITS + POOLS))})  # splits measured (the long-form task's pools: distill, calib, test)
+    qa_dir: str = str(QA_DIR)  # directory holding <split>.jsonl (wisv/assets/longform: the long-form task)
     n: int | None = None  # first n rows of each split (None: all)
     max_new_tokens: int = 32  # greedy output budget per question, tokens
     batch: int = 16  # questions of similar length decoded together, left-padded (1: one by one, unpadded)

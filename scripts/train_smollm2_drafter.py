@@ -1,16 +1,20 @@
 """Distil the SmolLM2 pair's early-exit drafter on the target's own greedy generations (seeded, CPU).
 
-Usage: ``python scripts/train_smollm2_drafter.py [--layers 0 1 2 3] [--epochs 10]``, after
+Usage: ``python scripts/train_smollm2_drafter.py [--layers 0 1 2 3] [--epochs 4] [--prompts 2500]``, after
 ``python -m wisv.pairs build smollm2 --stages download target``.  The drafter is the target's first layers, final
-norm and LM head; the layers named in --train-layers and the final norm are trained on the target's greedy
-generations of in-domain QA questions (scripts/smollm2_qa_distill_prompts.py: none in the QA test split) and of
-generic prompts (scripts/smollm2_distill_prompts.py): cross-entropy on the target's greedy next token at every
-generated position, plus (QA rows) cross-entropy on the target's top-k next-token distribution.  Saved in fp16 to
+norm and LM head restricted to a kept vocabulary; the layers named in --train-layers and the final norm are trained
+on the target's greedy generations of generic prompts (scripts/smollm2_distill_prompts.py) and of the long-form
+task's **distill pool** (``wisv/assets/longform/distill.jsonl``; never its calib or test pool, nor the generic
+held-out prompts), optionally plus the old QA task's in-domain questions (``--qa``; none of its test split):
+cross-entropy on the target's greedy next token at every generated position, mixed with cross-entropy on the
+target's top-k next-token distribution.  The kept vocabulary is every token of those generations plus the
+``--head-min-ids`` lowest ids (BPE's first merges: its most frequent tokens).  Saved in fp16 to
 wisv/assets/smollm2-drafter/ with drafter.json, which ``python -m wisv.pairs build smollm2`` lays over the target's
-copied layers.
+copied layers; each epoch's layers also go to ``<cache>/distill/checkpoints/`` (AAL against distillation tokens).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import sys
@@ -27,10 +31,12 @@ sys.path.insert(0, str(ROOT))
 import config  # noqa: E402
 from scripts.smollm2_distill_prompts import distill_prompts  # noqa: E402
 from scripts.smollm2_qa_distill_prompts import qa_distill_prompts  # noqa: E402
+from wisv.tasks.jsonl import read_jsonl  # noqa: E402
 from wisv.pairs import cache_dir, pair_dir  # noqa: E402
 from wisv.pairs.drafter import ASSET_DIR, SPEC_FILE, early_exit  # noqa: E402
 from wisv.pairs.fetch import sha256_file  # noqa: E402
 from wisv.tasks.prompts import encode_prompt  # noqa: E402
+from wisv.tasks.pools import pool_path  # noqa: E402
 
 WEIGHTS_FILE = "layers.safetensors"
 
@@ -41,15 +47,18 @@ class DistillConfig:
 
     layers: list[int] = field(default_factory=lambda: [0, 1, 2, 3])  # target layers the drafter keeps, in order
     train_layers: list[int] = field(default_factory=lambda: [1, 2, 3])  # drafter layers trained (others: copied)
-    prompts: int = 128  # generic distillation prompts (scripts/smollm2_distill_prompts.py)
+    prompts: int = 1536  # generic distillation prompts (scripts/smollm2_distill_prompts.py)
     max_new_tokens: int = 64  # target greedy generation length per generic prompt, tokens
-    qa: bool = True  # add the in-domain QA prompts (scripts/smollm2_qa_distill_prompts.py)
+    pool: str = field(default="distill", metadata={"choices": ("distill",)})  # long-form pool read (not calib/test)
+    pool_max_new_tokens: int = 96  # target greedy generation length per long-form prompt, tokens
+    qa: bool = False  # add the old QA task's in-domain prompts (scripts/smollm2_qa_distill_prompts.py)
     qa_max_new_tokens: int = 48  # target greedy generation length per QA prompt, tokens
-    top_k: int = 8  # target logits kept per generated QA position for the soft loss
-    soft_weight: float = 0.5  # weight of the top-k soft cross-entropy (QA rows); the hard one gets 1 - this
+    head_min_ids: int = 0  # also keep token ids below this in the head's vocabulary (0: the generations' tokens only)
+    top_k: int = 8  # target logits kept per generated position for the soft loss
+    soft_weight: float = 0.5  # weight of the top-k soft cross-entropy; the hard one gets 1 - this
     temperature: float = 1.0  # softmax temperature of the target's top-k logits
     gen_batch: int = 32  # prompts per batched generation
-    epochs: int = 10  # passes over the distillation set
+    epochs: int = 3  # passes over the distillation set
     batch: int = 8  # sequences per optimizer step
     lr: float = 1e-3  # peak AdamW learning rate (linear warm-up, cosine decay)
     warmup_steps: int = 20  # warm-up steps
@@ -63,7 +72,8 @@ def generate(target, tok, prompts: list[str], cfg: DistillConfig, tag: str, max_
     empty unless ``top_k``), batched, each batch cached on disk under ``tag``."""
     out, t0 = [], time.perf_counter()
     for i in range(0, len(prompts), cfg.gen_batch):
-        path = cache_dir() / "distill" / f"smollm2-{tag}gen-n{max_new}-s{cfg.seed}-b{cfg.gen_batch}-{i}.json"
+        key = hashlib.sha256(json.dumps([prompts[i:i + cfg.gen_batch], max_new, top_k]).encode()).hexdigest()[:16]
+        path = cache_dir() / "distill" / f"smollm2-{tag}gen-{key}.json"
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(generate_batch(target, tok, prompts[i:i + cfg.gen_batch], max_new, top_k)))
@@ -108,8 +118,11 @@ def _pad(chunk: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
 
 def distill_set(target, tok, cfg: DistillConfig) -> list[dict]:
     """Rows (ids, labels, prompt_len, top-k ids and logits) from the target's greedy generations (cached per batch):
-    the generic prompts' (no top-k) and, with ``cfg.qa``, the in-domain QA prompts'."""
-    seqs = generate(target, tok, distill_prompts(cfg.prompts, cfg.seed), cfg, "", cfg.max_new_tokens, 0)
+    the generic prompts', the long-form distill pool's and, with ``cfg.qa``, the old QA task's in-domain prompts'."""
+    seqs = generate(target, tok, distill_prompts(cfg.prompts, cfg.seed), cfg, "generic-", cfg.max_new_tokens,
+                    cfg.top_k)
+    seqs += generate(target, tok, [r["prompt"] for r in read_jsonl(pool_path(cfg.pool))], cfg, f"{cfg.pool}-",
+                     cfg.pool_max_new_tokens, cfg.top_k)
     if cfg.qa:
         seqs += generate(target, tok, qa_distill_prompts(cfg.seed), cfg, f"qa-k{cfg.top_k}-", cfg.qa_max_new_tokens,
                          cfg.top_k)
@@ -128,9 +141,10 @@ def trainable(model: LlamaForCausalLM, train_layers: list[int]) -> dict[str, tor
     return params
 
 
-def label_vocab(rows: list[dict]) -> torch.Tensor:
-    """Every token id that is some position's label, sorted: the training loss's softmax runs over these only."""
-    return torch.tensor(sorted({t for r in rows for t in r["labels"] if t >= 0}))
+def label_vocab(rows: list[dict], min_ids: int = 0) -> torch.Tensor:
+    """The kept vocabulary, sorted: every token id that is some position's label, and the ids below ``min_ids``.  The
+    training loss's softmax and the drafter's head run over these only."""
+    return torch.tensor(sorted({t for r in rows for t in r["labels"] if t >= 0} | set(range(min_ids))))
 
 
 def soft_targets(rows: list[dict], width: int, vocab: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -176,7 +190,7 @@ def train(model, rows: list[dict], cfg: DistillConfig) -> list[float]:
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) * 0.5 * (
         1 + torch.cos(torch.tensor(torch.pi * s / steps)).item()))
     rng, losses, t0 = random.Random(cfg.seed), [], time.perf_counter()
-    vocab = label_vocab(rows)
+    vocab, seen = label_vocab(rows, cfg.head_min_ids), 0
     model.train()
     for epoch in range(cfg.epochs):
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]["ids"]))  # similar lengths share a batch
@@ -191,10 +205,21 @@ def train(model, rows: list[dict], cfg: DistillConfig) -> list[float]:
             opt.step()
             sched.step()
             total += loss.item()
+            seen += sum(len(rows[i]["ids"]) - rows[i]["prompt_len"] for i in b)
         losses.append(total / len(batches))
+        checkpoint(model, cfg, epoch + 1, seen)
         print(f"[train] epoch {epoch + 1}/{cfg.epochs}: loss {losses[-1]:.4f}, {time.perf_counter() - t0:.0f} s",
               flush=True)
     return losses
+
+
+def checkpoint(model, cfg: DistillConfig, epoch: int, tokens: int) -> Path:
+    """This epoch's trained tensors (fp16) under <cache>/distill/checkpoints/, named by the generated tokens seen."""
+    out = cache_dir() / "distill" / "checkpoints" / f"smollm2-s{cfg.seed}-e{epoch}-t{tokens}.safetensors"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    names = trainable(model, cfg.train_layers)
+    save_file({k: v.detach().to(torch.float16).contiguous() for k, v in names.items()}, str(out))
+    return out
 
 
 def save(model, rows: list[dict], cfg: DistillConfig, facts: dict) -> Path:
@@ -205,7 +230,7 @@ def save(model, rows: list[dict], cfg: DistillConfig, facts: dict) -> Path:
     names = trainable(model, cfg.train_layers)
     save_file({k: v.detach().to(torch.float16).contiguous() for k, v in names.items()}, str(out / WEIGHTS_FILE))
     spec = {"layers": cfg.layers, "weights": WEIGHTS_FILE, "weights_sha256": sha256_file(out / WEIGHTS_FILE),
-            "head_vocab": label_vocab(rows).tolist(), "training": {"config": asdict(cfg) | {"out": None}, **facts}}
+            "head_vocab": label_vocab(rows, cfg.head_min_ids).tolist(), "training": {"config": asdict(cfg) | {"out": None}, **facts}}
     (out / SPEC_FILE).write_text(json.dumps(spec, indent=1) + "\n")
     return out / SPEC_FILE
 
@@ -228,7 +253,9 @@ def main(argv: list[str] | None = None) -> None:
     del target
     losses = train(model, rows, cfg)
     facts = {"data_s": round(t_data, 1), "train_s": round(time.perf_counter() - t0 - t_data, 1),
-             "tokens": sum(len(r["ids"]) for r in rows), "epoch_losses": [round(x, 4) for x in losses],
+             "tokens": sum(len(r["ids"]) for r in rows), "rows": len(rows),
+             "generated_tokens": sum(len(r["ids"]) - r["prompt_len"] for r in rows),
+             "epoch_losses": [round(x, 4) for x in losses],
              "threads": cfg.threads}
     print(f"wrote {save(model, rows, cfg, facts)}: {facts}")
 

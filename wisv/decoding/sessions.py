@@ -49,10 +49,11 @@ class _CachedModel:
         self.seq = [int(t) for t in prompt_ids]
 
     def forward(self, ids: list[int], positions: torch.Tensor | None = None,
-                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Feed ``ids`` after the cache; return logits [n, V] and hidden states [n, d] (float32).  ``positions`` and
-        ``mask``: a tree forward's position ids and 4D attention mask (see cached_forward)."""
-        out = cached_forward(self.model, self.cache, self.cached_len, ids, self.hidden_layer, positions, mask)
+                mask: torch.Tensor | None = None, keep: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Feed ``ids`` after the cache; return logits [n, V] (the last ``keep`` rows only, if ``keep``) and hidden
+        states [n, d] (float32).  ``positions`` and ``mask``: a tree forward's position ids and 4D attention mask
+        (see cached_forward)."""
+        out = cached_forward(self.model, self.cache, self.cached_len, ids, self.hidden_layer, positions, mask, keep)
         self.cached_len += len(ids)
         return out
 
@@ -86,7 +87,7 @@ class DraftSession(_CachedModel):
             toks, hids, feats = list(c.tokens[:k]), list(c.hidden[:k]), list(c.features[:k])
         feed = (self.seq + toks)[self.cached_len:]
         for _ in range(k - len(toks)):
-            logits, hidden = self.forward(feed)
+            logits, hidden = self.forward(feed, keep=1)  # only the last position's logits are read
             last = logits[-1]  # [V]
             feat = draft_features(last[None])[0]  # [4]
             if sample:
@@ -113,7 +114,7 @@ class DraftSession(_CachedModel):
         ``should_stop()`` (the verdict has arrived) before each one."""
         toks, hids, feats = [], [], []
         while len(toks) < m and self.drafted and not should_stop():
-            logits, hidden = self.forward((self.seq + self.drafted)[self.cached_len:])
+            logits, hidden = self.forward((self.seq + self.drafted)[self.cached_len:], keep=1)
             y = int(logits[-1].argmax())
             toks.append(y)
             hids.append(hidden[-1])
@@ -139,7 +140,7 @@ class VerifySession(_CachedModel):
     def __init__(self, model: PreTrainedModel, prompt_ids: list[int], hidden_layer: int = -1):
         super().__init__(model, prompt_ids, hidden_layer)
         if len(self.seq) > 1:
-            self.forward(self.seq[:-1])  # prefill: the cache covers seq[:-1]
+            self.forward(self.seq[:-1], keep=1)  # prefill: the cache covers seq[:-1]; no logits are read
 
     def verify(self, draft: list[int]) -> Block:
         """One target pass over the last committed token and the draft."""
@@ -176,17 +177,19 @@ class VerifySession(_CachedModel):
 @torch.no_grad()
 def cached_forward(model: PreTrainedModel, cache: DynamicCache, cached_len: int, ids: list[int],
                    hidden_layer: int = -1, positions: torch.Tensor | None = None,
-                   mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                   mask: torch.Tensor | None = None, keep: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """One sequence's forward of ``ids`` after ``cached_len`` cached positions (the cache is extended in place):
-    logits [n, V] and hidden states [n, d], float32.  A tree forward passes its ``positions`` [n] (by depth) and an
-    additive 4D ``mask`` [1, 1, n, cached_len + n] (wisv.decoding.tree.node_mask); by default positions follow the cache."""
+    logits [n, V] (``keep`` > 0: only the last ``keep`` positions', [keep, V]: the LM head runs on those alone, as
+    transformers' ``logits_to_keep``) and hidden states [n, d], float32.  A tree forward passes its ``positions`` [n]
+    (by depth) and an additive 4D ``mask`` [1, 1, n, cached_len + n] (wisv.decoding.tree.node_mask); by default positions
+    follow the cache."""
     dev = model.device
     x = torch.tensor([ids], dtype=torch.long, device=dev)  # [1, n]
     slots = torch.arange(cached_len, cached_len + len(ids), device=dev)  # [n] cache slots
     pos = slots if positions is None else positions.to(dev)
     extra = {} if mask is None else {"attention_mask": mask.to(device=dev, dtype=model.dtype)}
     out = model(input_ids=x, past_key_values=cache, use_cache=True, cache_position=slots,
-                position_ids=pos.unsqueeze(0), output_hidden_states=True, **extra)
+                position_ids=pos.unsqueeze(0), output_hidden_states=True, logits_to_keep=keep, **extra)
     return out.logits[0].float(), out.hidden_states[hidden_layer][0].float()
 
 

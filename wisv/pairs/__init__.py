@@ -13,7 +13,8 @@ DEFAULT_CACHE = Path("~/.cache/wisv-testbed")  # pip downloads and built pairs l
 PAIR_NAMES = ("toy", "smollm2")  # the names --pair accepts
 DONE_FILE = "build.json"  # written last by a finished build: its presence marks the pair as built
 ASSETS_DIR = Path(__file__).resolve().parents[1] / "assets"  # files shipped with the package
-QA_DIR = ASSETS_DIR / "qa"  # the SmolLM2 pair's QA prompt set (calib/test)
+QA_DIR = ASSETS_DIR / "qa"  # the short-answer QA task's splits (calib/test): --prompts-file, no longer a default
+LONGFORM_DIR = ASSETS_DIR / "longform"  # the SmolLM2 pair's default prompts: the long-form task's pools
 HEAD_DIRS = {"toy": BUILTIN_DIR / "head", "smollm2": ASSETS_DIR / "smollm2-head"}  # each pair's shipped head
 
 
@@ -75,10 +76,11 @@ def pair_of_target(target: str | Path | None, cache: str | Path | None = None) -
 
 
 def default_prompts_file(pair: str | None, split: str = "test") -> str | None:
-    """The pair's default prompt file (None: the toy task's built-in split); missing: an error naming the file."""
+    """The pair's default prompt file (None: the toy task's built-in split): the long-form task's ``split`` pool
+    (``test``; ``calib`` for the decision head's collection); missing: an error naming the file."""
     if pair in (None, "toy"):
         return None
-    path = QA_DIR / f"{split}.jsonl"
+    path = LONGFORM_DIR / f"{split}.jsonl"
     if not path.is_file():
         raise PairError(f"pair {pair!r}: its default prompt set {path} is missing; give --prompts-file FILE")
     return str(path)

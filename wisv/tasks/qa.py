@@ -1,6 +1,7 @@
 """The short-answer QA task for real chat pairs: its calib/test splits, answer normalisation and checker, and the one
 ``check_answer`` that picks the QA checker (a list of accepted answers) or the toy ``#### N`` checker (an integer).
-Pure: no torch."""
+The checker finds an answer where a sentence states it first (the QA task, the long-form task's answer-first rows)
+or in a closing "The answer is ..." (the long-form task's answer-last rows, as GSM8K ends).  Pure: no torch."""
 from __future__ import annotations
 
 import numbers
@@ -22,6 +23,7 @@ _MARKER_RE = re.compile(r"\s(?:is|are|was|were|equals|makes)\s|=|:\s")
 _WORD_RE = re.compile(r"\d+(?:[.:]\d+)+|[^\W_]+")  # 2.5 and 3:00 stay whole
 _INT_RE = re.compile(r"\s*-?\d+\s*")  # a toy answer read back as text
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
+_CLOSING_RE = re.compile(r"\bthe answer is\b:?", re.IGNORECASE)  # a closing statement of the answer
 
 
 def split_path(split: str) -> Path:
@@ -37,8 +39,10 @@ def load_split(split: str, n: int | None = None) -> list[dict]:
 
 
 def accepted(row: dict) -> list[str]:
-    """A row's accepted answers: the canonical one first, then its aliases, without repeats."""
-    return list(dict.fromkeys([str(row["answer"])] + [str(a) for a in row.get("answers", [])]))
+    """A row's accepted answers: the canonical one (if the row has ``answer``) first, then ``answers``, without
+    repeats."""
+    first = [str(row["answer"])] if "answer" in row else []
+    return list(dict.fromkeys(first + [str(a) for a in row.get("answers", [])]))
 
 
 def _words_to_digits(words: list[str]) -> list[str]:
@@ -67,6 +71,15 @@ def answer_span(text: str) -> str:
     return _MARKER_RE.split(_first_sentence(text), maxsplit=1)[-1]
 
 
+def closing_span(text: str) -> str:
+    """The part of an output after its last "The answer is" up to that sentence's end ("" if it has none); in
+    "The answer is 8 + 7 = 15 apples." the part after the last "=" ("15 apples")."""
+    found = list(_CLOSING_RE.finditer(text))
+    if not found:
+        return ""
+    return _first_sentence(text[found[-1].end():]).rsplit("=", 1)[-1]
+
+
 def _first_sentence(text: str) -> str:
     return next((s for s in _SENTENCE_RE.split(text.strip()) if s.strip()), "")
 
@@ -77,9 +90,16 @@ def _contains(hay: str, needle: str) -> bool:
 
 def is_correct(text: str, answers: list[str]) -> bool:
     """Whether an output states one of the accepted answers: an answer is (as normalised words) in the answer span of
-    the first sentence, or the first sentence starts with it followed by 'is'/'are' ("Paris is the capital ...").
-    An answer that is only an article (the letter "a") is compared with the articles kept."""
-    return any(_states(text, a, keep_articles=not normalise(a)) for a in answers)
+    the first sentence, or the first sentence starts with it followed by 'is'/'are' ("Paris is the capital ..."), or
+    it is in the closing span (after the last "The answer is").  An answer that is only an article (the letter "a")
+    is compared with the articles kept."""
+    return any(_states(text, a, keep_articles=not normalise(a)) or _closes(text, a, keep_articles=not normalise(a))
+               for a in answers)
+
+
+def _closes(text: str, answer: str, keep_articles: bool) -> bool:
+    span = normalise(closing_span(text), keep_articles)
+    return not span.startswith("not ") and _contains(span, normalise(answer, keep_articles))
 
 
 def _states(text: str, answer: str, keep_articles: bool) -> bool:

@@ -1,5 +1,5 @@
-"""The simulator's and the load test's traces use the named pair's own prompt set and checker (the SmolLM2 pair's QA
-test split, wisv.tasks.qa), and the trace cache never hands one prompt set's traces to another."""
+"""The simulator's and the load test's traces use the named pair's own prompt set and checker (the SmolLM2 pair's long-form
+test pool, wisv.tasks.qa's checker), and the trace cache never hands one prompt set's traces to another."""
 from __future__ import annotations
 
 import pytest
@@ -10,9 +10,10 @@ from testbed.load.cli import LoadConfig
 from testbed.sim.cli import SimConfig
 from testbed.sim.traces import TraceKey, trace_prompts
 from tests.testbed.conftest import TOKENIZER_DIR
-from wisv.tasks import qa, toydata
+from wisv.tasks import toydata
 from wisv.pairs import PairPaths, apply_pair, default_prompts_file
 from wisv.tasks.qa import check_answer
+from wisv.tasks.pools import load_pool, pool_path
 from testbed.sim.calibrate import CalibrateConfig
 
 
@@ -24,7 +25,8 @@ def built(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("cls", [SimConfig, LoadConfig, CalibrateConfig])
 def test_a_named_pair_brings_its_prompt_set(built, cls):
-    assert apply_pair(cls(pair="smollm2")).prompts_file == default_prompts_file("smollm2") == str(qa.split_path("test"))
+    assert apply_pair(cls(pair="smollm2")).prompts_file == default_prompts_file("smollm2") == str(pool_path("test"))
+    assert default_prompts_file("smollm2", "calib") == str(pool_path("calib"))  # labeling collect's
     assert apply_pair(cls(pair="toy")).prompts_file is None  # the toy task's built-in test split
     assert apply_pair(cls(pair="smollm2", prompts_file="mine.jsonl")).prompts_file == "mine.jsonl"
 
@@ -32,10 +34,10 @@ def test_a_named_pair_brings_its_prompt_set(built, cls):
 def test_the_trace_prompts_are_the_pairs_rows_and_answers():
     tok = AutoTokenizer.from_pretrained(TOKENIZER_DIR)
     rows = trace_prompts(tok, TraceKey("p", "greedy", 4, 3, 16, prompts_file=default_prompts_file("smollm2")))
-    shipped = qa.load_split("test", 3)
+    shipped = load_pool("test", 3)
     assert [r["prompt_id"] for r in rows] == [q["prompt_id"] for q in shipped]
     assert [r["prompt_ids"] for r in rows] == [tok(q["prompt"]).input_ids for q in shipped]  # raw: no toy format
-    assert all(check_answer(f"The answer is {q['answer']}.", r["answer"]) for r, q in zip(rows, shipped))
+    assert all(check_answer(f"The answer is {q['answers'][0]}.", r["answer"]) for r, q in zip(rows, shipped))
     assert not check_answer("#### 7", rows[0]["answer"])  # the QA checker, not the toy one
     toy = trace_prompts(tok, TraceKey("p", "greedy", 4, 3, 16))
     assert [r["prompt_id"] for r in toy] == [p.pid for p in toydata.load_split("test", 3)]

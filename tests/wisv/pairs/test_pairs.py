@@ -56,7 +56,7 @@ def test_built_pair_resolves_in_the_cache(cache):
 
 def test_apply_pair_fills_only_what_is_not_given(cache, monkeypatch, tmp_path):
     root = _fake_built(cache)
-    monkeypatch.setattr(pairs, "QA_DIR", tmp_path / "qa")
+    monkeypatch.setattr(pairs, "LONGFORM_DIR", tmp_path / "qa")
     cfg = RunConfig(pair="smollm2", prompts_file="mine.jsonl")
     got = pairs.apply_pair(cfg, drafter="ue.drafter", target="edge.target")
     assert (got.ue.drafter, got.edge.target) == (str(root / "drafter"), str(root / "target"))

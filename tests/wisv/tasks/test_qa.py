@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from wisv.tasks.prompts import read_jsonl_prompts
-from wisv.tasks.qa import SPLITS, accepted, accuracy, answer_span, check_answer, is_correct, load_split, normalise
+from wisv.tasks.qa import (SPLITS, accepted, accuracy, answer_span, check_answer, closing_span, is_correct, load_split,
+                     normalise)
 
 
 @pytest.mark.parametrize("text, want", [
@@ -39,7 +40,8 @@ def test_normalise_can_keep_articles():
     ("The capital of Ukraine is Kiev.", ["Kyiv", "Kiev"], True),
     ("A week is seven days.", ["7"], True),
     ("7 + 5 = 12\n\nThis is an example with 13.", ["12"], True),
-    ("7 + 5 = 13\n\nThe answer is 12.", ["12"], False),  # only the first sentence counts
+    ("7 + 5 = 13\n\nThe answer is 12.", ["12"], True),  # a closing "The answer is" counts too
+    ("7 + 5 = 13\n\nSo the total is 12.", ["12"], False),  # elsewhere it does not
     ("The plural of sheep is sheeps.", ["sheep"], False),  # the question's echo is not the answer
     ("The opposite of hot is cold.", ["cold"], True),
     ('The first letter of the word "banana" is "B".', ["b"], True),
@@ -53,6 +55,35 @@ def test_normalise_can_keep_articles():
 ])
 def test_is_correct(text, answers, ok):
     assert is_correct(text, answers) is ok
+
+
+# Hand-written long-form outputs: the answer first, then free text; or free text, then a closing "The answer is".
+ANSWER_FIRST = ("The capital of Peru is Lima. Here are three facts about Lima:\n\n1. Lima is the largest city in "
+                "Peru.\n2. It lies on the Pacific coast.\n3. It was founded in 1535.")
+ANSWER_LAST = ("1. Tom has 8 apples.\n2. He gets 7 more apples.\n3. Together that is 8 + 7 = 15 apples.\n\n"
+               "The answer is 15.")
+
+
+@pytest.mark.parametrize("text, answers, ok", [
+    (ANSWER_FIRST, ["Lima"], True),
+    (ANSWER_FIRST.replace("is Lima.", "is Cusco."), ["Lima"], False),  # Lima only in the free text
+    (ANSWER_LAST, ["15"], True),
+    (ANSWER_LAST.replace("is 15.", "is 14."), ["15"], False),  # 15 only in the reasoning
+    ("Tom has 8 apples. He gets 7 more. So, the answer is 8 + 7 = 15 apples.", ["15"], True),  # after the last =
+    ("Tom has 8 apples and gets 7.\n\nThe answer is 8.\n\nWait, the answer is 15.", ["15"], True),  # the last one
+    ("Tom has 8 apples and gets 7.\n\nThe answer is 15.\n\nWait, the answer is 8.", ["15"], False),
+    ("The answer is: Nairobi. Nairobi is a big city.", ["Nairobi"], True),
+    ("It is a hard one. The answer is not 15.", ["15"], False),
+])
+def test_is_correct_on_long_form_outputs(text, answers, ok):
+    assert is_correct(text, answers) is ok
+    assert check_answer(text, answers) is ok
+
+
+def test_closing_span_is_the_last_answer_statement():
+    assert closing_span(ANSWER_LAST).strip() == "15."
+    assert closing_span("The answer is 8 + 7 = 15 apples. More text.").strip() == "15 apples."
+    assert closing_span(ANSWER_FIRST) == ""
 
 
 def test_answer_span_is_after_the_first_marker():
@@ -73,6 +104,7 @@ def test_check_answer_dispatch_keeps_the_toy_checker():
 def test_accepted_puts_the_canonical_answer_first_without_repeats():
     assert accepted({"answer": "cold", "answers": ["cold", "chilly"]}) == ["cold", "chilly"]
     assert accepted({"answer": 12}) == ["12"]
+    assert accepted({"answers": ["Lima", "Lima, Peru"]}) == ["Lima", "Lima, Peru"]  # no "answer": no KeyError
 
 
 def test_prompt_file_rows_carry_every_accepted_answer(tmp_path):
@@ -83,12 +115,14 @@ def test_prompt_file_rows_carry_every_accepted_answer(tmp_path):
             return type("Enc", (), {"input_ids": [ord(c) for c in text]})()
 
     rows = [{"prompt_id": "q", "prompt": "Hi?", "raw": True, "answer": "a", "answers": ["a", "b"]},
-            {"prompt_id": "t", "prompt": "2+2?", "answer": 4}]
+            {"prompt_id": "t", "prompt": "2+2?", "answer": 4},
+            {"prompt_id": "l", "prompt": "Hi?", "raw": True, "answers": ["c", "d"], "kind": "x"}]
     f = tmp_path / "p.jsonl"
     f.write_text("".join(json.dumps(r) + "\n" for r in rows))
     got = read_jsonl_prompts(f, Tok(), chat_template="off")
     assert got[0]["answer"] == ["a", "b"] and got[0]["prompt_ids"] == [ord(c) for c in "Hi?"]
     assert got[1]["answer"] == 4 and got[1]["prompt_ids"] == [ord(c) for c in "Question: 2+2?\nAnswer:"]
+    assert got[2]["answer"] == ["c", "d"]  # a row with answers and no answer
 
 
 def test_shipped_splits_are_well_formed_and_disjoint():

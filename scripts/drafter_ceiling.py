@@ -1,0 +1,113 @@
+"""Where the SmolLM2 drafter's AAL ceiling is: greedy SD AAL at one K against distillation tokens (each epoch's
+checkpoint of scripts/train_smollm2_drafter.py, and the undistilled copy) and against exit depth (the target's
+first d layers, undistilled), on the first prompts of the long-form test pool and of the generic held-out set.
+
+Usage: ``python scripts/drafter_ceiling.py [--prompts 4 4] [--depths 4 8 12] [--draft-len 8]``, after training (the
+checkpoints are under ``<cache>/distill/checkpoints/``) and ``python -m wisv.pairs build smollm2``.  Every drafter
+here uses the shipped head (drafter.json's ``head_vocab``).  AAL only (no timing): safe on a loaded machine.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import LlamaForCausalLM
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import config  # noqa: E402
+from wisv.tasks.evaluate import eos_id  # noqa: E402
+from wisv.models import load_pair  # noqa: E402
+from wisv.pairs import cache_dir, resolve_pair  # noqa: E402
+from wisv.pairs.drafter import apply_weights, early_exit, read_spec  # noqa: E402
+from wisv.tasks.prompts import prompt_rows  # noqa: E402
+from wisv.decoding.speculative import spec_rows
+from wisv.records.rows import to_frame  # noqa: E402
+from wisv.models.restricted_head import restrict  # noqa: E402
+from wisv.decoding.speculative import speculative_generate  # noqa: E402
+from wisv.records.summary import summarize_rounds  # noqa: E402
+from wisv.tasks.pools import GENERIC_HELDOUT, pool_path  # noqa: E402
+
+_CKPT_RE = re.compile(r"-e(\d+)-t(\d+)\.safetensors$")
+
+
+@dataclass
+class CeilingConfig:
+    """One ceiling measurement (written into the JSON)."""
+
+    pair: str = "smollm2"  # the named pair (its target and tokenizer)
+    prompts_files: list[str] = field(default_factory=lambda: [str(pool_path("test")), str(GENERIC_HELDOUT)])  # sets
+    prompts: list[int] = field(default_factory=lambda: [4, 4])  # first N prompts of each set
+    draft_len: int = 8  # K of the greedy SD runs
+    max_new_tokens: int = 64  # generation budget per prompt, tokens
+    depths: list[int] = field(default_factory=lambda: [4, 8, 12])  # undistilled exits: the target's first d layers
+    seed: int = 1234  # the training run's seed (names its checkpoints)
+    threads: int = 1  # torch intra-op threads
+    out: str = "results/smollm2/drafter_ceiling.json"  # the JSON
+
+
+def checkpoints(seed: int) -> list[tuple[int, int, Path]]:
+    """(epoch, generated tokens seen, path) of the training run's checkpoints, by epoch."""
+    found = []
+    for p in (cache_dir() / "distill" / "checkpoints").glob(f"smollm2-s{seed}-e*-t*.safetensors"):
+        m = _CKPT_RE.search(p.name)
+        found.append((int(m.group(1)), int(m.group(2)), p))
+    return sorted(found)
+
+
+def aal(drafter, target, sets: dict[str, list[dict]], cfg: CeilingConfig) -> dict[str, float]:
+    """Greedy SD AAL at ``draft_len`` on each prompt set."""
+    out = {}
+    for name, rows in sets.items():
+        recs = []
+        for i, r in enumerate(rows):
+            o = speculative_generate(drafter, target, r["prompt_ids"], max_new_tokens=cfg.max_new_tokens,
+                                     draft_len=cfg.draft_len, eos_token_id=eos_id(target))
+            recs += spec_rows(o, str(i), len(r["prompt_ids"]))
+        out[name] = round(summarize_rounds(to_frame(recs))["aal"], 4)
+    return out
+
+
+def variant(target: LlamaForCausalLM, layers: list[int], head_vocab: list[int] | None,
+            weights: Path | None) -> LlamaForCausalLM:
+    """An early exit at ``layers`` with ``weights`` laid over it and the shipped head."""
+    model = early_exit(target, layers)
+    if weights is not None:
+        apply_weights(model, weights)
+    if head_vocab:
+        restrict(model, head_vocab)
+    return model.eval()
+
+
+def main(argv: list[str] | None = None) -> dict:
+    cfg = config.parse(CeilingConfig, argv, description=__doc__.splitlines()[0])
+    torch.set_num_threads(cfg.threads)
+    paths = resolve_pair(cfg.pair)
+    pair = load_pair(paths.drafter, paths.target)
+    spec = read_spec()
+    sets = {f"{Path(f).parent.name}/{Path(f).name}": prompt_rows(pair.tokenizer, "test", n, f)
+            for f, n in zip(cfg.prompts_files, cfg.prompts)}
+    head = spec.get("head_vocab")
+    by_tokens = [{"epoch": 0, "tokens": 0, "aal": aal(variant(pair.target, spec["layers"], head, None), pair.target,
+                                                       sets, cfg)}]
+    for epoch, tokens, path in checkpoints(cfg.seed):
+        by_tokens.append({"epoch": epoch, "tokens": tokens,
+                          "aal": aal(variant(pair.target, spec["layers"], head, path), pair.target, sets, cfg)})
+        print(f"[ceiling] {by_tokens[-1]}", flush=True)
+    by_depth = [{"layers": d, "distilled": False,
+                 "aal": by_tokens[0]["aal"] if list(range(d)) == spec["layers"] else
+                 aal(variant(pair.target, list(range(d)), head, None), pair.target, sets, cfg)} for d in cfg.depths]
+    for row in by_depth:
+        print(f"[ceiling] depth {row}", flush=True)
+    result = {"config": asdict(cfg), "by_tokens": by_tokens, "by_depth": by_depth}
+    Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(cfg.out).write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()
