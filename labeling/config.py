@@ -45,6 +45,7 @@ class CollectConfig:
     draft_len: int = 16  # K of the greedy SD run that finds the mismatches
     max_new_tokens: int = 160  # generation budget per prompt, tokens
     hidden_layer: int = -1  # hidden-state layer recorded for the head (-1: final, post-norm)
+    workers: int = 1  # processes, one torch thread and one copy of the pair each (2: both cores of a 2-core machine)
     device: str = "cpu"  # torch device
 
 
