@@ -51,11 +51,15 @@ class CollectConfig:
 
 @dataclass
 class LabelConfig:
-    """Stage 2: AutoJudge-style base labels (force the draft token, let the target finish, compare outcomes)."""
+    """Stage 2: base labels (force the draft token, let the target finish: harmful, helpful, changed)."""
 
     run_dir: str = "runs/labeling"  # where every stage reads and writes
     checker: str = "wisv.tasks.qa:check_answer"  # task outcome checker module:function(text, answer) -> bool
     batch: int = 32  # continuations generated together (left-padded batch)
+    fluency_window: int = 8  # tokens from the mismatch on whose perplexity ratio decides "disfluent"
+    max_ppl_ratio: float = 2.0  # harmful if the forced tokens' perplexity exceeds this times the target's own
+    limit: int | None = None  # label only the first N mismatches (trace order: whole episodes but the last); None: all
+    threads: int = 2  # torch threads of the batched continuations and scoring (2: both cores of a 2-core machine)
     device: str = "cpu"  # torch device
 
 

@@ -32,9 +32,12 @@ def test_collect_and_label_files(run_dir):
         assert np.all(tr["draft_id"] != tr["target_id"])
     assert (d_d, d_t) == (96, 192) and n > 0
     labels = pd.read_csv(run_dir / "labels.csv")
-    assert len(labels) == n and set(labels["critical"]) <= {0, 1}
+    assert len(labels) == n and set(labels["harmful"]) <= {0, 1}
     assert set(labels["kind"]) <= {"word-word", "digit-digit", "digit-word"}
-    assert (labels["critical"] == (labels["outcome_forced"] != labels["outcome_target"])).all()
+    assert (labels["changed"] == (labels["outcome_forced"] != labels["outcome_target"])).all()
+    turns_wrong = labels["outcome_target"] & ~labels["outcome_forced"]
+    assert (labels["harmful"] == (turns_wrong | labels["disfluent"].astype(bool))).all()
+    assert not (labels["harmful"].astype(bool) & labels["helpful"].astype(bool)).any()
 
 
 def test_relabel_train_and_evaluate_outputs(run_dir):
