@@ -116,6 +116,7 @@ class EvalConfig:
         default_factory=lambda: dict(CHANNELS), metadata=CHANNELS_TEXT)  # regimes NAME=RATE/RTT, Mbit/s and ms
     variants: tuple[str, ...] = field(default=VARIANTS, metadata={"choices": VARIANTS})  # trained heads to evaluate
     max_acc_drop_pts: float = 1.0  # tau choice: largest tau whose poor-channel accuracy is within this of greedy, pts
+    max_fluency_ratio: float = 1.25  # tau choice: poor-channel perplexity ratio vs the target's own text at most this
     tau_max: float = 0.5  # tau choice: at most this (0.5 is the class-balanced head's decision boundary)
     protocol: str = "fh"  # protocol whose payloads the predicted latency uses
     ue_profile: str = "jetson-agx-orin"  # hardware profile of the drafter (predicted latency)
