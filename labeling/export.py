@@ -14,7 +14,7 @@ from wisv.head.model import load_head, save_head
 
 EVIDENCE = ("headline.json", EVAL_CSV, "accuracy_vs_tau.png", "aal_vs_tau.png", "train_csi.png", "train_nocsi.png",
             "fig3_accuracy_vs_tau.png", "fig5_csi_vs_blind.png", "learning_curve.csv", "learning_curve.png",
-            "label_summary.csv")
+            "label_summary.csv", "offline_sweep.csv")
 
 
 @dataclass
@@ -108,6 +108,17 @@ def evidence_section(run_dir: Path, configs: dict[str, dict]) -> str:
                   "| --- | --- | --- | --- |"]
         lines += [f"| {int(r.n_train)} | {int(r.harmful_train)} | {int(r.n_test)} | {r.auc:.3f} |"
                   for r in lc_df.itertuples()]
+    if (run_dir / "offline_sweep.csv").exists():
+        off = pd.read_csv(run_dir / "offline_sweep.csv")
+        n, harm = int(off["mismatches"].iloc[0]), int(off["harmful"].iloc[0])
+        lines += ["", "## Offline check", "", f"What each head accepts (p < tau) of {n} held-out labelled mismatches "
+                  f"({harm} harmful; the train stage's validation episodes, which chose its epoch), by label "
+                  "([offline_sweep.csv](offline_sweep.csv)):", "",
+                  "| head | channel | tau | accepted | of harmful | of helpful | of harmless |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {'CSI-aware' if r.variant == 'csi' else 'no-CSI ablation'} | {r.channel} | {r.tau:g} | "
+                  f"{r.accepted:.3f} | {r.accepted_harmful:.3f} | {r.accepted_helpful:.3f} | {r.accepted_harmless:.3f} |"
+                  for r in off.itertuples()]
     lines += ["", "Figures: [Fig. 3 analog, accuracy vs tau per channel](fig3_accuracy_vs_tau.png); "
               "[Fig. 5 analog, CSI-aware vs CSI-blind](fig5_csi_vs_blind.png); [evaluate.csv](evaluate.csv)."]
     return "\n".join(lines) + "\n"
