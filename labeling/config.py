@@ -58,7 +58,7 @@ class LabelConfig:
     batch: int = 32  # continuations generated together (left-padded batch)
     fluency_window: int = 8  # tokens from the mismatch on whose perplexity ratio decides "disfluent"
     max_ppl_ratio: float = 2.0  # harmful if the forced tokens' perplexity exceeds this times the target's own
-    limit: int | None = None  # label only the first N mismatches (trace order: whole episodes but the last); None: all
+    limit: int | None = None  # label at most N mismatches, every k-th in trace order (spread over episodes); None: all
     threads: int = 2  # torch threads of the batched continuations and scoring (2: both cores of a 2-core machine)
     device: str = "cpu"  # torch device
 

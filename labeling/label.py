@@ -74,12 +74,21 @@ def own_nll(model, episodes: list[dict], wanted: set[int], cache: dict[int, list
         cache.update(zip(todo, nlls))
 
 
+def subsample(n: int, limit: int | None) -> list[int]:
+    """Every k-th of n mismatches (trace order), k the smallest stride that keeps at most ``limit``: a sample spread
+    over every episode; all of them when limit is None."""
+    if limit is None or limit >= n:
+        return list(range(n))
+    if limit < 1:
+        raise ValueError(f"--limit must be >= 1, got {limit}")
+    return list(range(0, n, -(-n // limit)))
+
+
 def label_rows(model, tok, episodes: list[dict], tr: dict, checker: Checker, budget: int, cfg: LabelConfig) -> pd.DataFrame:
     """One row per mismatch: episode, position, kind, both outcomes, the window perplexity ratio and the harm label."""
     rows, own = [], {}
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-    n = len(tr["episode"]) if cfg.limit is None else min(cfg.limit, len(tr["episode"]))
-    order = sorted(range(n), key=lambda i: int(tr["position"][i]))  # batches of like positions: like lengths
+    order = sorted(subsample(len(tr["episode"]), cfg.limit), key=lambda i: int(tr["position"][i]))  # like lengths
     for start in tqdm(range(0, len(order), cfg.batch), desc="label (forced continuations)"):
         idx = order[start:start + cfg.batch]
         eps = [episodes[int(tr["episode"][i])] for i in idx]

@@ -56,3 +56,11 @@ def test_label_rows_marks_an_unlikely_forced_token_disfluent_and_keeps_outcomes_
     df = label_rows(target, tok, [ep], tr, checker, 6, cfg)
     assert list(df["turns_wrong"]) == [1, 1] and list(df["helpful"]) == [0, 0] and list(df["harmful"]) == [1, 1]
     assert df["ppl_ratio"][1] > df["ppl_ratio"][0] > 1.0 and df["disfluent"][1] == 1
+
+
+def test_subsample_spreads_over_the_traces():
+    from labeling.label import subsample
+    assert subsample(10, None) == list(range(10)) and subsample(10, 20) == list(range(10))
+    assert subsample(10, 4) == [0, 3, 6, 9] and subsample(10, 5) == [0, 2, 4, 6, 8]
+    with pytest.raises(ValueError):
+        subsample(10, 0)
