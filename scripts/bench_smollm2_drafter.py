@@ -26,15 +26,14 @@ sys.path.insert(0, str(ROOT))
 import config  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
 from wisv.tasks.evaluate import eos_id, greedy_reference  # noqa: E402
-from wisv.models import load_pair  # noqa: E402
+from wisv.models.loader import load_pair  # noqa: E402
 from wisv.pairs import resolve_pair  # noqa: E402
 from wisv.pairs.drafter import ASSET_DIR  # noqa: E402
-from wisv.tasks.prompts import prompt_rows  # noqa: E402
-from wisv.decoding.speculative import spec_rows
+from wisv.decoding.speculative import spec_rows, speculative_generate  # noqa: E402
 from wisv.records.rows import to_frame  # noqa: E402
-from wisv.decoding.speculative import speculative_generate  # noqa: E402
 from wisv.records.summary import summarize_rounds  # noqa: E402
 from wisv.tasks.pools import GENERIC_HELDOUT, pool_path  # noqa: E402
+from wisv.tasks.prompts import prompt_rows  # noqa: E402
 
 GOALS = {"aal_k8_min": 3.0, "speedup_min": 1.5, "cost_ratio_max": 0.25, "vs_peer_min": 1.0,
          "matches_target": 1.0}  # issue 24's goals

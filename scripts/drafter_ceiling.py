@@ -1,10 +1,13 @@
 """Where the SmolLM2 drafter's AAL ceiling is: greedy SD AAL at one K against distillation tokens (each epoch's
 checkpoint of scripts/train_smollm2_drafter.py, and the undistilled copy) and against exit depth (the target's
-first d layers, undistilled), on the first prompts of the long-form test pool and of the generic held-out set.
+first d layers, undistilled), and, for the last checkpoint, the head: the kept vocabulary (drafter.json's
+``head_vocab``) against the full one (AAL, per-token cost ratio, and the share of the target's greedy tokens the head
+can propose); on the first prompts of the long-form test pool and of the generic held-out set.
 
 Usage: ``python scripts/drafter_ceiling.py [--prompts 4 4] [--depths 4 8 12] [--draft-len 8]``, after training (the
 checkpoints are under ``<cache>/distill/checkpoints/``) and ``python -m wisv.pairs build smollm2``.  Every drafter
-here uses the shipped head (drafter.json's ``head_vocab``).  AAL only (no timing): safe on a loaded machine.
+here but the full-head row uses the shipped head (drafter.json's ``head_vocab``).  AAL is timing-free; the cost
+ratio (median of interleaved repeats) is as noisy as the machine.
 """
 from __future__ import annotations
 
@@ -20,16 +23,16 @@ from transformers import LlamaForCausalLM
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import config  # noqa: E402
-from wisv.tasks.evaluate import eos_id  # noqa: E402
-from wisv.models import load_pair  # noqa: E402
+from wisv.tasks.evaluate import eos_id, greedy_reference  # noqa: E402
+from wisv.models.loader import load_pair  # noqa: E402
 from wisv.pairs import cache_dir, resolve_pair  # noqa: E402
 from wisv.pairs.drafter import apply_weights, early_exit, read_spec  # noqa: E402
 from wisv.tasks.prompts import prompt_rows  # noqa: E402
-from wisv.decoding.speculative import spec_rows
 from wisv.records.rows import to_frame  # noqa: E402
 from wisv.models.restricted_head import restrict  # noqa: E402
-from wisv.decoding.speculative import speculative_generate  # noqa: E402
+from wisv.decoding.speculative import spec_rows, speculative_generate  # noqa: E402
 from wisv.records.summary import summarize_rounds  # noqa: E402
+from scripts.bench_smollm2_drafter import per_token_ms  # noqa: E402
 from wisv.tasks.pools import GENERIC_HELDOUT, pool_path  # noqa: E402
 
 _CKPT_RE = re.compile(r"-e(\d+)-t(\d+)\.safetensors$")
@@ -46,6 +49,8 @@ class CeilingConfig:
     max_new_tokens: int = 64  # generation budget per prompt, tokens
     depths: list[int] = field(default_factory=lambda: [4, 8, 12])  # undistilled exits: the target's first d layers
     seed: int = 1234  # the training run's seed (names its checkpoints)
+    cost_steps: int = 20  # decode steps per per-token timing (head comparison)
+    cost_repeats: int = 3  # interleaved repeats of the per-token timings (median taken)
     threads: int = 1  # torch intra-op threads
     out: str = "results/smollm2/drafter_ceiling.json"  # the JSON
 
@@ -83,6 +88,32 @@ def variant(target: LlamaForCausalLM, layers: list[int], head_vocab: list[int] |
     return model.eval()
 
 
+def heads(pair, spec: dict, weights: Path | None, sets: dict[str, list[dict]], cfg: CeilingConfig,
+          kept_aal: dict[str, float]) -> list[dict]:
+    """The last checkpoint with the kept head (its AAL: ``kept_aal``, measured already) and with the full head: AAL,
+    per-token cost ratio (interleaved medians) and the head's coverage of the target's greedy tokens on each set."""
+    kept = set(spec["head_vocab"])
+    refs = {n: [t for r in rows for t in greedy_reference(pair.target, r["prompt_ids"], cfg.max_new_tokens)]
+            for n, rows in sets.items()}
+    models = {f"kept ({len(kept):,} tokens)": variant(pair.target, spec["layers"], spec["head_vocab"], weights),
+              "full": variant(pair.target, spec["layers"], None, weights)}
+    times = {name: [] for name in [*models, "target"]}
+    for _ in range(cfg.cost_repeats):
+        for name, m in [*models.items(), ("target", pair.target)]:
+            times[name].append(per_token_ms(m, cfg.cost_steps))
+    t_ms = sorted(times["target"])[len(times["target"]) // 2]
+    out = []
+    for name, m in models.items():
+        ms = sorted(times[name])[len(times[name]) // 2]
+        cov = {n: round(sum(t in kept for t in ts) / max(1, len(ts)), 4) if name != "full" else 1.0
+               for n, ts in refs.items()}
+        out.append({"head": name, "aal": kept_aal if name != "full" else aal(m, pair.target, sets, cfg),
+                    "ms_per_token": round(ms, 3),
+                    "target_ms_per_token": round(t_ms, 3), "cost_ratio": round(ms / t_ms, 4), "coverage": cov})
+        print(f"[ceiling] head {out[-1]}", flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     cfg = config.parse(CeilingConfig, argv, description=__doc__.splitlines()[0])
     torch.set_num_threads(cfg.threads)
@@ -103,7 +134,9 @@ def main(argv: list[str] | None = None) -> dict:
                  aal(variant(pair.target, list(range(d)), head, None), pair.target, sets, cfg)} for d in cfg.depths]
     for row in by_depth:
         print(f"[ceiling] depth {row}", flush=True)
-    result = {"config": asdict(cfg), "by_tokens": by_tokens, "by_depth": by_depth}
+    last = checkpoints(cfg.seed)[-1][2] if checkpoints(cfg.seed) else None
+    by_head = heads(pair, spec, last, sets, cfg, by_tokens[-1]["aal"]) if head else []
+    result = {"config": asdict(cfg), "by_tokens": by_tokens, "by_depth": by_depth, "by_head": by_head}
     Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
     Path(cfg.out).write_text(json.dumps(result, indent=1) + "\n")
     return result

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import config  # noqa: E402
-from scripts.make_qa import CAPITAL_ALIASES, CAPITALS, CITIES, CITY_ALIASES, LANGUAGE_ALIASES, LANGUAGES  # noqa: E402
-from scripts.make_qa import spread  # noqa: E402
+from scripts.make_qa import (CAPITAL_ALIASES, CAPITALS, CITIES, CITY_ALIASES, LANGUAGE_ALIASES,  # noqa: E402
+                             LANGUAGES, spread)
 from wisv.tasks.jsonl import write_jsonl  # noqa: E402
 from wisv.tasks.pools import LONGFORM_DIR, POOLS  # noqa: E402
 
@@ -40,6 +40,27 @@ MORE_CITIES = {"Kyoto": "Japan", "Naples": "Italy", "Hamburg": "Germany", "Sevil
                "Miami": "the United States", "Edinburgh": "Scotland", "Liverpool": "England", "Zurich": "Switzerland"}
 MORE_CITY_ALIASES = {"the Czech Republic": ["Czechia"], "South Korea": ["Korea"],
                      "Scotland": ["United Kingdom", "UK", "Britain"]}
+MORE_LANGUAGES = {"Kenya": "Swahili", "Egypt": "Arabic", "Peru": "Spanish", "Chile": "Spanish", "Colombia": "Spanish",
+                  "Cuba": "Spanish", "Venezuela": "Spanish", "Ecuador": "Spanish", "Uruguay": "Spanish",
+                  "Bolivia": "Spanish", "Saudi Arabia": "Arabic", "Syria": "Arabic", "Iraq": "Arabic",
+                  "Morocco": "Arabic", "Lebanon": "Arabic", "Jordan": "Arabic", "Algeria": "Arabic",
+                  "Tunisia": "Arabic", "Qatar": "Arabic", "Austria": "German", "Canada": "English",
+                  "Ireland": "English", "New Zealand": "English", "the United Kingdom": "English",
+                  "Jamaica": "English", "Nigeria": "English", "Ghana": "English", "Indonesia": "Indonesian",
+                  "Malaysia": "Malay", "the Philippines": "Filipino", "Pakistan": "Urdu", "Bangladesh": "Bengali",
+                  "Iceland": "Icelandic", "Croatia": "Croatian", "Serbia": "Serbian", "Bulgaria": "Bulgarian",
+                  "Estonia": "Estonian", "Latvia": "Latvian", "Lithuania": "Lithuanian", "Slovakia": "Slovak",
+                  "Nepal": "Nepali", "India": "Hindi", "Ethiopia": "Amharic", "Mongolia": "Mongolian",
+                  "Cyprus": "Greek", "Senegal": "French", "Uganda": "English", "Belgium": "Dutch",
+                  "Switzerland": "German", "Afghanistan": "Pashto", "Cambodia": "Khmer", "Laos": "Lao",
+                  "Sri Lanka": "Sinhala", "Albania": "Albanian", "Slovenia": "Slovenian"}
+MORE_LANGUAGE_ALIASES = {"Kenya": ["English"], "the Philippines": ["Tagalog", "English"], "Pakistan": ["English"],
+                         "India": ["English"], "Malaysia": ["Malaysian", "Bahasa"], "Indonesia": ["Bahasa"],
+                         "Belgium": ["French", "Flemish"], "Switzerland": ["French", "Italian"],
+                         "Afghanistan": ["Dari", "Persian"], "Cyprus": ["Turkish"], "Senegal": ["Wolof"],
+                         "Sri Lanka": ["Tamil"], "Morocco": ["French"], "Algeria": ["French"], "Tunisia": ["French"],
+                         "Lebanon": ["French"], "Bangladesh": ["Bangla"], "Ireland": ["Irish"], "Canada": ["French"],
+                         "New Zealand": ["Maori"], "Uganda": ["Swahili"]}  # by country: other official languages
 NAMES = ("Tom", "Sara", "Ben", "Mia", "Leo", "Anna", "Sam", "Lily", "Max", "Emma", "Noah", "Zoe")
 OBJECTS = ("apples", "books", "pencils", "marbles", "stickers", "cookies", "balloons", "stamps", "shells", "cards")
 THEN_SAY = 'Explain your steps, then write "The answer is" followed by the number.'
@@ -47,25 +68,37 @@ FIRST_FACTS = "Start with the answer, then tell me three facts about the {about}
 FIRST_PARAGRAPH = "Give the answer first, then write a short paragraph about the {about}."
 FIRST_WHY = "Start with the answer, then explain why the {about} is important."
 
-# kind -> (form, templates with {w}, {w: answer}, {answer: aliases})
+# kind -> (form, templates with {w}, {w: answer}, {answer: aliases}, {w: aliases})
 WORD_KINDS = {
     "capital": ("first", [f"What is the capital of {{w}}? {t.format(about='city')}"
                           for t in (FIRST_FACTS, FIRST_PARAGRAPH, FIRST_WHY)],
-                CAPITALS | MORE_CAPITALS, CAPITAL_ALIASES | MORE_CAPITAL_ALIASES),
+                CAPITALS | MORE_CAPITALS, CAPITAL_ALIASES | MORE_CAPITAL_ALIASES, {}),
     "city_country": ("first", [f"In which country is the city of {{w}}? {t.format(about=a)}"
                                for t, a in ((FIRST_FACTS, "country"), (FIRST_PARAGRAPH, "city"))],
-                     CITIES | MORE_CITIES, CITY_ALIASES | MORE_CITY_ALIASES),
+                     CITIES | MORE_CITIES, CITY_ALIASES | MORE_CITY_ALIASES, {}),
     "language": ("first", [f"What language is spoken in {{w}}? {t.format(about='language')}"
-                           for t in (FIRST_FACTS, FIRST_PARAGRAPH)], LANGUAGES, LANGUAGE_ALIASES),
+                           for t in (FIRST_FACTS, FIRST_PARAGRAPH)], LANGUAGES | MORE_LANGUAGES,
+                 LANGUAGE_ALIASES, MORE_LANGUAGE_ALIASES),
+    "language_last": ("last", [f"What language do people speak in {{w}}? First write two sentences about the {t} of "
+                               '{w}. Then end with "The answer is" followed by the name of the language.'
+                               for t in ("culture", "history")], LANGUAGES | MORE_LANGUAGES,
+                      LANGUAGE_ALIASES, MORE_LANGUAGE_ALIASES),
+    "capital_history": ("last", [f"Which city is the capital of {{w}}? First write two sentences about the {t} of "
+                                 '{w}. Then end with "The answer is" followed by the name of the capital city.'
+                                 for t in ("history", "culture")],
+                        CAPITALS | MORE_CAPITALS, CAPITAL_ALIASES | MORE_CAPITAL_ALIASES, {}),
     "capital_last": ("last", ['Tell me about {w} in two sentences. Then finish with "The answer is" and the name of '
-                              'its capital city.'], CAPITALS | MORE_CAPITALS, CAPITAL_ALIASES | MORE_CAPITAL_ALIASES),
+                              'its capital city.'], CAPITALS | MORE_CAPITALS, CAPITAL_ALIASES | MORE_CAPITAL_ALIASES,
+                     {}),
 }
 WORD_PROBLEMS = (f"{{name}} has {{a}} {{obj}} and gets {{b}} more. How many {{obj}} does {{name}} have now? {THEN_SAY}",
                  f"There are {{a}} {{obj}} in a box. {{name}} puts {{b}} more {{obj}} in the box. How many {{obj}} are "
                  f"in the box now? {THEN_SAY}")
 KINDS = (*WORD_KINDS, "word_problem")
 # Dropped after measuring the target (scripts/longform_accuracy.py, docs/longform-task.md): under 55% correct.
-DROPPED: tuple[str, ...] = ("capital_last",)
+# Test pool, 96 new tokens: capital_last 15% (it describes the country and stops), word_problem 23% ("2 * 4 = 8
+# books", and 0% for the "in a box" template).
+DROPPED: tuple[str, ...] = ("capital_last", "word_problem")
 SHIPPED = tuple(k for k in KINDS if k not in DROPPED)
 
 
@@ -95,9 +128,10 @@ def entity_rows(kind: str, entity: tuple, rng: random.Random) -> list[dict]:
         a, b = entity
         return [_row(kind, "last", t.format(name=rng.choice(NAMES), obj=rng.choice(OBJECTS), a=a, b=b), str(a + b))
                 for t in WORD_PROBLEMS]
-    form, templates, table, aliases = WORD_KINDS[kind]
-    answer = table[entity[0]]
-    return [_row(kind, form, t.format(w=entity[0]), answer, aliases.get(answer, [])) for t in templates]
+    form, templates, table, by_answer, by_word = WORD_KINDS[kind]
+    w = entity[0]
+    aliases = list(dict.fromkeys(by_answer.get(table[w], []) + by_word.get(w, [])))
+    return [_row(kind, form, t.format(w=w), table[w], aliases) for t in templates]
 
 
 def _row(kind: str, form: str, prompt: str, answer: str, aliases: list[str] | None = None) -> dict:

@@ -1,4 +1,4 @@
-"""Target-only greedy accuracy on the QA task's splits (or the long-form task's pools), overall and per kind (a JSON, its config beside it).
+"""Target-only greedy accuracy on the QA task's splits or the long-form task's pools, overall and per kind (a JSON).
 
 Usage: ``python scripts/qa_accuracy.py --target DIR [--gguf FILE] [--splits calib test] [--n 50]
 [--out results/smollm2/qa_accuracy.json]``

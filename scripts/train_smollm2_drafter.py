@@ -1,14 +1,15 @@
 """Distil the SmolLM2 pair's early-exit drafter on the target's own greedy generations (seeded, CPU).
 
-Usage: ``python scripts/train_smollm2_drafter.py [--layers 0 1 2 3] [--epochs 4] [--prompts 2500]``, after
+Usage: ``python scripts/train_smollm2_drafter.py [--layers 0 1 2 3] [--epochs 2] [--prompts 1152]``, after
 ``python -m wisv.pairs build smollm2 --stages download target``.  The drafter is the target's first layers, final
-norm and LM head restricted to a kept vocabulary; the layers named in --train-layers and the final norm are trained
-on the target's greedy generations of generic prompts (scripts/smollm2_distill_prompts.py) and of the long-form
-task's **distill pool** (``wisv/assets/longform/distill.jsonl``; never its calib or test pool, nor the generic
-held-out prompts), optionally plus the old QA task's in-domain questions (``--qa``; none of its test split):
+norm and LM head restricted to a kept vocabulary (every token of the generations and of the target's top-k there);
+the layers named in --train-layers and the final norm are trained on the target's greedy generations of generic
+prompts (scripts/smollm2_distill_prompts.py) and of the long-form task's **distill pool**
+(``wisv/assets/longform/distill.jsonl``; never its calib or test pool, nor the generic held-out prompts),
+optionally plus the old QA task's in-domain questions (``--qa``; none of its test split):
 cross-entropy on the target's greedy next token at every generated position, mixed with cross-entropy on the
-target's top-k next-token distribution.  The kept vocabulary is every token of those generations plus the
-``--head-min-ids`` lowest ids (BPE's first merges: its most frequent tokens).  Saved in fp16 to
+target's top-k next-token distribution.  ``--max-train-s`` bounds the training's wall time (it stops after the step
+that passes it) and ``--pool-rows`` the distill pool's rows, so the run fits a shared CPU.  Saved in fp16 to
 wisv/assets/smollm2-drafter/ with drafter.json, which ``python -m wisv.pairs build smollm2`` lays over the target's
 copied layers; each epoch's layers also go to ``<cache>/distill/checkpoints/`` (AAL against distillation tokens).
 """
@@ -31,14 +32,15 @@ sys.path.insert(0, str(ROOT))
 import config  # noqa: E402
 from scripts.smollm2_distill_prompts import distill_prompts  # noqa: E402
 from scripts.smollm2_qa_distill_prompts import qa_distill_prompts  # noqa: E402
-from wisv.tasks.jsonl import read_jsonl  # noqa: E402
 from wisv.pairs import cache_dir, pair_dir  # noqa: E402
 from wisv.pairs.drafter import ASSET_DIR, SPEC_FILE, early_exit  # noqa: E402
 from wisv.pairs.fetch import sha256_file  # noqa: E402
-from wisv.tasks.prompts import encode_prompt  # noqa: E402
+from wisv.tasks.jsonl import read_jsonl  # noqa: E402
 from wisv.tasks.pools import pool_path  # noqa: E402
+from wisv.tasks.prompts import encode_prompt  # noqa: E402
 
 WEIGHTS_FILE = "layers.safetensors"
+POOL = "distill"  # the long-form pool distillation reads: calib is the decision head's, test the evaluation's
 
 
 @dataclass
@@ -47,18 +49,20 @@ class DistillConfig:
 
     layers: list[int] = field(default_factory=lambda: [0, 1, 2, 3])  # target layers the drafter keeps, in order
     train_layers: list[int] = field(default_factory=lambda: [1, 2, 3])  # drafter layers trained (others: copied)
-    prompts: int = 1536  # generic distillation prompts (scripts/smollm2_distill_prompts.py)
+    prompts: int = 1152  # generic distillation prompts (scripts/smollm2_distill_prompts.py)
     max_new_tokens: int = 64  # target greedy generation length per generic prompt, tokens
-    pool: str = field(default="distill", metadata={"choices": ("distill",)})  # long-form pool read (not calib/test)
-    pool_max_new_tokens: int = 96  # target greedy generation length per long-form prompt, tokens
+    pool_rows: int = 160  # first rows of the long-form distill pool used (0: all; the pool spreads its kinds)
+    pool_max_new_tokens: int = 64  # target greedy generation length per long-form prompt, tokens
     qa: bool = False  # add the old QA task's in-domain prompts (scripts/smollm2_qa_distill_prompts.py)
     qa_max_new_tokens: int = 48  # target greedy generation length per QA prompt, tokens
-    head_min_ids: int = 0  # also keep token ids below this in the head's vocabulary (0: the generations' tokens only)
+    head_min_ids: int = 0  # also keep token ids below this in the head's vocabulary (0: none)
+    head_top_k: bool = True  # the head also keeps every id in the target's top-k at a generated position
     top_k: int = 8  # target logits kept per generated position for the soft loss
     soft_weight: float = 0.5  # weight of the top-k soft cross-entropy; the hard one gets 1 - this
     temperature: float = 1.0  # softmax temperature of the target's top-k logits
     gen_batch: int = 32  # prompts per batched generation
-    epochs: int = 3  # passes over the distillation set
+    epochs: int = 2  # passes over the distillation set
+    max_train_s: float = 900.0  # stop training after the step that passes this wall time, s (0: no limit)
     batch: int = 8  # sequences per optimizer step
     lr: float = 1e-3  # peak AdamW learning rate (linear warm-up, cosine decay)
     warmup_steps: int = 20  # warm-up steps
@@ -121,7 +125,9 @@ def distill_set(target, tok, cfg: DistillConfig) -> list[dict]:
     the generic prompts', the long-form distill pool's and, with ``cfg.qa``, the old QA task's in-domain prompts'."""
     seqs = generate(target, tok, distill_prompts(cfg.prompts, cfg.seed), cfg, "generic-", cfg.max_new_tokens,
                     cfg.top_k)
-    seqs += generate(target, tok, [r["prompt"] for r in read_jsonl(pool_path(cfg.pool))], cfg, f"{cfg.pool}-",
+    print(f"[data] long-form pool: {POOL} ({pool_path(POOL)})", flush=True)
+    pool = read_jsonl(pool_path(POOL))[:cfg.pool_rows or None]
+    seqs += generate(target, tok, [r["prompt"] for r in pool], cfg, f"{POOL}-",
                      cfg.pool_max_new_tokens, cfg.top_k)
     if cfg.qa:
         seqs += generate(target, tok, qa_distill_prompts(cfg.seed), cfg, f"qa-k{cfg.top_k}-", cfg.qa_max_new_tokens,
@@ -141,10 +147,12 @@ def trainable(model: LlamaForCausalLM, train_layers: list[int]) -> dict[str, tor
     return params
 
 
-def label_vocab(rows: list[dict], min_ids: int = 0) -> torch.Tensor:
-    """The kept vocabulary, sorted: every token id that is some position's label, and the ids below ``min_ids``.  The
-    training loss's softmax and the drafter's head run over these only."""
-    return torch.tensor(sorted({t for r in rows for t in r["labels"] if t >= 0} | set(range(min_ids))))
+def label_vocab(rows: list[dict], min_ids: int = 0, top_k: bool = False) -> torch.Tensor:
+    """The kept vocabulary, sorted: every token id that is some position's label, the ids below ``min_ids`` and (with
+    ``top_k``) every id in the target's top-k at some generated position.  The training loss's softmax and the
+    drafter's head run over these only."""
+    tops = {t for r in rows for pos in r["top_ids"] for t in pos} if top_k else set()
+    return torch.tensor(sorted({t for r in rows for t in r["labels"] if t >= 0} | set(range(min_ids)) | tops))
 
 
 def soft_targets(rows: list[dict], width: int, vocab: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -190,13 +198,14 @@ def train(model, rows: list[dict], cfg: DistillConfig) -> list[float]:
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) * 0.5 * (
         1 + torch.cos(torch.tensor(torch.pi * s / steps)).item()))
     rng, losses, t0 = random.Random(cfg.seed), [], time.perf_counter()
-    vocab, seen = label_vocab(rows, cfg.head_min_ids), 0
+    vocab, seen = label_vocab(rows, cfg.head_min_ids, cfg.head_top_k), 0
+    print(f"[train] head vocabulary: {len(vocab)} tokens", flush=True)
     model.train()
     for epoch in range(cfg.epochs):
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]["ids"]))  # similar lengths share a batch
         batches = [order[i:i + cfg.batch] for i in range(0, len(order), cfg.batch)]
         rng.shuffle(batches)
-        total = 0.0
+        total, done = 0.0, 0
         for b in batches:
             loss = batch_loss(model, [rows[i] for i in b], vocab, cfg)
             opt.zero_grad()
@@ -204,12 +213,17 @@ def train(model, rows: list[dict], cfg: DistillConfig) -> list[float]:
             torch.nn.utils.clip_grad_norm_(params.values(), 1.0)
             opt.step()
             sched.step()
-            total += loss.item()
+            total, done = total + loss.item(), done + 1
             seen += sum(len(rows[i]["ids"]) - rows[i]["prompt_len"] for i in b)
-        losses.append(total / len(batches))
+            if cfg.max_train_s and time.perf_counter() - t0 > cfg.max_train_s:
+                break
+        losses.append(total / done)
         checkpoint(model, cfg, epoch + 1, seen)
-        print(f"[train] epoch {epoch + 1}/{cfg.epochs}: loss {losses[-1]:.4f}, {time.perf_counter() - t0:.0f} s",
-              flush=True)
+        print(f"[train] epoch {epoch + 1}/{cfg.epochs}: loss {losses[-1]:.4f}, {done}/{len(batches)} steps, "
+              f"{seen} tokens seen, {time.perf_counter() - t0:.0f} s", flush=True)
+        if done < len(batches):
+            print(f"[train] stopped: --max-train-s {cfg.max_train_s} passed", flush=True)
+            break
     return losses
 
 
@@ -230,7 +244,8 @@ def save(model, rows: list[dict], cfg: DistillConfig, facts: dict) -> Path:
     names = trainable(model, cfg.train_layers)
     save_file({k: v.detach().to(torch.float16).contiguous() for k, v in names.items()}, str(out / WEIGHTS_FILE))
     spec = {"layers": cfg.layers, "weights": WEIGHTS_FILE, "weights_sha256": sha256_file(out / WEIGHTS_FILE),
-            "head_vocab": label_vocab(rows, cfg.head_min_ids).tolist(), "training": {"config": asdict(cfg) | {"out": None}, **facts}}
+            "head_vocab": label_vocab(rows, cfg.head_min_ids, cfg.head_top_k).tolist(),
+            "training": {"config": asdict(cfg) | {"out": None}, **facts}}
     (out / SPEC_FILE).write_text(json.dumps(spec, indent=1) + "\n")
     return out / SPEC_FILE
 
@@ -253,7 +268,7 @@ def main(argv: list[str] | None = None) -> None:
     del target
     losses = train(model, rows, cfg)
     facts = {"data_s": round(t_data, 1), "train_s": round(time.perf_counter() - t0 - t_data, 1),
-             "tokens": sum(len(r["ids"]) for r in rows), "rows": len(rows),
+             "tokens": sum(len(r["ids"]) for r in rows), "rows": len(rows), "pool": POOL,
              "generated_tokens": sum(len(r["ids"]) - r["prompt_len"] for r in rows),
              "epoch_losses": [round(x, 4) for x in losses],
              "threads": cfg.threads}

@@ -6,7 +6,7 @@ import json
 import torch
 
 from scripts.smollm2_qa_distill_prompts import qa_distill_prompts
-from scripts.train_smollm2_drafter import DistillConfig, next_token_labels, soft_targets
+from scripts.train_smollm2_drafter import DistillConfig, label_vocab, next_token_labels, soft_targets
 from wisv.tasks.qa import QA_DIR
 
 
@@ -34,3 +34,12 @@ def test_soft_targets_sit_at_the_generated_positions_inside_the_vocab():
     assert p[0, 1].argmax() == 1 and p[0, 1, 0] > 0 and p[0, 1, 2] == 0
     torch.testing.assert_close(p[0, 2, 1], p[0, 2, 2])
     assert soft_targets([row | {"top_ids": [], "top_logits": []}], 5, vocab, 1.0).sum() == 0
+
+
+def test_the_head_vocabulary_holds_the_labels_and_optionally_the_top_k():
+    seq, n = [1, 2, 5, 9], 2
+    row = {"ids": seq, "labels": next_token_labels(seq, n), "prompt_len": n, "top_ids": [[5, 3], [9, 7]],
+           "top_logits": [[1.0, 0.5], [1.0, 0.2]]}
+    assert label_vocab([row]).tolist() == [5, 9]
+    assert label_vocab([row], top_k=True).tolist() == [3, 5, 7, 9]
+    assert label_vocab([row], min_ids=2, top_k=True).tolist() == [0, 1, 3, 5, 7, 9]

@@ -181,8 +181,8 @@ def cached_forward(model: PreTrainedModel, cache: DynamicCache, cached_len: int,
     """One sequence's forward of ``ids`` after ``cached_len`` cached positions (the cache is extended in place):
     logits [n, V] (``keep`` > 0: only the last ``keep`` positions', [keep, V]: the LM head runs on those alone, as
     transformers' ``logits_to_keep``) and hidden states [n, d], float32.  A tree forward passes its ``positions`` [n]
-    (by depth) and an additive 4D ``mask`` [1, 1, n, cached_len + n] (wisv.decoding.tree.node_mask); by default positions
-    follow the cache."""
+    (by depth) and an additive 4D ``mask`` [1, 1, n, cached_len + n] (wisv.decoding.tree.node_mask); by default
+    positions follow the cache."""
     dev = model.device
     x = torch.tensor([ids], dtype=torch.long, device=dev)  # [1, n]
     slots = torch.arange(cached_len, cached_len + len(ids), device=dev)  # [n] cache slots

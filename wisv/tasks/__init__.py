@@ -1,7 +1,7 @@
-"""Tasks and prompts: the toy arithmetic task, the QA task and its checker, prompt files, accuracy and the greedy
-reference.
+"""Tasks and prompts: the toy arithmetic task, the QA task and its checker, the long-form task's pools, prompt files,
+accuracy and the greedy reference.
 
-Holds ``toydata`` (the toy task), ``qa`` (QA rows and the answer checker), ``prompts`` (a pair's prompt sets),
-``jsonl`` (prompt files) and ``evaluate`` (accuracy, EOS, target-only reference).  May import: nothing of the project
-but its own modules (a bottom room of ``wisv``).
+Holds ``toydata`` (the toy task), ``qa`` (QA rows and the answer checker), ``pools`` (the long-form task's disjoint
+distill/calib/test pools), ``prompts`` (a pair's prompt sets), ``jsonl`` (prompt files) and ``evaluate`` (accuracy,
+EOS, target-only reference).  May import: nothing of the project but its own modules (a bottom room of ``wisv``).
 """

@@ -23,6 +23,7 @@ _MARKER_RE = re.compile(r"\s(?:is|are|was|were|equals|makes)\s|=|:\s")
 _WORD_RE = re.compile(r"\d+(?:[.:]\d+)+|[^\W_]+")  # 2.5 and 3:00 stay whole
 _INT_RE = re.compile(r"\s*-?\d+\s*")  # a toy answer read back as text
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
+_LIST_MARK_RE = re.compile(r"^(?:\d{1,2}[.)]|[-*\u2022])\s+")  # "1. ", "2) ", "- " opening a list item: not a sentence
 _CLOSING_RE = re.compile(r"\bthe answer is\b:?", re.IGNORECASE)  # a closing statement of the answer
 
 
@@ -77,11 +78,13 @@ def closing_span(text: str) -> str:
     found = list(_CLOSING_RE.finditer(text))
     if not found:
         return ""
-    return _first_sentence(text[found[-1].end():]).rsplit("=", 1)[-1]
+    rest = text[found[-1].end():].strip()
+    return next((s for s in _SENTENCE_RE.split(rest) if s.strip()), "").rsplit("=", 1)[-1]
 
 
 def _first_sentence(text: str) -> str:
-    return next((s for s in _SENTENCE_RE.split(text.strip()) if s.strip()), "")
+    """The first sentence, without a list item's marker ("1. Rome is the capital." -> "Rome is the capital.")."""
+    return next((s for s in _SENTENCE_RE.split(_LIST_MARK_RE.sub("", text.strip())) if s.strip()), "")
 
 
 def _contains(hay: str, needle: str) -> bool:

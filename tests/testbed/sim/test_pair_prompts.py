@@ -1,5 +1,5 @@
-"""The simulator's and the load test's traces use the named pair's own prompt set and checker (the SmolLM2 pair's long-form
-test pool, wisv.tasks.qa's checker), and the trace cache never hands one prompt set's traces to another."""
+"""The simulator's and the load test's traces use the named pair's own prompt set and checker (the SmolLM2 pair's
+long-form test pool, wisv.tasks.qa's checker), and the trace cache never hands one prompt set's traces to another."""
 from __future__ import annotations
 
 import pytest

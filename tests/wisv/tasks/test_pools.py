@@ -59,3 +59,10 @@ def test_a_pools_rows_are_checked_in_either_form():
 def test_generic_distill_prompts_are_a_seeded_prefix_of_the_pool():
     assert distill_prompts(50, 1) == distill_prompts(50, 1) != distill_prompts(50, 2)
     assert set(distill_prompts(3000, 1)) <= set(generic_pool()) and len(set(distill_prompts(3000, 1))) == 3000
+
+
+def test_an_alias_belongs_to_its_entity_not_to_every_row_with_that_answer():
+    rows = [r for p in POOLS for r in load_pool(p) if r["kind"] == "language"]
+    by_prompt = {r["prompt"].split("?")[0]: r["answers"] for r in rows}
+    assert by_prompt["What language is spoken in Germany"] == ["German"]
+    assert set(by_prompt["What language is spoken in Switzerland"]) == {"German", "French", "Italian"}

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from wisv.tasks.prompts import read_jsonl_prompts
-from wisv.tasks.qa import (SPLITS, accepted, accuracy, answer_span, check_answer, closing_span, is_correct, load_split,
-                     normalise)
+from wisv.tasks.qa import (SPLITS, accepted, accuracy, answer_span, check_answer, closing_span, is_correct,
+                          load_split, normalise)
 
 
 @pytest.mark.parametrize("text, want", [
@@ -73,6 +73,9 @@ ANSWER_LAST = ("1. Tom has 8 apples.\n2. He gets 7 more apples.\n3. Together tha
     ("Tom has 8 apples and gets 7.\n\nThe answer is 8.\n\nWait, the answer is 15.", ["15"], True),  # the last one
     ("Tom has 8 apples and gets 7.\n\nThe answer is 15.\n\nWait, the answer is 8.", ["15"], False),
     ("The answer is: Nairobi. Nairobi is a big city.", ["Nairobi"], True),
+    ("1. Rome is the capital of Italy.\n2. It is old.", ["Italy"], True),  # a list item's marker is no sentence
+    ("Tom has 4 apples and gets 3 more. The answer is 7. Next, 1 + 1.", ["7"], True),
+    ("We count them all.\n\nThe answer is 1. 2 more were lost.", ["1"], True),  # "1." after it is the answer
     ("It is a hard one. The answer is not 15.", ["15"], False),
 ])
 def test_is_correct_on_long_form_outputs(text, answers, ok):
@@ -84,6 +87,7 @@ def test_closing_span_is_the_last_answer_statement():
     assert closing_span(ANSWER_LAST).strip() == "15."
     assert closing_span("The answer is 8 + 7 = 15 apples. More text.").strip() == "15 apples."
     assert closing_span(ANSWER_FIRST) == ""
+    assert answer_span("1. The capital of Peru is Lima.\n2. It is big.") == "Lima."
 
 
 def test_answer_span_is_after_the_first_marker():
