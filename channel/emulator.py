@@ -238,14 +238,19 @@ class EmulatorConfig:
 
     forward: str = ""  # HOST:PORT of the server (edge) to forward to; required
     listen: str = "127.0.0.1:0"  # HOST:PORT to listen on (port 0: any free port)
-    rate_mbps: float = _IDEAL.rate_up_mbps  # rate of both directions, Mbit/s (inf: unlimited)
-    rate_up_mbps: float | None = None  # uplink rate, Mbit/s (None: --rate-mbps)
-    rate_down_mbps: float | None = None  # downlink rate, Mbit/s (None: --rate-mbps)
-    rtt_ms: float = _IDEAL.rtt_ms  # round-trip propagation delay, ms
-    per: float = _IDEAL.per_up  # segment loss probability of each direction, [0, 1)
-    jitter_ms: float = LinkConfig.jitter_ms  # std of the one-way delay jitter, ms
-    mtu_bytes: int = LinkConfig.mtu_bytes  # segment size for losses and retransmissions, bytes
-    host_overhead_ms: float = LinkConfig.host_overhead_ms  # hosts' one-way cost taken out of each delay, ms
+    rate_mbps: float = field(default=_IDEAL.rate_up_mbps, metadata={
+        "above": 0})  # rate of both directions, Mbit/s (inf: unlimited)
+    rate_up_mbps: float | None = field(default=None, metadata={"above": 0})  # uplink rate, Mbit/s (None: --rate-mbps)
+    rate_down_mbps: float | None = field(default=None, metadata={
+        "above": 0})  # downlink rate, Mbit/s (None: --rate-mbps)
+    rtt_ms: float = field(default=_IDEAL.rtt_ms, metadata={"min": 0})  # round-trip propagation delay, ms
+    per: float = field(default=_IDEAL.per_up, metadata={
+        "min": 0, "below": 1})  # segment loss probability of each direction, [0, 1)
+    jitter_ms: float = field(default=LinkConfig.jitter_ms, metadata={"min": 0})  # std of the one-way delay jitter, ms
+    mtu_bytes: int = field(default=LinkConfig.mtu_bytes, metadata={
+        "min": 1})  # segment size for losses and retransmissions, bytes
+    host_overhead_ms: float = field(default=LinkConfig.host_overhead_ms, metadata={
+        "min": 0})  # hosts' one-way cost taken out of each delay, ms
     seed: int = LinkConfig.seed  # seed of the loss and jitter draws
     csi_trace: str | None = None  # CSV CSI trace replayed from the start (replaces rate, RTT and PER)
     trace_loop: bool = LinkConfig.trace_loop  # loop the CSI trace

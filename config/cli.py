@@ -2,17 +2,41 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import types
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from config.fields import (NONE_TEXT, ConfigError, Flag, argv_tokens, check_choices, coerce, flags, from_values)
+from config.fields import NONE_TEXT, ConfigError, Flag, argv_tokens, check_value, coerce, flags, from_values
 from config.toml import load_toml
 
 
+def cli_prog(argv0: str | None = None, main_spec: str | None = None) -> str:
+    """The program as users type it: ``python -m testbed.ue`` (run with -m) or ``python scripts/x.py``."""
+    if main_spec is None:
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        main_spec = spec.name if spec is not None else None
+    if main_spec:
+        return "python -m " + main_spec.removesuffix(".__main__")
+    argv0 = argv0 if argv0 is not None else (sys.argv[0] if sys.argv else "")
+    return f"python {os.path.relpath(argv0) if os.path.isabs(argv0) else argv0}"
+
+
+def one_line_errors(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Usage errors as one line, ``PROG: error: MESSAGE`` (exit 2), without the usage block; a parser named after
+    a file (argparse's default: ``__main__.py``, ``x.py``) is renamed to what users type (``cli_prog``)."""
+    if ap.prog.endswith(".py"):
+        ap.prog = cli_prog()
+    ap.error = lambda message: ap.exit(2, f"{ap.prog}: error: {message}\n")  # type: ignore[method-assign]
+    return ap
+
+
 def add_flags(ap: argparse.ArgumentParser, cls: type) -> argparse.ArgumentParser:
-    """Add --config and one flag per settable field of cls (defaults stay out of the namespace: see resolve)."""
+    """Add --config and one flag per settable field of cls (defaults stay out of the namespace: see resolve);
+    usage errors become one line (``one_line_errors``)."""
+    one_line_errors(ap)
     ap.add_argument("--config", metavar="FILE.toml", default=None,
                     help="TOML file of these settings (keys as in a saved config.toml); flags given override it")
     for f in flags(cls):
@@ -60,7 +84,11 @@ def _from_flag(f: Flag, raw: Any) -> Any:
         raw = [t.strip() for tok in raw for t in tok.split(",") if t.strip()]
         if len(raw) == 1 and raw[0].lower() == NONE_TEXT:
             raw = raw[0]
-    return coerce(_typed_text(raw, f.tp), f.tp, f.flag)
+    try:
+        typed = _typed_text(raw, f.tp)
+    except ConfigError as e:
+        raise ConfigError(f"{f.flag}: {e}") from None
+    return coerce(typed, f.tp, f.flag)
 
 
 def _typed_text(raw: Any, tp: Any) -> Any:
@@ -86,7 +114,7 @@ def resolve(cls: type, ns: argparse.Namespace) -> dict:
     for f in flags(cls):
         if f.dest in given:
             value = _from_flag(f, given[f.dest])
-            check_choices(value, f.meta.get("choices"), f.flag)
+            check_value(value, f.meta, f.flag)
             node = values
             for key in f.path[:-1]:
                 node = node.setdefault(key, {})

@@ -11,6 +11,8 @@ import dataclasses
 import functools
 import inspect
 import io
+import operator
+import re
 import textwrap
 import tokenize
 import types
@@ -112,8 +114,13 @@ def _shown(value: Any, meta: Mapping) -> str:
     return " ".join(meta["format"](value) if "format" in meta else argv_tokens(value)) or NONE_TEXT
 
 
+BOUNDS = {"min": (">=", operator.ge), "max": ("<=", operator.le), "above": (">", operator.gt),
+          "below": ("<", operator.lt)}  # field metadata key -> (sign, test)
+
+
 def _help_text(doc: str, default: str, meta: Mapping) -> str:
     text = doc + (f"; one of: {', '.join(map(str, meta['choices']))}" if meta.get("choices") else "")
+    text += "".join(f"; {sign} {meta[k]:g}" for k, (sign, _) in BOUNDS.items() if k in meta)
     text += "" if meta.get("positional") else f" (default: {default})"
     return text.replace("%", "%%")
 
@@ -160,8 +167,21 @@ def check_choices(value: Any, choices: Sequence | None, where: str) -> None:
         raise ConfigError(f"{where}: {bad[0]!r} is not one of {list(choices)}")
 
 
+def check_value(value: Any, meta: Mapping, where: str) -> None:
+    """A ConfigError naming ``where`` when value (each element of a list) is not one of the field's ``choices``, is
+    out of its bounds (``min``, ``max``, ``above``, ``below``) or does not match its ``pattern``; None passes."""
+    check_choices(value, meta.get("choices"), where)
+    for v in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            for key, (sign, ok) in BOUNDS.items():
+                if key in meta and not ok(v, meta[key]):
+                    raise ConfigError(f"{where}: must be {sign} {meta[key]:g}, got {v:g}")
+        if isinstance(v, str) and "pattern" in meta and not re.fullmatch(meta["pattern"], v):
+            raise ConfigError(f"{where}: expected the form {meta.get('example', meta['pattern'])}, got {v!r}")
+
+
 def to_values(cls: type, doc: Mapping, where: str, skip: Sequence[str] = ()) -> dict:
-    """A nested mapping (a parsed TOML file) checked against cls: known keys, right types, allowed choices."""
+    """A nested mapping (a parsed TOML file) checked against cls: known keys, right types, choices and bounds."""
     known = {f.name: f for f in settable(cls, skip)}
     out = {}
     for key, value in doc.items():
@@ -176,7 +196,7 @@ def to_values(cls: type, doc: Mapping, where: str, skip: Sequence[str] = ()) -> 
             out[key] = to_values(sub, value, f"{where} [{key}]", f.metadata.get("skip", ()))
             continue
         out[key] = coerce(value, hints(cls)[key], f"{where}: {key}")
-        check_choices(out[key], f.metadata.get("choices"), f"{where}: {key}")
+        check_value(out[key], f.metadata, f"{where}: {key}")
     return out
 
 

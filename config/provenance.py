@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import platform
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,16 @@ def _git(*args: str) -> str | None:
     return None
 
 
-def write_config(out: str | Path, cfg: Any, header: Mapping[str, Any] | None = None) -> Path:
-    """Save cfg as ``out/config.toml`` (``--config`` reads it back), header (e.g. git commit) as comments."""
+def write_config(out: str | Path, cfg: Any, header: Mapping[str, Any] | None = None,
+                 fresh: Sequence[str] = ()) -> Path:
+    """Save cfg as ``out/config.toml`` (``--config`` reads it back), header (e.g. git commit) as comments.
+    ``fresh``: top-level fields saved at their defaults, their values in this run only in the header (e.g. ``out``:
+    the saved file reruns into a new directory instead of being refused by the finished one)."""
     path = Path(out) / "config.toml"
-    path.write_text(to_toml(cfg, header))
+    defaults = type(cfg)()
+    kept = {name: getattr(cfg, name) for name in fresh if getattr(cfg, name) != getattr(defaults, name)}
+    cfg = dataclasses.replace(cfg, **{name: getattr(defaults, name) for name in kept})
+    path.write_text(to_toml(cfg, {**(header or {}), **{f"{k} (this run)": v for k, v in kept.items()}}))
     return path
 
 

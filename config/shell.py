@@ -27,7 +27,7 @@ def run_subcommand(prog: str, description: str, commands: Mapping[str, tuple[typ
         cfg = from_values(cls, resolve(cls, ns))
     except ValueError as e:
         parsers[ns.command].error(str(e))
-    return run_reporting(f"{prog.removeprefix('python -m ')} {ns.command}", lambda: fn(cfg), errors)
+    return run_reporting(f"{prog} {ns.command}", lambda: fn(cfg), errors)
 
 
 def run_reporting(prog: str, body: Callable[[], Any],

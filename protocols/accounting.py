@@ -26,17 +26,19 @@ def message_bytes(msg) -> int:
 
 
 @lru_cache(maxsize=64)
-def wire_payload_bits(d_d: int, vocab: int, k: int = 8) -> PayloadBits:
-    """PayloadBits of this testbed's wire format (int32 ids and positions, fp16 hidden/probs).
+def wire_payload_bits(d_d: int, vocab: int, k: int = 8, features: bool = False) -> PayloadBits:
+    """PayloadBits of this testbed's wire format (int32 ids and positions, fp16 hidden/probs; with ``features``,
+    each DRAFT also carries the [K, 3] fp16 draft features).
 
     Overheads are measured by encoding representative messages, so the cost model predicts
     the bytes this testbed actually sends.
     """
     csi = {"rate_up_mbps": 1.0, "rate_down_mbps": 1.0, "rtt_ms": 1.0, "per_up": 0.0, "per_down": 0.0}
-    draft = make(MsgType.DRAFT, "ue-0000", {"tokens": np.zeros(k, np.int32)}, round=100, t_draft_s=0.01,
-                 csi=csi, protocol="fh")
-    o_up = message_bytes(draft) * 8 - k * 32
+    tensors = {"tokens": np.zeros(k, np.int32)} | ({"features": np.zeros((k, 3), np.float16)} if features else {})
+    draft = make(MsgType.DRAFT, "ue-0000", tensors, round=100, t_draft_s=0.01, csi=csi, protocol="fh")
+    b_feat = 3 * 16 if features else 0
+    o_up = message_bytes(draft) * 8 - k * (32 + b_feat)
     verdict = make(MsgType.VERDICT, "ue-0000", None, round=100, n_accepted=3, next_token=300, mismatches=2,
                    queried=2, t_verify_s=0.01, t_head_s=0.001, t_edge_s=0.012, batch=1, done=False)  # as the edge's
     o_dn = message_bytes(verdict) * 8 - (32 + 32)  # s_fb carried as two ints in the header
-    return PayloadBits(b_tok=32, b_h=16, b_idx=32, d_d=d_d, vocab=vocab, o_up=o_up, o_dn=o_dn)
+    return PayloadBits(b_tok=32, b_h=16, b_idx=32, d_d=d_d, vocab=vocab, o_up=o_up, o_dn=o_dn, b_feat=b_feat)

@@ -66,8 +66,8 @@ class EdgeSession:
         self.sid, self.verify, self.policy, self.tau, self.eos = sid, verify, policy, tau, eos_token_id
         self.protocol_name = h["protocol"]
         if get_protocol(self.protocol_name).tree and not hasattr(verify, "verify_tree"):  # also validates the name
-            raise ProtocolError("unsupported", "this edge verifies in batches (--batch-verify / --no-kv-reuse), "
-                                               "which takes chains only; tree sessions need an edge without them")
+            raise ProtocolError("unsupported", getattr(verify, "tree_refusal", "this edge verifies in batches, which "
+                                                                               "takes chains only"))
         self.draft_len, self.max_new = h["draft_len"], h["max_new_tokens"]
         self.drafter_hidden = h.get("drafter_hidden")
         _check_head_width(policy, self.protocol_name, self.drafter_hidden)

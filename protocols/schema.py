@@ -56,6 +56,7 @@ class Limits:
     max_header_bytes: int = 64 * 2**10  # max bytes of the msgpack header (frame 0 minus its type byte)
     max_tree_depth: int = 64  # max depth of a DRAFT tree (its size is bounded by max_draft_len)
     max_probe_bytes: int = 2**20  # max PING reply_bytes: a small PING must not buy a large PONG
+    draft_features: int = 3  # columns of DRAFT "features": max probability, entropy, top-1 minus top-2 margin
 
 
 # Wire dtypes, always little-endian and C-contiguous. numpy has no bfloat16:
@@ -190,6 +191,26 @@ def check_tree(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: L
         raise WireError("too_large", f"DRAFT tree depth {int(depth.max())} exceeds max_tree_depth={limits.max_tree_depth}")
 
 
+def check_features(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
+    """DRAFT draft features [K, 3]: finite, a max probability and a margin in [0, 1], an entropy >= 0."""
+    f = tensors.get("features")
+    if f is None:
+        return
+    x = f.astype(np.float32)
+    if not np.isfinite(x).all():
+        raise WireError("bad_features", "DRAFT features hold a NaN or an infinity")
+    for col, name, lo, hi in ((0, "max probability", 0.0, 1.0), (1, "entropy", 0.0, np.inf), (2, "margin", 0.0, 1.0)):
+        bad = np.flatnonzero((x[:, col] < lo - 1e-3) | (x[:, col] > hi + 1e-3))
+        if bad.size:
+            i = int(bad[0])
+            raise WireError("bad_features", f"DRAFT features row {i}: {name} {float(x[i, col])} outside [{lo}, {hi}]")
+
+
+def check_draft(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
+    check_tree(header, tensors, limits)
+    check_features(header, tensors, limits)
+
+
 def check_path(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
     """A VERDICT's accepted tree path has one node per accepted token."""
     path = tensors.get("path")
@@ -255,8 +276,11 @@ SCHEMAS: dict[MsgType, Schema] = {
             "parents": Tensor(  # [K] tree: parent index of each token (-1: the last committed token), tree protocol
                 INT_IDS, ((1, "max_draft_len"),), required=False, rows_like="tokens", rng=PARENT
             ),
+            "features": Tensor(  # [K, 3] optional drafter confidence per token: max prob, entropy (nats), top1-top2
+                ("float16",), ((1, "max_draft_len"), (3, "draft_features")), required=False, rows_like="tokens"
+            ),
         },
-        check=check_tree,
+        check=check_draft,
     ),
     MsgType.HIDDEN_REQ: Schema(
         fields={"round": Field(INT, rng=NONNEG)},
@@ -277,6 +301,7 @@ SCHEMAS: dict[MsgType, Schema] = {
             "t_head_s": Field(FLOAT),
             "t_edge_s": Field(FLOAT, required=False),  # all edge handling this round (decode..reply), s
             "batch": Field(INT, required=False, rng=POSITIVE),  # requests verified in the same target pass
+            "stop_depth": Field(INT, required=False, rng=DRAFT_LEN),  # the edge's suggested K for the next block
             "done": Field((bool,)),
         },
         tensors={"path": Tensor(("int32",), ((0, "max_draft_len"),), required=False, rng=POSITION)},  # tree: nodes

@@ -23,6 +23,7 @@ from wisv.decoding.specedge import pipeline_depth, proactive_reuse
 from wisv.decoding.speculative import truncate_output
 from wisv.decoding.tree import path_to
 from wisv.decoding.treedraft import TreeState, aligned, draft_tree, expand_leaf
+from wisv.timing.window import AUTO_DRAFT_LEN, TreeWindowTracker, WindowTracker, round_cost
 
 
 class EdgeError(RuntimeError):
@@ -57,12 +58,15 @@ def edge_error(msg: Message) -> EdgeError:
     return EdgeError(f"edge error [{msg.header['code']}]: {msg.header['text']}", msg.header["code"])
 
 
+AUTO_START_K = 8  # auto's window before its first verdict (nothing measured yet)
+
+
 @dataclass
 class UEParams:
     """What a UE session needs besides the drafter."""
 
     protocol: str = "auto"  # greedy | reject | fh | sh | auto
-    draft_len: int = 8  # K, tokens per block
+    draft_len: int = 8  # K, tokens per block (AUTO_DRAFT_LEN: chosen per round by wisv.timing.window, <= draft_len_max)
     max_new_tokens: int = 160  # generation budget per prompt
     auto_rule: str = "cost"  # auto's FH/SH rule: cost (eqs. 6/10) | rtt (FH if RTT > 10 ms)
     temperature: float = 1.0  # sampling temperature (reject)
@@ -72,6 +76,18 @@ class UEParams:
     pipeline_depth: bool = False  # SpecEdge: K with K * tau_d + RTT ~= the edge's last verify time (<= draft_len)
     tree_budget: int = 16  # tree: draft tokens per tree (a carried proactive chain comes on top)
     vocab: Vocab | None = None  # the drafter's vocabulary, declared at OPEN (None: not declared, not checked)
+    draft_len_max: int = 32  # --draft-len auto: the largest K it may choose
+    follow_stop_depth: bool = False  # without a local predictor: K <= the stop depth the edge's last VERDICT suggests
+    features: bool = False  # DRAFT carries each token's draft features [K, 3] fp16 (the edge's WDT predictor)
+
+    @property
+    def auto_window(self) -> bool:
+        return self.draft_len == AUTO_DRAFT_LEN
+
+    @property
+    def auto_tree(self) -> bool:
+        """--tree-budget auto: the tree's budget chosen per round (<= draft_len_max)."""
+        return self.tree_budget == AUTO_DRAFT_LEN
 
 
 @dataclass
@@ -86,16 +102,19 @@ class RoundState:
     proactive: Draft | None = None  # tokens drafted past the block while waiting (SpecEdge)
     reused: int = 0  # proactive tokens that open the next block
     tree: TreeState | None = None  # the tree in flight (tree protocol)
+    window: int | None = None  # K --draft-len auto chose for this block (None: a fixed window)
 
 
 class UESession:
     """Drives one prompt: OPEN, rounds of DRAFT/(HIDDEN_REQ/HIDDEN)/VERDICT, CLOSE."""
 
     def __init__(self, sid: str, drafter: DraftSession, params: UEParams, eos_token_id: int | None,
-                 stop: Callable[[torch.Tensor], bool] | None = None):
+                 stop: Callable[[torch.Tensor], bool] | None = None, window: WindowTracker | None = None):
         self.sid, self.d, self.p, self.eos = sid, drafter, params, eos_token_id
         self.stop = stop  # WISP rejection predictor: end the block at the first predicted rejection
         self.proto: Protocol = get_protocol(params.protocol)
+        auto = TreeWindowTracker if params.auto_tree and self.proto.tree else WindowTracker
+        self.window = window or auto(1, params.draft_len_max)  # --draft-len/--tree-budget auto (a UE's prompts share it)
         self.gen = torch.Generator().manual_seed(params.seed)
         self.stats = MismatchStats()
         self.tokens: list[int] = []
@@ -124,7 +143,13 @@ class UESession:
     def next_draft(self, csi_est: CSI | None) -> Message:
         """Draft the next block and build its DRAFT message (auto picks FH or SH first)."""
         budget = self.p.max_new_tokens - len(self.tokens)
-        k = max(1, min(self.p.draft_len, budget - 1))  # a block has >= 1 token; extra output is truncated
+        k = max(1, min(self.p.draft_len_max if self.p.auto_window else self.p.draft_len, budget - 1))  # >= 1 token
+        stop, window = self.stop, None
+        suggested = self.round.verdict.get("stop_depth") if self.round is not None else None
+        if self.p.follow_stop_depth and self.stop is None and suggested:
+            k = max(1, min(k, suggested))
+        if self.p.auto_window and not self.proto.tree:
+            k, window, stop = self._auto_window(csi_est, k)
         if self.p.pipeline_depth and self.round is not None and self.round.verdict and self.round.draft.tokens:
             r = self.round
             rtt_s = csi_est.rtt_ms / 1e3 if csi_est is not None else 0.0
@@ -133,17 +158,59 @@ class UESession:
         t0 = time.perf_counter()
         tree = None
         if proto.tree:
-            tree = draft_tree(self.d, max(1, min(self.p.tree_budget, budget - 1)), eos_token_id=self.eos)
+            n = max(1, min(self.p.tree_budget, budget - 1))
+            if self.p.auto_tree:
+                n = window = self._auto_tree(csi_est, max(1, min(self.p.draft_len_max, budget - 1)))
+            tree = draft_tree(self.d, n, eos_token_id=self.eos)
             draft = Draft(tree.tree.tokens, None, None, parents=tree.tree.parents)
         else:
             draft = self.d.draft(k, sample=proto.samples, temperature=self.p.temperature, generator=self.gen,
-                                 eos_token_id=self.eos, stop=self.stop)
+                                 eos_token_id=self.eos, stop=stop)
         t_draft = time.perf_counter() - t0
-        self.round = RoundState(self.n_rounds, proto.name, draft, t_draft, tree=tree)
+        self.round = RoundState(self.n_rounds, proto.name, draft, t_draft, tree=tree, window=window)
         header = {"round": self.n_rounds, "t_draft_s": t_draft, "protocol": proto.name}
         if csi_est is not None:
             header["csi"] = csi_est.to_dict()
-        return make(MsgType.DRAFT, self.sid, proto.uplink(draft), **header)
+        tensors = proto.uplink(draft)
+        if self.p.features and tree is None and draft.features is not None:
+            tensors["features"] = draft.features[:, :3].numpy().astype(np.float16)  # [K, 3]
+        return make(MsgType.DRAFT, self.sid, tensors, **header)
+
+    def _auto_window(self, csi_est: CSI | None, k_cap: int) -> tuple[int, int, Callable | None]:
+        """--draft-len auto: (tokens the block may hold, the window chosen, the stop rule).  K minimises the predicted
+        time per committed token under the estimated CSI (wisv.timing.window), at most ``k_cap``; drafting ends
+        before K when the drafter's confidence says the next token is not worth its time (the WISP stop rule, when
+        given, still ends it too).  Confidence never extends a block past K: in the simulator that drafted ~2x K
+        and cost 15% (testbed/sim/window.py's auto-extend)."""
+        w = self.window
+        if w.tau_d_s is None:  # nothing measured yet
+            k = min(AUTO_START_K, k_cap)
+            return k, k, self.stop
+        name = self.proto.name if self.proto.name != "auto" else "fh"
+        pb = wire_payload_bits(int(self.d.model.config.hidden_size), self.p.vocab_size or 1, features=self.p.features)
+        rate = min(1.0, self.stats.m_mean / max(1, self.round.window or len(self.round.draft.tokens) or 1)) \
+            if self.round is not None else 0.0
+        round_s = round_cost(name, csi_est or CSI.ideal(), pb, w.tau_d_s, w.verify.predict_s, rate)
+        choice = w.choose(round_s, k_cap)
+        rule, wisp = w.stop_rule(round_s), self.stop
+        n = [1]
+
+        def stop(features: torch.Tensor) -> bool:
+            if (wisp is not None and wisp(features)) or rule(float(features[0]), n[0]):
+                return True
+            n[0] += 1
+            return False
+        return choice.k, choice.k, stop
+
+    def _auto_tree(self, csi_est: CSI | None, n_cap: int) -> int:
+        """--tree-budget auto: the budget N that minimises the predicted time per committed token (a
+        TreeWindowTracker: the tree protocol's link time, the measured drafting and verify times, the accepted depth a
+        budget is expected to reach); 16 before the first verdict."""
+        w = self.window
+        if w.tau_d_s is None:
+            return min(16, n_cap)
+        pb = wire_payload_bits(int(self.d.model.config.hidden_size), self.p.vocab_size or 1)
+        return w.choose(round_cost("tree", csi_est or CSI.ideal(), pb, w.tau_d_s, w.verify.predict_s), n_cap).k
 
     def draft_proactively(self, reply_waiting: Callable[[], bool]) -> int:
         """While the block is verified, draft up to ``proactive`` more tokens (greedy protocols); returns how many."""
@@ -191,6 +258,9 @@ class UESession:
         parents = r.tree.tree.parents
         if len(path) != v["n_accepted"] or (path and (max(path) >= len(parents) or path_to(parents, path[-1]) != path)):
             raise EdgeError(f"VERDICT path {path} is not a root path of the {len(parents)}-node tree sent")
+        if self.p.auto_tree and isinstance(self.window, TreeWindowTracker):
+            self.window.update_tree(len(parents), r.tree.tree.depth, v["n_accepted"], r.t_draft_s,
+                                    v.get("t_edge_s", v["t_verify_s"] + v["t_head_s"]))
         carry = aligned(r.tree, path, v["next_token"])
         r.reused = len(carry)
         committed = [r.draft.tokens[i] for i in path] + [v["next_token"]]
@@ -200,6 +270,11 @@ class UESession:
     def _append(self, v: dict, committed: list[int]) -> None:
         """Record the verdict and the round's output (cut at the budget and EOS); the session may be done."""
         self.round.verdict = v
+        r = self.round
+        if self.p.auto_window and r.tree is None:
+            conf = r.draft.features[:, 0].tolist() if r.draft.features is not None else None
+            self.window.update(len(r.draft.tokens), v["n_accepted"], conf, r.t_draft_s,
+                               v.get("t_edge_s", v["t_verify_s"] + v["t_head_s"]))
         committed = truncate_output(committed, self.p.max_new_tokens - len(self.tokens), self.eos)
         self.tokens.extend(committed)
         self.stats.update(v["mismatches"])
@@ -217,7 +292,9 @@ class UESession:
 
     def _block_max(self) -> int:
         """The most tokens one DRAFT carries (OPEN's draft_len): a tree's budget plus a carried proactive chain."""
-        return self.p.tree_budget + self.p.proactive if self.proto.tree else self.p.draft_len
+        if self.proto.tree:
+            return (self.p.draft_len_max if self.p.auto_tree else self.p.tree_budget) + self.p.proactive
+        return self.p.draft_len_max if self.p.auto_window else self.p.draft_len
 
     def _round_protocol(self, csi_est: CSI | None, k: int) -> Protocol:
         if self.proto.name != "auto":

@@ -219,7 +219,7 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_args(argv)
-    if config.run_reporting("bench_tree", lambda: write_report(cfg, run(cfg))):
+    if config.run_reporting("python scripts/bench_tree.py", lambda: write_report(cfg, run(cfg))):
         sys.exit(2)
 
 

@@ -73,7 +73,7 @@ def test_no_dangling_relative_link(doc: Path) -> None:
 def test_docs_pages_exist() -> None:
     names = {p.name for p in (ROOT / "docs").glob("*.md")}
     assert {"protocols.md", "decision-head.md", "simulator.md", "multi-ue.md", "link-emulation.md",
-            "results.md"} <= names
+            "results.md", "spec.md", "papers.md"} <= names
 
 
 def test_readme_opens_with_the_make_commands() -> None:
@@ -84,3 +84,46 @@ def test_readme_opens_with_the_make_commands() -> None:
     for line, target in zip(lines, ("demo", "test")):
         command = make_recipe(target).replace("$(BIN)/", "")  # e.g. python -m testbed.run --protocol auto
         assert command in line, f"README's `make {target}` line does not name `{command}`"
+
+
+SOURCES = [p for pattern in ("*.md", "docs/*.md", "*/**/*.py", "Makefile", "pyproject.toml")
+           for p in ROOT.glob(pattern) if "results" not in p.parts and ".venv" not in p.parts]
+CITE = re.compile(r"SPEC (WISP )?eqs?\. ((?:\d+(?:\s*[-–/,]\s*|\s+and\s+)?)+)")  # "SPEC eqs. 3-10"; "SPEC WISP eq. 19"
+
+
+def cited_equations(text: str) -> set[tuple[str, int]]:
+    """("WISV" or "WISP", n) for every equation a "SPEC eq. N" citation names (ranges expanded)."""
+    out = set()
+    for wisp, nums in CITE.findall(text):
+        for lo, hi in re.findall(r"(\d+)(?:\s*[-–]\s*(\d+))?", nums):
+            out |= {("WISP" if wisp else "WISV", n) for n in range(int(lo), int(hi or lo) + 1)}
+    return out
+
+
+def spec_equations() -> set[tuple[str, int]]:
+    """The equations docs/spec.md states, as "(N)" in its WISV and WISP sections."""
+    text = (ROOT / "docs" / "spec.md").read_text()
+    wisv, _, rest = text.partition("\n## WISP")
+    wisp = rest.partition("\n## SpecEdge")[0]
+    return {(name, int(n)) for name, part in (("WISV", wisv), ("WISP", wisp)) for n in re.findall(r"\((\d+)\)", part)}
+
+
+def test_cited_equations_parse() -> None:
+    assert cited_equations("SPEC eqs. 3-10; SPEC eq. 20, SPEC eqs. 6/10 and SPEC WISP eq. 19") == (
+        {("WISV", n) for n in range(3, 11)} | {("WISV", 20), ("WISP", 19)})
+
+
+def test_every_cited_equation_is_in_the_spec() -> None:
+    cited = set().union(*(cited_equations(p.read_text(errors="replace")) for p in SOURCES))
+    assert len(cited) > 20, "the citation pattern found almost nothing: is it broken?"
+    missing = sorted(cited - spec_equations())
+    assert not missing, f"cited but not in docs/spec.md: {missing}"
+
+
+OUTSIDE_DIR = "shared"  # the spec's and papers' directory beside the repository (spelled apart: grep finds no path)
+OUTSIDE = re.compile(rf"\.\./{OUTSIDE_DIR}|{OUTSIDE_DIR}/(SPEC|papers)")
+
+
+def test_nothing_points_outside_the_repository() -> None:
+    outside = [f"{p.relative_to(ROOT)}" for p in SOURCES if OUTSIDE.search(p.read_text(errors="replace"))]
+    assert not outside, f"these point outside the repository: {outside}"

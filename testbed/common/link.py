@@ -15,14 +15,16 @@ from channel.trace import CSITrace, load_trace
 class LinkSpec:
     """Link settings of a run (None rate = unlimited); a CSI trace, when given, overrides the fixed values."""
 
-    rate_up_mbps: float | None = 20.0  # uplink rate, Mbit/s (0 or none: unlimited)
-    rate_down_mbps: float | None = 20.0  # downlink rate, Mbit/s (0 or none: unlimited)
-    rtt_ms: float = 20.0  # round-trip propagation delay, ms
-    jitter_ms: float = 0.0  # std of the one-way delay jitter, ms
-    per: float = 0.0  # packet error rate of each direction, [0, 1)
+    rate_up_mbps: float | None = field(default=20.0, metadata={"min": 0})  # uplink rate, Mbit/s (0 or none: unlimited)
+    rate_down_mbps: float | None = field(default=20.0, metadata={
+        "min": 0})  # downlink rate, Mbit/s (0 or none: unlimited)
+    rtt_ms: float = field(default=20.0, metadata={"min": 0})  # round-trip propagation delay, ms
+    jitter_ms: float = field(default=0.0, metadata={"min": 0})  # std of the one-way delay jitter, ms
+    per: float = field(default=0.0, metadata={"min": 0, "below": 1})  # packet error rate of each direction, [0, 1)
     csi_trace: str | None = None  # CSV of t_s, rate_up_mbps, rate_down_mbps, rtt_ms, per
     seed: int = 0  # seed of the loss and jitter draws
-    host_overhead_ms: float = 0.0  # hosts' one-way cost taken out of each delay, ms (scripts/bench_link.py measures it)
+    host_overhead_ms: float = field(default=0.0, metadata={
+        "min": 0})  # hosts' one-way cost taken out of each delay, ms (scripts/bench_link.py measures it)
     outages: str = field(default="", metadata={
         "example": "10:5"})  # outage periods START_S:DURATION_S[,...] from the link's start: nothing passes (bytes held)
 
@@ -64,6 +66,8 @@ def apply_rate_flag(values: dict, ns: argparse.Namespace) -> None:
     """``--rate-mbps`` sets both link rates, but not one given by its own flag (``link.rate_up_mbps``)."""
     if "rate_mbps" not in vars(ns):
         return
+    if not ns.rate_mbps >= 0:
+        raise ValueError(f"--rate-mbps: must be >= 0 (0: unlimited), got {ns.rate_mbps:g}")
     link = values.setdefault("link", {})
     for key in ("rate_up_mbps", "rate_down_mbps"):
         if f"link.{key}" not in vars(ns):

@@ -83,3 +83,22 @@ def table(summaries: list[dict]) -> str:
     for col, f in fmt.items():
         df[col] = df[col].map(lambda v, f=f: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f.format(v))
     return df.to_string()
+
+
+def window_table(protocol: str, rounds: pd.DataFrame) -> str | None:
+    """``--draft-len auto``: the chosen K's distribution over the rounds, overall and per link state (the CSI in
+    force: RTT and uplink rate); None when the rounds have no chosen K (a fixed window)."""
+    if "window_k" not in rounds or rounds["window_k"].isna().all():
+        return None
+    r = rounds.dropna(subset=["window_k"]).astype({"window_k": int})
+    share = r["window_k"].value_counts(normalize=True).sort_index()
+    shares = ", ".join(f"K={k}: {100 * v:.0f}%" for k, v in share.items())
+    lines = [f"chosen K ({protocol}, {len(r)} rounds): {shares}"]
+    if {"rtt_ms", "rate_up_mbps"} <= set(r) and r["rtt_ms"].notna().any():
+        by = r.groupby([r["rate_up_mbps"].fillna(math.inf), "rtt_ms"])
+        for (rate, rtt), g in by:
+            q = g["window_k"].quantile([0.25, 0.5, 0.75])
+            lines.append(f"  link {rate:g} Mbps / {rtt:g} ms: {len(g)} rounds, K median {q[0.5]:g} "
+                         f"(IQR {q[0.25]:g}-{q[0.75]:g}), drafted mean {g['drafted'].mean():.1f}, "
+                         f"accepted mean {g['accepted'].mean():.1f}")
+    return "\n".join(lines)

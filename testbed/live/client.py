@@ -5,6 +5,7 @@ replaced and the same message sent again; the edge answers a retransmission as i
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -94,7 +95,12 @@ class Client:
             self.retry(window, str(edge_error(reply)))
 
     def retry(self, window: Window, why: str) -> None:
-        """Wait for the window's next attempt (or raise RetryExhausted), then replace the socket."""
+        """Wait for the window's next attempt (or raise RetryExhausted), then replace the socket; say so on stderr
+        now and then (an unreachable edge is not silence)."""
+        if window.note_due():
+            left = max(0.0, window.window_s - (window.clock() - window.t0))
+            print(f"waiting for {self.endpoint}: no answer yet ({why}); retrying for up to {left:.0f} s more "
+                  "(--retry-s)", file=sys.stderr, flush=True)
         window.next_attempt(why)
         self.reconnect()
 
@@ -107,16 +113,21 @@ def peer_identity(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
-def handshake(client: Client, est: CSIEstimator, sid: str, probe_bytes: int, seq: int) -> None:
-    """RTT handshake before a request, then timed uplink and downlink probes (if enabled)."""
-    _, rtt = client.exchange(make(MsgType.PING, sid, None, seq=seq, t_send=time.time()))
-    est.add_rtt(rtt)
-    if probe_bytes > 0:
-        up = make(MsgType.PING, sid, {"payload": np.zeros(probe_bytes, np.uint8)},
-                  seq=seq, t_send=time.time())
-        est.add_probe("up", probe_bytes, client.exchange(up)[1])
-        down = make(MsgType.PING, sid, None, seq=seq, t_send=time.time(), reply_bytes=probe_bytes)
-        est.add_probe("down", probe_bytes, client.exchange(down)[1])
+def handshake(client: Client, est: CSIEstimator, sid: str, probe: bool, seq: int) -> None:
+    """RTT pings before a request, then (``probe``) timed uplink and downlink probes sized by the estimator; the
+    first handshake sends a few of each (CSIEstimator.probes_wanted)."""
+    for _ in range(est.probes_wanted()):
+        est.add_rtt(client.exchange(make(MsgType.PING, sid, None, seq=seq, t_send=time.time()))[1])
+    if not probe:
+        return
+    for _ in range(est.probes_wanted("up")):
+        n = est.probe_bytes("up")
+        up = make(MsgType.PING, sid, {"payload": np.zeros(n, np.uint8)}, seq=seq, t_send=time.time())
+        est.add_probe("up", n, client.exchange(up)[1])
+    for _ in range(est.probes_wanted("down")):
+        n = est.probe_bytes("down")
+        down = make(MsgType.PING, sid, None, seq=seq, t_send=time.time(), reply_bytes=n)
+        est.add_probe("down", n, client.exchange(down)[1])
 
 
 def open_session(client: Client, sess: UESession) -> Message:

@@ -14,14 +14,17 @@ import logging
 import math
 import statistics
 import time
+import weakref
 from collections import defaultdict, deque
 
 from protocols.edge_side import EdgeSession
-from wisv.serving.batchverify import BatchVerifier, VerifyRequest, request_shape
+from wisv.serving.batchverify import VerifyRequest, request_shape
+from wisv.serving.engine import VerifyEngine
 from wisv.serving.estimator import EstimatorProfile, LiveFit, live_update
 from wisv.serving.scheduler import (LOST_ORDER_CHOICES, SCHEDULER_CHOICES, Request, arrival_reserve_s, deadline_s, select_fcfs,
                             select_slo)
 from wisv.decoding.sessions import Block
+from wisv.serving.wdt import SessionHistory, WDTPredictor, confidence_summary, stop_depth, update_session
 
 log = logging.getLogger("testbed.serve")
 BUDGET_WINDOW = 64  # recent budgets kept per SLO class for the arrival reserve
@@ -32,9 +35,9 @@ Done = tuple[bytes, EdgeSession, Block | Exception, float, int]  # (peer, sessio
 class DraftBatcher:
     """Verifies held DRAFTs batch by batch until none is left."""
 
-    def __init__(self, engine: BatchVerifier, scheduler: str = "fcfs", max_batch: int = 16,
+    def __init__(self, engine: VerifyEngine, scheduler: str = "fcfs", max_batch: int = 16,
                  estimator: EstimatorProfile | None = None, guard_s: float = 0.0, lost_order: str = "last",
-                 slack_s: float | None = None, reserve: bool = True):
+                 slack_s: float | None = None, reserve: bool = True, wdt: WDTPredictor | None = None):
         if scheduler not in SCHEDULER_CHOICES:
             raise ValueError(f"unknown scheduler {scheduler!r}; choose one of {SCHEDULER_CHOICES}")
         if scheduler == "slo" and estimator is None:
@@ -52,6 +55,9 @@ class DraftBatcher:
         self.live = LiveFit()  # online affine correction of the profile from the batches' measured times
         self.reserve = reserve  # slo: bound batches so that a tight request arriving meanwhile can still make it
         self.budgets: dict[float, deque] = defaultdict(lambda: deque(maxlen=BUDGET_WINDOW))  # class -> d_i - a_i
+        self.wdt = wdt  # g_i from the WDT predictor (wisv/serving/wdt.py); None: the session's running mean
+        self.histories: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # session -> (history, its rounds,
+        #                                                                         generated, K) when last seen
 
     def run(self, held: list[Held]) -> list[Done]:
         """Verify every held DRAFT, batch by batch (``Done`` per request)."""
@@ -147,6 +153,35 @@ class DraftBatcher:
         """(cached, new, block) of a held DRAFT."""
         return request_shape(s.verify, len(s.draft_tokens))
 
+    def _caught_up(self, s: EdgeSession) -> SessionHistory:
+        """The session's history for the WDT predictor, brought up to date from its counters: a round finished since
+        the last request committed ``generated`` more tokens, of which all but one were accepted draft tokens of the
+        K then held."""
+        h, rounds, generated, last_k = self.histories.get(s, (SessionHistory(), 0, 0, 0))
+        if s.rounds > rounds and last_k:
+            committed = s.generated - generated
+            h = update_session(h, last_k, min(last_k, max(0, committed - 1)), committed)
+        return h
+
+    def history(self, s: EdgeSession, k: int) -> SessionHistory:
+        """The history before the session's held K-token DRAFT (remembered with K for the next update)."""
+        h = self._caught_up(s)
+        self.histories[s] = (h, s.rounds, s.generated, k)
+        return h
+
+    def stop_depth(self, s: EdgeSession) -> int | None:
+        """The depth to suggest for the session's next block (wisv.serving.wdt.stop_depth; None without a predictor),
+        from its history including the round just verified."""
+        return None if self.wdt is None else stop_depth(self.wdt, self._caught_up(s), s.draft_len)
+
+    def expected_g(self, s: EdgeSession, msg, k: int) -> float:
+        """g_i of a held K-token DRAFT: the WDT predictor's (with the DRAFT's draft features when it carries them),
+        else the session's running mean (K / 2 + 1 before its first round)."""
+        if self.wdt is None:
+            return s.generated / s.rounds if s.rounds else k / 2 + 1
+        f = msg.tensors.get("features")
+        return self.wdt.g(k, self.history(s, k), confidence_summary(f) if f is not None else None)
+
     def request(self, peer: bytes, s: EdgeSession) -> Request:
         """Scheduling view of a held DRAFT."""
         msg, _, tokens = s.incoming
@@ -157,6 +192,6 @@ class DraftBatcher:
             csi = msg.header.get("csi") or {}
             d = deadline_s(s.msg_t0, s.slo_tok_s, len(tokens), float(msg.header.get("t_draft_s", 0.0)),
                            float(csi.get("rtt_ms", 0.0)) / 1e3)
-        g = s.generated / s.rounds if s.rounds else len(tokens) / 2 + 1
+        g = self.expected_g(s, msg, len(tokens))
         return Request(f"{peer.hex()}/{s.sid}", s.msg_t0, d, g, max(v, 1e-6), 0, cached, new, block)
 

@@ -11,6 +11,7 @@ from tqdm import tqdm
 
 from protocols.handshake import Vocab
 from protocols.wire import Limits
+from testbed.common.text import decoder
 from testbed.live.client import Client, fetch_references, peer_identity
 from wisv.tasks.evaluate import greedy_reference
 from wisv.tasks.jsonl import write_jsonl
@@ -42,7 +43,9 @@ def reference_outputs(cfg, prompts: pd.DataFrame, out_file: Path, tok=None) -> d
     """Target-only greedy outputs (what lossless protocols must reproduce), saved as JSONL; ``tok``: the prompts'
     tokenizer, whose vocabulary a remote edge checks first."""
     refs = _edge_references(cfg, prompts, tok) if cfg.remote_edge else _local_references(cfg, prompts)
-    write_jsonl(out_file, ({"prompt_id": k, "tokens": v} for k, v in refs.items()))
+    decode = decoder(tok)
+    write_jsonl(out_file, ({"prompt_id": k, "tokens": v, **({"text": decode(v)} if decode else {})}
+                           for k, v in refs.items()))
     return refs
 
 

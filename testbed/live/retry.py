@@ -7,6 +7,7 @@ import time
 RETRYABLE = ("busy",)  # ERROR codes that ask the UE to send the same message again
 FIRST_BACKOFF_S = 0.25  # wait before the first resend, s (doubled for each further one)
 MAX_BACKOFF_S = 4.0  # longest wait between two attempts, s
+NOTE_EVERY_S = 10.0  # while retrying, say so on stderr at the first resend and then this often, s
 
 
 class RetryExhausted(RuntimeError):
@@ -25,6 +26,7 @@ class Window:
         self.window_s, self.what, self.clock, self.sleep = window_s, what, clock, sleep
         self.t0 = clock()
         self.resends = 0  # resends so far
+        self.noted_s: float | None = None  # when the last "waiting" note was due (None: none yet)
 
     def next_attempt(self, why: str) -> None:
         """Wait before the next attempt, or raise RetryExhausted if that wait would end past the window."""
@@ -35,3 +37,11 @@ class Window:
                                  f"(retry window {self.window_s:g} s, --retry-s)")
         self.sleep(wait)
         self.resends += 1
+
+    def note_due(self) -> bool:
+        """True at the first resend and then every NOTE_EVERY_S: time to tell the user the edge is silent."""
+        now = self.clock()
+        if self.noted_s is not None and now - self.noted_s < NOTE_EVERY_S:
+            return False
+        self.noted_s = now
+        return True

@@ -6,10 +6,13 @@ Usage: ``python -m testbed.run --protocol auto`` (built-in pair, 20 test prompts
 testbed.serve --bind tcp://0.0.0.0:PORT --auth KEYS``, with ``--auth KEYS`` here too): the real link, measured,
 unless link flags ask for emulation; the target-only reference comes from the edge, and the edge's own settings
 (head, tau, ...) are recorded.
-Writes per protocol ``rounds.csv``, ``outputs.jsonl`` and ``summary.json`` to ``--out DIR/<protocol>``,
-plus ``config.json``, ``prompts.jsonl``, ``reference.jsonl``, ``summary.csv`` and ``run.png`` (latency per
-prompt, AAL per protocol) to ``--out DIR``, and last the ``complete`` marker.  A non-empty ``--out`` is refused
-unless ``--overwrite``.  SIGINT/SIGTERM stop the children and remove the namespaces (testbed/live/interrupt.py);
+The head and ``auto`` condition on the emulated link's CSI (``--csi configured``, the default: reproducible) or on
+the UEs' estimate (``--csi measured``, the default on the real link to an ``--edge``); rounds record both.
+Writes per protocol ``rounds.csv``, ``outputs.jsonl`` (with the text) and ``summary.json`` to ``--out DIR/<protocol>``,
+plus ``config.json``, ``config.toml``, ``prompts.jsonl``, ``reference.jsonl``, ``summary.csv`` and ``run.png`` (the
+report: testbed/common/plots.py) to ``--out DIR``, and last the ``complete`` marker.  ``--show N`` prints the first N
+outputs beside the reference text.  A non-empty ``--out`` is refused unless ``--overwrite``; the config files a failed
+run left are not counted.  SIGINT/SIGTERM stop the children and remove the namespaces (testbed/live/interrupt.py);
 the rounds the UEs appended until then are merged into ``<protocol>/rounds.csv``.
 """
 from __future__ import annotations
@@ -29,27 +32,31 @@ from tqdm import tqdm
 
 import config
 from protocols.registry import ALL_PROTOCOLS, PROTOCOLS
-from protocols.ue_side import EdgeError, HandshakeError
-from testbed.common.files import OutDirError, mark_complete, prepare_out, write_csv_atomic, write_json_atomic
+from protocols.ue_side import AUTO_DRAFT_LEN, EdgeError, HandshakeError
+from testbed.common.files import CONFIG_FILES, mark_complete, prepare_out, write_csv_atomic, write_json_atomic
 from testbed.common.heads import load_policy
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
 from testbed.common.plots import plot_run
-from testbed.common.summary import summarize, table
+from testbed.common.summary import summarize, table, window_table
+from testbed.common.text import decoder, show
 from testbed.live import placement
 from testbed.live.interrupt import guarded
 from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, wait_with_edge
 from testbed.live.procs import Child, ChildError, progress_handler
+from testbed.live.retry import RetryExhausted
 from testbed.live.prompts import TargetScorer, load_prompts, reference_outputs
 from testbed.live.serve import ServeConfig
+from testbed.live.ue import PROG as UE_PROG
 from testbed.live.ue import UEConfig
 from testbed.live.wakeup import cpu_wakeup_bound
 from wisv.tasks.jsonl import read_jsonl, write_jsonl
-from wisv.models.loader import DTYPE_CHOICES, PairError
+from wisv.models.loader import DTYPE_CHOICES
 from wisv.pairs import apply_pair
 from wisv.records.rows import read_records, read_round_log
 
 
+PROG = "python -m testbed.run"  # as users type it: --help and error lines
 SHARED = ("auth", "heartbeat_ivl_ms", "heartbeat_timeout_ms", "dtype")  # RunConfig fields given to UEs and edge alike
 UE_SET_BY_RUN = ("connect", "prompts", "prompts_file", "out", "ue_id", "protocol", "device", "seed", "link_json",
                  "link_t0_epoch_s", "reference", "pair") + SHARED  # UEConfig fields the run sets for each UE process
@@ -63,23 +70,30 @@ class RunConfig:
 
     protocol: str = field(default="auto", metadata={"choices": (*PROTOCOLS, "all")})  # protocol; all: each in turn
     pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
-    prompts: int = 20  # first N problems of the built-in test split (or of --prompts-file)
+    prompts: int = field(default=20, metadata={
+        "min": 1})  # first N problems of the built-in test split (or of --prompts-file)
     prompts_file: str | None = None  # JSONL with prompt (text) or prompt_ids, optional prompt_id and answer
     out: str = ""  # output directory; default runs/<time>-<protocol>
     seed: int = 0  # sampling and link-loss seed (the UEs' and the link's)
     device: str = "cpu"  # torch device of both processes
     dtype: str = field(default="auto", metadata={
         "choices": DTYPE_CHOICES})  # both models' weights, and the reference's (auto: fp32 on CPU, bf16/fp16 on CUDA)
-    ues: int = 1  # UE processes sharing the edge and the link; prompts are dealt round-robin
+    ues: int = field(default=1, metadata={
+        "min": 1})  # UE processes sharing the edge and the link; prompts are dealt round-robin
     reference: bool = True  # compute target-only greedy outputs for matches_target (--no-reference: skip)
-    cpu_wakeup_us: int | None = None  # hold /dev/cpu_dma_latency at this bound during the run, us (root; 0: poll)
+    cpu_wakeup_us: int | None = field(default=None, metadata={
+        "min": 0})  # hold /dev/cpu_dma_latency at this bound during the run, us (root; 0: poll)
     netns: bool = False  # edge and UEs in their own network namespaces joined by a veth (root), tc on the veth
     overwrite: bool = False  # empty a non-empty --out first (without it, a non-empty --out is refused)
+    show: int = field(default=0, metadata={
+        "min": 0})  # print the first N outputs beside the reference text, marking where each first diverges
     remote_edge: str | None = field(default=None, metadata={
         "flag": "edge"})  # tcp://HOST:PORT of an edge serving elsewhere: only UEs run here (no link flag: real link)
     auth: str | None = None  # key dir from testbed.keys: CURVE between the UEs and the edge (None: none)
-    heartbeat_ivl_ms: int = HEARTBEAT_IVL_MS  # ZMTP heartbeat PING interval of the UEs' and the edge's sockets, ms
-    heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS  # a connection silent this long after a PING is dropped, ms
+    heartbeat_ivl_ms: int = field(default=HEARTBEAT_IVL_MS, metadata={
+        "min": 0})  # ZMTP heartbeat PING interval of the UEs' and the edge's sockets, ms
+    heartbeat_timeout_ms: int = field(default=HEARTBEAT_TIMEOUT_MS, metadata={
+        "min": 0})  # a connection silent this long after a PING is dropped, ms
     ue: UEConfig = field(default_factory=UEConfig, metadata={"skip": UE_SET_BY_RUN})  # the UEs' settings
     edge: ServeConfig = field(default_factory=ServeConfig, metadata={"skip": EDGE_SET_BY_RUN})  # the edge's settings
     link: LinkSpec = field(default_factory=LinkSpec, metadata={"skip": ("seed",)})  # emulated link (seed: the run's)
@@ -94,6 +108,9 @@ class RunConfig:
             raise ValueError("--host-overhead-ms must be finite and >= 0")
         if self.remote_edge is not None:
             self._check_remote()
+        if self.ue.csi == "configured" and self.real_link():
+            raise ValueError("--csi configured needs an emulated link (give link flags); on the real link to --edge "
+                             "use --csi measured")
 
     def _check_remote(self) -> None:
         """With --edge the edge's settings are the serving edge's: a local one given is an error naming it."""
@@ -108,6 +125,14 @@ class RunConfig:
             raise ValueError(f"{', '.join(given)}: with --edge these are the serving edge's settings; set them on its "
                              "`python -m testbed.serve` command line (the run records what the edge reports)")
 
+    def real_link(self) -> bool:
+        """True when the UEs reach a remote edge over the real, unemulated link."""
+        return self.remote_edge is not None and not self.link.emulated
+
+    def csi_source(self) -> str:
+        """What the head and auto condition on (--csi; by default configured, or measured on a real link)."""
+        return self.ue.csi or ("measured" if self.real_link() else "configured")
+
     def protocols(self) -> list[str]:
         return list(ALL_PROTOCOLS) if self.protocol == "all" else [self.protocol]
 
@@ -118,22 +143,28 @@ class RunConfig:
             | {"link": asdict(self.link)}
 
 
+def _window(ue: UEConfig) -> str:
+    """The draft window as the run line shows it."""
+    return f"auto (<= {ue.draft_len_max})" if ue.draft_len == AUTO_DRAFT_LEN else str(ue.draft_len)
+
+
 def run(cfg: RunConfig) -> list[dict]:
     """Run every requested protocol on the same prompts and link; return their summaries."""
-    cfg = apply_pair(cfg, drafter="ue.drafter", target="edge.target")
+    cfg = with_pair(cfg)
     tau, head_desc = None, "the remote edge's"
     if cfg.remote_edge is None:
         _, tau, head_desc = load_policy(cfg.edge.head, cfg.edge.tau, cfg.edge.target)  # fail fast on a bad --head
     out, started = Path(cfg.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{cfg.protocol}"), time.time()
-    prepare_out(out, cfg.overwrite)
-    resolved = {"out": str(out), "head_resolved": head_desc, "tau_resolved": tau, "link_emulated": cfg.link.emulated}
+    prepare_out(out, cfg.overwrite, own=CONFIG_FILES + ("prompts.jsonl", "reference.jsonl", "edge.log"))
+    resolved = {"out": str(out), "head_resolved": head_desc, "tau_resolved": tau, "link_emulated": cfg.link.emulated,
+                "csi_resolved": cfg.csi_source()}
     machine = machine_info()
     (out / "config.json").write_text(json.dumps(cfg.flat() | resolved | _versions(machine), indent=1))
-    config.write_config(out, dataclasses.replace(cfg, out=str(out)), machine | resolved)
+    config.write_config(out, dataclasses.replace(cfg, out=str(out)), machine | resolved, fresh=("out", "overwrite"))
     prompts, tok = load_prompts(cfg, out / "prompts.jsonl")
     refs = reference_outputs(cfg, prompts, out / "reference.jsonl", tok) if cfg.reference else None
     scorer = TargetScorer(cfg, prompts) if refs is not None and cfg.remote_edge is None else None  # fluency
-    summaries = []
+    summaries, windows = [], []
     with cpu_wakeup_bound(cfg.cpu_wakeup_us) as wakeup, _placement(cfg)(cfg, out, _edge_args(cfg)) as site:
         for note in site.notes + ([wakeup] if cfg.cpu_wakeup_us is not None else []):
             print(f"link: {note}")
@@ -144,16 +175,35 @@ def run(cfg: RunConfig) -> list[dict]:
             finally:  # also after a failure or an interruption: every round the UEs appended
                 rounds = _merge_rounds(pdir)
             s = _collect(proto, pdir, rounds, prompts, tok, refs, scorer)
+            windows.append(window_table(proto, rounds))
             write_json_atomic(pdir / "summary.json", s)
             summaries.append(s)
             head_desc = _record_edge(cfg, out, pdir) or head_desc
     write_csv_atomic(out / "summary.csv", pd.DataFrame(summaries))
-    tree = f"; tree budget {cfg.ue.tree_budget}" if "tree" in cfg.protocols() else ""
-    print(f"\nlink: {_describe_link(cfg, site)}; K={cfg.ue.draft_len}{tree}; head={head_desc}; results in {out}")
+    budget = f"auto (<= {cfg.ue.draft_len_max})" if cfg.ue.tree_budget == AUTO_DRAFT_LEN else cfg.ue.tree_budget
+    tree = f"; tree budget {budget}" if "tree" in cfg.protocols() else ""
+    print(f"\nlink: {_describe_link(cfg, site)}; K={_window(cfg.ue)}{tree}; head={head_desc}; results in {out}")
     print(table(summaries))
+    for w in filter(None, windows):
+        print(w)
+    if cfg.show:
+        print(_show(cfg, out, prompts, tok, refs))
     print(f"figure: {plot_run(out)}")
     mark_complete(out, started, ["summary.csv", *(f"{p}/summary.json" for p in cfg.protocols())])
     return summaries
+
+
+def with_pair(cfg: RunConfig) -> RunConfig:
+    """--pair: its drafter for the UEs and, for a local edge, its target; with --edge the serving edge has its own
+    target (the UE's drafter must share its tokenizer, which the edge checks at OPEN)."""
+    return apply_pair(cfg, drafter="ue.drafter", target=None if cfg.remote_edge else "edge.target")
+
+
+def _show(cfg: RunConfig, out: Path, prompts: pd.DataFrame, tok, refs) -> str:
+    """--show N: the first N prompts' outputs of every protocol beside the reference text."""
+    outputs = {p: pd.read_json(out / p / "outputs.jsonl", lines=True, dtype={"prompt_id": str})
+               for p in cfg.protocols()}
+    return show(cfg.show, prompts, outputs, refs, decoder(tok))
 
 
 def _placement(cfg: RunConfig):
@@ -196,8 +246,9 @@ def _run_ues(cfg: RunConfig, proto: str, site: placement.Site, prompts_file: Pat
 
 def _error_line(log: Path) -> str:
     """': <the UE's error line>' from its log, or nothing."""
-    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("testbed.ue: error:")]
-    return f": {lines[-1].removeprefix('testbed.ue: error: ')}" if lines else ""
+    mark = f"{UE_PROG}: error: "
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith(mark)]
+    return f": {lines[-1].removeprefix(mark)}" if lines else ""
 
 
 def _merge_rounds(pdir: Path) -> pd.DataFrame:
@@ -217,13 +268,14 @@ def _collect(proto: str, pdir: Path, rounds: pd.DataFrame, prompts: pd.DataFrame
     """Merge the UEs' outputs into <pdir>/outputs.jsonl, then summarize with the merged rounds."""
     ue_dirs = sorted(d for d in pdir.glob("ue*") if d.is_dir())
     outputs = pd.concat([pd.read_json(d / "outputs.jsonl", lines=True) for d in ue_dirs], ignore_index=True)
-    outputs.to_json(pdir / "outputs.jsonl", orient="records", lines=True)
+    outputs.to_json(pdir / "outputs.jsonl", orient="records", lines=True, force_ascii=False)
     return summarize(proto, rounds, outputs, prompts, tok.decode if tok is not None else None, refs, scorer)
 
 
 def _edge_args(cfg: RunConfig) -> list[str]:
     """testbed.serve's argv (placement adds --bind)."""
-    edge = dataclasses.replace(cfg.edge, device=cfg.device, max_draft_len=max(cfg.edge.max_draft_len, cfg.ue.draft_len),
+    k_max = max(cfg.edge.max_draft_len, cfg.ue.draft_len, cfg.ue.draft_len_max)
+    edge = dataclasses.replace(cfg.edge, device=cfg.device, max_draft_len=k_max,
                                max_session_tokens=max(cfg.edge.max_session_tokens, cfg.ue.max_new_tokens), **_shared(cfg))
     return ["testbed.serve", *config.to_argv(edge)]
 
@@ -262,7 +314,7 @@ def _versions(machine: dict) -> dict:
 
 
 def parse_args(argv: list[str] | None = None) -> RunConfig:
-    ap = config.add_flags(argparse.ArgumentParser(prog="python -m testbed.run", description=__doc__.splitlines()[0]),
+    ap = config.add_flags(argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0]),
                           RunConfig)
     add_rate_flag(ap)
     return config.parse(RunConfig, argv, ap, adjust=_adjust)
@@ -280,15 +332,15 @@ def _adjust(values: dict, ns: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Bad input or an unusable resource (a bad value, a malformed prompts file, an unbuilt pair, an --out in use,
+    no root, no answer from --edge) is one error line and exit 2; a failed run (a UE failed, every prompt of a UE
+    failed, the edge refused) is one error line and exit 1."""
+    cfg = parse_args(argv)
     try:
-        cfg = parse_args(argv)
-        guarded("testbed.run", lambda: run(cfg))
-    except OutDirError as e:
-        print(f"testbed.run: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except (ChildError, HandshakeError, EdgeError, TimeoutError) as e:  # a UE failed, a refusal, no remote edge
-        print(f"testbed.run: error: {e}", file=sys.stderr)
+        guarded(PROG, lambda: run(cfg))
+    except (ChildError, HandshakeError, EdgeError, TimeoutError) as e:  # before OSError: TimeoutError is one
+        print(f"{PROG}: error: {e}", file=sys.stderr)
         sys.exit(1)
-    except (PermissionError, FileNotFoundError, PairError) as e:  # e.g. --cpu-wakeup-us without root, unbuilt pair
-        print(f"testbed.run: error: {e}", file=sys.stderr)
+    except (ValueError, OSError, RetryExhausted) as e:  # OutDirError, PairError, ConfigError are ValueErrors
+        print(f"{PROG}: error: {e}", file=sys.stderr)
         sys.exit(2)

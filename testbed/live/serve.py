@@ -13,12 +13,15 @@ its hidden size does not fit the decision head, or when its prompt plus max_new_
 other sessions' reservations; with it, alone, as the engine makes room per pass); OPEN_OK reports the edge's settings
 (head, tau, target, batching).  An internal error is logged with its traceback here; the peer gets a generic ERROR.
 REFERENCE asks for the target-only greedy output of a prompt (what lossless protocols must reproduce), cached.
+``--engine vllm`` verifies through vLLM instead of our engine (wisv/serving/vllm_engine.py, docs/engines.md): the
+edge then holds only the target's config and LM head (``TargetFacts``), and REFERENCE runs through vLLM too.
 """
 from __future__ import annotations
 
 import gc
 import logging
 import signal
+import socket
 import sys
 import time
 from collections import OrderedDict
@@ -47,46 +50,67 @@ from wisv.serving.kvbudget import KVBudgetError, KVLedger, KVShape, refusal, ses
 from wisv.models.loader import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.decoding.sessions import VerifySession
+from wisv.serving.engine import ENGINE_CHOICES, VerifyEngine
+from wisv.serving.vllm_engine import TargetFacts, VllmConfig, VllmVerifier
+from wisv.serving.wdt import WDTPredictor
 from wisv.pairs import apply_pair
 
 log = logging.getLogger("testbed.serve")
 INTERNAL_TEXT = "internal error on the edge (logged there); the session was closed"  # no internals to the peer
 
+PROG = "python -m testbed.serve"  # as users type it: --help and error lines
 
 @dataclass
 class ServeConfig:
     """Edge server settings."""
 
-    bind: str = "tcp://127.0.0.1:5555"  # endpoint to bind, tcp://HOST:PORT (0.0.0.0: every interface; port 0: a free one)
+    bind: str = field(default="tcp://127.0.0.1:5555", metadata={
+        "pattern": r"tcp://[^:/\s]+:\d+",
+        "example": "tcp://0.0.0.0:5556"})  # endpoint to bind, tcp://HOST:PORT (0.0.0.0: all interfaces; port 0: any)
     target: str | None = None  # local HF directory of the target; None = built-in toy target
     pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
     device: str = "cpu"  # torch device of the target
+    engine: str = field(default="transformers", metadata={
+        "choices": ENGINE_CHOICES})  # verification engine: transformers (ours) | vllm (docs/engines.md)
     dtype: str = field(default="auto", metadata={
         "choices": DTYPE_CHOICES})  # the target's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
     head: str = "default"  # decision head for fh/sh/auto: default | none | accept-all | PATH (a trained head dir)
-    tau: float | None = None  # decision threshold, reject a mismatch iff p >= tau (None: the head's own tau)
-    session_timeout_s: float = 120.0  # idle sessions are freed after this long, s
-    max_sessions: int = 256  # OPEN beyond this many live sessions is refused
-    max_draft_len: int = 64  # largest accepted block K, tokens
+    tau: float | None = field(default=None, metadata={
+        "min": 0, "max": 1})  # decision threshold, reject a mismatch iff p >= tau (None: the head's own tau)
+    session_timeout_s: float = field(default=120.0, metadata={"above": 0})  # idle sessions are freed after this long, s
+    max_sessions: int = field(default=256, metadata={"min": 1})  # OPEN beyond this many live sessions is refused
+    max_draft_len: int = field(default=64, metadata={"min": 1})  # largest accepted block K, tokens
     batch_verify: bool = False  # verify concurrent DRAFTs of many sessions in one target pass (wisv/serving/batchverify.py)
     scheduler: str = field(default="fcfs", metadata={"choices": SCHEDULER_CHOICES})  # batch selection (slo: WISP)
-    max_batch: int = 16  # most requests in one verification pass
+    max_batch: int = field(default=16, metadata={"min": 1})  # most requests in one verification pass
     kv_reuse: bool = True  # --no-kv-reuse: recompute each prefix every round (SLED baseline; uses the engine)
-    memory_budget_mb: float = 2048.0  # cap on all sessions' KV caches together, checked before allocating, MB
+    memory_budget_mb: float = field(default=2048.0, metadata={
+        "above": 0})  # cap on all sessions' KV caches together, checked before allocating, MB
     estimator: str | None = None  # verification-time profile JSON from testbed.profile (needed by --scheduler slo)
-    guard_ms: float = 0.0  # slo: guard time delta (LST = deadline - v - delta) absorbing estimator error, ms
+    guard_ms: float = field(default=0.0, metadata={
+        "min": 0})  # slo: guard time delta (LST = deadline - v - delta) absorbing estimator error, ms
     lost_order: str = field(default="last",
                             metadata={"choices": LOST_ORDER_CHOICES})  # slo: lost requests go last or by EDF (paper)
-    slack_ms: float | None = None  # slo: time a batch keeps before its earliest feasible deadline, ms (None: guard_ms)
+    slack_ms: float | None = field(default=None, metadata={
+        "min": 0})  # slo: time a batch keeps before its earliest feasible deadline, ms (None: guard_ms)
+    wdt_predictor: str | None = None  # slo: g_i from this WDT predictor (scripts/wdt_predictor.py; None: running mean)
     arrival_reserve: bool = True  # slo: no batch so long that a tight request arriving meanwhile must miss (off: paper)
-    max_session_tokens: int = 4096  # largest generation budget (max_new_tokens) a session or REFERENCE may ask, tokens
-    reference_cache: int = 4096  # target-only outputs kept for REFERENCE requests (the oldest dropped first), prompts
-    max_context_tokens: int | None = None  # largest prompt + max_new_tokens asked (None: the target's context), tokens
-    socket_hwm_msgs: int = HWM_MSGS  # ZeroMQ send/receive high-water mark of the ROUTER, per peer, messages
-    inbox_max_msgs: int = MAX_QUEUE_MSGS  # batching: arrivals queued for the serving loop; beyond, ERROR busy, messages
-    heartbeat_ivl_ms: int = HEARTBEAT_IVL_MS  # ZMTP heartbeat PING interval of the ROUTER, ms (0: none)
-    heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS  # a peer silent this long after a PING is dropped, sessions freed, ms
+    max_session_tokens: int = field(default=4096, metadata={
+        "min": 1})  # largest generation budget (max_new_tokens) a session or REFERENCE may ask, tokens
+    reference_cache: int = field(default=4096, metadata={
+        "min": 0})  # target-only outputs kept for REFERENCE requests (the oldest dropped first), prompts
+    max_context_tokens: int | None = field(default=None, metadata={
+        "min": 1})  # largest prompt + max_new_tokens asked (None: the target's context), tokens
+    socket_hwm_msgs: int = field(default=HWM_MSGS, metadata={
+        "min": 0})  # ZeroMQ send/receive high-water mark of the ROUTER, per peer, messages
+    inbox_max_msgs: int = field(default=MAX_QUEUE_MSGS, metadata={
+        "min": 1})  # batching: arrivals queued for the serving loop; beyond, ERROR busy, messages
+    heartbeat_ivl_ms: int = field(default=HEARTBEAT_IVL_MS, metadata={
+        "min": 0})  # ZMTP heartbeat PING interval of the ROUTER, ms (0: none)
+    heartbeat_timeout_ms: int = field(default=HEARTBEAT_TIMEOUT_MS, metadata={
+        "min": 0})  # a peer silent this long after a PING is dropped, sessions freed, ms
     auth: str | None = None  # key dir from testbed.keys: require CURVE, accept only DIR/clients/*.key (None: anyone)
+    vllm: VllmConfig = field(default_factory=VllmConfig)  # --engine vllm: the engine options passed to vLLM
 
 
 class EdgeServer:
@@ -132,10 +156,15 @@ class EdgeServer:
         self.held = [(p, s) for p, s in self.held if self.sessions.get((p, s.sid)) is s]  # closed meanwhile: drop
         while self.held:
             for peer, sess, block, dt, n in self._step():
-                replies.append((peer, self._guard(peer, None, lambda *_: _end_draft(sess, block, dt, n), sid=sess.sid)))
+                finish = lambda *_: self._suggest(sess, _end_draft(sess, block, dt, n))  # noqa: E731
+                replies.append((peer, self._guard(peer, None, finish, sid=sess.sid)))
             if one_batch:
                 break
         return replies
+
+    def _suggest(self, sess: EdgeSession, reply: Message) -> Message:
+        """The VERDICT with a suggested stop depth for the next block, when the batcher has a WDT predictor."""
+        return _with_stop_depth(reply, self.batcher.stop_depth(sess) if self.batcher else None)
 
     def _guard(self, peer: bytes, frames: list | None, act, sid: str = "unknown", t0: float | None = None):
         """Run ``act(peer, msg, t0)`` on the decoded frames (t0: arrival, default now); errors become ERROR replies."""
@@ -284,7 +313,9 @@ class EdgeServer:
             self.references.move_to_end(key)
         else:
             self._admit_kv(len(key[0]) + n, f"REFERENCE of {len(key[0])} + {n} positions")
-            self.references[key] = greedy_reference(self.target, list(key[0]), n)
+            greedy = getattr(self.engine, "greedy", None)  # an engine that runs the target without us (vLLM)
+            self.references[key] = (greedy(list(key[0]), n, self.eos) if greedy is not None
+                                    else greedy_reference(self.target, list(key[0]), n))
             while len(self.references) > self.cfg.reference_cache:
                 self.references.popitem(last=False)
         tokens = np.asarray(self.references[key], np.int32)  # [n] new tokens
@@ -316,10 +347,18 @@ class EdgeServer:
 
 def edge_settings(cfg: ServeConfig, tau: float, head: str, hidden_layer: int) -> dict:
     """The settings an edge reports in OPEN_OK (a run records them in config.json)."""
+    vllm = {f"vllm_{k}": v for k, v in asdict(cfg.vllm).items()} if cfg.engine == "vllm" else {}  # flat on the wire
     return {"target": cfg.target or "built-in", "head": head, "tau": float(tau), "hidden_layer": hidden_layer,
-            "device": cfg.device, "dtype": cfg.dtype, "max_draft_len": cfg.max_draft_len, "max_session_tokens": cfg.max_session_tokens,
+            "engine": cfg.engine, **vllm, "device": cfg.device, "dtype": cfg.dtype, "max_draft_len": cfg.max_draft_len, "max_session_tokens": cfg.max_session_tokens,
             "batch_verify": cfg.batch_verify, "scheduler": cfg.scheduler, "max_batch": cfg.max_batch,
             "kv_reuse": cfg.kv_reuse, "estimator": cfg.estimator, "wire_version": WIRE_VERSION}
+
+
+def _with_stop_depth(reply: Message, depth: int | None) -> Message:
+    """A VERDICT with the WDT predictor's suggested depth for the session's next block (when it has one)."""
+    if depth is not None and reply.type == MsgType.VERDICT and not reply.header.get("done"):
+        reply.header["stop_depth"] = depth
+    return reply
 
 
 def _arrival(item: tuple) -> float | None:
@@ -335,26 +374,44 @@ def _end_draft(sess: EdgeSession, block, dt: float, batch: int) -> Message:
     return sess.end_draft(block, dt, batch)
 
 
-def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[BatchVerifier | None, DraftBatcher | None]:
-    """The batched engine (with --batch-verify or --no-kv-reuse) and, when batching, its batcher."""
-    if not cfg.batch_verify and cfg.kv_reuse:
+def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[VerifyEngine | None, DraftBatcher | None]:
+    """The engine (vLLM with --engine vllm; ours with --batch-verify or --no-kv-reuse, else none: a VerifySession per
+    session) and, when batching, its batcher."""
+    if cfg.engine == "vllm":
+        engine = vllm_engine(cfg, target, hidden_layer)
+    elif not cfg.batch_verify and cfg.kv_reuse:
         return None, None
-    engine = BatchVerifier(target, EngineConfig(kv_reuse=cfg.kv_reuse, session_timeout_s=cfg.session_timeout_s,
-                                                memory_budget_mb=cfg.memory_budget_mb, hidden_layer=hidden_layer))
+    else:
+        engine = BatchVerifier(target, EngineConfig(kv_reuse=cfg.kv_reuse, session_timeout_s=cfg.session_timeout_s,
+                                                    memory_budget_mb=cfg.memory_budget_mb, hidden_layer=hidden_layer))
     if not cfg.batch_verify:
         return engine, None
     est = EstimatorProfile.load(cfg.estimator) if cfg.estimator else None
     slack = None if cfg.slack_ms is None else cfg.slack_ms / 1e3
+    wdt = WDTPredictor.load(cfg.wdt_predictor) if cfg.wdt_predictor else None
     return engine, DraftBatcher(engine, cfg.scheduler, cfg.max_batch, est, cfg.guard_ms / 1e3, cfg.lost_order, slack,
-                                cfg.arrival_reserve)
+                                cfg.arrival_reserve, wdt)
+
+
+def vllm_engine(cfg: ServeConfig, target, hidden_layer: int) -> VllmVerifier:
+    """The vLLM engine over the loaded target's directory, with the target's LM head (--dtype and
+    --memory-budget-mb passed through; --no-kv-reuse turns prefix caching off)."""
+    head = target.get_output_embeddings()
+    return VllmVerifier(str(target.name_or_path), head.weight, cfg.vllm, lm_head_bias=getattr(head, "bias", None),
+                        dtype=str(resolve_dtype(cfg.dtype, cfg.device)).removeprefix("torch."),
+                        kv_cache_mb=cfg.memory_budget_mb, prefix_caching=cfg.kv_reuse, hidden_layer=hidden_layer,
+                        session_timeout_s=cfg.session_timeout_s)
 
 
 def serve(cfg: ServeConfig, ready=print) -> None:
     """Load the target, bind, and serve until SIGINT/SIGTERM."""
     torch.set_num_threads(1)
     cfg = apply_pair(cfg, drafter=None)
+    check_free(cfg.bind)  # a port in use fails now, not after loading the target
     path = cfg.target or builtin_paths()[1]
-    target = load_model(Path(path), "target", cfg.device, resolve_dtype(cfg.dtype, cfg.device))
+    dtype = resolve_dtype(cfg.dtype, cfg.device)
+    target = (TargetFacts(path, cfg.device, dtype) if cfg.engine == "vllm"  # vLLM runs it: its facts and LM head here
+              else load_model(Path(path), "target", cfg.device, dtype))
     policy, tau, desc = load_policy(cfg.head, cfg.tau, cfg.target, int(target.config.hidden_size))
     print(f"edge: decision head {desc}", flush=True)
     gc.collect()
@@ -388,10 +445,28 @@ def serve(cfg: ServeConfig, ready=print) -> None:
         ctx.term()
 
 
+def check_free(bind: str) -> None:
+    """A ValueError naming --bind when its TCP port is taken on this host (port 0, any free one, always passes)."""
+    host, _, port = bind.removeprefix("tcp://").rpartition(":")
+    if port in ("0", "*"):
+        return
+    with socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as ZeroMQ: a TIME_WAIT port is free
+        try:
+            probe.bind((host.strip("[]").replace("*", "") or "0.0.0.0", int(port)))
+        except OSError as e:
+            raise ValueError(f"--bind {bind}: cannot bind ({e.strerror}); is another process listening there? "
+                             "choose another port, or port 0 for a free one") from None
+
+
 def _bind(sock: zmq.Socket, bind: str) -> str:
     if bind.endswith(":0"):
         bind = bind[:-2] + ":*"
-    sock.bind(bind)
+    try:
+        sock.bind(bind)
+    except zmq.ZMQError as e:  # the port is taken, or the address is not this host's
+        raise ValueError(f"--bind {bind}: cannot bind ({e.strerror}); is another process listening there? "
+                         "choose another port, or port 0 for a free one") from None
     return sock.getsockopt(zmq.LAST_ENDPOINT).decode()
 
 
@@ -413,7 +488,7 @@ def _loop(source: Direct | Inbox, server: EdgeServer, stop: dict, watch: PeerWat
 
 
 def parse_args(argv: list[str] | None = None) -> ServeConfig:
-    return config.parse(ServeConfig, argv, description=__doc__.splitlines()[0])
+    return config.parse(ServeConfig, argv, prog=PROG, description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -423,5 +498,5 @@ def main(argv: list[str] | None = None) -> None:
     try:
         serve(cfg)
     except ValueError as e:  # a bad --head, --target, --auth DIR or heartbeat setting
-        print(f"testbed.serve: error: {e}", file=sys.stderr, flush=True)
+        print(f"{PROG}: error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)

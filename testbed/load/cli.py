@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 import pandas as pd
 import torch
 import zmq
@@ -28,7 +29,8 @@ from tqdm import tqdm
 
 import config
 from protocols.wire import Limits
-from testbed.common.files import OutDirError, mark_complete, prepare_out, write_csv_atomic, write_json_atomic
+from testbed.common.files import (CONFIG_FILES, OutDirError, mark_complete, prepare_out, write_csv_atomic,
+                                  write_json_atomic)
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
 from testbed.live import placement
@@ -42,6 +44,7 @@ from wisv.records.rows import read_records, to_frame
 from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.decoding.speculative import speculative_generate
 from wisv.records.summary import summarize_rounds
+from wisv.decoding.rejection import draft_features
 from wisv.pairs import apply_pair
 
 matplotlib.use("Agg")
@@ -52,26 +55,34 @@ import matplotlib.pyplot as plt  # noqa: E402
 class LoadConfig:
     """One load test (or a sweep over N)."""
 
-    ues: int = 8  # emulated UEs (ignored with --sweep)
+    ues: int = field(default=8, metadata={"min": 1})  # emulated UEs (ignored with --sweep)
     sweep: str = ""  # comma-separated N values (numbers of UEs) for a capacity sweep
     slo_mix: str = "2,4,6,8"  # SLO classes in token/s, dealt to the UEs round-robin
-    prompts_per_ue: int = 2  # prompts each UE runs, one session after another
-    repeats: int = 1  # run every N this many times (all N, then again) and report the mean per N
-    draft_len: int = 8  # K, draft tokens per round
-    max_new_tokens: int = 160  # generation budget per prompt, tokens
-    tau_d_ms: float = 20.0  # emulated drafting time per token on the device, ms
-    stagger_s: float = 0.5  # UEs open their first sessions evenly spread over this long, s (0: all at once)
+    prompts_per_ue: int = field(default=2, metadata={"min": 1})  # prompts each UE runs, one session after another
+    repeats: int = field(default=1, metadata={
+        "min": 1})  # run every N this many times (all N, then again) and report the mean per N
+    draft_len: int = field(default=8, metadata={"min": 1})  # K, draft tokens per round
+    max_new_tokens: int = field(default=160, metadata={"min": 1})  # generation budget per prompt, tokens
+    tau_d_ms: float = field(default=20.0, metadata={"min": 0})  # emulated drafting time per token on the device, ms
+    stagger_s: float = field(default=0.5, metadata={
+        "min": 0})  # UEs open their first sessions evenly spread over this long, s (0: all at once)
     scheduler: str = field(default="slo", metadata={"choices": SCHEDULER_CHOICES})  # edge batch selection
     estimator: str = "results/verify_profile.json"  # verification-time profile for slo (testbed.profile)
-    max_batch: int = 16  # most requests per verification pass
-    guard_ms: float = 0.0  # slo scheduler's guard time delta, ms (testbed.serve --guard-ms)
+    max_batch: int = field(default=16, metadata={"min": 1})  # most requests per verification pass
+    guard_ms: float = field(default=0.0, metadata={
+        "min": 0})  # slo scheduler's guard time delta, ms (testbed.serve --guard-ms)
     lost_order: str = field(default="last",
                             metadata={"choices": LOST_ORDER_CHOICES})  # slo: lost requests go last or by EDF (paper)
     slack_ms: float | None = None  # slo: batch slack before the earliest feasible deadline, ms (None: the guard)
     arrival_reserve: bool = True  # slo: bound batches for tight arrivals (testbed.serve --[no-]arrival-reserve)
-    compare_max_batch: int = 0  # >0: also run the sweep against an edge with this max batch (1: one at a time)
-    epsilon: float = 0.1  # capacity: largest N with violation rate <= epsilon per class
-    timeout_s: float = 600.0  # give up on a load run after this long, s
+    draft_features: bool = False  # DRAFTs carry the drafter's per-token features (fp16 [K, 3]) for a WDT predictor
+    wdt_predictor: str | None = None  # slo: the edge's g_i from this WDT predictor (scripts/wdt_predictor.py)
+    trace_cache: str | None = None  # JSON of the recorded drafts: read if it matches this run's, else written
+    compare_max_batch: int = field(default=0, metadata={
+        "min": 0})  # >0: also run the sweep against an edge with this max batch (1: one at a time)
+    epsilon: float = field(default=0.1, metadata={
+        "min": 0, "max": 1})  # capacity: largest N with violation rate <= epsilon per class
+    timeout_s: float = field(default=600.0, metadata={"above": 0})  # give up on a load run after this long, s
     out: str = ""  # output directory; default runs/load-<time>
     overwrite: bool = False  # empty a non-empty --out first (without it, a non-empty --out is refused)
     pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
@@ -108,8 +119,43 @@ def make_traces(cfg: LoadConfig, n_prompts: int) -> list[Trace]:
         out = speculative_generate(pair.drafter, pair.target, ids, max_new_tokens=cfg.max_new_tokens,
                                    draft_len=cfg.draft_len)
         rounds = [r for r in out.rounds if r.draft_tokens]  # a last round may draft nothing (one token of budget left)
-        traces.append(Trace(p["prompt_id"], ids, [r.draft_tokens for r in rounds], [r.accepted for r in rounds]))
+        feats = block_features(pair.drafter, ids, out.rounds) if cfg.draft_features else None
+        traces.append(Trace(p["prompt_id"], ids, [r.draft_tokens for r in rounds], [r.accepted for r in rounds], feats))
     return traces
+
+
+def cached_traces(cfg: LoadConfig, n_prompts: int) -> list[Trace]:
+    """make_traces, through ``--trace-cache`` when given: runs that compare schedulers replay the same drafts."""
+    key = {"n": n_prompts, "draft_len": cfg.draft_len, "max_new_tokens": cfg.max_new_tokens, "target": cfg.target,
+           "drafter": cfg.drafter, "prompts_file": cfg.prompts_file, "draft_features": cfg.draft_features}
+    path = Path(cfg.trace_cache) if cfg.trace_cache else None
+    if path is not None and path.is_file():
+        doc = json.loads(path.read_text())
+        if doc["key"] == key:
+            return [Trace(t["prompt_id"], t["prompt_ids"], t["blocks"], t["accepted"],
+                          None if t["features"] is None else [np.asarray(f, np.float16) for f in t["features"]])
+                    for t in doc["traces"]]
+    traces = make_traces(cfg, n_prompts)
+    if path is not None:
+        rows = [asdict(t) | {"features": None if t.features is None else [f.tolist() for f in t.features]}
+                for t in traces]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"key": key, "traces": rows}))
+    return traces
+
+
+def block_features(drafter, prompt_ids: list[int], rounds) -> list[np.ndarray]:
+    """Per round that drafted, the drafter's features of its block ([K, 3] fp16: max prob, entropy, margin), from one
+    drafter pass over the committed prefix and the block."""
+    out, prefix = [], list(prompt_ids)
+    for r in rounds:
+        if r.draft_tokens:
+            ids = torch.tensor([prefix + r.draft_tokens[:-1]])  # [1, L + K - 1]
+            with torch.no_grad():
+                logits = drafter(ids).logits[0, len(prefix) - 1:]  # [K, V]: position j drafted block[j]
+            out.append(draft_features(logits)[:, :3].numpy().astype(np.float16))
+        prefix += r.committed
+    return out
 
 
 def active_goodput(df: pd.DataFrame) -> float:
@@ -194,11 +240,11 @@ def run(cfg: LoadConfig) -> pd.DataFrame:
     verifies at most that many requests per pass, in the same run (``batching.csv``)."""
     cfg = apply_pair(cfg)
     out, started = Path(cfg.out or f"runs/load-{time.strftime('%Y%m%d-%H%M%S')}"), time.time()
-    prepare_out(out, cfg.overwrite)
+    prepare_out(out, cfg.overwrite, own=CONFIG_FILES)
     machine = machine_info()
     (out / "config.json").write_text(json.dumps(asdict(cfg) | {"machine": machine}, indent=1))
-    config.write_config(out, replace(cfg, out=str(out)), machine)
-    traces = make_traces(cfg, max(cfg.ns()) * cfg.prompts_per_ue)
+    config.write_config(out, replace(cfg, out=str(out)), machine, fresh=("out", "overwrite"))
+    traces = cached_traces(cfg, max(cfg.ns()) * cfg.prompts_per_ue)
     sweep = finish_sweep(cfg, _sweep(cfg, traces, cfg.max_batch, out), out)
     if cfg.compare_max_batch:
         other = mean_sweep(_sweep(cfg, traces, cfg.compare_max_batch, out / f"max_batch_{cfg.compare_max_batch}"))
@@ -230,7 +276,7 @@ def edge_config(cfg: LoadConfig, max_batch: int) -> ServeConfig:
     if cfg.scheduler != "slo":
         return edge
     return replace(edge, estimator=cfg.estimator, guard_ms=cfg.guard_ms, lost_order=cfg.lost_order,
-                   slack_ms=cfg.slack_ms, arrival_reserve=cfg.arrival_reserve)
+                   slack_ms=cfg.slack_ms, arrival_reserve=cfg.arrival_reserve, wdt_predictor=cfg.wdt_predictor)
 
 
 def sweep_row(s: dict) -> dict:

@@ -32,6 +32,7 @@ class Trace:
     prompt_ids: list[int]
     blocks: list[list[int]]  # drafted tokens per round
     accepted: list[int]  # accepted draft tokens per round (greedy verdicts)
+    features: list[np.ndarray] | None = None  # per round [K, 3] fp16 draft features, sent when given (WDT predictor)
 
 
 @dataclass
@@ -150,7 +151,11 @@ class LoadLoop:
 
     def _send_draft(self, d: Device) -> None:
         d.state, d.t_send = "waiting", time.perf_counter()
-        d.sock.send_multipart(encode(make(MsgType.DRAFT, d.sid, {"tokens": np.asarray(d.block, np.int32)},
+        tensors = {"tokens": np.asarray(d.block, np.int32)}
+        feats = d.traces[d.prompt].features
+        if feats is not None:
+            tensors["features"] = feats[d.round]  # [K, 3]
+        d.sock.send_multipart(encode(make(MsgType.DRAFT, d.sid, tensors,
                                           round=d.round, t_draft_s=len(d.block) * self.tau_d_s, protocol="greedy",
                                           csi={"rtt_ms": d.t_net_s * 1e3})))
 

@@ -182,6 +182,6 @@ def parse_args(argv: list[str] | None = None) -> CalibrateConfig:
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_args(argv)
-    if config.run_reporting("testbed.simulate calibrate", lambda: calibrate(cfg)):
+    if config.run_reporting("python -m testbed.simulate calibrate", lambda: calibrate(cfg)):
         sys.exit(2)
 

@@ -36,10 +36,30 @@ from testbed.sim.traces import TraceKey, cached_trace, generate_trace
 from testbed.sim.trends import format_trends, trends
 from wisv.timing.hardware import LOCAL, LOCAL_PROFILE_PATH
 from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
+from wisv.timing.window import AUTO_DRAFT_LEN
 from wisv.pairs import apply_pair
 
 METHODS = ROUND_PROTOCOLS  # the simulator models every protocol a round can use
 RULE = {"greedy": "greedy", "reject": "sampling", "tree": "tree"}  # fh / sh: "wisv" with a head, else "greedy"
+
+
+def parse_draft_lens(tokens: list[str]) -> list[int]:
+    """--draft-lens: numbers of tokens and/or ``auto`` (stored as AUTO_DRAFT_LEN, 0), comma- or space-separated."""
+    out = []
+    for tok in (t.strip() for raw in tokens for t in str(raw).split(",") if t.strip()):
+        if tok.lower() == "auto":
+            out.append(AUTO_DRAFT_LEN)
+        elif tok.isdigit() and int(tok) >= 1:
+            out.append(int(tok))
+        else:
+            raise config.ConfigError(f"--draft-lens: expected numbers of tokens (>= 1) or auto, got {tok!r}")
+    if not out:
+        raise config.ConfigError("--draft-lens: give at least one window")
+    return out
+
+
+DRAFT_LENS_TEXT = {"parse": parse_draft_lens, "format": lambda ks: [
+    "auto" if k == AUTO_DRAFT_LEN else str(k) for k in ks]}  # --draft-lens 8 16 auto
 
 
 @dataclass
@@ -48,7 +68,11 @@ class SimConfig:
 
     out: str = "results/simulate"  # output directory
     methods: list[str] = field(default_factory=lambda: list(METHODS), metadata={"choices": METHODS})  # methods
-    draft_lens: list[int] = field(default_factory=lambda: [10, 16, 24, 32, 64])  # draft windows K, tokens
+    draft_lens: list[int] = field(default_factory=lambda: [10, 16, 24, 32, 64], metadata={
+        **DRAFT_LENS_TEXT, "example": [8, AUTO_DRAFT_LEN]})  # draft windows K, tokens; auto: the per-round window policy
+    window_ks: list[int] = field(default_factory=lambda: [4, 8, 16, 32])  # auto: fixed K compared, oracle's choices
+    window_k_max: int = 32  # auto: the largest K it may choose, tokens
+    window_passes: int = 1  # auto: run the prompt set this many times back to back (to span a long trace)
     rates_mbps: list[float] = field(default_factory=lambda: [20.0, 500.0])  # symmetric link rates, Mbit/s
     rtts_ms: list[float] = field(default_factory=lambda: [5.0, 50.0])  # round-trip times, ms
     per: float = 0.0  # packet error rate of each direction, [0, 1)
@@ -94,11 +118,17 @@ def run(cfg: SimConfig) -> pd.DataFrame:
     head = resolve_head(cfg.head, cfg.tau, pair)
     dep, resolved = deployment(cfg, pair, head)
     links = links_of(cfg)
+    if AUTO_DRAFT_LEN in cfg.draft_lens:
+        from testbed.sim.window import run_window
+        window = run_window(cfg, pair, dep, links, head.policy, out)
+        if not [k for k in cfg.draft_lens if k != AUTO_DRAFT_LEN]:
+            config.write_config(out, cfg, machine_info() | {"resolved": resolved | {"head": head.desc}})
+            return window
     prompt_set = Path(cfg.prompts_file).name if cfg.prompts_file else "toy test split"
     acc_from = f"acceptance traces of the {pair.name} pair ({cfg.prompts} prompts of {prompt_set}, in-process loop)"
     timing_from = f"latency model with {resolved['dims']} dims on {dep.ue.name} (UE) / {dep.edge.name} (edge)"
     rows = []
-    for k in cfg.draft_lens:
+    for k in (k for k in cfg.draft_lens if k != AUTO_DRAFT_LEN):
         for method in cfg.methods:
             for link in links:
                 trace, rule = _trace(cfg, pair, head, method, k, link)
@@ -190,5 +220,5 @@ def main(argv: list[str] | None = None) -> None:
         calibrate_main(argv[1:])
         return
     cfg = parse_args(argv)
-    if config.run_reporting("testbed.simulate", lambda: run(cfg)):
+    if config.run_reporting("python -m testbed.simulate", lambda: run(cfg)):
         sys.exit(2)

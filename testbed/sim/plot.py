@@ -11,10 +11,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
+from testbed.common.plots import protocol_color  # noqa: E402
+
 PLAIN = FuncFormatter(lambda v, _pos: f"{v:g}")  # 2 rather than 2x10^0 on log axes
 
-STYLE = {"greedy": ("tab:blue", "o"), "reject": ("tab:red", "s"), "WISV-SH": ("tab:orange", "^"),
-         "WISV-FH": ("tab:green", "D"), "SH (lossless)": ("tab:orange", "v"), "FH (lossless)": ("tab:green", "d")}
+MARKERS = {"greedy": "o", "reject": "s", "WISV-SH": "^", "WISV-FH": "D", "SH (lossless)": "v", "FH (lossless)": "d",
+           "tree": "P", "auto": "X"}  # a method's marker; its colour is its protocol's (testbed.common.plots)
 
 
 def fig4(table: pd.DataFrame, path: str | Path, title: str = "") -> Path:
@@ -27,7 +29,7 @@ def fig4(table: pd.DataFrame, path: str | Path, title: str = "") -> Path:
             ax = axes[i][j]
             sub = table[(table["rate_mbps"] == rate) & (table["rtt_ms"] == rtt)]
             for method, g in sub.groupby("method", sort=False):
-                color, marker = STYLE.get(method, (None, "x"))
+                color, marker = protocol_color(str(method)), MARKERS.get(method, "x")
                 g = g.sort_values("draft_len")
                 ax.plot(g["draft_len"], g["latency_s"], marker=marker, color=color, label=method)
             ax.set_yscale("log")

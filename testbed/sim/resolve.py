@@ -125,6 +125,7 @@ class Link:
     csi_at: Callable[[float], CSI]  # CSI in force at simulated time t (s)
     head_csi: CSI  # the CSI WISV traces are generated with (a trace: its row mean)
     outages: Outages = Outages()  # the trace's outage periods (repeating with it): rounds pause through them
+    states: tuple[CSI, ...] = ()  # the distinct CSIs the link takes (a trace's rows; a fixed link's one)
 
 
 def links_of(cfg) -> list[Link]:
@@ -134,10 +135,11 @@ def links_of(cfg) -> list[Link]:
         n = len(tr.csis)
         mean = CSI(*(sum(getattr(c, f) for c in tr.csis) / n
                      for f in ("rate_up_mbps", "rate_down_mbps", "rtt_ms", "per_up", "per_down")))
-        return [Link(f"trace {Path(cfg.csi_trace).name}", mean.rate_up_mbps, mean.rtt_ms, mean.per_up, tr.at, mean, tr.outages)]
+        return [Link(f"trace {Path(cfg.csi_trace).name}", mean.rate_up_mbps, mean.rtt_ms, mean.per_up, tr.at, mean, tr.outages,
+                     tuple(tr.csis))]
     out = []
     for r in cfg.rates_mbps:
         for t in cfg.rtts_ms:
             c = CSI.symmetric(r, t, cfg.per)
-            out.append(Link(f"{r:g} Mbps / {t:g} ms", float(r), float(t), cfg.per, constant(c), c))
+            out.append(Link(f"{r:g} Mbps / {t:g} ms", float(r), float(t), cfg.per, constant(c), c, states=(c,)))
     return out

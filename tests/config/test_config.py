@@ -189,3 +189,59 @@ def test_run_reporting_turns_bad_input_into_an_error_line(capsys):
     assert config.run_reporting("prog", lambda: None) == 0
     with pytest.raises(RuntimeError):  # not bad input: left to propagate
         config.run_reporting("prog", lambda: (_ for _ in ()).throw(RuntimeError("bug")))
+
+
+def test_fresh_fields_are_saved_at_their_defaults_with_this_runs_value_in_the_header(tmp_path):
+    cfg = Outer(label="runs/old", count=7)
+    path = config.write_config(tmp_path, cfg, {"git_commit": "abc"}, fresh=("label",))
+    text = path.read_text()
+    assert '# label (this run) = "runs/old"' in text and 'label = "x"' in text
+    assert config.from_values(Outer, config.load_toml(Outer, path)) == Outer(count=7)  # reruns, not into runs/old
+
+
+@dataclass
+class Bounded:
+    """Bounds in field metadata."""
+
+    n: int = field(default=1, metadata={"min": 1})  # a count, >= 1
+    per: float = field(default=0.0, metadata={"min": 0, "below": 1})  # a probability, [0, 1)
+    tau: float | None = field(default=None, metadata={"min": 0, "max": 1})  # optional threshold
+    rate: float = field(default=1.0, metadata={"above": 0})  # a rate, > 0
+    ks: list[int] = field(default_factory=lambda: [1], metadata={"min": 1})  # windows, each >= 1
+    bind: str = field(default="tcp://h:1", metadata={"pattern": r"tcp://[^:/\s]+:\d+",
+                                                     "example": "tcp://h:2"})  # an endpoint
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--n", "0"], "--n: must be >= 1, got 0"),
+    (["--n", "-3"], "--n: must be >= 1, got -3"),
+    (["--per", "1"], "--per: must be < 1, got 1"),
+    (["--per", "-0.1"], "--per: must be >= 0, got -0.1"),
+    (["--per", "nan"], "--per: must be >= 0, got nan"),
+    (["--tau", "1.5"], "--tau: must be <= 1, got 1.5"),
+    (["--rate", "0"], "--rate: must be > 0, got 0"),
+    (["--ks", "4,0"], "--ks: must be >= 1, got 0"),
+    (["--bind", "h:1"], "--bind: expected the form tcp://h:2, got 'h:1'"),
+    (["--n", "x"], "--n: expected int, got 'x'"),
+])
+def test_bounds_from_metadata_are_one_error_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        config.parse(Bounded, argv, prog="python -m x")
+    assert e.value.code == 2 and capsys.readouterr().err == f"python -m x: error: {message}\n"
+
+
+def test_bounds_hold_for_toml_files_and_pass_none_and_good_values(tmp_path):
+    (tmp_path / "c.toml").write_text("per = 1.5\n")
+    with pytest.raises(config.ConfigError, match=r"c.toml: per: must be < 1, got 1.5"):
+        config.load_toml(Bounded, tmp_path / "c.toml")
+    assert config.parse(Bounded, ["--tau", "none", "--per", "0.99", "--ks", "1,5"]) == Bounded(per=0.99, ks=[1, 5])
+    assert "; >= 0; < 1 (default: 0.0)" in config.flags(Bounded)[1].help
+
+
+@pytest.mark.parametrize("argv0, spec, prog", [
+    ("/x/testbed/ue/__main__.py", "testbed.ue", "python -m testbed.ue"),
+    ("/x/testbed/run.py", "testbed.run.__main__", "python -m testbed.run"),
+    ("scripts/bench_csi.py", None, "python scripts/bench_csi.py"),
+])
+def test_the_program_is_named_as_users_type_it(argv0, spec, prog):
+    assert config.cli_prog(argv0, spec or "") == prog

@@ -2,7 +2,6 @@
 import pytest
 
 from channel.csi import CSI
-from channel.measure import CSIEstimator, probe_rate_mbps
 from protocols.accounting import wire_bytes, wire_payload_bits, zmtp_frame_overhead
 from protocols.auto import MismatchStats, choose
 from protocols.registry import PROTOCOLS, get_protocol
@@ -46,22 +45,3 @@ def test_zmtp_accounting():
     assert zmtp_frame_overhead(255) == 2 and zmtp_frame_overhead(256) == 9
     assert wire_bytes([b"a" * 10, b"b" * 300]) == 10 + 2 + 300 + 9
     assert PB.b_tok == 32 and PB.o_up > 0 and PB.o_dn > 0
-
-
-def test_csi_estimator():
-    est = CSIEstimator(alpha=0.5)
-    assert est.csi() is None
-    est.add_rtt(0.020)
-    est.add_rtt(0.040)
-    assert est.rtt_ms == pytest.approx(30.0)
-    est.add_probe("up", 10_000, 0.030 + 0.040)  # 80 kbit in 40 ms after one 30 ms RTT
-    assert est.rate_up_mbps == pytest.approx(2.0)
-    assert est.csi().rate_down_mbps == float("inf")
-    assert probe_rate_mbps(1000, 0.001, 0.002) == pytest.approx(8000 / 1e-5 / 1e6)  # floored, no division by <= 0
-
-
-def test_passive_rtt_from_rounds():
-    est = CSIEstimator(alpha=1.0, rtt_ms=50.0, rate_up_mbps=8.0, rate_down_mbps=8.0)
-    est.add_round(t_comm_s=0.020 * 2 + 0.002, up_bytes=1000, down_bytes=1000, exchanges=2)  # 2 ms serialization
-    assert est.rtt_ms == pytest.approx(20.0)
-    CSIEstimator().add_round(0.1, 10, 10, 1)  # no RTT yet: ignored, no error

@@ -38,3 +38,29 @@ def test_the_models_verdict_is_the_edges_verdict_and_its_draft_the_ues():
         assert abs(message_bytes(verdict) - (pb.s_fb + pb.o_dn) / 8) <= SLACK_BYTES
         extra = 0 if protocol == "greedy" else 60  # fh: the hidden tensor's descriptor and frame header
         assert abs(message_bytes(draft) - uplink(K, pb) / 8) <= SLACK_BYTES + extra
+
+
+def test_draft_features_are_counted_in_the_model_and_validated():
+    import dataclasses
+    import numpy as np
+    import pytest
+    from protocols.wire import WireError, make
+    pb = wire_payload_bits(D_D, VOCAB, K, features=True)
+    assert pb.b_feat == 48
+    torch.manual_seed(0)
+    drafter, target = make_pair("llama", D_D, 2, 4, 2, vocab=VOCAB, eos=EOS)
+    ue = UESession("ue-0", DraftSession(drafter, [3, 4, 5]), UEParams("greedy", K, 12, features=True), EOS)
+    draft = decode(encode(ue.next_draft(CSI(20.0, 20.0, 20.0))), LIMITS)
+    f = draft.tensors["features"]
+    assert f.shape == (K, 3) and f.dtype == np.float16 and ((0 <= f[:, 0]) & (f[:, 0] <= 1)).all()
+    assert abs(message_bytes(draft) - s_greedy(K, pb) / 8) <= SLACK_BYTES
+    assert message_bytes(draft) - message_bytes(dataclasses.replace(draft, tensors={"tokens": draft.tensors["tokens"]})) \
+        >= K * 6  # 3 fp16 per token, plus its frame
+    bad = f.copy()
+    bad[1, 0] = 1.5  # a probability above 1
+    for tensors, code in (({"features": bad}, "bad_features"), ({"features": f[:2]}, "shape_mismatch"),
+                          ({"features": f.astype(np.float32)}, "bad_dtype"), ({"features": f[:, :2]}, "bad_shape")):
+        msg = make(MsgType.DRAFT, "ue-0", {"tokens": draft.tensors["tokens"]} | tensors, round=0, t_draft_s=0.0)
+        with pytest.raises(WireError) as e:
+            decode(encode(msg), LIMITS)
+        assert e.value.code == code, (code, e.value)

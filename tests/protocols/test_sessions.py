@@ -300,3 +300,29 @@ def test_pipeline_depth_sets_k_from_the_last_verify_time(pair) -> None:
     nxt = wire(ue.next_draft(CSI(50.0, 50.0, rtt_ms=4.0)))
     assert len(nxt.tensors["tokens"]) == 3  # (10 ms - 4 ms) / 2 ms
     assert ue.tokens == reference(pair, PROMPTS[1]).tokens[: len(ue.tokens)]
+
+
+@pytest.mark.parametrize("protocol", ["greedy", "fh", "sh"])
+def test_auto_window_is_lossless_and_follows_the_link(pair, protocol) -> None:
+    from protocols.ue_side import AUTO_DRAFT_LEN
+    edge, ue = open_pair(pair, PROMPTS[1], protocol=protocol, draft_len=AUTO_DRAFT_LEN, draft_len_max=12,
+                         max_new_tokens=40)
+    assert wire(ue.open_message()).header["draft_len"] == 12  # OPEN declares the largest block
+    windows = []
+    for i, log in enumerate(drive(edge, ue, lambda i: LONG_RTT if i % 2 else SHORT_RTT)):
+        windows.append(len(log.draft.tensors["tokens"]))
+    assert ue.tokens == reference(pair, PROMPTS[1]).tokens
+    assert windows[0] == 8 and all(1 <= w <= 12 for w in windows)  # the start window, then chosen per round
+    assert ue.window.tau_d_s is not None and ue.window.verify.n > 0  # it learnt from every verdict
+
+
+def test_ue_follows_the_edges_stop_depth_when_asked(pair) -> None:
+    edge, ue = open_pair(pair, PROMPTS[1], protocol="greedy", draft_len=8, follow_stop_depth=True)
+    first = wire(ue.next_draft(None))
+    verdict = wire(edge.on_draft(first))
+    ue.on_reply(dataclasses.replace(verdict, header=verdict.header | {"stop_depth": 3}))
+    assert len(wire(ue.next_draft(None)).tensors["tokens"]) == 3
+    edge2, ue2 = open_pair(pair, PROMPTS[1], protocol="greedy", draft_len=8)  # not asked: the suggestion is ignored
+    v2 = wire(edge2.on_draft(wire(ue2.next_draft(None))))
+    ue2.on_reply(dataclasses.replace(v2, header=v2.header | {"stop_depth": 3}))
+    assert len(wire(ue2.next_draft(None)).tensors["tokens"]) == 8

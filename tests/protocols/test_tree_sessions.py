@@ -84,3 +84,27 @@ def test_a_batching_edge_refuses_tree_sessions(pair):
     _, ue = open_pair(pair, PROMPTS[0], protocol="tree")
     with pytest.raises(ProtocolError, match="batch"):
         EdgeSession("ue-0", Batched(), wire(ue.open_message()), RejectAll(), 0.5, EOS)
+
+
+def test_tree_budget_auto_is_lossless_and_learns(pair):
+    from wisv.timing.window import AUTO_DRAFT_LEN, TreeWindowTracker
+    _, target = pair
+    edge, ue = open_pair(pair, PROMPTS[1], protocol="tree", tree_budget=AUTO_DRAFT_LEN, draft_len_max=12)
+    assert isinstance(ue.window, TreeWindowTracker) and edge.draft_len == 12  # OPEN declares the largest tree
+    rows = run_tree(edge, ue, False)
+    assert ue.tokens == greedy_reference(target, PROMPTS[1], max_new_tokens=MAX_NEW)
+    assert rows[0]["size"] == 12 and all(1 <= r["size"] <= 12 for r in rows)  # min(16, cap), then chosen
+    assert ue.window.tau_d_s is not None and 0 < ue.window.depth_per_token <= 1
+
+
+def test_tree_window_tracker_by_hand():
+    from wisv.timing.window import TreeWindowTracker
+    w = TreeWindowTracker(1, 32)
+    w.update_tree(16, 8, 8, t_draft_s=0.032, t_verify_s=0.010)  # a chain-like tree, all accepted
+    assert w.depth_per_token == pytest.approx(0.5) and w.tau_d_s == pytest.approx(0.002)
+    assert len(w.levels(16)) == 8 and w.levels(16)[0] == pytest.approx(w.history.alpha)
+    fast = w.choose(lambda n: 0.050 + 0.002 * n).k  # a long fixed cost per round: a large tree
+    slow = w.choose(lambda n: 0.001 + 0.002 * n).k  # almost none: a small one
+    assert fast > slow
+    with pytest.raises(ValueError):
+        w.update_tree(4, 5, 1)

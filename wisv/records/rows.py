@@ -24,6 +24,7 @@ class RoundRow:
     round: int  # round index within the prompt, from 0
     protocol: str | None = None  # protocol the round used: greedy | reject | fh | sh (auto resolves per round)
     drafted: int  # draft tokens sent this round (K, smaller near the budget)
+    window_k: int | None = None  # K the draft-window policy chose before drafting (--draft-len auto); None: fixed K
     accepted: int  # draft tokens committed (the correction/bonus token not counted)
     mismatches: int | None = None  # greedy-mismatch positions in the block (head candidates)
     queried: int | None = None  # positions whose drafter hidden states the edge requested (SH)
@@ -63,6 +64,11 @@ class RoundRow:
     tree_size: int | None = None  # tree protocol: nodes in the draft tree sent (= drafted)
     tree_depth: int | None = None  # tree protocol: the draft tree's depth (its longest root path, tokens)
     accepted_depth: int | None = None  # tree protocol: depth of the accepted path (= accepted)
+    draft_conf_survival: float | None = None  # block's sum_j prod_{i<=j} max prob (wisv/serving/wdt.py), tokens
+    draft_first_doubt: float | None = None  # block's tokens before the first with max prob < 0.5
+    draft_conf_min: float | None = None  # block's least max probability
+    draft_entropy_mean: float | None = None  # block's mean drafter entropy, nats
+    draft_margin_mean: float | None = None  # block's mean top-1 minus top-2 probability
     outage_s: float | None = None  # link outage within the round (emulated link's outages), s; 0: none crossed
     retries: int | None = None  # resends of the round's DRAFT after a receive timeout or a busy edge (live UE)
     resumed: int | None = None  # re-OPENs with the committed prefix during the round: the edge had lost the session

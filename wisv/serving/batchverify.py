@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
@@ -39,6 +40,9 @@ from transformers.cache_utils import DynamicLayer
 from wisv.serving.kvbudget import MB, KVShape, refusal
 from wisv.decoding.kvcache import crop_to
 from wisv.decoding.sessions import Block, cached_forward
+
+if TYPE_CHECKING:  # the interface's module imports this one
+    from wisv.serving.engine import VerifyEngine
 
 
 @dataclass
@@ -76,13 +80,23 @@ class VerifyRequest:
 
 
 class BatchVerifier:
-    """The target, its sessions, and batched verification over them."""
+    """The target, its sessions, and batched verification over them (the ``transformers`` engine of
+    wisv/serving/engine.py)."""
+
+    name = "transformers"
+    tree_refusal = ("this edge verifies in batches (--batch-verify / --no-kv-reuse), which takes chains only; tree "
+                    "sessions need the transformers engine without them")
 
     def __init__(self, model: PreTrainedModel, cfg: EngineConfig | None = None):
         self.model, self.cfg = model, cfg or EngineConfig()
         self.sessions: dict[str, SessionState] = {}
         self.shape = KVShape.of(model)  # bytes per cached position, for the budget
         self.held_bound = 0  # bytes held after the last pass: caches only shrink between passes, so an upper bound
+
+    @property
+    def hidden_layer(self) -> int:
+        """The hidden-state layer each block carries."""
+        return self.cfg.hidden_layer
 
     def open(self, sid: str, prompt_ids: list[int]) -> None:
         """Start (or restart) a session; its prompt is forwarded with its first verification."""
@@ -322,9 +336,10 @@ def request_shape(session, k: int) -> tuple[int, int, int]:
 
 
 class EngineView:
-    """One engine session behind VerifySession's interface (verify alone, commit, free) for the edge's sessions."""
+    """One engine session behind VerifySession's interface (verify alone, commit, free) for the edge's sessions; any
+    engine of wisv/serving/engine.py."""
 
-    def __init__(self, engine: BatchVerifier, sid: str, prompt_ids: list[int]):
+    def __init__(self, engine: VerifyEngine, sid: str, prompt_ids: list[int]):
         self.engine, self.sid = engine, sid
         engine.open(sid, prompt_ids)
 
@@ -339,7 +354,12 @@ class EngineView:
 
     @property
     def hidden_layer(self) -> int:
-        return self.engine.cfg.hidden_layer
+        return self.engine.hidden_layer
+
+    @property
+    def tree_refusal(self) -> str:
+        """Why a tree session is refused on this engine (it names the engine)."""
+        return self.engine.tree_refusal
 
     def verify(self, draft: list[int]) -> Block:
         return self.engine.verify([VerifyRequest(self.sid, list(draft))])[self.sid]

@@ -24,6 +24,7 @@ class PayloadBits:
     vocab: int  # vocabulary size V (reject uploads K*V probabilities)
     o_up: float = 0.0  # fixed overhead per uplink message, bits
     o_dn: float = 0.0  # fixed overhead per downlink message, bits
+    b_feat: float = 0.0  # bits of draft features per drafted token on a chain uplink (0: none; 3 fp16 = 48)
 
     @classmethod
     def paper(cls, vocab: int, d_d: int, b_h: int = 16, o_up: float = 0.0, o_dn: float = 0.0) -> "PayloadBits":
@@ -43,7 +44,7 @@ class PayloadBits:
 
 def s_fh(k: int, pb: PayloadBits) -> float:
     """Eq. 5: FH uplink, K token ids and K hidden vectors."""
-    return k * pb.b_tok + k * pb.s_h + pb.o_up
+    return k * (pb.b_tok + pb.b_feat) + k * pb.s_h + pb.o_up
 
 
 def s_greedy(k: int, pb: PayloadBits) -> float:
@@ -63,12 +64,12 @@ def s_tree_fb(k: int, pb: PayloadBits) -> float:
 
 def s_reject(k: int, pb: PayloadBits) -> float:
     """Rejection-sampling SD uplink: K ids plus K full-vocabulary distributions."""
-    return k * pb.b_tok + k * pb.vocab * pb.b_h + pb.o_up
+    return k * (pb.b_tok + pb.b_feat) + k * pb.vocab * pb.b_h + pb.o_up
 
 
 def s_sh1(k: int, pb: PayloadBits) -> float:
-    """Eq. 7: SH first uplink, token ids only."""
-    return k * pb.b_tok + pb.o_up
+    """Eq. 7: SH first uplink, token ids only (and the draft features, when sent)."""
+    return k * (pb.b_tok + pb.b_feat) + pb.o_up
 
 
 def s_req(m: float, pb: PayloadBits) -> float:

@@ -18,6 +18,7 @@ from testbed.live import run
 from testbed.live.procs import Child
 from tests.channel.test_netns import needs_netns
 from tests.testbed.live.test_handshake import swapped_tokenizer
+from wisv.models.loader import builtin_paths
 
 LOSSLESS = ["greedy", "fh", "sh", "auto"]  # with --head none on the edge
 OUTPUTS = ["config.json", "config.toml", "prompts.jsonl", "reference.jsonl", "summary.csv", "run.png"]
@@ -105,6 +106,13 @@ def test_a_drafter_with_another_tokenizer_is_refused_before_any_work(edge, pair_
     err = capsys.readouterr().err
     assert e.value.code == 1 and "the edge refused REFERENCE" in err and "tokenizer mismatch" in err
     assert not (tmp_path / "run" / "greedy").exists()  # refused before any UE ran
+
+
+def test_pair_with_edge_picks_the_pairs_drafter_and_leaves_the_target_to_the_edge() -> None:
+    cfg = run.with_pair(run.parse_args(["--edge", "tcp://10.0.0.2:5555", "--pair", "toy"]))
+    assert cfg.ue.drafter == str(builtin_paths()[0]) and cfg.edge.target is None
+    local = run.with_pair(run.parse_args(["--pair", "toy"]))
+    assert local.ue.drafter == str(builtin_paths()[0]) and local.edge.target == str(builtin_paths()[1])
 
 
 def test_a_bad_edge_endpoint_is_refused(capsys) -> None:

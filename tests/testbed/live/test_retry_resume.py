@@ -138,9 +138,11 @@ def test_an_edge_that_never_answers_fails_the_run_within_the_window(pair_dirs, t
     finally:
         silent.close(0)
         ctx.term()
+    err = capsys.readouterr().err
+    assert re.search(r"waiting for tcp://127\.0\.0\.1:\d+: no answer yet \(no reply within 0\.3 s", err)
     assert re.search(r"testbed\.ue: error: PING of session ue0 to the edge at tcp://127\.0\.0\.1:\d+: no reply within "
                      r"0\.3 s \(--recv-timeout-s\); gave up after \d+ attempts in [\d.]+ s \(retry window 2 s, "
-                     r"--retry-s\)", capsys.readouterr().err)
+                     r"--retry-s\)", err)
 
 
 def test_backoff_doubles_up_to_a_cap_and_the_window_bounds_the_attempts() -> None:
@@ -152,3 +154,14 @@ def test_backoff_doubles_up_to_a_cap_and_the_window_bounds_the_attempts() -> Non
     with pytest.raises(RetryExhausted, match=r"PING: timeout; gave up after 4 attempts in 1\.8 s"):
         window.next_attempt("timeout")  # 2 s more would end past 3 s
     assert window.resends == 3
+
+
+def test_a_silent_edge_is_noted_at_the_first_resend_and_then_every_ten_seconds() -> None:
+    now = [0.0]
+    window = Window(60.0, "PING", clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+    due = []
+    for _ in range(8):
+        due.append((round(now[0], 2), window.note_due()))
+        window.next_attempt("timeout")
+        now[0] += 1.0  # the receive timeout of the next attempt
+    assert [t for t, d in due if d] == [0.0, 12.75, 22.75]  # 0.25 s backoff doubling to 4 s, plus 1 s timeouts

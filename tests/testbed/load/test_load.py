@@ -131,3 +131,21 @@ def test_active_goodput_stops_when_the_first_ue_is_done():
                        "t_round_s": [0.2, 0.2, 0.3, 0.2, 0.1], "committed": [5, 5, 4, 6, 10]})
     assert active_goodput(df) == pytest.approx((5 + 5 + 4) / 1.0)  # ue1's verdicts at 1.1 and 3.0 are after
     assert active_goodput(df.drop(columns="t_sent_s")) != active_goodput(df.drop(columns="t_sent_s"))  # NaN
+
+
+def test_slo_edge_with_the_wdt_predictor_and_draft_features(pair_dirs, tmp_path):
+    from wisv.serving.wdt import FEATURES, NO_FEATURES, WDTPredictor
+    wdt = WDTPredictor([0.5] + [0.0] * (len(FEATURES) - 1), [0.5] + [0.0] * (len(NO_FEATURES) - 1)).save(
+        tmp_path / "wdt.json")
+    cache = tmp_path / "traces.json"
+    runs = []
+    for out in ("a", "b"):  # the second run replays the first's recorded drafts from the cache
+        cfg = LoadConfig(sweep="2", slo_mix="2,50", prompts_per_ue=1, draft_len=4, max_new_tokens=16, tau_d_ms=2.0,
+                         scheduler="slo", draft_features=True, wdt_predictor=str(wdt), trace_cache=str(cache),
+                         timeout_s=120, out=str(tmp_path / out), target=str(pair_dirs.target),
+                         drafter=str(pair_dirs.drafter), link=LinkSpec(None, None, 0.0))
+        sweep = run(cfg)
+        assert (sweep["errors"] == 0).all()
+        runs.append(pd.read_csv(tmp_path / out / "n2" / "requests.csv"))
+    assert cache.is_file() and len(runs[0]) == len(runs[1]) > 0
+    assert json.loads(cache.read_text())["traces"][0]["features"][0][0][0] <= 1.0  # max probability of token 0

@@ -1,0 +1,91 @@
+"""The draft-window policy (wisv/timing/window.py) on hand-built links, drafters and verify costs."""
+import pytest
+
+from channel.csi import CSI
+from wisv.timing.latency import PayloadBits
+from wisv.timing.window import (AcceptanceHistory, VerifyFit, choose_k, expected_committed, keep_drafting, round_cost,
+                                update_history, update_verify)
+
+PB = PayloadBits.paper(vocab=32000, d_d=2048)  # 15-bit ids, 32 kbit of fp16 hidden state per FH token
+TAU_D = 0.002  # s per drafted token
+CHEAP = lambda k: 0.001 + 0.0001 * (k + 1)  # noqa: E731  verify: 1 ms + 0.1 ms per position
+STEEP = lambda k: 0.001 + 0.004 * (k + 1)  # noqa: E731  verify: 1 ms + 4 ms per position
+
+
+def best_k(protocol: str, csi: CSI, alpha: float, verify=CHEAP, k_max: int = 32) -> int:
+    return choose_k(round_cost(protocol, csi, PB, TAU_D, verify), alpha, 1, k_max).k
+
+
+def test_expected_committed_by_hand():
+    assert expected_committed([]) == 1.0
+    assert expected_committed([0.5, 0.5]) == pytest.approx(1 + 0.5 + 0.25)
+    assert expected_committed([1.0, 0.0, 1.0]) == pytest.approx(2.0)
+    with pytest.raises(ValueError):
+        expected_committed([1.5])
+
+
+def test_choose_k_minimises_time_per_token_by_hand():
+    # round = 1 + K seconds, every token accepted: cost (1 + K) / (1 + K) = 1 for all K -> ties go to the smallest
+    assert choose_k(lambda k: 1.0 + k, 1.0, 1, 8).k == 1
+    # round = 10 + K, every token accepted: (10 + K) / (1 + K) falls with K -> the largest
+    c = choose_k(lambda k: 10.0 + k, 1.0, 1, 8)
+    assert c.k == 8 and c.s_per_token == pytest.approx(18 / 9) and c.committed == pytest.approx(9)
+
+
+@pytest.mark.parametrize("case, k_big, k_small", [
+    # a long RTT and a cheap verify give a large K; a short RTT a smaller one
+    ("long RTT, cheap verify", ("greedy", CSI.symmetric(200, 100), 0.85), ("greedy", CSI.symmetric(200, 1), 0.85)),
+    # a slow uplink with FH (32 kbit per token) gives a smaller K than the same uplink with greedy's ids
+    ("slow uplink, fh vs greedy", ("greedy", CSI.symmetric(3, 60), 0.85), ("fh", CSI.symmetric(3, 60), 0.85)),
+    # ... and than FH on a fast uplink
+    ("slow uplink, fh fast vs slow", ("fh", CSI.symmetric(200, 60), 0.85), ("fh", CSI.symmetric(3, 60), 0.85)),
+    # a drafter that is rarely right gives a small K
+    ("rarely right drafter", ("greedy", CSI.symmetric(20, 20), 0.9), ("greedy", CSI.symmetric(20, 20), 0.1)),
+])
+def test_hand_built_cases(case, k_big, k_small):
+    big, small = best_k(*k_big), best_k(*k_small)
+    assert big > small, f"{case}: K {big} should exceed K {small}"
+
+
+def test_absolute_ends():
+    assert best_k("greedy", CSI.symmetric(200, 100), 0.85) >= 12  # long RTT, cheap verify: a large K
+    assert best_k("greedy", CSI.symmetric(20, 20), 0.05) <= 2  # rarely right: a small K
+    # a verify that grows steeply with the positions gives a smaller K than a cheap one on the same link
+    assert best_k("greedy", CSI.symmetric(200, 60), 0.85, verify=STEEP) < best_k("greedy", CSI.symmetric(200, 60), 0.85)
+
+
+def test_history_alpha_and_calibration():
+    h = AcceptanceHistory(prior_tokens=0.0, decay=1.0)
+    h = update_history(h, 4, 2, [0.95, 0.95, 0.2, 0.1])  # 2 accepted, token 3 rejected (token 4 undecided)
+    h = update_history(h, 3, 3, [0.95, 0.95, 0.95])  # all accepted (censored: no rejection)
+    assert h.alpha == pytest.approx(5 / 6)
+    assert h.p_token(0.99) == pytest.approx(1.0)  # 5 of 5 high-confidence tokens accepted
+    assert h.p_token(0.25) == pytest.approx(0.0)  # the one low-confidence decided token was rejected
+    assert h.p_token(None) == h.alpha
+    with pytest.raises(ValueError):
+        update_history(h, 2, 3)
+
+
+def test_history_prior_and_decay():
+    h = AcceptanceHistory(prior_alpha=0.5, prior_tokens=2.0, decay=0.5)
+    assert h.alpha == 0.5
+    h = update_history(update_history(h, 4, 0), 4, 4)  # old rejection decays to 0.5
+    assert h.alpha == pytest.approx((4 + 1) / (4 + 0.5 + 2))
+
+
+def test_keep_drafting():
+    assert keep_drafting(0.9, 0.9, tokens_per_s=100, marginal_s=0.002)  # 0.81 >= 0.2
+    assert not keep_drafting(0.3, 0.5, tokens_per_s=100, marginal_s=0.002)  # 0.15 < 0.2
+
+
+def test_verify_fit_recovers_a_line():
+    fit = VerifyFit(decay=1.0)
+    assert fit.predict_s(8) == 0.0
+    fit = update_verify(fit, 4, 0.010)
+    assert fit.predict_s(30) == pytest.approx(0.010)  # one window size seen: flat
+    for k in (2, 8, 16, 4):
+        fit = update_verify(fit, k, 0.005 + 0.001 * (k + 1))
+    fit = update_verify(VerifyFit(decay=1.0), 2, 0.008)
+    for k in (8, 16):
+        fit = update_verify(fit, k, 0.005 + 0.001 * (k + 1))
+    assert fit.predict_s(32) == pytest.approx(0.005 + 0.001 * 33)
