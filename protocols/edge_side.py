@@ -84,6 +84,7 @@ class EdgeSession:
         self.last_active = time.monotonic()
         self.msg_t0 = time.perf_counter()  # set by the server when a message of this session arrives
         self.round_edge_s = 0.0  # edge handling time of the round so far (SH: the DRAFT part)
+        self.token = ""  # the edge's token for this session (its server sets it; messages carry it)
 
     def on_draft(self, msg: Message) -> Message:
         """Verify a block alone; reply HIDDEN_REQ (SH with mismatches) or VERDICT (a retransmission: the cached one)."""

@@ -12,8 +12,9 @@ import numpy as np
 
 from protocols.registry import ALL_PROTOCOLS
 
-WIRE_VERSION = 3  # bump on any incompatible change to SCHEMAS or to the framing (2: OPEN's vocabulary facts,
-#                  REFERENCE; 3: OPEN's first round, for a session resumed with its committed prefix)
+WIRE_VERSION = 4  # bump on any incompatible change to SCHEMAS or to the framing (2: OPEN's vocabulary facts,
+#                  REFERENCE; 3: OPEN's first round, for a session resumed with its committed prefix; 4: the edge's
+#                  session token, which DRAFT, HIDDEN and CLOSE carry)
 UNBOUNDED = 2**63  # upper bound for ints that have no protocol limit
 
 
@@ -221,6 +222,7 @@ def check_path(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: L
 INT = (int,)
 FLOAT = (float, int)
 SHA256_HEX = r"[0-9a-f]{64}"  # a sha256 digest in lowercase hex
+TOKEN_HEX = r"[0-9a-f]{32}"  # a session token: 128 random bits from the edge, lowercase hex
 SETTING = (str, int, float, bool, type(None))  # value types of the edge's reported settings
 
 SCHEMAS: dict[MsgType, Schema] = {
@@ -237,6 +239,7 @@ SCHEMAS: dict[MsgType, Schema] = {
             "vocab_size": Field(INT, required=False, rng=POSITIVE),  # drafter's tokenizer size (no tokenizer: model's)
             "vocab_hash": Field((str,), required=False, pattern=SHA256_HEX),  # sha256 of its (token, id) pairs
             "round": Field(INT, required=False, rng=NONNEG),  # the first DRAFT's round (resumed: past 0; default 0)
+            "token": Field((str,), required=False, pattern=TOKEN_HEX),  # the session this OPEN resumes (replaces)
         },
         tensors={"prompt": Tensor(INT_IDS, ((1, "max_prompt_len"),), rng=TOKEN)},
     ),
@@ -244,7 +247,8 @@ SCHEMAS: dict[MsgType, Schema] = {
         fields={"target_hidden": Field(INT, rng=HIDDEN_DIM), "vocab_size": Field(INT, rng=POSITIVE),
                 "hidden_layer": Field(INT, required=False, rng=LAYER),  # layer the edge's head reads (default -1)
                 "vocab_hash": Field((str,), required=False, pattern=SHA256_HEX),  # the target tokenizer's hash
-                "edge": Field((dict,), required=False, values=SETTING, inf_ok=True)},  # the edge's settings
+                "edge": Field((dict,), required=False, values=SETTING, inf_ok=True),  # the edge's settings
+                "token": Field((str,), required=False, pattern=TOKEN_HEX)},  # the session token (this edge: always)
     ),
     MsgType.PING: Schema(
         fields={
@@ -264,6 +268,7 @@ SCHEMAS: dict[MsgType, Schema] = {
             "t_draft_s": Field(FLOAT),
             "csi": Field((dict,), required=False, values=FLOAT, inf_ok=True),  # CSI.to_dict(); inf: unlimited rate
             "protocol": Field((str,), required=False, pattern=PROTOCOL_NAME),
+            "token": Field((str,), required=False, pattern=TOKEN_HEX),  # OPEN_OK's token (the edge requires it)
         },
         tensors={
             "tokens": Tensor(INT_IDS, ((1, "max_draft_len"),), rng=TOKEN),  # [K]
@@ -287,7 +292,7 @@ SCHEMAS: dict[MsgType, Schema] = {
         tensors={"positions": Tensor(("int32",), ((1, "max_positions"),), rng=POSITION)},  # [m]
     ),
     MsgType.HIDDEN: Schema(
-        fields={"round": Field(INT, rng=NONNEG)},
+        fields={"round": Field(INT, rng=NONNEG), "token": Field((str,), required=False, pattern=TOKEN_HEX)},
         tensors={"hidden": Tensor(FLOATS, ((1, "max_positions"), (1, "max_hidden_dim")))},  # [m, d]
     ),
     MsgType.VERDICT: Schema(
@@ -307,7 +312,7 @@ SCHEMAS: dict[MsgType, Schema] = {
         tensors={"path": Tensor(("int32",), ((0, "max_draft_len"),), required=False, rng=POSITION)},  # tree: nodes
         check=check_path,
     ),
-    MsgType.CLOSE: Schema(),
+    MsgType.CLOSE: Schema(fields={"token": Field((str,), required=False, pattern=TOKEN_HEX)}),
     MsgType.CLOSED: Schema(),
     MsgType.ERROR: Schema(fields={"code": Field((str,)), "text": Field((str,))}),  # frozen: any version decodes it
     MsgType.REFERENCE: Schema(

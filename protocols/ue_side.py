@@ -121,6 +121,7 @@ class UESession:
         self.done = False
         self.round: RoundState | None = None
         self.n_rounds = 0
+        self.token: dict[str, str] = {}  # {"token": the edge's session token} once OPEN_OK gave one
 
     def open_message(self) -> Message:
         """OPEN with the committed prefix (the prompt, plus the tokens committed so far when the session is resumed
@@ -130,10 +131,13 @@ class UESession:
         return make(MsgType.OPEN, self.sid, {"prompt": prompt}, protocol=self.p.protocol, draft_len=self._block_max(),
                     max_new_tokens=self.p.max_new_tokens - len(self.tokens),
                     drafter_hidden=int(self.d.model.config.hidden_size), temperature=float(self.p.temperature),
-                    seed=self.p.seed + 1, round=self.n_rounds, **vocab)
+                    seed=self.p.seed + 1, round=self.n_rounds, **vocab, **self.token)
 
     def check_open_ok(self, header: dict) -> None:
-        """The UE's own check of the edge's OPEN_OK: the target's tokenizer hash, where both sides have one."""
+        """The UE's own check of the edge's OPEN_OK (the target's tokenizer hash, where both sides have one); keeps
+        the session token, which the session's later messages carry."""
+        if "token" in header:
+            self.token = {"token": header["token"]}
         theirs = header.get("vocab_hash")
         if self.p.vocab is not None and self.p.vocab.hash and theirs:
             why = vocab_refusal(self.p.vocab, Vocab(self.p.vocab.size, theirs))
@@ -174,7 +178,7 @@ class UESession:
         tensors = proto.uplink(draft)
         if self.p.features and tree is None and draft.features is not None:
             tensors["features"] = draft.features[:, :3].numpy().astype(np.float16)  # [K, 3]
-        return make(MsgType.DRAFT, self.sid, tensors, **header)
+        return make(MsgType.DRAFT, self.sid, tensors, **header, **self.token)
 
     def _auto_window(self, csi_est: CSI | None, k_cap: int) -> tuple[int, int, Callable | None]:
         """--draft-len auto: (tokens the block may hold, the window chosen, the stop rule).  K minimises the predicted
@@ -233,7 +237,7 @@ class UESession:
             if max(pos) >= len(r.draft.tokens):
                 raise EdgeError(f"HIDDEN_REQ positions {pos} outside the {len(r.draft.tokens)}-token block")
             hidden = r.draft.hidden[pos].numpy().astype(np.float16)  # [m, d_d]
-            return make(MsgType.HIDDEN, self.sid, {"hidden": hidden}, round=r.index)
+            return make(MsgType.HIDDEN, self.sid, {"hidden": hidden}, round=r.index, **self.token)
         if msg.type != MsgType.VERDICT:
             raise EdgeError(f"unexpected {msg.type.name} during round {r.index}")
         if r.tree is not None:
@@ -243,7 +247,7 @@ class UESession:
         return None
 
     def close_message(self) -> Message:
-        return make(MsgType.CLOSE, self.sid)
+        return make(MsgType.CLOSE, self.sid, **self.token)
 
     def _commit(self, v: dict) -> None:
         r = self.round

@@ -100,7 +100,7 @@ class SoakLoop(LoadLoop):
         """CLOSE every UE's current session and its socket."""
         for d in self.devices:
             if d.state != "idle":
-                d.sock.send_multipart(encode(make(MsgType.CLOSE, d.sid)))
+                d.sock.send_multipart(encode(make(MsgType.CLOSE, d.sid, **d.token)))
         time.sleep(0.5)
         for d in self.devices:
             d.sock.close(0)

@@ -102,6 +102,17 @@ def user_id(frames: list) -> str | None:
         return None
 
 
+def peer_address(frames: list) -> str | None:
+    """The address a received message's connection comes from (ZMQ ``Peer-Address``); None when unknown."""
+    first = frames[0] if frames else None
+    if not isinstance(first, zmq.Frame):
+        return None
+    try:
+        return first.get("Peer-Address") or None
+    except zmq.ZMQError:
+        return None
+
+
 def handshake_failure(event: int, value: int) -> str | None:
     """What a monitor event says about a failed handshake (None: not a failure)."""
     if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:

@@ -29,9 +29,10 @@ UNKNOWN_SESSION = "unknown_session"  # the edge's ERROR code for a session it do
 class Client:
     """DEALER socket shell: send/receive Messages, counting the bytes they occupy on the link."""
 
-    def __init__(self, ctx: zmq.Context, endpoint: str, identity: str, limits: Limits, timeout_s: float,
+    def __init__(self, ctx: zmq.Context, endpoint: str, name: str, limits: Limits, timeout_s: float,
                  auth: str | None = None, heartbeat: Heartbeat = Heartbeat(), retry_s: float = 60.0):
-        self.ctx, self.endpoint, self.identity, self.timeout_s = ctx, endpoint, identity, timeout_s
+        self.ctx, self.endpoint, self.name, self.timeout_s = ctx, endpoint, name, timeout_s
+        self.identity = ""  # this connection's socket identity: the name and a random tag, new on every reconnect
         self.auth, self.heartbeat = auth, heartbeat  # CURVE key dir (testbed.keys; None: none); ZMTP heartbeats
         self.retry_s = retry_s  # retry window of one exchange or round, s
         self.limits = limits
@@ -40,6 +41,7 @@ class Client:
 
     def _connect(self) -> zmq.Socket:
         sock = bound_socket(self.ctx.socket(zmq.DEALER), self.limits)
+        self.identity = peer_identity(self.name)  # the edge routes by it; sessions follow their token, not it
         sock.setsockopt(zmq.IDENTITY, self.identity.encode())
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVTIMEO, int(self.timeout_s * 1000))
@@ -48,7 +50,8 @@ class Client:
         return sock
 
     def reconnect(self) -> None:
-        """Drop the socket and any late replies queued on it (after a timeout)."""
+        """Drop the socket and any late replies queued on it (after a timeout); dial again with a fresh identity (the
+        edge does not hand an identity over to a new connection while the old one lingers)."""
         self.sock.close(0)
         self.sock = self._connect()
 
@@ -109,7 +112,8 @@ class Client:
 
 
 def peer_identity(name: str) -> str:
-    """A socket identity unique on a shared edge (two hosts' UEs may both be ``ue0``): the name and a random tag."""
+    """A socket identity unique on a shared edge (two hosts' UEs may both be ``ue0``): the name and a random tag.
+    The identity only routes replies: a session is found by its token (and, under --auth, the key)."""
     return f"{name}-{uuid.uuid4().hex[:8]}"
 
 

@@ -193,5 +193,5 @@ class DraftBatcher:
             d = deadline_s(s.msg_t0, s.slo_tok_s, len(tokens), float(msg.header.get("t_draft_s", 0.0)),
                            float(csi.get("rtt_ms", 0.0)) / 1e3)
         g = self.expected_g(s, msg, len(tokens))
-        return Request(f"{peer.hex()}/{s.sid}", s.msg_t0, d, g, max(v, 1e-6), 0, cached, new, block)
+        return Request(s.verify.sid, s.msg_t0, d, g, max(v, 1e-6), 0, cached, new, block)
 

@@ -10,8 +10,10 @@ ZeroMQ socket must be used by one thread only.  The single-session path does not
 costs a thread wake-up per reply.  ``Direct`` gives that path the same ``get``/``send`` interface: the serving
 loop reads the socket itself and dates a message when it reads it, so that the edge time it reports spans from
 the socket (decoding included) and the UE's link time starts and ends at its own socket (testbed/live/ue.py).
-The queue is bounded: an arrival that finds it full is answered at once by ``refuse`` (the edge's ERROR ``busy``)
-and dropped, so that a flood cannot grow the edge's memory.
+The queue is bounded in messages and in bytes, per peer and in all: an arrival that finds no room is answered at
+once by ``refuse`` (the edge's ERROR ``busy``) and dropped, so that a flood cannot grow the edge's memory.  Both
+read one part at a time and drop a message larger than its type allows (testbed/live/intake.py); replies are sent
+without blocking and dropped when the peer's queue is full (a peer that never reads cannot stall the edge).
 """
 from __future__ import annotations
 
@@ -24,9 +26,14 @@ from collections.abc import Callable
 
 import zmq
 
+from protocols.wire import Limits
+from testbed.live.intake import Budget, Cap, caps, message_bytes, recv_bounded, too_large
+
 SWITCH_INTERVAL_S = 0.001  # Python's GIL switch interval while an Inbox runs (default 5 ms)
 POLL_MS = 100  # the thread checks its stop flag at least this often
 MAX_QUEUE_MSGS = 1024  # default bound of the queue to the serving loop, messages
+PEER_QUEUE_BYTES = 64 * 2**20  # default bytes one peer's arrivals may hold in that queue
+TOTAL_QUEUE_BYTES = 512 * 2**20  # default bytes all arrivals together may hold in it
 _ids = itertools.count()
 
 Arrival = tuple[float | None, bytes, list]  # (perf_counter at receipt or None: when handled, peer, frames)
@@ -36,33 +43,44 @@ Refuse = Callable[[bytes, list], list]  # (peer, frames) -> reply frames (withou
 class Direct:
     """The serving loop reads the ROUTER socket itself (no thread; stamped when read): the single-session path."""
 
-    def __init__(self, sock: zmq.Socket):
-        self.sock, self._poller = sock, zmq.Poller()
+    def __init__(self, sock: zmq.Socket, caps: dict[int, Cap] | None = None):
+        self.sock, self.caps, self._poller = sock, caps or default_caps(), zmq.Poller()
         self._poller.register(sock, zmq.POLLIN)
+        self.dropped = 0  # replies dropped because the peer's queue was full, or messages over their caps
 
     def get(self, timeout_s: float, most: int) -> list[Arrival]:
         """Messages waiting on the socket (waiting up to timeout_s for the first), at most ``most``."""
         if not self._poller.poll(int(timeout_s * 1000)):
             return []
-        items = []
-        while len(items) < most:
+        items, reads = [], 0
+        while len(items) < most and reads < 4 * most:
             try:
-                peer, *frames = self.sock.recv_multipart(flags=zmq.NOBLOCK if items else 0, copy=False)
+                peer, frames, why = recv_bounded(self.sock, self.caps, zmq.NOBLOCK if reads else 0)
             except zmq.Again:
                 break
-            items.append((time.perf_counter(), peer.bytes, frames))
+            reads += 1
+            if why is None:
+                items.append((time.perf_counter(), peer, frames))
+            else:
+                self.dropped += 1
+                self.send([peer, *too_large(why)])
         return items
 
     def send(self, frames: list) -> None:
-        self.sock.send_multipart(frames)
+        self.dropped += not send_or_drop(self.sock, frames)
 
 
 class Inbox:
     """Receive on ``sock`` in a thread; ``get`` the stamped messages, ``send`` replies (from one other thread)."""
 
-    def __init__(self, ctx: zmq.Context, sock: zmq.Socket, refuse: Refuse, max_queue: int = MAX_QUEUE_MSGS):
+    def __init__(self, ctx: zmq.Context, sock: zmq.Socket, refuse: Refuse, max_queue: int = MAX_QUEUE_MSGS,
+                 caps: dict[int, Cap] | None = None, peer_bytes: int = PEER_QUEUE_BYTES,
+                 total_bytes: int = TOTAL_QUEUE_BYTES):
         self.sock, self._q, self._refuse = sock, queue.Queue(maxsize=max_queue), refuse
-        self.refused = 0  # arrivals answered by refuse because the queue was full
+        self.caps = caps or default_caps()
+        self.budget, self._lock = Budget(peer_bytes, total_bytes), threading.Lock()  # bytes queued, per peer
+        self.refused = 0  # arrivals answered by refuse because the queue (its messages or bytes) was full
+        self.dropped = 0  # replies dropped because the peer's queue was full, or messages over their caps
         addr = f"inproc://edge-replies-{next(_ids)}"
         self._pull = ctx.socket(zmq.PAIR)
         self._pull.bind(addr)
@@ -98,6 +116,9 @@ class Inbox:
                 items.append(self._q.get_nowait())
         except queue.Empty:
             pass
+        with self._lock:
+            for _, peer, frames in items:
+                self.budget.give(peer, message_bytes(frames))
         return items
 
     def send(self, frames: list) -> None:
@@ -119,13 +140,39 @@ class Inbox:
                 if s is self.sock:
                     self._receive()
                 else:
-                    self.sock.send_multipart(self._pull.recv_multipart(copy=False), copy=False)
+                    self.dropped += not send_or_drop(self.sock, self._pull.recv_multipart(copy=False))
 
     def _receive(self) -> None:
-        """Queue one arrival, or answer it with ``refuse`` when the queue is full."""
-        peer, *frames = self.sock.recv_multipart(copy=False)
+        """Queue one arrival, or answer it with ``refuse`` when the queue has no room for it (messages or bytes)."""
+        peer, frames, why = recv_bounded(self.sock, self.caps)
+        if why is not None:
+            self.dropped += 1
+            self.dropped += not send_or_drop(self.sock, [peer, *too_large(why)])
+            return
+        nbytes = message_bytes(frames)
+        with self._lock:
+            room = self.budget.take(peer, nbytes)
         try:
-            self._q.put_nowait((time.perf_counter(), peer.bytes, frames))
+            if not room:
+                raise queue.Full
+            self._q.put_nowait((time.perf_counter(), peer, frames))
         except queue.Full:
+            if room:
+                with self._lock:
+                    self.budget.give(peer, nbytes)
             self.refused += 1
-            self.sock.send_multipart([peer.bytes, *self._refuse(peer.bytes, frames)])
+            self.dropped += not send_or_drop(self.sock, [peer, *self._refuse(peer, frames)])
+
+
+def default_caps() -> dict[int, Cap]:
+    """Caps for the wire's default limits (any vocabulary): what a socket without an edge's limits accepts."""
+    return caps(Limits(vocab_size=2**31 - 1))
+
+
+def send_or_drop(sock: zmq.Socket, frames: list) -> bool:
+    """Send without blocking; False when the peer's queue is full (or it is gone) and the reply was dropped."""
+    try:
+        sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+        return True
+    except zmq.Again:
+        return False

@@ -12,7 +12,7 @@ from tqdm import tqdm
 from protocols.handshake import Vocab
 from protocols.wire import Limits
 from testbed.common.text import decoder
-from testbed.live.client import Client, fetch_references, peer_identity
+from testbed.live.client import Client, fetch_references
 from wisv.tasks.evaluate import greedy_reference
 from wisv.tasks.jsonl import write_jsonl
 from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
@@ -63,7 +63,7 @@ def _edge_references(cfg, prompts: pd.DataFrame, tok) -> dict[str, list[int]]:
     """Asked of the remote edge straight (not through an emulated link), which computes and caches them."""
     ctx = zmq.Context()
     limits = Limits(vocab_size=2**31 - 1)  # no model here: the edge's target bounds the ids it returns
-    client = Client(ctx, cfg.remote_edge, peer_identity("run-ref"), limits, cfg.ue.recv_timeout_s, cfg.auth,
+    client = Client(ctx, cfg.remote_edge, "run-ref", limits, cfg.ue.recv_timeout_s, cfg.auth,
                     retry_s=cfg.ue.retry_s)
     try:
         rows = tqdm(prompts.to_dict("records"), desc="target-only reference (edge)")

@@ -49,6 +49,7 @@ def finish_round(client: Client, sess: UESession, draft: Message, io: RoundIO) -
             if e.code == UNKNOWN_SESSION:
                 window.next_attempt(str(e))  # bounded: an edge that keeps losing the session ends the run
                 open_session(client, sess)  # the committed prefix, the budget left, this round first
+                draft.header.update(sess.token)  # the resumed session's new token
                 io.resumed += 1
             elif e.code in RETRYABLE:
                 client.retry(window, str(e))

@@ -18,13 +18,14 @@ edge then holds only the target's config and LM head (``TargetFacts``), and REFE
 """
 from __future__ import annotations
 
+import ctypes
 import gc
 import logging
+import resource
 import signal
 import socket
 import sys
 import time
-from collections import OrderedDict
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -36,26 +37,31 @@ import zmq
 import config
 from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.handshake import Vocab, vocab_refusal
-from protocols.wire import WIRE_VERSION, Limits, Message, MsgType, WireError, decode, encode, error_message, make
+from protocols.wire import WIRE_VERSION, Message, MsgType, WireError, decode, encode, error_message, make
 from testbed.common.heads import load_policy
-from testbed.live.auth import open_bind_warning, serve_curve, user_id
+from testbed.live.admission import Quotas, Seat, stale, why_refused
+from testbed.live.auth import open_bind_warning, peer_address, serve_curve, user_id
 from testbed.live.edgebatch import DraftBatcher
-from testbed.live.inbox import MAX_QUEUE_MSGS, Direct, Inbox
+from testbed.live.inbox import MAX_QUEUE_MSGS, PEER_QUEUE_BYTES, SWITCH_INTERVAL_S, TOTAL_QUEUE_BYTES, Direct, Inbox
+from testbed.live.intake import Bucket, caps, edge_limits
 from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, Heartbeat, PeerWatch
-from testbed.live.sockbounds import HWM_MSGS, bound_socket
+from testbed.live.ratelog import limit as rate_limit_warnings
+from testbed.live.references import Job, ReferenceCache, ReferenceWorker
+from testbed.live.sockbounds import bound_socket
+from wisv.decoding.sessions import VerifySession
+from wisv.models.loader import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.serving.batchverify import BatchVerifier, EngineConfig, EngineView
 from wisv.serving.estimator import EstimatorProfile
-from wisv.tasks.evaluate import eos_id, greedy_reference
 from wisv.serving.kvbudget import KVBudgetError, KVLedger, KVShape, refusal, session_tokens
-from wisv.models.loader import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
-from wisv.decoding.sessions import VerifySession
 from wisv.serving.engine import ENGINE_CHOICES, VerifyEngine
 from wisv.serving.vllm_engine import TargetFacts, VllmConfig, VllmVerifier
 from wisv.serving.wdt import WDTPredictor
+from wisv.tasks.evaluate import eos_id, greedy_reference
 from wisv.pairs import apply_pair
 
 log = logging.getLogger("testbed.serve")
+REFERENCE_POLL_S = 0.005  # while the worker computes, the loop looks for its results at least this often, s
 INTERNAL_TEXT = "internal error on the edge (logged there); the session was closed"  # no internals to the peer
 
 PROG = "python -m testbed.serve"  # as users type it: --help and error lines
@@ -79,6 +85,16 @@ class ServeConfig:
         "min": 0, "max": 1})  # decision threshold, reject a mismatch iff p >= tau (None: the head's own tau)
     session_timeout_s: float = field(default=120.0, metadata={"above": 0})  # idle sessions are freed after this long, s
     max_sessions: int = field(default=256, metadata={"min": 1})  # OPEN beyond this many live sessions is refused
+    sessions_per_identity: int = field(default=16, metadata={
+        "min": 1})  # OPEN beyond this many live sessions of one socket identity is refused
+    sessions_per_key: int = field(default=128, metadata={
+        "min": 1})  # OPEN beyond this many live sessions of one client key (--auth) is refused
+    sessions_per_source: int = field(default=128, metadata={
+        "min": 1})  # OPEN beyond this many live sessions from one source address is refused
+    reserved_sessions: int = field(default=8, metadata={
+        "min": 0})  # the last slots of --max-sessions go only to peers (key, else address) holding none
+    undrafted_timeout_s: float = field(default=15.0, metadata={
+        "above": 0})  # a session that has sent no DRAFT this long after its OPEN is freed, s
     max_draft_len: int = field(default=64, metadata={"min": 1})  # largest accepted block K, tokens
     batch_verify: bool = False  # verify concurrent DRAFTs of many sessions in one target pass (wisv/serving/batchverify.py)
     scheduler: str = field(default="fcfs", metadata={"choices": SCHEDULER_CHOICES})  # batch selection (slo: WISP)
@@ -98,15 +114,27 @@ class ServeConfig:
     max_session_tokens: int = field(default=4096, metadata={
         "min": 1})  # largest generation budget (max_new_tokens) a session or REFERENCE may ask, tokens
     reference_cache: int = field(default=4096, metadata={
-        "min": 0})  # target-only outputs kept for REFERENCE requests (the oldest dropped first), prompts
+        "min": 0})  # target-only outputs kept for REFERENCE requests (least recently used dropped), prompts
     max_context_tokens: int | None = field(default=None, metadata={
         "min": 1})  # largest prompt + max_new_tokens asked (None: the target's context), tokens
-    socket_hwm_msgs: int = field(default=HWM_MSGS, metadata={
+    socket_hwm_msgs: int = field(default=16, metadata={
         "min": 0})  # ZeroMQ send/receive high-water mark of the ROUTER, per peer, messages
     inbox_max_msgs: int = field(default=MAX_QUEUE_MSGS, metadata={
         "min": 1})  # batching: arrivals queued for the serving loop; beyond, ERROR busy, messages
+    inbox_peer_mb: float = field(default=PEER_QUEUE_BYTES / 2**20, metadata={
+        "above": 0})  # batching: bytes one peer's queued arrivals may hold, MB
+    inbox_total_mb: float = field(default=TOTAL_QUEUE_BYTES / 2**20, metadata={
+        "above": 0})  # batching: bytes all queued arrivals may hold, MB
+    max_probe_bytes: int = field(default=2**20, metadata={
+        "min": 0})  # largest PING payload and PONG reply_bytes (a UE's adaptive probes reach 1 MiB), bytes
+    probe_rate_kb_s: float = field(default=1024.0, metadata={
+        "min": 0})  # PONG payload bytes one peer may ask for per second, beyond a burst, KB/s
+    probe_burst_kb: float = field(default=4096.0, metadata={
+        "min": 0})  # PONG payload bytes one peer may ask for at once, KB
+    handshake_ivl_ms: int = field(default=5000, metadata={
+        "min": 0})  # a connection that has not finished its ZMTP/CURVE handshake by then is closed, ms
     heartbeat_ivl_ms: int = field(default=HEARTBEAT_IVL_MS, metadata={
-        "min": 0})  # ZMTP heartbeat PING interval of the ROUTER, ms (0: none)
+        "min": 0})  # unused: the ROUTER sends no PINGs (libzmq abort; UEs' TTL is used), ms
     heartbeat_timeout_ms: int = field(default=HEARTBEAT_TIMEOUT_MS, metadata={
         "min": 0})  # a peer silent this long after a PING is dropped, sessions freed, ms
     auth: str | None = None  # key dir from testbed.keys: require CURVE, accept only DIR/clients/*.key (None: anyone)
@@ -123,15 +151,20 @@ class EdgeServer:
         self.tau = cfg.tau if cfg.tau is not None else getattr(head_cfg, "tau", 0.5)
         self.hidden_layer = getattr(head_cfg, "hidden_layer", -1)  # both sides record this layer for the head
         self.eos = eos_id(target)
-        self.limits = Limits(vocab_size=int(target.config.vocab_size), max_draft_len=cfg.max_draft_len,
-                             max_positions=cfg.max_draft_len)
-        self.sessions: dict[tuple[bytes, str], EdgeSession] = {}
+        self.limits = edge_limits(int(target.config.vocab_size), cfg.max_draft_len, cfg.max_probe_bytes)
+        self.caps = caps(self.limits)  # parts and bytes each message type may have (testbed/live/intake.py)
+        self.probes = Bucket(cfg.probe_rate_kb_s * 1e3, cfg.probe_burst_kb * 1e3)  # PONG bytes per peer
+        self.sessions: dict[str, EdgeSession] = {}  # session token -> session
+        self.seats: dict[str, Seat] = {}  # session token -> who holds it (testbed/live/admission.py)
+        self.quotas = Quotas(cfg.max_sessions, cfg.sessions_per_identity, cfg.sessions_per_key,
+                             cfg.sessions_per_source, cfg.reserved_sessions)
         self.peer_keys: dict[bytes, str | None] = {}  # peer -> the authenticated key (ZAP User-Id) it sends with
-        self.owners: dict[tuple[bytes, str], str | None] = {}  # session -> the key that opened it
+        self.peer_sources: dict[bytes, str | None] = {}  # peer -> the address its connection comes from
         self.engine, self.batcher = _engine(cfg, target, self.hidden_layer)
         self.kv_shape, self.kv = KVShape.of(target), KVLedger(cfg.memory_budget_mb)  # reservations (no engine)
         self.held: list = []  # validated DRAFTs waiting for the batcher (peer, EdgeSession)
-        self.references: OrderedDict[tuple, list[int]] = OrderedDict()  # (prompt, budget) -> target-only output
+        self.references = ReferenceCache(cfg.reference_cache)  # prompt -> target-only output (longest budget)
+        self.worker: ReferenceWorker | None = None  # computes REFERENCEs off the loop (serve starts one); None: inline
         self.settings = edge_settings(cfg, self.tau, head_desc or cfg.head, self.hidden_layer)
 
     def handle(self, peer: bytes, frames: list) -> list[bytes]:
@@ -147,17 +180,19 @@ class EdgeServer:
         meanwhile before the scheduler picks again (the serving loop does this); otherwise verify until none waits."""
         self._note_keys(items)
         if self.batcher is None:
-            return [(item[0], self._guard(item[0], item[1], self._dispatch, t0=_arrival(item))) for item in items]
+            replies = [(item[0], self._guard(item[0], item[1], self._dispatch, t0=_arrival(item))) for item in items]
+            return [(p, r) for p, r in replies if r is not None]
         replies = []
         for item in items:
             peer, frames = item[:2]
             out = self._guard(peer, frames, self._hold_drafts, t0=_arrival(item))
-            (self.held if isinstance(out, EdgeSession) else replies).append((peer, out))
-        self.held = [(p, s) for p, s in self.held if self.sessions.get((p, s.sid)) is s]  # closed meanwhile: drop
+            if out is not None:
+                (self.held if isinstance(out, EdgeSession) else replies).append((peer, out))
+        self.held = [(p, s) for p, s in self.held if self.sessions.get(s.token) is s]  # closed meanwhile: drop
         while self.held:
             for peer, sess, block, dt, n in self._step():
                 finish = lambda *_: self._suggest(sess, _end_draft(sess, block, dt, n))  # noqa: E731
-                replies.append((peer, self._guard(peer, None, finish, sid=sess.sid)))
+                replies.append((peer, self._guard(peer, None, finish, sess)))
             if one_batch:
                 break
         return replies
@@ -166,19 +201,24 @@ class EdgeServer:
         """The VERDICT with a suggested stop depth for the next block, when the batcher has a WDT predictor."""
         return _with_stop_depth(reply, self.batcher.stop_depth(sess) if self.batcher else None)
 
-    def _guard(self, peer: bytes, frames: list | None, act, sid: str = "unknown", t0: float | None = None):
-        """Run ``act(peer, msg, t0)`` on the decoded frames (t0: arrival, default now); errors become ERROR replies."""
+    def _guard(self, peer: bytes, frames: list | None, act, sess: EdgeSession | None = None,
+               t0: float | None = None):
+        """Run ``act(peer, msg, t0)`` on the decoded frames (t0: arrival, default now); errors become ERROR replies
+        (``sess``: the session a message-less ``act`` works for)."""
         t0 = time.perf_counter() if t0 is None else t0
+        sid, token = (sess.sid, sess.token) if sess is not None else ("unknown", None)
         try:
             msg = decode(frames, self.limits) if frames is not None else None
-            sid = msg.session if msg is not None else sid
+            if msg is not None:
+                sid, token = msg.session, msg.header.get("token")
             out = act(peer, msg, t0)
-            return out if isinstance(out, EdgeSession) else encode(out)
+            return out if out is None or isinstance(out, EdgeSession) else encode(out)  # None: answered later
         except (WireError, ProtocolError, KVBudgetError) as e:
             return encode(error_message(sid, e.code, str(e)))
         except Exception:  # noqa: BLE001 - the server must keep serving other sessions
             log.exception("internal error handling a message from session %s", sid)
-            self._drop(peer, sid)
+            if token in self.sessions and self.sessions[token].sid == sid:
+                self._drop(token)
             return encode(error_message(sid, "internal", INTERNAL_TEXT))
 
     def _step(self) -> list:
@@ -191,9 +231,11 @@ class EdgeServer:
         return done
 
     def _note_keys(self, items: list[tuple]) -> None:
-        """The authenticated key each peer's connection uses, from its messages' ZAP User-Id (None: no CURVE)."""
+        """The authenticated key each peer's connection uses, from its messages' ZAP User-Id (None: no CURVE), and
+        the address the connection comes from."""
         for item in items:
             self.peer_keys[item[0]] = user_id(item[1])
+            self.peer_sources[item[0]] = peer_address(item[1])
 
     def busy(self, peer: bytes, frames: list) -> list[bytes]:
         """The reply to a message the receiver could not queue: ERROR ``busy`` naming its session (thread-safe)."""
@@ -212,60 +254,83 @@ class EdgeServer:
 
     def _dispatch(self, peer: bytes, msg: Message, t0: float) -> Message:
         if msg.type == MsgType.PING:
-            payload = np.zeros(msg.header.get("reply_bytes", 0), np.uint8)
+            n = msg.header.get("reply_bytes", 0)
+            if n and not self.probes.spend(peer, n):
+                raise ProtocolError("busy", f"this peer asked for more PONG bytes than --probe-rate-kb-s "
+                                            f"{self.cfg.probe_rate_kb_s:g} allows: probe again later")
+            payload = np.zeros(n, np.uint8)
             return make(MsgType.PONG, msg.session, {"payload": payload}, seq=msg.header["seq"],
                         t_send=msg.header["t_send"])
         if msg.type == MsgType.OPEN:
             return self._open(peer, msg)
         if msg.type == MsgType.REFERENCE:
-            return self._reference(msg)
+            return self._reference(peer, msg)
         sess = self._session(peer, msg, t0)
         if msg.type == MsgType.DRAFT:
             return sess.on_draft(msg)
         if msg.type == MsgType.HIDDEN:
             return sess.on_hidden(msg)
         if msg.type == MsgType.CLOSE:
-            self._drop(peer, msg.session)
+            self._drop(msg.header["token"])
             log.info("closed session %s", msg.session)
             return make(MsgType.CLOSED, msg.session)
         raise ProtocolError("bad_type", f"the edge does not accept {msg.type.name} messages")
 
     def _session(self, peer: bytes, msg: Message, t0: float) -> EdgeSession:
-        sess = self.sessions.get((peer, msg.session))
-        if sess is None:
-            raise ProtocolError("unknown_session", f"no open session {msg.session!r} for this peer")
-        if self.owners.get((peer, msg.session)) != self.peer_keys.get(peer):
+        """The session a message names by its token (the peer's identity only routes the reply)."""
+        token = msg.header.get("token")
+        sess = self.sessions.get(token) if token else None
+        if sess is None or sess.sid != msg.session:
+            why = "with this token" if token else "(the message carries no token: OPEN_OK gives one)"
+            raise ProtocolError("unknown_session", f"no open session {msg.session!r} {why}")
+        seat = self.seats[token]
+        if seat.key != self.peer_keys.get(peer):
             raise ProtocolError("forbidden", f"session {msg.session!r} was opened with another key")
+        seat.identity, seat.drafted = peer, seat.drafted or msg.type == MsgType.DRAFT  # replies follow the UE
         sess.last_active, sess.msg_t0 = time.monotonic(), t0
         return sess
 
+    def _resumed(self, msg: Message, key: str | None) -> str | None:
+        """The token of the session an OPEN replaces: the one it names by token, or under --auth the same key's
+        session of the same id (a UE resuming after a reconnect); None: a new session."""
+        token = msg.header.get("token")
+        seat = self.seats.get(token) if token else None
+        if seat is not None and seat.sid == msg.session and seat.key == key:
+            return token
+        if key is not None:
+            return next((t for t, s in self.seats.items() if s.key == key and s.sid == msg.session), None)
+        return None
+
     def _open(self, peer: bytes, msg: Message) -> Message:
-        if len(self.sessions) >= self.cfg.max_sessions and (peer, msg.session) not in self.sessions:
-            raise ProtocolError("busy", f"{len(self.sessions)} sessions open (max {self.cfg.max_sessions})")
+        key = self.peer_keys.get(peer)
+        old = self._resumed(msg, key)
+        seat = Seat(msg.session, peer, key, self.peer_sources.get(peer), time.monotonic())
+        if why := why_refused((s for t, s in self.seats.items() if t != old), seat, self.quotas):
+            raise ProtocolError("busy", why)
         if msg.header["draft_len"] > self.cfg.max_draft_len:
             raise ProtocolError("too_large", f"draft_len {msg.header['draft_len']} > this edge's --max-draft-len "
                                              f"{self.cfg.max_draft_len}")
         self._check_budget(msg.header["max_new_tokens"], len(msg.tensors["prompt"]))
         self._check_vocab(msg.header)
-        self._drop(peer, msg.session)
+        if old is not None:
+            self._drop(old)
         prompt = [int(t) for t in msg.tensors["prompt"]]
         n = session_tokens(len(prompt), msg.header["max_new_tokens"], msg.header["draft_len"])
-        self._admit_kv(n, f"session {msg.session!r} ({n} positions: prompt, max_new_tokens, draft_len)",
-                       (peer, msg.session))
+        self._admit_kv(n, f"session {msg.session!r} ({n} positions: prompt, max_new_tokens, draft_len)", seat.token)
         try:
-            verify = (EngineView(self.engine, f"{peer.hex()}/{msg.session}", prompt) if self.engine is not None
+            verify = (EngineView(self.engine, seat.token, prompt) if self.engine is not None
                       else VerifySession(self.target, prompt, self.hidden_layer))
             sess = EdgeSession(msg.session, verify, msg, self.policy, self.tau, self.eos)
         except Exception:
-            self.kv.release((peer, msg.session))
+            self.kv.release(seat.token)
             raise
-        self.sessions[(peer, msg.session)] = sess
-        self.owners[(peer, msg.session)] = self.peer_keys.get(peer)
+        sess.token = seat.token
+        self.sessions[seat.token], self.seats[seat.token] = sess, seat
         log.info("open session %s from peer %s (%s, K=%d)", msg.session, peer.hex(), sess.protocol_name, sess.draft_len)
         vocab_hash = {"vocab_hash": self.vocab.hash} if self.vocab.hash else {}
         return make(MsgType.OPEN_OK, msg.session, target_hidden=int(self.target.config.hidden_size),
                     vocab_size=int(self.target.config.vocab_size), hidden_layer=self.hidden_layer, edge=self.settings,
-                    **vocab_hash)
+                    token=seat.token, **vocab_hash)
 
     def _check_budget(self, max_new_tokens: int, prompt_len: int) -> None:
         """Refuse, before any work, a generation budget or a context (prompt + budget) this edge cannot hold."""
@@ -302,47 +367,66 @@ class EdgeServer:
         if why:
             raise ProtocolError("vocab_mismatch", why)
 
-    def _reference(self, msg: Message) -> Message:
-        """The target-only greedy output of the prompt, within a session's limits; cached (it blocks the loop)."""
+    def _reference(self, peer: bytes, msg: Message) -> Message | None:
+        """The target-only greedy output of the prompt, within a session's limits, from the cache; else computed by
+        the worker (None: its reply comes later, from ``references_done``) or, without one, here."""
         n = msg.header["max_new_tokens"]
         self._check_budget(n, len(msg.tensors["prompt"]))
         self._check_vocab(msg.header)
-        key = (tuple(int(t) for t in msg.tensors["prompt"]), n)
-        cached = key in self.references
-        if cached:
-            self.references.move_to_end(key)
-        else:
-            self._admit_kv(len(key[0]) + n, f"REFERENCE of {len(key[0])} + {n} positions")
-            greedy = getattr(self.engine, "greedy", None)  # an engine that runs the target without us (vLLM)
-            self.references[key] = (greedy(list(key[0]), n, self.eos) if greedy is not None
-                                    else greedy_reference(self.target, list(key[0]), n))
-            while len(self.references) > self.cfg.reference_cache:
-                self.references.popitem(last=False)
-        tokens = np.asarray(self.references[key], np.int32)  # [n] new tokens
-        return make(MsgType.REFERENCE_OK, msg.session, {"tokens": tokens}, cached=cached)
+        prompt = tuple(int(t) for t in msg.tensors["prompt"])
+        tokens = self.references.get(prompt, n)
+        if tokens is None:
+            self._admit_kv(len(prompt) + n, f"REFERENCE of {len(prompt)} + {n} positions")
+            if self.worker is not None:
+                if why := self.worker.submit(Job(peer, msg.session, prompt, n)):
+                    raise ProtocolError("busy", why)
+                return None
+            tokens = self.generate(list(prompt), n)
+            self.references.put(prompt, n, tokens)
+            return reference_ok(msg.session, tokens, cached=False)
+        return reference_ok(msg.session, tokens, cached=True)
 
-    def _drop(self, peer: bytes, sid: str) -> None:
-        sess = self.sessions.pop((peer, sid), None)
-        self.owners.pop((peer, sid), None)
-        self.kv.release((peer, sid))
+    def generate(self, prompt: list[int], n: int) -> list[int]:
+        """The target-only greedy output: by the engine when it runs the target itself (vLLM), else here."""
+        greedy = getattr(self.engine, "greedy", None)
+        return greedy(prompt, n, self.eos) if greedy is not None else greedy_reference(self.target, prompt, n)
+
+    def references_done(self) -> list[tuple[bytes, list[bytes]]]:
+        """Replies to the REFERENCEs the worker finished since the last call."""
+        out = []
+        for job, result in self.worker.done() if self.worker is not None else ():
+            if isinstance(result, Exception):
+                log.error("REFERENCE of session %s failed", job.session, exc_info=result)
+                out.append((job.peer, encode(error_message(job.session, "internal", INTERNAL_TEXT))))
+            else:
+                out.append((job.peer, encode(reference_ok(job.session, result, cached=False))))
+        return out
+
+    def _drop(self, token: str) -> None:
+        sess = self.sessions.pop(token, None)
+        self.seats.pop(token, None)
+        self.kv.release(token)
         if sess is not None:
             sess.verify.free()
 
     def drop_peer(self, peer: bytes) -> int:
-        """Free every session (and KV cache) of a peer whose connection ended; return how many."""
-        mine = [sid for p, sid in self.sessions if p == peer]
-        for sid in mine:
-            self._drop(peer, sid)
+        """Free every session (and KV cache) whose replies go to a peer whose connection ended; return how many."""
+        mine = [t for t, seat in self.seats.items() if seat.identity == peer]
+        for token in mine:
+            self._drop(token)
         self.peer_keys.pop(peer, None)
+        self.peer_sources.pop(peer, None)
         return len(mine)
 
     def sweep(self, now: float | None = None) -> int:
-        """Free sessions idle for longer than the timeout; return how many."""
+        """Free sessions idle for longer than the timeout, or never drafted within ``--undrafted-timeout-s`` of
+        their OPEN; return how many."""
         now = time.monotonic() if now is None else now
-        stale = [k for k, s in self.sessions.items() if now - s.last_active > self.cfg.session_timeout_s]
-        for peer, sid in stale:
-            self._drop(peer, sid)
-        return len(stale)
+        active = {t: s.last_active for t, s in self.sessions.items()}
+        gone = stale(self.seats, active, now, self.cfg.session_timeout_s, self.cfg.undrafted_timeout_s)
+        for token in gone:
+            self._drop(token)
+        return len(gone)
 
 
 def edge_settings(cfg: ServeConfig, tau: float, head: str, hidden_layer: int) -> dict:
@@ -352,6 +436,10 @@ def edge_settings(cfg: ServeConfig, tau: float, head: str, hidden_layer: int) ->
             "engine": cfg.engine, **vllm, "device": cfg.device, "dtype": cfg.dtype, "max_draft_len": cfg.max_draft_len, "max_session_tokens": cfg.max_session_tokens,
             "batch_verify": cfg.batch_verify, "scheduler": cfg.scheduler, "max_batch": cfg.max_batch,
             "kv_reuse": cfg.kv_reuse, "estimator": cfg.estimator, "wire_version": WIRE_VERSION}
+
+
+def reference_ok(session: str, tokens: list[int], cached: bool) -> Message:
+    return make(MsgType.REFERENCE_OK, session, {"tokens": np.asarray(tokens, np.int32)}, cached=cached)  # [n]
 
 
 def _with_stop_depth(reply: Message, depth: int | None) -> Message:
@@ -417,11 +505,17 @@ def serve(cfg: ServeConfig, ready=print) -> None:
     gc.collect()
     gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
     server = EdgeServer(replace(cfg, tau=tau), target, policy, load_tokenizer(Path(path), "target"), desc)
+    raise_fd_limit()
     ctx = zmq.Context()
     sock = bound_socket(ctx.socket(zmq.ROUTER), server.limits, cfg.socket_hwm_msgs)
     sock.setsockopt(zmq.LINGER, 0)
-    Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms).apply(sock)
-    sock.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a UE that reconnects (a retry) takes its identity over at once
+    sock.setsockopt(zmq.HANDSHAKE_IVL, cfg.handshake_ivl_ms)  # half-open connections do not hold their fd for long
+    # the ROUTER sends no PINGs of its own: libzmq 4.3.5 aborts (!_io_error, stream_engine_base.cpp:310) when a ROUTER
+    # that heartbeats is flooded past its receive high-water mark by peers that then hang up (issue 27); the UEs'
+    # heartbeats still reach it, and their TTL (--heartbeat-timeout-ms) closes a connection gone silent
+    Heartbeat(0, cfg.heartbeat_timeout_ms).apply(sock)
+    # no ROUTER_HANDOVER: with CURVE and heartbeats, libzmq aborts when identities are taken over repeatedly; a UE
+    # that redials uses a fresh identity, and its sessions follow their token (testbed/live/admission.py)
     stop = {"flag": False}
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.update(flag=True))
@@ -431,14 +525,19 @@ def serve(cfg: ServeConfig, ready=print) -> None:
                 stack.callback(serve_curve(ctx, sock, cfg.auth).stop)
             watch = PeerWatch(sock)
             stack.callback(watch.close)
+            if getattr(server.engine, "greedy", None) is None:  # an engine of its own (vLLM) computes them inline
+                server.worker = ReferenceWorker(server.generate, server.references)
+                stack.callback(server.worker.stop)
+            sys.setswitchinterval(SWITCH_INTERVAL_S)  # the loop gets the GIL back from the worker within ~1 ms
             endpoint = _bind(sock, cfg.bind)
             if warning := open_bind_warning(endpoint, cfg.auth):
                 print(warning, file=sys.stderr, flush=True)
             ready(f"READY {endpoint}", flush=True)
             if server.batcher is None:
-                _loop(Direct(sock), server, stop, watch)
+                _loop(Direct(sock, server.caps), server, stop, watch)
             else:
-                with Inbox(ctx, sock, server.busy, cfg.inbox_max_msgs) as inbox:
+                with Inbox(ctx, sock, server.busy, cfg.inbox_max_msgs, server.caps, int(cfg.inbox_peer_mb * 2**20),
+                           int(cfg.inbox_total_mb * 2**20)) as inbox:
                     _loop(inbox, server, stop, watch)
     finally:
         sock.close(0)
@@ -475,16 +574,40 @@ def _loop(source: Direct | Inbox, server: EdgeServer, stop: dict, watch: PeerWat
     sessions every second."""
     last_sweep = time.monotonic()
     while not stop["flag"]:
-        items = source.get(0 if server.held else 0.1, 4 * server.cfg.max_batch)
-        for peer in watch.gone(items) if watch else ():
+        wait_s = 0 if server.held else REFERENCE_POLL_S if server.worker and server.worker.busy else 0.1
+        items = source.get(wait_s, 4 * server.cfg.max_batch)
+        gone = watch.gone(items) if watch else []
+        for peer in gone:
             if n := server.drop_peer(peer):
                 log.info("peer %s disconnected: freed %d session(s)", peer.hex(), n)
+            server.probes.level.pop(peer, None)
         if items or server.held:  # one batch per turn: what arrived during it joins the queue before the next pick
             for peer, reply in server.handle_many([(p, f, t) for t, p, f in items], one_batch=True):
                 source.send([peer] + reply)
+        for peer, reply in server.references_done():  # each as soon as it is ready
+            source.send([peer] + reply)
         if time.monotonic() - last_sweep > 1.0:
             server.sweep()
+            trim_heap()  # what peers gone left in freed buffers goes back to the OS
             last_sweep = time.monotonic()
+
+
+def raise_fd_limit() -> int:
+    """Raise this process's open-file limit to its hard limit (each connection holds one); returns the new one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        soft = hard
+    return soft
+
+
+_LIBC = ctypes.CDLL(None) if sys.platform.startswith("linux") else None
+
+
+def trim_heap() -> None:
+    """glibc: return the free heap to the OS (``malloc_trim``); elsewhere nothing."""
+    if _LIBC is not None and hasattr(_LIBC, "malloc_trim"):
+        _LIBC.malloc_trim(0)
 
 
 def parse_args(argv: list[str] | None = None) -> ServeConfig:
@@ -493,6 +616,7 @@ def parse_args(argv: list[str] | None = None) -> ServeConfig:
 
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    rate_limit_warnings("testbed.serve", "testbed.auth", "testbed.auth.zap", "testbed.batch")
     cfg = parse_args(argv)
     log.info("config %s", asdict(cfg))
     try:

@@ -39,7 +39,7 @@ from protocols.wire import Limits, MsgType, WireError, make
 from testbed.common.link import LinkSpec
 from testbed.common.summary import summarize, table, write_summary
 from testbed.common.text import decoder, progress_line, text_fields
-from testbed.live.client import Client, close_session, fetch_references, handshake, open_session, peer_identity
+from testbed.live.client import Client, close_session, fetch_references, handshake, open_session
 from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, Heartbeat
 from testbed.live.resume import finish_round, send_draft
 from testbed.live.retry import RetryExhausted
@@ -322,7 +322,7 @@ def run(cfg: UEConfig) -> dict:
                 log=RoundLog(out / "rounds.jsonl"),
                 window=(TreeWindowTracker if cfg.protocol == "tree" else WindowTracker)(1, cfg.draft_len_max))
     ctx, est = zmq.Context(), CSIEstimator(probe_target_ms=cfg.probe_ms, first_probe_bytes=max(cfg.probe_bytes, 1))
-    client = Client(ctx, cfg.connect, peer_identity(cfg.ue_id), Limits(vocab_size=int(drafter.config.vocab_size)),
+    client = Client(ctx, cfg.connect, cfg.ue_id, Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms), cfg.retry_s)
     all_rows, recs, refs, decode = [], [], None, decoder(tok)
     try:

@@ -51,6 +51,7 @@ class Device:
     t_net_s: float = 0.0  # smoothed network time of its rounds, reported in each DRAFT
     records: list[dict] = field(default_factory=list)  # RoundRow fields, one per verified request
     errors: list[str] = field(default_factory=list)
+    token: dict = field(default_factory=dict)  # {"token": the edge's token of the current session} after OPEN_OK
 
     @property
     def sid(self) -> str:
@@ -157,13 +158,14 @@ class LoadLoop:
             tensors["features"] = feats[d.round]  # [K, 3]
         d.sock.send_multipart(encode(make(MsgType.DRAFT, d.sid, tensors,
                                           round=d.round, t_draft_s=len(d.block) * self.tau_d_s, protocol="greedy",
-                                          csi={"rtt_ms": d.t_net_s * 1e3})))
+                                          csi={"rtt_ms": d.t_net_s * 1e3}, **d.token)))
 
     def _on_reply(self, d: Device, msg: Message, progress) -> None:
         if msg.type == MsgType.ERROR:
             d.errors.append(f"{d.sid}: [{msg.header['code']}] {msg.header['text']}")
             self._next_prompt(d, progress)
         elif msg.type == MsgType.OPEN_OK and d.state == "opening":
+            d.token = {"token": msg.header["token"]}
             self._start_drafting(d)
         elif msg.type == MsgType.VERDICT and d.state == "waiting":
             self._on_verdict(d, msg.header, time.perf_counter() - d.t_send, progress)
@@ -181,7 +183,7 @@ class LoadLoop:
         self._start_drafting(d)
 
     def _next_prompt(self, d: Device, progress) -> None:
-        d.sock.send_multipart(encode(make(MsgType.CLOSE, d.sid)))
+        d.sock.send_multipart(encode(make(MsgType.CLOSE, d.sid, **d.token)))
         d.prompt += 1
         if progress is not None:
             progress.update(1)

@@ -14,6 +14,7 @@ from protocols.edge_side import EdgeSession
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
 from testbed.live.serve import EdgeServer, ServeConfig
+from tests.edge_helpers import open_on, session_of
 from tests.tiny_pair import make_pair
 from wisv.decoding.sessions import DraftSession, VerifySession
 from wisv.decoding.speculative import AcceptAll, MismatchPolicy, RejectAll, SpecOutput, speculative_generate
@@ -147,9 +148,12 @@ def test_draft_before_open_or_from_another_peer_is_unknown_session(pair) -> None
     assert (reply.type, reply.session, reply.header["code"]) == (MsgType.ERROR, "ue-0", "unknown_session")
     assert "'ue-0'" in reply.header["text"]
     _, ue = open_pair(pair, PROMPTS[0], protocol="greedy")
-    assert ask(server, b"peer-a", ue.open_message()).type == MsgType.OPEN_OK
-    assert ask(server, b"peer-b", draft).header["code"] == "unknown_session"  # sessions belong to their peer
-    assert ask(server, b"peer-a", draft).type == MsgType.VERDICT
+    assert open_on(server, b"peer-a", ue, LIMITS).type == MsgType.OPEN_OK
+    assert ask(server, b"peer-a", draft).header["code"] == "unknown_session"  # no token: no session, whoever sends
+    guessed = dataclasses.replace(draft, header=draft.header | {"token": "0" * 32})
+    assert ask(server, b"peer-a", guessed).header["code"] == "unknown_session"
+    draft.header.update(ue.token)
+    assert ask(server, b"peer-b", draft).type == MsgType.VERDICT  # the token finds it, from any identity
 
 
 def _replace(msg: Message, tensors: dict | None = None, **header) -> Message:
@@ -188,7 +192,7 @@ def test_protocol_errors_name_the_problem_and_leave_the_session_usable(
 ) -> None:
     server = server_of(pair)
     _, ue = open_pair(pair, PROMPTS[1], protocol=protocol)
-    assert ask(server, b"p", ue.open_message()).type == MsgType.OPEN_OK
+    assert open_on(server, b"p", ue, LIMITS).type == MsgType.OPEN_OK
     errors = []
     while not ue.done:
         msg = ue.next_draft(None)
@@ -207,14 +211,14 @@ def test_protocol_errors_name_the_problem_and_leave_the_session_usable(
 def test_idle_sessions_are_freed_after_the_timeout(pair) -> None:
     server = EdgeServer(ServeConfig(max_draft_len=16, session_timeout_s=10.0), pair[1], RejectAll())
     _, ue_a = open_pair(pair, PROMPTS[0], protocol="greedy")
-    assert ask(server, b"peer-a", ue_a.open_message()).type == MsgType.OPEN_OK
-    sess = server.sessions[(b"peer-a", ue_a.sid)]
+    assert open_on(server, b"peer-a", ue_a, LIMITS).type == MsgType.OPEN_OK
+    sess = session_of(server, ue_a.sid)
     assert sess.verify.cached_len > 0
     t0 = sess.last_active
     assert server.sweep(now=t0 + 5.0) == 0 and len(server.sessions) == 1
     assert server.sweep(now=t0 + 10.5) == 1 and not server.sessions
     assert sess.verify.cached_len == 0  # KV cache released
-    draft = make(MsgType.DRAFT, ue_a.sid, {"tokens": np.array([1], np.int32)}, round=0, t_draft_s=0.0)
+    draft = make(MsgType.DRAFT, ue_a.sid, {"tokens": np.array([1], np.int32)}, round=0, t_draft_s=0.0, **ue_a.token)
     assert ask(server, b"peer-a", draft).header["code"] == "unknown_session"
 
 
@@ -259,7 +263,7 @@ def test_edge_with_a_head_announces_its_layer_and_tau_and_checks_the_drafter_wid
     _, ue = open_pair(pair, PROMPTS[0], protocol="fh")
     ok = ask(server, b"peer-a", ue.open_message())
     assert ok.type == MsgType.OPEN_OK and ok.header["hidden_layer"] == -2
-    assert server.sessions[(b"peer-a", ue.sid)].verify.hidden_layer == -2
+    assert session_of(server, ue.sid).verify.hidden_layer == -2
     wrong = make(MsgType.OPEN, "ue-1", {"prompt": np.array(PROMPTS[0], np.int32)}, protocol="sh", draft_len=4,
                  max_new_tokens=8, drafter_hidden=48)
     reply = ask(server, b"peer-a", wrong)

@@ -125,20 +125,23 @@ def keyed(frames: list[bytes], user: str) -> list[zmq.Frame]:
     return out
 
 
-def test_a_session_is_bound_to_the_key_that_opened_it() -> None:
+def test_a_session_is_bound_to_the_key_that_opened_it_and_resumed_by_key_and_id() -> None:
     torch.set_num_threads(1)
     drafter, target = make_pair("llama", 32, 2, 4, 2, vocab=61, eos=60)
     limits = Limits(vocab_size=61, max_draft_len=16, max_positions=16)
     server = EdgeServer(ServeConfig(max_draft_len=16), target, RejectAll())
     sess = UESession("ue-0", DraftSession(drafter, [3, 4, 5]), UEParams("greedy", 4, 8), 60)
-    ask = lambda user, msg: decode(server.handle(b"ue", keyed(encode(msg), user)), limits)  # noqa: E731
-    assert ask("KEY-A", sess.open_message()).type == MsgType.OPEN_OK
+    ask = lambda user, msg, peer=b"ue": decode(server.handle(peer, keyed(encode(msg), user)), limits)  # noqa: E731
+    ok = ask("KEY-A", sess.open_message())
+    assert ok.type == MsgType.OPEN_OK
     draft = make(MsgType.DRAFT, "ue-0", {"tokens": np.array([1, 2], np.int32)}, round=0, t_draft_s=0.0,
-                 protocol="greedy")
-    thief = ask("KEY-B", draft)  # the same identity, another authenticated key
+                 protocol="greedy", token=ok.header["token"])
+    thief = ask("KEY-B", draft)  # the token (sniffed), another authenticated key
     assert (thief.type, thief.header["code"]) == (MsgType.ERROR, "forbidden") and "another key" in thief.header["text"]
-    assert ask("KEY-A", draft).type == MsgType.VERDICT
-    assert server.drop_peer(b"ue") == 1 and not server.sessions and not server.owners
+    assert ask("KEY-A", draft, b"ue-redialed").type == MsgType.VERDICT  # a new identity: the token finds the session
+    again = ask("KEY-A", sess.open_message(), b"ue-third")  # resumed by (key, session id): replaces, no second seat
+    assert again.type == MsgType.OPEN_OK and len(server.sessions) == 1 and again.header["token"] != ok.header["token"]
+    assert server.drop_peer(b"ue") == 0 and server.drop_peer(b"ue-third") == 1 and not server.sessions
 
 
 @pytest.mark.parametrize("endpoint, auth, warned", [

@@ -9,6 +9,7 @@ import torch
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, MsgType, decode, encode, make
 from testbed.live.serve import INTERNAL_TEXT, EdgeServer, ServeConfig
+from tests.edge_helpers import open_on, token_of
 from tests.tiny_pair import make_pair
 from wisv.serving.kvbudget import MB, KVShape, session_tokens
 from wisv.decoding.sessions import DraftSession
@@ -36,7 +37,7 @@ def _ues(pair) -> dict[bytes, UESession]:
 
 def _open(server: EdgeServer, ues: dict[bytes, UESession]) -> None:
     for peer, ue in ues.items():
-        assert decode(server.handle(peer, encode(ue.open_message())), LIMITS).type == MsgType.OPEN_OK
+        assert open_on(server, peer, ue, LIMITS).type == MsgType.OPEN_OK
 
 
 def _run_poisoned(server: EdgeServer, ues: dict[bytes, UESession], poisoned: bytes) -> dict[bytes, list]:
@@ -71,11 +72,11 @@ def test_an_internal_error_in_a_batch_fails_that_session_alone(pair, caplog):
     ues = _ues(pair)
     _open(server, ues)
     poisoned = b"peer1"
-    verify, sizes = server.engine.verify, []
+    verify, sizes, bad = server.engine.verify, [], ues[b"peer1"].token["token"]  # the engine names it by its token
 
     def flaky(reqs):  # the target fails on any pass holding the poisoned session
         sizes.append(len(reqs))
-        if any(r.sid.endswith("/s1") for r in reqs):
+        if any(r.sid == bad for r in reqs):
             raise RuntimeError("secret internals")
         return verify(reqs)
 
@@ -86,7 +87,7 @@ def test_an_internal_error_in_a_batch_fails_that_session_alone(pair, caplog):
     assert (err.type, err.header["code"], err.header["text"]) == (MsgType.ERROR, "internal", INTERNAL_TEXT)
     assert "secret" not in err.header["text"]  # the peer learns nothing of the edge's internals ...
     assert "secret internals" in caplog.text and "Traceback" in caplog.text  # ... the edge's log has it all
-    assert (poisoned, "s1") not in server.sessions  # the failed session is closed; the others were served
+    assert bad not in server.sessions  # the failed session is closed; the others were served
     assert sizes[:5] == [4, 1, 1, 1, 1]  # the failed batch of 4, then each of its requests alone
     _check_healthy(pair, ues, poisoned)
 
@@ -154,6 +155,6 @@ def test_open_beyond_the_kv_budget_is_refused_before_allocating(pair, batch_veri
         assert second.type == MsgType.OPEN_OK
         return
     assert second.header["code"] == "kv_budget"  # beside a's reservation it does not fit
-    assert decode(server.handle(b"p", encode(make(MsgType.CLOSE, "a"))), LIMITS).type == MsgType.CLOSED
+    assert decode(server.handle(b"p", encode(make(MsgType.CLOSE, "a", **token_of(server, "a")))), LIMITS).type == MsgType.CLOSED
     assert decode(server.handle(b"q", encode(_open_msg("b", 8, 40))), LIMITS).type == MsgType.OPEN_OK
     assert server.kv.total == one

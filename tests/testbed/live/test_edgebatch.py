@@ -9,6 +9,7 @@ import torch
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, MsgType, decode, encode, make
 from testbed.live.serve import EdgeServer, ServeConfig
+from tests.edge_helpers import open_on, token_of
 from tests.tiny_pair import make_pair
 from wisv.serving.estimator import EstimatorProfile, LiveFit
 from wisv.decoding.sessions import DraftSession
@@ -34,7 +35,7 @@ def _estimator(tmp_path) -> str:
 def lockstep(server: EdgeServer, ues: dict[bytes, UESession]) -> None:
     """Every unfinished UE sends its next message; the server handles them together; replies go back."""
     for peer, ue in ues.items():
-        assert decode(server.handle(peer, encode(ue.open_message())), LIMITS).type == MsgType.OPEN_OK
+        assert open_on(server, peer, ue, LIMITS).type == MsgType.OPEN_OK
     outbox = {peer: ue.next_draft(None) for peer, ue in ues.items()}
     while outbox:
         replies = server.handle_many([(peer, encode(m)) for peer, m in outbox.items()])
@@ -83,9 +84,10 @@ def test_a_bad_draft_fails_alone_and_slo_meta_is_validated(pair, tmp_path):
     ues = _ues(pair)
     (pa, a), (pb, b) = list(ues.items())[:2]
     for peer, ue in ((pa, a), (pb, b)):
-        server.handle(peer, encode(ue.open_message()))
+        open_on(server, peer, ue, LIMITS)
     good = a.next_draft(None)
-    bad = make(MsgType.DRAFT, "s1", {"tokens": np.array([1] * 9, np.int32)}, round=0, t_draft_s=0.0)  # K 9 > 4
+    bad = make(MsgType.DRAFT, "s1", {"tokens": np.array([1] * 9, np.int32)}, round=0, t_draft_s=0.0,
+               **b.token)  # K 9 > 4
     out = dict(server.handle_many([(pa, encode(good)), (pb, encode(bad))]))
     assert decode(out[pa], LIMITS).type == MsgType.VERDICT
     err = decode(out[pb], LIMITS)
@@ -101,12 +103,12 @@ def test_one_batch_per_turn_keeps_the_rest_waiting_and_guards_held_drafts(pair):
     server = EdgeServer(ServeConfig(max_draft_len=16, batch_verify=True, max_batch=2), pair[1], RejectAll())
     ues = _ues(pair)
     for peer, ue in ues.items():
-        server.handle(peer, encode(ue.open_message()))
+        open_on(server, peer, ue, LIMITS)
     drafts = {peer: ue.next_draft(None) for peer, ue in ues.items()}
     first = dict(server.handle_many([(p, encode(m)) for p, m in drafts.items()], one_batch=True))
     assert len(first) == 2 and len(server.held) == 2  # one batch of max_batch; two DRAFTs still wait
     waiting = [p for p, _ in server.held]
-    close = make(MsgType.CLOSE, ues[waiting[1]].sid)
+    close = ues[waiting[1]].close_message()
     again = [(p, decode(r, LIMITS)) for p, r in server.handle_many(
         [(waiting[0], encode(drafts[waiting[0]])), (waiting[1], encode(close))], one_batch=True)]
     assert again[0][0] == waiting[0] and again[0][1].header["code"] == "in_progress"  # its DRAFT resent while it waits
@@ -125,7 +127,7 @@ def test_deadline_takes_off_the_reported_drafting_and_network_time(pair, tmp_pat
                   max_new_tokens=8, meta={"slo_tok_s": 40.0})
     assert decode(server.handle(b"p0", encode(opened)), LIMITS).type == MsgType.OPEN_OK
     draft = make(MsgType.DRAFT, "s0", {"tokens": np.array([5, 6, 7, 8], np.int32)}, round=0, t_draft_s=0.02,
-                 csi={"rtt_ms": 30.0})
+                 csi={"rtt_ms": 30.0}, **token_of(server, "s0"))
     sess = server._guard(b"p0", encode(draft), server._hold_drafts, t0=123.0)  # stamped on arrival (testbed/live/inbox.py)
     req = server.batcher.request(b"p0", sess)
     # 4 tokens at 40 tok/s = 100 ms, minus 20 ms drafting and 30 ms network: 50 ms after arrival
@@ -153,7 +155,7 @@ def test_arrival_reserve_learns_the_tightest_class_budget_from_served_requests(p
                   max_new_tokens=8, meta={"slo_tok_s": 40.0})
     assert decode(server.handle(b"p0", encode(opened)), LIMITS).type == MsgType.OPEN_OK
     draft = make(MsgType.DRAFT, "s0", {"tokens": np.array([5, 6, 7, 8], np.int32)}, round=0, t_draft_s=0.02,
-                 csi={"rtt_ms": 30.0})
+                 csi={"rtt_ms": 30.0}, **token_of(server, "s0"))
     sess = server._guard(b"p0", encode(draft), server._hold_drafts, t0=123.0)
     assert b.select([(b"p0", sess)]) == [(b"p0", sess)]
     assert b.tightest_budget_s() == pytest.approx(0.05)  # 100 ms - 20 ms drafting - 30 ms network

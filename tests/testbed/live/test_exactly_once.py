@@ -6,6 +6,7 @@ import pytest
 
 from protocols.wire import MsgType, decode, encode, make
 from testbed.live.serve import EdgeServer, ServeConfig
+from tests.edge_helpers import open_on, session_of
 from tests.protocols.test_sessions import LIMITS, PROMPTS, open_pair, pair, reference  # noqa: F401 (fixture)
 from wisv.decoding.speculative import RejectAll
 
@@ -22,7 +23,7 @@ def reply(server: EdgeServer, frames: list[bytes], batching: bool) -> list[bytes
 
 
 def edge_state(server: EdgeServer, sid: str) -> tuple:
-    s = server.sessions[(PEER, sid)]
+    s = session_of(server, sid)
     return s.generated, s.rounds, s.next_round, list(s.verify.seq), s.done
 
 
@@ -31,7 +32,7 @@ def edge_state(server: EdgeServer, sid: str) -> tuple:
 def test_a_replayed_draft_gets_the_same_verdict_and_commits_nothing_twice(pair, batching: bool, protocol: str):
     server = EdgeServer(ServeConfig(max_draft_len=16, batch_verify=batching), pair[1], RejectAll())
     _, ue = open_pair(pair, PROMPTS[1], protocol=protocol)
-    assert decode(server.handle(PEER, encode(ue.open_message())), LIMITS).type == MsgType.OPEN_OK
+    assert open_on(server, PEER, ue, LIMITS).type == MsgType.OPEN_OK
     replays = 0
     while not ue.done:
         draft = encode(ue.next_draft(None))
@@ -45,14 +46,14 @@ def test_a_replayed_draft_gets_the_same_verdict_and_commits_nothing_twice(pair, 
             verdict = reply(server, encode(nxt), False)
             assert reply(server, encode(nxt), False) == verdict == reply(server, draft, batching)
             msg = decode(verdict, LIMITS)
-    assert replays > 2 and server.sessions[(PEER, ue.sid)].generated == len(ue.tokens)
+    assert replays > 2 and session_of(server, ue.sid).generated == len(ue.tokens)
     assert ue.tokens == reference(pair, PROMPTS[1]).tokens  # nothing committed twice: the output is the same
 
 
 def test_a_draft_for_a_round_not_next_gets_bad_round_and_changes_nothing(pair):
     server = EdgeServer(ServeConfig(max_draft_len=16), pair[1], RejectAll())
     _, ue = open_pair(pair, PROMPTS[0], protocol="greedy")
-    server.handle(PEER, encode(ue.open_message()))
+    open_on(server, PEER, ue, LIMITS)
     ue.on_reply(decode(server.handle(PEER, encode(ue.next_draft(None))), LIMITS))
     before = edge_state(server, ue.sid)
     draft = ue.next_draft(None)  # round 1

@@ -16,11 +16,13 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from protocols.wire import Limits, MsgType, WireError, decode, encode, make
+from testbed.live.intake import UNKNOWN_TYPE, caps, edge_limits
 from testbed.live.procs import Child
 from tests.protocols.test_wire_fuzz import CORPUS, seed_frames
 
 EXAMPLES = 120  # messages drawn from each strategy of the corpus
 MAX_DRAFT = 8  # the edge's --max-draft-len (its decode limits follow)
+EDGE_PROBE_BYTES = 2**20  # testbed.serve's default --max-probe-bytes
 RECV_TIMEOUT_MS = 30_000  # a lost reply fails the test instead of hanging it
 UE_TIMEOUT_S = 300
 
@@ -66,6 +68,10 @@ def exchange(sock: zmq.Socket, frames: list[bytes], limits: Limits) -> str:
         reply = decode(sock.recv_multipart(), Limits(vocab_size=limits.vocab_size, max_draft_len=1 << 16))
     except zmq.Again:
         pytest.fail(f"no reply within {RECV_TIMEOUT_MS} ms to {frames!r}")
+    cap = caps(limits).get(frames[0][0] if frames[0] else -1, UNKNOWN_TYPE)
+    if len(frames) > cap.parts or sum(len(f) for f in frames) > cap.nbytes:  # dropped unread (testbed/live/intake.py)
+        assert (reply.type, reply.header["code"]) == (MsgType.ERROR, "too_large"), (frames, reply.header)
+        return "too_large"
     try:
         decode(frames, limits)
     except WireError as e:  # what the edge must have answered
@@ -78,16 +84,21 @@ def exchange(sock: zmq.Socket, frames: list[bytes], limits: Limits) -> str:
 
 def test_fuzz_corpus_against_a_batching_edge_while_a_ue_completes(edge, pair_dirs, tmp_path: Path) -> None:
     child, endpoint = edge
-    limits = Limits(vocab_size=pair_dirs.vocab_size, max_draft_len=MAX_DRAFT, max_positions=MAX_DRAFT)
+    limits = edge_limits(pair_dirs.vocab_size, MAX_DRAFT, EDGE_PROBE_BYTES)  # the edge's own decode limits
     drawn = [f for strategy in CORPUS.values() for f in draw_corpus(strategy, EXAMPLES) if f]  # [] cannot be sent
     ping = encode(make(MsgType.PING, "s1", None, seq=1, t_send=0.0, reply_bytes=64))
-    corpus = 2 * [ping, *seed_frames()] + drawn  # the valid seeds open a session: later DRAFTs reach the batcher
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.IDENTITY, b"fuzzer")
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.RCVTIMEO, RECV_TIMEOUT_MS)
     sock.connect(endpoint)
+    seeds = seed_frames()
+    sock.send_multipart(seeds[1])  # the seed OPEN, then its DRAFT with the session's token reaches the batcher
+    token = decode(sock.recv_multipart(), limits).header["token"]
+    draft = decode(seeds[0], limits)
+    seeds.append(encode(make(MsgType.DRAFT, draft.session, draft.tensors, **draft.header, token=token)))
+    corpus = 2 * [ping, *seeds] + drawn
     (tmp_path / "ue").mkdir()
     ue = start_ue(endpoint, pair_dirs.drafter, tmp_path / "ue" / "out")
     sent, seen = 0, Counter()

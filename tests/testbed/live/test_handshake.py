@@ -15,6 +15,7 @@ from protocols.handshake import Vocab, vocab_refusal
 from protocols.ue_side import HandshakeError, UEParams, UESession
 from protocols.wire import Limits, MsgType, decode, encode, make
 from testbed.live.serve import EdgeServer, ServeConfig
+from tests.edge_helpers import open_on
 from tests.testbed.conftest import TOKENIZER_DIR
 from tests.tiny_pair import make_pair
 from wisv.tasks.evaluate import greedy_reference
@@ -55,7 +56,7 @@ def swapped_tokenizer(tok, tmp_path: Path):
 
 def open_reply(server: EdgeServer, drafter, vocab: Vocab | None, peer: bytes = b"p"):
     ue = UESession("s0", DraftSession(drafter, PROMPT), UEParams("fh", K, MAX_NEW, vocab=vocab), None)
-    return decode(server.handle(peer, encode(ue.open_message())), Limits(vocab_size=drafter.config.vocab_size)), ue
+    return open_on(server, peer, ue, Limits(vocab_size=drafter.config.vocab_size)), ue
 
 
 def test_the_vocabulary_hash_is_of_sorted_token_id_pairs(tok, tmp_path):

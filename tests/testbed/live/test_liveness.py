@@ -4,6 +4,7 @@ once when its edge dies.  Every process here is started by the test and stopped 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -64,7 +65,7 @@ def holder(request, edge, pair_dirs) -> Iterator[tuple[subprocess.Popen, str]]:
     try:
         assert proc.stdout.readline().strip() == "OPENED"
         assert f"open session held-0 from peer {name.encode().hex()}" in edge[1].read_text()
-        yield proc, f"peer {name.encode().hex()} disconnected: freed 1 session(s)"
+        yield proc, rf"peer {name.encode().hex()}[0-9a-f]* disconnected: freed 1 session\(s\)"  # name + random tag
     finally:
         proc.kill()
         proc.wait(30)
@@ -73,7 +74,7 @@ def holder(request, edge, pair_dirs) -> Iterator[tuple[subprocess.Popen, str]]:
 def seconds_until_logged(log: Path, line: str, limit_s: float) -> float:
     t0 = time.monotonic()
     while time.monotonic() - t0 < limit_s:
-        if line in log.read_text(errors="replace"):
+        if re.search(line, log.read_text(errors="replace")):
             return time.monotonic() - t0
         time.sleep(0.02)
     pytest.fail(f"the edge did not free the session within {limit_s:.1f} s:\n{log.read_text()[-2000:]}")
@@ -84,6 +85,9 @@ def test_a_killed_ue_has_its_session_freed_within_the_heartbeat_timeout(edge, ho
     assert seconds_until_logged(edge[1], holder[1], 10 * TIMEOUT_MS / 1e3) < TIMEOUT_MS / 1e3
 
 
+@pytest.mark.xfail(strict=True, reason="issue 27: the edge's ROUTER sends no heartbeats (libzmq 4.3.5 aborts under a "
+                   "burst flood when it does), and the UE's TTL alone does not close a frozen UE's connection on the edge "
+                   "(it does on a bare ROUTER); a frozen UE's session is freed by --session-timeout-s instead")
 def test_a_frozen_ue_has_its_session_freed_by_the_heartbeat(edge, holder) -> None:
     os.kill(holder[0].pid, signal.SIGSTOP)  # the TCP connection stays up: only the missing PONGs tell
     took = seconds_until_logged(edge[1], holder[1], 10 * TIMEOUT_MS / 1e3)

@@ -35,7 +35,6 @@ class Edge:
         self.server, self.fault, self.drafts = server, fault, 0
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
-        self.sock.setsockopt(zmq.ROUTER_HANDOVER, 1)  # as testbed.serve: a reconnected UE takes its identity over
         self.sock.bind("tcp://127.0.0.1:*")
         self.endpoint = self.sock.getsockopt(zmq.LAST_ENDPOINT).decode()
         self.stop = threading.Event()
@@ -65,8 +64,8 @@ class Edge:
 
 def restart(server: EdgeServer) -> bool:
     """Forget every session, as a restarted edge would; the DRAFT is then answered ERROR unknown_session."""
-    for peer, sid in list(server.sessions):
-        server._drop(peer, sid)
+    for token in list(server.sessions):
+        server._drop(token)
     return True
 
 

@@ -115,7 +115,9 @@ def test_bad_message_gets_an_error_while_a_valid_session_completes(edge, models,
     good, bad = dealer(ctx, endpoint, b"good"), dealer(ctx, endpoint, b"bad")
     ue = UESession(GOOD_SID, DraftSession(drafter, PROMPT), UEParams("sh", K, MAX_NEW), pair_dirs.eos)
     good.send_multipart(encode(ue.open_message()))
-    assert recv(good, limits).type == MsgType.OPEN_OK
+    opened = recv(good, limits)
+    assert opened.type == MsgType.OPEN_OK
+    ue.check_open_ok(opened.header)  # keeps the session token
     errors, queried = 0, 0
     while not ue.done:
         msg = ue.next_draft(None)
