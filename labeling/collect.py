@@ -5,9 +5,13 @@ decision head is asked about when it rejects everything.  Per mismatch (traces.n
 ``episode``, ``position`` (index of the mismatch in the generated tokens), ``round``, ``draft_id``,
 ``target_id``, ``h_d`` [N, d_d] and ``h_t`` [N, d_t] (fp16, the layer ``hidden_layer``).  Per prompt
 (episodes.jsonl): prompt id and ids, reference answer, generated ids and text, the task outcome.
+With ``workers`` > 1 the prompts are dealt round-robin to that many processes (one torch thread each, each with
+its own copy of the pair) and their results merged in prompt order: the files equal a one-process run's.
 """
 from __future__ import annotations
 
+import multiprocessing as mp
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,35 +39,71 @@ def episode_mismatches(out: SpecOutput) -> list[dict]:
     return rows
 
 
+def collect_rows(cfg: CollectConfig, rows: list[dict], desc: str = "collect (greedy SD)") -> tuple[list[dict], list[dict]]:
+    """Greedy SD over rows: (one episode dict per row, one mismatch dict per first-of-round mismatch, h as fp16
+    numpy, ``episode`` = the row's index in ``rows``)."""
+    torch.set_num_threads(1)
+    pair = load_pair(cfg.drafter, cfg.target, cfg.device)
+    episodes, mism = [], []
+    for e, row in enumerate(tqdm(rows, desc=desc)):
+        out = speculative_generate(pair.drafter, pair.target, row["prompt_ids"], max_new_tokens=cfg.max_new_tokens,
+                                   draft_len=cfg.draft_len, rule="greedy", hidden_layer=cfg.hidden_layer)
+        ms = episode_mismatches(out)
+        mism += [{**m, "episode": e, "h_d": _half(m["h_d"]), "h_t": _half(m["h_t"])} for m in ms]
+        episodes.append({**row, "episode": e, "output_ids": out.tokens, "text": pair.tokenizer.decode(out.tokens),
+                         "rounds": len(out.rounds), "mismatches": len(ms)})
+    return episodes, mism
+
+
+def _worker(args: tuple[dict, list[dict], int]) -> tuple[list[dict], list[dict]]:
+    cfg, rows, w = args
+    return collect_rows(CollectConfig(**cfg), rows, desc=f"collect worker {w}")
+
+
+def collect_parallel(cfg: CollectConfig, rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """collect_rows over ``cfg.workers`` processes (rows dealt round-robin), merged back into row order."""
+    n = min(cfg.workers, len(rows))
+    if n <= 1:
+        return collect_rows(cfg, rows)
+    with mp.get_context("spawn").Pool(n) as pool:
+        parts = pool.map(_worker, [(asdict(cfg), rows[w::n], w) for w in range(n)])
+    episodes, mism = [None] * len(rows), []
+    for w, (eps, ms) in enumerate(parts):
+        for e in eps:
+            episodes[w + n * e["episode"]] = {**e, "episode": w + n * e["episode"]}
+        mism += [{**m, "episode": w + n * m["episode"]} for m in ms]
+    mism.sort(key=lambda m: (m["episode"], m["position"]))
+    return episodes, mism
+
+
 def run(cfg: CollectConfig) -> Path:
     """Collect traces into cfg.run_dir; returns the traces file."""
     torch.set_num_threads(1)
     cfg = apply_pair(cfg, split="calib")
-    pair = load_pair(cfg.drafter, cfg.target, cfg.device)
-    rows = prompt_rows(pair.tokenizer, "calib", cfg.prompts, cfg.prompts_file, need_answers=True,
+    if cfg.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {cfg.workers}")
+    tok = load_pair(cfg.drafter, cfg.target, cfg.device).tokenizer  # the workers load their own pair
+    rows = prompt_rows(tok, "calib", cfg.prompts, cfg.prompts_file, need_answers=True,
                        chat_template=cfg.chat_template)
-    episodes, mism = [], []
-    for e, row in enumerate(tqdm(rows, desc="collect (greedy SD)")):
-        out = speculative_generate(pair.drafter, pair.target, row["prompt_ids"], max_new_tokens=cfg.max_new_tokens,
-                                   draft_len=cfg.draft_len, rule="greedy", hidden_layer=cfg.hidden_layer)
-        ms = episode_mismatches(out)
-        mism += [{**m, "episode": e} for m in ms]
-        episodes.append({**row, "episode": e, "output_ids": out.tokens, "text": pair.tokenizer.decode(out.tokens),
-                         "rounds": len(out.rounds), "mismatches": len(ms)})
+    episodes, mism = collect_parallel(replace(cfg), rows)
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     if not mism:
         raise ValueError("greedy SD produced no mismatches: nothing to label (drafter == target?)")
     np.savez_compressed(stage_path(run_dir, TRACES), **_arrays(mism))
     write_jsonl(stage_path(run_dir, EPISODES), episodes)
-    save_config(run_dir, "collect", cfg, {"vocab_size": len(pair.tokenizer), "n_mismatches": len(mism)})
+    save_config(run_dir, "collect", cfg, {"vocab_size": len(tok), "n_mismatches": len(mism)})
     print(f"collect: {len(episodes)} episodes, {len(mism)} mismatches "
           f"({len(mism) / len(episodes):.1f} per episode) -> {run_dir / TRACES}")
     return stage_path(run_dir, TRACES)
 
 
+def _half(h: torch.Tensor) -> np.ndarray:
+    return h.float().numpy().astype(np.float16)
+
+
 def _arrays(mism: list[dict]) -> dict[str, np.ndarray]:
     ints = {k: np.array([m[k] for m in mism], np.int64) for k in ("episode", "position", "round", "draft_id", "target_id")}
-    hd = torch.stack([m["h_d"] for m in mism]).float().numpy().astype(np.float16)  # [N, d_d]
-    ht = torch.stack([m["h_t"] for m in mism]).float().numpy().astype(np.float16)  # [N, d_t]
+    hd = np.stack([m["h_d"] for m in mism])  # [N, d_d] fp16
+    ht = np.stack([m["h_t"] for m in mism])  # [N, d_t] fp16
     return {**ints, "h_d": hd, "h_t": ht}

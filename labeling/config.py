@@ -45,16 +45,21 @@ class CollectConfig:
     draft_len: int = 16  # K of the greedy SD run that finds the mismatches
     max_new_tokens: int = 160  # generation budget per prompt, tokens
     hidden_layer: int = -1  # hidden-state layer recorded for the head (-1: final, post-norm)
+    workers: int = 1  # processes, one torch thread and one copy of the pair each (2: both cores of a 2-core machine)
     device: str = "cpu"  # torch device
 
 
 @dataclass
 class LabelConfig:
-    """Stage 2: AutoJudge-style base labels (force the draft token, let the target finish, compare outcomes)."""
+    """Stage 2: base labels (force the draft token, let the target finish: harmful, helpful, changed)."""
 
     run_dir: str = "runs/labeling"  # where every stage reads and writes
     checker: str = "wisv.tasks.qa:check_answer"  # task outcome checker module:function(text, answer) -> bool
     batch: int = 32  # continuations generated together (left-padded batch)
+    fluency_window: int = 8  # tokens from the mismatch on whose perplexity ratio decides "disfluent"
+    max_ppl_ratio: float = 2.0  # harmful if the forced tokens' perplexity exceeds this times the target's own
+    limit: int | None = None  # label at most N mismatches, every k-th in trace order (spread over episodes); None: all
+    threads: int = 2  # torch threads of the batched continuations and scoring (2: both cores of a 2-core machine)
     device: str = "cpu"  # torch device
 
 
@@ -111,6 +116,7 @@ class EvalConfig:
         default_factory=lambda: dict(CHANNELS), metadata=CHANNELS_TEXT)  # regimes NAME=RATE/RTT, Mbit/s and ms
     variants: tuple[str, ...] = field(default=VARIANTS, metadata={"choices": VARIANTS})  # trained heads to evaluate
     max_acc_drop_pts: float = 1.0  # tau choice: largest tau whose poor-channel accuracy is within this of greedy, pts
+    max_fluency_ratio: float = 1.25  # tau choice: poor-channel perplexity ratio vs the target's own text at most this
     tau_max: float = 0.5  # tau choice: at most this (0.5 is the class-balanced head's decision boundary)
     protocol: str = "fh"  # protocol whose payloads the predicted latency uses
     ue_profile: str = "jetson-agx-orin"  # hardware profile of the drafter (predicted latency)

@@ -9,9 +9,13 @@ dimensions, the configured UE/edge hardware profiles and the regime's link; ``pr
 greedy baseline with greedy payloads).  Writes evaluate.csv, accuracy_vs_tau.png, aal_vs_tau.png and
 headline.json: the chosen tau and the gains there.
 
+Every row also has matches_target, drift (ROUGE-L F1) and fluency (the target's perplexity ratio) against greedy
+SD's output, which is the target's own (wisv.tasks.textquality).
+
 The chosen tau is the largest swept tau that keeps the poor channel's accuracy within ``max_acc_drop_pts``
-of greedy SD and is at most ``tau_max`` (default 0.5, the decision boundary of the class-balanced head:
-above it the head accepts mismatches it rates more likely than not to need repair).  Without the cap a
+of greedy SD and its fluency ratio at most ``max_fluency_ratio``, and is at most ``tau_max`` (default 0.5, the
+decision boundary of the class-balanced head: above it the head accepts mismatches it rates more likely than not
+to need repair).  Without the cap a
 task whose accuracy never drops inside the sweep (the toy task) would pick the top of the grid, where
 every policy accepts every mismatch it is unsure of and channel awareness no longer shows.
 """
@@ -26,7 +30,7 @@ from tqdm import tqdm
 
 from channel.csi import CSI
 from labeling.config import EvalConfig
-from labeling.plots import plot_sweep
+from labeling.plots import plot_fig3, plot_fig5, plot_sweep
 from labeling.store import EVAL_CSV, HEADS, load_config, require, save_config, stage_path
 from wisv.timing.compute import ModelDims, verify_flops
 from wisv.tasks.evaluate import accuracy
@@ -41,6 +45,7 @@ from wisv.timing.roundtime import Deployment, rounds_s
 from wisv.decoding.sessions import VerifySession
 from wisv.decoding.speculative import RejectAll, SpecOutput, speculative_generate
 from wisv.records.summary import summarize_rounds
+from wisv.tasks.textquality import text_quality, token_nll
 from wisv.pairs import apply_pair
 
 
@@ -89,14 +94,39 @@ def run_loop(pair: ModelPair, rows: list[dict], cfg: EvalConfig, policy, tau: fl
     return outs
 
 
-def metrics(outs: list[SpecOutput], rows: list[dict], tok) -> dict[str, float]:
-    """Accuracy, AAL and rounds per prompt (wisv.records.summary over the runs' round records), accepted mismatches."""
+def metrics(outs: list[SpecOutput], rows: list[dict], tok, base: list[SpecOutput] | None = None,
+            nll=None) -> dict[str, float]:
+    """Accuracy, AAL and rounds per prompt (wisv.records.summary over the runs' round records), accepted mismatches;
+    against ``base`` (greedy SD's outputs, equal to the target's own): matches_target, drift (ROUGE-L F1) and
+    fluency (the target's perplexity ratio; ``nll(i, tokens)``: the target's per-token NLL for row i)."""
     records = [rec for i, (o, r) in enumerate(zip(outs, rows)) for rec in spec_rows(o, str(i), len(r["prompt_ids"]))]
     s = summarize_rounds(to_frame(records), pd.DataFrame({"n_tokens": [len(o.tokens) for o in outs]}))
-    return {"accuracy": accuracy([tok.decode(o.tokens) for o in outs], [r["answer"] for r in rows]),
-            "aal": s["aal"], "rounds_per_prompt": s["rounds_per_prompt"],
-            "accepted_mismatches_per_prompt": sum(sum(j < r.accepted for j in r.mismatches)
-                                                  for o in outs for r in o.rounds) / max(1, len(outs))}
+    texts = [tok.decode(o.tokens) for o in outs]
+    out = {"accuracy": accuracy(texts, [r["answer"] for r in rows]),
+           "aal": s["aal"], "rounds_per_prompt": s["rounds_per_prompt"],
+           "accepted_mismatches_per_prompt": sum(sum(j < r.accepted for j in r.mismatches)
+                                                 for o in outs for r in o.rounds) / max(1, len(outs))}
+    if base is not None:
+        out["matches_target"] = sum(o.tokens == b.tokens for o, b in zip(outs, base)) / max(1, len(outs))
+        refs = [tok.decode(b.tokens) for b in base]
+        nlls = ref_nlls = None
+        if nll is not None:
+            nlls = [nll(i, o.tokens) for i, o in enumerate(outs)]
+            ref_nlls = [nll(i, b.tokens) for i, b in enumerate(base)]
+        out |= text_quality(texts, refs, nlls, ref_nlls)
+    return out
+
+
+def target_scorer(pair: ModelPair, rows: list[dict]):
+    """nll(i, tokens): the target's per-token NLL of an output of row i, cached per (row, output)."""
+    cache: dict[tuple[int, tuple[int, ...]], list[float]] = {}
+
+    def nll(i: int, tokens: list[int]) -> list[float]:
+        key = (i, tuple(tokens))
+        if key not in cache:
+            cache[key] = token_nll(pair.target, [rows[i]["prompt_ids"]], [list(tokens)])[0] if tokens else []
+        return cache[key]
+    return nll
 
 
 def sweep(pair: ModelPair, rows: list[dict], cfg: EvalConfig, heads: dict, chans: dict[str, CSI]) -> pd.DataFrame:
@@ -104,7 +134,8 @@ def sweep(pair: ModelPair, rows: list[dict], cfg: EvalConfig, heads: dict, chans
     plens = [len(r["prompt_ids"]) for r in rows]
     recs = []
     base = run_loop(pair, rows, cfg, RejectAll(), 0.0, None, "greedy SD")
-    dep, base_m = deployment(pair, cfg, 1, 1), metrics(base, rows, pair.tokenizer)
+    nll = target_scorer(pair, rows)
+    dep, base_m = deployment(pair, cfg, 1, 1), metrics(base, rows, pair.tokenizer, base, nll)
     for ch, c in chans.items():
         recs.append({"variant": "greedy", "channel": ch, "tau": 0.0, **base_m,
                      "latency_s": predicted_latency_s(base, plens, "greedy", c, dep)})
@@ -113,13 +144,16 @@ def sweep(pair: ModelPair, rows: list[dict], cfg: EvalConfig, heads: dict, chans
         for tau in tqdm(cfg.taus, desc=f"tau sweep ({variant})"):
             shared = None if head.cfg.csi_dim else run_loop(pair, rows, cfg, policy, tau, None, f"{variant} tau={tau}",
                                                             base)
-            shared_m = shared and metrics(shared, rows, pair.tokenizer)  # a head without CSI: one run for all channels
+            shared_m = shared and metrics(shared, rows, pair.tokenizer, base, nll)  # a head without CSI: one run for all channels
             for ch, c in chans.items():
                 outs = shared or run_loop(pair, rows, cfg, policy, tau, c, f"{variant} {ch} tau={tau}", base)
                 recs.append({"variant": variant, "channel": ch, "tau": tau,
-                             **(shared_m or metrics(outs, rows, pair.tokenizer)),
+                             **(shared_m or metrics(outs, rows, pair.tokenizer, base, nll)),
                              "latency_s": predicted_latency_s(outs, plens, cfg.protocol, c, dep)})
     return pd.DataFrame(recs)
+
+
+QUALITY = ("matches_target", "drift_rouge_l", "fluency_ppl_ratio")  # text quality against the target's own output
 
 
 def headline(df: pd.DataFrame, cfg: EvalConfig, poor: str, good: str) -> dict:
@@ -127,10 +161,12 @@ def headline(df: pd.DataFrame, cfg: EvalConfig, poor: str, good: str) -> dict:
     ``poor`` and ``good`` name the channels of lowest and highest quality q."""
     g = df[(df.variant == "greedy") & (df.channel == poor)].iloc[0]
     ok = df[(df.variant == "csi") & (df.channel == poor) & (df.accuracy >= g.accuracy - cfg.max_acc_drop_pts / 100 - 1e-9)]
+    if "fluency_ppl_ratio" in df:  # and a text the target finds nearly as likely as its own (nan: not measured)
+        ok = ok[~(ok.fluency_ppl_ratio > cfg.max_fluency_ratio)]
     cand = ok[ok.tau <= cfg.tau_max + 1e-12]
     if cand.empty:
         return {"tau": None, "note": f"no swept tau <= {cfg.tau_max} keeps {poor}-channel accuracy within "
-                                     f"{cfg.max_acc_drop_pts} pt"}
+                                     f"{cfg.max_acc_drop_pts} pt and fluency ratio <= {cfg.max_fluency_ratio}"}
     tau = float(cand.tau.max())
     out = {"tau": tau, "largest_tau_within_accuracy": float(ok.tau.max()), "poor_channel": poor, "good_channel": good,
            "draft_len": cfg.draft_len, "greedy_accuracy": float(g.accuracy), "greedy_aal": float(g.aal),
@@ -146,7 +182,9 @@ def headline(df: pd.DataFrame, cfg: EvalConfig, poor: str, good: str) -> dict:
                                       "rounds_per_prompt": float(r.rounds_per_prompt), "latency_s": float(r.latency_s),
                                       "aal_gain": float(r.aal / gr.aal - 1),
                                       "rounds_change": float(r.rounds_per_prompt / gr.rounds_per_prompt - 1),
-                                      "latency_change": float(r.latency_s / gr.latency_s - 1)}
+                                      "latency_change": float(r.latency_s / gr.latency_s - 1),
+                                      "accepted_mismatches_per_prompt": float(r.accepted_mismatches_per_prompt),
+                                      **{k: float(r[k]) for k in QUALITY if k in r}}
     return out
 
 
@@ -189,6 +227,8 @@ def run(cfg: EvalConfig) -> pd.DataFrame:
     df.to_csv(stage_path(cfg.run_dir, EVAL_CSV), index=False)
     plot_sweep(df, stage_path(cfg.run_dir, "accuracy_vs_tau.png"), "accuracy", "accuracy")
     plot_sweep(df, stage_path(cfg.run_dir, "aal_vs_tau.png"), "aal", f"AAL (K = {cfg.draft_len})")
+    plot_fig3(df, stage_path(cfg.run_dir, "fig3_accuracy_vs_tau.png"), (by_q[0], by_q[-1]))
+    plot_fig5(df, stage_path(cfg.run_dir, "fig5_csi_vs_blind.png"))
     head_line = headline(df, cfg, poor=by_q[0], good=by_q[-1])
     head_line["overhead"] = overhead(pair, next(iter(heads.values())), rows, cfg)
     stage_path(cfg.run_dir, "headline.json").write_text(json.dumps(head_line, indent=1))

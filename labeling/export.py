@@ -7,10 +7,14 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from labeling.store import EVAL_CSV, HEADS, load_config, require
+import pandas as pd
+
+from labeling.store import EVAL_CSV, HEADS, LABELS, load_config, require
 from wisv.head.model import load_head, save_head
 
-EVIDENCE = ("headline.json", EVAL_CSV, "accuracy_vs_tau.png", "aal_vs_tau.png", "train_csi.png", "train_nocsi.png")
+EVIDENCE = ("headline.json", EVAL_CSV, "accuracy_vs_tau.png", "aal_vs_tau.png", "train_csi.png", "train_nocsi.png",
+            "fig3_accuracy_vs_tau.png", "fig5_csi_vs_blind.png", "learning_curve.csv", "learning_curve.png",
+            "label_summary.csv", "offline_sweep.csv")
 
 
 @dataclass
@@ -41,6 +45,17 @@ def card(headline: dict, configs: dict[str, dict]) -> str:
             lines.append(f"| {'CSI-aware' if variant == 'csi' else 'no-CSI ablation'} | {ch} | {r['accuracy']:.3f} | "
                          f"{r['aal']:.2f} | {r['aal_gain']:+.1%} | {r['rounds_per_prompt']:.2f} | "
                          f"{r['rounds_change']:+.1%} | {r['latency_change']:+.1%} |")
+    if any("fluency_ppl_ratio" in h.get(k, {}) for k in ("csi_poor", "csi_good")):
+        lines += ["", "Text against the target's own output (greedy SD's) at the chosen tau: matches_target, drift = "
+                      "ROUGE-L F1, fluency = the target's perplexity ratio.", "",
+                  "| head | channel | matches_target | drift (ROUGE-L F1) | fluency (ppl ratio) | accepted mismatches/prompt |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for key in ("csi_poor", "csi_good", "nocsi_poor", "nocsi_good"):
+            if key in h and "fluency_ppl_ratio" in h[key]:
+                r, (variant, ch) = h[key], key.split("_")
+                lines.append(f"| {'CSI-aware' if variant == 'csi' else 'no-CSI ablation'} | {ch} | "
+                             f"{r['matches_target']:.3f} | {r['drift_rouge_l']:.3f} | {r['fluency_ppl_ratio']:.3f} | "
+                             f"{r['accepted_mismatches_per_prompt']:.2f} |")
     o = h.get("overhead", {})
     if o:
         lines += ["", f"Overhead: {o['head_flops_per_query']:.3g} FLOPs per queried mismatch, "
@@ -57,6 +72,58 @@ def card(headline: dict, configs: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def label_table(labels: pd.DataFrame) -> pd.DataFrame:
+    """Per mismatch kind and overall: count, harmful (turns wrong, disfluent), helpful and either-direction rates."""
+    cols = ["harmful", "turns_wrong", "disfluent", "helpful", "changed"]
+    per = labels.groupby("kind")[cols].mean()
+    per.insert(0, "n", labels.groupby("kind").size())
+    per.loc["all"] = [len(labels), *labels[cols].mean()]
+    per["n"] = per["n"].astype(int)
+    return per
+
+
+def evidence_section(run_dir: Path, configs: dict[str, dict]) -> str:
+    """The card's data and evidence: label counts by kind, the learning curve and the figures."""
+    labels = pd.read_csv(run_dir / LABELS)
+    lab = label_table(labels)
+    lab.to_csv(run_dir / "label_summary.csv")
+    lc = configs["label"]
+    lines = ["", "## Labels", "",
+             f"{len(labels)} labelled mismatches from {labels['episode'].nunique()} calibration prompts "
+             f"(collect: {configs['collect']['prompts']} prompts of `{configs['collect'].get('prompts_file')}`, "
+             f"K = {configs['collect']['draft_len']}, {configs['collect']['max_new_tokens']} new tokens). Harmful = "
+             f"forcing the draft turns a right answer wrong, or the forced token and its continuation are more than "
+             f"{lc['max_ppl_ratio']}x as perplexing to the target as its own tokens over {lc['fluency_window']} tokens "
+             f"(disfluent). Helpful = turns a wrong answer right (never harmful). Changed = the earlier "
+             f"either-direction label. {int(labels['harmful'].sum())} harmful, {int(labels['helpful'].sum())} helpful.",
+             "", "| kind | n | harmful | turns wrong | disfluent | helpful | changed (either way) |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {k} | {int(r.n)} | {r.harmful:.3f} | {r.turns_wrong:.3f} | {r.disfluent:.3f} | {r.helpful:.3f} | "
+              f"{r.changed:.3f} |" for k, r in lab.iterrows()]
+    if (run_dir / "learning_curve.csv").exists():
+        lc_df = pd.read_csv(run_dir / "learning_curve.csv")
+        lines += ["", "## Learning curve", "", "Held-out AUC on the harmful label (no-CSI head trained on a = y, "
+                  "test episodes never trained on) against labelled training mismatches ([plot](learning_curve.png)):",
+                  "", "| training mismatches | harmful among them | held-out mismatches | held-out AUC |",
+                  "| --- | --- | --- | --- |"]
+        lines += [f"| {int(r.n_train)} | {int(r.harmful_train)} | {int(r.n_test)} | {r.auc:.3f} |"
+                  for r in lc_df.itertuples()]
+    if (run_dir / "offline_sweep.csv").exists():
+        off = pd.read_csv(run_dir / "offline_sweep.csv")
+        n, harm = int(off["mismatches"].iloc[0]), int(off["harmful"].iloc[0])
+        lines += ["", "## Offline check", "", f"What each head accepts (p < tau) of {n} held-out labelled mismatches "
+                  f"({harm} harmful; the train stage's validation episodes, which chose its epoch), by label "
+                  "([offline_sweep.csv](offline_sweep.csv)):", "",
+                  "| head | channel | tau | accepted | of harmful | of helpful | of harmless |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {'CSI-aware' if r.variant == 'csi' else 'no-CSI ablation'} | {r.channel} | {r.tau:g} | "
+                  f"{r.accepted:.3f} | {r.accepted_harmful:.3f} | {r.accepted_helpful:.3f} | {r.accepted_harmless:.3f} |"
+                  for r in off.itertuples()]
+    lines += ["", "Figures: [Fig. 3 analog, accuracy vs tau per channel](fig3_accuracy_vs_tau.png); "
+              "[Fig. 5 analog, CSI-aware vs CSI-blind](fig5_csi_vs_blind.png); [evaluate.csv](evaluate.csv)."]
+    return "\n".join(lines) + "\n"
+
+
 def run(cfg: ExportConfig) -> Path:
     headline = json.loads(require(cfg.run_dir, "headline.json", "evaluate").read_text())
     if headline.get("tau") is None:
@@ -66,10 +133,12 @@ def run(cfg: ExportConfig) -> Path:
     out = save_head(head, cfg.to)
     configs = {s: load_config(cfg.run_dir, s) for s in ("collect", "label", "relabel", f"train_{cfg.variant}", "evaluate")}
     (out / "configs.json").write_text(json.dumps(configs, indent=1))
+    section = evidence_section(Path(cfg.run_dir), configs) if "harmful" in pd.read_csv(
+        require(cfg.run_dir, LABELS, "label"), nrows=1) else ""
     for name in EVIDENCE:
         src = Path(cfg.run_dir) / name
         if src.exists():
             shutil.copy(src, out / name)
-    (out / "HEAD_CARD.md").write_text(card(headline, configs))
+    (out / "HEAD_CARD.md").write_text(card(headline, configs) + section)
     print(f"export: {cfg.variant} head at tau={headline['tau']} -> {out}")
     return out

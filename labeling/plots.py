@@ -47,3 +47,56 @@ def plot_curves(log: pd.DataFrame, path, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_learning_curve(df: pd.DataFrame, path) -> None:
+    """Held-out AUC on the harmful label vs the number of labelled training mismatches (log x)."""
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot(df["n_train"], df["auc"], "-o", ms=4)
+    ax.axhline(0.5, ls=":", color="grey", lw=1, label="chance")
+    ax.set(xscale="log", xlabel="labelled training mismatches", ylabel="held-out AUC (harmful)",
+           title="decision head: learning curve", ylim=(0.4, 1.0))
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_fig3(df: pd.DataFrame, path, channels: tuple[str, str]) -> None:
+    """The paper's Fig. 3 analog: accuracy vs tau, one panel per channel (poor, good); the CSI-aware head solid, the
+    no-CSI ablation dashed, greedy SD (the target's own accuracy) dotted."""
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
+    for ax, ch in zip(axes, channels):
+        for variant, (style, marker) in STYLES.items():
+            d = df[(df.variant == variant) & (df.channel == ch)].sort_values("tau")
+            if not d.empty:
+                ax.plot(d.tau, d.accuracy, style, marker=marker, ms=4, label=LABELS[variant])
+        g = df[(df.variant == "greedy") & (df.channel == ch)]
+        if not g.empty:
+            ax.axhline(float(g.accuracy.iloc[0]), ls=":", color="k", lw=1, label="greedy SD (= target only)")
+        ax.set(xlabel="tau (reject iff p >= tau)", title=f"{ch} channel")
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("accuracy")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_fig5(df: pd.DataFrame, path) -> None:
+    """The paper's Fig. 5 analog, CSI-aware vs CSI-blind: AAL and predicted latency vs tau, one colour per channel,
+    the CSI-aware head solid, the no-CSI ablation dashed."""
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, metric, ylabel in zip(axes, ("aal", "latency_s"), ("AAL", "predicted latency per prompt (s)")):
+        for i, ch in enumerate(df.channel.unique()):
+            for variant, (style, marker) in STYLES.items():
+                d = df[(df.variant == variant) & (df.channel == ch)].sort_values("tau")
+                if not d.empty:
+                    ax.plot(d.tau, d[metric], style, marker=marker, ms=4, color=colours[i % len(colours)],
+                            label=f"{ch}: {LABELS[variant]}")
+        ax.set(xlabel="tau (reject iff p >= tau)", ylabel=ylabel)
+        ax.legend(fontsize=7)
+    fig.suptitle("CSI-aware (solid) vs CSI-blind (dashed)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

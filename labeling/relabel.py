@@ -35,6 +35,8 @@ from channel.csi import CSI
 from labeling.config import RelabelConfig
 from labeling.store import INSTANCES, LABELS, require, save_config, stage_path
 
+LABEL = "harmful"  # the base label y of labels.csv (labeling/harm.py); "critical" below means y = 1
+
 
 def smoothed_importance(positions: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
     """Eq. 28 for one episode: positions [n] (tokens), y [n] in {0, 1} -> s [n] in [0, 1]."""
@@ -111,7 +113,7 @@ def relabel(labels: pd.DataFrame, cfg: RelabelConfig) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(cfg.seed)
     cols: dict[str, list] = {k: [] for k in ("row", "csi", "q", "s", "u", "y", "p", "a", "mu")}
     for _, ep in labels.sort_values(["episode", "position"]).groupby("episode"):
-        pos, y = ep["position"].to_numpy(), ep["critical"].to_numpy()
+        pos, y = ep["position"].to_numpy(), ep[LABEL].to_numpy()
         for _ in range(cfg.m_csi):
             c = sample_csi(rng, cfg)
             r = relabel_episode(pos, y, c, cfg, rng)
@@ -129,7 +131,7 @@ def relabel(labels: pd.DataFrame, cfg: RelabelConfig) -> dict[str, np.ndarray]:
 def no_csi_instances(labels: pd.DataFrame, cfg: RelabelConfig) -> dict[str, np.ndarray]:
     """The ablation: base labels a = y, every instance with the same constant CSI."""
     c = CSI.symmetric(cfg.no_csi_rate_mbps, cfg.no_csi_rtt_ms)
-    n, y = len(labels), labels["critical"].to_numpy()
+    n, y = len(labels), labels[LABEL].to_numpy()
     return {"row": labels["row"].to_numpy(), "csi": np.repeat(c.features()[None], n, 0), "q": np.full(n, c.quality()),
             "s": y.astype(float), "u": y, "y": y, "p": y.astype(float), "a": y, "mu": np.zeros(n)}
 

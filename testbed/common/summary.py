@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -9,15 +10,20 @@ import pandas as pd
 from testbed.common.files import write_csv_atomic, write_json_atomic
 from wisv.records.summary import summarize_rounds
 from wisv.tasks.qa import check_answer
+from wisv.tasks.textquality import text_quality
 
 SUMMARY_COLUMNS = ["protocol", "prompts", "accuracy", "aal", "rounds_per_prompt", "latency_s", "throughput_tok_s",
-                   "uplink_bytes", "downlink_bytes", "matches_target"]
+                   "uplink_bytes", "downlink_bytes", "matches_target", "drift_rouge_l", "fluency_ppl_ratio"]
+
+Scorer = Callable[[str, list[int]], list[float]]  # (prompt_id, output tokens) -> the target's NLL per token
 
 
 def summarize(protocol: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompts: pd.DataFrame,
-              decode, references: dict[str, list[int]] | None) -> dict:
+              decode, references: dict[str, list[int]] | None, nll: Scorer | None = None) -> dict:
     """One protocol's summary (decode None: no accuracy): accuracy, AAL, rounds, latency, throughput, bytes, losslessness (AAL, rounds,
-    latency, throughput and WDT from wisv.records.summary over the round records and the successful prompts)."""
+    latency, throughput and WDT from wisv.records.summary over the round records and the successful prompts), and
+    beside losslessness the text's drift and fluency against the reference (wisv.tasks.textquality; fluency
+    needs ``nll``, the target's scorer)."""
     ok = outputs[outputs["error"].isna()] if "error" in outputs else outputs
     merged = ok.merge(prompts[["prompt_id"] + (["answer"] if "answer" in prompts else [])], on="prompt_id")
     acc = None
@@ -37,12 +43,27 @@ def summarize(protocol: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompt
         "uplink_bytes": int(rounds["uplink_bytes"].sum()) if len(rounds) else 0,
         "downlink_bytes": int(rounds["downlink_bytes"].sum()) if len(rounds) else 0,
         "matches_target": match,
+        **reference_quality(ok, references, decode, nll),
         "t_comm_s_mean": float(rounds["t_comm_s"].mean()) if len(rounds) else math.nan,
         "t_verify_s_mean": float(rounds["t_verify_s"].mean()) if len(rounds) else math.nan,
         "t_draft_s_mean": float(rounds["t_draft_s"].mean()) if len(rounds) else math.nan,
         "generated_tokens": n_tok,
         "wdt_tokens_per_round": m["wdt_tokens_per_round"],
     }
+
+
+def reference_quality(ok: pd.DataFrame, references: dict[str, list[int]] | None, decode,
+                      nll: Scorer | None) -> dict[str, float]:
+    """drift_rouge_l and fluency_ppl_ratio of the outputs against the references (nan without references, decode or
+    a scorer for fluency)."""
+    have = [(p, list(t)) for p, t in zip(ok["prompt_id"], ok["tokens"]) if references and p in references] \
+        if len(ok) else []
+    if not have or decode is None:
+        return {"drift_rouge_l": math.nan, "fluency_ppl_ratio": math.nan}
+    texts, refs = [decode(t) for _, t in have], [decode(references[p]) for p, _ in have]
+    if nll is None:
+        return text_quality(texts, refs)
+    return text_quality(texts, refs, [nll(p, t) for p, t in have], [nll(p, references[p]) for p, _ in have])
 
 
 def write_summary(out: Path, summaries: list[dict]) -> None:
@@ -57,7 +78,8 @@ def table(summaries: list[dict]) -> str:
     """Side-by-side text table of protocol summaries."""
     df = pd.DataFrame(summaries)[SUMMARY_COLUMNS].set_index("protocol")
     fmt = {"accuracy": "{:.1%}", "aal": "{:.2f}", "rounds_per_prompt": "{:.1f}", "latency_s": "{:.3f}",
-           "throughput_tok_s": "{:.1f}", "matches_target": "{:.2f}"}
+           "throughput_tok_s": "{:.1f}", "matches_target": "{:.2f}",
+           "drift_rouge_l": "{:.3f}", "fluency_ppl_ratio": "{:.3f}"}
     for col, f in fmt.items():
         df[col] = df[col].map(lambda v, f=f: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f.format(v))
     return df.to_string()

@@ -17,6 +17,7 @@ from wisv.tasks.evaluate import greedy_reference
 from wisv.tasks.jsonl import write_jsonl
 from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.tasks.prompts import prompt_rows
+from wisv.tasks.textquality import token_nll
 
 
 def _target_dir(cfg) -> Path:
@@ -71,3 +72,22 @@ def _edge_references(cfg, prompts: pd.DataFrame, tok) -> dict[str, list[int]]:
     finally:
         client.close()
         ctx.term()
+
+
+class TargetScorer:
+    """The target's per-token NLL of an output given its prompt (the summaries' fluency), loaded on first use and
+    cached per (prompt, output)."""
+
+    def __init__(self, cfg, prompts: pd.DataFrame):
+        self.cfg, self.model, self.cache = cfg, None, {}
+        self.prompt_ids = {str(p): list(ids) for p, ids in zip(prompts["prompt_id"], prompts["prompt_ids"])}
+
+    def __call__(self, prompt_id: str, tokens: list[int]) -> list[float]:
+        key = (str(prompt_id), tuple(tokens))
+        if key not in self.cache:
+            if self.model is None:
+                torch.set_num_threads(1)
+                self.model = load_model(_target_dir(self.cfg), "target", self.cfg.device,
+                                        resolve_dtype(self.cfg.dtype, self.cfg.device))
+            self.cache[key] = token_nll(self.model, [self.prompt_ids[key[0]]], [list(tokens)])[0] if tokens else []
+        return self.cache[key]

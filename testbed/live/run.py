@@ -45,7 +45,7 @@ from testbed.live.interrupt import guarded
 from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, wait_with_edge
 from testbed.live.procs import Child, ChildError, progress_handler
 from testbed.live.retry import RetryExhausted
-from testbed.live.prompts import load_prompts, reference_outputs
+from testbed.live.prompts import TargetScorer, load_prompts, reference_outputs
 from testbed.live.serve import ServeConfig
 from testbed.live.ue import PROG as UE_PROG
 from testbed.live.ue import UEConfig
@@ -163,6 +163,7 @@ def run(cfg: RunConfig) -> list[dict]:
     config.write_config(out, dataclasses.replace(cfg, out=str(out)), machine | resolved, fresh=("out", "overwrite"))
     prompts, tok = load_prompts(cfg, out / "prompts.jsonl")
     refs = reference_outputs(cfg, prompts, out / "reference.jsonl", tok) if cfg.reference else None
+    scorer = TargetScorer(cfg, prompts) if refs is not None and cfg.remote_edge is None else None  # fluency
     summaries, windows = [], []
     with cpu_wakeup_bound(cfg.cpu_wakeup_us) as wakeup, _placement(cfg)(cfg, out, _edge_args(cfg)) as site:
         for note in site.notes + ([wakeup] if cfg.cpu_wakeup_us is not None else []):
@@ -173,7 +174,7 @@ def run(cfg: RunConfig) -> list[dict]:
                 _run_ues(cfg, proto, site, out / "prompts.jsonl", pdir, len(prompts))
             finally:  # also after a failure or an interruption: every round the UEs appended
                 rounds = _merge_rounds(pdir)
-            s = _collect(proto, pdir, rounds, prompts, tok, refs)
+            s = _collect(proto, pdir, rounds, prompts, tok, refs, scorer)
             windows.append(window_table(proto, rounds))
             write_json_atomic(pdir / "summary.json", s)
             summaries.append(s)
@@ -263,12 +264,12 @@ def _merge_rounds(pdir: Path) -> pd.DataFrame:
     return rounds
 
 
-def _collect(proto: str, pdir: Path, rounds: pd.DataFrame, prompts: pd.DataFrame, tok, refs) -> dict:
+def _collect(proto: str, pdir: Path, rounds: pd.DataFrame, prompts: pd.DataFrame, tok, refs, scorer=None) -> dict:
     """Merge the UEs' outputs into <pdir>/outputs.jsonl, then summarize with the merged rounds."""
     ue_dirs = sorted(d for d in pdir.glob("ue*") if d.is_dir())
     outputs = pd.concat([pd.read_json(d / "outputs.jsonl", lines=True) for d in ue_dirs], ignore_index=True)
     outputs.to_json(pdir / "outputs.jsonl", orient="records", lines=True, force_ascii=False)
-    return summarize(proto, rounds, outputs, prompts, tok.decode if tok is not None else None, refs)
+    return summarize(proto, rounds, outputs, prompts, tok.decode if tok is not None else None, refs, scorer)
 
 
 def _edge_args(cfg: RunConfig) -> list[str]:

@@ -1,8 +1,13 @@
-"""Base labels: left-padded batched continuations equal one-by-one greedy decoding; checker and report helpers."""
+"""Base labels: left-padded batched continuations equal one-by-one greedy decoding; the harm label on a tiny pair;
+checker and report helpers."""
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
+import torch
 
-from labeling.label import batched_greedy, forced_prefixes, report, resolve_checker
+from labeling.config import LabelConfig
+from labeling.label import batched_greedy, forced_prefixes, label_rows, report, resolve_checker
 from tests.tiny_pair import make_pair
 from wisv.tasks.evaluate import greedy_reference
 
@@ -28,6 +33,34 @@ def test_checker_resolution():
 
 
 def test_report_breaks_down_by_kind():
-    df = pd.DataFrame({"kind": ["word-word"] * 3 + ["digit-digit"], "critical": [0, 0, 1, 1]})
+    df = pd.DataFrame({"episode": [0, 0, 1, 1], "kind": ["word-word"] * 3 + ["digit-digit"], "harmful": [0, 0, 1, 1],
+                       "helpful": [1, 0, 0, 0]})
     text = report(df)
-    assert "critical fraction 0.500" in text and "digit-digit" in text and "word-word" in text
+    assert "harmful 0.500" in text and "helpful 0.250" in text and "digit-digit" in text and "word-word" in text
+
+
+def test_label_rows_marks_an_unlikely_forced_token_disfluent_and_keeps_outcomes_apart():
+    """The checker passes the target's own output only; forcing its second choice is fluent, its least likely
+    token is not (the window ratio exceeds the bound), and either forced text fails the checker: turns wrong."""
+    _, target = make_pair(vocab=61, eos=60, pad=0)
+    prompt = [1, 5, 9]
+    own = greedy_reference(target, prompt, 6)
+    with torch.no_grad():
+        logits = target(torch.tensor([prompt + own[:2]])).logits[0, -1]
+    second, worst = int(logits.argsort()[-2]), int(logits.argmin())
+    ep = {"prompt_ids": prompt, "output_ids": own, "answer": own, "outcome": True}
+    tr = {"episode": [0, 0], "position": [2, 2], "draft_id": [second, worst], "target_id": [own[2], own[2]]}
+    tok = SimpleNamespace(pad_token_id=0, decode=lambda ids: " ".join(map(str, ids)), convert_ids_to_tokens=str)
+    checker = lambda text, answer: text == " ".join(map(str, answer))  # noqa: E731
+    cfg = LabelConfig(batch=2, fluency_window=1, max_ppl_ratio=1.5)
+    df = label_rows(target, tok, [ep], tr, checker, 6, cfg)
+    assert list(df["turns_wrong"]) == [1, 1] and list(df["helpful"]) == [0, 0] and list(df["harmful"]) == [1, 1]
+    assert df["ppl_ratio"][1] > df["ppl_ratio"][0] > 1.0 and df["disfluent"][1] == 1
+
+
+def test_subsample_spreads_over_the_traces():
+    from labeling.label import subsample
+    assert subsample(10, None) == list(range(10)) and subsample(10, 20) == list(range(10))
+    assert subsample(10, 4) == [0, 3, 6, 9] and subsample(10, 5) == [0, 2, 4, 6, 8]
+    with pytest.raises(ValueError):
+        subsample(10, 0)

@@ -21,6 +21,7 @@ def run_dir(tmp_path_factory):
     for variant in ("csi", "nocsi"):
         assert main(["train", *rd, "--variant", variant, "--epochs", "3", "--val-frac", "0.25"]) == 0
     assert main(["evaluate", *rd, "--prompts", "3", "--taus", "0.5", "--draft-len", "8"]) == 0
+    assert main(["curve", *rd, "--sizes", "10", "--epochs", "2", "--test-frac", "0.25"]) == 0
     assert main(["export", *rd, "--to", str(d / "exported")]) == 0
     return d
 
@@ -32,9 +33,12 @@ def test_collect_and_label_files(run_dir):
         assert np.all(tr["draft_id"] != tr["target_id"])
     assert (d_d, d_t) == (96, 192) and n > 0
     labels = pd.read_csv(run_dir / "labels.csv")
-    assert len(labels) == n and set(labels["critical"]) <= {0, 1}
+    assert len(labels) == n and set(labels["harmful"]) <= {0, 1}
     assert set(labels["kind"]) <= {"word-word", "digit-digit", "digit-word"}
-    assert (labels["critical"] == (labels["outcome_forced"] != labels["outcome_target"])).all()
+    assert (labels["changed"] == (labels["outcome_forced"] != labels["outcome_target"])).all()
+    turns_wrong = labels["outcome_target"] & ~labels["outcome_forced"]
+    assert (labels["harmful"] == (turns_wrong | labels["disfluent"].astype(bool))).all()
+    assert not (labels["harmful"].astype(bool) & labels["helpful"].astype(bool)).any()
 
 
 def test_relabel_train_and_evaluate_outputs(run_dir):
@@ -46,8 +50,13 @@ def test_relabel_train_and_evaluate_outputs(run_dir):
     ev = pd.read_csv(run_dir / "evaluate.csv")
     assert set(ev["variant"]) == {"greedy", "csi", "nocsi"} and set(ev["channel"]) == {"good", "poor"}
     assert ev["latency_s"].gt(0).all() and ev["accuracy"].between(0, 1).all()
-    for png in ("accuracy_vs_tau.png", "aal_vs_tau.png"):
+    for png in ("accuracy_vs_tau.png", "aal_vs_tau.png", "fig3_accuracy_vs_tau.png", "fig5_csi_vs_blind.png"):
         assert (run_dir / png).stat().st_size > 0
+    greedy = ev[ev.variant == "greedy"].iloc[0]  # greedy SD is the target's own output: no drift, same fluency
+    assert greedy.matches_target == 1.0 and greedy.drift_rouge_l == 1.0 and greedy.fluency_ppl_ratio == 1.0
+    assert ev["drift_rouge_l"].between(0, 1).all() and ev["fluency_ppl_ratio"].gt(0).all()
+    curve = pd.read_csv(run_dir / "learning_curve.csv")
+    assert len(curve) >= 1 and curve["n_train"].iloc[-1] > 10
     assert json.loads((run_dir / "config_evaluate.json").read_text())["prompts"] == 3
 
 
@@ -61,7 +70,9 @@ def test_exported_head_loads_on_the_edge_with_its_tau(run_dir):
     headline = json.loads((run_dir / "headline.json").read_text())
     policy, tau, desc = load_policy(str(run_dir / "exported"), None, None, 192)
     assert isinstance(policy, HeadPolicy) and tau == headline["tau"] == 0.5
-    assert (run_dir / "exported" / "HEAD_CARD.md").read_text().startswith("# WISV decision head")
+    card = (run_dir / "exported" / "HEAD_CARD.md").read_text()
+    assert card.startswith("# WISV decision head") and "## Labels" in card and "## Learning curve" in card
+    assert "| all |" in card and "drift (ROUGE-L F1)" in card
 
 
 def test_missing_stage_and_bad_input_give_clear_errors(tmp_path, capsys):

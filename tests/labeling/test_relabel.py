@@ -77,7 +77,7 @@ def test_poor_links_relax_neighbours_before_critical_mismatches():
 
 def _labels():
     rows = [(0, 0, 1, 0), (1, 0, 5, 1), (2, 0, 8, 0), (3, 1, 2, 0), (4, 1, 40, 1)]
-    return pd.DataFrame(rows, columns=["row", "episode", "position", "critical"])
+    return pd.DataFrame(rows, columns=["row", "episode", "position", "harmful"])
 
 
 def test_relabel_is_seeded_and_one_way():

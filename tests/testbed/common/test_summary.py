@@ -1,6 +1,8 @@
 """The testbed summary's accuracy: toy answers through the ``#### N`` checker, QA answers through wisv.tasks.qa."""
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -21,3 +23,34 @@ def test_accuracy_checks_toy_and_qa_answers():
     assert _summary({"p1": 7, "p2": 7})["accuracy"] == pytest.approx(0.5)
     assert _summary({"p3": ["Paris"], "p4": ["Lima"]})["accuracy"] == pytest.approx(0.5)
     assert _summary({"p1": 7, "p3": ["Paris", "Paree"]})["accuracy"] == pytest.approx(1.0)
+
+
+WORDS = {10: "The capital of France is Paris,", 11: " known", 12: " famous", 13: " for", 14: " its", 15: " passive",
+         16: "quate", 17: " voice", 18: " museums."}
+REF = [10, 11, 13, 14, 15, 17, 18]
+NLL = {11: 0.2, 12: 0.9, 16: 6.0}  # the target's NLL of a token (0.1 unless listed): a fragment is very unlikely
+
+
+def _quality(tokens: dict[str, list[int]]) -> dict:
+    outputs = pd.DataFrame({"prompt_id": list(tokens), "tokens": list(tokens.values()), "t_e2e_s": [1.0] * len(tokens)})
+    prompts = pd.DataFrame({"prompt_id": list(tokens), "answer": [["Paris"]] * len(tokens)})
+    refs = {p: REF for p in tokens}
+    return summarize("fh", to_frame([]), outputs, prompts, lambda t: "".join(WORDS[i] for i in t), refs,
+                     lambda _p, t: [NLL.get(i, 0.1) for i in t])
+
+
+def test_drift_and_fluency_beside_matches_target():
+    same = _quality({"a": REF})
+    assert same["matches_target"] == 1.0 and same["drift_rouge_l"] == pytest.approx(1.0)
+    assert same["fluency_ppl_ratio"] == pytest.approx(1.0)
+    syn = _quality({"a": [10, 12, 13, 14, 15, 17, 18]})  # " famous" for " known"
+    frag = _quality({"a": [10, 11, 13, 14, 15, 16, 18]})  # "passivequate" for "passive voice"
+    assert syn["matches_target"] == frag["matches_target"] == 0.0
+    assert syn["accuracy"] == frag["accuracy"] == 1.0  # the checker sees no difference
+    assert 1.0 > syn["drift_rouge_l"] > frag["drift_rouge_l"] > 0.6
+    assert 1.0 < syn["fluency_ppl_ratio"] < 1.25 < frag["fluency_ppl_ratio"]
+
+
+def test_no_reference_no_quality():
+    s = _summary({"p1": 7})
+    assert math.isnan(s["drift_rouge_l"]) and math.isnan(s["fluency_ppl_ratio"])
