@@ -37,9 +37,9 @@ class BenchCSIConfig:
 
     out: str = "results/bench_csi"  # output directory (runs under OUT/runs)
     links: list[str] = field(default_factory=lambda: ["20:20", "3:45"])  # emulated links RATE_MBPS:RTT_MS
-    prompts: int = 10  # prompts per link
+    prompts: int = field(default=10, metadata={"min": 1})  # prompts per link
     protocol: str = "sh"  # protocol of every run
-    max_new_tokens: int = 160  # generation budget per prompt, tokens
+    max_new_tokens: int = field(default=160, metadata={"min": 1})  # generation budget per prompt, tokens
     tol: float = 0.20  # a round's rate estimate passes when |estimate / configured - 1| <= tol
     goal: float = 0.95  # a link passes when this fraction of its rounds pass in both directions
     pair: str | None = None  # named pair (None: the built-in toy pair)

@@ -71,7 +71,7 @@ def one(probe: str | None, repo: Path, keys: Path, work: Path, prompts: int) -> 
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python scripts/bench_hostile.py", description=__doc__.splitlines()[0])
     ap.add_argument("--repo", default=str(ROOT), help="checkout whose testbed.serve and testbed.ue run (default: this)")
     ap.add_argument("--label", default="after", help="key of this run's rows in --out (e.g. before, after)")
     ap.add_argument("--probes", default=",".join(PROBES), help=f"comma-separated subset of {', '.join(PROBES)}")
@@ -81,6 +81,10 @@ def main(argv: list[str] | None = None) -> None:
     repo, names = Path(a.repo).resolve(), [p for p in a.probes.split(",") if p]
     if unknown := [p for p in names if p not in PROBES]:
         ap.error(f"unknown probe(s) {unknown}; known: {', '.join(PROBES)}")
+    if a.prompts < 1:
+        ap.error(f"--prompts: must be >= 1, got {a.prompts}")
+    if not (repo / "testbed" / "serve.py").exists():
+        ap.error(f"--repo {repo}: no testbed/serve.py there; give a checkout of this project")
     wire.WIRE_VERSION = wire_version(repo)  # the probes' messages in the edge's version
     os.environ["OMP_NUM_THREADS"] = "1"
     out = Path(a.out)

@@ -37,13 +37,13 @@ class BenchConfig:
 
     out: str = "results/bench_window"  # output directory (bench_window.json, runs/)
     pair: str = "toy"  # named pair: toy | smollm2
-    ks: list[int] = field(default_factory=lambda: [4, 8, 16, 32])  # the fixed windows compared, tokens
-    repeats: int = 3  # interleaved repeats of every variant
-    prompts: int = 20  # prompts per run
-    max_new_tokens: int = 160  # generation budget per prompt, tokens
+    ks: list[int] = field(default_factory=lambda: [4, 8, 16, 32], metadata={"min": 1})  # the fixed windows compared, tokens
+    repeats: int = field(default=3, metadata={"min": 1})  # interleaved repeats of every variant
+    prompts: int = field(default=20, metadata={"min": 1})  # prompts per run
+    max_new_tokens: int = field(default=160, metadata={"min": 1})  # generation budget per prompt, tokens
     csi_trace: str = "scripts/traces/alternating_10s.csv"  # the time-varying link
-    draft_len_max: int = 32  # auto's largest K, tokens
-    timeout_s: float = 1800.0  # one run's time limit, s
+    draft_len_max: int = field(default=32, metadata={"min": 1})  # auto's largest K, tokens
+    timeout_s: float = field(default=1800.0, metadata={"above": 0})  # one run's time limit, s
 
 
 def run_one(cfg: BenchConfig, variant: str, args: list[str], out: Path) -> dict:

@@ -44,14 +44,14 @@ class CeilingConfig:
 
     pair: str = "smollm2"  # the named pair (its target and tokenizer)
     prompts_files: list[str] = field(default_factory=lambda: [str(pool_path("test")), str(GENERIC_HELDOUT)])  # sets
-    prompts: list[int] = field(default_factory=lambda: [4, 4])  # first N prompts of each set
-    draft_len: int = 8  # K of the greedy SD runs
-    max_new_tokens: int = 64  # generation budget per prompt, tokens
-    depths: list[int] = field(default_factory=lambda: [4, 8, 12])  # undistilled exits: the target's first d layers
+    prompts: list[int] = field(default_factory=lambda: [4, 4], metadata={"min": 1})  # first N prompts of each set
+    draft_len: int = field(default=8, metadata={"min": 1})  # K of the greedy SD runs
+    max_new_tokens: int = field(default=64, metadata={"min": 1})  # generation budget per prompt, tokens
+    depths: list[int] = field(default_factory=lambda: [4, 8, 12], metadata={"min": 1})  # undistilled exits: the target's first d layers
     seed: int = 1234  # the training run's seed (names its checkpoints)
-    cost_steps: int = 20  # decode steps per per-token timing (head comparison)
-    cost_repeats: int = 3  # interleaved repeats of the per-token timings (median taken)
-    threads: int = 1  # torch intra-op threads
+    cost_steps: int = field(default=20, metadata={"min": 1})  # decode steps per per-token timing (head comparison)
+    cost_repeats: int = field(default=3, metadata={"min": 1})  # interleaved repeats of the per-token timings (median taken)
+    threads: int = field(default=1, metadata={"min": 1})  # torch intra-op threads
     out: str = "results/smollm2/drafter_ceiling.json"  # the JSON
 
 

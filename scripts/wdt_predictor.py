@@ -43,9 +43,9 @@ class WDTConfig:
     """wdt_predictor settings (saved beside the JSON)."""
 
     out: str = "results/wdt_predictor.json"  # the predictor; the report goes to <stem>_report.json
-    prompts: int = 120  # prompts of the calib split logged (ignored with --rounds)
-    ks: list[int] = field(default_factory=lambda: [4, 8, 16, 32])  # K of each logged round, drawn uniformly
-    max_new_tokens: int = 160  # generation budget per prompt, tokens
+    prompts: int = field(default=120, metadata={"min": 1})  # prompts of the calib split logged (ignored with --rounds)
+    ks: list[int] = field(default_factory=lambda: [4, 8, 16, 32], metadata={"min": 1})  # K of each logged round, drawn uniformly
+    max_new_tokens: int = field(default=160, metadata={"min": 1})  # generation budget per prompt, tokens
     rounds: list[str] = field(default_factory=list)  # round records (rounds.csv) to train from instead of logging
     test_frac: float = 0.3  # held-out share of the prompts
     ridge: float = 1e-2  # ridge penalty (on standardised features)
