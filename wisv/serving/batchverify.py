@@ -38,6 +38,7 @@ from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
 
 from wisv.serving.kvbudget import MB, KVShape, refusal
+from wisv.serving.sessiontable import SessionTable
 from wisv.decoding.kvcache import crop_to
 from wisv.decoding.sessions import Block, cached_forward
 
@@ -79,7 +80,7 @@ class VerifyRequest:
     draft: list[int]
 
 
-class BatchVerifier:
+class BatchVerifier(SessionTable):
     """The target, its sessions, and batched verification over them (the ``transformers`` engine of
     wisv/serving/engine.py)."""
 
@@ -98,14 +99,12 @@ class BatchVerifier:
         """The hidden-state layer each block carries."""
         return self.cfg.hidden_layer
 
-    def open(self, sid: str, prompt_ids: list[int]) -> None:
-        """Start (or restart) a session; its prompt is forwarded with its first verification."""
-        if not prompt_ids:
-            raise ValueError("prompt_ids is empty")
-        self.sessions[sid] = SessionState([int(t) for t in prompt_ids])
+    @property
+    def idle_timeout_s(self) -> float:
+        return self.cfg.session_timeout_s
 
-    def close(self, sid: str) -> None:
-        self.sessions.pop(sid, None)
+    def _new_session(self, prompt_ids: list[int]) -> SessionState:
+        return SessionState(prompt_ids)
 
     @torch.no_grad()
     def verify(self, requests: list[VerifyRequest]) -> dict[str, Block]:
@@ -174,10 +173,7 @@ class BatchVerifier:
 
     def commit(self, sid: str, n_accepted: int, next_token: int) -> list[int]:
         """Commit ``draft[:n_accepted] + [next_token]`` and crop the cache to cover the new ``seq[:-1]``."""
-        st = self._state(sid)
-        if not 0 <= n_accepted <= len(st.drafted):
-            raise ValueError(f"session {sid}: n_accepted {n_accepted} outside [0, {len(st.drafted)}]")
-        committed = st.drafted[:n_accepted] + [int(next_token)]
+        st, committed = self._committed(sid, n_accepted, next_token)
         if self.cfg.kv_reuse:
             self.rollback(sid, len(st.seq) + n_accepted)
         else:
@@ -186,23 +182,9 @@ class BatchVerifier:
         st.drafted = []
         return committed
 
-    def sweep(self, now: float | None = None) -> list[str]:
-        """Free sessions idle longer than the timeout; returns their ids."""
-        now = time.monotonic() if now is None else now
-        stale = [sid for sid, st in self.sessions.items() if now - st.last_active > self.cfg.session_timeout_s]
-        for sid in stale:
-            self.close(sid)
-        return stale
-
     def memory_bytes(self) -> int:
         """KV-cache bytes of all sessions: every buffer once, however many sessions view into it."""
         return sum(dict(p for st in self.sessions.values() for p in _storages(st.cache)).values())
-
-    def _state(self, sid: str) -> SessionState:
-        try:
-            return self.sessions[sid]
-        except KeyError:
-            raise KeyError(f"no open session {sid!r}") from None
 
     def _enforce_budget(self) -> None:
         """Drop the caches of the least recently used sessions until the total fits the budget; note what is held."""

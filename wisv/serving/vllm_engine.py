@@ -30,6 +30,7 @@ import torch
 
 from wisv.decoding.sessions import Block
 from wisv.serving.batchverify import VerifyRequest
+from wisv.serving.sessiontable import SessionTable
 
 LM_HEAD_KEYS = ("lm_head.weight", "model.embed_tokens.weight")  # the output embedding, untied then tied
 TREE_REFUSAL = ("the vllm engine (--engine vllm) verifies chains only: a draft tree needs a tree attention mask, "
@@ -79,7 +80,7 @@ def block_of(rows: torch.Tensor, k: int, lm_head: torch.Tensor, bias: torch.Tens
     return Block(logits, hidden.float(), logits.argmax(dim=-1))
 
 
-class VllmVerifier:
+class VllmVerifier(SessionTable):
     """The target in vLLM, the sessions' committed tokens, and batched verification through pooling requests."""
 
     name = "vllm"
@@ -102,13 +103,12 @@ class VllmVerifier:
         self.block_size = int(self.llm.llm_engine.vllm_config.cache_config.block_size)
         self._params = _pooling_params(prefix_caching, llm), _pooling_params(False, llm)
 
-    def open(self, sid: str, prompt_ids: list[int]) -> None:
-        if not prompt_ids:
-            raise ValueError("prompt_ids is empty")
-        self.sessions[sid] = VllmSession([int(t) for t in prompt_ids])
+    @property
+    def idle_timeout_s(self) -> float:
+        return self.session_timeout_s
 
-    def close(self, sid: str) -> None:
-        self.sessions.pop(sid, None)
+    def _new_session(self, prompt_ids: list[int]) -> VllmSession:
+        return VllmSession(prompt_ids)
 
     def verify(self, requests: list[VerifyRequest]) -> dict[str, Block]:
         """One vLLM call over every request; each session's Block (K + 1 positions)."""
@@ -139,10 +139,7 @@ class VllmVerifier:
 
     def commit(self, sid: str, n_accepted: int, next_token: int) -> list[int]:
         """Commit ``draft[:n_accepted] + [next_token]``; the prefix cache keeps what vLLM computed."""
-        st = self._state(sid)
-        if not 0 <= n_accepted <= len(st.drafted):
-            raise ValueError(f"session {sid}: n_accepted {n_accepted} outside [0, {len(st.drafted)}]")
-        committed = st.drafted[:n_accepted] + [int(next_token)]
+        st, committed = self._committed(sid, n_accepted, next_token)
         sent = len(st.seq) + len(st.drafted)
         st.seq.extend(committed)
         st.cached_len = expected_hit(len(st.seq), sent, self.block_size) if self.prefix_caching else 0
@@ -162,21 +159,9 @@ class VllmVerifier:
                 break
         return out
 
-    def sweep(self, now: float | None = None) -> list[str]:
-        now = time.monotonic() if now is None else now
-        stale = [sid for sid, st in self.sessions.items() if now - st.last_active > self.session_timeout_s]
-        for sid in stale:
-            self.close(sid)
-        return stale
-
     def memory_bytes(self) -> int:
         return 0  # vLLM owns the KV cache (--memory-budget-mb of it)
 
-    def _state(self, sid: str) -> VllmSession:
-        try:
-            return self.sessions[sid]
-        except KeyError:
-            raise KeyError(f"no open session {sid!r}") from None
 
     def _encode(self, prompts: list[list[int]], params) -> list:
         return self.llm.encode([{"prompt_token_ids": p} for p in prompts], [params] * len(prompts),
