@@ -55,6 +55,7 @@ class LabelConfig:
 
     run_dir: str = "runs/labeling"  # where every stage reads and writes
     checker: str = "wisv.tasks.qa:check_answer"  # task outcome checker module:function(text, answer) -> bool
+    settled: str = "auto"  # outcome-known prefix test module:function (auto: the QA checker's; none: roll out all)
     batch: int = 32  # continuations generated together (left-padded batch)
     fluency_window: int = 8  # tokens from the mismatch on whose perplexity ratio decides "disfluent"
     max_ppl_ratio: float = 2.0  # harmful if the forced tokens' perplexity exceeds this times the target's own

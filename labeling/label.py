@@ -7,9 +7,11 @@ finds the forced token and its continuation far less likely than its own tokens 
 ``fluency_window`` tokens above ``max_ppl_ratio``).  A draft that turns a wrong answer right is ``helpful``,
 counted apart and never harmful; ``changed`` keeps the earlier either-direction label for comparison.  The
 checker is pluggable (``module:function`` taking (text, answer) -> bool); the default
-``wisv.tasks.qa:check_answer`` checks a QA row's accepted answers, or the toy task's ``#### N``.  Continuations
-run as left-padded batches (``batched_greedy``) and are scored in one right-padded forward per batch
-(``wisv.tasks.textquality.token_nll``), on ``threads`` torch threads.
+``wisv.tasks.qa:check_answer`` checks a QA row's accepted answers, or the toy task's ``#### N``.  Where the
+target's tokens before j already settle the outcome (a complete first sentence that states the answer:
+``wisv.tasks.qa:answer_settled``), only the fluency window is generated.  Continuations run as left-padded
+batches (``batched_greedy``) whose logits score the forced window; the draft token's NLL comes from the episode's
+one right-padded forward (``wisv.tasks.textquality.token_nll``); all on ``threads`` torch threads.
 """
 from __future__ import annotations
 
@@ -30,7 +32,17 @@ from wisv.tasks.jsonl import read_jsonl
 from wisv.decoding.speculative import truncate_output
 from wisv.tasks.textquality import token_nll
 
+DEFAULT_CHECKER = "wisv.tasks.qa:check_answer"
 Checker = Callable[[str, object], bool]
+Settled = Callable[[str, object], bool]  # (prefix text, answer) -> the verdict is True whatever follows
+
+
+def resolve_settled(spec: str, checker_spec: str) -> Settled | None:
+    """The settled-prefix test: ``auto`` is ``wisv.tasks.qa:answer_settled`` for the default checker and none for any
+    other; ``none`` rolls out every mismatch; else ``module:function``."""
+    if spec == "none" or (spec == "auto" and checker_spec != DEFAULT_CHECKER):
+        return None
+    return resolve_checker("wisv.tasks.qa:answer_settled" if spec == "auto" else spec)
 
 
 def resolve_checker(spec: str) -> Checker:
@@ -46,8 +58,11 @@ def resolve_checker(spec: str) -> Checker:
 
 
 @torch.no_grad()
-def batched_greedy(model: PreTrainedModel, prefixes: list[list[int]], max_new_tokens: int, pad_id: int) -> list[list[int]]:
-    """Greedy continuations of several prefixes in one left-padded batch (new tokens only, cut after EOS)."""
+def batched_greedy(model: PreTrainedModel, prefixes: list[list[int]], max_new_tokens: int, pad_id: int,
+                   with_nll: bool = False):
+    """Greedy continuations of several prefixes in one left-padded batch (new tokens only, cut after EOS); with
+    ``with_nll`` also each continuation token's NLL under the model (from the generation's own logits: no second
+    pass), as ``(continuations, nlls)``."""
     width = max(len(p) for p in prefixes)
     ids = torch.full((len(prefixes), width), pad_id, dtype=torch.long)  # [B, S]
     mask = torch.zeros_like(ids)  # [B, S]
@@ -56,8 +71,14 @@ def batched_greedy(model: PreTrainedModel, prefixes: list[list[int]], max_new_to
         mask[i, width - len(p):] = 1
     eos = eos_id(model)
     cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos, pad_token_id=pad_id)
-    out = model.generate(ids.to(model.device), attention_mask=mask.to(model.device), generation_config=cfg)
-    return [truncate_output(row[width:].tolist(), max_new_tokens, eos) for row in out]
+    res = model.generate(ids.to(model.device), attention_mask=mask.to(model.device), generation_config=cfg,
+                         output_logits=with_nll, return_dict_in_generate=True)
+    conts = [truncate_output(row[width:].tolist(), max_new_tokens, eos) for row in res.sequences]
+    if not with_nll:
+        return conts
+    logp = torch.stack(res.logits, 1).float().log_softmax(-1)  # [B, steps, V]
+    nlls = [(-logp[b, torch.arange(len(c)), torch.tensor(c, dtype=torch.long)]).tolist() for b, c in enumerate(conts)]
+    return conts, nlls
 
 
 def forced_prefixes(episode: dict, positions: list[int], draft_ids: list[int]) -> list[list[int]]:
@@ -66,12 +87,21 @@ def forced_prefixes(episode: dict, positions: list[int], draft_ids: list[int]) -
     return [episode["prompt_ids"] + out[:j] + [d] for j, d in zip(positions, draft_ids)]
 
 
-def own_nll(model, episodes: list[dict], wanted: set[int], cache: dict[int, list[float]], pad: int) -> None:
-    """Fill cache[e] with the target's per-token NLL of episode e's own output, for the wanted episodes not in it."""
+def own_nll(model, episodes: list[dict], wanted: set[int], cache: dict[int, list[float]], pad: int,
+            drafts: dict[int, list[tuple[int, int]]] | None = None, draft_cache: dict | None = None) -> None:
+    """Fill cache[e] with the target's per-token NLL of episode e's own output, for the wanted episodes not in it;
+    with ``drafts`` ({e: [(position, draft id)]}) also draft_cache[(e, position, draft id)]: the NLL of that draft
+    token where the target put its own, from the same forward pass."""
     todo = sorted(wanted - cache.keys())
-    if todo:
-        nlls = token_nll(model, [episodes[e]["prompt_ids"] for e in todo], [episodes[e]["output_ids"] for e in todo], pad)
-        cache.update(zip(todo, nlls))
+    if not todo:
+        return
+    prompts, outputs = [episodes[e]["prompt_ids"] for e in todo], [episodes[e]["output_ids"] for e in todo]
+    queries = [[(len(p) + j - 1, d) for j, d in (drafts or {}).get(e, [])] for e, p in zip(todo, prompts)]
+    nlls, extra = token_nll(model, prompts, outputs, pad, queries=queries)
+    cache.update(zip(todo, nlls))
+    if draft_cache is not None:
+        for e, vals in zip(todo, extra):
+            draft_cache.update({(e, j, d): v for (j, d), v in zip(drafts.get(e, []), vals)})
 
 
 def subsample(n: int, limit: int | None) -> list[int]:
@@ -84,28 +114,49 @@ def subsample(n: int, limit: int | None) -> list[int]:
     return list(range(0, n, -(-n // limit)))
 
 
-def label_rows(model, tok, episodes: list[dict], tr: dict, checker: Checker, budget: int, cfg: LabelConfig) -> pd.DataFrame:
-    """One row per mismatch: episode, position, kind, both outcomes, the window perplexity ratio and the harm label."""
-    rows, own = [], {}
+def rollout_plan(tok, episodes: list[dict], tr: dict, order: list[int], settled: Settled | None) -> list[bool]:
+    """Per mismatch of ``order``: True where the checker's verdict on the forced output is already known from the
+    target's tokens before it (``settled`` on their text), so only the fluency window needs generating."""
+    if settled is None:
+        return [False] * len(order)
+    out = []
+    for i in order:
+        e, j = episodes[int(tr["episode"][i])], int(tr["position"][i])
+        out.append(bool(e["outcome"]) and bool(settled(tok.decode(e["output_ids"][:j]), e["answer"])))
+    return out
+
+
+def label_rows(model, tok, episodes: list[dict], tr: dict, checker: Checker, budget: int, cfg: LabelConfig,
+               settled: Settled | None = None) -> pd.DataFrame:
+    """One row per mismatch: episode, position, kind, both outcomes, the window perplexity ratio and the harm label.
+    Mismatches whose outcome is settled before them (``settled``) generate only the fluency window; the rest run to
+    EOS or the budget.  The forced window's NLL comes from the episode's own pass (the draft token) and the
+    generation's logits (its continuation): one forward over each prefix."""
+    rows, own, draft_nll = [], {}, {}
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-    order = sorted(subsample(len(tr["episode"]), cfg.limit), key=lambda i: int(tr["position"][i]))  # like lengths
+    picked = subsample(len(tr["episode"]), cfg.limit)
+    short = dict(zip(picked, rollout_plan(tok, episodes, tr, picked, settled)))
+    order = sorted(picked, key=lambda i: (not short[i], int(tr["position"][i])))  # window-only first, like lengths
+    drafts: dict[int, list[tuple[int, int]]] = {}
+    for i in picked:
+        drafts.setdefault(int(tr["episode"][i]), []).append((int(tr["position"][i]), int(tr["draft_id"][i])))
     for start in tqdm(range(0, len(order), cfg.batch), desc="label (forced continuations)"):
         idx = order[start:start + cfg.batch]
         eps = [episodes[int(tr["episode"][i])] for i in idx]
         pos = [int(tr["position"][i]) for i in idx]
         prefixes = [forced_prefixes(e, [j], [int(tr["draft_id"][i])])[0] for e, i, j in zip(eps, idx, pos)]
-        new_tokens = max(1, budget - min(pos) - 1)
-        conts = batched_greedy(model, prefixes, new_tokens, pad)
+        window = max(1, cfg.fluency_window - 1)
+        new_tokens = max(window if short[i] else budget - j - 1 for i, j in zip(idx, pos))
+        conts, cont_nll = batched_greedy(model, prefixes, max(1, new_tokens), pad, with_nll=True)
         gens = [pre[len(e["prompt_ids"]):] + cont for e, pre, cont in zip(eps, prefixes, conts)]
-        forced_nll = token_nll(model, [e["prompt_ids"] + e["output_ids"][:j] for e, j in zip(eps, pos)],
-                               [g[j:j + cfg.fluency_window] for g, j in zip(gens, pos)], pad)
-        own_nll(model, episodes, {int(tr["episode"][i]) for i in idx}, own, pad)
-        for i, e, j, gen, fn in zip(idx, eps, pos, gens, forced_nll):
+        own_nll(model, episodes, {int(tr["episode"][i]) for i in idx}, own, pad, drafts, draft_nll)
+        for i, e, j, gen, cn in zip(idx, eps, pos, gens, cont_nll):
+            ep, d, t = int(tr["episode"][i]), int(tr["draft_id"][i]), int(tr["target_id"][i])
             forced_ok = bool(checker(tok.decode(gen[:budget]), e["answer"]))
-            ratio = window_ppl_ratio(fn, own[int(tr["episode"][i])][j:j + cfg.fluency_window], cfg.fluency_window)
-            d, t = int(tr["draft_id"][i]), int(tr["target_id"][i])
-            rows.append({"row": i, "episode": int(tr["episode"][i]), "position": j,
-                         "draft_id": d, "target_id": t, "kind": mismatch_kind(tok, d, t),
+            ratio = window_ppl_ratio([draft_nll[(ep, j, d)]] + cn, own[ep][j:j + cfg.fluency_window],
+                                     cfg.fluency_window)
+            rows.append({"row": i, "episode": ep, "position": j, "draft_id": d, "target_id": t,
+                         "kind": mismatch_kind(tok, d, t), "settled": int(short[i]),
                          "outcome_target": e["outcome"], "outcome_forced": forced_ok, "ppl_ratio": ratio,
                          **harm_label(e["outcome"], forced_ok, ratio, cfg.max_ppl_ratio)})
     return pd.DataFrame(rows).sort_values("row", ignore_index=True)
@@ -132,11 +183,12 @@ def run(cfg: LabelConfig) -> pd.DataFrame:
     for e in episodes:
         e["outcome"] = bool(checker(e["text"], e["answer"]))
     df = label_rows(pair.target, pair.tokenizer, episodes, load_traces(cfg.run_dir), checker,
-                    ccfg["max_new_tokens"], cfg)
+                    ccfg["max_new_tokens"], cfg, resolve_settled(cfg.settled, cfg.checker))
     df.to_csv(stage_path(cfg.run_dir, LABELS), index=False)
     save_config(cfg.run_dir, "label", cfg, {**{f"{c}_fraction": float(df[c].mean()) for c in
                                                ("harmful", "turns_wrong", "disfluent", "helpful", "changed")},
                                             "harmful": int(df["harmful"].sum()), "helpful": int(df["helpful"].sum()),
+                                            "labelled": len(df), "settled_before": int(df["settled"].sum()),
                                             "target_outcome_rate": sum(e["outcome"] for e in episodes) / len(episodes)})
     print(report(df))
     return df

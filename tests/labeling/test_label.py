@@ -64,3 +64,34 @@ def test_subsample_spreads_over_the_traces():
     assert subsample(10, 4) == [0, 3, 6, 9] and subsample(10, 5) == [0, 2, 4, 6, 8]
     with pytest.raises(ValueError):
         subsample(10, 0)
+
+
+def test_settled_mismatches_generate_only_the_window_and_keep_their_labels():
+    """With a settled-prefix test, mismatches after the settled point roll out only the fluency window; their labels,
+    outcomes and window perplexity ratios equal the full rollouts', and the ratio equals a direct scoring of the
+    forced window against the target's own tokens."""
+    from labeling.harm import window_ppl_ratio
+    from wisv.tasks.textquality import token_nll
+    _, target = make_pair(vocab=61, eos=60, pad=0)
+    prompt = [1, 5, 9]
+    own = greedy_reference(target, prompt, 10)
+    ep = {"prompt_ids": prompt, "output_ids": own, "answer": own[:2], "outcome": True}
+    positions = [1, 3, 4, 6]
+    drafts = [(own[j] + 7) % 59 + 1 for j in positions]
+    tr = {"episode": [0] * 4, "position": positions, "draft_id": drafts, "target_id": [own[j] for j in positions]}
+    tok = SimpleNamespace(pad_token_id=0, decode=lambda ids: " ".join(map(str, ids)), convert_ids_to_tokens=str)
+    checker = lambda text, answer: text.split()[:2] == [str(a) for a in answer]  # noqa: E731
+    settled = lambda text, answer: text.split()[:2] == [str(a) for a in answer]  # noqa: E731
+    cfg = LabelConfig(batch=3, fluency_window=3, max_ppl_ratio=1.5)
+    full = label_rows(target, tok, [ep], tr, checker, 10, cfg)
+    fast = label_rows(target, tok, [ep], tr, checker, 10, cfg, settled)
+    assert list(fast["settled"]) == [0, 1, 1, 1] and list(full["settled"]) == [0, 0, 0, 0]
+    assert list(fast["turns_wrong"]) == [1, 0, 0, 0]  # forcing position 1 breaks the answer
+    for col in ("outcome_forced", "harmful", "disfluent", "helpful"):
+        assert list(fast[col]) == list(full[col])
+    assert list(fast["ppl_ratio"]) == pytest.approx(list(full["ppl_ratio"]), rel=1e-4)
+    own_nll = token_nll(target, [prompt], [own])[0]
+    for j, d, got in zip(positions, drafts, fast["ppl_ratio"]):
+        cont = greedy_reference(target, prompt + own[:j] + [d], 2)
+        forced = token_nll(target, [prompt + own[:j]], [[d] + cont])[0]
+        assert got == pytest.approx(window_ppl_ratio(forced, own_nll[j:j + 3], 3), rel=1e-3)

@@ -120,6 +120,19 @@ def check_answer(text: str, answer) -> bool:
     return is_correct(text, [answer] if isinstance(answer, str) else [str(a) for a in answer])
 
 
+def answer_settled(prefix: str, answer) -> bool:
+    """Whether ``check_answer`` accepts every text that starts with ``prefix``: the prefix's first sentence is complete
+    (a further sentence starts inside the prefix, so no continuation can change it) and states an accepted answer.
+    Always False for the toy task's integer answers (that checker reads the end of the text)."""
+    if isinstance(answer, numbers.Number) or (isinstance(answer, str) and _INT_RE.fullmatch(answer)):
+        return False
+    pieces = [s for s in _SENTENCE_RE.split(_LIST_MARK_RE.sub("", prefix.strip())) if s.strip()]
+    if len(pieces) < 2:
+        return False
+    answers = [answer] if isinstance(answer, str) else [str(a) for a in answer]
+    return any(_states(prefix, a, keep_articles=not normalise(a)) for a in answers)
+
+
 def accuracy(texts: list[str], answers: list) -> float:
     """Fraction of outputs that ``check_answer`` accepts (0 for no outputs)."""
     return sum(check_answer(t, a) for t, a in zip(texts, answers)) / max(1, len(texts))

@@ -58,8 +58,10 @@ def text_quality(texts: Sequence[str], refs: Sequence[str], nlls: Sequence[Seque
 
 @torch.no_grad()
 def token_nll(model: PreTrainedModel, prompts: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],
-              pad_id: int = 0) -> list[list[float]]:
-    """Per-token NLL (nats) of each output given its prompt under ``model``: one right-padded forward per call."""
+              pad_id: int = 0, queries: Sequence[Sequence[tuple[int, int]]] | None = None):
+    """Per-token NLL (nats) of each output given its prompt under ``model``: one right-padded forward per call.  With
+    ``queries`` (per sequence, (position, token id) pairs) also the NLL of each queried token as the next token after
+    that position of prompt + output, from the same pass: returns ``(nlls, query_nlls)``."""
     seqs = [list(p) + list(o) for p, o in zip(prompts, outputs)]
     width = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)  # [B, S]
@@ -73,4 +75,12 @@ def token_nll(model: PreTrainedModel, prompts: Sequence[Sequence[int]], outputs:
         pos = torch.arange(len(p) - 1, len(p) + len(o) - 1)  # [n_out] positions predicting the output tokens
         tgt = torch.tensor(list(o), dtype=torch.long)  # [n_out]
         out.append((-logp[i, pos, tgt]).tolist())
-    return out
+    if queries is None:
+        return out
+    extra = []
+    for i, q in enumerate(queries):
+        for at, _ in q:
+            if not 0 <= at < len(seqs[i]):
+                raise ValueError(f"query position {at} outside sequence {i} of length {len(seqs[i])}")
+        extra.append([-float(logp[i, at, t]) for at, t in q])
+    return out, extra

@@ -7,8 +7,11 @@ import numpy as np
 import pytest
 
 from wisv.tasks.prompts import read_jsonl_prompts
-from wisv.tasks.qa import (SPLITS, accepted, accuracy, answer_span, check_answer, closing_span, is_correct,
-                          load_split, normalise)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wisv.tasks.qa import (SPLITS, accepted, accuracy, answer_settled, answer_span, check_answer, closing_span,
+                          is_correct, load_split, normalise)
 
 
 @pytest.mark.parametrize("text, want", [
@@ -143,3 +146,29 @@ def test_shipped_splits_are_well_formed_and_disjoint():
     assert load_split("test", 3) == splits["test"][:3]
     with pytest.raises(ValueError, match="expected one of"):
         load_split("train")
+
+
+@pytest.mark.parametrize("prefix, answer, settled", [
+    ("The capital of France is Paris. It lies", ["Paris"], True),  # first sentence complete, right
+    ("1. Rome is the capital of Italy. It", ["Rome"], True),  # a list marker does not count as a sentence
+    ("The capital of France is Paris.\nIt", ["Paris"], True),
+    ("The capital of France is Paris.", ["Paris"], False),  # "." could still become "Paris.5" or "Paris. ..."
+    ("The capital of France is Paris", ["Paris"], False),  # the sentence is still open ("Paris, Texas")
+    ("The capital of France is Lyon. The answer is", ["Paris"], False),  # a closing answer may still come
+    ("The capital of France is not Paris. It", ["Paris"], False),
+    ("Let me think. The answer is Paris. So", ["Paris"], False),  # answer-last: the first sentence does not state it
+    ("x #### 7. More", 7, False),  # the toy checker reads the end
+    ("", ["Paris"], False),
+])
+def test_answer_settled_hand_written(prefix, answer, settled):
+    assert answer_settled(prefix, answer) is settled
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["The capital of France is Paris. ", "Paris is the capital. ", "1. It is Paris.\nThen ",
+                        "The answer: Paris! ", "It is Paris. It", "The capital is Lyon. "]),
+       st.text(alphabet=st.characters(codec="ascii"), max_size=40))
+def test_a_settled_prefix_is_accepted_whatever_follows(prefix, rest):
+    """The label stage skips the rollout of a settled prefix: no continuation may change the checker's verdict."""
+    if answer_settled(prefix, ["Paris"]):
+        assert check_answer(prefix + rest, ["Paris"])

@@ -50,3 +50,19 @@ def test_token_nll_batched_equals_single_and_ranks_a_fragment_worse():
     worst = int(logits.argmin())
     good, bad = token_nll(target, [prompts[0]] * 2, [[greedy], [worst]])
     assert perplexity_ratio(bad, good) > 1.0 and perplexity_ratio(good, good) == pytest.approx(1.0)
+
+
+def test_token_nll_queries_score_other_tokens_from_the_same_pass():
+    """A queried (position, token) pair's NLL equals scoring that token as the output at that point."""
+    _, target = make_pair(vocab=61, eos=60, pad=0)
+    prompts, outs = [[1, 5, 9], [1, 7, 7, 7, 3]], [[4, 8, 15], [16, 23]]
+    queries = [[(2, 33), (4, 59)], [(5, 2)]]  # (index of the position that predicts it, token)
+    nlls, extra = token_nll(target, prompts, outs, queries=queries)
+    assert nlls == token_nll(target, prompts, outs)
+    seqs = [p + o for p, o in zip(prompts, outs)]
+    for i, q in enumerate(queries):
+        for (at, tok), got in zip(q, extra[i]):
+            want = token_nll(target, [seqs[i][:at + 1]], [[tok]])[0][0]
+            assert got == pytest.approx(want, abs=1e-4)
+    with pytest.raises(ValueError):
+        token_nll(target, prompts, outs, queries=[[(9, 1)], []])
