@@ -5,11 +5,15 @@ Whole episodes are split once (seeded) into a held-out test set (``test_frac``) 
 each size n the head (no CSI input, trained on ``a = y``, as the ablation; labeling/train.py's fit with its own
 validation split of episodes for early stopping) is trained on the first n mismatches of the pool and scored by
 its rejection probability on every held-out mismatch.  AUC is the Mann-Whitney statistic (ties count a half).
-Writes learning_curve.csv and learning_curve.png.  ``python -m labeling curve --run-dir R``.
+A feature ablation repeats the curve on other inputs of the same MLP: ``hidden`` is the head's own [h_d ; h_t]
+(eq. 23, without CSI); ``edge`` is three scalars the edge has at verification for free (the target's NLL of the
+draft token and of its own token there, and their difference; labels.csv's ``nll_draft``/``nll_target``); and
+``hidden+edge`` both.  Writes learning_curve.csv (a ``features`` column) and learning_curve.png.
+``python -m labeling curve --run-dir R``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -22,6 +26,9 @@ from labeling.store import LABELS, load_traces, require, save_config, stage_path
 from labeling.train import fit, split_episodes
 from wisv.head.model import DecisionHead, HeadConfig, build_inputs
 
+FEATURE_SETS = ("hidden", "edge", "hidden+edge")
+EDGE_COLUMNS = ("nll_draft", "nll_target")  # labels.csv's target NLLs at the mismatch (edge-side scalars)
+
 
 @dataclass
 class CurveConfig:
@@ -32,6 +39,8 @@ class CurveConfig:
     test_frac: float = 0.25  # fraction of episodes held out for the AUC
     epochs: int = 20  # passes over the training mismatches per point
     seed: int = 0  # episode split and training seed
+    features: tuple[str, ...] = field(default=FEATURE_SETS, metadata={
+        "choices": FEATURE_SETS})  # inputs compared: hidden = [h_d ; h_t]; edge = the target's NLLs; hidden+edge
 
 
 def roc_auc(scores: np.ndarray, y: np.ndarray) -> float:
@@ -74,14 +83,32 @@ def learning_curve(z: torch.Tensor, y: np.ndarray, episodes: np.ndarray, cfg: Cu
     return pd.DataFrame(rows)
 
 
+def feature_inputs(labels: pd.DataFrame, traces: dict, which: str) -> torch.Tensor | None:
+    """The MLP's input for a feature set (None where the labels lack the edge columns)."""
+    rows = labels["row"].to_numpy()
+    hidden = build_inputs(torch.from_numpy(traces["h_d"][rows].astype(np.float32)),
+                          torch.from_numpy(traces["h_t"][rows].astype(np.float32)), None)  # [N, d_d + d_t]
+    if which == "hidden":
+        return hidden
+    if not set(EDGE_COLUMNS) <= set(labels.columns):
+        return None
+    nd, nt = (torch.tensor(labels[c].to_numpy(), dtype=torch.float32) for c in EDGE_COLUMNS)
+    edge = torch.stack([nd, nt, nd - nt], 1)  # [N, 3]
+    return edge if which == "edge" else torch.cat([hidden, edge], 1)
+
+
 def run(cfg: CurveConfig) -> pd.DataFrame:
     torch.set_num_threads(1)
     labels = pd.read_csv(require(cfg.run_dir, LABELS, "label"))
     traces = load_traces(cfg.run_dir)
-    rows = labels["row"].to_numpy()
-    hd = torch.from_numpy(traces["h_d"][rows].astype(np.float32))  # [N, d_d]
-    ht = torch.from_numpy(traces["h_t"][rows].astype(np.float32))  # [N, d_t]
-    df = learning_curve(build_inputs(hd, ht, None), labels[LABEL].to_numpy(), labels["episode"].to_numpy(), cfg)
+    y, episodes, parts = labels[LABEL].to_numpy(), labels["episode"].to_numpy(), []
+    for which in cfg.features:
+        z = feature_inputs(labels, traces, which)
+        if z is None:
+            print(f"curve: no {'/'.join(EDGE_COLUMNS)} in labels.csv (an older label run); {which} skipped")
+            continue
+        parts.append(learning_curve(z, y, episodes, cfg).assign(features=which))
+    df = pd.concat(parts, ignore_index=True)
     df.to_csv(stage_path(cfg.run_dir, "learning_curve.csv"), index=False)
     plot_learning_curve(df, stage_path(cfg.run_dir, "learning_curve.png"))
     save_config(cfg.run_dir, "curve", cfg)

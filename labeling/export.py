@@ -102,11 +102,15 @@ def evidence_section(run_dir: Path, configs: dict[str, dict]) -> str:
               f"{r.changed:.3f} |" for k, r in lab.iterrows()]
     if (run_dir / "learning_curve.csv").exists():
         lc_df = pd.read_csv(run_dir / "learning_curve.csv")
+        if "features" not in lc_df:
+            lc_df["features"] = "hidden"
         lines += ["", "## Learning curve", "", "Held-out AUC on the harmful label (no-CSI head trained on a = y, "
-                  "test episodes never trained on) against labelled training mismatches ([plot](learning_curve.png)):",
-                  "", "| training mismatches | harmful among them | held-out mismatches | held-out AUC |",
-                  "| --- | --- | --- | --- |"]
-        lines += [f"| {int(r.n_train)} | {int(r.harmful_train)} | {int(r.n_test)} | {r.auc:.3f} |"
+                  "test episodes never trained on) against labelled training mismatches ([plot](learning_curve.png)). "
+                  "Inputs: hidden = the head's [h_d ; h_t]; edge = the target's NLL of the draft token, of its own "
+                  "token, and their difference (a feature ablation, not the shipped head's input):",
+                  "", "| inputs | training mismatches | harmful among them | held-out mismatches | held-out AUC |",
+                  "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {r.features} | {int(r.n_train)} | {int(r.harmful_train)} | {int(r.n_test)} | {r.auc:.3f} |"
                   for r in lc_df.itertuples()]
     if (run_dir / "offline_sweep.csv").exists():
         off = pd.read_csv(run_dir / "offline_sweep.csv")

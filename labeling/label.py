@@ -157,6 +157,7 @@ def label_rows(model, tok, episodes: list[dict], tr: dict, checker: Checker, bud
                                      cfg.fluency_window)
             rows.append({"row": i, "episode": ep, "position": j, "draft_id": d, "target_id": t,
                          "kind": mismatch_kind(tok, d, t), "settled": int(short[i]),
+                         "nll_draft": draft_nll[(ep, j, d)], "nll_target": own[ep][j],
                          "outcome_target": e["outcome"], "outcome_forced": forced_ok, "ppl_ratio": ratio,
                          **harm_label(e["outcome"], forced_ok, ratio, cfg.max_ppl_ratio)})
     return pd.DataFrame(rows).sort_values("row", ignore_index=True)

@@ -50,9 +50,11 @@ def plot_curves(log: pd.DataFrame, path, title: str) -> None:
 
 
 def plot_learning_curve(df: pd.DataFrame, path) -> None:
-    """Held-out AUC on the harmful label vs the number of labelled training mismatches (log x)."""
+    """Held-out AUC on the harmful label vs the number of labelled training mismatches (log x), a line per feature
+    set where the frame has a ``features`` column."""
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot(df["n_train"], df["auc"], "-o", ms=4)
+    for name, d in (df.groupby("features", sort=False) if "features" in df else [("[h_d ; h_t]", df)]):
+        ax.plot(d["n_train"], d["auc"], "-o", ms=4, label=str(name))
     ax.axhline(0.5, ls=":", color="grey", lw=1, label="chance")
     ax.set(xscale="log", xlabel="labelled training mismatches", ylabel="held-out AUC (harmful)",
            title="decision head: learning curve", ylim=(0.4, 1.0))

@@ -1,6 +1,6 @@
 """Where the SmolLM2 drafter's AAL ceiling is: greedy SD AAL at one K against distillation tokens (each epoch's
 checkpoint of scripts/train_smollm2_drafter.py, and the undistilled copy) and against exit depth (the target's
-first d layers, undistilled), and, for the last checkpoint, the head: the kept vocabulary (drafter.json's
+first d layers, undistilled, and distilled where a run with ``--layers 0 .. d-1`` left checkpoints), and, for the last checkpoint, the head: the kept vocabulary (drafter.json's
 ``head_vocab``) against the full one (AAL, per-token cost ratio, and the share of the target's greedy tokens the head
 can propose); on the first prompts of the long-form test pool and of the generic held-out set.
 
@@ -114,6 +114,23 @@ def heads(pair, spec: dict, weights: Path | None, sets: dict[str, list[dict]], c
     return out
 
 
+def distilled_depths(pair, spec: dict, head: list[int] | None, sets: dict[str, list[dict]], cfg: CeilingConfig,
+                     by_tokens: list[dict]) -> list[dict]:
+    """Distilled exits at other depths (runs of the training script with ``--layers 0 .. d-1``, checkpoints named
+    ``-L{d}-``), each epoch's AAL beside the shipped exit's at its nearest token count: exit depth at equal data."""
+    out = []
+    for d in cfg.depths:
+        for epoch, tokens, path in checkpoints(cfg.seed, d) if list(range(d)) != spec["layers"] else []:
+            peer = min(by_tokens[1:] or by_tokens, key=lambda r: abs(r["tokens"] - tokens))
+            out.append({"layers": d, "distilled": True, "epoch": epoch, "tokens": tokens,
+                        "aal": aal(variant(pair.target, list(range(d)), head, path), pair.target, sets, cfg),
+                        "shipped_exit_at_tokens": peer["tokens"], "shipped_exit_aal": peer["aal"]})
+    shipped = by_tokens[-1]
+    out.append({"layers": len(spec["layers"]), "distilled": True, "epoch": shipped["epoch"],
+                "tokens": shipped["tokens"], "aal": shipped["aal"]})
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     cfg = config.parse(CeilingConfig, argv, description=__doc__.splitlines()[0])
     torch.set_num_threads(cfg.threads)
@@ -132,6 +149,7 @@ def main(argv: list[str] | None = None) -> dict:
     by_depth = [{"layers": d, "distilled": False,
                  "aal": by_tokens[0]["aal"] if list(range(d)) == spec["layers"] else
                  aal(variant(pair.target, list(range(d)), head, None), pair.target, sets, cfg)} for d in cfg.depths]
+    by_depth += distilled_depths(pair, spec, head, sets, cfg, by_tokens)
     for row in by_depth:
         print(f"[ceiling] depth {row}", flush=True)
     last = checkpoints(cfg.seed)[-1][2] if checkpoints(cfg.seed) else None

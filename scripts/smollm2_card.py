@@ -70,7 +70,8 @@ def _ceiling(path: str) -> str:
     head = " | ".join(sets)
     tok = "\n".join(f"| {r['epoch']} | {r['tokens']:,} | " + " | ".join(str(r["aal"][s]) for s in sets) + " |"
                     for r in c["by_tokens"])
-    dep = "\n".join(f"| {r['layers']} | {'yes' if r['distilled'] else 'no'} | " + " | ".join(
+    dep = "\n".join(f"| {r['layers']} | {'yes' if r['distilled'] else 'no'} | "
+                    + (f"{r['tokens']:,}" if r.get("distilled") else "0") + " | " + " | ".join(
         str(r["aal"][s]) for s in sets) + " |" for r in c["by_depth"])
     cc = c["config"]
     heads = "\n".join(f"| {r['head']} | {r['cost_ratio']} | " + " | ".join(
@@ -84,10 +85,11 @@ AAL against distillation tokens (generated tokens seen; epoch 0 is the undistill
 | --- | --- | {' | '.join('---' for _ in sets)} |
 {tok}
 
-AAL against exit depth (the target's first d layers, undistilled, same head):
+AAL against exit depth (the target's first d layers, same head; undistilled, and distilled on the same data where a
+run at that depth exists: compare rows at equal tokens seen):
 
-| layers | distilled | {head} |
-| --- | --- | {' | '.join('---' for _ in sets)} |
+| layers | distilled | tokens seen | {head} |
+| --- | --- | --- | {' | '.join('---' for _ in sets)} |
 {dep}
 
 The last checkpoint's head: the kept vocabulary or the full one (cost ratio: drafter / target per-token decode,

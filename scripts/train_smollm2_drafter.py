@@ -228,8 +228,10 @@ def train(model, rows: list[dict], cfg: DistillConfig) -> list[float]:
 
 
 def checkpoint(model, cfg: DistillConfig, epoch: int, tokens: int) -> Path:
-    """This epoch's trained tensors (fp16) under <cache>/distill/checkpoints/, named by the generated tokens seen."""
-    out = cache_dir() / "distill" / "checkpoints" / f"smollm2-s{cfg.seed}-e{epoch}-t{tokens}.safetensors"
+    """This epoch's trained tensors (fp16) under <cache>/distill/checkpoints/, named by the seed, the exit depth (if not
+    the shipped 4 layers), the epoch and the generated tokens seen."""
+    depth = "" if cfg.layers == [0, 1, 2, 3] else f"-L{len(cfg.layers)}"  # the shipped exit keeps the short name
+    out = cache_dir() / "distill" / "checkpoints" / f"smollm2-s{cfg.seed}{depth}-e{epoch}-t{tokens}.safetensors"
     out.parent.mkdir(parents=True, exist_ok=True)
     names = trainable(model, cfg.train_layers)
     save_file({k: v.detach().to(torch.float16).contiguous() for k, v in names.items()}, str(out))

@@ -30,3 +30,18 @@ def test_curve_on_a_learnable_label():
     df = learning_curve(z, y, episodes, CurveConfig(sizes=(50, 800), epochs=15, test_frac=0.25))
     assert list(df["n_train"]) == [50, 800, 900] and (df["n_test"] == 300).all()
     assert df["auc"].iloc[-1] > 0.9
+
+
+def test_feature_sets_build_the_inputs_they_name():
+    """hidden = [h_d ; h_t]; edge = the two target NLLs and their difference; both = concatenated; edge needs the
+    label stage's NLL columns."""
+    import pandas as pd
+    from labeling.curve import feature_inputs
+    traces = {"h_d": np.arange(12, dtype=np.float16).reshape(3, 4), "h_t": -np.arange(12, dtype=np.float16).reshape(3, 4)}
+    labels = pd.DataFrame({"row": [2, 0], "nll_draft": [3.0, 1.0], "nll_target": [0.5, 0.25]})
+    hidden = feature_inputs(labels, traces, "hidden")
+    assert hidden.shape == (2, 8) and hidden[0, 0] == 8 and hidden[0, 4] == -8
+    edge = feature_inputs(labels, traces, "edge")
+    assert edge.tolist() == [[3.0, 0.5, 2.5], [1.0, 0.25, 0.75]]
+    assert feature_inputs(labels, traces, "hidden+edge").shape == (2, 11)
+    assert feature_inputs(labels.drop(columns=["nll_draft"]), traces, "edge") is None
