@@ -1,5 +1,6 @@
 """The SmolLM2 pair's MODEL_CARD.md, written from scripts/bench_smollm2_drafter.py's result, the shipped drafter.json
-and (if there) scripts/drafter_ceiling.py's JSON.  Pure text: no torch."""
+and (if there) scripts/drafter_ceiling.py's JSON.  Pure text: no torch.  The benchmark writes it; to rewrite it from
+saved JSONs (say, after a new ceiling run): ``python scripts/smollm2_card.py [--bench J] [--ceiling J] [--card MD]``."""
 from __future__ import annotations
 
 import json
@@ -149,3 +150,21 @@ AAL counts accepted draft tokens per round (the correction or bonus token is not
 
 {EARLIER}
 """
+
+
+def main(argv: list[str] | None = None) -> Path:
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bench", default="results/smollm2/bench_drafter.json", help="the benchmark's JSON")
+    ap.add_argument("--ceiling", default="results/smollm2/drafter_ceiling.json", help="the ceiling's JSON")
+    ap.add_argument("--card", default=str(ASSET_DIR / "MODEL_CARD.md"), help="the card written")
+    a = ap.parse_args(argv)
+    if not Path(a.bench).is_file():
+        raise SystemExit(f"error: no benchmark JSON at {a.bench} (run scripts/bench_smollm2_drafter.py)")
+    Path(a.card).write_text(model_card(json.loads(Path(a.bench).read_text()), a.ceiling))
+    print(f"wrote {a.card}")
+    return Path(a.card)
+
+
+if __name__ == "__main__":
+    main()
