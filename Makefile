@@ -35,7 +35,7 @@ head: setup
 # Rebuild the SmolLM2 pair's decision head (the pair must be built first: `make pair`): collect and label on the
 # long-form task's calib pool (never the drafter's distill pool nor the test pool), with the harm label; CSI-aware
 # and CSI-blind heads, the learning curve with its feature ablation, the offline check, then evaluate on the first
-# 40 rows of the test pool on the issue's two links (poor 3 Mbit/s / 45 ms, good 200 / 5) and export at the chosen
+# 30 rows of the test pool on the issue's two links (poor 3 Mbit/s / 45 ms, good 200 / 5) and export at the chosen
 # tau (export refuses when no tau passes the card's rule). Timing: docs/decision-head.md.
 SMOL_HEAD_RUN ?= runs/labeling-smollm2
 SMOL_LABELING := OMP_NUM_THREADS=1 $(BIN)/python -m labeling
@@ -48,7 +48,7 @@ head-smollm2: setup
 	$(SMOL_LABELING) train --run-dir $(SMOL_HEAD_RUN) --variant nocsi
 	$(SMOL_LABELING) curve --run-dir $(SMOL_HEAD_RUN)
 	$(SMOL_LABELING) offline --run-dir $(SMOL_HEAD_RUN) $(SMOL_CHANNELS)
-	$(SMOL_LABELING) evaluate --pair smollm2 --run-dir $(SMOL_HEAD_RUN) --prompts 40 --draft-len 8 --max-new-tokens 128 \
+	$(SMOL_LABELING) evaluate --pair smollm2 --run-dir $(SMOL_HEAD_RUN) --prompts 30 --draft-len 8 --max-new-tokens 128 \
 		--taus 0.1 0.2 0.3 0.4 0.5 $(SMOL_CHANNELS)
 	$(SMOL_LABELING) export --run-dir $(SMOL_HEAD_RUN) --to wisv/assets/smollm2-head
 
