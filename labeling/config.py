@@ -56,8 +56,8 @@ class LabelConfig:
     run_dir: str = "runs/labeling"  # where every stage reads and writes
     checker: str = "wisv.tasks.qa:check_answer"  # task outcome checker module:function(text, answer) -> bool
     settled: str = "auto"  # outcome-known prefix test module:function (auto: the QA checker's; none: roll out all)
-    batch: int = 32  # continuations generated together (left-padded batch)
-    fluency_window: int = 8  # tokens from the mismatch on whose perplexity ratio decides "disfluent"
+    batch: int = field(default=32, metadata={"min": 1})  # continuations generated together (left-padded batch)
+    fluency_window: int = field(default=8, metadata={"min": 1})  # tokens from the mismatch on whose perplexity ratio decides "disfluent"
     max_ppl_ratio: float = 2.0  # harmful if the forced tokens' perplexity exceeds this times the target's own
     limit: int | None = None  # label at most N mismatches, every k-th in trace order (spread over episodes); None: all
     threads: int = 2  # torch threads of the batched continuations and scoring (2: both cores of a 2-core machine)
