@@ -3,7 +3,9 @@
 Along the greedy path each round stops at its first mismatch, so these are exactly the mismatches the
 decision head is asked about when it rejects everything.  Per mismatch (traces.npz, one row each):
 ``episode``, ``position`` (index of the mismatch in the generated tokens), ``round``, ``draft_id``,
-``target_id``, ``h_d`` [N, d_d] and ``h_t`` [N, d_t] (fp16, the layer ``hidden_layer``).  Per prompt
+``target_id``, ``h_d`` [N, d_d] and ``h_t`` [N, d_t] (fp16, the layer ``hidden_layer``), and what the edge knows
+there for free (wisv/head/features.py): ``edge`` [N, S] (the scalar features, float32) and ``h_after`` [N, d_t]
+(fp16, the target's hidden state after reading the draft token).  Per prompt
 (episodes.jsonl): prompt id and ids, reference answer, generated ids and text, the task outcome.
 With ``workers`` > 1 the prompts are dealt round-robin to that many processes (one torch thread each, each with
 its own copy of the pair) and their results merged in prompt order: the files equal a one-process run's.
@@ -34,7 +36,8 @@ def episode_mismatches(out: SpecOutput) -> list[dict]:
         if r.mismatches and r.mismatches[0] < len(r.committed):
             j = r.mismatches[0]
             rows.append({"position": offset + j, "round": r.round, "draft_id": r.draft_tokens[j],
-                         "target_id": r.target_argmax[j], "h_d": r.h_draft[0], "h_t": r.h_target[0]})
+                         "target_id": r.target_argmax[j], "h_d": r.h_draft[0], "h_t": r.h_target[0],
+                         "edge": r.edge.scalars[0].numpy(), "h_after": r.edge.h_after[0]})
         offset += len(r.committed)
     return rows
 
@@ -49,7 +52,8 @@ def collect_rows(cfg: CollectConfig, rows: list[dict], desc: str = "collect (gre
         out = speculative_generate(pair.drafter, pair.target, row["prompt_ids"], max_new_tokens=cfg.max_new_tokens,
                                    draft_len=cfg.draft_len, rule="greedy", hidden_layer=cfg.hidden_layer)
         ms = episode_mismatches(out)
-        mism += [{**m, "episode": e, "h_d": _half(m["h_d"]), "h_t": _half(m["h_t"])} for m in ms]
+        mism += [{**m, "episode": e, "h_d": _half(m["h_d"]), "h_t": _half(m["h_t"]), "h_after": _half(m["h_after"])}
+                 for m in ms]
         episodes.append({**row, "episode": e, "output_ids": out.tokens, "text": pair.tokenizer.decode(out.tokens),
                          "rounds": len(out.rounds), "mismatches": len(ms)})
     return episodes, mism
@@ -83,8 +87,7 @@ def run(cfg: CollectConfig) -> Path:
     if cfg.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {cfg.workers}")
     tok = load_pair(cfg.drafter, cfg.target, cfg.device).tokenizer  # the workers load their own pair
-    rows = prompt_rows(tok, "calib", cfg.prompts, cfg.prompts_file, need_answers=True,
-                       chat_template=cfg.chat_template)
+    rows = prompt_rows(tok, "calib", cfg.prompts, cfg.prompts_file, chat_template=cfg.chat_template)
     episodes, mism = collect_parallel(replace(cfg), rows)
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -106,4 +109,6 @@ def _arrays(mism: list[dict]) -> dict[str, np.ndarray]:
     ints = {k: np.array([m[k] for m in mism], np.int64) for k in ("episode", "position", "round", "draft_id", "target_id")}
     hd = np.stack([m["h_d"] for m in mism])  # [N, d_d] fp16
     ht = np.stack([m["h_t"] for m in mism])  # [N, d_t] fp16
-    return {**ints, "h_d": hd, "h_t": ht}
+    edge = np.stack([m["edge"] for m in mism]).astype(np.float32)  # [N, S]
+    h_after = np.stack([m["h_after"] for m in mism])  # [N, d_t] fp16
+    return {**ints, "h_d": hd, "h_t": ht, "edge": edge, "h_after": h_after}

@@ -124,3 +124,20 @@ class EvalConfig:
     edge_profile: str = "a40"  # hardware profile of the verifier (predicted latency)
     max_new_tokens: int = 160  # generation budget per prompt, tokens
     device: str = "cpu"  # torch device
+
+
+@dataclass
+class JudgesConfig:
+    """Stage (judges): our edge judge and the peer judges from labelled mismatches, every tau chosen on dev data."""
+
+    run_dirs: tuple[str, ...] = ("runs/labeling",)  # run directories with collect + label (calibration pools only)
+    out_dir: str = "runs/judges/heads"  # one judge directory per judge (edge, edge-blind, autojudge, ...)
+    results_dir: str = "runs/judges"  # judges_sweep.csv, judges_curve.csv, judges.json and the config
+    dev_every: int = field(default=5, metadata={"min": 2})  # every n-th prompt (episode) of each run dir is dev
+    max_harm_frac: float = field(default=0.1, metadata={"min": 0.0, "max": 1.0})  # the dev rule: accepted dev mismatches at most this harmful
+    edge_hidden: int = field(default=16, metadata={"min": 0})  # our edge judge's MLP width (0: logistic regression)
+    fly_window: int = field(default=3, metadata={"min": 1})  # FLy-style judge: draft tokens after the mismatch that must agree
+    epochs: int = field(default=300, metadata={"min": 1})  # full-batch Adam steps per linear judge
+    curve_sizes: tuple[int, ...] = (100, 400, 1600)  # training labels of the learning curve (plus all of them)
+    poor_link: tuple[float, float] = (3.0, 45.0)  # the poor link (Mbit/s, RTT ms) where our judge's tau is chosen
+    seed: int = 0  # init and curve-subset seed

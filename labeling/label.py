@@ -42,7 +42,13 @@ def resolve_settled(spec: str, checker_spec: str) -> Settled | None:
     other; ``none`` rolls out every mismatch; else ``module:function``."""
     if spec == "none" or (spec == "auto" and checker_spec != DEFAULT_CHECKER):
         return None
-    return resolve_checker("wisv.tasks.qa:answer_settled" if spec == "auto" else spec)
+    return free_form_aware(resolve_checker("wisv.tasks.qa:answer_settled" if spec == "auto" else spec))
+
+
+def free_form_aware(fn: Checker) -> Checker:
+    """A checker (or settled test) that holds for a free-form row (answer None: nothing to check), so that its
+    mismatches are labelled by fluency alone and generate only the fluency window."""
+    return lambda text, answer: True if answer is None else fn(text, answer)
 
 
 def resolve_checker(spec: str) -> Checker:
@@ -179,7 +185,7 @@ def run(cfg: LabelConfig) -> pd.DataFrame:
     torch.set_num_threads(cfg.threads)
     ccfg = load_config(cfg.run_dir, "collect")
     pair = load_pair(ccfg["drafter"], ccfg["target"], cfg.device)
-    checker = resolve_checker(cfg.checker)
+    checker = free_form_aware(resolve_checker(cfg.checker))
     episodes = read_jsonl(require(cfg.run_dir, EPISODES, "collect"))
     for e in episodes:
         e["outcome"] = bool(checker(e["text"], e["answer"]))

@@ -1,4 +1,6 @@
-"""The `auto` protocol's choice between FH and SH: the paper's RTT rule and a cost-model rule (SPEC eqs. 6, 10)."""
+"""The `auto` protocol's choice among the WISV protocols the edge's head serves: the paper's RTT rule and a cost-model
+rule between FH and SH (SPEC eqs. 6, 10); EF, which uploads no more than greedy, whenever the head reads no drafter
+hidden states."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,8 +37,14 @@ def choose_cost(csi: CSI, k: int, stats: MismatchStats, pb: PayloadBits) -> str:
     return "fh" if fh <= sh else "sh"
 
 
-def choose(rule: str, csi: CSI, k: int, stats: MismatchStats, pb: PayloadBits) -> str:
-    """Dispatch on the rule name ('cost' or 'rtt')."""
+def choose(rule: str, csi: CSI, k: int, stats: MismatchStats, pb: PayloadBits,
+           allowed: tuple[str, ...] = ("fh", "sh")) -> str:
+    """Dispatch on the rule name ('cost' or 'rtt') among the ``allowed`` protocols (protocols.registry.servable): ef
+    when allowed (its round costs greedy's bytes, never more than fh's or sh's), else fh or sh."""
+    if rule not in AUTO_RULES:
+        raise ValueError(f"unknown auto rule {rule!r}; choose one of {AUTO_RULES}")
+    if "ef" in allowed:
+        return "ef"
     if rule == "rtt":
         return choose_rtt(csi)
     if rule == "cost":

@@ -21,7 +21,8 @@ from wisv.decoding.acceptance import (Verdict, greedy_accept_ids, mismatch_posit
                              wisv_accept)
 from wisv.decoding.sessions import Block, VerifySession
 from wisv.decoding.tree import greedy_path
-from wisv.decoding.speculative import MismatchPolicy, truncate_output
+from wisv.decoding.speculative import MismatchPolicy, policy_tau, truncate_output
+from wisv.head.features import edge_features
 
 
 class ProtocolError(ValueError):
@@ -219,11 +220,12 @@ class EdgeSession:
         if p.protocol.rule == "greedy" or not p.mismatches:
             return greedy_accept_ids(draft, argmax), 0.0
         t0 = time.perf_counter()
-        hd = torch.from_numpy(np.asarray(h_d, dtype=np.float32))  # [m, d_d]
+        hd = None if h_d is None else torch.from_numpy(np.asarray(h_d, dtype=np.float32))  # [m, d_d]
         ht = p.block.hidden[p.mismatches].cpu()  # [m, d_t]
-        reject = self.policy.reject_probs(hd, ht, p.mismatches, p.csi)
+        ef = edge_features(p.block.logits.cpu(), p.block.hidden.cpu(), p.tokens, p.mismatches)
+        reject = self.policy.reject_probs(hd, ht, p.mismatches, p.csi, ef)
         t_head = time.perf_counter() - t0
-        return wisv_accept(draft, argmax, reject, self.tau), t_head
+        return wisv_accept(draft, argmax, reject, policy_tau(self.policy, self.tau, p.csi)), t_head
 
     def _sample(self, draft: torch.Tensor, block: Block, probs: np.ndarray) -> Verdict:
         q = torch.from_numpy(np.asarray(probs, dtype=np.float64))  # [K, V'] fp16 on the wire
@@ -247,6 +249,8 @@ class EdgeSession:
                                 f"a {proto.name} DRAFT {'needs' if proto.tree else 'takes no'} 'parents'")
         if proto.name == "fh" and "hidden" not in msg.tensors:
             raise ProtocolError("missing_tensor", "fh DRAFT without 'hidden'")
+        if proto.name == "ef" and "hidden" in msg.tensors:
+            raise ProtocolError("bad_tensor", "an ef DRAFT carries token ids only, not 'hidden'")
         if proto.rule == "sampling":
             self._check_probs(msg)
         if "hidden" in msg.tensors:
@@ -280,7 +284,11 @@ def _slo_of(meta: dict | None) -> float | None:
 
 
 def _check_head_width(policy: MismatchPolicy, protocol: str, drafter_hidden: int | None) -> None:
-    """Refuse at OPEN a WISV session whose drafter hidden size the edge's decision head cannot take."""
+    """Refuse at OPEN a WISV session whose drafter hidden size the edge's decision head cannot take, and an ef session
+    on a head that reads the drafter's hidden states (ef uploads none)."""
+    if protocol == "ef" and "h_draft" in getattr(policy, "inputs", ()):
+        raise ProtocolError("unsupported", "this edge's decision head reads the drafter's hidden states, which ef does "
+                                           "not upload: use fh, sh or auto")
     want = getattr(getattr(policy, "cfg", None), "d_draft", None)
     if want is not None and drafter_hidden is not None and get_protocol(protocol).rule == "wisv" and drafter_hidden != want:
         raise ProtocolError("shape_mismatch", f"drafter hidden size mismatch: this edge's decision head takes drafter "

@@ -1,8 +1,9 @@
-"""Upload protocols behind one small interface, resolved by name: greedy, reject, fh, sh, auto, tree.
+"""Upload protocols behind one small interface, resolved by name: greedy, reject, fh, sh, ef, auto, tree.
 
 A protocol says what the UE uploads with a draft block, which positions the edge queries for
-hidden states afterwards, and which acceptance rule the edge applies.  ``auto`` is a UE-side
-chooser between ``fh`` and ``sh`` (see protocols/auto.py); each DRAFT names the protocol it used.  ``tree``
+hidden states afterwards, and which acceptance rule the edge applies.  ``ef`` runs WISV acceptance on a head that
+reads only what the edge computes itself (wisv/head/features.py), so its uplink is greedy's.  ``auto`` is a UE-side
+chooser among the WISV protocols that the edge's head can serve (see protocols/auto.py); each DRAFT names the protocol it used.  ``tree``
 drafts a token tree instead of a chain (wisv/decoding/tree.py).
 ``PROTOCOLS`` is the one list of protocol names: everyone else asks it.  The module stays light (numpy only,
 no torch), so that a CLI can import the names without loading models.
@@ -66,8 +67,14 @@ class SelectiveHidden(Protocol):
         return list(mismatches)
 
 
+class EdgeOnly(Protocol):
+    """WISV-EF: token ids only, as greedy; the edge's head reads its own verification pass (no hidden upload)."""
+
+    name, rule = "ef", "wisv"
+
+
 class Auto(FullHidden):
-    """Chooses FH or SH before each round from the live CSI (the choice is made by protocols.auto)."""
+    """Chooses a WISV protocol before each round from the live CSI and what the edge's head reads (protocols.auto)."""
 
     name = "auto"
 
@@ -82,10 +89,17 @@ class Tree(Protocol):
         return super().uplink(draft) | {"parents": np.asarray(draft.parents, dtype=np.int32)}  # [K]
 
 
-PROTOCOLS: dict[str, type[Protocol]] = {p.name: p for p in (Greedy, Reject, FullHidden, SelectiveHidden, Auto, Tree)}
+PROTOCOLS: dict[str, type[Protocol]] = {p.name: p for p in (Greedy, Reject, FullHidden, SelectiveHidden, EdgeOnly, Auto,
+                                                          Tree)}
 ALL_PROTOCOLS = tuple(PROTOCOLS)  # every protocol's name, in the order testbed.run's "all" runs them
 ROUND_PROTOCOLS = tuple(n for n, p in PROTOCOLS.items() if p is not Auto)  # what a DRAFT may name (auto: fh or sh)
-WISV_PROTOCOLS = tuple(n for n in ROUND_PROTOCOLS if PROTOCOLS[n].rule == "wisv")  # hidden states, head; auto's choices
+WISV_PROTOCOLS = tuple(n for n in ROUND_PROTOCOLS if PROTOCOLS[n].rule == "wisv")  # the head decides; auto's choices
+HIDDEN_PROTOCOLS = ("fh", "sh")  # WISV protocols that upload the drafter's hidden states
+
+
+def servable(uploads_hidden: bool) -> tuple[str, ...]:
+    """The WISV protocols a head can serve: fh and sh for a head that reads the drafter's hidden states, else ef."""
+    return HIDDEN_PROTOCOLS if uploads_hidden else ("ef",)
 
 
 def get_protocol(name: str) -> Protocol:

@@ -16,7 +16,7 @@ from channel.csi import CSI
 from protocols.accounting import wire_payload_bits
 from protocols.auto import MismatchStats, choose
 from protocols.handshake import Vocab, vocab_refusal
-from protocols.registry import Protocol, get_protocol
+from protocols.registry import HIDDEN_PROTOCOLS, Protocol, get_protocol, servable
 from protocols.wire import Message, MsgType, make
 from wisv.decoding.sessions import Draft, DraftSession
 from wisv.decoding.specedge import pipeline_depth, proactive_reuse
@@ -122,6 +122,7 @@ class UESession:
         self.round: RoundState | None = None
         self.n_rounds = 0
         self.token: dict[str, str] = {}  # {"token": the edge's session token} once OPEN_OK gave one
+        self.servable: tuple[str, ...] = HIDDEN_PROTOCOLS  # the WISV protocols the edge's head serves (OPEN_OK)
 
     def open_message(self) -> Message:
         """OPEN with the committed prefix (the prompt, plus the tokens committed so far when the session is resumed
@@ -138,6 +139,7 @@ class UESession:
         the session token, which the session's later messages carry."""
         if "token" in header:
             self.token = {"token": header["token"]}
+        self.servable = servable(bool((header.get("edge") or {}).get("uploads_hidden", True)))
         theirs = header.get("vocab_hash")
         if self.p.vocab is not None and self.p.vocab.hash and theirs:
             why = vocab_refusal(self.p.vocab, Vocab(self.p.vocab.size, theirs))
@@ -304,6 +306,6 @@ class UESession:
         if self.proto.name != "auto":
             return self.proto
         if csi_est is None:
-            return get_protocol("fh")
+            return get_protocol(self.servable[0])
         pb = wire_payload_bits(int(self.d.model.config.hidden_size), self.p.vocab_size or 1)
-        return get_protocol(choose(self.p.auto_rule, csi_est, k, self.stats, pb))
+        return get_protocol(choose(self.p.auto_rule, csi_est, k, self.stats, pb, self.servable))

@@ -1,24 +1,29 @@
 """Resolve the edge's mismatch policy and threshold from ``--head`` and ``--tau``.
 
-``--head`` is ``default`` (the trained head shipped for the named pair whose target is used:
-wisv/assets/toy-pair/head for the built-in pair, wisv/assets/smollm2-head for ``--pair smollm2``; for
-another target the greedy-equivalent policy, with a notice), ``none`` (reject every mismatch: greedy-equivalent),
-``accept-all`` (commit every full draft), or the path of a head directory written by
-``python -m labeling train``.  ``--tau`` overrides the head's own operating threshold.
+``--head`` is ``default`` (the head shipped for the named pair whose target is used: for ``--pair smollm2`` the
+edge judge wisv/assets/smollm2-judges/edge, which reads only what the edge computes and is served by ``ef``; for the
+built-in pair its paper head wisv/assets/toy-pair/head; for another target the greedy-equivalent policy, with a
+notice), ``wisv-paper`` (the paper's CSI-aware head over [h_d ; h_t ; csi], served by fh/sh), a peer judge's name
+shipped for the pair (``autojudge``, ``judge-decoding``, ``fly``, ``nll-margin``), ``none`` (reject every
+mismatch: greedy-equivalent), ``accept-all`` (commit every full draft), or the path of a head directory (a paper head
+from ``python -m labeling export`` or a judge from ``python -m labeling judges``).  ``--tau`` overrides the head's
+own operating threshold.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+from wisv.head.judges import is_judge_dir, load_judge
 from wisv.head.model import load_policy_from
-from wisv.pairs import pair_head_dir, pair_of_target
+from wisv.pairs import pair_default_head, pair_heads, pair_of_target
 from wisv.decoding.speculative import AcceptAll, MismatchPolicy, RejectAll
 
 FIXED: dict[str, type] = {
     "none": RejectAll,  # greedy-equivalent: every mismatch is rejected
     "accept-all": AcceptAll,  # the accept-everything limit (commits every full draft)
 }
-HEAD_HELP = "decision head for fh/sh/auto: default | none (greedy-equivalent) | accept-all | PATH (a trained head dir)"
+HEAD_HELP = ("decision head for ef/fh/sh/auto: default | wisv-paper | a peer judge shipped for the pair (autojudge, "
+             "judge-decoding, fly, nll-margin) | none (greedy-equivalent) | accept-all | PATH (a head or judge dir)")
 FALLBACK_TAU = 0.5  # threshold for the fixed policies (they ignore it except at tau = 0)
 
 
@@ -26,7 +31,7 @@ def default_head_dir(target: str | Path | None = None) -> Path | None:
     """The trained head shipped for the named pair whose target dir is ``target`` (None: the built-in pair's);
     None for a target that belongs to no named pair."""
     name = pair_of_target(target)
-    return None if name is None else pair_head_dir(name)
+    return None if name is None else pair_default_head(name)
 
 
 def load_policy(head: str, tau: float | None = None, target: str | None = None,
@@ -40,9 +45,15 @@ def load_policy(head: str, tau: float | None = None, target: str | None = None,
             return RejectAll(), FALLBACK_TAU if tau is None else tau, \
                 f"none (no default head: {why}; pass --head PATH for this target)"
         head = str(path)
+    name = pair_of_target(target)
+    if name is not None and head in pair_heads(name):
+        head = str(pair_heads(name)[head])
     if head in FIXED:
         return FIXED[head](), FALLBACK_TAU if tau is None else tau, head
     if not Path(head).exists():
         raise ValueError(f"unknown head {head!r}: not one of default, {', '.join(FIXED)} and not a directory")
-    policy, tau = load_policy_from(head, tau, d_target=target_hidden)
+    if is_judge_dir(head):
+        policy, tau = load_judge(head, tau)
+    else:
+        policy, tau = load_policy_from(head, tau, d_target=target_hidden)
     return policy, tau, f"{head} (tau={tau})"

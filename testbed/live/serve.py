@@ -165,7 +165,8 @@ class EdgeServer:
         self.held: list = []  # validated DRAFTs waiting for the batcher (peer, EdgeSession)
         self.references = ReferenceCache(cfg.reference_cache)  # prompt -> target-only output (longest budget)
         self.worker: ReferenceWorker | None = None  # computes REFERENCEs off the loop (serve starts one); None: inline
-        self.settings = edge_settings(cfg, self.tau, head_desc or cfg.head, self.hidden_layer)
+        self.settings = edge_settings(cfg, self.tau, head_desc or cfg.head, self.hidden_layer,
+                                      "h_draft" in getattr(policy, "inputs", ("h_draft",)))
 
     def handle(self, peer: bytes, frames: list) -> list[bytes]:
         """Decode, dispatch and encode one reply; never raises for a peer's mistake."""
@@ -429,10 +430,12 @@ class EdgeServer:
         return len(gone)
 
 
-def edge_settings(cfg: ServeConfig, tau: float, head: str, hidden_layer: int) -> dict:
-    """The settings an edge reports in OPEN_OK (a run records them in config.json)."""
+def edge_settings(cfg: ServeConfig, tau: float, head: str, hidden_layer: int, uploads_hidden: bool = True) -> dict:
+    """The settings an edge reports in OPEN_OK (a run records them in config.json); ``uploads_hidden`` tells the UE
+    whether its head reads the drafter's hidden states (auto then picks fh or sh; else ef, which uploads none)."""
     vllm = {f"vllm_{k}": v for k, v in asdict(cfg.vllm).items()} if cfg.engine == "vllm" else {}  # flat on the wire
     return {"target": cfg.target or "built-in", "head": head, "tau": float(tau), "hidden_layer": hidden_layer,
+            "uploads_hidden": bool(uploads_hidden),
             "engine": cfg.engine, **vllm, "device": cfg.device, "dtype": cfg.dtype, "max_draft_len": cfg.max_draft_len, "max_session_tokens": cfg.max_session_tokens,
             "batch_verify": cfg.batch_verify, "scheduler": cfg.scheduler, "max_batch": cfg.max_batch,
             "kv_reuse": cfg.kv_reuse, "estimator": cfg.estimator, "wire_version": WIRE_VERSION}

@@ -8,8 +8,8 @@ from protocols.registry import ALL_PROTOCOLS, PROTOCOLS, ROUND_PROTOCOLS, WISV_P
 
 
 def test_names_in_order_and_the_derived_lists():
-    assert ALL_PROTOCOLS == ("greedy", "reject", "fh", "sh", "auto", "tree")  # testbed.run --protocol all's order
-    assert ROUND_PROTOCOLS == ("greedy", "reject", "fh", "sh", "tree") and WISV_PROTOCOLS == ("fh", "sh")
+    assert ALL_PROTOCOLS == ("greedy", "reject", "fh", "sh", "ef", "auto", "tree")  # testbed.run --protocol all's order
+    assert ROUND_PROTOCOLS == ("greedy", "reject", "fh", "sh", "ef", "tree") and WISV_PROTOCOLS == ("fh", "sh", "ef")
     assert all(PROTOCOLS[n].rule == "wisv" for n in WISV_PROTOCOLS)
 
 

@@ -17,33 +17,52 @@ from wisv.tasks.evaluate import eos_id
 from wisv.records.rows import RoundRow, to_frame
 from wisv.decoding.sessions import DraftSession, VerifySession
 from wisv.records.summary import summarize_rounds
+from wisv.head.features import EdgeFeatures, edge_features
 
 Rule = Literal["greedy", "sampling", "wisv"]
 
 
 class MismatchPolicy(Protocol):
-    """WISV acceptance policy: rejection probability for each greedy-mismatch position."""
+    """WISV acceptance policy: rejection probability for each greedy-mismatch position.
 
-    def reject_probs(self, h_draft: torch.Tensor, h_target: torch.Tensor, positions: list[int],
-                     csi: CSI | None = None) -> torch.Tensor:
-        """h_draft: [m, d_d], h_target: [m, d_t], link state -> [m] probabilities in [0, 1]."""
+    ``inputs`` names what the policy reads: ``h_draft`` (the drafter's hidden states: they cost uplink, fh/sh),
+    ``h_target`` (the target's), ``edge`` (the edge's free features, wisv.head.features) and ``csi``.  A policy that
+    does not read ``h_draft`` is served by the ``ef`` protocol, which uploads nothing beyond greedy's token ids."""
+
+    inputs: tuple[str, ...]
+
+    def reject_probs(self, h_draft: torch.Tensor | None, h_target: torch.Tensor, positions: list[int],
+                     csi: CSI | None = None, edge: EdgeFeatures | None = None) -> torch.Tensor:
+        """h_draft: [m, d_d] (None when not uploaded), h_target: [m, d_t], link state, edge features -> [m]
+        probabilities in [0, 1]."""
         ...
 
 
 class RejectAll:
     """Rejects every mismatch: the greedy-equivalent policy (``--head none``)."""
 
-    def reject_probs(self, h_draft: torch.Tensor, h_target: torch.Tensor, positions: list[int],
-                     csi: CSI | None = None) -> torch.Tensor:
+    inputs: tuple[str, ...] = ()
+
+    def reject_probs(self, h_draft: torch.Tensor | None, h_target: torch.Tensor, positions: list[int],
+                     csi: CSI | None = None, edge: EdgeFeatures | None = None) -> torch.Tensor:
         return torch.ones(len(positions))
 
 
 class AcceptAll:
     """Accepts every mismatch: commits the full draft every round (the accept-everything limit)."""
 
-    def reject_probs(self, h_draft: torch.Tensor, h_target: torch.Tensor, positions: list[int],
-                     csi: CSI | None = None) -> torch.Tensor:
+    inputs: tuple[str, ...] = ()
+
+    def reject_probs(self, h_draft: torch.Tensor | None, h_target: torch.Tensor, positions: list[int],
+                     csi: CSI | None = None, edge: EdgeFeatures | None = None) -> torch.Tensor:
         return torch.zeros(len(positions))
+
+
+def policy_tau(policy: MismatchPolicy, tau: float, csi: CSI | None) -> float:
+    """The threshold in force for one round: the policy's own link-dependent one where it has one
+    (wisv.head.judges ``threshold``), else ``tau``."""
+    threshold = getattr(policy, "threshold", None)
+    return tau if threshold is None else threshold(tau, csi)
 
 
 @dataclass
@@ -61,6 +80,7 @@ class RoundRecord:
     reject_probs: list[float] = field(default_factory=list)  # policy outputs at mismatches (wisv)
     h_draft: torch.Tensor | None = None  # [m, d_d] drafter hidden states at the mismatches
     h_target: torch.Tensor | None = None  # [m, d_t] target hidden states at the mismatches
+    edge: EdgeFeatures | None = None  # the edge's free features at the mismatches (wisv.head.features)
 
 
 @dataclass
@@ -141,12 +161,13 @@ def _round(d: DraftSession, t: VerifySession, k: int, rule: Rule, eos: int | Non
     mism = mismatch_positions(draft, blk.argmax)
     hd = dr.hidden[mism] if mism else None  # [m, d_d]
     ht = blk.hidden[mism] if mism else None  # [m, d_t]
-    probs = policy.reject_probs(hd, ht, mism, csi) if (rule == "wisv" and mism) else torch.zeros(0)
-    v = _verdict(rule, draft, dr.probs, blk.logits, blk.argmax, probs, tau, temperature, gen)
+    ef = edge_features(blk.logits.cpu(), blk.hidden.cpu(), dr.tokens, mism) if mism else None
+    probs = policy.reject_probs(hd, ht, mism, csi, ef) if (rule == "wisv" and mism) else torch.zeros(0)
+    v = _verdict(rule, draft, dr.probs, blk.logits, blk.argmax, probs, policy_tau(policy, tau, csi), temperature, gen)
     committed = t.commit(dr.tokens, v.n_accepted, v.next_token)
     d.commit(committed)
     return RoundRecord(index, len(dr.tokens), v.n_accepted, mism, v.next_token, dr.tokens, blk.argmax.tolist(),
-                       committed, [float(x) for x in probs], hd, ht)
+                       committed, [float(x) for x in probs], hd, ht, ef)
 
 
 def spec_rows(out: SpecOutput, prompt_id: str, prompt_len: int, correct: bool | None = None) -> list[RoundRow]:

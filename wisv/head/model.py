@@ -22,6 +22,7 @@ from torch import nn
 
 from channel import csi as csi_mod
 from channel.csi import CSI, FEATURE_DIM, FEATURE_NAMES
+from wisv.head.features import EdgeFeatures
 from wisv.timing.compute import head_flops
 
 CONFIG_FILE, WEIGHTS_FILE = "head.json", "head.safetensors"
@@ -98,12 +99,15 @@ class HeadPolicy:
     def __init__(self, head: DecisionHead):
         self.head = head.eval()
         self.cfg = head.cfg
+        self.inputs = ("h_draft", "h_target") + (("csi",) if self.cfg.csi_dim else ())  # MismatchPolicy.inputs
 
     @torch.no_grad()
-    def reject_probs(self, h_draft: torch.Tensor, h_target: torch.Tensor, positions: list[int],
-                     csi: CSI | None = None) -> torch.Tensor:
+    def reject_probs(self, h_draft: torch.Tensor | None, h_target: torch.Tensor, positions: list[int],
+                     csi: CSI | None = None, edge: EdgeFeatures | None = None) -> torch.Tensor:
         """Repair probability per mismatch.  With no CSI reported the head sees the ideal link (its most
         conservative input)."""
+        if h_draft is None:
+            raise ValueError("this head reads the drafter's hidden states: serve it with fh or sh, not ef")
         if h_draft.shape[-1] != self.cfg.d_draft or h_target.shape[-1] != self.cfg.d_target:
             raise ValueError(f"head expects hidden sizes d_d={self.cfg.d_draft}, d_t={self.cfg.d_target}; "
                              f"got {h_draft.shape[-1]}, {h_target.shape[-1]}")

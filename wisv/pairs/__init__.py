@@ -15,7 +15,9 @@ DONE_FILE = "build.json"  # written last by a finished build: its presence marks
 ASSETS_DIR = Path(__file__).resolve().parents[1] / "assets"  # files shipped with the package
 QA_DIR = ASSETS_DIR / "qa"  # the short-answer QA task's splits (calib/test): --prompts-file, no longer a default
 LONGFORM_DIR = ASSETS_DIR / "longform"  # the SmolLM2 pair's default prompts: the long-form task's pools
-HEAD_DIRS = {"toy": BUILTIN_DIR / "head", "smollm2": ASSETS_DIR / "smollm2-head"}  # each pair's shipped head
+HEAD_DIRS = {"toy": BUILTIN_DIR / "head", "smollm2": ASSETS_DIR / "smollm2-head"}  # each pair's WISV-paper head
+JUDGE_DIRS = {"smollm2": ASSETS_DIR / "smollm2-judges"}  # each pair's named judges (wisv/head/judges.py), one dir each
+DEFAULT_JUDGE = "edge"  # the judge --head default picks where a pair ships it (else the paper head)
 
 
 class PairNotBuilt(PairError):
@@ -65,6 +67,22 @@ def pair_head_dir(name: str) -> Path:
     """The directory of the decision head shipped for a named pair (``--head default``)."""
     _check_name(name)
     return HEAD_DIRS[name]
+
+
+def pair_heads(name: str) -> dict[str, Path]:
+    """Every head shipped for a named pair, by its --head name: ``wisv-paper`` (the paper's CSI-aware head over
+    [h_d ; h_t ; csi]) and each judge directory (``edge``, the default where present, and the peers)."""
+    _check_name(name)
+    judges = JUDGE_DIRS.get(name)
+    named = {"wisv-paper": HEAD_DIRS[name]}
+    if judges is not None and judges.is_dir():
+        named |= {d.name: d for d in sorted(judges.iterdir()) if (d / "judge.json").is_file()}
+    return named
+
+
+def pair_default_head(name: str) -> Path:
+    """The directory ``--head default`` loads for a named pair: its edge judge where shipped, else the paper head."""
+    return pair_heads(name).get(DEFAULT_JUDGE, HEAD_DIRS[name])
 
 
 def pair_of_target(target: str | Path | None, cache: str | Path | None = None) -> str | None:

@@ -35,8 +35,8 @@ from wisv.timing.compute import (DEFAULT_CONSTANTS, FlopConstants, ModelDims, co
 from wisv.timing.hardware import HardwareProfile, get_profile
 from wisv.timing.latency import PayloadBits, s_greedy, s_reject, s_tree, s_tree_fb, t_fh, t_sh, t_single_exchange
 
-PROTOCOLS = ("greedy", "reject", "fh", "sh", "tree")
-WISV_PROTOCOLS = ("fh", "sh")  # protocols that run the decision head
+PROTOCOLS = ("greedy", "reject", "fh", "sh", "ef", "tree")
+WISV_PROTOCOLS = ("fh", "sh", "ef")  # protocols that run the decision head
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ def comm_s(protocol: str, k: int, m: float, csi: CSI, pb: PayloadBits, exchange_
     ``m`` matters only for SH."""
     fixed = n_exchanges(protocol, m) * exchange_overhead_s
     feedback = pb.s_fb + pb.o_dn
-    if protocol == "greedy":
+    if protocol in ("greedy", "ef"):  # ef uploads what greedy does: the head reads the edge's own pass
         return t_single_exchange(s_greedy(k, pb), feedback, csi) + fixed
     if protocol == "reject":
         return t_single_exchange(s_reject(k, pb), feedback, csi) + fixed

@@ -1,0 +1,181 @@
+"""Stage (judges): train our edge judge and the peer judges on labelled mismatches, choose every tau on a dev slice.
+
+Reads one or more run directories (``collect`` + ``label``: traces.npz with the edge features, labels.csv with the
+harm label) and splits each by prompt: every ``dev_every``-th episode is dev, the rest train.  Nothing here reads a
+test pool.  Judges (wisv/head/judges.py):
+
+- ``edge`` (ours): an MLP over the edge's free scalar features, CSI-aware through tau(csi) (link mode);
+- ``edge-blind``: the same judge at one fixed tau on every link (the CSI-blind ablation);
+- ``autojudge``: logistic regression on [h_d ; h_t] (AutoJudge-style; needs fh or sh);
+- ``judge-decoding``: logistic regression on the target's hidden state after the draft token (Judge-Decoding-style);
+- ``fly``: entropy gate plus lookahead agreement, no training (FLy-style);
+- ``nll-margin``: a threshold on the NLL margin, no training.
+
+One rule picks every tau on dev: the largest tau of the grid whose accepted dev mismatches (p < tau) are at most
+``max_harm_frac`` harmful.  Writes judges_sweep.csv (the tau sweep per judge on dev), judges_curve.csv (held-out AUC
+per feature set against training labels), judges.json (the choices), and one judge directory per judge under
+``out_dir``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from channel.csi import CSI
+from labeling.config import JudgesConfig
+from labeling.store import LABELS, load_traces, require, save_config
+from wisv.head.features import SCALARS, EdgeFeatures
+from wisv.head.judges import JudgeConfig, JudgePolicy, LinearJudge, rule_probs, save_judge, t_link_s
+
+FEATURE_SETS = {"edge": ("edge",), "h_after": ("h_after",), "hd_ht": ("h_draft", "h_target"),
+                "edge_h_after": ("edge", "h_after")}  # the learning curve's input sets
+SOURCES = {"edge": "edge", "h_after": "h_after", "h_draft": "h_d", "h_target": "h_t"}  # input -> traces.npz key
+
+
+def load_data(run_dirs: list[str], dev_every: int) -> dict[str, np.ndarray]:
+    """Traces joined with labels over every run directory, with a dev flag per mismatch (its prompt's)."""
+    parts = []
+    for k, run_dir in enumerate(run_dirs):
+        tr = load_traces(run_dir)
+        lab = pd.read_csv(require(run_dir, LABELS, "label")).set_index("row")
+        rows = lab.index.to_numpy()
+        if (tr["draft_id"][rows] != lab["draft_id"].to_numpy()).any():
+            raise ValueError(f"{run_dir}: labels.csv does not match traces.npz (draft ids differ)")
+        part = {key: tr[key][rows].astype(np.float32) for key in SOURCES.values()}
+        part["y"] = lab["harmful"].to_numpy(np.float32)
+        part["turns_wrong"] = lab["turns_wrong"].to_numpy(np.float32)
+        part["dev"] = (tr["episode"][rows] % dev_every == 0)
+        part["source"] = np.full(len(rows), k)
+        parts.append(part)
+    return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+
+
+def inputs(data: dict, names: tuple[str, ...], mask: np.ndarray) -> torch.Tensor:
+    """The concatenated named inputs of the masked mismatches: [n, d_in]."""
+    return torch.from_numpy(np.concatenate([data[SOURCES[n]][mask] for n in names], axis=1))
+
+
+def train_linear(cfg: JudgeConfig, x: torch.Tensor, y: torch.Tensor, epochs: int, seed: int) -> LinearJudge:
+    """Full-batch Adam on BCE (unweighted: p estimates the harm rate), weight decay against overfitting."""
+    torch.manual_seed(seed)
+    model = LinearJudge(cfg)
+    model.set_standardisation(x)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2, weight_decay=1e-3)
+    for _ in range(epochs):
+        opt.zero_grad()
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(model.logits(x), y)
+        loss.backward()
+        opt.step()
+    return model.eval()
+
+
+def auc(p: np.ndarray, y: np.ndarray) -> float:
+    """Area under the ROC curve of scores p for labels y (rank statistic; nan with one class)."""
+    pos, neg = p[y == 1], p[y == 0]
+    if len(pos) == 0 or len(neg) == 0:
+        return float("nan")
+    ranks = pd.Series(np.concatenate([pos, neg])).rank().to_numpy()
+    return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+
+
+def sweep(p: np.ndarray, y: np.ndarray, wrong: np.ndarray, taus: list[float]) -> pd.DataFrame:
+    """Per tau: the fraction of dev mismatches accepted (p < tau), and the harmful and turns-wrong fractions of
+    those accepted."""
+    rows = []
+    for tau in taus:
+        acc = p < tau
+        n = int(acc.sum())
+        rows.append({"tau": tau, "accepted_frac": n / max(1, len(p)),
+                     "harmful_of_accepted": float(y[acc].mean()) if n else 0.0,
+                     "turns_wrong_of_accepted": float(wrong[acc].mean()) if n else 0.0})
+    return pd.DataFrame(rows)
+
+
+def choose_tau(sw: pd.DataFrame, max_harm_frac: float) -> float:
+    """The rule: the largest tau whose accepted dev mismatches are at most ``max_harm_frac`` harmful (0: none)."""
+    ok = sw[(sw["harmful_of_accepted"] <= max_harm_frac) & (sw["accepted_frac"] > 0)]
+    return float(ok["tau"].max()) if len(ok) else 0.0
+
+
+def peer_configs(cfg: JudgesConfig, dims: dict[str, int]) -> list[JudgeConfig]:
+    """The judges to train or set, before their tau is chosen."""
+    def lin(name: str, names: tuple[str, ...], hidden: int = 0) -> JudgeConfig:
+        return JudgeConfig(name, "linear", names, tuple(dims[n] for n in names), hidden=hidden)
+    return [lin("edge", ("edge",), cfg.edge_hidden), lin("autojudge", ("h_draft", "h_target")),
+            lin("judge-decoding", ("h_after",)), JudgeConfig("fly", "fly", ("edge",), (len(SCALARS),),
+                                                             window=cfg.fly_window),
+            JudgeConfig("nll-margin", "nll-margin", ("edge",), (len(SCALARS),))]
+
+
+def fit_judge(jc: JudgeConfig, data: dict, cfg: JudgesConfig) -> tuple[JudgePolicy, np.ndarray]:
+    """The judge fitted on the train slice, and its repair probabilities on dev."""
+    train, dev = ~data["dev"], data["dev"]
+    if jc.kind != "linear":
+        ef = EdgeFeatures(torch.from_numpy(data["edge"][dev]), torch.zeros(int(dev.sum()), 0))
+        return JudgePolicy(jc), rule_probs(jc, ef).numpy()
+    model = train_linear(jc, inputs(data, jc.inputs, train), torch.from_numpy(data["y"][train]), cfg.epochs, cfg.seed)
+    with torch.no_grad():
+        p = torch.sigmoid(model.logits(inputs(data, jc.inputs, dev))).numpy()
+    return JudgePolicy(jc, model), p
+
+
+def learning_curve(data: dict, cfg: JudgesConfig, dims: dict[str, int]) -> pd.DataFrame:
+    """Dev AUC per feature set against the number of training labels (seeded subsets of the train slice)."""
+    rng = np.random.default_rng(cfg.seed)
+    train_idx = np.flatnonzero(~data["dev"])
+    rows = []
+    for n in [s for s in cfg.curve_sizes if s <= len(train_idx)] + [len(train_idx)]:
+        pick = np.zeros(len(data["y"]), bool)
+        pick[rng.choice(train_idx, n, replace=False)] = True
+        for set_name, names in FEATURE_SETS.items():
+            jc = JudgeConfig(set_name, "linear", names, tuple(dims[k] for k in names))
+            model = train_linear(jc, inputs(data, names, pick), torch.from_numpy(data["y"][pick]), cfg.epochs,
+                                 cfg.seed)
+            with torch.no_grad():
+                p = torch.sigmoid(model.logits(inputs(data, names, data["dev"]))).numpy()
+            rows.append({"labels": n, "features": set_name, "dev_auc": auc(p, data["y"][data["dev"]])})
+    return pd.DataFrame(rows)
+
+
+def run(cfg: JudgesConfig) -> dict:
+    """Train, sweep and choose on dev; write the tables and the judge directories."""
+    torch.set_num_threads(1)
+    data = load_data(cfg.run_dirs, cfg.dev_every)
+    dims = {n: data[SOURCES[n]].shape[1] for n in SOURCES}
+    out, taus = Path(cfg.results_dir), [round(t, 2) for t in np.arange(0.02, 0.99, 0.02)]
+    out.mkdir(parents=True, exist_ok=True)
+    dev = data["dev"]
+    poor = CSI.symmetric(*cfg.poor_link)
+    sweeps, chosen = [], {}
+    for jc in peer_configs(cfg, dims):
+        policy, p = fit_judge(jc, data, cfg)
+        sw = sweep(p, data["y"][dev], data["turns_wrong"][dev], taus).assign(judge=jc.name)
+        tau = choose_tau(sw, cfg.max_harm_frac)
+        notes = {"dev_auc": auc(p, data["y"][dev]), "rule": f"largest tau with <= {cfg.max_harm_frac} of accepted "
+                 f"dev mismatches harmful", "train": int((~dev).sum()), "dev": int(dev.sum()),
+                 "run_dirs": [Path(r).name for r in cfg.run_dirs]}
+        variants = [(jc.name, replace(jc, tau=tau, notes=notes))]
+        if jc.name == "edge":
+            link = replace(jc, tau=tau, tau_mode="link", harm_cost_s=t_link_s(poor) / tau if tau else 0.0,
+                           notes={**notes, "poor_link": list(cfg.poor_link)})
+            variants = [("edge", link), ("edge-blind", replace(jc, name="edge-blind", tau=tau, notes=notes))]
+        for name, final in variants:
+            save_judge(JudgePolicy(final, policy.model), Path(cfg.out_dir) / name)
+            chosen[name] = {"tau": tau, **notes, **({"harm_cost_s": final.harm_cost_s} if final.tau_mode == "link"
+                                                    else {})}
+        sweeps.append(sw)
+        print(f"judges: {jc.name:15s} dev AUC {notes['dev_auc']:.3f}  tau {tau:.2f}  "
+              f"accepts {float((p < tau).mean()):.1%} of dev mismatches")
+    pd.concat(sweeps).to_csv(out / "judges_sweep.csv", index=False)
+    curve = learning_curve(data, cfg, dims)
+    curve.to_csv(out / "judges_curve.csv", index=False)
+    (out / "judges.json").write_text(json.dumps(chosen, indent=1))
+    save_config(out, "judges", cfg, {"labelled": len(data["y"]), "harmful": float(data["y"].mean()),
+                                     "dev": int(dev.sum())})
+    print(curve.pivot(index="labels", columns="features", values="dev_auc").round(3).to_string())
+    return chosen
