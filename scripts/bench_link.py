@@ -302,7 +302,7 @@ def plot(grid: list[dict], tol: float, path: Path) -> None:
     import numpy as np
     pts = [g for g in grid if (g.get("measured_ms") or 0) > 0 and (g.get("predicted_ms") or 0) > 0]
     fig, ax = plt.subplots(figsize=(5.5, 5))
-    for proto, marker in zip(ALL_PROTOCOLS, "osD^v*"):
+    for proto, marker in zip(ALL_PROTOCOLS, "osD^PXv*"):
         mine = [g for g in pts if g["protocol"] == proto]
         if mine:
             ax.scatter([g["predicted_ms"] for g in mine], [g["measured_ms"] for g in mine], marker=marker, label=proto,

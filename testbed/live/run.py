@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -134,7 +135,12 @@ class RunConfig:
         return self.ue.csi or ("measured" if self.real_link() else "configured")
 
     def protocols(self) -> list[str]:
-        return list(ALL_PROTOCOLS) if self.protocol == "all" else [self.protocol]
+        """The protocols this run runs: ``all`` is every one the edge's head can serve (ef needs a head that reads no
+        drafter hidden states; a remote edge's head is not known here, so all of them)."""
+        if self.protocol != "all":
+            return [self.protocol]
+        hidden = self.remote_edge is None and head_reads_drafter(self.edge.head, self.edge.tau, self.edge.target)
+        return [p for p in ALL_PROTOCOLS if not (hidden and p == "ef")]
 
     def flat(self) -> dict:
         """config.json's layout: the run's, the UEs' and the edge's settings side by side, and the link's."""
@@ -191,6 +197,13 @@ def run(cfg: RunConfig) -> list[dict]:
     print(f"figure: {plot_run(out)}")
     mark_complete(out, started, ["summary.csv", *(f"{p}/summary.json" for p in cfg.protocols())])
     return summaries
+
+
+@functools.lru_cache(maxsize=8)
+def head_reads_drafter(head: str, tau: float | None, target: str | None) -> bool:
+    """Whether the local edge's head reads the drafter's hidden states (then it cannot serve ef)."""
+    policy, _, _ = load_policy(head, tau, target)
+    return "h_draft" in getattr(policy, "inputs", ("h_draft",))
 
 
 def with_pair(cfg: RunConfig) -> RunConfig:

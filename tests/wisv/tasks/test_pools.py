@@ -66,3 +66,15 @@ def test_an_alias_belongs_to_its_entity_not_to_every_row_with_that_answer():
     by_prompt = {r["prompt"].split("?")[0]: r["answers"] for r in rows}
     assert by_prompt["What language is spoken in Germany"] == ["German"]
     assert set(by_prompt["What language is spoken in Switzerland"]) == {"German", "French", "Italian"}
+
+
+def test_freeform_calib_pool_is_the_generators_and_disjoint_from_distillation_test_and_heldout():
+    from scripts.freeform_calib_prompts import OUT, freeform_rows
+    shipped = read_jsonl(OUT)
+    assert shipped == freeform_rows(len(shipped), 0) and len(shipped) >= 200
+    named = {p: [r["prompt"] for r in load_pool(p)] for p in POOLS}
+    named["generic distillation"] = generic_pool()
+    named["generic held-out"] = [r["prompt"] for r in read_jsonl(GENERIC_HELDOUT)]
+    named["free-form calib"] = [r["prompt"] for r in shipped]
+    assert [o for o in overlaps(named) if "free-form calib" in o[:2]] == []
+    assert len({normalise_prompt(r["prompt"]) for r in shipped}) == len(shipped)
