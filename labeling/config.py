@@ -136,7 +136,7 @@ class JudgesConfig:
     dev_every: int = field(default=5, metadata={"min": 2})  # every n-th prompt (episode) of each run dir is dev
     max_harm_frac: float = field(default=0.1, metadata={"min": 0.0, "max": 1.0})  # the dev rule: accepted dev mismatches at most this harmful
     edge_hidden: int = field(default=16, metadata={"min": 0})  # our edge judge's MLP width (0: logistic regression)
-    fly_window: int = field(default=3, metadata={"min": 1})  # FLy-style judge: draft tokens after the mismatch that must agree
+    fly_window: int = field(default=6, metadata={"min": 1})  # FLy-style judge: draft tokens after the mismatch that must agree (FLy: min(6, K - 1))
     epochs: int = field(default=300, metadata={"min": 1})  # full-batch Adam steps per linear judge
     curve_sizes: tuple[int, ...] = (100, 400, 1600)  # training labels of the learning curve (plus all of them)
     poor_link: tuple[float, float] = (3.0, 45.0)  # the poor link (Mbit/s, RTT ms) where our judge's tau is chosen

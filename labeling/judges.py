@@ -28,7 +28,7 @@ import torch
 
 from channel.csi import CSI
 from labeling.config import JudgesConfig
-from labeling.store import LABELS, load_traces, require, save_config
+from labeling.store import LABELS, load_config, load_traces, require, save_config
 from wisv.head.features import SCALARS, EdgeFeatures
 from wisv.head.judges import JudgeConfig, JudgePolicy, LinearJudge, rule_probs, save_judge, t_link_s
 
@@ -53,6 +53,17 @@ def load_data(run_dirs: list[str], dev_every: int) -> dict[str, np.ndarray]:
         part["source"] = np.full(len(rows), k)
         parts.append(part)
     return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+
+
+def prompt_files(run_dirs: list[str]) -> list[str]:
+    """The prompt file each run directory was collected on (its collect config), relative to the repository: the
+    card's test checks that none is a test pool."""
+    repo = Path(__file__).resolve().parents[1]
+    out = []
+    for run_dir in run_dirs:
+        p = Path(str(load_config(run_dir, "collect").get("prompts_file") or "toy calib split"))
+        out.append(str(p.resolve().relative_to(repo)) if p.resolve().is_relative_to(repo) else str(p))
+    return out
 
 
 def inputs(data: dict, names: tuple[str, ...], mask: np.ndarray) -> torch.Tensor:
@@ -158,7 +169,7 @@ def run(cfg: JudgesConfig) -> dict:
         tau = choose_tau(sw, cfg.max_harm_frac)
         notes = {"dev_auc": auc(p, data["y"][dev]), "rule": f"largest tau with <= {cfg.max_harm_frac} of accepted "
                  f"dev mismatches harmful", "train": int((~dev).sum()), "dev": int(dev.sum()),
-                 "run_dirs": [Path(r).name for r in cfg.run_dirs]}
+                 "run_dirs": [Path(r).name for r in cfg.run_dirs], "prompt_files": prompt_files(cfg.run_dirs)}
         variants = [(jc.name, replace(jc, tau=tau, notes=notes))]
         if jc.name == "edge":
             link = replace(jc, tau=tau, tau_mode="link", harm_cost_s=t_link_s(poor) / tau if tau else 0.0,

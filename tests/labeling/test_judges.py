@@ -1,0 +1,87 @@
+"""The judges stage on synthetic labelled mismatches: the dev rule, the link-mode judge, the saved judges and their
+provenance (no test pool), and the pure helpers (auc, sweep, choose_tau)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from channel.csi import CSI
+from labeling.config import JudgesConfig
+from labeling.judges import auc, choose_tau, run, sweep
+from labeling.store import save_config
+from wisv.head.features import SCALARS
+from wisv.head.judges import link_tau, load_judge
+from wisv.pairs import ASSETS_DIR, JUDGE_DIRS
+
+S = len(SCALARS)
+
+
+@pytest.mark.parametrize("p, y, want", [([0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1], 1.0), ([0.9, 0.1], [0, 1], 0.0),
+                                        ([0.5, 0.5], [0, 1], 0.5), ([0.1, 0.2], [1, 1], float("nan"))])
+def test_auc(p, y, want):
+    got = auc(np.array(p), np.array(y))
+    assert (np.isnan(got) and np.isnan(want)) or got == pytest.approx(want)
+
+
+def test_the_dev_rule_takes_the_largest_tau_within_the_harm_budget():
+    p, y = np.array([0.05, 0.15, 0.25, 0.35, 0.45]), np.array([0, 0, 1, 0, 1])
+    sw = sweep(p, y, y, [0.1, 0.2, 0.3, 0.4, 0.5])
+    assert sw["accepted_frac"].tolist() == [0.2, 0.4, 0.6, 0.8, 1.0]
+    assert choose_tau(sw, 0.0) == 0.2 and choose_tau(sw, 0.34) == 0.4 and choose_tau(sw, 1.0) == 0.5
+    assert choose_tau(sweep(p, np.ones(5), y, [0.1]), 0.1) == 0.0  # nothing passes: greedy
+
+
+def fake_run(tmp_path, name: str, n_episodes: int, per: int, seed: int):
+    """A run dir whose harm label depends on the NLL margin and the lookahead, as traces.npz + labels.csv."""
+    rng = np.random.default_rng(seed)
+    n = n_episodes * per
+    edge = rng.normal(size=(n, S)).astype(np.float32)
+    margin, look = np.abs(edge[:, SCALARS.index("nll_margin")]), edge[:, SCALARS.index("lookahead")]
+    y = (margin - 0.7 * look + 0.3 * rng.normal(size=n) > 0.8).astype(int)
+    run_dir = tmp_path / name
+    run_dir.mkdir()
+    np.savez_compressed(run_dir / "traces.npz", episode=np.repeat(np.arange(n_episodes), per),
+                        position=np.tile(np.arange(per), n_episodes), round=np.zeros(n, int),
+                        draft_id=np.arange(n), target_id=np.arange(n) + 1, edge=edge,
+                        h_d=rng.normal(size=(n, 6)).astype(np.float16), h_t=rng.normal(size=(n, 5)).astype(np.float16),
+                        h_after=rng.normal(size=(n, 5)).astype(np.float16))
+    pd.DataFrame({"row": np.arange(n), "draft_id": np.arange(n), "harmful": y, "turns_wrong": 0}).to_csv(
+        run_dir / "labels.csv", index=False)
+    save_config(run_dir, "collect", JudgesConfig(), {"prompts_file": str(ASSETS_DIR / "freeform" / "calib.jsonl")})
+    return str(run_dir)
+
+
+def test_judges_stage_trains_chooses_on_dev_and_saves_loadable_judges(tmp_path):
+    dirs = [fake_run(tmp_path, "a", 60, 10, 0), fake_run(tmp_path, "b", 40, 10, 1)]
+    cfg = JudgesConfig(run_dirs=tuple(dirs), out_dir=str(tmp_path / "heads"), results_dir=str(tmp_path / "res"),
+                       epochs=150, curve_sizes=(100,), max_harm_frac=0.1)
+    chosen = run(cfg)
+    assert set(chosen) == {"edge", "edge-blind", "autojudge", "judge-decoding", "fly", "nll-margin"}
+    assert chosen["edge"]["dev_auc"] > 0.8 > chosen["autojudge"]["dev_auc"]  # the signal is in the edge features
+    sw = pd.read_csv(tmp_path / "res" / "judges_sweep.csv")
+    for name in ("edge", "nll-margin"):
+        row = sw[(sw.judge == name) & (sw.tau.round(2) == round(chosen[name]["tau"], 2))]
+        assert row.empty or row["harmful_of_accepted"].iloc[0] <= 0.1
+    edge, tau = load_judge(tmp_path / "heads" / "edge")
+    blind, _ = load_judge(tmp_path / "heads" / "edge-blind")
+    poor, good = CSI.symmetric(3, 45), CSI.symmetric(200, 5)
+    assert edge.threshold(tau, poor) == pytest.approx(tau) and edge.threshold(tau, good) < tau / 5
+    assert blind.threshold(tau, good) == tau and "h_draft" not in edge.inputs
+    assert load_judge(tmp_path / "heads" / "autojudge")[0].cfg.uploads_hidden
+    assert json.loads((tmp_path / "res" / "judges.json").read_text())["edge"]["prompt_files"] == \
+        ["wisv/assets/freeform/calib.jsonl"] * 2
+    assert set(pd.read_csv(tmp_path / "res" / "judges_curve.csv")["features"]) == {"edge", "h_after", "hd_ht",
+                                                                                    "edge_h_after"}
+
+
+def test_shipped_judges_chose_nothing_on_a_test_pool():
+    root = JUDGE_DIRS["smollm2"]
+    judges = sorted(root.glob("*/judge.json")) if root.is_dir() else []
+    for path in judges:
+        notes = json.loads(path.read_text())["notes"]
+        assert notes["prompt_files"], path
+        for f in notes["prompt_files"]:
+            assert f.endswith("calib.jsonl") and "test" not in f and "heldout" not in f, (path, f)
