@@ -82,6 +82,14 @@ def label_table(labels: pd.DataFrame) -> pd.DataFrame:
     return per
 
 
+def rel(path: str | None) -> str | None:
+    """A path relative to the repository where it lies inside it (the card never names this machine's folders)."""
+    if path is None:
+        return None
+    repo, p = Path(__file__).resolve().parents[1], Path(path).resolve()
+    return str(p.relative_to(repo)) if p.is_relative_to(repo) else str(path)
+
+
 def evidence_section(run_dir: Path, configs: dict[str, dict]) -> str:
     """The card's data and evidence: label counts by kind, the learning curve and the figures."""
     labels = pd.read_csv(run_dir / LABELS)
@@ -90,7 +98,7 @@ def evidence_section(run_dir: Path, configs: dict[str, dict]) -> str:
     lc = configs["label"]
     lines = ["", "## Labels", "",
              f"{len(labels)} labelled mismatches from {labels['episode'].nunique()} calibration prompts "
-             f"(collect: {configs['collect']['prompts']} prompts of `{configs['collect'].get('prompts_file')}`, "
+             f"(collect: {configs['collect']['prompts']} prompts of `{rel(configs['collect'].get('prompts_file'))}`, "
              f"K = {configs['collect']['draft_len']}, {configs['collect']['max_new_tokens']} new tokens). Harmful = "
              f"forcing the draft turns a right answer wrong, or the forced token and its continuation are more than "
              f"{lc['max_ppl_ratio']}x as perplexing to the target as its own tokens over {lc['fluency_window']} tokens "
