@@ -135,7 +135,10 @@ class JudgesConfig:
     results_dir: str = "runs/judges"  # judges_sweep.csv, judges_curve.csv, judges.json and the config
     dev_every: int = field(default=5, metadata={"min": 2})  # every n-th prompt (episode) of each run dir is dev
     max_harm_frac: float = field(default=0.1, metadata={"min": 0.0, "max": 1.0})  # the dev rule: accepted dev mismatches at most this harmful
-    edge_hidden: int = field(default=16, metadata={"min": 0})  # our edge judge's MLP width (0: logistic regression)
+    max_wrong_frac: float = field(default=0.01, metadata={"min": 0.0, "max": 1.0})  # the dev rule: and at most this turning a right answer wrong (of those with an answer to check)
+    edge_inputs: tuple[str, ...] = ("edge", "h_after")  # what our edge judge reads (edge-side only: edge, h_after)
+    edge_hidden: int = field(default=0, metadata={"min": 0})  # our edge judge's MLP width (0: logistic regression)
+    wrong_weight: float = field(default=10.0, metadata={"min": 1.0})  # our judge's training weight of a mismatch that turns a right answer wrong
     fly_window: int = field(default=6, metadata={"min": 1})  # FLy-style judge: draft tokens after the mismatch that must agree (FLy: min(6, K - 1))
     epochs: int = field(default=300, metadata={"min": 1})  # full-batch Adam steps per linear judge
     curve_sizes: tuple[int, ...] = (100, 400, 1600)  # training labels of the learning curve (plus all of them)

@@ -85,8 +85,9 @@ def sweep_section(res: Path) -> str:
     fig.tight_layout()
     fig.savefig(res / "fig3_dev_sweep.png", dpi=110)
     plt.close(fig)
-    pick = sw[sw["tau"].isin([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8])]
-    at = pd.DataFrame([sw[(sw.judge == n) & (sw.tau.round(2) == round(c["tau"], 2))].assign(chosen=True).iloc[0]
+    grid = sorted(sw["tau"].unique())
+    pick = sw[sw["tau"].isin(grid[::6])]
+    at = pd.DataFrame([sw[(sw.judge == n) & (sw.tau.round(4) == round(c["tau"], 4))].assign(chosen=True).iloc[0]
                        for n, c in chosen.items() if n in set(sw.judge) and c["tau"] > 0])
     return ("## tau sweep per judge on dev\n\nAt the chosen taus:\n\n" + (md(at) if len(at) else "(none)\n") +
             "\nAt a few taus:\n\n" + md(pick.pivot(index="tau", columns="judge", values="accepted_frac").reset_index()) +

@@ -4,7 +4,9 @@ Reads one or more run directories (``collect`` + ``label``: traces.npz with the 
 harm label) and splits each by prompt: every ``dev_every``-th episode is dev, the rest train.  Nothing here reads a
 test pool.  Judges (wisv/head/judges.py):
 
-- ``edge`` (ours): an MLP over the edge's free scalar features, CSI-aware through tau(csi) (link mode);
+- ``edge`` (ours): logistic regression (or an MLP) over what the edge knows for free, its scalar features and its
+  hidden state after the draft token, trained with mismatches that turn a right answer wrong weighted
+  ``wrong_weight`` times; CSI-aware through tau(csi) (link mode);
 - ``edge-blind``: the same judge at one fixed tau on every link (the CSI-blind ablation);
 - ``autojudge``: logistic regression on [h_d ; h_t] (AutoJudge-style; needs fh or sh);
 - ``judge-decoding``: logistic regression on the target's hidden state after the draft token (Judge-Decoding-style);
@@ -12,7 +14,7 @@ test pool.  Judges (wisv/head/judges.py):
 - ``nll-margin``: a threshold on the NLL margin, no training.
 
 One rule picks every tau on dev: the largest tau of the grid whose accepted dev mismatches (p < tau) are at most
-``max_harm_frac`` harmful.  Writes judges_sweep.csv (the tau sweep per judge on dev), judges_curve.csv (held-out AUC
+``max_harm_frac`` harmful and, of those with an answer to check, at most ``max_wrong_frac`` turn a right answer wrong.  Writes judges_sweep.csv (the tau sweep per judge on dev), judges_curve.csv (held-out AUC
 per feature set against training labels), judges.json (the choices), and one judge directory per judge under
 ``out_dir``.
 """
@@ -28,12 +30,14 @@ import torch
 
 from channel.csi import CSI
 from labeling.config import JudgesConfig
-from labeling.store import LABELS, load_config, load_traces, require, save_config
+from labeling.store import EPISODES, LABELS, load_config, load_traces, require, save_config
+from wisv.tasks.jsonl import read_jsonl
 from wisv.head.features import SCALARS, EdgeFeatures
 from wisv.head.judges import JudgeConfig, JudgePolicy, LinearJudge, rule_probs, save_judge, t_link_s
 
 FEATURE_SETS = {"edge": ("edge",), "h_after": ("h_after",), "hd_ht": ("h_draft", "h_target"),
                 "edge_h_after": ("edge", "h_after")}  # the learning curve's input sets
+TAUS = sorted({round(float(t), 4) for t in np.geomspace(0.002, 0.98, 48)})  # the dev sweep's grid, fine near 0
 SOURCES = {"edge": "edge", "h_after": "h_after", "h_draft": "h_d", "h_target": "h_t"}  # input -> traces.npz key
 
 
@@ -49,6 +53,8 @@ def load_data(run_dirs: list[str], dev_every: int) -> dict[str, np.ndarray]:
         part = {key: tr[key][rows].astype(np.float32) for key in SOURCES.values()}
         part["y"] = lab["harmful"].to_numpy(np.float32)
         part["turns_wrong"] = lab["turns_wrong"].to_numpy(np.float32)
+        answers = [e.get("answer") is not None for e in read_jsonl(require(run_dir, EPISODES, "collect"))]
+        part["checkable"] = np.asarray(answers, bool)[tr["episode"][rows]]  # free-form rows cannot turn wrong
         part["dev"] = (tr["episode"][rows] % dev_every == 0)
         part["source"] = np.full(len(rows), k)
         parts.append(part)
@@ -71,15 +77,17 @@ def inputs(data: dict, names: tuple[str, ...], mask: np.ndarray) -> torch.Tensor
     return torch.from_numpy(np.concatenate([data[SOURCES[n]][mask] for n in names], axis=1))
 
 
-def train_linear(cfg: JudgeConfig, x: torch.Tensor, y: torch.Tensor, epochs: int, seed: int) -> LinearJudge:
-    """Full-batch Adam on BCE (unweighted: p estimates the harm rate), weight decay against overfitting."""
+def train_linear(cfg: JudgeConfig, x: torch.Tensor, y: torch.Tensor, epochs: int, seed: int,
+                 weight: torch.Tensor | None = None) -> LinearJudge:
+    """Full-batch Adam on BCE (per-mismatch ``weight``; unweighted, p estimates the harm rate), weight decay against
+    overfitting."""
     torch.manual_seed(seed)
     model = LinearJudge(cfg)
     model.set_standardisation(x)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2, weight_decay=1e-3)
     for _ in range(epochs):
         opt.zero_grad()
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(model.logits(x), y)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(model.logits(x), y, weight=weight)
         loss.backward()
         opt.step()
     return model.eval()
@@ -94,22 +102,26 @@ def auc(p: np.ndarray, y: np.ndarray) -> float:
     return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
-def sweep(p: np.ndarray, y: np.ndarray, wrong: np.ndarray, taus: list[float]) -> pd.DataFrame:
-    """Per tau: the fraction of dev mismatches accepted (p < tau), and the harmful and turns-wrong fractions of
-    those accepted."""
+def sweep(p: np.ndarray, y: np.ndarray, wrong: np.ndarray, taus: list[float],
+          checkable: np.ndarray | None = None) -> pd.DataFrame:
+    """Per tau: the fraction of dev mismatches accepted (p < tau), the harmful fraction of those accepted, and the
+    turns-wrong fraction of those accepted that have an answer to check (``checkable``; default all)."""
+    checkable = np.ones(len(p), bool) if checkable is None else checkable
     rows = []
     for tau in taus:
         acc = p < tau
-        n = int(acc.sum())
+        n, nc = int(acc.sum()), int((acc & checkable).sum())
         rows.append({"tau": tau, "accepted_frac": n / max(1, len(p)),
                      "harmful_of_accepted": float(y[acc].mean()) if n else 0.0,
-                     "turns_wrong_of_accepted": float(wrong[acc].mean()) if n else 0.0})
+                     "turns_wrong_of_accepted": float(wrong[acc & checkable].mean()) if nc else 0.0})
     return pd.DataFrame(rows)
 
 
-def choose_tau(sw: pd.DataFrame, max_harm_frac: float) -> float:
-    """The rule: the largest tau whose accepted dev mismatches are at most ``max_harm_frac`` harmful (0: none)."""
-    ok = sw[(sw["harmful_of_accepted"] <= max_harm_frac) & (sw["accepted_frac"] > 0)]
+def choose_tau(sw: pd.DataFrame, max_harm_frac: float, max_wrong_frac: float = 1.0) -> float:
+    """The rule: the largest tau whose accepted dev mismatches are at most ``max_harm_frac`` harmful and at most
+    ``max_wrong_frac`` turning a right answer wrong (0: none passes, greedy)."""
+    ok = sw[(sw["harmful_of_accepted"] <= max_harm_frac) & (sw["turns_wrong_of_accepted"] <= max_wrong_frac)
+            & (sw["accepted_frac"] > 0)]
     return float(ok["tau"].max()) if len(ok) else 0.0
 
 
@@ -117,7 +129,7 @@ def peer_configs(cfg: JudgesConfig, dims: dict[str, int]) -> list[JudgeConfig]:
     """The judges to train or set, before their tau is chosen."""
     def lin(name: str, names: tuple[str, ...], hidden: int = 0) -> JudgeConfig:
         return JudgeConfig(name, "linear", names, tuple(dims[n] for n in names), hidden=hidden)
-    return [lin("edge", ("edge",), cfg.edge_hidden), lin("autojudge", ("h_draft", "h_target")),
+    return [lin("edge", tuple(cfg.edge_inputs), cfg.edge_hidden), lin("autojudge", ("h_draft", "h_target")),
             lin("judge-decoding", ("h_after",)), JudgeConfig("fly", "fly", ("edge",), (len(SCALARS),),
                                                              window=cfg.fly_window),
             JudgeConfig("nll-margin", "nll-margin", ("edge",), (len(SCALARS),))]
@@ -129,7 +141,11 @@ def fit_judge(jc: JudgeConfig, data: dict, cfg: JudgesConfig) -> tuple[JudgePoli
     if jc.kind != "linear":
         ef = EdgeFeatures(torch.from_numpy(data["edge"][dev]), torch.zeros(int(dev.sum()), 0))
         return JudgePolicy(jc), rule_probs(jc, ef).numpy()
-    model = train_linear(jc, inputs(data, jc.inputs, train), torch.from_numpy(data["y"][train]), cfg.epochs, cfg.seed)
+    weight = None
+    if jc.name == "edge":  # ours: a mismatch that turns a right answer wrong costs wrong_weight times more
+        weight = torch.from_numpy(1 + (cfg.wrong_weight - 1) * data["turns_wrong"][train])
+    model = train_linear(jc, inputs(data, jc.inputs, train), torch.from_numpy(data["y"][train]), cfg.epochs, cfg.seed,
+                         weight)
     with torch.no_grad():
         p = torch.sigmoid(model.logits(inputs(data, jc.inputs, dev))).numpy()
     return JudgePolicy(jc, model), p
@@ -158,17 +174,18 @@ def run(cfg: JudgesConfig) -> dict:
     torch.set_num_threads(1)
     data = load_data(cfg.run_dirs, cfg.dev_every)
     dims = {n: data[SOURCES[n]].shape[1] for n in SOURCES}
-    out, taus = Path(cfg.results_dir), [round(t, 2) for t in np.arange(0.02, 0.99, 0.02)]
+    out, taus = Path(cfg.results_dir), TAUS
     out.mkdir(parents=True, exist_ok=True)
     dev = data["dev"]
     poor = CSI.symmetric(*cfg.poor_link)
     sweeps, chosen = [], {}
     for jc in peer_configs(cfg, dims):
         policy, p = fit_judge(jc, data, cfg)
-        sw = sweep(p, data["y"][dev], data["turns_wrong"][dev], taus).assign(judge=jc.name)
-        tau = choose_tau(sw, cfg.max_harm_frac)
+        sw = sweep(p, data["y"][dev], data["turns_wrong"][dev], taus, data["checkable"][dev]).assign(judge=jc.name)
+        tau = choose_tau(sw, cfg.max_harm_frac, cfg.max_wrong_frac)
         notes = {"dev_auc": auc(p, data["y"][dev]), "rule": f"largest tau with <= {cfg.max_harm_frac} of accepted "
-                 f"dev mismatches harmful", "train": int((~dev).sum()), "dev": int(dev.sum()),
+                 f"dev mismatches harmful and <= {cfg.max_wrong_frac} of those with an answer turning it wrong",
+                 "train": int((~dev).sum()), "dev": int(dev.sum()),
                  "run_dirs": [Path(r).name for r in cfg.run_dirs], "prompt_files": prompt_files(cfg.run_dirs)}
         variants = [(jc.name, replace(jc, tau=tau, notes=notes))]
         if jc.name == "edge":

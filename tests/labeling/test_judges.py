@@ -32,9 +32,13 @@ def test_the_dev_rule_takes_the_largest_tau_within_the_harm_budget():
     assert sw["accepted_frac"].tolist() == [0.2, 0.4, 0.6, 0.8, 1.0]
     assert choose_tau(sw, 0.0) == 0.2 and choose_tau(sw, 0.34) == 0.4 and choose_tau(sw, 1.0) == 0.5
     assert choose_tau(sweep(p, np.ones(5), y, [0.1]), 0.1) == 0.0  # nothing passes: greedy
+    wrong, checkable = np.array([0, 1, 0, 0, 0]), np.array([True, True, False, False, False])
+    sw = sweep(p, np.zeros(5), wrong, [0.1, 0.2, 0.3], checkable)
+    assert sw["turns_wrong_of_accepted"].tolist() == [0.0, 0.5, 0.5]  # of the checkable accepted only
+    assert choose_tau(sw, 1.0, 0.1) == 0.1 and choose_tau(sw, 1.0) == 0.3
 
 
-def fake_run(tmp_path, name: str, n_episodes: int, per: int, seed: int):
+def fake_run(tmp_path, name: str, n_episodes: int, per: int, seed: int, answer: str | None = "x"):
     """A run dir whose harm label depends on the NLL margin and the lookahead, as traces.npz + labels.csv."""
     rng = np.random.default_rng(seed)
     n = n_episodes * per
@@ -50,12 +54,14 @@ def fake_run(tmp_path, name: str, n_episodes: int, per: int, seed: int):
                         h_after=rng.normal(size=(n, 5)).astype(np.float16))
     pd.DataFrame({"row": np.arange(n), "draft_id": np.arange(n), "harmful": y, "turns_wrong": 0}).to_csv(
         run_dir / "labels.csv", index=False)
+    (run_dir / "episodes.jsonl").write_text("".join(json.dumps({"episode": e, "answer": answer}) + "\n"
+                                                    for e in range(n_episodes)))
     save_config(run_dir, "collect", JudgesConfig(), {"prompts_file": str(ASSETS_DIR / "freeform" / "calib.jsonl")})
     return str(run_dir)
 
 
 def test_judges_stage_trains_chooses_on_dev_and_saves_loadable_judges(tmp_path):
-    dirs = [fake_run(tmp_path, "a", 60, 10, 0), fake_run(tmp_path, "b", 40, 10, 1)]
+    dirs = [fake_run(tmp_path, "a", 60, 10, 0), fake_run(tmp_path, "b", 40, 10, 1, answer=None)]
     cfg = JudgesConfig(run_dirs=tuple(dirs), out_dir=str(tmp_path / "heads"), results_dir=str(tmp_path / "res"),
                        epochs=150, curve_sizes=(100,), max_harm_frac=0.1)
     chosen = run(cfg)
@@ -63,8 +69,8 @@ def test_judges_stage_trains_chooses_on_dev_and_saves_loadable_judges(tmp_path):
     assert chosen["edge"]["dev_auc"] > 0.8 > chosen["autojudge"]["dev_auc"]  # the signal is in the edge features
     sw = pd.read_csv(tmp_path / "res" / "judges_sweep.csv")
     for name in ("edge", "nll-margin"):
-        row = sw[(sw.judge == name) & (sw.tau.round(2) == round(chosen[name]["tau"], 2))]
-        assert row.empty or row["harmful_of_accepted"].iloc[0] <= 0.1
+        row = sw[(sw.judge == name) & (sw.tau.round(4) == round(chosen[name]["tau"], 4))]
+        assert row.empty or (row["harmful_of_accepted"].iloc[0] <= 0.1 and row["turns_wrong_of_accepted"].iloc[0] <= 0.01)
     edge, tau = load_judge(tmp_path / "heads" / "edge")
     blind, _ = load_judge(tmp_path / "heads" / "edge-blind")
     poor, good = CSI.symmetric(3, 45), CSI.symmetric(200, 5)
