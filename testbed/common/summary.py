@@ -12,7 +12,8 @@ from wisv.records.summary import summarize_rounds
 from wisv.tasks.qa import check_answer
 from wisv.tasks.textquality import text_quality
 
-SUMMARY_COLUMNS = ["protocol", "prompts", "accuracy", "aal", "rounds_per_prompt", "latency_s", "throughput_tok_s",
+SUMMARY_COLUMNS = ["protocol", "prompts", "accuracy", "aal", "rounds_per_prompt", "tokens_per_prompt",
+                   "rounds_per_100_tokens", "latency_s", "throughput_tok_s",
                    "uplink_bytes", "downlink_bytes", "matches_target", "drift_rouge_l", "fluency_ppl_ratio"]
 
 Scorer = Callable[[str, list[int]], list[float]]  # (prompt_id, output tokens) -> the target's NLL per token
@@ -38,7 +39,8 @@ def summarize(protocol: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompt
         match = float(sum(references.get(p) == list(t) for p, t in zip(ok["prompt_id"], ok["tokens"])) / len(ok))
     return {
         "protocol": protocol, "prompts": int(len(ok)), "errors": int(len(outputs) - len(ok)), "accuracy": acc,
-        "aal": m["aal"], "rounds_per_prompt": m["rounds_per_prompt"], "latency_s": m["latency_s"],
+        "aal": m["aal"], "rounds_per_prompt": m["rounds_per_prompt"], "tokens_per_prompt": m["tokens_per_prompt"],
+        "rounds_per_100_tokens": m["rounds_per_100_tokens"], "latency_s": m["latency_s"],
         "throughput_tok_s": m["throughput_tok_s"],
         "uplink_bytes": int(rounds["uplink_bytes"].sum()) if len(rounds) else 0,
         "downlink_bytes": int(rounds["downlink_bytes"].sum()) if len(rounds) else 0,
@@ -77,7 +79,8 @@ def write_summary(out: Path, summaries: list[dict]) -> None:
 def table(summaries: list[dict]) -> str:
     """Side-by-side text table of protocol summaries."""
     df = pd.DataFrame(summaries)[SUMMARY_COLUMNS].set_index("protocol")
-    fmt = {"accuracy": "{:.1%}", "aal": "{:.2f}", "rounds_per_prompt": "{:.1f}", "latency_s": "{:.3f}",
+    fmt = {"accuracy": "{:.1%}", "aal": "{:.2f}", "rounds_per_prompt": "{:.1f}", "tokens_per_prompt": "{:.1f}",
+           "rounds_per_100_tokens": "{:.1f}", "latency_s": "{:.3f}",
            "throughput_tok_s": "{:.1f}", "matches_target": "{:.2f}",
            "drift_rouge_l": "{:.3f}", "fluency_ppl_ratio": "{:.3f}"}
     for col, f in fmt.items():

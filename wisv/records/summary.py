@@ -7,7 +7,8 @@ import pandas as pd
 
 
 def summarize_rounds(rounds: pd.DataFrame, prompts: pd.DataFrame | None = None) -> dict[str, float]:
-    """AAL (eq. 20), rounds per prompt (eq. 21), mean latency per prompt, throughput and WDT per round.
+    """AAL (eq. 20), rounds per prompt (eq. 21), generated tokens per prompt and rounds per 100 generated tokens (a
+    gain from shorter outputs is drift, not speed), mean latency per prompt, throughput and WDT per round.
 
     ``rounds``: per-round records (wisv.records.rows; ``accepted``, and ``wdt_tokens`` where measured).
     ``prompts``: one row per finished prompt, with ``latency_s`` (its end-to-end time, s) and ``n_tokens`` (tokens
@@ -20,6 +21,8 @@ def summarize_rounds(rounds: pd.DataFrame, prompts: pd.DataFrame | None = None) 
     return {
         "aal": float(rounds["accepted"].mean()) if len(rounds) and "accepted" in rounds else math.nan,
         "rounds_per_prompt": float(len(rounds) / max(1, n)) if prompts is not None else math.nan,
+        "tokens_per_prompt": tokens / n if n and "n_tokens" in prompts else math.nan,
+        "rounds_per_100_tokens": 100 * len(rounds) / tokens if tokens else math.nan,
         "latency_s": float(latency.mean()) if len(latency) else math.nan,
         "throughput_tok_s": tokens / total_s if total_s > 0 else math.nan,
         "wdt_tokens_per_round": float(rounds["wdt_tokens"].mean()) if "wdt_tokens" in rounds else math.nan,
