@@ -21,6 +21,7 @@ from labeling.evaluate import channel_csi, deployment, metrics, predicted_latenc
 from labeling.store import save_config
 from wisv.decoding.speculative import RejectAll
 from wisv.head.judges import is_judge_dir, load_judge
+from wisv.head.model import load_policy_from
 from wisv.models.loader import load_pair
 from wisv.pairs import apply_pair
 from wisv.tasks.prompts import prompt_rows
@@ -32,6 +33,7 @@ class PeersConfig:
 
     heads_dir: str = "wisv/assets/smollm2-judges"  # judge directories (labeling judges' --out-dir)
     heads: tuple[str, ...] = ()  # judge names to run (empty: every judge in heads_dir)
+    paper_head: str | None = "wisv/assets/smollm2-head"  # the WISV-paper head run beside them as wisv-paper (None: not)
     results_dir: str = "runs/judges"  # where peers.csv goes
     pair: str | None = "smollm2"  # named pair (python -m wisv.pairs build NAME)
     drafter: str | None = None  # drafter model dir (None: the pair's)
@@ -59,6 +61,18 @@ def judge_dirs(cfg: PeersConfig) -> dict[str, Path]:
     return {n: found[n] for n in (cfg.heads or found)}
 
 
+def policies(cfg: PeersConfig) -> dict[str, tuple]:
+    """name -> (policy, tau, the protocol it needs, whether its decisions depend on the link)."""
+    out = {}
+    if cfg.paper_head:
+        policy, tau = load_policy_from(cfg.paper_head)
+        out["wisv-paper"] = (policy, tau, "fh", bool(policy.cfg.csi_dim))
+    for name, path in judge_dirs(cfg).items():
+        policy, tau = load_judge(path)
+        out[name] = (policy, tau, "fh" if policy.cfg.uploads_hidden else "ef", policy.cfg.tau_mode == "link")
+    return out
+
+
 def run(cfg: PeersConfig) -> pd.DataFrame:
     """Run every judge and greedy SD; write and print peers.csv."""
     torch.set_num_threads(1)
@@ -71,13 +85,12 @@ def run(cfg: PeersConfig) -> pd.DataFrame:
     dep, nll = deployment(pair, ecfg, 1, 1), target_scorer(pair, rows)
     base = run_loop(pair, rows, ecfg, RejectAll(), 0.0, None, "greedy SD")
     recs = [_row("greedy SD", "greedy", ch, 0.0, base, rows, pair, base, nll, plens, c, dep) for ch, c in chans.items()]
-    for name, path in judge_dirs(cfg).items():
-        policy, tau = load_judge(path)
-        proto = "fh" if policy.cfg.uploads_hidden else "ef"
-        shared = None if policy.cfg.tau_mode == "link" else run_loop(pair, rows, ecfg, policy, tau, None, name, base)
+    for name, (policy, tau, proto, per_link) in policies(cfg).items():
+        shared = None if per_link else run_loop(pair, rows, ecfg, policy, tau, None, name, base)
         for ch, c in chans.items():
             outs = shared or run_loop(pair, rows, ecfg, policy, tau, c, f"{name} {ch}", base)
-            recs.append(_row(name, proto, ch, policy.threshold(tau, c), outs, rows, pair, base, nll, plens, c, dep))
+            in_force = policy.threshold(tau, c) if hasattr(policy, "threshold") else tau
+            recs.append(_row(name, proto, ch, in_force, outs, rows, pair, base, nll, plens, c, dep))
     df = pd.DataFrame(recs)
     out = Path(cfg.results_dir)
     out.mkdir(parents=True, exist_ok=True)

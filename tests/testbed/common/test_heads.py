@@ -28,12 +28,21 @@ def test_default_falls_back_to_greedy_equivalent_for_another_target(tmp_path):
 
 
 def test_default_follows_the_named_pair_of_the_target(tmp_path, monkeypatch):
-    """--pair smollm2 fills the target with the pair's cache dir: its default head is wisv/assets/smollm2-head."""
+    """--pair smollm2 fills the target with the pair's cache dir: its default head is the edge judge
+    (wisv/assets/smollm2-judges/edge), its paper head is --head wisv-paper; the toy pair's default is its paper head."""
     monkeypatch.setenv(pairs.CACHE_ENV, str(tmp_path / "cache"))
     target = tmp_path / "cache" / "pairs" / "smollm2" / "target"
     assert pairs.pair_of_target(target) == "smollm2" and pairs.pair_of_target(tmp_path) is None
-    assert default_head_dir(target) == pairs.ASSETS_DIR / "smollm2-head" == pairs.pair_head_dir("smollm2")
+    assert default_head_dir(target) == pairs.ASSETS_DIR / "smollm2-judges" / "edge" == pairs.pair_default_head("smollm2")
+    assert pairs.pair_heads("smollm2")["wisv-paper"] == pairs.ASSETS_DIR / "smollm2-head" == pairs.pair_head_dir("smollm2")
+    assert {"edge", "edge-blind", "autojudge", "judge-decoding", "fly", "nll-margin"} <= set(pairs.pair_heads("smollm2"))
+    p, _, desc = load_policy("wisv-paper", None, str(target))
+    assert isinstance(p, HeadPolicy) and "smollm2-head" in desc and "h_draft" in p.inputs
+    p, _, desc = load_policy("default", None, str(target))
+    assert "h_draft" not in p.inputs and "smollm2-judges" in desc  # served by ef: no hidden upload
     assert default_head_dir(None) == default_head_dir(pairs.resolve_pair("toy").target) == pairs.pair_head_dir("toy")
+    monkeypatch.setitem(pairs.JUDGE_DIRS, "smollm2", tmp_path / "no-judges")
+    assert default_head_dir(target) == pairs.pair_head_dir("smollm2")  # no judges shipped: the paper head
     monkeypatch.setitem(pairs.HEAD_DIRS, "smollm2", tmp_path / "missing")
     p, _, desc = load_policy("default", None, str(target))
     assert isinstance(p, RejectAll) and "no head at" in desc

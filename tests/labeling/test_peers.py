@@ -1,0 +1,29 @@
+"""labeling peers on the built-in pair: every judge and the paper head side by side, one row per (judge, channel)."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from labeling.peers import PeersConfig, run
+from wisv.head.features import SCALARS
+from wisv.head.judges import JudgeConfig, JudgePolicy, save_judge
+from wisv.pairs import pair_head_dir
+
+
+def test_peers_table_on_the_builtin_pair(tmp_path):
+    S = len(SCALARS)
+    save_judge(JudgePolicy(JudgeConfig("fly", "fly", ("edge",), (S,), tau=0.5)), tmp_path / "heads" / "fly")
+    save_judge(JudgePolicy(JudgeConfig("nll-margin", "nll-margin", ("edge",), (S,), tau=0.9, tau_mode="link",
+                                       harm_cost_s=0.05)), tmp_path / "heads" / "nll-margin")
+    cfg = PeersConfig(heads_dir=str(tmp_path / "heads"), results_dir=str(tmp_path / "res"), pair=None, prompts=3,
+                      draft_len=4, max_new_tokens=24, paper_head=str(pair_head_dir("toy")))
+    df = run(cfg)
+    assert set(zip(df.judge, df.channel)) == {(j, c) for j in ("greedy SD", "wisv-paper", "fly", "nll-margin")
+                                              for c in ("good", "poor")}
+    assert (df.set_index(["judge", "channel"]).loc[("greedy SD", "poor"), "matches_target"]) == 1.0
+    link = df[df.judge == "nll-margin"].set_index("channel")["tau_in_force"]
+    assert link["good"] < link["poor"]  # the link-mode judge is stricter on the good link
+    assert set(df[df.judge != "greedy SD"].protocol) == {"fh", "ef"}
+    assert (df["rounds_per_100_tokens"] > 0).all() and pd.read_csv(tmp_path / "res" / "peers.csv").shape == df.shape
+    with pytest.raises(ValueError, match="not in"):
+        run(PeersConfig(heads_dir=str(tmp_path / "heads"), heads=("nope",), pair=None))
