@@ -50,12 +50,11 @@ from testbed.live.references import Job, ReferenceCache, ReferenceWorker
 from testbed.live.sockbounds import bound_socket
 from wisv.decoding.sessions import VerifySession
 from wisv.models.loader import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
-from wisv.serving.batchverify import BatchVerifier, EngineConfig, EngineView
 from wisv.serving.estimator import EstimatorProfile
 from wisv.serving.kvbudget import KVBudgetError, KVLedger, KVShape, refusal, session_tokens
 from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
-from wisv.serving.engine import ENGINE_CHOICES, VerifyEngine
-from wisv.serving.vllm_engine import TargetFacts, VllmConfig, VllmVerifier
+from wisv.serving.engine import ENGINE_CHOICES, EngineOptions, EngineView, VerifyEngine, build_engine
+from wisv.serving.vllm_engine import TargetFacts, VllmConfig
 from wisv.serving.wdt import WDTPredictor
 from wisv.tasks.evaluate import eos_id, greedy_reference
 from wisv.pairs import apply_pair
@@ -464,14 +463,13 @@ def _end_draft(sess: EdgeSession, block, dt: float, batch: int) -> Message:
 
 def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[VerifyEngine | None, DraftBatcher | None]:
     """The engine (vLLM with --engine vllm; ours with --batch-verify or --no-kv-reuse, else none: a VerifySession per
-    session) and, when batching, its batcher."""
-    if cfg.engine == "vllm":
-        engine = vllm_engine(cfg, target, hidden_layer)
-    elif not cfg.batch_verify and cfg.kv_reuse:
+    session), from the engine registry, and, when batching, its batcher."""
+    if cfg.engine == "transformers" and not cfg.batch_verify and cfg.kv_reuse:
         return None, None
-    else:
-        engine = BatchVerifier(target, EngineConfig(kv_reuse=cfg.kv_reuse, session_timeout_s=cfg.session_timeout_s,
-                                                    memory_budget_mb=cfg.memory_budget_mb, hidden_layer=hidden_layer))
+    dtype = str(resolve_dtype(cfg.dtype, cfg.device)).removeprefix("torch.")
+    engine = build_engine(cfg.engine, target, EngineOptions(
+        kv_reuse=cfg.kv_reuse, session_timeout_s=cfg.session_timeout_s, memory_budget_mb=cfg.memory_budget_mb,
+        hidden_layer=hidden_layer, dtype=dtype, extra=cfg.vllm))
     if not cfg.batch_verify:
         return engine, None
     est = EstimatorProfile.load(cfg.estimator) if cfg.estimator else None
@@ -479,16 +477,6 @@ def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[VerifyEngine |
     wdt = WDTPredictor.load(cfg.wdt_predictor) if cfg.wdt_predictor else None
     return engine, DraftBatcher(engine, cfg.scheduler, cfg.max_batch, est, cfg.guard_ms / 1e3, cfg.lost_order, slack,
                                 cfg.arrival_reserve, wdt)
-
-
-def vllm_engine(cfg: ServeConfig, target, hidden_layer: int) -> VllmVerifier:
-    """The vLLM engine over the loaded target's directory, with the target's LM head (--dtype and
-    --memory-budget-mb passed through; --no-kv-reuse turns prefix caching off)."""
-    head = target.get_output_embeddings()
-    return VllmVerifier(str(target.name_or_path), head.weight, cfg.vllm, lm_head_bias=getattr(head, "bias", None),
-                        dtype=str(resolve_dtype(cfg.dtype, cfg.device)).removeprefix("torch."),
-                        kv_cache_mb=cfg.memory_budget_mb, prefix_caching=cfg.kv_reuse, hidden_layer=hidden_layer,
-                        session_timeout_s=cfg.session_timeout_s)
 
 
 def serve(cfg: ServeConfig, ready=print) -> None:

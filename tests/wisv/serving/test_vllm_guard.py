@@ -12,7 +12,7 @@ from protocols.wire import MsgType, make
 from tests.tiny_pair import make_pair
 from wisv.decoding.sessions import VerifySession
 from wisv.decoding.speculative import RejectAll
-from wisv.serving.batchverify import EngineView, VerifyRequest
+from wisv.serving.engine import EngineView, VerifyRequest
 from wisv.serving.vllm_engine import TargetFacts, VllmConfig, VllmVerifier, block_of, expected_hit, needs_resend
 from wisv.tasks.evaluate import eos_id, greedy_reference
 
