@@ -40,7 +40,7 @@ from wisv.serving.kvbudget import MB, KVShape, refusal
 from wisv.serving.sessiontable import SessionTable
 from wisv.decoding.kvcache import crop_to
 from wisv.decoding.sessions import Block, cached_forward
-from wisv.serving.engine import EngineOptions, EngineView, VerifyRequest  # noqa: F401  (EngineView: its old home)
+from wisv.serving.engine import EngineOptions, VerifyRequest
 
 
 @dataclass
