@@ -31,9 +31,8 @@ import config  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
 from wisv.models.loader import builtin_paths, load_model, resolve_dtype  # noqa: E402
 from wisv.pairs import resolve_pair  # noqa: E402
-from wisv.serving.batchverify import BatchVerifier, EngineConfig, VerifyRequest  # noqa: E402
-from wisv.serving.engine import ENGINE_CHOICES  # noqa: E402
-from wisv.serving.vllm_engine import VllmConfig, VllmVerifier  # noqa: E402
+from wisv.serving.engine import ENGINE_CHOICES, EngineOptions, VerifyRequest, build_engine  # noqa: E402
+from wisv.serving.vllm_engine import VllmConfig  # noqa: E402
 
 
 @dataclass
@@ -100,11 +99,9 @@ def _row(n: int, times: list[float], k: int) -> dict:
             "blocks_per_s": n / med * 1e3, "positions_per_s": n * (k + 1) / med * 1e3}
 
 
-def build_engine(name: str, target, path: str, cfg: EngineBenchConfig):
-    if name == "transformers":
-        return BatchVerifier(target, EngineConfig(memory_budget_mb=cfg.memory_budget_mb))
-    return VllmVerifier(path, target.get_output_embeddings().weight, cfg.vllm, dtype=cfg.dtype,
-                        kv_cache_mb=cfg.memory_budget_mb)
+def engine_options(cfg: EngineBenchConfig) -> EngineOptions:
+    """Each engine's options in this benchmark (the registry's builders take them)."""
+    return EngineOptions(memory_budget_mb=cfg.memory_budget_mb, dtype=cfg.dtype, extra=cfg.vllm)
 
 
 def parse_args(argv: list[str] | None = None) -> EngineBenchConfig:
@@ -121,7 +118,7 @@ def main(argv: list[str] | None = None) -> dict:
     engines, results, argmax = {}, {}, {}
     for name in cfg.engines:
         t0 = time.perf_counter()
-        engines[name] = build_engine(name, target, path, cfg)
+        engines[name] = build_engine(name, target, engine_options(cfg))
         results[name] = {"start_s": time.perf_counter() - t0, "rows": []}
     run_rounds(engines, 1, replace(cfg, rounds=2), vocab)  # warm-up, discarded: first calls pay one-off costs
     for n in cfg.sessions:

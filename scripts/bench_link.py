@@ -200,7 +200,7 @@ def build_report(cfg: BenchConfig, grid: list[dict], overhead: dict, trends: dic
 def run_point(cfg: BenchConfig, link: LinkSpec, protocols: list[str], out: Path) -> dict[str, tuple[dict, Any]]:
     """Run the testbed on one link; {protocol: (summary, rounds)}.  From 4 protocols on, one "all" run (one edge)."""
     from testbed.live.run import RunConfig, run
-    from testbed.live.serve import ServeConfig
+    from testbed.live.serveconfig import ServeConfig
     from testbed.live.ue import UEConfig
     names = ["all"] if len(set(protocols)) >= 4 else protocols
     res = {}

@@ -25,7 +25,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import config  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
-from wisv.serving.batchverify import BatchVerifier, EngineConfig, VerifyRequest  # noqa: E402
+from wisv.serving.batchverify import BatchVerifier, EngineConfig  # noqa: E402
+from wisv.serving.engine import VerifyRequest  # noqa: E402
 from wisv.models.loader import builtin_paths, default_dtype, load_model  # noqa: E402
 
 

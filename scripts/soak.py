@@ -32,7 +32,7 @@ import config  # noqa: E402
 from protocols.wire import Limits, MsgType, encode, make  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
 from testbed.live.procs import Child  # noqa: E402
-from testbed.live.serve import ServeConfig  # noqa: E402
+from testbed.live.serveconfig import ServeConfig  # noqa: E402
 from testbed.load.cli import LoadConfig, make_traces  # noqa: E402
 from testbed.load.gen import Device, LoadLoop, Trace  # noqa: E402
 

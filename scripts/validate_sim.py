@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import config  # noqa: E402
 from testbed.common.link import LinkSpec  # noqa: E402
 from testbed.live.run import RunConfig  # noqa: E402
-from testbed.live.serve import ServeConfig  # noqa: E402
+from testbed.live.serveconfig import ServeConfig  # noqa: E402
 from testbed.live.ue import UEConfig  # noqa: E402
 from testbed.sim.calibrate import CalibrateConfig  # noqa: E402
 from testbed.sim.cli import SimConfig  # noqa: E402

@@ -6,12 +6,19 @@ held and the newcomer: it caps sessions per identity, per key and per source add
 for principals (the key under ``--auth``, else the source address) that hold none, so that one peer cannot lock
 everyone else out.  ``stale`` names the seats to free: idle too long, or opened and never drafted within a short
 time (an OPEN costs the edge a KV reservation; a peer that only opens is hoarding).
+
+What one OPEN (or REFERENCE) may ask is checked here too, before anything is allocated: its block K and its
+generation budget and context against ``OpenLimits`` (``draft_refusal``, ``budget_refusal``), its drafter's vocabulary
+against the target's (``vocab_check``), and its KV cache against the memory budget (``admit_kv``).
 """
 from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from protocols.handshake import Vocab, vocab_refusal
+from wisv.serving.kvbudget import KVLedger, refusal
 
 
 @dataclass(frozen=True)
@@ -66,3 +73,53 @@ def stale(seats: dict[str, Seat], last_active_s: dict[str, float], now_s: float,
     """Tokens of the seats to free: idle longer than ``idle_s``, or never drafted ``undrafted_s`` after their OPEN."""
     return [t for t, s in seats.items()
             if now_s - last_active_s.get(t, s.opened_s) > idle_s or (not s.drafted and now_s - s.opened_s > undrafted_s)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenLimits:
+    """What one OPEN or REFERENCE may ask of this edge (ServeConfig's flags and the target's context)."""
+
+    max_draft_len: int  # largest block K (--max-draft-len), tokens
+    max_session_tokens: int  # largest generation budget max_new_tokens (--max-session-tokens), tokens
+    context_tokens: int | None  # the target's context, max_position_embeddings (None: not known), tokens
+    max_context_tokens: int | None  # largest prompt + max_new_tokens (--max-context-tokens; None: the target's), tokens
+
+
+def draft_refusal(lim: OpenLimits, draft_len: int) -> str | None:
+    """Why a block of ``draft_len`` tokens is too large for this edge (None: it is not)."""
+    if draft_len > lim.max_draft_len:
+        return f"draft_len {draft_len} > this edge's --max-draft-len {lim.max_draft_len}"
+    return None
+
+
+def budget_refusal(lim: OpenLimits, max_new_tokens: int, prompt_len: int) -> str | None:
+    """Why a generation budget, or a context (prompt + budget), is more than this edge holds (None: it fits)."""
+    if max_new_tokens > lim.max_session_tokens:
+        return f"max_new_tokens {max_new_tokens} > this edge's --max-session-tokens {lim.max_session_tokens}"
+    total = f"prompt {prompt_len} + max_new_tokens {max_new_tokens} = {prompt_len + max_new_tokens} tokens"
+    if lim.context_tokens is not None and prompt_len + max_new_tokens > lim.context_tokens:
+        return f"{total} > the target's context {lim.context_tokens} (max_position_embeddings)"
+    if lim.max_context_tokens is not None and prompt_len + max_new_tokens > lim.max_context_tokens:
+        return f"{total} > this edge's --max-context-tokens {lim.max_context_tokens}"
+    return None
+
+
+def vocab_check(header: dict, target: Vocab) -> str | None:
+    """Why a drafter whose declared vocabulary (an OPEN's or REFERENCE's header) differs from the target's is refused
+    (None: it matches, or the UE declares none)."""
+    if "vocab_size" not in header:
+        return None
+    return vocab_refusal(Vocab(header["vocab_size"], header.get("vocab_hash")), target)
+
+
+def admit_kv(kv: KVLedger, need_bytes: int, what: str, *, engine_makes_room: bool, key: object = None) -> None:
+    """Refuse (KVBudgetError) a cache of ``need_bytes`` that cannot fit the budget, before allocating it: with an engine
+    (``engine_makes_room``: it evicts idle caches per pass) it must fit alone; without, beside the reservations of the
+    other sessions (``key``: reserve it for that session)."""
+    if engine_makes_room:
+        if (err := refusal(need_bytes, 0, kv.budget_mb, what)) is not None:
+            raise err
+    elif key is None:
+        kv.check(need_bytes, what)
+    else:
+        kv.reserve(key, need_bytes, what)

@@ -18,8 +18,8 @@ import weakref
 from collections import defaultdict, deque
 
 from protocols.edge_side import EdgeSession
-from wisv.serving.batchverify import VerifyRequest, request_shape
-from wisv.serving.engine import VerifyEngine
+from wisv.serving.batchverify import request_shape
+from wisv.serving.engine import VerifyEngine, VerifyRequest
 from wisv.serving.estimator import EstimatorProfile, LiveFit, live_update
 from wisv.serving.scheduler import (LOST_ORDER_CHOICES, SCHEDULER_CHOICES, Request, arrival_reserve_s, deadline_s, select_fcfs,
                             select_slo)

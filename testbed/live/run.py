@@ -47,7 +47,7 @@ from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, wait_w
 from testbed.live.procs import Child, ChildError, progress_handler
 from testbed.live.retry import RetryExhausted
 from testbed.live.prompts import TargetScorer, load_prompts, reference_outputs
-from testbed.live.serve import ServeConfig
+from testbed.live.serveconfig import ServeConfig
 from testbed.live.ue import PROG as UE_PROG
 from testbed.live.ue import UEConfig
 from testbed.live.wakeup import cpu_wakeup_bound

@@ -35,7 +35,7 @@ from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
 from testbed.live import placement
 from testbed.live.interrupt import guarded
-from testbed.live.serve import ServeConfig
+from testbed.live.serveconfig import ServeConfig
 from testbed.load.compare import capacity, mean_sweep
 from testbed.load.gen import Device, LoadLoop, Trace
 from wisv.tasks.prompts import prompt_rows

@@ -36,7 +36,7 @@ def test_a_bad_tree_fails_with_each_violation_named(tmp_path, capsys):
                      "wisv/core.py": "import wisv.loop\n",
                      "wisv/loop.py": "from wisv.core import x\n",  # wisv.core <-> wisv.loop
                      "wisv/typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import wisv.hint\n",
-                     "wisv/hint.py": "import wisv.typed\n",  # a cycle only through TYPE_CHECKING: not one
+                     "wisv/hint.py": "import wisv.typed\n",  # a cycle only through TYPE_CHECKING: one too
                      "protocols/p.py": "import labeling.q\n",  # siblings apart
                      "labeling/q.py": "import channel.low\n"})
     edges = build_graph(tmp_path)
@@ -47,8 +47,23 @@ def test_a_bad_tree_fails_with_each_violation_named(tmp_path, capsys):
     assert not clean
     assert main(["--root", str(tmp_path)]) == 1
     out = capsys.readouterr().out
-    assert "module cycles: 1\n  wisv.core <-> wisv.loop\n" in out
+    assert ("module cycles (TYPE_CHECKING imports counted: 1): 2\n  wisv.core <-> wisv.loop\n"
+            "  wisv.hint <-> wisv.typed (through TYPE_CHECKING: wisv.typed -> wisv.hint)\n") in out
     assert "upward imports: 2" in out
+
+
+def test_a_circle_through_type_checking_alone_fails(tmp_path, capsys):
+    """The interface imports an implementation's request type; the implementation names the interface only for
+    type hints: still a circle (the interface depends on one of its implementations)."""
+    write(tmp_path, {"wisv/__init__.py": "", "wisv/serving/__init__.py": "",
+                     "wisv/serving/engine.py": "from wisv.serving.impl import Request\n",
+                     "wisv/serving/impl.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                             "    from wisv.serving.engine import Engine\nclass Request: ...\n"})
+    assert main(["--root", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "module cycles (TYPE_CHECKING imports counted: 1): 1\n" in out
+    assert "wisv.serving.engine <-> wisv.serving.impl (through TYPE_CHECKING: wisv.serving.impl -> " \
+           "wisv.serving.engine)" in out
 
 
 def test_cycles_finds_loops_and_self_loops_only():

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
@@ -41,9 +40,7 @@ from wisv.serving.kvbudget import MB, KVShape, refusal
 from wisv.serving.sessiontable import SessionTable
 from wisv.decoding.kvcache import crop_to
 from wisv.decoding.sessions import Block, cached_forward
-
-if TYPE_CHECKING:  # the interface's module imports this one
-    from wisv.serving.engine import VerifyEngine
+from wisv.serving.engine import EngineOptions, VerifyRequest
 
 
 @dataclass
@@ -71,13 +68,6 @@ class SessionState:
         """Bytes of the buffers this session's cache lives in (a batch's shared buffer counted whole)."""
         return sum(dict(_storages(self.cache)).values())
 
-
-@dataclass(frozen=True)
-class VerifyRequest:
-    """Verify ``draft`` for session ``sid`` (K tokens; the target scores K + 1 positions)."""
-
-    sid: str
-    draft: list[int]
 
 
 class BatchVerifier(SessionTable):
@@ -317,37 +307,7 @@ def request_shape(session, k: int) -> tuple[int, int, int]:
     return session.cached_len, len(session.seq) - session.cached_len + k, k + 1
 
 
-class EngineView:
-    """One engine session behind VerifySession's interface (verify alone, commit, free) for the edge's sessions; any
-    engine of wisv/serving/engine.py."""
-
-    def __init__(self, engine: VerifyEngine, sid: str, prompt_ids: list[int]):
-        self.engine, self.sid = engine, sid
-        engine.open(sid, prompt_ids)
-
-    @property
-    def seq(self) -> list[int]:
-        return self.engine.sessions[self.sid].seq
-
-    @property
-    def cached_len(self) -> int:
-        st = self.engine.sessions.get(self.sid)
-        return st.cached_len if st else 0
-
-    @property
-    def hidden_layer(self) -> int:
-        return self.engine.hidden_layer
-
-    @property
-    def tree_refusal(self) -> str:
-        """Why a tree session is refused on this engine (it names the engine)."""
-        return self.engine.tree_refusal
-
-    def verify(self, draft: list[int]) -> Block:
-        return self.engine.verify([VerifyRequest(self.sid, list(draft))])[self.sid]
-
-    def commit(self, draft: list[int], n_accepted: int, next_token: int) -> list[int]:
-        return self.engine.commit(self.sid, n_accepted, next_token)
-
-    def free(self) -> None:
-        self.engine.close(self.sid)
+def from_options(target: PreTrainedModel, opts: EngineOptions) -> BatchVerifier:
+    """The engine ``--engine transformers`` builds (wisv/serving/engine.py ENGINES)."""
+    return BatchVerifier(target, EngineConfig(kv_reuse=opts.kv_reuse, session_timeout_s=opts.session_timeout_s,
+                                              memory_budget_mb=opts.memory_budget_mb, hidden_layer=opts.hidden_layer))

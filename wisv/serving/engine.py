@@ -1,10 +1,13 @@
-"""The edge's verification interface: an engine holds the target and the sessions on it, and verifies their blocks.
+"""The edge's verification interface: the engine protocol, its request type, a one-session view, and the engines by name.
 
 A session is opened with its prompt (``open``); ``verify`` takes one block per session, any number of sessions at
 once (a batch), and returns each session's ``Block``: the target's logits, argmax and final hidden states at the
 K + 1 positions ``[seq[-1]] + draft``; ``commit`` appends ``draft[:n_accepted] + [next_token]`` to the committed
 sequence; ``close`` frees the session.  The edge's batcher (testbed/live/edgebatch.py) and scheduler
-(wisv/scheduler.py) choose which requests form a ``verify`` call; the engine runs it.
+(wisv/serving/scheduler.py) choose which requests form a ``verify`` call; the engine runs it.
+
+This module imports no engine: ``ENGINES`` names each engine's builder by module path, and ``build_engine`` imports
+it when asked (so the edge that serves one engine never loads the other, e.g. vLLM).
 
 Engines, by ``--engine`` name:
 - ``transformers``: the target as a transformers model, a KV cache per session, our batched pass
@@ -14,12 +17,35 @@ Engines, by ``--engine`` name:
 """
 from __future__ import annotations
 
-from typing import Protocol
+import importlib
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from wisv.decoding.sessions import Block
-from wisv.serving.batchverify import VerifyRequest
 
-ENGINE_CHOICES = ("transformers", "vllm")  # --engine
+ENGINES = {"transformers": "wisv.serving.batchverify:from_options",  # --engine name -> "module:builder"
+           "vllm": "wisv.serving.vllm_engine:from_options"}  # a builder: (target, EngineOptions) -> VerifyEngine
+ENGINE_CHOICES = tuple(ENGINES)  # --engine
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    """Verify ``draft`` for session ``sid`` (K tokens; the target scores K + 1 positions)."""
+
+    sid: str
+    draft: list[int]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineOptions:
+    """What the edge asks of the engine it builds (from its ServeConfig)."""
+
+    kv_reuse: bool = True  # False: recompute each prefix every round (transformers; vllm: no prefix caching)
+    session_timeout_s: float = 120.0  # idle sessions are freed after this long, s
+    memory_budget_mb: float = 2048.0  # cap on all sessions' KV caches together, MB
+    hidden_layer: int = -1  # the target layer whose hidden states each block carries (the decision head's input)
+    dtype: str = "float32"  # the target's weights, a torch dtype name without "torch." (vllm loads the target itself)
+    extra: Any = None  # the engine's own options (vllm: its VllmConfig); None: its defaults
 
 
 class SessionLike(Protocol):
@@ -61,3 +87,45 @@ def check_engine(name: str) -> str:
     if name not in ENGINE_CHOICES:
         raise ValueError(f"unknown engine {name!r}; choose one of {ENGINE_CHOICES}")
     return name
+
+
+def build_engine(name: str, target, opts: EngineOptions) -> VerifyEngine:
+    """The engine ``name`` over a loaded target (or, for vllm, the target's facts: TargetFacts), built by its module."""
+    module, builder = ENGINES[check_engine(name)].split(":")
+    return getattr(importlib.import_module(module), builder)(target, opts)
+
+
+class EngineView:
+    """One engine session behind VerifySession's interface (verify alone, commit, free) for the edge's sessions; any
+    engine of ``ENGINES``."""
+
+    def __init__(self, engine: VerifyEngine, sid: str, prompt_ids: list[int]):
+        self.engine, self.sid = engine, sid
+        engine.open(sid, prompt_ids)
+
+    @property
+    def seq(self) -> list[int]:
+        return self.engine.sessions[self.sid].seq
+
+    @property
+    def cached_len(self) -> int:
+        st = self.engine.sessions.get(self.sid)
+        return st.cached_len if st else 0
+
+    @property
+    def hidden_layer(self) -> int:
+        return self.engine.hidden_layer
+
+    @property
+    def tree_refusal(self) -> str:
+        """Why a tree session is refused on this engine (it names the engine)."""
+        return self.engine.tree_refusal
+
+    def verify(self, draft: list[int]) -> Block:
+        return self.engine.verify([VerifyRequest(self.sid, list(draft))])[self.sid]
+
+    def commit(self, draft: list[int], n_accepted: int, next_token: int) -> list[int]:
+        return self.engine.commit(self.sid, n_accepted, next_token)
+
+    def free(self) -> None:
+        self.engine.close(self.sid)

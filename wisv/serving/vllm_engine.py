@@ -29,7 +29,7 @@ from types import SimpleNamespace
 import torch
 
 from wisv.decoding.sessions import Block
-from wisv.serving.batchverify import VerifyRequest
+from wisv.serving.engine import EngineOptions, VerifyRequest
 from wisv.serving.sessiontable import SessionTable
 
 LM_HEAD_KEYS = ("lm_head.weight", "model.embed_tokens.weight")  # the output embedding, untied then tied
@@ -232,3 +232,13 @@ def _make_llm(model_dir: str, cfg: VllmConfig, dtype: str, kv_cache_mb: float, p
                tensor_parallel_size=cfg.tensor_parallel_size, pipeline_parallel_size=cfg.pipeline_parallel_size,
                enforce_eager=cfg.enforce_eager, enable_prefix_caching=prefix_caching,
                pooler_config=PoolerConfig(task="token_embed", use_activation=False), **memory, **optional)
+
+
+def from_options(target, opts: EngineOptions) -> VllmVerifier:
+    """The engine ``--engine vllm`` builds (wisv/serving/engine.py ENGINES): vLLM over the target's directory, with
+    its LM head (the dtype and memory budget passed through; no kv reuse turns prefix caching off)."""
+    head = target.get_output_embeddings()
+    return VllmVerifier(str(target.name_or_path), head.weight, opts.extra or VllmConfig(),
+                        lm_head_bias=getattr(head, "bias", None), dtype=opts.dtype, kv_cache_mb=opts.memory_budget_mb,
+                        prefix_caching=opts.kv_reuse, hidden_layer=opts.hidden_layer,
+                        session_timeout_s=opts.session_timeout_s)

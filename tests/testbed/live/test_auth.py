@@ -18,7 +18,8 @@ from protocols.wire import Limits, MsgType, decode, encode, make
 from testbed import keys
 from testbed.live.auth import open_bind_warning, write_keys
 from testbed.live.procs import Child
-from testbed.live.serve import EdgeServer, ServeConfig
+from testbed.live.edgeserver import EdgeServer
+from testbed.live.serveconfig import ServeConfig
 from tests.tiny_pair import make_pair
 from wisv.decoding.sessions import DraftSession
 from wisv.decoding.speculative import RejectAll

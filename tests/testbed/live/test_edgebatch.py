@@ -8,7 +8,8 @@ import torch
 
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, MsgType, decode, encode, make
-from testbed.live.serve import EdgeServer, ServeConfig
+from testbed.live.edgeserver import EdgeServer
+from testbed.live.serveconfig import ServeConfig
 from tests.edge_helpers import open_on, token_of
 from tests.tiny_pair import make_pair
 from wisv.serving.estimator import EstimatorProfile, LiveFit

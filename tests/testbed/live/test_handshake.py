@@ -14,7 +14,8 @@ import protocols.wire as wire
 from protocols.handshake import Vocab, vocab_refusal
 from protocols.ue_side import HandshakeError, UEParams, UESession
 from protocols.wire import Limits, MsgType, decode, encode, make
-from testbed.live.serve import EdgeServer, ServeConfig
+from testbed.live.edgeserver import EdgeServer
+from testbed.live.serveconfig import ServeConfig
 from tests.edge_helpers import open_on
 from tests.testbed.conftest import TOKENIZER_DIR
 from tests.tiny_pair import make_pair

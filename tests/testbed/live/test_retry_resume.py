@@ -18,7 +18,8 @@ import zmq
 from protocols.wire import MsgType
 from testbed.live import ue
 from testbed.live.retry import RetryExhausted, Window, backoff_s
-from testbed.live.serve import EdgeServer, ServeConfig
+from testbed.live.edgeserver import EdgeServer
+from testbed.live.serveconfig import ServeConfig
 from wisv.tasks.evaluate import greedy_reference
 from wisv.models.loader import load_model, load_tokenizer
 from wisv.decoding.speculative import RejectAll

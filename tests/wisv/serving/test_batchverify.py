@@ -6,7 +6,8 @@ import torch
 
 from tests.tiny_pair import make_pair
 from wisv.decoding.acceptance import greedy_accept_ids
-from wisv.serving.batchverify import BatchVerifier, EngineConfig, VerifyRequest, pass_tokens
+from wisv.serving.batchverify import BatchVerifier, EngineConfig, pass_tokens
+from wisv.serving.engine import VerifyRequest
 from wisv.serving.kvbudget import MB, KVBudgetError
 from wisv.decoding.sessions import VerifySession
 

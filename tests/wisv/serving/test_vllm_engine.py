@@ -13,7 +13,7 @@ import torch
 from wisv.decoding.sessions import VerifySession
 from wisv.models import load_model
 from wisv.pairs import PairNotBuilt, resolve_pair
-from wisv.serving.batchverify import VerifyRequest
+from wisv.serving.engine import VerifyRequest
 from wisv.serving.vllm_engine import VllmConfig, VllmVerifier
 from wisv.tasks.evaluate import eos_id, greedy_reference
 

@@ -12,7 +12,7 @@ from protocols.wire import MsgType, make
 from tests.tiny_pair import make_pair
 from wisv.decoding.sessions import VerifySession
 from wisv.decoding.speculative import RejectAll
-from wisv.serving.batchverify import EngineView, VerifyRequest
+from wisv.serving.engine import EngineView, VerifyRequest
 from wisv.serving.vllm_engine import TargetFacts, VllmConfig, VllmVerifier, block_of, expected_hit, needs_resend
 from wisv.tasks.evaluate import eos_id, greedy_reference
 
@@ -189,7 +189,8 @@ def test_target_facts_of_a_missing_dir_is_a_value_error(tmp_path):
 
 def test_open_ok_reports_the_engine_and_its_options_as_flat_scalars():
     """OPEN_OK's ``edge`` header takes scalars only (a nested dict was refused by the UE's decoder)."""
-    from testbed.live.serve import ServeConfig, edge_settings
+    from testbed.live.edgeserver import edge_settings
+    from testbed.live.serveconfig import ServeConfig
     ours = edge_settings(ServeConfig(), 0.5, "none", -1)
     assert ours["engine"] == "transformers" and not any(k.startswith("vllm_") for k in ours)
     got = edge_settings(ServeConfig(engine="vllm", vllm=VllmConfig(tensor_parallel_size=4)), 0.5, "none", -1)

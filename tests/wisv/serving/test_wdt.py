@@ -104,7 +104,7 @@ def test_edge_batcher_uses_the_predictor_and_tracks_the_session():
 def test_stop_depth_on_the_verdict():
     from protocols.wire import MsgType, make
     from testbed.live.edgebatch import DraftBatcher
-    from testbed.live.serve import _with_stop_depth
+    from testbed.live.edgeserver import _with_stop_depth
 
     class Sess:
         rounds, generated, draft_len = 2, 6, 8  # two rounds of 3 committed: 2 accepted of 8 each
