@@ -144,5 +144,6 @@ class JudgesConfig:
     fly_window: int = field(default=6, metadata={"min": 1})  # FLy-style judge: draft tokens after the mismatch that must agree (FLy: min(6, K - 1))
     epochs: int = field(default=300, metadata={"min": 1})  # full-batch Adam steps per linear judge
     curve_sizes: tuple[int, ...] = (100, 400, 1600)  # training labels of the learning curve (plus all of them)
-    poor_link: tuple[float, float] = (3.0, 45.0)  # the poor link (Mbit/s, RTT ms) where our judge's tau is chosen
+    poor_link: tuple[float, float] = (3.0, 45.0)  # the poor link (Mbit/s, RTT ms): our judge's tau at the full harm budget
+    good_link: tuple[float, float] = (200.0, 5.0)  # the good link (Mbit/s, RTT ms): tau at the budget scaled by t_link
     seed: int = 0  # init and curve-subset seed
