@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
 
+LABEL_ENGINES = ("cached", "batched")  # label stage: how the forced continuations run (labeling/label.py)
 VARIANTS = ("csi", "nocsi")  # the trained heads: relabeled with CSI, and the no-CSI ablation
 
 
@@ -56,6 +57,7 @@ class LabelConfig:
     run_dir: str = "runs/labeling"  # where every stage reads and writes
     checker: str = "wisv.tasks.qa:check_answer"  # task outcome checker module:function(text, answer) -> bool
     settled: str = "auto"  # outcome-known prefix test module:function (auto: the QA checker's; none: roll out all)
+    engine: str = field(default="cached", metadata={"choices": LABEL_ENGINES})  # forced continuations: cached (each episode's KV cache reused) or batched (prompt + prefix re-prefilled per mismatch)
     batch: int = field(default=32, metadata={"min": 1})  # continuations generated together (left-padded batch)
     fluency_window: int = field(default=8, metadata={"min": 1})  # tokens from the mismatch on whose perplexity ratio decides "disfluent"
     max_ppl_ratio: float = 2.0  # harmful if the forced tokens' perplexity exceeds this times the target's own
@@ -142,5 +144,6 @@ class JudgesConfig:
     fly_window: int = field(default=6, metadata={"min": 1})  # FLy-style judge: draft tokens after the mismatch that must agree (FLy: min(6, K - 1))
     epochs: int = field(default=300, metadata={"min": 1})  # full-batch Adam steps per linear judge
     curve_sizes: tuple[int, ...] = (100, 400, 1600)  # training labels of the learning curve (plus all of them)
-    poor_link: tuple[float, float] = (3.0, 45.0)  # the poor link (Mbit/s, RTT ms) where our judge's tau is chosen
+    poor_link: tuple[float, float] = (3.0, 45.0)  # the poor link (Mbit/s, RTT ms): our judge's tau at the full harm budget
+    good_link: tuple[float, float] = (200.0, 5.0)  # the good link (Mbit/s, RTT ms): tau at the budget scaled by t_link
     seed: int = 0  # init and curve-subset seed

@@ -50,7 +50,8 @@ def choices_section(res: Path) -> str:
     chosen = json.loads((res / "judges.json").read_text())
     cfg = json.loads((res / "config_judges.json").read_text())
     rows = [{"judge": n, "tau (dev rule)": c["tau"], "dev AUC": c["dev_auc"],
-             "harm cost (s)": c.get("harm_cost_s", "")} for n, c in chosen.items()]
+             "tau on the good link": c.get("tau_good", c["tau"]), "gamma": c.get("gamma", "")}
+            for n, c in chosen.items()]
     any_c = next(iter(chosen.values()))
     return (f"## Data and the dev rule\n\n{cfg['labelled']} labelled mismatches from {', '.join(any_c['run_dirs'])} "
             f"(harmful {cfg['harmful']:.1%}); every {cfg['dev_every']}-th prompt of each is dev ({cfg['dev']} "

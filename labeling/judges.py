@@ -21,6 +21,7 @@ per feature set against training labels), judges.json (the choices), and one jud
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -151,6 +152,18 @@ def fit_judge(jc: JudgeConfig, data: dict, cfg: JudgesConfig) -> tuple[JudgePoli
     return JudgePolicy(jc, model), p
 
 
+def link_judge(jc: JudgeConfig, tau: float, sw: pd.DataFrame, cfg: JudgesConfig, notes: dict) -> JudgeConfig:
+    """Our judge in link mode: tau on the poor link by the dev rule; on the good link by the same rule with the harm
+    budget scaled by t_link(good) / t_link(poor); gamma the power law through both."""
+    t_poor, t_good = t_link_s(CSI.symmetric(*cfg.poor_link)), t_link_s(CSI.symmetric(*cfg.good_link))
+    scale = t_good / t_poor
+    tau_good = choose_tau(sw, cfg.max_harm_frac * scale, cfg.max_wrong_frac) or min(TAUS) / 2  # none: below the grid
+    gamma = math.log(tau / tau_good) / math.log(t_poor / t_good) if tau > tau_good else 1.0
+    return replace(jc, tau=tau, tau_mode="link", t_ref_s=t_poor, gamma=gamma,
+                   notes={**notes, "poor_link": list(cfg.poor_link), "good_link": list(cfg.good_link),
+                          "tau_good": tau_good, "good_harm_budget": cfg.max_harm_frac * scale})
+
+
 def learning_curve(data: dict, cfg: JudgesConfig, dims: dict[str, int]) -> pd.DataFrame:
     """Dev AUC per feature set against the number of training labels (seeded subsets of the train slice)."""
     rng = np.random.default_rng(cfg.seed)
@@ -177,7 +190,6 @@ def run(cfg: JudgesConfig) -> dict:
     out, taus = Path(cfg.results_dir), TAUS
     out.mkdir(parents=True, exist_ok=True)
     dev = data["dev"]
-    poor = CSI.symmetric(*cfg.poor_link)
     sweeps, chosen = [], {}
     for jc in peer_configs(cfg, dims):
         policy, p = fit_judge(jc, data, cfg)
@@ -189,13 +201,13 @@ def run(cfg: JudgesConfig) -> dict:
                  "run_dirs": [Path(r).name for r in cfg.run_dirs], "prompt_files": prompt_files(cfg.run_dirs)}
         variants = [(jc.name, replace(jc, tau=tau, notes=notes))]
         if jc.name == "edge":
-            link = replace(jc, tau=tau, tau_mode="link", harm_cost_s=t_link_s(poor) / tau if tau else 0.0,
-                           notes={**notes, "poor_link": list(cfg.poor_link)})
-            variants = [("edge", link), ("edge-blind", replace(jc, name="edge-blind", tau=tau, notes=notes))]
+            variants = [("edge", link_judge(jc, tau, sw, cfg, notes)),
+                        ("edge-blind", replace(jc, name="edge-blind", tau=tau, notes=notes))]
         for name, final in variants:
             save_judge(JudgePolicy(final, policy.model), Path(cfg.out_dir) / name)
-            chosen[name] = {"tau": tau, **notes, **({"harm_cost_s": final.harm_cost_s} if final.tau_mode == "link"
-                                                    else {})}
+            chosen[name] = {"tau": tau, **notes, **({"t_ref_s": final.t_ref_s, "gamma": final.gamma,
+                                                     "tau_good": final.notes["tau_good"]}
+                                                    if final.tau_mode == "link" else {})}
         sweeps.append(sw)
         print(f"judges: {jc.name:15s} dev AUC {notes['dev_auc']:.3f}  tau {tau:.2f}  "
               f"accepts {float((p < tau).mean()):.1%} of dev mismatches")

@@ -9,9 +9,12 @@ counted apart and never harmful; ``changed`` keeps the earlier either-direction 
 checker is pluggable (``module:function`` taking (text, answer) -> bool); the default
 ``wisv.tasks.qa:check_answer`` checks a QA row's accepted answers, or the toy task's ``#### N``.  Where the
 target's tokens before j already settle the outcome (a complete first sentence that states the answer:
-``wisv.tasks.qa:answer_settled``), only the fluency window is generated.  Continuations run as left-padded
-batches (``batched_greedy``) whose logits score the forced window; the draft token's NLL comes from the episode's
-one right-padded forward (``wisv.tasks.textquality.token_nll``); all on ``threads`` torch threads.
+``wisv.tasks.qa:answer_settled``), only the fluency window is generated.  Two engines give the same labels
+(up to float noise): ``cached`` (the default; labeling/forced.py) runs one forward per episode and starts every
+forced continuation from its KV cache; ``batched`` (last round's) re-prefills prompt + prefix + draft token for
+every mismatch in left-padded batches (``batched_greedy``) and takes the draft token's NLL from a right-padded
+forward per episode (``wisv.tasks.textquality.token_nll``).  Either way the decode's own logits score the forced
+window; all on ``threads`` torch threads.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from tqdm import tqdm
 from transformers import GenerationConfig, PreTrainedModel
 
 from labeling.config import LabelConfig
+from labeling.forced import Forced, Job, forced_cached
 from labeling.harm import harm_label, window_ppl_ratio
 from labeling.store import EPISODES, LABELS, load_config, load_traces, require, save_config, stage_path
 from wisv.tasks.evaluate import eos_id, mismatch_kind
@@ -132,41 +136,63 @@ def rollout_plan(tok, episodes: list[dict], tr: dict, order: list[int], settled:
     return out
 
 
+def forced_batched(model, episodes: list[dict], jobs: list[Job], batch: int, pad: int) -> list[Forced]:
+    """Every job's forced continuation by the batched engine (last round's): ``batch`` jobs at a time in one
+    left-padded ``batched_greedy`` over prompt + prefix + draft token, each generating the batch's most steps; the
+    draft token's NLL from a right-padded forward over each new episode (``own_nll``)."""
+    own, draft_nll, out = {}, {}, []
+    drafts: dict[int, list[tuple[int, int]]] = {}
+    for job in jobs:
+        drafts.setdefault(job.episode, []).append((job.position, job.draft_id))
+    for start in tqdm(range(0, len(jobs), batch), desc="label (forced continuations, batched)"):
+        chunk = jobs[start:start + batch]
+        prefixes = [forced_prefixes(episodes[j.episode], [j.position], [j.draft_id])[0] for j in chunk]
+        conts, cont_nll = batched_greedy(model, prefixes, max(j.steps for j in chunk), pad, with_nll=True)
+        own_nll(model, episodes, {j.episode for j in chunk}, own, pad, drafts, draft_nll)
+        out += [Forced(c, n, draft_nll[(j.episode, j.position, j.draft_id)], own[j.episode])
+                for j, c, n in zip(chunk, conts, cont_nll)]
+    return out
+
+
 def label_rows(model, tok, episodes: list[dict], tr: dict, checker: Checker, budget: int, cfg: LabelConfig,
                settled: Settled | None = None) -> pd.DataFrame:
     """One row per mismatch: episode, position, kind, both outcomes, the window perplexity ratio and the harm label.
     Mismatches whose outcome is settled before them (``settled``) generate only the fluency window; the rest run to
-    EOS or the budget.  The forced window's NLL comes from the episode's own pass (the draft token) and the
-    generation's logits (its continuation): one forward over each prefix."""
-    rows, own, draft_nll = [], {}, {}
-    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    EOS or the budget, and at least the window (so a ratio near the budget does not depend on the batch: last
+    round's code read fewer tokens there when no row of its batch went further).  The forced window's NLLs come
+    from the episode's own pass (the draft token) and the continuation's decode logits: ``cfg.engine`` cached
+    (labeling/forced.py) or batched (``forced_batched``)."""
     picked = subsample(len(tr["episode"]), cfg.limit)
     short = dict(zip(picked, rollout_plan(tok, episodes, tr, picked, settled)))
-    order = sorted(picked, key=lambda i: (not short[i], int(tr["position"][i])))  # window-only first, like lengths
-    drafts: dict[int, list[tuple[int, int]]] = {}
-    for i in picked:
-        drafts.setdefault(int(tr["episode"][i]), []).append((int(tr["position"][i]), int(tr["draft_id"][i])))
-    for start in tqdm(range(0, len(order), cfg.batch), desc="label (forced continuations)"):
-        idx = order[start:start + cfg.batch]
-        eps = [episodes[int(tr["episode"][i])] for i in idx]
-        pos = [int(tr["position"][i]) for i in idx]
-        prefixes = [forced_prefixes(e, [j], [int(tr["draft_id"][i])])[0] for e, i, j in zip(eps, idx, pos)]
-        window = max(1, cfg.fluency_window - 1)
-        new_tokens = max(window if short[i] else budget - j - 1 for i, j in zip(idx, pos))
-        conts, cont_nll = batched_greedy(model, prefixes, max(1, new_tokens), pad, with_nll=True)
-        gens = [pre[len(e["prompt_ids"]):] + cont for e, pre, cont in zip(eps, prefixes, conts)]
-        own_nll(model, episodes, {int(tr["episode"][i]) for i in idx}, own, pad, drafts, draft_nll)
-        for i, e, j, gen, cn in zip(idx, eps, pos, gens, cont_nll):
-            ep, d, t = int(tr["episode"][i]), int(tr["draft_id"][i]), int(tr["target_id"][i])
-            forced_ok = bool(checker(tok.decode(gen[:budget]), e["answer"]))
-            ratio = window_ppl_ratio([draft_nll[(ep, j, d)]] + cn, own[ep][j:j + cfg.fluency_window],
-                                     cfg.fluency_window)
-            rows.append({"row": i, "episode": ep, "position": j, "draft_id": d, "target_id": t,
-                         "kind": mismatch_kind(tok, d, t), "settled": int(short[i]),
-                         "nll_draft": draft_nll[(ep, j, d)], "nll_target": own[ep][j],
-                         "outcome_target": e["outcome"], "outcome_forced": forced_ok, "ppl_ratio": ratio,
-                         **harm_label(e["outcome"], forced_ok, ratio, cfg.max_ppl_ratio)})
+    window = max(1, cfg.fluency_window - 1)  # tokens after the draft token that the ratio reads
+    steps = {i: window if short[i] else max(window, budget - int(tr["position"][i]) - 1) for i in picked}
+    if cfg.engine == "batched":  # window-only first, like lengths: each batch generates its longest row's steps
+        order = sorted(picked, key=lambda i: (not short[i], int(tr["position"][i])))
+        forced = forced_batched(model, episodes, [_job(tr, i, steps[i]) for i in order], cfg.batch,
+                                tok.pad_token_id or 0)
+    else:
+        order = picked
+        forced = forced_cached(model, episodes, [_job(tr, i, steps[i]) for i in order], cfg.batch)
+    rows = [label_row(tok, episodes, tr, i, f, checker, budget, cfg, short[i]) for i, f in zip(order, forced)]
     return pd.DataFrame(rows).sort_values("row", ignore_index=True)
+
+
+def _job(tr: dict, i: int, steps: int) -> Job:
+    return Job(int(tr["episode"][i]), int(tr["position"][i]), int(tr["draft_id"][i]), steps)
+
+
+def label_row(tok, episodes: list[dict], tr: dict, i: int, f: Forced, checker: Checker, budget: int,
+              cfg: LabelConfig, short: bool) -> dict:
+    """Mismatch i's row from its forced continuation: the checker on the forced output, the window ratio, labels."""
+    ep, j, d, t = int(tr["episode"][i]), int(tr["position"][i]), int(tr["draft_id"][i]), int(tr["target_id"][i])
+    e = episodes[ep]
+    gen = e["output_ids"][:j] + [d] + f.cont
+    forced_ok = bool(checker(tok.decode(gen[:budget]), e["answer"]))
+    ratio = window_ppl_ratio([f.nll_draft] + f.cont_nll, f.own_nll[j:j + cfg.fluency_window], cfg.fluency_window)
+    return {"row": i, "episode": ep, "position": j, "draft_id": d, "target_id": t, "kind": mismatch_kind(tok, d, t),
+            "settled": int(short), "nll_draft": f.nll_draft, "nll_target": f.own_nll[j],
+            "outcome_target": e["outcome"], "outcome_forced": forced_ok, "ppl_ratio": ratio,
+            **harm_label(e["outcome"], forced_ok, ratio, cfg.max_ppl_ratio)}
 
 
 def report(df: pd.DataFrame) -> str:

@@ -74,7 +74,8 @@ def test_judges_stage_trains_chooses_on_dev_and_saves_loadable_judges(tmp_path):
     edge, tau = load_judge(tmp_path / "heads" / "edge")
     blind, _ = load_judge(tmp_path / "heads" / "edge-blind")
     poor, good = CSI.symmetric(3, 45), CSI.symmetric(200, 5)
-    assert edge.threshold(tau, poor) == pytest.approx(tau) and edge.threshold(tau, good) < tau / 5
+    assert edge.threshold(tau, poor) == pytest.approx(tau) and edge.threshold(tau, good) < tau
+    assert edge.threshold(tau, good) == pytest.approx(edge.cfg.notes["tau_good"])  # the good link's dev choice
     assert blind.threshold(tau, good) == tau and "h_draft" not in edge.inputs
     assert load_judge(tmp_path / "heads" / "autojudge")[0].cfg.uploads_hidden
     assert json.loads((tmp_path / "res" / "judges.json").read_text())["edge"]["prompt_files"] == \

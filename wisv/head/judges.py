@@ -19,9 +19,11 @@ Kinds (``JudgeConfig.kind``):
 - ``nll-margin``: p = 1 - exp(-(NLL of the draft token - NLL of the target's)), so tau is a margin in nats.
 
 CSI-awareness by threshold (``tau_mode = "link"``): an accepted mismatch saves the wireless part of a round,
-``t_link(csi) = RTT + one round's bytes / rate``; the judge keeps a mismatch iff its predicted harm is below what that
-saving is worth, ``tau(csi) = min(tau_cap, t_link(csi) / harm_cost_s)``.  ``harm_cost_s`` is fitted so that
-tau(poor link) equals the tau the dev rule chose there: strict on a good link, bold on a poor one.
+``t_link(csi) = RTT + one round's bytes / rate``, so the harm a link may afford per accepted mismatch grows with it.
+The judges stage chooses tau on dev twice, on a poor link with the full harm budget and on a good link with the budget
+scaled by t_link(good) / t_link(poor); the threshold in force follows the power law through both points,
+``tau(csi) = min(tau_cap, tau * (t_link(csi) / t_ref_s) ** gamma)`` (``tau`` at ``t_ref_s``, the poor link):
+strict on a good link, bold on a poor one.
 """
 from __future__ import annotations
 
@@ -52,9 +54,10 @@ class JudgeConfig:
     dims: tuple[int, ...] = (len(SCALARS),)  # width of each input
     hidden: int = 0  # MLP hidden width (0: logistic regression)
     window: int = 3  # fly: draft tokens after the mismatch the target must agree with
-    tau: float = 0.5  # operating threshold (reject iff p >= tau); with tau_mode link: tau on the poor link
-    tau_mode: str = "fixed"  # fixed: tau everywhere | link: tau(csi) = min(tau_cap, t_link(csi) / harm_cost_s)
-    harm_cost_s: float = 0.0  # link mode: seconds of wireless time one predicted harm is worth
+    tau: float = 0.5  # operating threshold (reject iff p >= tau); with tau_mode link: tau on the reference link
+    tau_mode: str = "fixed"  # fixed: tau everywhere | link: tau(csi) = min(tau_cap, tau (t_link(csi) / t_ref_s)^gamma)
+    t_ref_s: float = 0.0  # link mode: t_link of the reference (poor) link where tau was chosen, s
+    gamma: float = 1.0  # link mode: how steeply tau follows the link's round time (fitted on dev)
     tau_cap: float = 0.95  # link mode: the largest tau on any link
     notes: dict = field(default_factory=dict)  # provenance: training run, dev rule, counts
 
@@ -96,14 +99,13 @@ def t_link_s(csi: CSI) -> float:
 
 
 def link_tau(cfg: JudgeConfig, tau: float, csi: CSI | None) -> float:
-    """The threshold in force on ``csi``: ``tau`` (fixed mode, or no CSI reported: the strictest reading is the
-    configured tau scaled to an ideal link, i.e. RTT 0) or ``min(tau_cap, t_link / harm_cost_s)``, scaled by
-    tau / cfg.tau so that an overriding --tau moves every link's threshold alike."""
-    if cfg.tau_mode != "link" or cfg.harm_cost_s <= 0:
+    """The threshold in force on ``csi``: ``tau`` in fixed mode; in link mode ``min(tau_cap, tau (t_link / t_ref_s) **
+    gamma)`` (``tau``: the judge's own or an overriding --tau, which so moves every link's threshold alike); with no
+    CSI reported the ideal link (t_link 0), the strictest reading: 0, greedy."""
+    if cfg.tau_mode != "link" or cfg.t_ref_s <= 0:
         return tau
     t = t_link_s(csi) if csi is not None and not csi.is_ideal else 0.0
-    scale = tau / cfg.tau if cfg.tau > 0 else 1.0
-    return min(cfg.tau_cap, t / cfg.harm_cost_s) * scale
+    return min(cfg.tau_cap, tau * (t / cfg.t_ref_s) ** cfg.gamma)
 
 
 def gather_inputs(cfg: JudgeConfig, h_draft: torch.Tensor | None, h_target: torch.Tensor | None,

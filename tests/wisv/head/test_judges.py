@@ -8,7 +8,8 @@ import torch
 
 from channel.csi import CSI
 from wisv.head.features import SCALARS, EdgeFeatures
-from wisv.head.judges import JudgeConfig, JudgePolicy, LinearJudge, link_tau, load_judge, rule_probs, save_judge
+from wisv.head.judges import (JudgeConfig, JudgePolicy, LinearJudge, link_tau, load_judge, rule_probs, save_judge,
+                              t_link_s)
 
 S = len(SCALARS)
 
@@ -37,9 +38,11 @@ def test_nll_margin_is_monotone_in_the_margin():
 
 
 def test_link_tau_is_strict_on_a_good_link_and_bold_on_a_poor_one():
-    cfg = JudgeConfig("edge", tau=0.4, tau_mode="link", harm_cost_s=0.05 / 0.4, tau_cap=0.9)
     poor, good = CSI.symmetric(3, 45), CSI.symmetric(200, 5)
-    assert link_tau(cfg, 0.4, poor) > 3 * link_tau(cfg, 0.4, good)
+    cfg = JudgeConfig("edge", tau=0.4, tau_mode="link", t_ref_s=t_link_s(poor), gamma=1.5, tau_cap=0.9)
+    assert link_tau(cfg, 0.4, poor) == pytest.approx(0.4)
+    assert link_tau(cfg, 0.4, good) == pytest.approx(0.4 * (t_link_s(good) / t_link_s(poor)) ** 1.5)
+    assert link_tau(cfg, 0.4, good) < 0.4 / 20
     assert link_tau(cfg, 0.4, CSI.symmetric(0.01, 500)) == pytest.approx(0.9)  # capped
     assert link_tau(cfg, 0.4, None) == 0  # no CSI reported: the ideal link, the strictest reading
     assert link_tau(cfg, 0.2, poor) == pytest.approx(link_tau(cfg, 0.4, poor) / 2)  # --tau scales every link
