@@ -193,13 +193,13 @@ def run_round(client: Client, sess: UESession, csi: CSI | None) -> dict:
     finish_round(client, sess, msg, io)  # resends and resumes within the retry window
     r, v = sess.round, sess.round.verdict
     n = len(r.draft.tokens)
-    wdt, t_wdt = wasted_drafting(n, v["n_accepted"], r.t_draft_s / max(1, n))  # WISP WDT
-    t_edge = v.get("t_edge_s", v["t_verify_s"] + v["t_head_s"])
-    return {"round": r.index, "protocol": r.protocol, "drafted": n, "accepted": v["n_accepted"],
-            "mismatches": v["mismatches"], "queried": v["queried"], "exchanges": io.exchanges,
+    wdt, t_wdt = wasted_drafting(n, v.n_accepted, r.t_draft_s / max(1, n))  # WISP WDT
+    t_edge = v.t_edge_s
+    return {"round": r.index, "protocol": r.protocol, "drafted": n, "accepted": v.n_accepted,
+            "mismatches": v.mismatches, "queried": v.queried, "exchanges": io.exchanges,
             "uplink_bytes": io.up, "downlink_bytes": io.down, "t_draft_s": r.t_draft_s,
-            "t_comm_s": (io.t_last - io.t_first) - (t_edge + io.ue_mid_s), "t_verify_s": v["t_verify_s"],
-            "t_head_s": v["t_head_s"], "t_round_s": time.perf_counter() - t_start, "wdt_tokens": wdt,
+            "t_comm_s": (io.t_last - io.t_first) - (t_edge + io.ue_mid_s), "t_verify_s": v.t_verify_s,
+            "t_head_s": v.t_head_s, "t_round_s": time.perf_counter() - t_start, "wdt_tokens": wdt,
             "proactive_drafted": n_pro, "proactive_reused": r.reused, "t_proactive_s": t_pro, "t_wdt_s": t_wdt,
             "committed": len(sess.tokens) - n_before, "t_edge_s": t_edge, "retries": io.retries,
             "resumed": io.resumed, "window_k": r.window, **_tree_columns(r), **_confidence_columns(r)}
@@ -215,7 +215,7 @@ def _tree_columns(r) -> dict:
     """The tree protocol's RoundRow fields (none for a chain round)."""
     if r.tree is None:
         return {}
-    return {"tree_size": len(r.tree.tree), "tree_depth": r.tree.tree.depth, "accepted_depth": r.verdict["n_accepted"]}
+    return {"tree_size": len(r.tree.tree), "tree_depth": r.tree.tree.depth, "accepted_depth": r.verdict.n_accepted}
 
 
 def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[int], index: int,
@@ -236,8 +236,8 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
     sess = UESession(sid, DraftSession(loc.drafter, ids), params, eos_id(loc.drafter), loc.stop, loc.window)
     t1 = time.perf_counter()
     ok = open_session(client, sess)
-    loc.edge = ok.header.get("edge", loc.edge)
-    sess.d.hidden_layer = ok.header.get("hidden_layer", -1)  # the layer the edge's decision head was trained on
+    loc.edge = ok.edge if ok.edge is not None else loc.edge
+    sess.d.hidden_layer = ok.hidden_layer  # the layer the edge's decision head was trained on
     rows, trace = [], loc.link.trace() if loc.link else None
     if oracle and trace is None:
         raise ValueError("--draft-len-by-rtt picks K from the emulated link's CSI in force: it needs an emulated link")
