@@ -1,4 +1,4 @@
-"""Hostile-peer probe benchmark (issue 27): for each probe of testbed/live/probes.py, a fresh ``testbed.serve`` on
+"""Hostile-peer probe benchmark (issue 27): for each probe of testbed/hostile/probes.py, a fresh ``testbed.serve`` on
 loopback, the probe against it while a good greedy UE runs, and the edge's RSS (before, peak) and the UE's round p95.
 
     python scripts/bench_hostile.py --out results/bench_hostile.json                      # this checkout
@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from protocols import wire  # noqa: E402
 from testbed.live.auth import write_keys  # noqa: E402
-from testbed.live.probes import AUTH_PROBES, PROBES, Target, good_ue_cmd, run_beside  # noqa: E402
+from testbed.hostile.probes import AUTH_PROBES, PROBES, Target, good_ue_cmd, run_beside  # noqa: E402
 from testbed.live.procs import Child  # noqa: E402
 from wisv.models.loader import builtin_paths  # noqa: E402
 

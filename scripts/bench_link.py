@@ -40,7 +40,7 @@ from channel.emulator import LinkConfig, LinkEmulator  # noqa: E402
 from protocols.registry import ALL_PROTOCOLS  # noqa: E402  (light: testbed.run itself is imported lazily)
 from testbed.common.link import LinkSpec  # noqa: E402
 from testbed.common.machine import machine_info  # noqa: E402
-from testbed.live.zmqfloor import round_floor  # noqa: E402
+from testbed.hostile.zmqfloor import round_floor  # noqa: E402
 from wisv.records.rows import read_records  # noqa: E402
 
 REJECT_POINT = (2.0, 20.0)  # (Mbit/s, ms) where reject must be far slower than greedy
@@ -274,7 +274,7 @@ def calibrate(cfg: BenchConfig, out: Path) -> dict:
 
 
 def zmq_floor(rounds: pd.DataFrame) -> dict:
-    """Bare ZeroMQ rounds with this run's mean drafting gap and edge compute (testbed/live/zmqfloor.py)."""
+    """Bare ZeroMQ rounds with this run's mean drafting gap and edge compute (testbed/hostile/zmqfloor.py)."""
     compute = float((rounds["t_verify_s"] + rounds["t_head_s"]).mean())
     return round_floor(n=200, gap_s=float(rounds["t_draft_s"].mean()), compute_s=compute)
 
