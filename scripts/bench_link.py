@@ -201,7 +201,7 @@ def run_point(cfg: BenchConfig, link: LinkSpec, protocols: list[str], out: Path)
     """Run the testbed on one link; {protocol: (summary, rounds)}.  From 4 protocols on, one "all" run (one edge)."""
     from testbed.live.run import RunConfig, run
     from testbed.live.serveconfig import ServeConfig
-    from testbed.live.ue import UEConfig
+    from testbed.live.ueconfig import UEConfig
     names = ["all"] if len(set(protocols)) >= 4 else protocols
     res = {}
     for name in names:

@@ -102,7 +102,7 @@ def _pairs(off_cfg, on_cfg, name: str, repeats: int, runs: dict) -> tuple[list[d
 def run(cfg: ControlsConfig) -> dict:
     from testbed.live.run import RunConfig
     from testbed.live.serveconfig import ServeConfig
-    from testbed.live.ue import UEConfig
+    from testbed.live.ueconfig import UEConfig
     base = RunConfig(protocol="greedy", prompts=cfg.prompts, edge=ServeConfig(head="none"), out=cfg.runs_dir,
                      overwrite=True)  # the script's own run directories: a re-run replaces them
     k = replace(base, ue=UEConfig(draft_len=cfg.k_max), reference=False)

@@ -18,7 +18,7 @@ import config  # noqa: E402
 from testbed.common.link import LinkSpec  # noqa: E402
 from testbed.live.run import RunConfig  # noqa: E402
 from testbed.live.serveconfig import ServeConfig  # noqa: E402
-from testbed.live.ue import UEConfig  # noqa: E402
+from testbed.live.ueconfig import UEConfig  # noqa: E402
 from testbed.sim.calibrate import CalibrateConfig  # noqa: E402
 from testbed.sim.cli import SimConfig  # noqa: E402
 

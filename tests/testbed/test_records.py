@@ -9,7 +9,7 @@ import pytest
 
 from protocols.schema import Verdict
 from testbed.live.procs import Child
-from testbed.live.ue import UEConfig
+from testbed.live.ueconfig import UEConfig
 from testbed.live.ue import run as run_ue
 from testbed.load.gen import Device, Trace, request_record
 from testbed.sim.traces import TraceKey, generate_trace

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from wisv.decoding.sessions import Block
+if TYPE_CHECKING:  # for hints only: the interface imports without torch (the edge's config reads ENGINE_CHOICES)
+    from wisv.decoding.sessions import Block
 
 ENGINES = {"transformers": "wisv.serving.batchverify:from_options",  # --engine name -> "module:builder"
            "vllm": "wisv.serving.vllm_engine:from_options"}  # a builder: (target, EngineOptions) -> VerifyEngine
