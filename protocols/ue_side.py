@@ -62,9 +62,9 @@ def edge_error(msg: Message) -> EdgeError:
 AUTO_START_K = 8  # auto's window before its first verdict (nothing measured yet)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class UEParams:
-    """What a UE session needs besides the drafter."""
+    """What a UE session needs besides the drafter (by keyword)."""
 
     protocol: str = "auto"  # greedy | reject | fh | sh | auto
     draft_len: int = 8  # K, tokens per block (AUTO_DRAFT_LEN: chosen per round by wisv.timing.window, <= draft_len_max)

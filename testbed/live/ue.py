@@ -147,10 +147,12 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
     t_probe = time.perf_counter() - t0
     oracle = parse_k_by_rtt(cfg.draft_len_by_rtt)
     k = max(oracle.values()) if oracle else cfg.draft_len
-    params = UEParams(cfg.protocol, k, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
-                      cfg.seed + index, int(loc.drafter.config.vocab_size), cfg.proactive, cfg.pipeline_depth,
-                      cfg.tree_budget, vocab=loc.vocab, draft_len_max=cfg.draft_len_max,
-                      features=cfg.draft_features, follow_stop_depth=cfg.follow_stop_depth)
+    params = UEParams(protocol=cfg.protocol, draft_len=k, max_new_tokens=cfg.max_new_tokens, auto_rule=cfg.auto_rule,
+                      temperature=cfg.temperature, seed=cfg.seed + index,
+                      vocab_size=int(loc.drafter.config.vocab_size), proactive=cfg.proactive,
+                      pipeline_depth=cfg.pipeline_depth, tree_budget=cfg.tree_budget, vocab=loc.vocab,
+                      draft_len_max=cfg.draft_len_max, features=cfg.draft_features,
+                      follow_stop_depth=cfg.follow_stop_depth)
     sess = UESession(sid, DraftSession(loc.drafter, ids), params, eos_id(loc.drafter), loc.stop, loc.window)
     t1 = time.perf_counter()
     ok = open_session(client, sess)

@@ -1,4 +1,4 @@
-"""The edge's verification interface: the engine protocol, its request type, a one-session view, and the engines by name.
+"""The edge's verification interface: the engine protocol, its request, a one-session view, the engines by name.
 
 A session is opened with its prompt (``open``); ``verify`` takes one block per session, any number of sessions at
 once (a batch), and returns each session's ``Block``: the target's logits, argmax and final hidden states at the

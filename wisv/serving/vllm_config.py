@@ -1,4 +1,4 @@
-"""The vLLM engine's settings (``--engine vllm``), apart from the engine: the edge's config imports them without torch."""
+"""The vLLM engine's settings (``--engine vllm``) apart from the engine: the edge's config reads them without torch."""
 from __future__ import annotations
 
 from dataclasses import dataclass

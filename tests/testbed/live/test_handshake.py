@@ -57,7 +57,8 @@ def swapped_tokenizer(tok, tmp_path: Path):
 
 
 def open_reply(server: EdgeServer, drafter, vocab: Vocab | None, peer: bytes = b"p"):
-    ue = UESession("s0", DraftSession(drafter, PROMPT), UEParams("fh", K, MAX_NEW, vocab=vocab), None)
+    params = UEParams(protocol="fh", draft_len=K, max_new_tokens=MAX_NEW, vocab=vocab)
+    ue = UESession("s0", DraftSession(drafter, PROMPT), params, None)
     return open_on(server, peer, ue, Limits(vocab_size=drafter.config.vocab_size)), ue
 
 

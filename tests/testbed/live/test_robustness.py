@@ -114,7 +114,8 @@ def test_bad_message_gets_an_error_while_a_valid_session_completes(edge, models,
     word = word.format(v=pair_dirs.vocab_size)
     limits = Limits(vocab_size=pair_dirs.vocab_size)
     good, bad = dealer(ctx, endpoint, b"good"), dealer(ctx, endpoint, b"bad")
-    ue = UESession(GOOD_SID, DraftSession(drafter, PROMPT), UEParams("sh", K, MAX_NEW), pair_dirs.eos)
+    params = UEParams(protocol="sh", draft_len=K, max_new_tokens=MAX_NEW)
+    ue = UESession(GOOD_SID, DraftSession(drafter, PROMPT), params, pair_dirs.eos)
     good.send_multipart(encode(ue.open_message()))
     opened = recv(good, limits)
     assert opened.type == MsgType.OPEN_OK
