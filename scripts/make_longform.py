@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import config  # noqa: E402
-from scripts.make_qa import (CAPITAL_ALIASES, CAPITALS, CITIES, CITY_ALIASES, LANGUAGE_ALIASES,  # noqa: E402
+import config
+from scripts.make_qa import (CAPITAL_ALIASES, CAPITALS, CITIES, CITY_ALIASES, LANGUAGE_ALIASES,
                              LANGUAGES, spread)
-from wisv.tasks.jsonl import write_jsonl  # noqa: E402
-from wisv.tasks.pools import LONGFORM_DIR, POOLS  # noqa: E402
+from wisv.tasks.jsonl import write_jsonl
+from wisv.tasks.pools import LONGFORM_DIR, POOLS
 
 MORE_CAPITALS = {"Brazil": "Brasilia", "Ghana": "Accra", "Qatar": "Doha", "Jordan": "Amman", "Ecuador": "Quito",
                  "Uruguay": "Montevideo", "Jamaica": "Kingston", "Bangladesh": "Dhaka", "Singapore": "Singapore",
@@ -161,7 +159,7 @@ def pools(cfg: MakeLongformConfig) -> dict[str, list[dict]]:
 
 
 def parse_args(argv: list[str] | None = None) -> MakeLongformConfig:
-    ap = argparse.ArgumentParser(prog="python scripts/make_longform.py", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m scripts.make_longform", description=__doc__.splitlines()[0])
     return config.parse(MakeLongformConfig, argv, config.add_flags(ap, MakeLongformConfig))
 
 

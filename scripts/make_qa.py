@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import config  # noqa: E402
-from wisv.tasks.jsonl import write_jsonl  # noqa: E402
-from wisv.tasks.qa import QA_DIR  # noqa: E402
+import config
+from wisv.tasks.jsonl import write_jsonl
+from wisv.tasks.qa import QA_DIR
 
 ONE_WORD = "Answer with one word."
 NUMBER = "Answer with a number."
@@ -211,7 +209,7 @@ def spread(groups: list[list[dict]]) -> list[dict]:
 
 
 def parse_args(argv: list[str] | None = None) -> MakeQAConfig:
-    ap = argparse.ArgumentParser(prog="python scripts/make_qa.py", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m scripts.make_qa", description=__doc__.splitlines()[0])
     return config.parse(MakeQAConfig, argv, config.add_flags(ap, MakeQAConfig))
 
 
