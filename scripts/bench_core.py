@@ -5,7 +5,6 @@ A benchmark, not a test: it writes JSON with the machine, versions and settings 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from dataclasses import dataclass, field
@@ -65,8 +64,7 @@ def bench_sd(drafter, target, prompts: list[list[int]], refs: list[list[int]], k
 
 
 def parse_args(argv: list[str] | None = None) -> CoreBenchConfig:
-    ap = argparse.ArgumentParser(prog="python -m scripts.bench_core", description=__doc__.splitlines()[0])
-    return config.parse(CoreBenchConfig, argv, config.add_flags(ap, CoreBenchConfig))
+    return config.parse(CoreBenchConfig, argv, prog="python -m scripts.bench_core", description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,7 +10,6 @@ fails; the failed ones are printed.
 """
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
@@ -112,9 +111,7 @@ def _q(rep: dict) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> BenchCSIConfig:
-    ap = config.add_flags(argparse.ArgumentParser(prog="python -m scripts.bench_csi",
-                                                  description=__doc__.splitlines()[0]), BenchCSIConfig)
-    return config.parse(BenchCSIConfig, argv, ap)
+    return config.parse(BenchCSIConfig, argv, prog="python -m scripts.bench_csi", description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> int:

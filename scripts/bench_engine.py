@@ -15,7 +15,6 @@ On CPU this shows correctness and overhead; on a GPU it is the figure that count
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -103,8 +102,8 @@ def engine_options(cfg: EngineBenchConfig) -> EngineOptions:
 
 
 def parse_args(argv: list[str] | None = None) -> EngineBenchConfig:
-    ap = argparse.ArgumentParser(prog="python -m scripts.bench_engine", description=__doc__.splitlines()[0])
-    return config.parse(EngineBenchConfig, argv, config.add_flags(ap, EngineBenchConfig))
+    return config.parse(EngineBenchConfig, argv, prog="python -m scripts.bench_engine",
+                        description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -13,7 +13,6 @@ fit in the available memory.  A benchmark, not a test.
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
@@ -249,8 +248,7 @@ def run(cfg: ScaleBenchConfig) -> dict:
 
 
 def parse_args(argv: list[str] | None = None) -> ScaleBenchConfig:
-    ap = config.add_flags(argparse.ArgumentParser(description=__doc__.splitlines()[0]), ScaleBenchConfig)
-    return config.parse(ScaleBenchConfig, argv, ap)
+    return config.parse(ScaleBenchConfig, argv, description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> None:

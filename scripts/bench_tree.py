@@ -20,7 +20,6 @@ not a test.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -212,8 +211,7 @@ def _goal(results: dict) -> dict:
 
 
 def parse_args(argv: list[str] | None = None) -> BenchConfig:
-    ap = config.add_flags(argparse.ArgumentParser(description=__doc__.splitlines()[0]), BenchConfig)
-    return config.parse(BenchConfig, argv, ap)
+    return config.parse(BenchConfig, argv, description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> None:

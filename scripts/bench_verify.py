@@ -12,7 +12,6 @@ warm(512) <= 1.3 x warm(64) and no-reuse(512) >= 3 x warm(512).  A benchmark, no
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
@@ -105,8 +104,8 @@ def batch_vs_serial_ms(target, L: int, k: int, b: int, rounds: int) -> dict:
 
 
 def parse_args(argv: list[str] | None = None) -> VerifyBenchConfig:
-    ap = argparse.ArgumentParser(prog="python -m scripts.bench_verify", description=__doc__.splitlines()[0])
-    return config.parse(VerifyBenchConfig, argv, config.add_flags(ap, VerifyBenchConfig))
+    return config.parse(VerifyBenchConfig, argv, prog="python -m scripts.bench_verify",
+                        description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> dict:

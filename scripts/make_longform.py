@@ -13,15 +13,13 @@ out.  Each pool spreads its kinds evenly over the file (make_qa's ``spread``), s
 sample."""
 from __future__ import annotations
 
-import argparse
 import random
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import config
 from scripts.make_qa import (CAPITAL_ALIASES, CAPITALS, CITIES, CITY_ALIASES, LANGUAGE_ALIASES,
                              LANGUAGES, spread)
-from wisv.tasks.jsonl import write_jsonl
+from wisv.tasks.jsonl import write_splits
 from wisv.tasks.pools import LONGFORM_DIR, POOLS
 
 MORE_CAPITALS = {"Brazil": "Brasilia", "Ghana": "Accra", "Qatar": "Doha", "Jordan": "Amman", "Ecuador": "Quito",
@@ -159,19 +157,13 @@ def pools(cfg: MakeLongformConfig) -> dict[str, list[dict]]:
 
 
 def parse_args(argv: list[str] | None = None) -> MakeLongformConfig:
-    ap = argparse.ArgumentParser(prog="python -m scripts.make_longform", description=__doc__.splitlines()[0])
-    return config.parse(MakeLongformConfig, argv, config.add_flags(ap, MakeLongformConfig))
+    return config.parse(MakeLongformConfig, argv, prog="python -m scripts.make_longform",
+                        description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     cfg = parse_args(argv)
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    made = pools(cfg)
-    for name, rows in made.items():
-        write_jsonl(out / f"{name}.jsonl", rows)
-        print(f"{name}: {len(rows)} rows -> {out / f'{name}.jsonl'}")
-    return made
+    return write_splits(cfg.out, pools(cfg))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ Usage: ``python -m scripts.model_card [--dir wisv/assets/toy-pair] [--n-acc 300]
 """
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 from dataclasses import dataclass
@@ -116,8 +115,7 @@ def write_card(root: Path, n_acc: int = 300, n_sd: int = 200) -> dict:
 
 
 def parse_args(argv: list[str] | None = None) -> CardConfig:
-    ap = argparse.ArgumentParser(prog="python -m scripts.model_card", description=__doc__.splitlines()[0])
-    return config.parse(CardConfig, argv, config.add_flags(ap, CardConfig))
+    return config.parse(CardConfig, argv, prog="python -m scripts.model_card", description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> None:

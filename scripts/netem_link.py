@@ -20,7 +20,6 @@ Exit codes: 0 ok (Ctrl-C during the hold included); 1 a tc/ip command failed; 2 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import signal
 import statistics
@@ -57,8 +56,7 @@ class NetemLinkConfig:
 
 
 def parse_args(argv: list[str] | None = None) -> NetemLinkConfig:
-    ap = argparse.ArgumentParser(prog="python -m scripts.netem_link", description=__doc__.split("\n")[0])
-    return config.parse(NetemLinkConfig, argv, config.add_flags(ap, NetemLinkConfig))
+    return config.parse(NetemLinkConfig, argv, prog="python -m scripts.netem_link", description=__doc__.split("\n")[0])
 
 
 def link_specs(args: NetemLinkConfig) -> tuple[NetemSpec, NetemSpec]:

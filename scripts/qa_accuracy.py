@@ -9,7 +9,6 @@ them), outputs through ``wisv.tasks.qa.check_answer``; every output is written t
 """
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections import defaultdict
@@ -88,8 +87,8 @@ def run_split(model, tok, path: Path, cfg: QAAccuracyConfig) -> tuple[dict, list
 
 
 def parse_args(argv: list[str] | None = None) -> QAAccuracyConfig:
-    ap = argparse.ArgumentParser(prog="python -m scripts.qa_accuracy", description=__doc__.splitlines()[0])
-    return config.parse(QAAccuracyConfig, argv, config.add_flags(ap, QAAccuracyConfig))
+    return config.parse(QAAccuracyConfig, argv, prog="python -m scripts.qa_accuracy",
+                        description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -15,7 +15,6 @@ otherwise.  Writes JSON and the predictor's weights (safetensors).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -103,8 +102,8 @@ def wdt_report(model, rounds: list[dict], threshold: float, k_max: int, tau_d: f
 
 
 def parse_args(argv: list[str] | None = None) -> PredictorConfig:
-    ap = argparse.ArgumentParser(prog="python -m scripts.rejection_predictor", description=__doc__.splitlines()[0])
-    return config.parse(PredictorConfig, argv, config.add_flags(ap, PredictorConfig))
+    return config.parse(PredictorConfig, argv, prog="python -m scripts.rejection_predictor",
+                        description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> dict:

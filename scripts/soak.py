@@ -13,7 +13,6 @@ of the samples after warm-up over that of the first quarter), no session got stu
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -187,8 +186,7 @@ def report(doc: dict) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> SoakConfig:
-    ap = argparse.ArgumentParser(prog="python -m scripts.soak", description=__doc__.splitlines()[0])
-    return config.parse(SoakConfig, argv, config.add_flags(ap, SoakConfig))
+    return config.parse(SoakConfig, argv, prog="python -m scripts.soak", description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> dict:

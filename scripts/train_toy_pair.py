@@ -8,7 +8,6 @@ The ``card`` stage measures the shipped weights and writes MODEL_CARD.md and car
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
@@ -154,8 +153,7 @@ def train_model(name: str, spec: ModelSpec, tok: PreTrainedTokenizerFast, data: 
 
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
-    ap = argparse.ArgumentParser(prog="python -m scripts.train_toy_pair", description=__doc__.splitlines()[0])
-    return config.parse(TrainConfig, argv, config.add_flags(ap, TrainConfig))
+    return config.parse(TrainConfig, argv, prog="python -m scripts.train_toy_pair", description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,7 +5,6 @@ profile measured yesterday under-predicts today's runs by about that much (pass 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -62,8 +61,7 @@ def _run(cmd: list[str]) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> ValidateConfig:
-    ap = argparse.ArgumentParser(prog="python -m scripts.validate_sim", description=__doc__)
-    return config.parse(ValidateConfig, argv, config.add_flags(ap, ValidateConfig))
+    return config.parse(ValidateConfig, argv, prog="python -m scripts.validate_sim", description=__doc__)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -101,13 +101,7 @@ class VllmVerifier(SessionTable):
         """One vLLM call over every request; each session's Block (K + 1 positions)."""
         if not requests:
             return {}
-        if len({r.sid for r in requests}) != len(requests):
-            raise ValueError("a batch holds at most one request per session")
-        states = [self._state(r.sid) for r in requests]
-        for st, r in zip(states, requests):
-            if not r.draft:
-                raise ValueError(f"session {r.sid}: empty draft")
-            st.drafted, st.last_active = [int(t) for t in r.draft], time.monotonic()
+        states = self._take_drafts(requests)
         prompts = [st.seq + st.drafted for st in states]
         outs = self._encode(prompts, self._params[0])
         short = [i for i, (st, o) in enumerate(zip(states, outs)) if needs_resend(o.num_cached_tokens, len(st.seq))]
