@@ -20,10 +20,11 @@ from protocols.registry import Protocol, get_protocol
 from protocols.schema import OpenOk, Verdict
 from protocols.wire import Message, MsgType, make
 from wisv.decoding.sessions import Draft, DraftSession
-from wisv.decoding.specedge import pipeline_depth, proactive_reuse
+from wisv.decoding.specedge import proactive_reuse
 from wisv.decoding.speculative import truncate_output
 from wisv.decoding.tree import path_to
 from wisv.decoding.treedraft import TreeState, aligned, draft_tree, expand_leaf
+from wisv.timing.kpolicy import KFacts, block_k
 from wisv.timing.window import AUTO_DRAFT_LEN, TreeWindowTracker, WindowTracker, round_cost
 
 
@@ -148,17 +149,13 @@ class UESession:
     def next_draft(self, csi_est: CSI | None) -> Message:
         """Draft the next block and build its DRAFT message (auto picks FH or SH first)."""
         budget = self.p.max_new_tokens - len(self.tokens)
-        k = max(1, min(self.p.draft_len_max if self.p.auto_window else self.p.draft_len, budget - 1))  # >= 1 token
-        stop, window = self.stop, None
-        suggested = self.round.verdict.stop_depth if self.round is not None and self.round.verdict else None
-        if self.p.follow_stop_depth and self.stop is None and suggested:
-            k = max(1, min(k, suggested))
-        if self.p.auto_window and not self.proto.tree:
-            k, window, stop = self._auto_window(csi_est, k)
-        if self.p.pipeline_depth and self.round is not None and self.round.verdict and self.round.draft.tokens:
-            r = self.round
-            rtt_s = csi_est.rtt_ms / 1e3 if csi_est is not None else 0.0
-            k = pipeline_depth(r.verdict.t_verify_s, rtt_s, r.t_draft_s / len(r.draft.tokens), 1, k)  # <= k
+        auto = {"window": None, "stop": self.stop}  # what rule 3 (the auto window) chose besides K
+
+        def window(k_cap: int) -> int:
+            k, auto["window"], auto["stop"] = self._auto_window(csi_est, k_cap)
+            return k
+        k = block_k(self._k_facts(csi_est, budget), window if self.p.auto_window and not self.proto.tree else None)
+        stop, window = auto["stop"], auto["window"]
         proto = self._round_protocol(csi_est, k)
         t0 = time.perf_counter()
         tree = None
@@ -180,6 +177,18 @@ class UESession:
         if self.p.features and tree is None and draft.features is not None:
             tensors["features"] = draft.features[:, :3].numpy().astype(np.float16)  # [K, 3]
         return make(MsgType.DRAFT, self.sid, tensors, **header, **self.token)
+
+    def _k_facts(self, csi_est: CSI | None, budget: int) -> KFacts:
+        """What the K rules (wisv/timing/kpolicy.py) read: the budget, the cap, the edge's stop depth when followed,
+        and for the pipeline depth the last round's verify time and drafting time per token."""
+        r = self.round if self.round is not None and self.round.verdict else None
+        follow = self.p.follow_stop_depth and self.stop is None and r is not None
+        piped = self.p.pipeline_depth and r is not None and r.draft.tokens
+        return KFacts(budget_tokens=budget, k_max=self.p.draft_len_max if self.p.auto_window else self.p.draft_len,
+                      stop_depth=r.verdict.stop_depth if follow else None,
+                      verify_s=r.verdict.t_verify_s if piped else None,
+                      tau_d_s=r.t_draft_s / len(r.draft.tokens) if piped else 0.0,
+                      rtt_s=csi_est.rtt_ms / 1e3 if csi_est is not None else 0.0)
 
     def _auto_window(self, csi_est: CSI | None, k_cap: int) -> tuple[int, int, Callable | None]:
         """--draft-len auto: (tokens the block may hold, the window chosen, the stop rule).  K minimises the predicted

@@ -29,7 +29,6 @@ from transformers import PreTrainedModel
 import config
 from channel.emulator import parse_hostport
 from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
-from channel.csi import CSI
 from channel.trace import CSITrace
 from protocols.handshake import Vocab
 from protocols.ue_side import EdgeError, HandshakeError, UEParams, UESession
@@ -39,16 +38,15 @@ from testbed.common.summary import summarize, table, write_summary
 from testbed.common.text import decoder, progress_line, text_fields
 from testbed.live.client import Client, close_session, fetch_references, handshake, open_session
 from testbed.live.liveness import Heartbeat
-from testbed.live.resume import finish_round, send_draft
 from testbed.live.retry import RetryExhausted
 from testbed.live.ueconfig import UEConfig
+from testbed.live.ueround import run_round
 from wisv.tasks.evaluate import eos_id
 from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.tasks.prompts import prompt_rows
 from wisv.records.rows import RoundLog, RoundRow, to_frame
-from wisv.decoding.rejection import load_predictor, stop_rule, wasted_drafting
+from wisv.decoding.rejection import load_predictor, stop_rule
 from wisv.decoding.sessions import DraftSession
-from wisv.serving.wdt import confidence_summary
 from wisv.timing.window import TreeWindowTracker, WindowTracker
 from wisv.pairs import apply_pair
 
@@ -96,44 +94,6 @@ class Local:
             return sample_tcp(socket.gethostbyname(host), port)
         except (ValueError, OSError):  # not HOST:PORT, or a name that does not resolve
             return None
-
-
-def run_round(client: Client, sess: UESession, csi: CSI | None) -> dict:
-    """One DRAFT/(HIDDEN_REQ/HIDDEN)/VERDICT exchange, its head and auto conditioned on ``csi``; returns the round's
-    measurements (RoundRow fields)."""
-    t_start = time.perf_counter()
-    n_before = len(sess.tokens)
-    msg = sess.next_draft(csi)
-    io = send_draft(client, msg)
-    t_pro = time.perf_counter()
-    n_pro = sess.draft_proactively(client.reply_waiting)  # SpecEdge: overlaps the link and the verification
-    t_pro = time.perf_counter() - t_pro
-    finish_round(client, sess, msg, io)  # resends and resumes within the retry window
-    r, v = sess.round, sess.round.verdict
-    n = len(r.draft.tokens)
-    wdt, t_wdt = wasted_drafting(n, v.n_accepted, r.t_draft_s / max(1, n))  # WISP WDT
-    t_edge = v.t_edge_s
-    return {"round": r.index, "protocol": r.protocol, "drafted": n, "accepted": v.n_accepted,
-            "mismatches": v.mismatches, "queried": v.queried, "exchanges": io.exchanges,
-            "uplink_bytes": io.up, "downlink_bytes": io.down, "t_draft_s": r.t_draft_s,
-            "t_comm_s": (io.t_last - io.t_first) - (t_edge + io.ue_mid_s), "t_verify_s": v.t_verify_s,
-            "t_head_s": v.t_head_s, "t_round_s": time.perf_counter() - t_start, "wdt_tokens": wdt,
-            "proactive_drafted": n_pro, "proactive_reused": r.reused, "t_proactive_s": t_pro, "t_wdt_s": t_wdt,
-            "committed": len(sess.tokens) - n_before, "t_edge_s": t_edge, "retries": io.retries,
-            "resumed": io.resumed, "window_k": r.window, **_tree_columns(r), **_confidence_columns(r)}
-
-
-def _confidence_columns(r) -> dict:
-    """The block's draft-confidence summary (RoundRow draft_* fields: the WDT predictor's training data)."""
-    f = r.draft.features
-    return confidence_summary(f[:, :3].numpy()) if r.tree is None and f is not None and len(f) else {}
-
-
-def _tree_columns(r) -> dict:
-    """The tree protocol's RoundRow fields (none for a chain round)."""
-    if r.tree is None:
-        return {}
-    return {"tree_size": len(r.tree.tree), "tree_depth": r.tree.tree.depth, "accepted_depth": r.verdict.n_accepted}
 
 
 def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[int], index: int,
