@@ -8,7 +8,7 @@ accepted answer).
 
 The three pools are disjoint by construction: each kind's entities (a country, a city, a pair of numbers) are
 shuffled with the seed and cut into distill / calib / test, and every prompt about an entity goes to that entity's
-pool.  Kinds the target answered under 55% of the time (DROPPED, measured by scripts/longform_accuracy.py) are left
+pool.  Kinds the target answered under 55% of the time (DROPPED, measured by scripts/qa_accuracy.py on it) are left
 out.  Each pool spreads its kinds evenly over the file (make_qa's ``spread``), so the first N prompts are a fair
 sample."""
 from __future__ import annotations
@@ -91,7 +91,7 @@ WORD_PROBLEMS = (f"{{name}} has {{a}} {{obj}} and gets {{b}} more. How many {{ob
                  f"There are {{a}} {{obj}} in a box. {{name}} puts {{b}} more {{obj}} in the box. How many {{obj}} are "
                  f"in the box now? {THEN_SAY}")
 KINDS = (*WORD_KINDS, "word_problem")
-# Dropped after measuring the target (scripts/longform_accuracy.py, docs/longform-task.md): under 55% correct.
+# Dropped after measuring the target (scripts/qa_accuracy.py, docs/longform-task.md): under 55% correct.
 # Test pool, 96 new tokens: capital_last 15% (it describes the country and stops), word_problem 23% ("2 * 4 = 8
 # books", and 0% for the "in a box" template).
 DROPPED: tuple[str, ...] = ("capital_last", "word_problem")
