@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -17,12 +17,14 @@ from protocols.accounting import wire_payload_bits
 from protocols.auto import MismatchStats, choose
 from protocols.handshake import Vocab, vocab_refusal
 from protocols.registry import HIDDEN_PROTOCOLS, Protocol, get_protocol, servable
+from protocols.schema import OpenOk, Verdict
 from protocols.wire import Message, MsgType, make
 from wisv.decoding.sessions import Draft, DraftSession
-from wisv.decoding.specedge import pipeline_depth, proactive_reuse
+from wisv.decoding.specedge import proactive_reuse
 from wisv.decoding.speculative import truncate_output
 from wisv.decoding.tree import path_to
 from wisv.decoding.treedraft import TreeState, aligned, draft_tree, expand_leaf
+from wisv.timing.kpolicy import KFacts, block_k
 from wisv.timing.window import AUTO_DRAFT_LEN, TreeWindowTracker, WindowTracker, round_cost
 
 
@@ -61,9 +63,9 @@ def edge_error(msg: Message) -> EdgeError:
 AUTO_START_K = 8  # auto's window before its first verdict (nothing measured yet)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class UEParams:
-    """What a UE session needs besides the drafter."""
+    """What a UE session needs besides the drafter (by keyword)."""
 
     protocol: str = "auto"  # greedy | reject | fh | sh | auto
     draft_len: int = 8  # K, tokens per block (AUTO_DRAFT_LEN: chosen per round by wisv.timing.window, <= draft_len_max)
@@ -98,7 +100,7 @@ class RoundState:
     protocol: str  # protocol actually used this round (auto resolves to fh or sh)
     draft: Draft
     t_draft_s: float
-    verdict: dict = field(default_factory=dict)  # VERDICT header once it arrives
+    verdict: Verdict | None = None  # the VERDICT once it arrives
     proactive: Draft | None = None  # tokens drafted past the block while waiting (SpecEdge)
     reused: int = 0  # proactive tokens that open the next block
     tree: TreeState | None = None  # the tree in flight (tree protocol)
@@ -134,13 +136,13 @@ class UESession:
                     drafter_hidden=int(self.d.model.config.hidden_size), temperature=float(self.p.temperature),
                     seed=self.p.seed + 1, round=self.n_rounds, **vocab, **self.token)
 
-    def check_open_ok(self, header: dict) -> None:
+    def check_open_ok(self, ok: OpenOk) -> None:
         """The UE's own check of the edge's OPEN_OK (the target's tokenizer hash, where both sides have one); keeps
         the session token, which the session's later messages carry."""
-        if "token" in header:
-            self.token = {"token": header["token"]}
-        self.servable = servable(bool((header.get("edge") or {}).get("uploads_hidden", True)))
-        theirs = header.get("vocab_hash")
+        if ok.token is not None:
+            self.token = {"token": ok.token}
+        self.servable = servable(bool((ok.edge or {}).get("uploads_hidden", True)))
+        theirs = ok.vocab_hash
         if self.p.vocab is not None and self.p.vocab.hash and theirs:
             why = vocab_refusal(self.p.vocab, Vocab(self.p.vocab.size, theirs))
             if why:
@@ -149,17 +151,13 @@ class UESession:
     def next_draft(self, csi_est: CSI | None) -> Message:
         """Draft the next block and build its DRAFT message (auto picks FH or SH first)."""
         budget = self.p.max_new_tokens - len(self.tokens)
-        k = max(1, min(self.p.draft_len_max if self.p.auto_window else self.p.draft_len, budget - 1))  # >= 1 token
-        stop, window = self.stop, None
-        suggested = self.round.verdict.get("stop_depth") if self.round is not None else None
-        if self.p.follow_stop_depth and self.stop is None and suggested:
-            k = max(1, min(k, suggested))
-        if self.p.auto_window and not self.proto.tree:
-            k, window, stop = self._auto_window(csi_est, k)
-        if self.p.pipeline_depth and self.round is not None and self.round.verdict and self.round.draft.tokens:
-            r = self.round
-            rtt_s = csi_est.rtt_ms / 1e3 if csi_est is not None else 0.0
-            k = pipeline_depth(r.verdict["t_verify_s"], rtt_s, r.t_draft_s / len(r.draft.tokens), 1, k)  # <= k
+        auto = {"window": None, "stop": self.stop}  # what rule 3 (the auto window) chose besides K
+
+        def window(k_cap: int) -> int:
+            k, auto["window"], auto["stop"] = self._auto_window(csi_est, k_cap)
+            return k
+        k = block_k(self._k_facts(csi_est, budget), window if self.p.auto_window and not self.proto.tree else None)
+        stop, window = auto["stop"], auto["window"]
         proto = self._round_protocol(csi_est, k)
         t0 = time.perf_counter()
         tree = None
@@ -181,6 +179,18 @@ class UESession:
         if self.p.features and tree is None and draft.features is not None:
             tensors["features"] = draft.features[:, :3].numpy().astype(np.float16)  # [K, 3]
         return make(MsgType.DRAFT, self.sid, tensors, **header, **self.token)
+
+    def _k_facts(self, csi_est: CSI | None, budget: int) -> KFacts:
+        """What the K rules (wisv/timing/kpolicy.py) read: the budget, the cap, the edge's stop depth when followed,
+        and for the pipeline depth the last round's verify time and drafting time per token."""
+        r = self.round if self.round is not None and self.round.verdict else None
+        follow = self.p.follow_stop_depth and self.stop is None and r is not None
+        piped = self.p.pipeline_depth and r is not None and r.draft.tokens
+        return KFacts(budget_tokens=budget, k_max=self.p.draft_len_max if self.p.auto_window else self.p.draft_len,
+                      stop_depth=r.verdict.stop_depth if follow else None,
+                      verify_s=r.verdict.t_verify_s if piped else None,
+                      tau_d_s=r.t_draft_s / len(r.draft.tokens) if piped else 0.0,
+                      rtt_s=csi_est.rtt_ms / 1e3 if csi_est is not None else 0.0)
 
     def _auto_window(self, csi_est: CSI | None, k_cap: int) -> tuple[int, int, Callable | None]:
         """--draft-len auto: (tokens the block may hold, the window chosen, the stop rule).  K minimises the predicted
@@ -242,57 +252,55 @@ class UESession:
             return make(MsgType.HIDDEN, self.sid, {"hidden": hidden}, round=r.index, **self.token)
         if msg.type != MsgType.VERDICT:
             raise EdgeError(f"unexpected {msg.type.name} during round {r.index}")
+        v = Verdict.of(msg.header, msg.tensors)
         if r.tree is not None:
-            self._commit_tree(msg)
+            self._commit_tree(v)
         else:
-            self._commit(msg.header)
+            self._commit(v)
         return None
 
     def close_message(self) -> Message:
         return make(MsgType.CLOSE, self.sid, **self.token)
 
-    def _commit(self, v: dict) -> None:
+    def _commit(self, v: Verdict) -> None:
         r = self.round
-        committed = r.draft.tokens[: v["n_accepted"]] + [v["next_token"]]
+        committed = r.draft.tokens[: v.n_accepted] + [v.next_token]
         self.d.commit(committed, self._carry(r, v))
         self._append(v, committed)
 
-    def _commit_tree(self, msg: Message) -> None:
+    def _commit_tree(self, v: Verdict) -> None:
         """Commit the tree path the VERDICT names (checked against the tree sent); carry aligned proactive tokens."""
-        r, v = self.round, msg.header
-        path = [int(i) for i in msg.tensors.get("path", [])]
+        r, path = self.round, list(v.path)
         parents = r.tree.tree.parents
-        if len(path) != v["n_accepted"] or (path and (max(path) >= len(parents) or path_to(parents, path[-1]) != path)):
+        if len(path) != v.n_accepted or (path and (max(path) >= len(parents) or path_to(parents, path[-1]) != path)):
             raise EdgeError(f"VERDICT path {path} is not a root path of the {len(parents)}-node tree sent")
         if self.p.auto_tree and isinstance(self.window, TreeWindowTracker):
-            self.window.update_tree(len(parents), r.tree.tree.depth, v["n_accepted"], r.t_draft_s,
-                                    v.get("t_edge_s", v["t_verify_s"] + v["t_head_s"]))
-        carry = aligned(r.tree, path, v["next_token"])
+            self.window.update_tree(len(parents), r.tree.tree.depth, v.n_accepted, r.t_draft_s, v.t_edge_s)
+        carry = aligned(r.tree, path, v.next_token)
         r.reused = len(carry)
-        committed = [r.draft.tokens[i] for i in path] + [v["next_token"]]
+        committed = [r.draft.tokens[i] for i in path] + [v.next_token]
         self.d.commit(committed, Draft(carry, None, None) if carry else None)
         self._append(v, committed)
 
-    def _append(self, v: dict, committed: list[int]) -> None:
+    def _append(self, v: Verdict, committed: list[int]) -> None:
         """Record the verdict and the round's output (cut at the budget and EOS); the session may be done."""
         self.round.verdict = v
         r = self.round
         if self.p.auto_window and r.tree is None:
             conf = r.draft.features[:, 0].tolist() if r.draft.features is not None else None
-            self.window.update(len(r.draft.tokens), v["n_accepted"], conf, r.t_draft_s,
-                               v.get("t_edge_s", v["t_verify_s"] + v["t_head_s"]))
+            self.window.update(len(r.draft.tokens), v.n_accepted, conf, r.t_draft_s, v.t_edge_s)
         committed = truncate_output(committed, self.p.max_new_tokens - len(self.tokens), self.eos)
         self.tokens.extend(committed)
-        self.stats.update(v["mismatches"])
+        self.stats.update(v.mismatches)
         self.n_rounds += 1
-        self.done = v["done"] or len(self.tokens) >= self.p.max_new_tokens or committed[-1] == self.eos
+        self.done = v.done or len(self.tokens) >= self.p.max_new_tokens or committed[-1] == self.eos
 
-    def _carry(self, r: RoundState, v: dict) -> Draft | None:
+    def _carry(self, r: RoundState, v: Verdict) -> Draft | None:
         """The proactive tokens the next block reuses (SpecEdge): all accepted and the bonus equals p_1."""
         pro = r.proactive
         if pro is None or not pro.tokens:
             return None
-        reused = proactive_reuse(len(r.draft.tokens), v["n_accepted"], v["next_token"], pro.tokens)
+        reused = proactive_reuse(len(r.draft.tokens), v.n_accepted, v.next_token, pro.tokens)
         r.reused = len(reused)
         return Draft(reused, pro.hidden[1:], None, pro.features[1:]) if reused else None
 

@@ -1,13 +1,11 @@
 """Benchmark the in-process core: tokens/s of target-only greedy vs greedy SD at K = 4, 8, 16, with AAL.
 
-Usage: ``python scripts/bench_core.py [--prompts 20] [--out results/bench_core.json] [--threads 1]``
+Usage: ``python -m scripts.bench_core [--prompts 20] [--out results/bench_core.json] [--threads 1]``
 A benchmark, not a test: it writes JSON with the machine, versions and settings it ran under.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,18 +14,17 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import config  # noqa: E402
-from testbed.common.machine import machine_info  # noqa: E402
-from wisv.tasks.evaluate import greedy_reference  # noqa: E402
-from wisv.tasks.prompts import encode_prompt  # noqa: E402
-from wisv.decoding.lossless import check_lossless  # noqa: E402
-from wisv.models.loader import load_pair  # noqa: E402
-from wisv.decoding.speculative import spec_rows  # noqa: E402
-from wisv.records.rows import to_frame  # noqa: E402
-from wisv.decoding.speculative import speculative_generate  # noqa: E402
-from wisv.records.summary import summarize_rounds  # noqa: E402
-from wisv.tasks.toydata import load_split  # noqa: E402
+import config
+from testbed.common.machine import machine_info
+from wisv.tasks.evaluate import greedy_reference
+from wisv.tasks.prompts import encode_prompt
+from wisv.decoding.lossless import check_lossless
+from wisv.models.loader import load_pair
+from wisv.decoding.speculative import spec_rows
+from wisv.records.rows import to_frame
+from wisv.decoding.speculative import speculative_generate
+from wisv.records.summary import summarize_rounds
+from wisv.tasks.toydata import load_split
 
 
 @dataclass
@@ -67,8 +64,7 @@ def bench_sd(drafter, target, prompts: list[list[int]], refs: list[list[int]], k
 
 
 def parse_args(argv: list[str] | None = None) -> CoreBenchConfig:
-    ap = argparse.ArgumentParser(prog="python scripts/bench_core.py", description=__doc__.splitlines()[0])
-    return config.parse(CoreBenchConfig, argv, config.add_flags(ap, CoreBenchConfig))
+    return config.parse(CoreBenchConfig, argv, prog="python -m scripts.bench_core", description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,6 +1,6 @@
 """Benchmark the UE's live CSI estimate: per-round error of the estimated rates and RTT against the emulated link.
 
-Usage: ``python scripts/bench_csi.py [--links 20:20,3:45] [--prompts 10] [--protocol sh] [--out results/bench_csi]``.
+Usage: ``python -m scripts.bench_csi [--links 20:20,3:45] [--prompts 10] [--protocol sh] [--out results/bench_csi]``.
 Each link (RATE_MBPS:RTT_MS) gets one ``testbed.run --csi measured`` (the head and auto condition on the estimate,
 as on a real link; runs under --out/runs).  For every round its error is ``estimate / configured - 1`` of the rate
 up, the rate down and the RTT (the estimate the round was drafted with).  A link passes when the rate estimate of
@@ -10,7 +10,6 @@ fails; the failed ones are printed.
 """
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
@@ -19,12 +18,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+import config
+from testbed.common.files import write_json_atomic
+from testbed.common.machine import machine_info
+from wisv.records.rows import read_records
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import config  # noqa: E402
-from testbed.common.files import write_json_atomic  # noqa: E402
-from testbed.common.machine import machine_info  # noqa: E402
-from wisv.records.rows import read_records  # noqa: E402
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)  # of each per-round error in the report
 COLUMNS = {"rate_up": ("est_rate_up_mbps", "rate_up_mbps"), "rate_down": ("est_rate_down_mbps", "rate_down_mbps"),
@@ -112,13 +111,11 @@ def _q(rep: dict) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> BenchCSIConfig:
-    ap = config.add_flags(argparse.ArgumentParser(prog="python scripts/bench_csi.py",
-                                                  description=__doc__.splitlines()[0]), BenchCSIConfig)
-    return config.parse(BenchCSIConfig, argv, ap)
+    return config.parse(BenchCSIConfig, argv, prog="python -m scripts.bench_csi", description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> int:
-    return config.run_reporting("python scripts/bench_csi.py", lambda: run(parse_args(argv)),
+    return config.run_reporting("python -m scripts.bench_csi", lambda: run(parse_args(argv)),
                                 (ValueError, FileNotFoundError, subprocess.CalledProcessError))
 
 

@@ -1,7 +1,7 @@
 """Benchmark the edge's verification engines: verify throughput and latency for 1, 8 and 32 concurrent sessions,
 our transformers engine against vLLM, on the same pair and machine.
 
-Usage: ``python scripts/bench_engine.py [--pair smollm2] [--engines transformers vllm] [--sessions 1 8 32]
+Usage: ``python -m scripts.bench_engine [--pair smollm2] [--engines transformers vllm] [--sessions 1 8 32]
 [--prefix-tokens 128] [--draft-len 8] [--rounds 10] [--out results/bench_engine.json]`` (vLLM: run it with
 .venv-vllm/bin/python, docs/engines.md).
 
@@ -15,24 +15,21 @@ On CPU this shows correctness and overhead; on a GPU it is the figure that count
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import config  # noqa: E402
-from testbed.common.machine import machine_info  # noqa: E402
-from wisv.models.loader import builtin_paths, load_model, resolve_dtype  # noqa: E402
-from wisv.pairs import resolve_pair  # noqa: E402
-from wisv.serving.engine import ENGINE_CHOICES, EngineOptions, VerifyRequest, build_engine  # noqa: E402
-from wisv.serving.vllm_engine import VllmConfig  # noqa: E402
+import config
+from testbed.common.machine import machine_info
+from wisv.models.loader import builtin_paths, load_model, resolve_dtype
+from wisv.pairs import resolve_pair
+from wisv.serving.engine import ENGINE_CHOICES, EngineOptions, VerifyRequest, build_engine
+from wisv.serving.vllm_engine import VllmConfig
 
 
 @dataclass
@@ -105,8 +102,8 @@ def engine_options(cfg: EngineBenchConfig) -> EngineOptions:
 
 
 def parse_args(argv: list[str] | None = None) -> EngineBenchConfig:
-    ap = argparse.ArgumentParser(prog="python scripts/bench_engine.py", description=__doc__.splitlines()[0])
-    return config.parse(EngineBenchConfig, argv, config.add_flags(ap, EngineBenchConfig))
+    return config.parse(EngineBenchConfig, argv, prog="python -m scripts.bench_engine",
+                        description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> dict:

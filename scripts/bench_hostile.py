@@ -1,9 +1,9 @@
-"""Hostile-peer probe benchmark (issue 27): for each probe of testbed/live/probes.py, a fresh ``testbed.serve`` on
+"""Hostile-peer probe benchmark (issue 27): for each probe of testbed/hostile/probes.py, a fresh ``testbed.serve`` on
 loopback, the probe against it while a good greedy UE runs, and the edge's RSS (before, peak) and the UE's round p95.
 
-    python scripts/bench_hostile.py --out results/bench_hostile.json                      # this checkout
+    python -m scripts.bench_hostile --out results/bench_hostile.json                      # this checkout
     git archive 2522645 | tar -x -C /tmp/before                                           # an older one, then:
-    python scripts/bench_hostile.py --repo /tmp/before --label before --out results/bench_hostile.json
+    python -m scripts.bench_hostile --repo /tmp/before --label before --out results/bench_hostile.json
 
 ``--repo`` runs that checkout's edge and UE (the probes speak its wire version); each run adds its label's rows to
 ``--out`` (JSON: ``{label: {probe: row}}``), so before and after land in one file.  Probes in AUTH_PROBES attack an
@@ -16,20 +16,17 @@ import argparse
 import json
 import os
 import re
-import sys
 import tempfile
 import time
-from dataclasses import asdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from protocols import wire
+from testbed.live.auth import write_keys
+from testbed.hostile.probes import AUTH_PROBES, PROBES, Target, good_ue_cmd, run_beside
+from testbed.live.procs import Child
+from wisv.models.loader import builtin_paths
 
-from protocols import wire  # noqa: E402
-from testbed.live.auth import write_keys  # noqa: E402
-from testbed.live.probes import AUTH_PROBES, PROBES, Target, good_ue_cmd, run_beside  # noqa: E402
-from testbed.live.procs import Child  # noqa: E402
-from wisv.models.loader import builtin_paths  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 MB = 2**20
 
@@ -71,7 +68,7 @@ def one(probe: str | None, repo: Path, keys: Path, work: Path, prompts: int) -> 
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python scripts/bench_hostile.py", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m scripts.bench_hostile", description=__doc__.splitlines()[0])
     ap.add_argument("--repo", default=str(ROOT), help="checkout whose testbed.serve and testbed.ue run (default: this)")
     ap.add_argument("--label", default="after", help="key of this run's rows in --out (e.g. before, after)")
     ap.add_argument("--probes", default=",".join(PROBES), help=f"comma-separated subset of {', '.join(PROBES)}")

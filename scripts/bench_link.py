@@ -1,6 +1,6 @@
 """Benchmark the emulated link: measured vs predicted round communication time, loopback overhead, protocol trends.
 
-Usage: ``python scripts/bench_link.py [--quick] [--drafter DIR --target DIR] [--max-new-tokens 30]``.
+Usage: ``python -m scripts.bench_link [--quick] [--drafter DIR --target DIR] [--max-new-tokens 30]``.
 A round's prediction uses the bytes it actually sent (SPEC "Communication time"):
 ``up*8/(R_up(1-PER)) + down*8/(R_dn(1-PER)) + exchanges*RTT``; a point passes when
 ``|mean measured / mean predicted - 1| <= tol``.
@@ -32,16 +32,14 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import config  # noqa: E402
-from channel.csi import serialization_s  # noqa: E402  (wisv.timing.latency has the same formula but imports torch)
-from channel.emulator import LinkConfig, LinkEmulator  # noqa: E402
-from protocols.registry import ALL_PROTOCOLS  # noqa: E402  (light: testbed.run itself is imported lazily)
-from testbed.common.link import LinkSpec  # noqa: E402
-from testbed.common.machine import machine_info  # noqa: E402
-from testbed.live.zmqfloor import round_floor  # noqa: E402
-from wisv.records.rows import read_records  # noqa: E402
+import config
+from channel.csi import serialization_s  # wisv.timing.latency has the same formula but imports torch
+from channel.emulator import LinkConfig, LinkEmulator
+from protocols.registry import ALL_PROTOCOLS  # light: testbed.run itself is imported lazily
+from testbed.common.link import LinkSpec
+from testbed.common.machine import machine_info
+from testbed.hostile.zmqfloor import round_floor
+from wisv.records.rows import read_records
 
 REJECT_POINT = (2.0, 20.0)  # (Mbit/s, ms) where reject must be far slower than greedy
 REJECT_SLOWDOWN_MIN = 1.5  # reject trend passes when its mean latency >= this many times greedy's
@@ -201,7 +199,7 @@ def run_point(cfg: BenchConfig, link: LinkSpec, protocols: list[str], out: Path)
     """Run the testbed on one link; {protocol: (summary, rounds)}.  From 4 protocols on, one "all" run (one edge)."""
     from testbed.live.run import RunConfig, run
     from testbed.live.serveconfig import ServeConfig
-    from testbed.live.ue import UEConfig
+    from testbed.live.ueconfig import UEConfig
     names = ["all"] if len(set(protocols)) >= 4 else protocols
     res = {}
     for name in names:
@@ -274,7 +272,7 @@ def calibrate(cfg: BenchConfig, out: Path) -> dict:
 
 
 def zmq_floor(rounds: pd.DataFrame) -> dict:
-    """Bare ZeroMQ rounds with this run's mean drafting gap and edge compute (testbed/live/zmqfloor.py)."""
+    """Bare ZeroMQ rounds with this run's mean drafting gap and edge compute (testbed/hostile/zmqfloor.py)."""
     compute = float((rounds["t_verify_s"] + rounds["t_head_s"]).mean())
     return round_floor(n=200, gap_s=float(rounds["t_draft_s"].mean()), compute_s=compute)
 

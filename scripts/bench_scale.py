@@ -1,6 +1,6 @@
 """Real-scale shapes through the real testbed: random-weight models of named architectures, bytes, RSS, verify time.
 
-Usage: ``python scripts/bench_scale.py [--shapes qwen|llama] [--protocols greedy fh sh reject] [--dtype bfloat16]``.
+Usage: ``python -m scripts.bench_scale [--shapes qwen|llama] [--protocols greedy fh sh reject] [--dtype bfloat16]``.
 Writes random-weight HF directories of a real drafter/target pair's shapes (scripts/scale_shapes.py: Qwen2.5-0.5B /
 1.5B, or Llama-3.2-1B / 3.1-8B) to a temporary directory, with no tokenizer: both sides then declare only the
 config's vocabulary size at OPEN (no hash), and the prompts are random token ids (a ``prompt_ids`` JSONL).  Each
@@ -13,7 +13,6 @@ fit in the available memory.  A benchmark, not a test.
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
@@ -30,13 +29,12 @@ import pandas as pd
 import psutil
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import config  # noqa: E402
-from scripts.scale_shapes import (PAIRS, ROUND_PROTOCOLS, Shape, compare_bytes, hf_config, param_count,  # noqa: E402
+import config
+from scripts.scale_shapes import (PAIRS, ROUND_PROTOCOLS, Shape, compare_bytes, hf_config, param_count,
                                   random_prompts)
-from testbed.common.machine import machine_info  # noqa: E402
-from wisv.tasks.jsonl import write_jsonl  # noqa: E402
-from wisv.records.rows import read_records  # noqa: E402
+from testbed.common.machine import machine_info
+from wisv.tasks.jsonl import write_jsonl
+from wisv.records.rows import read_records
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes per weight
 ROLES = {"testbed.serve": "edge", "testbed.ue": "ue"}  # module in a child's command line -> its role
@@ -250,8 +248,7 @@ def run(cfg: ScaleBenchConfig) -> dict:
 
 
 def parse_args(argv: list[str] | None = None) -> ScaleBenchConfig:
-    ap = config.add_flags(argparse.ArgumentParser(description=__doc__.splitlines()[0]), ScaleBenchConfig)
-    return config.parse(ScaleBenchConfig, argv, ap)
+    return config.parse(ScaleBenchConfig, argv, description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,7 +2,7 @@
 held-out prompt sets (lossless-checked), the in-process SD speed-up over target-only greedy decoding, and the peer:
 ``transformers``' assisted generation with the same drafter, at a fixed K and at its defaults.
 
-Usage: ``python scripts/bench_smollm2_drafter.py [--pair smollm2] [--prompts 20 10] [--draft-lens 2 4 8]
+Usage: ``python -m scripts.bench_smollm2_drafter [--pair smollm2] [--prompts 20 10] [--draft-lens 2 4 8]
 [--peer-draft-lens 4 8] [--threads 1] [--out results/smollm2/bench_drafter.json]``, after
 ``python -m wisv.pairs build smollm2``.  The first prompt set (the long-form task's test pool) gives the headline
 figures checked against issue 24's goals; the second (generic held-out prompts) is reported beside it with the same
@@ -14,26 +14,23 @@ from __future__ import annotations
 import copy
 import json
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import config  # noqa: E402
-from testbed.common.machine import machine_info  # noqa: E402
-from wisv.tasks.evaluate import eos_id, greedy_reference  # noqa: E402
-from wisv.models.loader import load_pair  # noqa: E402
-from wisv.pairs import resolve_pair  # noqa: E402
-from wisv.pairs.drafter import ASSET_DIR  # noqa: E402
-from wisv.decoding.speculative import spec_rows, speculative_generate  # noqa: E402
-from wisv.records.rows import to_frame  # noqa: E402
-from wisv.records.summary import summarize_rounds  # noqa: E402
-from wisv.tasks.pools import GENERIC_HELDOUT, pool_path  # noqa: E402
-from wisv.tasks.prompts import prompt_rows  # noqa: E402
+import config
+from testbed.common.machine import machine_info
+from wisv.tasks.evaluate import eos_id, greedy_reference
+from wisv.models.loader import load_pair
+from wisv.pairs import resolve_pair
+from wisv.pairs.drafter import ASSET_DIR
+from wisv.decoding.speculative import spec_rows, speculative_generate
+from wisv.records.rows import to_frame
+from wisv.records.summary import summarize_rounds
+from wisv.tasks.pools import GENERIC_HELDOUT, pool_path
+from wisv.tasks.prompts import prompt_rows
 
 GOALS = {"aal_k8_min": 3.0, "speedup_min": 1.5, "cost_ratio_max": 0.25, "vs_peer_min": 1.0,
          "matches_target": 1.0}  # issue 24's goals

@@ -1,6 +1,6 @@
 """Benchmark tree drafting against chain drafting at the same draft-token budget: AAL and end-to-end latency.
 
-Usage: ``python scripts/bench_tree.py [--budgets 8 16 32] [--rtts-ms 5 20 50] [--prompts 20] [--proactive 4]``.
+Usage: ``python -m scripts.bench_tree [--budgets 8 16 32] [--rtts-ms 5 20 50] [--prompts 20] [--proactive 4]``.
 On the built-in pair (or ``--drafter DIR --target DIR``), each test prompt is decoded in process by
 chain greedy SD (K = budget), tree SD (a best-first tree of ``budget`` tokens, wisv/decoding/tree.py) and tree SD with
 proactive expansion of the best leaf (``--proactive`` tokens).  With ``--calib-prompts`` > 0 two calibrated
@@ -20,7 +20,6 @@ not a test.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -31,22 +30,21 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import config  # noqa: E402
-from protocols.registry import get_protocol  # noqa: E402
-from protocols.wire import MsgType, encode, frame_bytes, make  # noqa: E402
-from testbed.common.machine import machine_info  # noqa: E402
-from wisv.decoding.acceptance import greedy_accept_ids  # noqa: E402
-from wisv.tasks.evaluate import eos_id, greedy_reference  # noqa: E402
-from wisv.models.loader import load_pair  # noqa: E402
-from wisv.pairs import apply_pair, default_prompts_file  # noqa: E402
-from wisv.tasks.prompts import prompt_rows  # noqa: E402
-from wisv.decoding.sessions import Draft, DraftSession, VerifySession  # noqa: E402
-from wisv.decoding.speculative import truncate_output  # noqa: E402
-from wisv.records.summary import summarize_rounds  # noqa: E402
-from wisv.decoding.treecal import Calibration, collect, fit  # noqa: E402
-from wisv.decoding.treedraft import Score  # noqa: E402
-from wisv.decoding.treespec import tree_generate  # noqa: E402
+import config
+from protocols.registry import get_protocol
+from protocols.wire import MsgType, encode, frame_bytes, make
+from testbed.common.machine import machine_info
+from wisv.decoding.acceptance import greedy_accept_ids
+from wisv.tasks.evaluate import eos_id, greedy_reference
+from wisv.models.loader import load_pair
+from wisv.pairs import apply_pair, default_prompts_file
+from wisv.tasks.prompts import prompt_rows
+from wisv.decoding.sessions import Draft, DraftSession, VerifySession
+from wisv.decoding.speculative import truncate_output
+from wisv.records.summary import summarize_rounds
+from wisv.decoding.treecal import Calibration, collect, fit
+from wisv.decoding.treedraft import Score
+from wisv.decoding.treespec import tree_generate
 
 GOAL_BUDGET, GOAL_RATIO = 16, 1.2  # the issue's goal: tree >= 1.2x chain tokens per verification at budget 16
 
@@ -213,13 +211,12 @@ def _goal(results: dict) -> dict:
 
 
 def parse_args(argv: list[str] | None = None) -> BenchConfig:
-    ap = config.add_flags(argparse.ArgumentParser(description=__doc__.splitlines()[0]), BenchConfig)
-    return config.parse(BenchConfig, argv, ap)
+    return config.parse(BenchConfig, argv, description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_args(argv)
-    if config.run_reporting("python scripts/bench_tree.py", lambda: write_report(cfg, run(cfg))):
+    if config.run_reporting("python -m scripts.bench_tree", lambda: write_report(cfg, run(cfg))):
         sys.exit(2)
 
 

@@ -1,6 +1,6 @@
 """Benchmark the batched verification engine: warm-round verify time vs prefix length, with and without KV reuse.
 
-Usage: ``python scripts/bench_verify.py [--prefixes 64 128 256 512] [--draft-len 8] [--rounds 30]
+Usage: ``python -m scripts.bench_verify [--prefixes 64 128 256 512] [--draft-len 8] [--rounds 30]
 [--batch 4] [--out results/bench_verify.json] [--target DIR] [--device cpu]``
 
 For each prefix length L a session is opened on L prompt tokens, warmed with one round, then timed over
@@ -12,22 +12,19 @@ warm(512) <= 1.3 x warm(64) and no-reuse(512) >= 3 x warm(512).  A benchmark, no
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import config  # noqa: E402
-from testbed.common.machine import machine_info  # noqa: E402
-from wisv.serving.batchverify import BatchVerifier, EngineConfig  # noqa: E402
-from wisv.serving.engine import VerifyRequest  # noqa: E402
-from wisv.models.loader import builtin_paths, default_dtype, load_model  # noqa: E402
+import config
+from testbed.common.machine import machine_info
+from wisv.serving.batchverify import BatchVerifier, EngineConfig
+from wisv.serving.engine import VerifyRequest
+from wisv.models.loader import builtin_paths, default_dtype, load_model
 
 
 @dataclass
@@ -107,8 +104,8 @@ def batch_vs_serial_ms(target, L: int, k: int, b: int, rounds: int) -> dict:
 
 
 def parse_args(argv: list[str] | None = None) -> VerifyBenchConfig:
-    ap = argparse.ArgumentParser(prog="python scripts/bench_verify.py", description=__doc__.splitlines()[0])
-    return config.parse(VerifyBenchConfig, argv, config.add_flags(ap, VerifyBenchConfig))
+    return config.parse(VerifyBenchConfig, argv, prog="python -m scripts.bench_verify",
+                        description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -1,6 +1,6 @@
 """Benchmark ``--draft-len auto`` on a time-varying link: latency per prompt against every fixed K and the oracle.
 
-Usage: ``python scripts/bench_window.py [--pair toy] [--ks 4 8 16 32] [--repeats 3] [--prompts 20] --out DIR``.
+Usage: ``python -m scripts.bench_window [--pair toy] [--ks 4 8 16 32] [--repeats 3] [--prompts 20] --out DIR``.
 Each repeat runs, in a rotated order, ``python -m testbed.run --protocol greedy`` once per fixed K, once with
 ``--draft-len auto`` and once with the per-segment oracle (``--draft-len-by-rtt``: in each link state, the fixed K
 with the least time per committed token in that state over the fixed-K runs so far), all on the same prompts and
@@ -22,10 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import config  # noqa: E402
-from testbed.common.machine import machine_info  # noqa: E402
-from wisv.records.rows import read_records  # noqa: E402
+import config
+from testbed.common.machine import machine_info
+from wisv.records.rows import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 GOAL_VS_FIXED_PCT, GOAL_VS_ORACLE_PCT = 10.0, 5.0  # auto >= 10% below the best fixed K; within 5% of the oracle

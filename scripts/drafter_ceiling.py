@@ -4,7 +4,7 @@ first d layers, undistilled, and distilled where a run with ``--layers 0 .. d-1`
 ``head_vocab``) against the full one (AAL, per-token cost ratio, and the share of the target's greedy tokens the head
 can propose); on the first prompts of the long-form test pool and of the generic held-out set.
 
-Usage: ``python scripts/drafter_ceiling.py [--prompts 4 4] [--depths 4 8 12] [--draft-len 8]``, after training (the
+Usage: ``python -m scripts.drafter_ceiling [--prompts 4 4] [--depths 4 8 12] [--draft-len 8]``, after training (the
 checkpoints are under ``<cache>/distill/checkpoints/``) and ``python -m wisv.pairs build smollm2``.  Every drafter
 here but the full-head row uses the shipped head (drafter.json's ``head_vocab``).  AAL is timing-free; the cost
 ratio (median of interleaved repeats) is as noisy as the machine.
@@ -13,27 +13,24 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 from transformers import LlamaForCausalLM
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import config  # noqa: E402
-from wisv.tasks.evaluate import eos_id, greedy_reference  # noqa: E402
-from wisv.models.loader import load_pair  # noqa: E402
-from wisv.pairs import cache_dir, resolve_pair  # noqa: E402
-from wisv.pairs.drafter import apply_weights, early_exit, read_spec  # noqa: E402
-from wisv.tasks.prompts import prompt_rows  # noqa: E402
-from wisv.records.rows import to_frame  # noqa: E402
-from wisv.models.restricted_head import restrict  # noqa: E402
-from wisv.decoding.speculative import spec_rows, speculative_generate  # noqa: E402
-from wisv.records.summary import summarize_rounds  # noqa: E402
-from scripts.bench_smollm2_drafter import per_token_ms  # noqa: E402
-from wisv.tasks.pools import GENERIC_HELDOUT, pool_path  # noqa: E402
+import config
+from wisv.tasks.evaluate import eos_id, greedy_reference
+from wisv.models.loader import load_pair
+from wisv.pairs import cache_dir, resolve_pair
+from wisv.pairs.drafter import apply_weights, early_exit, read_spec
+from wisv.tasks.prompts import prompt_rows
+from wisv.records.rows import to_frame
+from wisv.models.restricted_head import restrict
+from wisv.decoding.speculative import spec_rows, speculative_generate
+from wisv.records.summary import summarize_rounds
+from scripts.bench_smollm2_drafter import per_token_ms
+from wisv.tasks.pools import GENERIC_HELDOUT, pool_path
 
 _CKPT_RE = re.compile(r"-e(\d+)-t(\d+)\.safetensors$")
 

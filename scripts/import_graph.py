@@ -8,7 +8,7 @@ module's room is the longest entry of RANK that names it or a package above it. 
 inside functions, and those under ``if TYPE_CHECKING:`` too: they never run, but a cycle through one is still two
 modules that depend on each other (an interface that names one of its implementations), so it counts.
 
-    python scripts/import_graph.py          # exit status 1 on a violation
+    python -m scripts.import_graph          # exit status 1 on a violation
 """
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import config  # imports nothing else of the project
+
 ROOT = Path(__file__).resolve().parent.parent  # the repository this script lies in
-sys.path.insert(0, str(ROOT))
-import config  # noqa: E402  (imports nothing else of the project)
 
 PACKAGES = ("config", "channel", "wisv", "protocols", "labeling", "testbed", "scripts")
 RANK = {"config": 0, "channel": 1,  # rooms by rank: a room imports only its own modules and lower ranks
@@ -220,7 +220,7 @@ def report(root: Path) -> tuple[list[str], bool]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python scripts/import_graph.py", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m scripts.import_graph", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     args = config.parse(GraphConfig, argv, config.add_flags(ap, GraphConfig))
     lines, clean = report(Path(args.root))

@@ -8,23 +8,19 @@ accepted answer).
 
 The three pools are disjoint by construction: each kind's entities (a country, a city, a pair of numbers) are
 shuffled with the seed and cut into distill / calib / test, and every prompt about an entity goes to that entity's
-pool.  Kinds the target answered under 55% of the time (DROPPED, measured by scripts/longform_accuracy.py) are left
+pool.  Kinds the target answered under 55% of the time (DROPPED, measured by scripts/qa_accuracy.py on it) are left
 out.  Each pool spreads its kinds evenly over the file (make_qa's ``spread``), so the first N prompts are a fair
 sample."""
 from __future__ import annotations
 
-import argparse
 import random
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import config  # noqa: E402
-from scripts.make_qa import (CAPITAL_ALIASES, CAPITALS, CITIES, CITY_ALIASES, LANGUAGE_ALIASES,  # noqa: E402
+import config
+from scripts.make_qa import (CAPITAL_ALIASES, CAPITALS, CITIES, CITY_ALIASES, LANGUAGE_ALIASES,
                              LANGUAGES, spread)
-from wisv.tasks.jsonl import write_jsonl  # noqa: E402
-from wisv.tasks.pools import LONGFORM_DIR, POOLS  # noqa: E402
+from wisv.tasks.jsonl import write_splits
+from wisv.tasks.pools import LONGFORM_DIR, POOLS
 
 MORE_CAPITALS = {"Brazil": "Brasilia", "Ghana": "Accra", "Qatar": "Doha", "Jordan": "Amman", "Ecuador": "Quito",
                  "Uruguay": "Montevideo", "Jamaica": "Kingston", "Bangladesh": "Dhaka", "Singapore": "Singapore",
@@ -95,7 +91,7 @@ WORD_PROBLEMS = (f"{{name}} has {{a}} {{obj}} and gets {{b}} more. How many {{ob
                  f"There are {{a}} {{obj}} in a box. {{name}} puts {{b}} more {{obj}} in the box. How many {{obj}} are "
                  f"in the box now? {THEN_SAY}")
 KINDS = (*WORD_KINDS, "word_problem")
-# Dropped after measuring the target (scripts/longform_accuracy.py, docs/longform-task.md): under 55% correct.
+# Dropped after measuring the target (scripts/qa_accuracy.py, docs/longform-task.md): under 55% correct.
 # Test pool, 96 new tokens: capital_last 15% (it describes the country and stops), word_problem 23% ("2 * 4 = 8
 # books", and 0% for the "in a box" template).
 DROPPED: tuple[str, ...] = ("capital_last", "word_problem")
@@ -161,19 +157,13 @@ def pools(cfg: MakeLongformConfig) -> dict[str, list[dict]]:
 
 
 def parse_args(argv: list[str] | None = None) -> MakeLongformConfig:
-    ap = argparse.ArgumentParser(prog="python scripts/make_longform.py", description=__doc__.splitlines()[0])
-    return config.parse(MakeLongformConfig, argv, config.add_flags(ap, MakeLongformConfig))
+    return config.parse(MakeLongformConfig, argv, prog="python -m scripts.make_longform",
+                        description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     cfg = parse_args(argv)
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    made = pools(cfg)
-    for name, rows in made.items():
-        write_jsonl(out / f"{name}.jsonl", rows)
-        print(f"{name}: {len(rows)} rows -> {out / f'{name}.jsonl'}")
-    return made
+    return write_splits(cfg.out, pools(cfg))
 
 
 if __name__ == "__main__":

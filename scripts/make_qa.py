@@ -5,17 +5,13 @@ kind.  The split is a seeded shuffle within each kind (CALIB_FRACTION to calib),
 each split spreads its kinds evenly over the file, so that the first N prompts are a fair sample."""
 from __future__ import annotations
 
-import argparse
 import random
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import config  # noqa: E402
-from wisv.tasks.jsonl import write_jsonl  # noqa: E402
-from wisv.tasks.qa import QA_DIR  # noqa: E402
+import config
+from wisv.tasks.jsonl import write_splits
+from wisv.tasks.qa import QA_DIR
 
 ONE_WORD = "Answer with one word."
 NUMBER = "Answer with a number."
@@ -211,19 +207,12 @@ def spread(groups: list[list[dict]]) -> list[dict]:
 
 
 def parse_args(argv: list[str] | None = None) -> MakeQAConfig:
-    ap = argparse.ArgumentParser(prog="python scripts/make_qa.py", description=__doc__.splitlines()[0])
-    return config.parse(MakeQAConfig, argv, config.add_flags(ap, MakeQAConfig))
+    return config.parse(MakeQAConfig, argv, prog="python -m scripts.make_qa", description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     cfg = parse_args(argv)
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    splits = split(all_rows(cfg.seed, cfg.kinds), cfg.seed, cfg.calib_fraction)
-    for name, rows in splits.items():
-        write_jsonl(out / f"{name}.jsonl", rows)
-        print(f"{name}: {len(rows)} rows -> {out / f'{name}.jsonl'}")
-    return splits
+    return write_splits(cfg.out, split(all_rows(cfg.seed, cfg.kinds), cfg.seed, cfg.calib_fraction))
 
 
 if __name__ == "__main__":

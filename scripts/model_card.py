@@ -1,13 +1,11 @@
 """Measure the shipped toy pair and write MODEL_CARD.md and card.json next to the weights.
 
-Usage: ``python scripts/model_card.py [--dir wisv/assets/toy-pair] [--n-acc 300] [--n-sd 200]``
+Usage: ``python -m scripts.model_card [--dir wisv/assets/toy-pair] [--n-acc 300] [--n-sd 200]``
 """
 from __future__ import annotations
 
-import argparse
 import collections
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,17 +13,17 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+import config
+from wisv.tasks.evaluate import accuracy, greedy_reference, mismatch_kind
+from wisv.tasks.prompts import encode_prompt
+from wisv.models.loader import load_pair
+from wisv.decoding.speculative import spec_rows
+from wisv.records.rows import to_frame
+from wisv.decoding.speculative import speculative_generate
+from wisv.records.summary import summarize_rounds
+from wisv.tasks.toydata import load_split
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import config  # noqa: E402
-from wisv.tasks.evaluate import accuracy, greedy_reference, mismatch_kind  # noqa: E402
-from wisv.tasks.prompts import encode_prompt  # noqa: E402
-from wisv.models.loader import load_pair  # noqa: E402
-from wisv.decoding.speculative import spec_rows  # noqa: E402
-from wisv.records.rows import to_frame  # noqa: E402
-from wisv.decoding.speculative import speculative_generate  # noqa: E402
-from wisv.records.summary import summarize_rounds  # noqa: E402
-from wisv.tasks.toydata import load_split  # noqa: E402
 
 DRAFT_LENS = (4, 8, 16)
 
@@ -117,8 +115,7 @@ def write_card(root: Path, n_acc: int = 300, n_sd: int = 200) -> dict:
 
 
 def parse_args(argv: list[str] | None = None) -> CardConfig:
-    ap = argparse.ArgumentParser(prog="python scripts/model_card.py", description=__doc__.splitlines()[0])
-    return config.parse(CardConfig, argv, config.add_flags(ap, CardConfig))
+    return config.parse(CardConfig, argv, prog="python -m scripts.model_card", description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,11 +2,11 @@
 
 Usage:
     # two namespaces (wisv-ue-<id>, wisv-edge-<id>) joined by a veth, shaped both ways, ping, hold 60 s
-    sudo python scripts/netem_link.py --rate-mbps 20 --rtt-ms 40 --jitter-ms 2 --per 0.01 --hold-s 60
+    sudo python -m scripts.netem_link --rate-mbps 20 --rtt-ms 40 --jitter-ms 2 --per 0.01 --hold-s 60
     # only print every command (no root needed, nothing is touched)
-    python scripts/netem_link.py --rate-up-mbps 5 --rate-down-mbps 50 --rtt-ms 40 --dry-run
+    python -m scripts.netem_link --rate-up-mbps 5 --rate-down-mbps 50 --rtt-ms 40 --dry-run
     # shape one existing device's egress (e.g. on a real host), whole RTT on this side
-    sudo python scripts/netem_link.py --apply-to-dev eth1 --rtt-ms 40 --per 0.01 --rate-mbps 20 --hold-s -1
+    sudo python -m scripts.netem_link --apply-to-dev eth1 --rtt-ms 40 --per 0.01 --rate-mbps 20 --hold-s -1
 
 RTT and jitter are round-trip figures, split half per direction (the UE side's egress is uplink, the edge
 side's egress is downlink); --per is a fraction applied to each direction. With --apply-to-dev the whole
@@ -20,20 +20,16 @@ Exit codes: 0 ok (Ctrl-C during the hold included); 1 a tc/ip command failed; 2 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import signal
 import statistics
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import config  # noqa: E402
-from channel.netns import NetnsTopology, ping_rtts, require_root, topology  # noqa: E402
-from channel.tc import CommandError, LinkPlan, NetemSpec, applied, direction_specs, kernel_has_netem, plan_link  # noqa: E402
+import config
+from channel.netns import NetnsTopology, ping_rtts, require_root, topology
+from channel.tc import CommandError, LinkPlan, NetemSpec, applied, direction_specs, kernel_has_netem, plan_link
 
 EXIT_OK, EXIT_CMD, EXIT_USAGE, EXIT_ROOT, EXIT_PING, EXIT_INTERRUPT, EXIT_TERM = 0, 1, 2, 3, 4, 130, 143
 
@@ -60,8 +56,7 @@ class NetemLinkConfig:
 
 
 def parse_args(argv: list[str] | None = None) -> NetemLinkConfig:
-    ap = argparse.ArgumentParser(prog="python scripts/netem_link.py", description=__doc__.split("\n")[0])
-    return config.parse(NetemLinkConfig, argv, config.add_flags(ap, NetemLinkConfig))
+    return config.parse(NetemLinkConfig, argv, prog="python -m scripts.netem_link", description=__doc__.split("\n")[0])
 
 
 def link_specs(args: NetemLinkConfig) -> tuple[NetemSpec, NetemSpec]:

@@ -1,6 +1,6 @@
 """Target-only greedy accuracy on the QA task's splits or the long-form task's pools, overall and per kind (a JSON).
 
-Usage: ``python scripts/qa_accuracy.py --target DIR [--gguf FILE] [--splits calib test] [--n 50]
+Usage: ``python -m scripts.qa_accuracy --target DIR [--gguf FILE] [--splits calib test] [--n 50]
 [--out results/smollm2/qa_accuracy.json]``
 
 ``--target`` is an HF model directory, or with ``--gguf`` the directory holding that GGUF file (transformers
@@ -9,9 +9,7 @@ them), outputs through ``wisv.tasks.qa.check_answer``; every output is written t
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -20,14 +18,13 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import config  # noqa: E402
-from labeling.label import batched_greedy  # noqa: E402
-from wisv.tasks.evaluate import eos_id, greedy_reference  # noqa: E402
-from wisv.tasks.jsonl import read_jsonl, write_jsonl  # noqa: E402
-from wisv.tasks.qa import QA_DIR, SPLITS, check_answer  # noqa: E402
-from wisv.tasks.pools import POOLS  # noqa: E402
-from wisv.tasks.prompts import read_jsonl_prompts  # noqa: E402
+import config
+from labeling.label import batched_greedy
+from wisv.tasks.evaluate import eos_id, greedy_reference
+from wisv.tasks.jsonl import read_jsonl, write_jsonl
+from wisv.tasks.qa import QA_DIR, SPLITS, check_answer
+from wisv.tasks.pools import POOLS
+from wisv.tasks.prompts import read_jsonl_prompts
 
 
 @dataclass
@@ -90,8 +87,8 @@ def run_split(model, tok, path: Path, cfg: QAAccuracyConfig) -> tuple[dict, list
 
 
 def parse_args(argv: list[str] | None = None) -> QAAccuracyConfig:
-    ap = argparse.ArgumentParser(prog="python scripts/qa_accuracy.py", description=__doc__.splitlines()[0])
-    return config.parse(QAAccuracyConfig, argv, config.add_flags(ap, QAAccuracyConfig))
+    return config.parse(QAAccuracyConfig, argv, prog="python -m scripts.qa_accuracy",
+                        description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> dict:

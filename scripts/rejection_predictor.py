@@ -1,6 +1,6 @@
 """Train WISP's rejection predictor from logged greedy-SD rounds and report held-out recall, FPR and WDT.
 
-Usage: ``python scripts/rejection_predictor.py [--prompts 150] [--k-max 16] [--threshold P] [--rtt-ms 20]
+Usage: ``python -m scripts.rejection_predictor [--prompts 150] [--k-max 16] [--threshold P] [--rtt-ms 20]
 [--out results/rejection_predictor.json]``
 
 Runs greedy SD (built-in pair, calib split) at K = k_max, logs each drafted token's features (wisv.decoding.rejection)
@@ -15,9 +15,7 @@ otherwise.  Writes JSON and the predictor's weights (safetensors).
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,17 +24,16 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import config  # noqa: E402
-from wisv.decoding.acceptance import greedy_accept_ids  # noqa: E402
-from wisv.tasks.evaluate import eos_id  # noqa: E402
-from wisv.tasks.prompts import encode_prompt  # noqa: E402
-from wisv.models.loader import load_pair  # noqa: E402
-from wisv.decoding.rejection import (choose_threshold, evaluate_predictor, round_labels, save_predictor,  # noqa: E402
+import config
+from wisv.decoding.acceptance import greedy_accept_ids
+from wisv.tasks.evaluate import eos_id
+from wisv.tasks.prompts import encode_prompt
+from wisv.models.loader import load_pair
+from wisv.decoding.rejection import (choose_threshold, evaluate_predictor, round_labels, save_predictor,
                             split_rounds, stop_length, train_predictor, wasted_drafting)
-from wisv.decoding.sessions import DraftSession, VerifySession  # noqa: E402
-from wisv.records.summary import summarize_rounds  # noqa: E402
-from wisv.tasks.toydata import load_split  # noqa: E402
+from wisv.decoding.sessions import DraftSession, VerifySession
+from wisv.records.summary import summarize_rounds
+from wisv.tasks.toydata import load_split
 
 
 @dataclass
@@ -105,8 +102,8 @@ def wdt_report(model, rounds: list[dict], threshold: float, k_max: int, tau_d: f
 
 
 def parse_args(argv: list[str] | None = None) -> PredictorConfig:
-    ap = argparse.ArgumentParser(prog="python scripts/rejection_predictor.py", description=__doc__.splitlines()[0])
-    return config.parse(PredictorConfig, argv, config.add_flags(ap, PredictorConfig))
+    return config.parse(PredictorConfig, argv, prog="python -m scripts.rejection_predictor",
+                        description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> dict:

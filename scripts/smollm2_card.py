@@ -1,6 +1,6 @@
 """The SmolLM2 pair's MODEL_CARD.md, written from scripts/bench_smollm2_drafter.py's result, the shipped drafter.json
 and (if there) scripts/drafter_ceiling.py's JSON.  Pure text: no torch.  The benchmark writes it; to rewrite it from
-saved JSONs (say, after a new ceiling run): ``python scripts/smollm2_card.py [--bench J] [--ceiling J] [--card MD]``."""
+saved JSONs (say, after a new ceiling run): ``python -m scripts.smollm2_card [--bench J] [--ceiling J] [--card MD]``."""
 from __future__ import annotations
 
 import json

@@ -1,6 +1,6 @@
 """Generic distillation prompts for the SmolLM2 drafter: instructions and questions from templates x topics (seeded),
 disjoint from the generic held-out prompts (``wisv/assets/smollm2-drafter/heldout.jsonl``) and from the long-form
-task's calib and test pools (tests/wisv/test_pools.py checks both)."""
+task's calib and test pools (tests/wisv/tasks/test_pools.py checks both)."""
 from __future__ import annotations
 
 import random

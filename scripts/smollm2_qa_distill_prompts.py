@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 from scripts.make_qa import DROPPED, KINDS, NUMBER, WORD_KINDS
 from wisv.tasks.qa import QA_DIR

@@ -1,6 +1,6 @@
 """Soak benchmark: N UEs against a batching edge for minutes; the edge's RSS over time, stuck sessions and errors.
 
-Usage: ``python scripts/soak.py [--ues 32] [--duration-s 300] [--out results/soak/soak.json]``.
+Usage: ``python -m scripts.soak [--ues 32] [--duration-s 300] [--out results/soak/soak.json]``.
 The edge (``testbed.serve --batch-verify --head none``, built-in toy pair) is a real process on loopback.  The UEs
 are emulated in this process (testbed/load/gen.py, as ``testbed.load`` does): each replays the toy pair's recorded
 greedy-SD blocks of its prompts over its own socket, cycling through them until the time is up, and every VERDICT
@@ -13,7 +13,6 @@ of the samples after warm-up over that of the first quarter), no session got stu
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -26,15 +25,15 @@ from pathlib import Path
 import psutil
 import zmq
 
+import config
+from protocols.wire import Limits, MsgType, encode, make
+from testbed.common.machine import machine_info
+from testbed.live.procs import Child
+from testbed.live.serveconfig import ServeConfig
+from testbed.load.cli import LoadConfig, make_traces
+from testbed.load.gen import Device, LoadLoop, Trace
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import config  # noqa: E402
-from protocols.wire import Limits, MsgType, encode, make  # noqa: E402
-from testbed.common.machine import machine_info  # noqa: E402
-from testbed.live.procs import Child  # noqa: E402
-from testbed.live.serveconfig import ServeConfig  # noqa: E402
-from testbed.load.cli import LoadConfig, make_traces  # noqa: E402
-from testbed.load.gen import Device, LoadLoop, Trace  # noqa: E402
 
 MB = 2**20
 SLO_TOK_S = 1000.0  # the SLO class every UE declares (nominal: the fcfs edge does not schedule by it)
@@ -187,8 +186,7 @@ def report(doc: dict) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> SoakConfig:
-    ap = argparse.ArgumentParser(prog="python scripts/soak.py", description=__doc__.splitlines()[0])
-    return config.parse(SoakConfig, argv, config.add_flags(ap, SoakConfig))
+    return config.parse(SoakConfig, argv, prog="python -m scripts.soak", description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -1,6 +1,6 @@
 """Distil the SmolLM2 pair's early-exit drafter on the target's own greedy generations (seeded, CPU).
 
-Usage: ``python scripts/train_smollm2_drafter.py [--layers 0 1 2 3] [--epochs 2] [--prompts 1152]``, after
+Usage: ``python -m scripts.train_smollm2_drafter [--layers 0 1 2 3] [--epochs 2] [--prompts 1152]``, after
 ``python -m wisv.pairs build smollm2 --stages download target``.  The drafter is the target's first layers, final
 norm and LM head restricted to a kept vocabulary (every token of the generations and of the target's top-k there);
 the layers named in --train-layers and the final norm are trained on the target's greedy generations of generic
@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,17 +26,15 @@ import torch
 from safetensors.torch import save_file
 from transformers import AutoTokenizer, LlamaForCausalLM
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import config  # noqa: E402
-from scripts.smollm2_distill_prompts import distill_prompts  # noqa: E402
-from scripts.smollm2_qa_distill_prompts import qa_distill_prompts  # noqa: E402
-from wisv.pairs import cache_dir, pair_dir  # noqa: E402
-from wisv.pairs.drafter import ASSET_DIR, SPEC_FILE, early_exit  # noqa: E402
-from wisv.pairs.fetch import sha256_file  # noqa: E402
-from wisv.tasks.jsonl import read_jsonl  # noqa: E402
-from wisv.tasks.pools import pool_path  # noqa: E402
-from wisv.tasks.prompts import encode_prompt  # noqa: E402
+import config
+from scripts.smollm2_distill_prompts import distill_prompts
+from scripts.smollm2_qa_distill_prompts import qa_distill_prompts
+from wisv.pairs import cache_dir, pair_dir
+from wisv.pairs.drafter import ASSET_DIR, SPEC_FILE, early_exit
+from wisv.pairs.fetch import sha256_file
+from wisv.tasks.jsonl import read_jsonl
+from wisv.tasks.pools import pool_path
+from wisv.tasks.prompts import encode_prompt
 
 WEIGHTS_FILE = "layers.safetensors"
 POOL = "distill"  # the long-form pool distillation reads: calib is the decision head's, test the evaluation's

@@ -1,6 +1,6 @@
 """Train the built-in toy pair (shared BPE tokenizer, Llama target and drafter) reproducibly on CPU.
 
-Usage: ``python scripts/train_toy_pair.py [--out wisv/assets/toy-pair] [--stages tokenizer,drafter,target,card]``
+Usage: ``python -m scripts.train_toy_pair [--out wisv/assets/toy-pair] [--stages tokenizer,drafter,target,card]``
 
 Step counts are fixed (not wall-clock budgets), the seed is fixed, and torch runs single-process,
 so a rerun on the same machine gives the same weights.  Weights are stored in fp16.
@@ -8,10 +8,8 @@ The ``card`` stage measures the shipped weights and writes MODEL_CARD.md and car
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,10 +18,10 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+import config
+from wisv.tasks.toydata import STYLE_FOLLOW, load_split
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import config  # noqa: E402
-from wisv.tasks.toydata import STYLE_FOLLOW, load_split  # noqa: E402
 
 SPECIALS = {"pad_token": "<|pad|>", "bos_token": "<|bos|>", "eos_token": "<|eos|>"}
 STAGES = ("tokenizer", "drafter", "target", "card")  # in the order they run
@@ -155,8 +153,7 @@ def train_model(name: str, spec: ModelSpec, tok: PreTrainedTokenizerFast, data: 
 
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
-    ap = argparse.ArgumentParser(prog="python scripts/train_toy_pair.py", description=__doc__.splitlines()[0])
-    return config.parse(TrainConfig, argv, config.add_flags(ap, TrainConfig))
+    return config.parse(TrainConfig, argv, prog="python -m scripts.train_toy_pair", description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> None:

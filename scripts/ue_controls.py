@@ -1,6 +1,6 @@
 """Benchmark the UE-side controls on the built-in pair: WISP's rejection predictor and SpecEdge's proactive drafting.
 
-Usage: ``python scripts/ue_controls.py [--prompts 20] [--out results/ue_controls.json]``.
+Usage: ``python -m scripts.ue_controls [--prompts 20] [--out results/ue_controls.json]``.
 Runs ``testbed.run`` (greedy, ``--head none``) in pairs that differ in one flag, each pair ``--repeats`` times
 (off, on, off, on, ...: slow drifts of this machine's speed hit both sides), and checks the medians:
 
@@ -20,11 +20,9 @@ import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import config  # noqa: E402
-from testbed.common.link import LinkSpec  # noqa: E402
-from testbed.common.machine import machine_info  # noqa: E402
+import config
+from testbed.common.link import LinkSpec
+from testbed.common.machine import machine_info
 
 WDT_CUT = 0.25  # predictor: WDT per round must fall by at least this fraction
 
@@ -102,7 +100,7 @@ def _pairs(off_cfg, on_cfg, name: str, repeats: int, runs: dict) -> tuple[list[d
 def run(cfg: ControlsConfig) -> dict:
     from testbed.live.run import RunConfig
     from testbed.live.serveconfig import ServeConfig
-    from testbed.live.ue import UEConfig
+    from testbed.live.ueconfig import UEConfig
     base = RunConfig(protocol="greedy", prompts=cfg.prompts, edge=ServeConfig(head="none"), out=cfg.runs_dir,
                      overwrite=True)  # the script's own run directories: a re-run replaces them
     k = replace(base, ue=UEConfig(draft_len=cfg.k_max), reference=False)
@@ -142,7 +140,7 @@ def parse_args(argv: list[str] | None = None) -> ControlsConfig:
     ap = config.add_flags(argparse.ArgumentParser(description=__doc__.splitlines()[0]), ControlsConfig)
     cfg = config.parse(ControlsConfig, argv, ap)
     if not Path(cfg.predictor).exists():
-        ap.error(f"no rejection predictor at {cfg.predictor}: train one with python scripts/rejection_predictor.py")
+        ap.error(f"no rejection predictor at {cfg.predictor}: train one with python -m scripts.rejection_predictor")
     return cfg
 
 

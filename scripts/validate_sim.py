@@ -5,7 +5,6 @@ profile measured yesterday under-predicts today's runs by about that much (pass 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -13,14 +12,13 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import config  # noqa: E402
-from testbed.common.link import LinkSpec  # noqa: E402
-from testbed.live.run import RunConfig  # noqa: E402
-from testbed.live.serveconfig import ServeConfig  # noqa: E402
-from testbed.live.ue import UEConfig  # noqa: E402
-from testbed.sim.calibrate import CalibrateConfig  # noqa: E402
-from testbed.sim.cli import SimConfig  # noqa: E402
+import config
+from testbed.common.link import LinkSpec
+from testbed.live.run import RunConfig
+from testbed.live.serveconfig import ServeConfig
+from testbed.live.ueconfig import UEConfig
+from testbed.sim.calibrate import CalibrateConfig
+from testbed.sim.cli import SimConfig
 
 SETTINGS = ((20.0, 20.0), (2.0, 50.0))  # (rate Mbit/s, RTT ms)
 PROTOCOLS = ("greedy", "fh")
@@ -63,8 +61,7 @@ def _run(cmd: list[str]) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> ValidateConfig:
-    ap = argparse.ArgumentParser(prog="python scripts/validate_sim.py", description=__doc__)
-    return config.parse(ValidateConfig, argv, config.add_flags(ap, ValidateConfig))
+    return config.parse(ValidateConfig, argv, prog="python -m scripts.validate_sim", description=__doc__)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """Train the edge's WDT predictor (wisv/serving/wdt.py) from round records; report g_i's MAE against the running mean.
 
-Usage: ``python scripts/wdt_predictor.py [--prompts 120] [--ks 4 8 16 32] [--rounds RUN/greedy/rounds.csv ...]
+Usage: ``python -m scripts.wdt_predictor [--prompts 120] [--ks 4 8 16 32] [--rounds RUN/greedy/rounds.csv ...]
 [--out results/wdt_predictor.json]``
 
 Round records come from ``--rounds`` (testbed runs with ``--draft-features``: their ``draft_*`` columns), or are
@@ -23,17 +23,16 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import config  # noqa: E402
-from testbed.common.machine import machine_info  # noqa: E402
-from wisv.decoding.acceptance import greedy_accept_ids  # noqa: E402
-from wisv.tasks.evaluate import eos_id  # noqa: E402
-from wisv.models.loader import load_pair  # noqa: E402
-from wisv.tasks.prompts import prompt_rows  # noqa: E402
-from wisv.records.rows import RoundRow, read_records, to_frame  # noqa: E402
-from wisv.serving.wdt import confidence_summary, evaluate, fit_wdt, split_prompts  # noqa: E402
-from wisv.decoding.sessions import DraftSession, VerifySession  # noqa: E402
-from wisv.decoding.speculative import truncate_output  # noqa: E402
+import config
+from testbed.common.machine import machine_info
+from wisv.decoding.acceptance import greedy_accept_ids
+from wisv.tasks.evaluate import eos_id
+from wisv.models.loader import load_pair
+from wisv.tasks.prompts import prompt_rows
+from wisv.records.rows import RoundRow, read_records, to_frame
+from wisv.serving.wdt import confidence_summary, evaluate, fit_wdt, split_prompts
+from wisv.decoding.sessions import DraftSession, VerifySession
+from wisv.decoding.speculative import truncate_output
 
 GOAL_MAE_REDUCTION_PCT = 30.0  # the issue's goal: g_i's MAE >= 30% below the running mean's
 

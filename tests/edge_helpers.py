@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from protocols.edge_side import EdgeSession
+from protocols.schema import OpenOk
 from protocols.ue_side import UESession
 from protocols.wire import Limits, Message, MsgType, decode, encode
 
@@ -10,7 +11,7 @@ def open_on(server, peer: bytes, ue: UESession, limits: Limits, msg: Message | N
     """Send the UE's OPEN (or ``msg``) to ``server`` as ``peer``; the decoded reply (an OPEN_OK's token is kept)."""
     reply = decode(server.handle(peer, encode(msg or ue.open_message())), limits)
     if reply.type == MsgType.OPEN_OK:
-        ue.check_open_ok(reply.header)
+        ue.check_open_ok(OpenOk.of(reply.header))
     return reply
 
 

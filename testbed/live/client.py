@@ -16,6 +16,7 @@ import zmq
 from channel.measure import CSIEstimator
 from protocols.accounting import wire_bytes
 from protocols.handshake import REFUSALS, Vocab
+from protocols.schema import OpenOk
 from protocols.ue_side import REPLY_TO, EdgeError, HandshakeError, UESession, edge_error, is_current
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
 from testbed.live.auth import HANDSHAKE_WAIT_S, secure_connect
@@ -134,11 +135,11 @@ def handshake(client: Client, est: CSIEstimator, sid: str, probe: bool, seq: int
         est.add_probe("down", n, client.exchange(down)[1])
 
 
-def open_session(client: Client, sess: UESession) -> Message:
+def open_session(client: Client, sess: UESession) -> OpenOk:
     """OPEN and its OPEN_OK, checked on both sides; a handshake refusal raises HandshakeError (the run ends)."""
-    ok, _ = _refusal_is_fatal(client.exchange, sess.open_message())
-    sess.check_open_ok(ok.header)
-    client.limits = dataclasses.replace(client.limits, vocab_size=max(client.limits.vocab_size, ok.header["vocab_size"]))
+    ok = OpenOk.of(_refusal_is_fatal(client.exchange, sess.open_message())[0].header)
+    sess.check_open_ok(ok)
+    client.limits = dataclasses.replace(client.limits, vocab_size=max(client.limits.vocab_size, ok.vocab_size))
     return ok
 
 

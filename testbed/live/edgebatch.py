@@ -16,13 +16,13 @@ import statistics
 import time
 import weakref
 from collections import defaultdict, deque
+from dataclasses import dataclass
 
 from protocols.edge_side import EdgeSession
 from wisv.serving.batchverify import request_shape
 from wisv.serving.engine import VerifyEngine, VerifyRequest
 from wisv.serving.estimator import EstimatorProfile, LiveFit, live_update
-from wisv.serving.scheduler import (LOST_ORDER_CHOICES, SCHEDULER_CHOICES, Request, arrival_reserve_s, deadline_s, select_fcfs,
-                            select_slo)
+from wisv.serving.scheduler import Request, arrival_reserve_s, deadline_s, select_fcfs, select_slo
 from wisv.decoding.sessions import Block
 from wisv.serving.wdt import SessionHistory, WDTPredictor, confidence_summary, stop_depth, update_session
 
@@ -32,28 +32,33 @@ Held = tuple[bytes, EdgeSession]  # (peer, session holding a validated DRAFT)
 Done = tuple[bytes, EdgeSession, Block | Exception, float, int]  # (peer, session, block or error, batch s, batch size)
 
 
+@dataclass(frozen=True, kw_only=True)
+class BatcherConfig:
+    """How the batcher picks each batch: ServeConfig's --scheduler, --max-batch and slo flags (their choices and
+    bounds are checked there), in seconds."""
+
+    scheduler: str = "fcfs"  # batch selection: fcfs | slo (WISP; needs the estimator)
+    max_batch: int = 16  # most requests in one verification pass
+    guard_s: float = 0.0  # slo: WISP's guard delta, requests turn critical this much earlier, s
+    lost_order: str = "last"  # slo: lost requests go last, or by EDF (the paper)
+    slack_s: float | None = None  # slo: time a batch keeps before its earliest feasible deadline, s (None: guard_s)
+    arrival_reserve: bool = True  # slo: no batch so long that a tight request arriving meanwhile must miss
+
+
 class DraftBatcher:
     """Verifies held DRAFTs batch by batch until none is left."""
 
-    def __init__(self, engine: VerifyEngine, scheduler: str = "fcfs", max_batch: int = 16,
-                 estimator: EstimatorProfile | None = None, guard_s: float = 0.0, lost_order: str = "last",
-                 slack_s: float | None = None, reserve: bool = True, wdt: WDTPredictor | None = None):
-        if scheduler not in SCHEDULER_CHOICES:
-            raise ValueError(f"unknown scheduler {scheduler!r}; choose one of {SCHEDULER_CHOICES}")
-        if scheduler == "slo" and estimator is None:
+    def __init__(self, engine: VerifyEngine, cfg: BatcherConfig | None = None, *,
+                 estimator: EstimatorProfile | None = None, wdt: WDTPredictor | None = None):
+        cfg = cfg or BatcherConfig()
+        if cfg.scheduler == "slo" and estimator is None:
             raise ValueError("the slo scheduler needs a verification-time profile (--estimator, from testbed.profile)")
-        if lost_order not in LOST_ORDER_CHOICES:
-            raise ValueError(f"unknown lost-request order {lost_order!r}; choose one of {LOST_ORDER_CHOICES}")
-        if guard_s < 0:
-            raise ValueError(f"guard time must be >= 0, got {guard_s}")
-        self.engine, self.scheduler, self.max_batch, self.estimator = engine, scheduler, max_batch, estimator
-        self.guard_s = guard_s  # WISP's delta: requests turn critical this much earlier; batches keep this slack
-        self.lost_last = lost_order == "last"  # wisv/serving/scheduler.py: lost_last
-        if slack_s is not None and slack_s < 0:
-            raise ValueError(f"batch slack must be >= 0, got {slack_s}")
-        self.slack_s = slack_s  # time a batch keeps before its earliest feasible deadline; None = guard_s
+        self.engine, self.scheduler, self.max_batch, self.estimator = engine, cfg.scheduler, cfg.max_batch, estimator
+        self.guard_s = cfg.guard_s  # WISP's delta: requests turn critical this much earlier; batches keep this slack
+        self.lost_last = cfg.lost_order == "last"  # wisv/serving/scheduler.py: lost_last
+        self.slack_s = cfg.slack_s  # time a batch keeps before its earliest feasible deadline; None = guard_s
         self.live = LiveFit()  # online affine correction of the profile from the batches' measured times
-        self.reserve = reserve  # slo: bound batches so that a tight request arriving meanwhile can still make it
+        self.reserve = cfg.arrival_reserve  # slo: bound batches so that a tight request arriving meanwhile can make it
         self.budgets: dict[float, deque] = defaultdict(lambda: deque(maxlen=BUDGET_WINDOW))  # class -> d_i - a_i
         self.wdt = wdt  # g_i from the WDT predictor (wisv/serving/wdt.py); None: the session's running mean
         self.histories: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # session -> (history, its rounds,

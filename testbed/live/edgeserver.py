@@ -18,7 +18,7 @@ from protocols.wire import WIRE_VERSION, Message, MsgType, WireError, decode, en
 from testbed.live.admission import (OpenLimits, Quotas, Seat, admit_kv, budget_refusal, draft_refusal, stale,
                                     vocab_check, why_refused)
 from testbed.live.auth import peer_address, user_id
-from testbed.live.edgebatch import DraftBatcher
+from testbed.live.edgebatch import BatcherConfig, DraftBatcher
 from testbed.live.intake import Bucket, caps, edge_limits
 from testbed.live.references import Job, ReferenceCache, ReferenceWorker
 from testbed.live.serveconfig import ServeConfig
@@ -348,7 +348,8 @@ def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[VerifyEngine |
     if not cfg.batch_verify:
         return engine, None
     est = EstimatorProfile.load(cfg.estimator) if cfg.estimator else None
-    slack = None if cfg.slack_ms is None else cfg.slack_ms / 1e3
     wdt = WDTPredictor.load(cfg.wdt_predictor) if cfg.wdt_predictor else None
-    return engine, DraftBatcher(engine, cfg.scheduler, cfg.max_batch, est, cfg.guard_ms / 1e3, cfg.lost_order, slack,
-                                cfg.arrival_reserve, wdt)
+    batching = BatcherConfig(scheduler=cfg.scheduler, max_batch=cfg.max_batch, guard_s=cfg.guard_ms / 1e3,
+                             lost_order=cfg.lost_order, slack_s=None if cfg.slack_ms is None else cfg.slack_ms / 1e3,
+                             arrival_reserve=cfg.arrival_reserve)
+    return engine, DraftBatcher(engine, batching, estimator=est, wdt=wdt)

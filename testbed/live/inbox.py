@@ -27,13 +27,11 @@ from collections.abc import Callable
 import zmq
 
 from protocols.wire import Limits
+from testbed.live.defaults import MAX_QUEUE_MSGS, PEER_QUEUE_BYTES, TOTAL_QUEUE_BYTES
 from testbed.live.intake import Budget, Cap, caps, message_bytes, recv_bounded, too_large
 
 SWITCH_INTERVAL_S = 0.001  # Python's GIL switch interval while an Inbox runs (default 5 ms)
 POLL_MS = 100  # the thread checks its stop flag at least this often
-MAX_QUEUE_MSGS = 1024  # default bound of the queue to the serving loop, messages
-PEER_QUEUE_BYTES = 64 * 2**20  # default bytes one peer's arrivals may hold in that queue
-TOTAL_QUEUE_BYTES = 512 * 2**20  # default bytes all arrivals together may hold in it
 _ids = itertools.count()
 
 Arrival = tuple[float | None, bytes, list]  # (perf_counter at receipt or None: when handled, peer, frames)

@@ -21,10 +21,9 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from testbed.live.auth import handshake_failure
+from testbed.live.defaults import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
 from testbed.live.procs import Child, ChildError
 
-HEARTBEAT_IVL_MS = 1000  # default ZMTP PING interval, ms
-HEARTBEAT_TIMEOUT_MS = 6000  # default: a silent connection is closed this long after a PING, ms (> a 5 s outage)
 WATCHED = zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL \
     | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
 log = logging.getLogger("testbed.serve")

@@ -49,7 +49,7 @@ from testbed.live.retry import RetryExhausted
 from testbed.live.prompts import TargetScorer, load_prompts, reference_outputs
 from testbed.live.serveconfig import ServeConfig
 from testbed.live.ue import PROG as UE_PROG
-from testbed.live.ue import UEConfig
+from testbed.live.ueconfig import UEConfig
 from testbed.live.wakeup import cpu_wakeup_bound
 from wisv.tasks.jsonl import read_jsonl, write_jsonl
 from wisv.models.loader import DTYPE_CHOICES

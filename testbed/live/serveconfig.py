@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from testbed.live.inbox import MAX_QUEUE_MSGS, PEER_QUEUE_BYTES, TOTAL_QUEUE_BYTES
-from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
-from wisv.models.loader import DTYPE_CHOICES
+from testbed.live.defaults import (HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, MAX_QUEUE_MSGS, PEER_QUEUE_BYTES,
+                                   TOTAL_QUEUE_BYTES)
+from wisv.models.choices import DTYPE_CHOICES
 from wisv.serving.engine import ENGINE_CHOICES
 from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
-from wisv.serving.vllm_engine import VllmConfig
+from wisv.serving.vllm_config import VllmConfig
 
 
 @dataclass

@@ -29,50 +29,28 @@ from transformers import PreTrainedModel
 import config
 from channel.emulator import parse_hostport
 from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
-from channel.csi import CSI
 from channel.trace import CSITrace
-from protocols.auto import AUTO_RULES
 from protocols.handshake import Vocab
-from protocols.registry import PROTOCOLS
-from protocols.ue_side import AUTO_DRAFT_LEN, EdgeError, HandshakeError, UEParams, UESession
+from protocols.ue_side import EdgeError, HandshakeError, UEParams, UESession
 from protocols.wire import Limits, MsgType, WireError, make
 from testbed.common.link import LinkSpec
 from testbed.common.summary import summarize, table, write_summary
 from testbed.common.text import decoder, progress_line, text_fields
 from testbed.live.client import Client, close_session, fetch_references, handshake, open_session
-from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, Heartbeat
-from testbed.live.resume import finish_round, send_draft
+from testbed.live.liveness import Heartbeat
 from testbed.live.retry import RetryExhausted
+from testbed.live.ueconfig import UEConfig
+from testbed.live.ueround import run_round
 from wisv.tasks.evaluate import eos_id
-from wisv.models.loader import DTYPE_CHOICES, builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
-from wisv.tasks.prompts import CHAT_TEMPLATE_MODES, prompt_rows
+from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
+from wisv.tasks.prompts import prompt_rows
 from wisv.records.rows import RoundLog, RoundRow, to_frame
-from wisv.decoding.rejection import load_predictor, stop_rule, wasted_drafting
+from wisv.decoding.rejection import load_predictor, stop_rule
 from wisv.decoding.sessions import DraftSession
-from wisv.serving.wdt import confidence_summary
 from wisv.timing.window import TreeWindowTracker, WindowTracker
 from wisv.pairs import apply_pair
 
 PROG = "python -m testbed.ue"  # as users type it: --help and error lines
-CSI_SOURCES = ("measured", "configured")  # --csi: the UE's estimate, or the emulated link's CSI in force
-
-
-def parse_draft_len(tokens: list[str] | str | int, flag: str = "--draft-len") -> int:
-    """--draft-len (or --tree-budget): a positive number of tokens, or ``auto`` (AUTO_DRAFT_LEN)."""
-    text = " ".join(map(str, tokens)) if isinstance(tokens, list) else tokens
-    if str(text).strip().lower() == "auto":
-        return AUTO_DRAFT_LEN
-    try:
-        k = int(text)
-    except ValueError:
-        raise config.ConfigError(f"{flag}: expected a number of tokens or auto, got {text!r}") from None
-    if k < 1:
-        raise config.ConfigError(f"{flag}: must be >= 1 (or auto), got {k}")
-    return k
-
-
-def format_draft_len(k: int) -> str:
-    return "auto" if k == AUTO_DRAFT_LEN else str(k)
 
 
 def parse_k_by_rtt(text: str) -> dict[float, int]:
@@ -92,68 +70,6 @@ def parse_k_by_rtt(text: str) -> dict[float, int]:
 def oracle_k(table: dict[float, int], csi) -> int:
     """The K of the table entry nearest the RTT in force."""
     return table[min(table, key=lambda rtt: abs(rtt - csi.rtt_ms))]
-
-
-DRAFT_LEN_TEXT = {"parse": parse_draft_len, "format": lambda k: [format_draft_len(k)]}  # --draft-len 8 | auto
-TREE_BUDGET_TEXT = {"parse": lambda t: parse_draft_len(t, "--tree-budget"),
-                    "format": lambda k: [format_draft_len(k)]}  # --tree-budget 16 | auto
-
-
-@dataclass
-class UEConfig:
-    """UE process settings."""
-
-    connect: str = "tcp://127.0.0.1:5601"  # edge (or link emulator) endpoint, tcp://HOST:PORT
-    prompts: int = field(default=20, metadata={
-        "min": 1})  # first N problems of the built-in test split (or of --prompts-file)
-    prompts_file: str | None = None  # JSONL with prompt (text) or prompt_ids, optional prompt_id and answer
-    chat_template: str = field(default="auto", metadata={
-        "choices": CHAT_TEMPLATE_MODES})  # prompt text through the tokenizer's chat template (auto: if it has one)
-    out: str = "ue-out"  # output directory (rounds.csv, outputs.jsonl, summary.json, summary.csv)
-    ue_id: str = "ue0"  # identity prefix of this UE's sessions
-    drafter: str | None = None  # local HF drafter directory; None = built-in toy drafter
-    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
-    device: str = "cpu"  # torch device of the drafter
-    dtype: str = field(default="auto", metadata={
-        "choices": DTYPE_CHOICES})  # the drafter's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
-    protocol: str = field(default="auto", metadata={"choices": tuple(PROTOCOLS)})  # protocol of every session
-    auto_rule: str = field(default="cost", metadata={"choices": AUTO_RULES})  # auto's FH/SH rule
-    draft_len: int = field(default=8, metadata={
-        **DRAFT_LEN_TEXT, "example": 12})  # K, draft tokens per round (the largest, with pipeline_depth); auto: per round
-    draft_len_max: int = field(default=32, metadata={"min": 1})  # --draft-len auto: the largest K it may choose, tokens
-    follow_stop_depth: bool = False  # without --rejection-predictor: draft at most the edge's suggested stop depth
-    draft_features: bool = False  # each DRAFT carries the drafter's max prob, entropy and top-2 margin per token (fp16)
-    draft_len_by_rtt: str = field(default="", metadata={
-        "example": "5:8,60:16"})  # benchmark oracle: K by the emulated link's RTT in force, RTT_MS:K[,...] ("": off)
-    max_new_tokens: int = field(default=160, metadata={"min": 1})  # generation budget per prompt, tokens
-    temperature: float = field(default=1.0, metadata={"above": 0})  # sampling temperature (reject)
-    seed: int = 0  # sampling seed base (prompt i samples with seed + i)
-    probe_bytes: int = field(default=32768, metadata={
-        "min": 0, "max": 1048576})  # first rate probe per direction, bytes; later ones last --probe-ms (0: no probes)
-    probe_ms: float = field(default=100.0, metadata={
-        "above": 0})  # rate probes are sized to serialize for this long at the estimate, ms (RTT jitter << it)
-    csi: str | None = field(default=None, metadata={
-        "choices": CSI_SOURCES, "example": "measured"})  # CSI the head and auto use (none: configured if emulated)
-    link_json: str | None = None  # JSON of the emulated LinkSpec: the CSI in force (recorded; --csi configured)
-    link_t0_epoch_s: float = 0.0  # wall-clock time the link's trace started, s since the epoch
-    recv_timeout_s: float = field(default=10.0, metadata={
-        "above": 0})  # per attempt: no reply within this long, reconnect and send again, s
-    retry_s: float = field(default=60.0, metadata={
-        "min": 0})  # retry window: resend (with backoff) and resume for this long, then the run fails, s
-    rejection_predictor: str | None = None  # WISP predictor (safetensors): end each block at the first predicted rejection
-    rejection_threshold: float | None = field(default=None, metadata={
-        "min": 0, "max": 1})  # flag a token when p(rejected) >= this (None: the predictor's own)
-    proactive: int = field(default=0, metadata={
-        "min": 0})  # SpecEdge: draft up to this many tokens past each block while it is verified (0: off)
-    pipeline_depth: bool = False  # SpecEdge: choose K <= draft_len per round so that K * tau_d + RTT ~= verify time
-    tree_budget: int = field(default=16, metadata={
-        **TREE_BUDGET_TEXT, "example": 8})  # tree protocol: draft tokens per tree, N (--proactive adds a chain); auto
-    reference: bool = True  # ask the edge for target-only greedy outputs, for matches_target (--no-reference: skip)
-    heartbeat_ivl_ms: int = field(default=HEARTBEAT_IVL_MS, metadata={
-        "min": 0})  # ZMTP heartbeat PING interval of the UE's socket, ms (0: none)
-    heartbeat_timeout_ms: int = field(default=HEARTBEAT_TIMEOUT_MS, metadata={
-        "min": 0})  # a connection silent this long after a PING is redialled, ms
-    auth: str | None = None  # key dir from testbed.keys: CURVE with DIR/client.key_secret, DIR/edge.key (None: none)
 
 
 @dataclass
@@ -180,44 +96,6 @@ class Local:
             return None
 
 
-def run_round(client: Client, sess: UESession, csi: CSI | None) -> dict:
-    """One DRAFT/(HIDDEN_REQ/HIDDEN)/VERDICT exchange, its head and auto conditioned on ``csi``; returns the round's
-    measurements (RoundRow fields)."""
-    t_start = time.perf_counter()
-    n_before = len(sess.tokens)
-    msg = sess.next_draft(csi)
-    io = send_draft(client, msg)
-    t_pro = time.perf_counter()
-    n_pro = sess.draft_proactively(client.reply_waiting)  # SpecEdge: overlaps the link and the verification
-    t_pro = time.perf_counter() - t_pro
-    finish_round(client, sess, msg, io)  # resends and resumes within the retry window
-    r, v = sess.round, sess.round.verdict
-    n = len(r.draft.tokens)
-    wdt, t_wdt = wasted_drafting(n, v["n_accepted"], r.t_draft_s / max(1, n))  # WISP WDT
-    t_edge = v.get("t_edge_s", v["t_verify_s"] + v["t_head_s"])
-    return {"round": r.index, "protocol": r.protocol, "drafted": n, "accepted": v["n_accepted"],
-            "mismatches": v["mismatches"], "queried": v["queried"], "exchanges": io.exchanges,
-            "uplink_bytes": io.up, "downlink_bytes": io.down, "t_draft_s": r.t_draft_s,
-            "t_comm_s": (io.t_last - io.t_first) - (t_edge + io.ue_mid_s), "t_verify_s": v["t_verify_s"],
-            "t_head_s": v["t_head_s"], "t_round_s": time.perf_counter() - t_start, "wdt_tokens": wdt,
-            "proactive_drafted": n_pro, "proactive_reused": r.reused, "t_proactive_s": t_pro, "t_wdt_s": t_wdt,
-            "committed": len(sess.tokens) - n_before, "t_edge_s": t_edge, "retries": io.retries,
-            "resumed": io.resumed, "window_k": r.window, **_tree_columns(r), **_confidence_columns(r)}
-
-
-def _confidence_columns(r) -> dict:
-    """The block's draft-confidence summary (RoundRow draft_* fields: the WDT predictor's training data)."""
-    f = r.draft.features
-    return confidence_summary(f[:, :3].numpy()) if r.tree is None and f is not None and len(f) else {}
-
-
-def _tree_columns(r) -> dict:
-    """The tree protocol's RoundRow fields (none for a chain round)."""
-    if r.tree is None:
-        return {}
-    return {"tree_size": len(r.tree.tree), "tree_depth": r.tree.tree.depth, "accepted_depth": r.verdict["n_accepted"]}
-
-
 def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[int], index: int,
                est: CSIEstimator) -> tuple[dict, list[RoundRow]]:
     """Generate one prompt's output; returns the output record and its round records."""
@@ -229,15 +107,17 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
     t_probe = time.perf_counter() - t0
     oracle = parse_k_by_rtt(cfg.draft_len_by_rtt)
     k = max(oracle.values()) if oracle else cfg.draft_len
-    params = UEParams(cfg.protocol, k, cfg.max_new_tokens, cfg.auto_rule, cfg.temperature,
-                      cfg.seed + index, int(loc.drafter.config.vocab_size), cfg.proactive, cfg.pipeline_depth,
-                      cfg.tree_budget, vocab=loc.vocab, draft_len_max=cfg.draft_len_max,
-                      features=cfg.draft_features, follow_stop_depth=cfg.follow_stop_depth)
+    params = UEParams(protocol=cfg.protocol, draft_len=k, max_new_tokens=cfg.max_new_tokens, auto_rule=cfg.auto_rule,
+                      temperature=cfg.temperature, seed=cfg.seed + index,
+                      vocab_size=int(loc.drafter.config.vocab_size), proactive=cfg.proactive,
+                      pipeline_depth=cfg.pipeline_depth, tree_budget=cfg.tree_budget, vocab=loc.vocab,
+                      draft_len_max=cfg.draft_len_max, features=cfg.draft_features,
+                      follow_stop_depth=cfg.follow_stop_depth)
     sess = UESession(sid, DraftSession(loc.drafter, ids), params, eos_id(loc.drafter), loc.stop, loc.window)
     t1 = time.perf_counter()
     ok = open_session(client, sess)
-    loc.edge = ok.header.get("edge", loc.edge)
-    sess.d.hidden_layer = ok.header.get("hidden_layer", -1)  # the layer the edge's decision head was trained on
+    loc.edge = ok.edge if ok.edge is not None else loc.edge
+    sess.d.hidden_layer = ok.hidden_layer  # the layer the edge's decision head was trained on
     rows, trace = [], loc.link.trace() if loc.link else None
     if oracle and trace is None:
         raise ValueError("--draft-len-by-rtt picks K from the emulated link's CSI in force: it needs an emulated link")

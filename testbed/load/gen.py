@@ -18,6 +18,7 @@ import numpy as np
 import zmq
 
 from channel.measure import ewma
+from protocols.schema import Verdict
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
 from wisv.records.rows import RoundRow
 from wisv.decoding.rejection import wasted_drafting
@@ -62,13 +63,12 @@ class Device:
         return self.traces[self.prompt].blocks[self.round]
 
 
-def request_record(dev: Device, v: dict, t_round_s: float, tau_d_s: float, t_sent_s: float = 0.0) -> dict:
+def request_record(dev: Device, v: Verdict, t_round_s: float, tau_d_s: float, t_sent_s: float = 0.0) -> dict:
     """One verified request as a RoundRow's fields: times, tokens and the SLO verdict (pure); ``t_sent_s``: when
     the DRAFT was sent, seconds since the load run started (for timelines: warm-up, the tail of the last sessions)."""
-    n_d, accepted = len(dev.block), int(v["n_accepted"])
+    n_d, accepted = len(dev.block), v.n_accepted
     t_draft = n_d * tau_d_s
-    t_verify, t_head = float(v["t_verify_s"]), float(v["t_head_s"])
-    t_edge = float(v.get("t_edge_s", t_verify + t_head))
+    t_verify, t_head, t_edge = float(v.t_verify_s), float(v.t_head_s), float(v.t_edge_s)
     t_net = max(0.0, t_round_s - t_edge)
     budget = deadline_s(0.0, dev.slo_tok_s, n_d, t_draft, t_net)  # tau_c: the deadline counted from arrival
     wdt, t_wdt = wasted_drafting(n_d, accepted, tau_d_s)
@@ -77,7 +77,7 @@ def request_record(dev: Device, v: dict, t_round_s: float, tau_d_s: float, t_sen
                    t_draft_s=t_draft, t_comm_s=t_net, t_verify_s=t_verify, t_head_s=t_head, t_round_s=t_round_s,
                    t_sent_s=t_sent_s, t_edge_s=t_edge, t_queue_s=max(0.0, t_edge - t_verify - t_head),
                    slo_tok_s=dev.slo_tok_s, budget_s=budget, violated=bool(t_edge > budget),
-                   batch=int(v.get("batch", 1)))
+                   batch=v.batch)
     return asdict(row)
 
 
@@ -168,17 +168,17 @@ class LoadLoop:
             d.token = {"token": msg.header["token"]}
             self._start_drafting(d)
         elif msg.type == MsgType.VERDICT and d.state == "waiting":
-            self._on_verdict(d, msg.header, time.perf_counter() - d.t_send, progress)
+            self._on_verdict(d, Verdict.of(msg.header, msg.tensors), time.perf_counter() - d.t_send, progress)
 
-    def _on_verdict(self, d: Device, v: dict, t_round: float, progress) -> None:
+    def _on_verdict(self, d: Device, v: Verdict, t_round: float, progress) -> None:
         tr = d.traces[d.prompt]
         d.records.append(request_record(d, v, t_round, self.tau_d_s, d.t_send - self.t0))
         d.t_net_s = smooth(d.t_net_s, d.records[-1]["t_comm_s"])
-        if v["n_accepted"] != tr.accepted[d.round]:
-            d.errors.append(f"{d.sid} round {d.round}: edge accepted {v['n_accepted']}, the trace {tr.accepted[d.round]}")
+        if v.n_accepted != tr.accepted[d.round]:
+            d.errors.append(f"{d.sid} round {d.round}: edge accepted {v.n_accepted}, the trace {tr.accepted[d.round]}")
             return self._next_prompt(d, progress)
         d.round += 1
-        if v["done"] or d.round >= len(tr.blocks):
+        if v.done or d.round >= len(tr.blocks):
             return self._next_prompt(d, progress)
         self._start_drafting(d)
 

@@ -127,7 +127,7 @@ def short_link_run(cfg: CalibrateConfig) -> Path:
     from testbed.common.link import LinkSpec
     from testbed.live.run import RunConfig, run
     from testbed.live.serveconfig import ServeConfig
-    from testbed.live.ue import UEConfig
+    from testbed.live.ueconfig import UEConfig
     out = Path("runs") / f"calibrate-link-{time.strftime('%Y%m%d-%H%M%S')}"
     run(RunConfig(protocol="greedy", prompts=cfg.link_prompts, prompts_file=cfg.prompts_file, out=str(out),
                   reference=False,

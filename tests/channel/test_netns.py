@@ -14,7 +14,7 @@ from channel.netns import NetnsTopology, exec_prefix, parse_ping_rtts, ping_cmd,
 from channel.tc import applied, clear_cmds, tbf_cmds
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "netem_link.py"
+SCRIPT = ["-m", "scripts.netem_link"]  # run from the repository root (REPO)
 
 
 def _netns_usable() -> tuple[bool, str]:
@@ -84,18 +84,19 @@ def test_dry_run_touches_nothing() -> None:
 
 def test_script_dry_run() -> None:
     args = ["--rate-mbps", "20", "--rtt-ms", "40", "--jitter-ms", "2", "--per", "0.01", "--dry-run"]
-    res = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=30, check=False)
+    res = subprocess.run([sys.executable, *SCRIPT, *args], cwd=REPO, capture_output=True, text=True, timeout=30,
+                         check=False)
     assert res.returncode == 0, res.stderr
     assert "root netem delay 20ms 1ms loss 1% rate 20mbit limit 1000" in res.stdout
     assert "(dry run) ip netns del" in res.stdout
-    fallback = subprocess.run([sys.executable, str(SCRIPT), *args, "--no-netem"], capture_output=True, text=True,
+    fallback = subprocess.run([sys.executable, *SCRIPT, *args, "--no-netem"], cwd=REPO, capture_output=True, text=True,
                               timeout=30, check=False)
     assert "root tbf rate 20mbit burst 12500 latency 50ms" in fallback.stdout
     assert "delay/jitter/loss via the user-space emulator" in fallback.stdout
 
 
 def test_script_bad_args_exit_2() -> None:
-    res = subprocess.run([sys.executable, str(SCRIPT), "--per", "2", "--dry-run"], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, *SCRIPT, "--per", "2", "--dry-run"], cwd=REPO, capture_output=True, text=True,
                          timeout=30, check=False)
     assert res.returncode == 2 and "per" in res.stderr
 
@@ -128,8 +129,8 @@ def test_real_topology_torn_down_on_error() -> None:
 @pytest.mark.root
 @needs_netns
 def test_script_real_run() -> None:
-    res = subprocess.run([sys.executable, str(SCRIPT), "--rate-mbps", "20", "--rtt-ms", "40", "--ping-count", "1"],
-                         capture_output=True, text=True, timeout=30, check=False)
+    res = subprocess.run([sys.executable, *SCRIPT, "--rate-mbps", "20", "--rtt-ms", "40", "--ping-count", "1"],
+                         cwd=REPO, capture_output=True, text=True, timeout=30, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "netem:" in res.stdout and "1/1 replies" in res.stdout
     assert not any(line.startswith("wisv-ue-") and line.split()[0] in res.stdout for line in _namespaces().splitlines())

@@ -8,6 +8,7 @@ from channel.csi import CSI
 from protocols.auto import MismatchStats, choose
 from protocols.edge_side import ProtocolError
 from protocols.registry import get_protocol, servable
+from protocols.schema import OpenOk
 from protocols.wire import encode, make
 from protocols.wire import MsgType
 from tests.protocols.test_sessions import EOS, K, PROMPTS, drive, open_pair, reference, wire
@@ -56,7 +57,7 @@ def test_auto_serves_ef_for_an_edge_head_and_fh_or_sh_for_a_hidden_head(pair):
     assert choose("cost", csi, K, stats, pb, servable(False)) == "ef"
     assert choose("rtt", csi, K, stats, pb, servable(True)) == "fh"
     edge, ue = open_pair(pair, PROMPTS[0], policy=NLL_MARGIN, protocol="auto")
-    ue.check_open_ok({"edge": {"uploads_hidden": False}})
+    ue.check_open_ok(OpenOk(target_hidden=32, vocab_size=61, edge={"uploads_hidden": False}))
     logs = drive(edge, ue, csi=lambda i: csi)
     assert {log.draft.header["protocol"] for log in logs} == {"ef"}
 

@@ -23,7 +23,8 @@ def first_round(protocol: str):
     torch.manual_seed(0)
     drafter, target = make_pair("llama", D_D, 2, 4, 2, vocab=VOCAB, eos=EOS)
     prompt = [3, 4, 5]
-    ue = UESession("ue-0", DraftSession(drafter, prompt), UEParams(protocol, K, 12), EOS)
+    params = UEParams(protocol=protocol, draft_len=K, max_new_tokens=12)
+    ue = UESession("ue-0", DraftSession(drafter, prompt), params, EOS)
     edge = EdgeSession("ue-0", VerifySession(target, prompt), decode(encode(ue.open_message()), LIMITS), RejectAll(),
                        0.5, EOS)
     draft = ue.next_draft(CSI(20.0, 20.0, 20.0))
@@ -49,7 +50,8 @@ def test_draft_features_are_counted_in_the_model_and_validated():
     assert pb.b_feat == 48
     torch.manual_seed(0)
     drafter, target = make_pair("llama", D_D, 2, 4, 2, vocab=VOCAB, eos=EOS)
-    ue = UESession("ue-0", DraftSession(drafter, [3, 4, 5]), UEParams("greedy", K, 12, features=True), EOS)
+    params = UEParams(protocol="greedy", draft_len=K, max_new_tokens=12, features=True)
+    ue = UESession("ue-0", DraftSession(drafter, [3, 4, 5]), params, EOS)
     draft = decode(encode(ue.next_draft(CSI(20.0, 20.0, 20.0))), LIMITS)
     f = draft.tensors["features"]
     assert f.shape == (K, 3) and f.dtype == np.float16 and ((0 <= f[:, 0]) & (f[:, 0] <= 1)).all()

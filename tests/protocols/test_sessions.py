@@ -301,7 +301,7 @@ def test_pipeline_depth_sets_k_from_the_last_verify_time(pair) -> None:
     assert len(first.tensors["tokens"]) == 8  # no verify time known yet: the full K
     ue.on_reply(wire(edge.on_draft(first)))
     ue.round.t_draft_s = 8 * 0.002  # 2 ms per drafted token
-    ue.round.verdict = dict(ue.round.verdict, t_verify_s=0.010)
+    ue.round.verdict = dataclasses.replace(ue.round.verdict, t_verify_s=0.010)
     nxt = wire(ue.next_draft(CSI(50.0, 50.0, rtt_ms=4.0)))
     assert len(nxt.tensors["tokens"]) == 3  # (10 ms - 4 ms) / 2 ms
     assert ue.tokens == reference(pair, PROMPTS[1]).tokens[: len(ue.tokens)]

@@ -7,8 +7,9 @@ import json
 import pandas as pd
 import pytest
 
+from protocols.schema import Verdict
 from testbed.live.procs import Child
-from testbed.live.ue import UEConfig
+from testbed.live.ueconfig import UEConfig
 from testbed.live.ue import run as run_ue
 from testbed.load.gen import Device, Trace, request_record
 from testbed.sim.traces import TraceKey, generate_trace
@@ -45,7 +46,9 @@ def test_the_ue_writes_the_record(pair_dirs, tmp_path):
 
 def test_the_load_generator_writes_the_record():
     dev = Device("ue3", 4.0, [Trace("p", [1], [[5, 6, 7, 8]], [2])])
-    r = request_record(dev, {"n_accepted": 2, "t_verify_s": 0.05, "t_head_s": 0.0, "t_edge_s": 0.3}, 0.4, 0.1)
+    v = Verdict(round=0, n_accepted=2, next_token=9, mismatches=0, queried=0, t_verify_s=0.05, t_head_s=0.0,
+                t_edge_s=0.3, done=False)
+    r = request_record(dev, v, 0.4, 0.1)
     assert list(r) == list(RECORD_FIELDS) and list(to_frame([r]).columns) == list(RECORD_FIELDS)
     [row] = from_frame(to_frame([r]))
     assert (row.ue_id, row.drafted, row.accepted, row.protocol, row.mismatches) == ("ue3", 4, 2, "greedy", None)

@@ -10,6 +10,8 @@ the edge reports, ``K * tau_d + RTT ~= T_verify``, clamped to [k_min, k_max].
 """
 from __future__ import annotations
 
+from wisv.timing.kpolicy import pipeline_depth  # noqa: F401 - its home is wisv/timing/kpolicy.py, with the other K rules
+
 
 def proactive_reuse(block_len: int, n_accepted: int, next_token: int, proactive: list[int]) -> list[int]:
     """The proactive tokens that start the next draft block (empty unless full acceptance and bonus == p_1)."""
@@ -20,9 +22,3 @@ def proactive_reuse(block_len: int, n_accepted: int, next_token: int, proactive:
     return list(proactive[1:])
 
 
-def pipeline_depth(t_verify_s: float, rtt_s: float, tau_d_s: float, k_min: int = 1, k_max: int = 64) -> int:
-    """K with K * tau_d + RTT closest to T_verify, clamped to [k_min, k_max]."""
-    if tau_d_s <= 0 or k_min < 1 or k_max < k_min:
-        raise ValueError(f"need tau_d_s > 0 and 1 <= k_min <= k_max; got {tau_d_s}, {k_min}, {k_max}")
-    k = round((t_verify_s - rtt_s) / tau_d_s)
-    return int(min(max(k, k_min), k_max))

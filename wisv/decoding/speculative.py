@@ -121,11 +121,12 @@ def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prom
     eos_token_id = eos_id(target) if eos_token_id is None else eos_token_id
     policy = policy or RejectAll()
     d, t = DraftSession(drafter, seq, hidden_layer), VerifySession(target, seq, hidden_layer)
+    ctx = RoundContext(rule=rule, eos=eos_token_id, policy=policy, tau=tau, temperature=temperature, gen=generator,
+                       csi=csi)
     out, rounds = [], []
     while len(out) < max_new_tokens:
         budget = max_new_tokens - len(out)
-        rec = _round(d, t, min(draft_len, budget - 1), rule, eos_token_id, policy, tau, temperature,
-                     generator, len(rounds), csi)
+        rec = _round(d, t, min(draft_len, budget - 1), ctx, len(rounds))
         rounds.append(rec)
         rec.committed = truncate_output(rec.committed, budget, eos_token_id)
         out.extend(rec.committed)
@@ -152,18 +153,32 @@ def _verdict(rule: Rule, draft: torch.Tensor, q: torch.Tensor | None, logits: to
     return greedy_accept_ids(draft, argmax)
 
 
-def _round(d: DraftSession, t: VerifySession, k: int, rule: Rule, eos: int | None, policy: MismatchPolicy,
-           tau: float, temperature: float, gen, index: int, csi: CSI | None) -> RoundRecord:
+@dataclass(frozen=True, kw_only=True)
+class RoundContext:
+    """What every round of one speculative run shares."""
+
+    rule: Rule  # acceptance rule: greedy | sampling | wisv
+    eos: int | None  # EOS token id (None: none)
+    policy: MismatchPolicy  # decides each mismatch (wisv)
+    tau: float  # decision threshold: reject a mismatch iff p >= tau (wisv)
+    temperature: float  # sampling temperature (sampling)
+    gen: torch.Generator | None  # seeded generator (sampling)
+    csi: CSI | None  # the link state the policy conditions on
+
+
+def _round(d: DraftSession, t: VerifySession, k: int, ctx: RoundContext, index: int) -> RoundRecord:
     """Draft, verify in one pass, decide, and roll both caches back to the committed prefix."""
-    dr = d.draft(k, sample=rule == "sampling", temperature=temperature, generator=gen, eos_token_id=eos)
+    rule, gen = ctx.rule, ctx.gen
+    dr = d.draft(k, sample=rule == "sampling", temperature=ctx.temperature, generator=gen, eos_token_id=ctx.eos)
     blk = t.verify(dr.tokens)
     draft = torch.tensor(dr.tokens, dtype=torch.long, device=blk.argmax.device)  # [K]
     mism = mismatch_positions(draft, blk.argmax)
     hd = dr.hidden[mism] if mism else None  # [m, d_d]
     ht = blk.hidden[mism] if mism else None  # [m, d_t]
     ef = edge_features(blk.logits.cpu(), blk.hidden.cpu(), dr.tokens, mism) if mism else None
-    probs = policy.reject_probs(hd, ht, mism, csi, ef) if (rule == "wisv" and mism) else torch.zeros(0)
-    v = _verdict(rule, draft, dr.probs, blk.logits, blk.argmax, probs, policy_tau(policy, tau, csi), temperature, gen)
+    probs = ctx.policy.reject_probs(hd, ht, mism, ctx.csi, ef) if (rule == "wisv" and mism) else torch.zeros(0)
+    tau = policy_tau(ctx.policy, ctx.tau, ctx.csi)
+    v = _verdict(rule, draft, dr.probs, blk.logits, blk.argmax, probs, tau, ctx.temperature, gen)
     committed = t.commit(dr.tokens, v.n_accepted, v.next_token)
     d.commit(committed)
     return RoundRecord(index, len(dr.tokens), v.n_accepted, mism, v.next_token, dr.tokens, blk.argmax.tolist(),

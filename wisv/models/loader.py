@@ -10,6 +10,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
+from wisv.models.choices import DTYPE_CHOICES  # noqa: F401 - re-exported: --dtype's choices
 from wisv.models.restricted_head import load_head
 
 BUILTIN_DIR = Path(__file__).resolve().parents[1] / "assets" / "toy-pair"
@@ -37,9 +38,6 @@ def default_dtype(device: str) -> torch.dtype:
     if str(device).startswith("cuda"):
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.float32
-
-
-DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")  # --dtype: auto is default_dtype(device)
 
 
 def resolve_dtype(name: str, device: str) -> torch.dtype:

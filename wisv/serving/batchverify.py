@@ -102,13 +102,8 @@ class BatchVerifier(SessionTable):
         KVBudgetError, before allocating, when the pass cannot fit the budget."""
         if not requests:
             return {}
-        if len({r.sid for r in requests}) != len(requests):
-            raise ValueError("a batch holds at most one request per session")
-        states = [self._state(r.sid) for r in requests]
-        for st, r in zip(states, requests):
-            if not r.draft:
-                raise ValueError(f"session {r.sid}: empty draft")
-            st.drafted, st.last_active = list(r.draft), time.monotonic()
+        states = self._take_drafts(requests)
+        for st in states:
             if not self.cfg.kv_reuse:
                 st.cache, st.cached_len = DynamicCache(), 0
         self._make_room(states)

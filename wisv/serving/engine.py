@@ -1,4 +1,4 @@
-"""The edge's verification interface: the engine protocol, its request type, a one-session view, and the engines by name.
+"""The edge's verification interface: the engine protocol, its request, a one-session view, the engines by name.
 
 A session is opened with its prompt (``open``); ``verify`` takes one block per session, any number of sessions at
 once (a batch), and returns each session's ``Block``: the target's logits, argmax and final hidden states at the
@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from wisv.decoding.sessions import Block
+if TYPE_CHECKING:  # for hints only: the interface imports without torch (the edge's config reads ENGINE_CHOICES)
+    from wisv.decoding.sessions import Block
 
 ENGINES = {"transformers": "wisv.serving.batchverify:from_options",  # --engine name -> "module:builder"
            "vllm": "wisv.serving.vllm_engine:from_options"}  # a builder: (target, EngineOptions) -> VerifyEngine

@@ -100,7 +100,7 @@ def slo_order(pending: Sequence[Request], now_s: float, delta_s: float, lost_las
     return critical + rest + lost
 
 
-def select_slo(pending: Sequence[Request], now_s: float, mem_budget_bytes: int, batch_time: BatchTime,
+def select_slo(pending: Sequence[Request], now_s: float, mem_budget_bytes: int, batch_time: BatchTime, *,
                delta_s: float = 0.0, max_batch: int = 64, lost_last: bool = False,
                slack_s: float | None = None, max_batch_s: float = math.inf, horizon_s: float = 0.0) -> list[Request]:
     """WISP Algorithm 1: grow the batch in slo_order until memory, deadline or max_batch stops it.

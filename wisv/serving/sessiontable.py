@@ -40,6 +40,18 @@ class SessionTable:
         except KeyError:
             raise KeyError(f"no open session {sid!r}") from None
 
+    def _take_drafts(self, requests: list) -> list[Any]:
+        """Each request's session state with its draft taken (``drafted``, ``last_active`` now), after the checks every
+        engine makes: one request per session, each session open, no empty draft."""
+        if len({r.sid for r in requests}) != len(requests):
+            raise ValueError("a batch holds at most one request per session")
+        states = [self._state(r.sid) for r in requests]
+        if empty := [r.sid for r in requests if not r.draft]:
+            raise ValueError(f"session {empty[0]}: empty draft")
+        for st, r in zip(states, requests):
+            st.drafted, st.last_active = [int(t) for t in r.draft], time.monotonic()
+        return states
+
     def _committed(self, sid: str, n_accepted: int, next_token: int) -> tuple[Any, list[int]]:
         """The session and the tokens a commit appends, ``drafted[:n_accepted] + [next_token]`` (checked)."""
         st = self._state(sid)

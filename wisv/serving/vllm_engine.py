@@ -30,26 +30,13 @@ import torch
 
 from wisv.decoding.sessions import Block
 from wisv.serving.engine import EngineOptions, VerifyRequest
+from wisv.serving.vllm_config import VllmConfig
 from wisv.serving.sessiontable import SessionTable
 
 LM_HEAD_KEYS = ("lm_head.weight", "model.embed_tokens.weight")  # the output embedding, untied then tied
 TREE_REFUSAL = ("the vllm engine (--engine vllm) verifies chains only: a draft tree needs a tree attention mask, "
                 "which vLLM does not take; serve tree sessions with --engine transformers (without --batch-verify)")
 
-
-@dataclass
-class VllmConfig:
-    """vLLM engine settings (``--engine vllm``), passed to ``vllm.LLM``; dtype and KV memory come from the edge's
-    --dtype and --memory-budget-mb."""
-
-    tensor_parallel_size: int = 1  # vllm: GPUs each layer of the target is split across (tensor parallel)
-    pipeline_parallel_size: int = 1  # vllm: pipeline stages (GPUs or nodes) the target's layers are cut into
-    block_size_tokens: int | None = None  # vllm: KV-cache block size, tokens (none: vLLM's; CPU: a multiple of 32)
-    gpu_memory_utilization: float | None = None  # vllm on CUDA: GPU memory share to take, KV cache from the rest (none: --memory-budget-mb)
-    max_model_len_tokens: int | None = None  # vllm: longest sequence served, tokens (none: the target's context)
-    enforce_eager: bool = True  # vllm: no CUDA graphs nor compilation (starts in seconds; off for GPU speed)
-    distributed_backend: str | None = None  # vllm: workers over "mp" (one node) or "ray" (several; none: vLLM's)
-    engine_process: bool = False  # vllm: its engine core in a process of its own (vLLM's default), not the edge's
 
 @dataclass
 class VllmSession:
@@ -114,13 +101,7 @@ class VllmVerifier(SessionTable):
         """One vLLM call over every request; each session's Block (K + 1 positions)."""
         if not requests:
             return {}
-        if len({r.sid for r in requests}) != len(requests):
-            raise ValueError("a batch holds at most one request per session")
-        states = [self._state(r.sid) for r in requests]
-        for st, r in zip(states, requests):
-            if not r.draft:
-                raise ValueError(f"session {r.sid}: empty draft")
-            st.drafted, st.last_active = [int(t) for t in r.draft], time.monotonic()
+        states = self._take_drafts(requests)
         prompts = [st.seq + st.drafted for st in states]
         outs = self._encode(prompts, self._params[0])
         short = [i for i, (st, o) in enumerate(zip(states, outs)) if needs_resend(o.num_cached_tokens, len(st.seq))]

@@ -1,7 +1,7 @@
 """The edge's WDT predictor: each pending block's expected accepted length (``g_i``) and wasted draft tokens.
 
 WISP's rejection predictor runs on the UE and stops drafting at the first predicted rejection; the edge's scheduler
-(wisv/scheduler.py, Algorithm 1: ``U_i = g_i / v_i``) needs ``g_i``, the tokens a pending request will commit.  Without
+(wisv/serving/scheduler.py, Algorithm 1: ``U_i = g_i / v_i``) needs ``g_i``, the tokens a pending request will commit.  Without
 a predictor it takes the session's running mean.  This predicts it per block from what the edge holds when the
 DRAFT arrives: the block length K, the session's history (rounds, accepted and drafted so far), and, when the DRAFT
 carries them (``features``: per token the drafter's max probability, entropy and top-1 minus top-2 margin), a

@@ -1,6 +1,6 @@
 """The draft window K that follows the channel: pick K to minimise the predicted time per committed token.
 
-A round that drafts K tokens costs ``T(K) = K tau_d + T_comm(K, CSI) + T_verify(K)`` (wisv/roundtime.py's model, or
+A round that drafts K tokens costs ``T(K) = K tau_d + T_comm(K, CSI) + T_verify(K)`` (wisv/timing/roundtime.py's model, or
 the UE's live measurements of the same terms) and commits ``E[C(K)] = 1 + sum_{j<=K} prod_{i<=j} p_i`` tokens in
 expectation, where ``p_i`` is the chance that draft token i is accepted given that the ones before it were (the
 correction or bonus token is the ``1``).  ``choose_k`` returns the K of ``[k_min, k_max]`` with the least
@@ -78,7 +78,7 @@ def choose_k(round_s: Callable[[int], float], p_accept: Callable[[int], Sequence
 def round_cost(protocol: str, csi: CSI, pb: PayloadBits, tau_d_s: float, verify_s: Callable[[int], float],
                mismatch_rate: float = 0.0, exchange_overhead_s: float = 0.0) -> Callable[[int], float]:
     """K -> seconds of one round from live terms: ``K tau_d`` drafting, the protocol's link time under ``csi``
-    (wisv.roundtime.comm_s; SH's queries at ``mismatch_rate`` per token) and the edge's ``verify_s(K)``."""
+    (wisv.timing.roundtime.comm_s; SH's queries at ``mismatch_rate`` per token) and the edge's ``verify_s(K)``."""
     if tau_d_s < 0 or not 0 <= mismatch_rate <= 1:
         raise ValueError(f"need tau_d_s >= 0 and mismatch_rate in [0, 1], got {tau_d_s}, {mismatch_rate}")
     return lambda k: (k * tau_d_s + comm_s(protocol, k, mismatch_rate * k, csi, pb, exchange_overhead_s)
@@ -231,7 +231,7 @@ class TreeWindowTracker(WindowTracker):
     """``--tree-budget auto``: the same objective over a best-first tree's token budget N.
 
     A tree of N tokens costs what a chain of N does to draft and verify, and the tree protocol's payloads on the
-    link (wisv.roundtime.comm_s "tree"); it commits one token per accepted level plus one.  The history holds a
+    link (wisv.timing.roundtime.comm_s "tree"); it commits one token per accepted level plus one.  The history holds a
     per-level acceptance rate (accepted depth over the tree's depth, as a chain's accepted over drafted) and the
     tree's depth per token of budget, so a budget N is expected to reach ``depth_per_token * N`` levels, each accepted
     with that rate given the ones above it."""

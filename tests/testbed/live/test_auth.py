@@ -131,7 +131,8 @@ def test_a_session_is_bound_to_the_key_that_opened_it_and_resumed_by_key_and_id(
     drafter, target = make_pair("llama", 32, 2, 4, 2, vocab=61, eos=60)
     limits = Limits(vocab_size=61, max_draft_len=16, max_positions=16)
     server = EdgeServer(ServeConfig(max_draft_len=16), target, RejectAll())
-    sess = UESession("ue-0", DraftSession(drafter, [3, 4, 5]), UEParams("greedy", 4, 8), 60)
+    params = UEParams(protocol="greedy", draft_len=4, max_new_tokens=8)
+    sess = UESession("ue-0", DraftSession(drafter, [3, 4, 5]), params, 60)
     ask = lambda user, msg, peer=b"ue": decode(server.handle(peer, keyed(encode(msg), user)), limits)  # noqa: E731
     ok = ask("KEY-A", sess.open_message())
     assert ok.type == MsgType.OPEN_OK

@@ -32,8 +32,8 @@ def _server(pair, **cfg) -> EdgeServer:
 
 
 def _ues(pair) -> dict[bytes, UESession]:
-    return {f"peer{i}".encode(): UESession(f"s{i}", DraftSession(pair[0], p), UEParams("greedy", K, MAX_NEW), EOS)
-            for i, p in enumerate(PROMPTS)}
+    params = UEParams(protocol="greedy", draft_len=K, max_new_tokens=MAX_NEW)
+    return {f"peer{i}".encode(): UESession(f"s{i}", DraftSession(pair[0], p), params, EOS) for i, p in enumerate(PROMPTS)}
 
 
 def _open(server: EdgeServer, ues: dict[bytes, UESession]) -> None:

@@ -54,8 +54,8 @@ def lockstep(server: EdgeServer, ues: dict[bytes, UESession]) -> None:
 
 def _ues(pair, **params):
     drafter = pair[0]
-    return {f"peer{i}".encode(): UESession(f"s{i}", DraftSession(drafter, p),
-                                           UEParams(proto, K, MAX_NEW, "rtt", **params), EOS)
+    return {f"peer{i}".encode(): UESession(f"s{i}", DraftSession(drafter, p), UEParams(
+                protocol=proto, draft_len=K, max_new_tokens=MAX_NEW, auto_rule="rtt", **params), EOS)
             for i, (p, proto) in enumerate(zip(PROMPTS, PROTOCOLS))}
 
 

@@ -17,7 +17,7 @@ from testbed.common.link import LinkSpec
 from testbed.live.procs import Child
 from testbed.live.run import RunConfig, _merge_rounds, run
 from testbed.live.serveconfig import ServeConfig
-from testbed.live.ue import UEConfig
+from testbed.live.ueconfig import UEConfig
 from tests.channel.test_netns import needs_netns
 from wisv.records.rows import RECORD_FIELDS, read_records, read_round_log
 

@@ -12,6 +12,7 @@ from transformers import AutoTokenizer
 
 import protocols.wire as wire
 from protocols.handshake import Vocab, vocab_refusal
+from protocols.schema import OpenOk
 from protocols.ue_side import HandshakeError, UEParams, UESession
 from protocols.wire import Limits, MsgType, decode, encode, make
 from testbed.live.edgeserver import EdgeServer
@@ -56,7 +57,8 @@ def swapped_tokenizer(tok, tmp_path: Path):
 
 
 def open_reply(server: EdgeServer, drafter, vocab: Vocab | None, peer: bytes = b"p"):
-    ue = UESession("s0", DraftSession(drafter, PROMPT), UEParams("fh", K, MAX_NEW, vocab=vocab), None)
+    params = UEParams(protocol="fh", draft_len=K, max_new_tokens=MAX_NEW, vocab=vocab)
+    ue = UESession("s0", DraftSession(drafter, PROMPT), params, None)
     return open_on(server, peer, ue, Limits(vocab_size=drafter.config.vocab_size)), ue
 
 
@@ -84,7 +86,7 @@ def test_a_matching_drafter_is_served_and_gets_the_edge_settings(server, pair, t
     assert reply.type == MsgType.OPEN_OK, reply.header
     assert reply.header["vocab_hash"] == vocab_hash(tok)
     assert reply.header["edge"]["head"] == "none" and reply.header["edge"]["max_draft_len"] == 8
-    ue.check_open_ok(reply.header)  # the UE's own check passes
+    ue.check_open_ok(OpenOk.of(reply.header))  # the UE's own check passes
 
 
 def test_a_drafter_with_another_vocabulary_size_is_refused_naming_both(server, tok):
@@ -100,7 +102,7 @@ def test_a_drafter_with_another_tokenizer_is_refused_naming_both(server, pair, t
     assert (reply.type, reply.header["code"]) == (MsgType.ERROR, "vocab_mismatch")
     assert vocab_hash(other)[:16] in reply.header["text"] and vocab_hash(tok)[:16] in reply.header["text"]
     with pytest.raises(HandshakeError, match="tokenizer mismatch"):  # the UE refuses such an edge too
-        ue.check_open_ok({"vocab_hash": vocab_hash(tok)})
+        ue.check_open_ok(OpenOk(target_hidden=32, vocab_size=len(tok), vocab_hash=vocab_hash(tok)))
 
 
 def test_another_wire_version_is_refused_naming_both(server, monkeypatch):

@@ -36,7 +36,8 @@ drafter = load_model(drafter_dir, "drafter", "cpu", torch.float32)
 vocab = Vocab(*vocab_facts(drafter, load_tokenizer(drafter_dir, "drafter")))
 client = Client(zmq.Context(), endpoint, name, Limits(vocab_size=int(drafter.config.vocab_size)), 30.0,
                 heartbeat=Heartbeat(ivl, timeout))
-open_session(client, UESession("held-0", DraftSession(drafter, [1, 51, 28]), UEParams("greedy", 4, 64, vocab=vocab), 0))
+params = UEParams(protocol="greedy", draft_len=4, max_new_tokens=64, vocab=vocab)
+open_session(client, UESession("held-0", DraftSession(drafter, [1, 51, 28]), params, 0))
 print("OPENED", flush=True)
 time.sleep(600)
 """

@@ -10,7 +10,7 @@ import pytest
 from testbed.common.link import LinkSpec
 from testbed.live.run import RunConfig, run
 from testbed.live.serveconfig import ServeConfig
-from testbed.live.ue import UEConfig
+from testbed.live.ueconfig import UEConfig
 
 UES, PROMPTS = 4, 8
 

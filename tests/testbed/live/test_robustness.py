@@ -10,6 +10,7 @@ import pytest
 import torch
 import zmq
 
+from protocols.schema import OpenOk
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
 from testbed.live.procs import Child
@@ -113,11 +114,12 @@ def test_bad_message_gets_an_error_while_a_valid_session_completes(edge, models,
     word = word.format(v=pair_dirs.vocab_size)
     limits = Limits(vocab_size=pair_dirs.vocab_size)
     good, bad = dealer(ctx, endpoint, b"good"), dealer(ctx, endpoint, b"bad")
-    ue = UESession(GOOD_SID, DraftSession(drafter, PROMPT), UEParams("sh", K, MAX_NEW), pair_dirs.eos)
+    params = UEParams(protocol="sh", draft_len=K, max_new_tokens=MAX_NEW)
+    ue = UESession(GOOD_SID, DraftSession(drafter, PROMPT), params, pair_dirs.eos)
     good.send_multipart(encode(ue.open_message()))
     opened = recv(good, limits)
     assert opened.type == MsgType.OPEN_OK
-    ue.check_open_ok(opened.header)  # keeps the session token
+    ue.check_open_ok(OpenOk.of(opened.header))  # keeps the session token
     errors, queried = 0, 0
     while not ue.done:
         msg = ue.next_draft(None)

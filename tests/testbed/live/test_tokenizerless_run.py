@@ -12,7 +12,7 @@ import torch
 from testbed.common.link import LinkSpec
 from testbed.live.run import RunConfig, run
 from testbed.live.serveconfig import ServeConfig
-from testbed.live.ue import UEConfig
+from testbed.live.ueconfig import UEConfig
 from tests.tiny_pair import make_pair
 from wisv.models.loader import has_tokenizer
 

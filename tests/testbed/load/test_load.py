@@ -1,9 +1,11 @@
 """Load generator: request records by hand, capacity from a sweep table, and a small live run against a real edge."""
 import json
+from dataclasses import replace
 
 import pandas as pd
 import pytest
 
+from protocols.schema import Verdict
 from testbed.common.link import LinkSpec
 from testbed.load.cli import LoadConfig, capacity, run
 from testbed.load.gen import Device, Trace, request_record
@@ -11,13 +13,14 @@ from testbed.load.gen import Device, Trace, request_record
 
 def test_request_record_budget_and_violation():
     dev = Device("ue0", 4.0, [Trace("p", [1], [[5, 6, 7, 8]], [2])])
-    v = {"n_accepted": 2, "t_verify_s": 0.05, "t_head_s": 0.0, "t_edge_s": 0.30}
+    v = Verdict(round=0, n_accepted=2, next_token=9, mismatches=0, queried=0, t_verify_s=0.05, t_head_s=0.0,
+                t_edge_s=0.30, done=False)
     r = request_record(dev, v, t_round_s=0.40, tau_d_s=0.1)
     # 4 tokens at 4 tok/s = 1 s; minus 0.4 s drafting and 0.1 s network -> budget 0.5 s; edge took 0.3 s
     assert r["budget_s"] == pytest.approx(0.5) and not r["violated"]
     assert r["t_queue_s"] == pytest.approx(0.25) and r["wdt_tokens"] == 2 and r["committed"] == 3
-    assert request_record(dev, v | {"t_edge_s": 0.36}, 0.40, 0.1)["violated"] is False  # 0.36 <= 0.46
-    assert request_record(dev, v | {"t_edge_s": 0.36}, 0.70, 0.1)["violated"] is True  # budget 0.26 s
+    assert request_record(dev, replace(v, t_edge_s=0.36), 0.40, 0.1)["violated"] is False  # 0.36 <= 0.46
+    assert request_record(dev, replace(v, t_edge_s=0.36), 0.70, 0.1)["violated"] is True  # budget 0.26 s
     assert r["t_sent_s"] == 0.0 and request_record(dev, v, 0.40, 0.1, t_sent_s=1.25)["t_sent_s"] == 1.25
 
 

@@ -89,7 +89,7 @@ def test_edge_batcher_uses_the_predictor_and_tracks_the_session():
     class Sess:  # what expected_g reads of an EdgeSession
         rounds, generated = 0, 0
     pred = fit_wdt(records(30))
-    batcher, s = DraftBatcher(None, "fcfs", wdt=pred), Sess()
+    batcher, s = DraftBatcher(None, wdt=pred), Sess()
     sure = np.tile(np.array([0.99, 0.01, 0.98], np.float16), (8, 1))
     doubt = np.tile(np.array([0.2, 3.0, 0.05], np.float16), (8, 1))
     msg = lambda f: make(MsgType.DRAFT, "s", {"tokens": np.zeros(8, np.int32), "features": f}, round=0,  # noqa: E731
@@ -98,7 +98,7 @@ def test_edge_batcher_uses_the_predictor_and_tracks_the_session():
     s.rounds, s.generated = 1, 9  # the first round committed 9: all 8 accepted
     batcher.expected_g(s, msg(sure), 8)
     assert batcher.histories[s][0] == SessionHistory(1, 8, 8, 1, 9)
-    assert DraftBatcher(None, "fcfs").expected_g(s, msg(sure), 8) == 9.0  # no predictor: the running mean
+    assert DraftBatcher(None).expected_g(s, msg(sure), 8) == 9.0  # no predictor: the running mean
 
 
 def test_stop_depth_on_the_verdict():
@@ -109,11 +109,11 @@ def test_stop_depth_on_the_verdict():
     class Sess:
         rounds, generated, draft_len = 2, 6, 8  # two rounds of 3 committed: 2 accepted of 8 each
     pred = fit_wdt(records(30))
-    batcher, s = DraftBatcher(None, "fcfs", wdt=pred), Sess()
+    batcher, s = DraftBatcher(None, wdt=pred), Sess()
     batcher.histories[s] = (SessionHistory(1, 8, 2, 0, 3), 1, 3, 8)
     depth = batcher.stop_depth(s)
     assert 1 <= depth <= 8 and depth == stop_depth(pred, SessionHistory(2, 16, 4, 0, 6), 8)
-    assert DraftBatcher(None, "fcfs").stop_depth(s) is None
+    assert DraftBatcher(None).stop_depth(s) is None
     verdict = lambda done: make(MsgType.VERDICT, "s", None, round=1, n_accepted=2, next_token=3,  # noqa: E731
                                 mismatches=1, queried=0, t_verify_s=0.0, t_head_s=0.0, done=done)
     assert _with_stop_depth(verdict(False), 3).header["stop_depth"] == 3

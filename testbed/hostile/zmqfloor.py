@@ -49,8 +49,8 @@ def _echo(compute_s: float) -> None:
 def round_floor(n: int = 150, gap_s: float = 0.015, compute_s: float = 0.007, nbytes: int = 200,
                 timeout_s: float = 5.0) -> dict:
     """Median and mean of (round trip - compute_s) over n bare ZeroMQ rounds, ms."""
-    server = subprocess.Popen([sys.executable, "-m", "testbed.live.zmqfloor", repr(compute_s)], stdout=subprocess.PIPE,
-                              text=True, cwd=Path(__file__).resolve().parents[2])
+    server = subprocess.Popen([sys.executable, "-m", "testbed.hostile.zmqfloor", repr(compute_s)],
+                              stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)

@@ -1,5 +1,5 @@
 """The bare ZeroMQ round floor: a spawned echo server on loopback, timed rounds, and a clean stop."""
-from testbed.live.zmqfloor import round_floor
+from testbed.hostile.zmqfloor import round_floor
 
 
 def test_round_floor_measures_and_stops():

@@ -1,4 +1,4 @@
-"""Hostile peers on a shared network (issue 27): one fault test per probe of testbed/live/probes.py, each against a
+"""Hostile peers on a shared network (issue 27): one fault test per probe of testbed/hostile/probes.py, each against a
 real ``testbed.serve`` on loopback while a good UE runs.  Each asserts that the edge is alive afterwards, that its RSS
 grew by less than the probe's bound, and that the good UE finished with matches_target 1.0 and a round p95 within
 FACTOR of its baseline (floored at FLOOR_S: CI has 2 shared cores).  The takeover test runs with --auth and ZMTP
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from testbed.keys import main as make_keys
-from testbed.live.probes import AUTH_PROBES, PROBES, Outcome, Target, good_ue_cmd, run_beside
+from testbed.hostile.probes import AUTH_PROBES, PROBES, Outcome, Target, good_ue_cmd, run_beside
 from testbed.live.procs import Child
 
 FACTOR, FLOOR_S = 20.0, 0.05  # round p95 under a probe <= FACTOR * max(baseline p95, FLOOR_S)

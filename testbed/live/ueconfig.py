@@ -1,0 +1,95 @@
+"""The UE process's settings (``python -m testbed.ue`` flags): one dataclass and its flag parsers, importable without
+the UE (no torch, no zmq)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import config
+from protocols.auto import AUTO_RULES
+from protocols.registry import PROTOCOLS
+from testbed.live.defaults import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
+from wisv.models.choices import DTYPE_CHOICES
+from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
+from wisv.timing.window import AUTO_DRAFT_LEN
+
+CSI_SOURCES = ("measured", "configured")  # --csi: the UE's estimate, or the emulated link's CSI in force
+
+
+def parse_draft_len(tokens: list[str] | str | int, flag: str = "--draft-len") -> int:
+    """--draft-len (or --tree-budget): a positive number of tokens, or ``auto`` (AUTO_DRAFT_LEN)."""
+    text = " ".join(map(str, tokens)) if isinstance(tokens, list) else tokens
+    if str(text).strip().lower() == "auto":
+        return AUTO_DRAFT_LEN
+    try:
+        k = int(text)
+    except ValueError:
+        raise config.ConfigError(f"{flag}: expected a number of tokens or auto, got {text!r}") from None
+    if k < 1:
+        raise config.ConfigError(f"{flag}: must be >= 1 (or auto), got {k}")
+    return k
+
+
+def format_draft_len(k: int) -> str:
+    return "auto" if k == AUTO_DRAFT_LEN else str(k)
+
+
+DRAFT_LEN_TEXT = {"parse": parse_draft_len, "format": lambda k: [format_draft_len(k)]}  # --draft-len 8 | auto
+TREE_BUDGET_TEXT = {"parse": lambda t: parse_draft_len(t, "--tree-budget"),
+                    "format": lambda k: [format_draft_len(k)]}  # --tree-budget 16 | auto
+
+
+@dataclass
+class UEConfig:
+    """UE process settings."""
+
+    connect: str = "tcp://127.0.0.1:5601"  # edge (or link emulator) endpoint, tcp://HOST:PORT
+    prompts: int = field(default=20, metadata={
+        "min": 1})  # first N problems of the built-in test split (or of --prompts-file)
+    prompts_file: str | None = None  # JSONL with prompt (text) or prompt_ids, optional prompt_id and answer
+    chat_template: str = field(default="auto", metadata={
+        "choices": CHAT_TEMPLATE_MODES})  # prompt text through the tokenizer's chat template (auto: if it has one)
+    out: str = "ue-out"  # output directory (rounds.csv, outputs.jsonl, summary.json, summary.csv)
+    ue_id: str = "ue0"  # identity prefix of this UE's sessions
+    drafter: str | None = None  # local HF drafter directory; None = built-in toy drafter
+    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
+    device: str = "cpu"  # torch device of the drafter
+    dtype: str = field(default="auto", metadata={
+        "choices": DTYPE_CHOICES})  # the drafter's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
+    protocol: str = field(default="auto", metadata={"choices": tuple(PROTOCOLS)})  # protocol of every session
+    auto_rule: str = field(default="cost", metadata={"choices": AUTO_RULES})  # auto's FH/SH rule
+    draft_len: int = field(default=8, metadata={
+        **DRAFT_LEN_TEXT, "example": 12})  # K, draft tokens per round (the largest, with pipeline_depth); auto: per round
+    draft_len_max: int = field(default=32, metadata={"min": 1})  # --draft-len auto: the largest K it may choose, tokens
+    follow_stop_depth: bool = False  # without --rejection-predictor: draft at most the edge's suggested stop depth
+    draft_features: bool = False  # each DRAFT carries the drafter's max prob, entropy and top-2 margin per token (fp16)
+    draft_len_by_rtt: str = field(default="", metadata={
+        "example": "5:8,60:16"})  # benchmark oracle: K by the emulated link's RTT in force, RTT_MS:K[,...] ("": off)
+    max_new_tokens: int = field(default=160, metadata={"min": 1})  # generation budget per prompt, tokens
+    temperature: float = field(default=1.0, metadata={"above": 0})  # sampling temperature (reject)
+    seed: int = 0  # sampling seed base (prompt i samples with seed + i)
+    probe_bytes: int = field(default=32768, metadata={
+        "min": 0, "max": 1048576})  # first rate probe per direction, bytes; later ones last --probe-ms (0: no probes)
+    probe_ms: float = field(default=100.0, metadata={
+        "above": 0})  # rate probes are sized to serialize for this long at the estimate, ms (RTT jitter << it)
+    csi: str | None = field(default=None, metadata={
+        "choices": CSI_SOURCES, "example": "measured"})  # CSI the head and auto use (none: configured if emulated)
+    link_json: str | None = None  # JSON of the emulated LinkSpec: the CSI in force (recorded; --csi configured)
+    link_t0_epoch_s: float = 0.0  # wall-clock time the link's trace started, s since the epoch
+    recv_timeout_s: float = field(default=10.0, metadata={
+        "above": 0})  # per attempt: no reply within this long, reconnect and send again, s
+    retry_s: float = field(default=60.0, metadata={
+        "min": 0})  # retry window: resend (with backoff) and resume for this long, then the run fails, s
+    rejection_predictor: str | None = None  # WISP predictor (safetensors): end each block at the first predicted rejection
+    rejection_threshold: float | None = field(default=None, metadata={
+        "min": 0, "max": 1})  # flag a token when p(rejected) >= this (None: the predictor's own)
+    proactive: int = field(default=0, metadata={
+        "min": 0})  # SpecEdge: draft up to this many tokens past each block while it is verified (0: off)
+    pipeline_depth: bool = False  # SpecEdge: choose K <= draft_len per round so that K * tau_d + RTT ~= verify time
+    tree_budget: int = field(default=16, metadata={
+        **TREE_BUDGET_TEXT, "example": 8})  # tree protocol: draft tokens per tree, N (--proactive adds a chain); auto
+    reference: bool = True  # ask the edge for target-only greedy outputs, for matches_target (--no-reference: skip)
+    heartbeat_ivl_ms: int = field(default=HEARTBEAT_IVL_MS, metadata={
+        "min": 0})  # ZMTP heartbeat PING interval of the UE's socket, ms (0: none)
+    heartbeat_timeout_ms: int = field(default=HEARTBEAT_TIMEOUT_MS, metadata={
+        "min": 0})  # a connection silent this long after a PING is redialled, ms
+    auth: str | None = None  # key dir from testbed.keys: CURVE with DIR/client.key_secret, DIR/edge.key (None: none)
