@@ -6,6 +6,9 @@ every other session keeps being served.  Sessions are freed on CLOSE, after ``--
 their peer's connection ends (closed, or silent past ``--heartbeat-timeout-ms``: testbed/live/liveness.py).
 ``--auth DIR`` (keys from ``python -m testbed.keys``) requires CurveZMQ and accepts only the client keys listed in
 DIR/clients; a session is bound to the key that opened it (testbed/live/auth.py).
+Protected mode: a ``--bind`` reachable from other hosts without ``--auth`` is refused (exit 2) unless ``--insecure``;
+loopback stays open.  A UE that declares keepalives at OPEN and falls silent (frozen) for ``--heartbeat-timeout-ms``
+has its sessions freed (testbed/live/keepalive.py).
 OPEN is refused when the UE's drafter does not share the target's tokenizer (size and hash of the vocabulary) or
 its hidden size does not fit the decision head, or when its prompt plus max_new_tokens exceeds the target's context
 (or ``--max-context-tokens``), or when its KV cache (prompt + max_new_tokens + draft_len positions) cannot fit
@@ -40,10 +43,11 @@ from protocols.handshake import Vocab, vocab_refusal
 from protocols.wire import WIRE_VERSION, Message, MsgType, WireError, decode, encode, error_message, make
 from testbed.common.heads import load_policy
 from testbed.live.admission import Quotas, Seat, stale, why_refused
-from testbed.live.auth import open_bind_warning, peer_address, serve_curve, user_id
+from testbed.live.auth import open_bind_refusal, open_bind_warning, peer_address, serve_curve, user_id
 from testbed.live.edgebatch import DraftBatcher
 from testbed.live.inbox import MAX_QUEUE_MSGS, PEER_QUEUE_BYTES, SWITCH_INTERVAL_S, TOTAL_QUEUE_BYTES, Direct, Inbox
 from testbed.live.intake import Bucket, caps, edge_limits
+from testbed.live.keepalive import Liveness
 from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, Heartbeat, PeerWatch
 from testbed.live.ratelog import limit as rate_limit_warnings
 from testbed.live.references import Job, ReferenceCache, ReferenceWorker
@@ -134,10 +138,11 @@ class ServeConfig:
     handshake_ivl_ms: int = field(default=5000, metadata={
         "min": 0})  # a connection that has not finished its ZMTP/CURVE handshake by then is closed, ms
     heartbeat_ivl_ms: int = field(default=HEARTBEAT_IVL_MS, metadata={
-        "min": 0})  # unused: the ROUTER sends no PINGs (libzmq abort; UEs' TTL is used), ms
+        "min": 0})  # unused: the ROUTER sends no PINGs (libzmq abort; UEs' keepalives are used), ms
     heartbeat_timeout_ms: int = field(default=HEARTBEAT_TIMEOUT_MS, metadata={
-        "min": 0})  # a peer silent this long after a PING is dropped, sessions freed, ms
+        "min": 0})  # a session whose UE sent no keepalive (or message) this long is freed, ms
     auth: str | None = None  # key dir from testbed.keys: require CURVE, accept only DIR/clients/*.key (None: anyone)
+    insecure: bool = False  # serve beyond loopback without --auth (protected mode refuses it otherwise)
     vllm: VllmConfig = field(default_factory=VllmConfig)  # --engine vllm: the engine options passed to vLLM
 
 
@@ -166,6 +171,7 @@ class EdgeServer:
         self.references = ReferenceCache(cfg.reference_cache)  # prompt -> target-only output (longest budget)
         self.worker: ReferenceWorker | None = None  # computes REFERENCEs off the loop (serve starts one); None: inline
         self.settings = edge_settings(cfg, self.tau, head_desc or cfg.head, self.hidden_layer)
+        self.alive = Liveness(cfg.heartbeat_timeout_ms / 1e3)  # sessions kept alive by their UEs (keepalive.py)
 
     def handle(self, peer: bytes, frames: list) -> list[bytes]:
         """Decode, dispatch and encode one reply; never raises for a peer's mistake."""
@@ -242,6 +248,7 @@ class EdgeServer:
         return self._guard(peer, frames, self._refuse_busy)
 
     def _refuse_busy(self, peer: bytes, msg: Message, t0: float) -> Message:
+        self._kept_alive(peer, msg)  # a refused message still says its UE is alive
         raise ProtocolError("busy", f"the edge's queue is full ({self.cfg.inbox_max_msgs} messages): send it again")
 
     def _hold_drafts(self, peer: bytes, msg: Message, t0: float) -> Message | EdgeSession:
@@ -254,6 +261,7 @@ class EdgeServer:
 
     def _dispatch(self, peer: bytes, msg: Message, t0: float) -> Message:
         if msg.type == MsgType.PING:
+            self._kept_alive(peer, msg)
             n = msg.header.get("reply_bytes", 0)
             if n and not self.probes.spend(peer, n):
                 raise ProtocolError("busy", f"this peer asked for more PONG bytes than --probe-rate-kb-s "
@@ -288,7 +296,14 @@ class EdgeServer:
             raise ProtocolError("forbidden", f"session {msg.session!r} was opened with another key")
         seat.identity, seat.drafted = peer, seat.drafted or msg.type == MsgType.DRAFT  # replies follow the UE
         sess.last_active, sess.msg_t0 = time.monotonic(), t0
+        self.alive.heard(token)
         return sess
+
+    def _kept_alive(self, peer: bytes, msg: Message) -> None:
+        """Note a keepalive (or any message) naming a session by its token, when it comes with the session's key."""
+        seat = self.seats.get(msg.header.get("token") or "")
+        if seat is not None and seat.sid == msg.session and seat.key == self.peer_keys.get(peer):
+            self.alive.heard(seat.token)
 
     def _resumed(self, msg: Message, key: str | None) -> str | None:
         """The token of the session an OPEN replaces: the one it names by token, or under --auth the same key's
@@ -326,6 +341,7 @@ class EdgeServer:
             raise
         sess.token = seat.token
         self.sessions[seat.token], self.seats[seat.token] = sess, seat
+        self.alive.expect(seat.token, msg.header.get("keepalive_ms"))
         log.info("open session %s from peer %s (%s, K=%d)", msg.session, peer.hex(), sess.protocol_name, sess.draft_len)
         vocab_hash = {"vocab_hash": self.vocab.hash} if self.vocab.hash else {}
         return make(MsgType.OPEN_OK, msg.session, target_hidden=int(self.target.config.hidden_size),
@@ -406,6 +422,7 @@ class EdgeServer:
         sess = self.sessions.pop(token, None)
         self.seats.pop(token, None)
         self.kv.release(token)
+        self.alive.forget(token)
         if sess is not None:
             sess.verify.free()
 
@@ -417,6 +434,15 @@ class EdgeServer:
         self.peer_keys.pop(peer, None)
         self.peer_sources.pop(peer, None)
         return len(mine)
+
+    def sweep_silent(self) -> dict[bytes, int]:
+        """Free the sessions whose UE stopped keeping them alive (testbed/live/keepalive.py); {peer: how many}."""
+        freed: dict[bytes, int] = {}
+        for token in self.alive.silent():
+            if (seat := self.seats.get(token)) is not None:
+                freed[seat.identity] = freed.get(seat.identity, 0) + 1
+            self._drop(token)
+        return freed
 
     def sweep(self, now: float | None = None) -> int:
         """Free sessions idle for longer than the timeout, or never drafted within ``--undrafted-timeout-s`` of
@@ -495,6 +521,8 @@ def serve(cfg: ServeConfig, ready=print) -> None:
     """Load the target, bind, and serve until SIGINT/SIGTERM."""
     torch.set_num_threads(1)
     cfg = apply_pair(cfg, drafter=None)
+    if why := open_bind_refusal(cfg.bind, cfg.auth, cfg.insecure):
+        raise ValueError(why)
     check_free(cfg.bind)  # a port in use fails now, not after loading the target
     path = cfg.target or builtin_paths()[1]
     dtype = resolve_dtype(cfg.dtype, cfg.device)
@@ -586,6 +614,9 @@ def _loop(source: Direct | Inbox, server: EdgeServer, stop: dict, watch: PeerWat
                 source.send([peer] + reply)
         for peer, reply in server.references_done():  # each as soon as it is ready
             source.send([peer] + reply)
+        for peer, n in server.sweep_silent().items():  # the log line of a peer gone: a frozen UE is gone
+            log.info("peer %s disconnected: freed %d session(s) (no keepalive for %g s)", peer.hex(), n,
+                     server.alive.timeout_s)
         if time.monotonic() - last_sweep > 1.0:
             server.sweep()
             trim_heap()  # what peers gone left in freed buffers goes back to the OS
