@@ -47,6 +47,7 @@ from testbed.live.auth import open_bind_refusal, open_bind_warning, peer_address
 from testbed.live.edgebatch import DraftBatcher
 from testbed.live.inbox import MAX_QUEUE_MSGS, PEER_QUEUE_BYTES, SWITCH_INTERVAL_S, TOTAL_QUEUE_BYTES, Direct, Inbox
 from testbed.live.intake import Bucket, caps, edge_limits
+from testbed.live.journal import Journal
 from testbed.live.keepalive import Liveness
 from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, Heartbeat, PeerWatch
 from testbed.live.ratelog import limit as rate_limit_warnings
@@ -143,6 +144,7 @@ class ServeConfig:
         "min": 0})  # a session whose UE sent no keepalive (or message) this long is freed, ms
     auth: str | None = None  # key dir from testbed.keys: require CURVE, accept only DIR/clients/*.key (None: anyone)
     insecure: bool = False  # serve beyond loopback without --auth (protected mode refuses it otherwise)
+    journal: str | None = None  # append opens, per-round commits and drops to this JSONL file (testbed/live/journal.py)
     vllm: VllmConfig = field(default_factory=VllmConfig)  # --engine vllm: the engine options passed to vLLM
 
 
@@ -172,6 +174,7 @@ class EdgeServer:
         self.worker: ReferenceWorker | None = None  # computes REFERENCEs off the loop (serve starts one); None: inline
         self.settings = edge_settings(cfg, self.tau, head_desc or cfg.head, self.hidden_layer)
         self.alive = Liveness(cfg.heartbeat_timeout_ms / 1e3)  # sessions kept alive by their UEs (keepalive.py)
+        self.journal = Journal(cfg.journal) if cfg.journal else None  # what it commits (the chaos harness checks it)
 
     def handle(self, peer: bytes, frames: list) -> list[bytes]:
         """Decode, dispatch and encode one reply; never raises for a peer's mistake."""
@@ -218,6 +221,8 @@ class EdgeServer:
             if msg is not None:
                 sid, token = msg.session, msg.header.get("token")
             out = act(peer, msg, t0)
+            if self.journal is not None and getattr(out, "type", None) == MsgType.VERDICT:
+                self.journal.verdict(self.sessions.get(token), out.header["round"])
             return out if out is None or isinstance(out, EdgeSession) else encode(out)  # None: answered later
         except (WireError, ProtocolError, KVBudgetError) as e:
             return encode(error_message(sid, e.code, str(e)))
@@ -342,6 +347,8 @@ class EdgeServer:
         sess.token = seat.token
         self.sessions[seat.token], self.seats[seat.token] = sess, seat
         self.alive.expect(seat.token, msg.header.get("keepalive_ms"))
+        if self.journal is not None:
+            self.journal.opened(sess)
         log.info("open session %s from peer %s (%s, K=%d)", msg.session, peer.hex(), sess.protocol_name, sess.draft_len)
         vocab_hash = {"vocab_hash": self.vocab.hash} if self.vocab.hash else {}
         return make(MsgType.OPEN_OK, msg.session, target_hidden=int(self.target.config.hidden_size),
@@ -423,6 +430,8 @@ class EdgeServer:
         self.seats.pop(token, None)
         self.kv.release(token)
         self.alive.forget(token)
+        if sess is not None and self.journal is not None:
+            self.journal.dropped(sess.sid, token)
         if sess is not None:
             sess.verify.free()
 
