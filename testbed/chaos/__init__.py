@@ -1,1 +1,1 @@
-"""Chaos harness: seeded fault schedules against a live edge and UEs, and a checker of invariants (python -m testbed.chaos)."""
+"""Chaos harness: seeded fault schedules against a live edge and UEs, and a checker of invariants."""

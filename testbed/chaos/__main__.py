@@ -76,7 +76,8 @@ def _restarted(f: dict, events: list[dict]) -> dict:
     """A UE kill ends when the restarted UE is back: its first OPEN after the kill (the journal's)."""
     if f["kind"] != "ue_kill":
         return f
-    opens = [e["t"] for e in events if e["ev"] == "open" and e["sid"].startswith(f"{f['ue_id']}-") and e["t"] >= f["start"]]
+    opens = [e["t"] for e in events
+             if e["ev"] == "open" and e["sid"].startswith(f"{f['ue_id']}-") and e["t"] >= f["start"]]
     return {**f, "end": min(opens, default=f["end"])}
 
 

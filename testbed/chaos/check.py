@@ -94,14 +94,19 @@ def sessions_left(events: list[dict]) -> list[str]:
     return [f"left: session {sid} still open on the edge at the end" for sid in open_.values()]
 
 
+ACTIVE_S = 10.0  # a UE was at work when a fault began if it committed a round this long before, s
+
+
 def recoveries(faults: list[dict], commits: dict[int, list[float]]) -> list[dict]:
-    """Per fault and UE it touched: seconds from the fault's end to that UE's next committed round (none: the UE had
-    no round left to commit, not counted).  ``faults``: dicts with kind, end (time.time() s) and touched (UE ids)."""
+    """Per fault and UE it touched: seconds from the fault's end to that UE's next committed round.  A UE counts when
+    it was at work as the fault began (a round within ACTIVE_S before; not one loading its next wave's drafter) and
+    had a round left to commit after.  ``faults``: dicts with kind, start and end (time.time() s), touched (UEs)."""
     out = []
     for f in faults:
         for u in f["touched"]:
-            after = [t for t in commits.get(u, []) if t >= f["end"]]
-            if after:
+            ts = commits.get(u, [])
+            after = [t for t in ts if t >= f["end"]]
+            if after and any(f["start"] - ACTIVE_S <= t <= f["start"] for t in ts):
                 out.append({"kind": f["kind"], "ue": u, "recovery_s": min(after) - f["end"],
                             "bound_s": f["bound_s"]})
     return out

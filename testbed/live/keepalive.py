@@ -80,7 +80,8 @@ class Keepalive:
 
     def __init__(self, ctx: zmq.Context, endpoint: str, name: str, limits: Limits, ivl_s: float,
                  auth: str | None = None):
-        self.ctx, self.endpoint, self.name, self.limits, self.ivl_s, self.auth = ctx, endpoint, name, limits, ivl_s, auth
+        self.ctx, self.endpoint, self.name, self.limits = ctx, endpoint, name, limits
+        self.ivl_s, self.auth = ivl_s, auth  # keepalive interval, s; CURVE key dir (None: none)
         self.held: dict[str, dict] = {}  # session id -> {"token": ...} (OPEN_OK's), the sessions kept alive
         self.sent = 0  # keepalives sent
         self._stop = threading.Event()

@@ -164,7 +164,8 @@ def run(cfg: RunConfig) -> list[dict]:
     if cfg.continue_dir:
         print(f"continue {out}: stopped {', '.join(stop_leftovers(out)) or 'nothing (none left running)'}")
     else:
-        prepare_out(out, cfg.overwrite, own=CONFIG_FILES + ("prompts.jsonl", "reference.jsonl", "edge.log", RECORD_FILE))
+        own = CONFIG_FILES + ("prompts.jsonl", "reference.jsonl", "edge.log", RECORD_FILE)
+        prepare_out(out, cfg.overwrite, own=own)
         _write_config(cfg, out, head_desc, tau)
     ON_START[:] = [Recorder(out)]  # every child is recorded as it starts: --continue stops what a killed run left
     prompts, tok = load_prompts(cfg, out / "prompts.jsonl")

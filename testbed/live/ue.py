@@ -335,7 +335,8 @@ def run(cfg: UEConfig) -> dict:
         with (out / "outputs.jsonl").open("a" if cfg.keep_done else "w") as f:
             for i, p in enumerate(prompts):
                 if ids[i] in kept.ids:  # done before the interruption: same index, same seed for the rest
-                    print("PROGRESS " + json.dumps({"done": i + 1, "total": len(prompts), "prompt_id": ids[i]}), flush=True)
+                    print("PROGRESS " + json.dumps({"done": i + 1, "total": len(prompts), "prompt_id": ids[i]}),
+                          flush=True)
                     continue
                 rec, rows = _safe_prompt(client, loc, cfg, p, i, est)
                 rec |= {} if rec.get("error") else text_fields(decode, p["prompt_ids"], rec["tokens"])

@@ -48,8 +48,8 @@ def test_each_violation_is_named() -> None:
 
 
 def test_recovery_is_from_the_faults_end_to_each_touched_ues_next_commit_and_rss_from_warm_up() -> None:
-    faults = [{"kind": "outage", "end": 10.0, "touched": [0, 1, 2], "bound_s": 8.0}]
-    recs = recoveries(faults, {0: [9.0, 11.5], 1: [14.0], 2: [5.0]})  # UE 2 committed nothing after: not counted
-    assert [(r["ue"], r["recovery_s"]) for r in recs] == [(0, 1.5), (1, 4.0)]
+    faults = [{"kind": "outage", "start": 4.0, "end": 10.0, "touched": [0, 1, 2, 3], "bound_s": 11.0}]
+    recs = recoveries(faults, {0: [3.0, 11.5], 1: [2.0, 14.0], 2: [3.0], 3: [15.0]})
+    assert [(r["ue"], r["recovery_s"]) for r in recs] == [(0, 1.5), (1, 4.0)]  # 2: nothing left; 3: not at work
     samples = [(t, 7, 100 if t < 10 else 200 + t) for t in range(0, 40)]  # the load, then +19/210 after warm-up
     assert abs(rss_growth(samples, 10.0)[7] - (239 / 210 - 1)) < 1e-9

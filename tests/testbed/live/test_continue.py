@@ -91,7 +91,8 @@ def test_a_continue_that_changes_the_config_or_of_a_complete_run_is_refused(tmp_
     cont = [sys.executable, "-m", "testbed.run", "--continue", str(out)]
     changed = subprocess.run(cont + ["--draft-len", "6"], capture_output=True, text=True)
     assert changed.returncode == 2 and changed.stderr.count("\n") == 1
-    assert changed.stderr.startswith(f"python -m testbed.run: error: --continue {out}: --draft-len differs"), changed.stderr
+    assert changed.stderr.startswith(f"python -m testbed.run: error: --continue {out}: --draft-len differs"), \
+        changed.stderr
     (out / COMPLETE_FILE).write_text("{}")
     complete = subprocess.run(cont + ["--prompts", "4"], capture_output=True, text=True)  # repeating a flag is fine
     assert complete.returncode == 2 and "the run is complete" in complete.stderr

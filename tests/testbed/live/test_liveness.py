@@ -33,7 +33,8 @@ from testbed.live.liveness import Heartbeat
 from wisv.models.loader import load_model, load_tokenizer, vocab_facts
 from wisv.decoding.sessions import DraftSession
 import torch, zmq
-endpoint, drafter_dir, ivl, timeout, name, auth = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6] or None
+endpoint, drafter_dir, ivl, timeout = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+name, auth = sys.argv[5], sys.argv[6] or None
 drafter = load_model(drafter_dir, "drafter", "cpu", torch.float32)
 vocab = Vocab(*vocab_facts(drafter, load_tokenizer(drafter_dir, "drafter")))
 client = Client(zmq.Context(), endpoint, name, Limits(vocab_size=int(drafter.config.vocab_size)), 30.0, auth,
