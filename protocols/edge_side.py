@@ -77,6 +77,7 @@ class EdgeSession:
             raise ProtocolError("bad_field", f"OPEN temperature must be finite and > 0, got {self.temperature}")
         self.gen = torch.Generator().manual_seed(h.get("seed", 0))
         self.generated, self.done, self.pending = 0, False, None
+        self.last_committed: list[int] = []  # the tokens the last verified round committed
         self.incoming: tuple[Message, Protocol, list[int]] | None = None  # a DRAFT waiting for its block
         self.rounds = 0  # finished rounds (the scheduler's expected tokens per round = generated / rounds)
         self.next_round = h.get("round", 0)  # the round a new DRAFT must carry (a resumed session starts past 0)
@@ -208,6 +209,7 @@ class EdgeSession:
     def _count(self, committed: list[int]) -> None:
         """Count a round's committed tokens against the budget; the session is done at the budget or EOS."""
         committed = truncate_output(committed, self.max_new - self.generated, self.eos)
+        self.last_committed = committed  # the round's tokens, as the UE commits them (the edge's journal records them)
         self.generated += len(committed)
         self.rounds += 1
         self.done = self.generated >= self.max_new or (self.eos is not None and committed[-1] == self.eos)

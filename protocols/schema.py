@@ -240,6 +240,7 @@ SCHEMAS: dict[MsgType, Schema] = {
             "vocab_hash": Field((str,), required=False, pattern=SHA256_HEX),  # sha256 of its (token, id) pairs
             "round": Field(INT, required=False, rng=NONNEG),  # the first DRAFT's round (resumed: past 0; default 0)
             "token": Field((str,), required=False, pattern=TOKEN_HEX),  # the session this OPEN resumes (replaces)
+            "keepalive_ms": Field(INT, required=False, rng=NONNEG),  # the UE keeps the session alive this often (0: no)
         },
         tensors={"prompt": Tensor(INT_IDS, ((1, "max_prompt_len"),), rng=TOKEN)},
     ),
@@ -255,6 +256,7 @@ SCHEMAS: dict[MsgType, Schema] = {
             "seq": Field(INT, rng=NONNEG),
             "t_send": Field(FLOAT),
             "reply_bytes": Field(INT, required=False, rng=REPLY_BYTES),  # PONG payload size (downlink probe)
+            "token": Field((str,), required=False, pattern=TOKEN_HEX),  # a keepalive for this session (keepalive.py)
         },
         tensors={"payload": Tensor(("uint8",), ((0, "max_frame_bytes"),), required=False)},
     ),

@@ -165,16 +165,30 @@ def refusal_text(why: str, keyed: bool) -> str:
     return f"the edge refused the connection: {why}; {hint}"
 
 
-def open_bind_warning(endpoint: str, auth: str | None) -> str | None:
-    """A warning for an edge listening beyond loopback without --auth (None: nothing to warn about)."""
-    if auth or not endpoint.startswith("tcp://"):
-        return None
+def beyond_loopback(endpoint: str) -> bool:
+    """Whether a tcp:// endpoint can be reached from other hosts (0.0.0.0, a LAN address, a name other than
+    localhost); ipc:// and loopback cannot."""
+    if not endpoint.startswith("tcp://"):
+        return False
     host = endpoint.removeprefix("tcp://").rsplit(":", 1)[0].strip("[]")
     try:
-        if ipaddress.ip_address(host).is_loopback:
-            return None
+        return not ipaddress.ip_address(host).is_loopback
     except ValueError:
-        if host == "localhost":
-            return None
+        return host != "localhost"
+
+
+def open_bind_warning(endpoint: str, auth: str | None) -> str | None:
+    """A warning for an edge listening beyond loopback without --auth (None: nothing to warn about)."""
+    if auth or not beyond_loopback(endpoint):
+        return None
     return (f"warning: listening on {endpoint} without --auth: anyone who can reach this port can use the edge and "
             "its sessions (make keys with `python -m testbed.keys DIR`, then serve with --auth DIR)")
+
+
+def open_bind_refusal(endpoint: str, auth: str | None, insecure: bool) -> str | None:
+    """Protected mode: why an edge may not listen on ``endpoint`` (None: it may).  Beyond loopback it needs --auth
+    (one raw connection can make an open edge buffer a never-ending message), unless the user chose --insecure."""
+    if auth or insecure or not beyond_loopback(endpoint):
+        return None
+    return (f"--bind {endpoint} is reachable from other hosts and --auth is not given: serve with --auth DIR "
+            "(keys: python -m testbed.keys DIR), bind tcp://127.0.0.1:PORT, or accept the risk with --insecure")

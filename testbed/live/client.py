@@ -20,6 +20,7 @@ from protocols.schema import OpenOk
 from protocols.ue_side import REPLY_TO, EdgeError, HandshakeError, UESession, edge_error, is_current
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
 from testbed.live.auth import HANDSHAKE_WAIT_S, secure_connect
+from testbed.live.keepalive import Keepalive
 from testbed.live.liveness import Heartbeat
 from testbed.live.retry import RETRYABLE, Window
 from testbed.live.sockbounds import bound_socket
@@ -39,6 +40,8 @@ class Client:
         self.limits = limits
         self.t_sent = self.t_received = 0.0  # perf_counter at the socket of the last send / the last reply
         self.sock = self._connect()
+        self.keepalive = (Keepalive(ctx, endpoint, f"{name}-ka", limits, heartbeat.ivl_ms / 1e3, auth)
+                          if heartbeat.ivl_ms > 0 else None)  # keeps the open session alive while this one is idle
 
     def _connect(self) -> zmq.Socket:
         sock = bound_socket(self.ctx.socket(zmq.DEALER), self.limits)
@@ -109,6 +112,8 @@ class Client:
         self.reconnect()
 
     def close(self) -> None:
+        if self.keepalive is not None:
+            self.keepalive.stop()
         self.sock.close(0)
 
 
@@ -137,14 +142,21 @@ def handshake(client: Client, est: CSIEstimator, sid: str, probe: bool, seq: int
 
 def open_session(client: Client, sess: UESession) -> OpenOk:
     """OPEN and its OPEN_OK, checked on both sides; a handshake refusal raises HandshakeError (the run ends)."""
-    ok = OpenOk.of(_refusal_is_fatal(client.exchange, sess.open_message())[0].header)
+    msg = sess.open_message()
+    if client.keepalive is not None:
+        msg.header["keepalive_ms"] = client.heartbeat.ivl_ms
+    ok = OpenOk.of(_refusal_is_fatal(client.exchange, msg)[0].header)
     sess.check_open_ok(ok)
+    if client.keepalive is not None and sess.token:
+        client.keepalive.hold(sess.sid, sess.token)
     client.limits = dataclasses.replace(client.limits, vocab_size=max(client.limits.vocab_size, ok.vocab_size))
     return ok
 
 
 def close_session(client: Client, sess: UESession) -> None:
     """CLOSE and its CLOSED; an edge that no longer knows the session (restarted meanwhile) has nothing to close."""
+    if client.keepalive is not None:
+        client.keepalive.release(sess.sid)
     try:
         client.exchange(sess.close_message())
     except EdgeError as e:

@@ -20,6 +20,8 @@ from testbed.live.admission import (OpenLimits, Quotas, Seat, admit_kv, budget_r
 from testbed.live.auth import peer_address, user_id
 from testbed.live.edgebatch import BatcherConfig, DraftBatcher
 from testbed.live.intake import Bucket, caps, edge_limits
+from testbed.live.journal import Journal
+from testbed.live.keepalive import Liveness
 from testbed.live.references import Job, ReferenceCache, ReferenceWorker
 from testbed.live.serveconfig import ServeConfig
 from wisv.decoding.sessions import VerifySession
@@ -63,6 +65,8 @@ class EdgeServer:
         self.worker: ReferenceWorker | None = None  # computes REFERENCEs off the loop (serve starts one); None: inline
         self.settings = edge_settings(cfg, self.tau, head_desc or cfg.head, self.hidden_layer,
                                       "h_draft" in getattr(policy, "inputs", ("h_draft",)))
+        self.alive = Liveness(cfg.heartbeat_timeout_ms / 1e3)  # sessions kept alive by their UEs (keepalive.py)
+        self.journal = Journal(cfg.journal) if cfg.journal else None  # what it commits (the chaos harness checks it)
 
     def handle(self, peer: bytes, frames: list) -> list[bytes]:
         """Decode, dispatch and encode one reply; never raises for a peer's mistake."""
@@ -109,6 +113,8 @@ class EdgeServer:
             if msg is not None:
                 sid, token = msg.session, msg.header.get("token")
             out = act(peer, msg, t0)
+            if self.journal is not None and getattr(out, "type", None) == MsgType.VERDICT:
+                self.journal.verdict(self.sessions.get(token), out.header["round"])
             return out if out is None or isinstance(out, EdgeSession) else encode(out)  # None: answered later
         except (WireError, ProtocolError, KVBudgetError) as e:
             return encode(error_message(sid, e.code, str(e)))
@@ -139,6 +145,7 @@ class EdgeServer:
         return self._guard(peer, frames, self._refuse_busy)
 
     def _refuse_busy(self, peer: bytes, msg: Message, t0: float) -> Message:
+        self._kept_alive(peer, msg)  # a refused message still says its UE is alive
         raise ProtocolError("busy", f"the edge's queue is full ({self.cfg.inbox_max_msgs} messages): send it again")
 
     def _hold_drafts(self, peer: bytes, msg: Message, t0: float) -> Message | EdgeSession:
@@ -151,6 +158,7 @@ class EdgeServer:
 
     def _dispatch(self, peer: bytes, msg: Message, t0: float) -> Message:
         if msg.type == MsgType.PING:
+            self._kept_alive(peer, msg)
             n = msg.header.get("reply_bytes", 0)
             if n and not self.probes.spend(peer, n):
                 raise ProtocolError("busy", f"this peer asked for more PONG bytes than --probe-rate-kb-s "
@@ -185,7 +193,14 @@ class EdgeServer:
             raise ProtocolError("forbidden", f"session {msg.session!r} was opened with another key")
         seat.identity, seat.drafted = peer, seat.drafted or msg.type == MsgType.DRAFT  # replies follow the UE
         sess.last_active, sess.msg_t0 = time.monotonic(), t0
+        self.alive.heard(token)
         return sess
+
+    def _kept_alive(self, peer: bytes, msg: Message) -> None:
+        """Note a keepalive (or any message) naming a session by its token, when it comes with the session's key."""
+        seat = self.seats.get(msg.header.get("token") or "")
+        if seat is not None and seat.sid == msg.session and seat.key == self.peer_keys.get(peer):
+            self.alive.heard(seat.token)
 
     def _resumed(self, msg: Message, key: str | None) -> str | None:
         """The token of the session an OPEN replaces: the one it names by token, or under --auth the same key's
@@ -222,6 +237,9 @@ class EdgeServer:
             raise
         sess.token = seat.token
         self.sessions[seat.token], self.seats[seat.token] = sess, seat
+        self.alive.expect(seat.token, msg.header.get("keepalive_ms"))
+        if self.journal is not None:
+            self.journal.opened(sess)
         log.info("open session %s from peer %s (%s, K=%d)", msg.session, peer.hex(), sess.protocol_name, sess.draft_len)
         vocab_hash = {"vocab_hash": self.vocab.hash} if self.vocab.hash else {}
         return make(MsgType.OPEN_OK, msg.session, target_hidden=int(self.target.config.hidden_size),
@@ -278,6 +296,9 @@ class EdgeServer:
         sess = self.sessions.pop(token, None)
         self.seats.pop(token, None)
         self.kv.release(token)
+        self.alive.forget(token)
+        if sess is not None and self.journal is not None:
+            self.journal.dropped(sess.sid, token)
         if sess is not None:
             sess.verify.free()
 
@@ -289,6 +310,15 @@ class EdgeServer:
         self.peer_keys.pop(peer, None)
         self.peer_sources.pop(peer, None)
         return len(mine)
+
+    def sweep_silent(self) -> dict[bytes, int]:
+        """Free the sessions whose UE stopped keeping them alive (testbed/live/keepalive.py); {peer: how many}."""
+        freed: dict[bytes, int] = {}
+        for token in self.alive.silent():
+            if (seat := self.seats.get(token)) is not None:
+                freed[seat.identity] = freed.get(seat.identity, 0) + 1
+            self._drop(token)
+        return freed
 
     def sweep(self, now: float | None = None) -> int:
         """Free sessions idle for longer than the timeout, or never drafted within ``--undrafted-timeout-s`` of

@@ -19,6 +19,7 @@ from pathlib import Path
 
 PR_SET_PDEATHSIG = 1  # prctl option: the signal this process gets when its parent dies (linux/prctl.h)
 _LIVE: dict[int, "Child"] = {}  # children started and not yet stopped, by PID
+ON_START: list[Callable[["Child"], None]] = []  # called with each child as it starts (testbed/live/cont.py records it)
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
@@ -60,6 +61,8 @@ class Child:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True, bufsize=1,
                                      preexec_fn=die_with_parent(os.getpid()))
         _LIVE[self.proc.pid] = self
+        for note in ON_START:
+            note(self)
         self.lines: list[str] = []
         self._on_line = on_line
         self._reader = threading.Thread(target=self._read, name=f"{name}-stdout", daemon=True)

@@ -13,7 +13,9 @@ plus ``config.json``, ``config.toml``, ``prompts.jsonl``, ``reference.jsonl``, `
 report: testbed/common/plots.py) to ``--out DIR``, and last the ``complete`` marker.  ``--show N`` prints the first N
 outputs beside the reference text.  A non-empty ``--out`` is refused unless ``--overwrite``; the config files a failed
 run left are not counted.  SIGINT/SIGTERM stop the children and remove the namespaces (testbed/live/interrupt.py);
-the rounds the UEs appended until then are merged into ``<protocol>/rounds.csv``.
+the rounds the UEs appended until then are merged into ``<protocol>/rounds.csv``.  ``--continue DIR`` goes on with
+an interrupted run (even one killed -9): it stops what the run left running (``processes.jsonl``), keeps the prompts
+already complete and runs the rest with the same config (testbed/live/cont.py).
 """
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ from tqdm import tqdm
 import config
 from protocols.registry import ALL_PROTOCOLS, PROTOCOLS
 from protocols.ue_side import AUTO_DRAFT_LEN, EdgeError, HandshakeError
-from testbed.common.files import CONFIG_FILES, mark_complete, prepare_out, write_csv_atomic, write_json_atomic
+from testbed.common.files import (CONFIG_FILES, mark_complete, prepare_out, write_csv_atomic, write_json_atomic,
+                                  write_text_atomic)
 from testbed.common.heads import load_policy
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
@@ -44,7 +47,8 @@ from testbed.common.text import decoder, show
 from testbed.live import placement
 from testbed.live.interrupt import guarded
 from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, wait_with_edge
-from testbed.live.procs import Child, ChildError, progress_handler
+from testbed.live.cont import RECORD_FILE, Recorder, continued, stop_leftovers
+from testbed.live.procs import ON_START, Child, ChildError, progress_handler
 from testbed.live.retry import RetryExhausted
 from testbed.live.prompts import TargetScorer, load_prompts, reference_outputs
 from testbed.live.serveconfig import ServeConfig
@@ -60,7 +64,7 @@ from wisv.records.rows import read_records, read_round_log
 PROG = "python -m testbed.run"  # as users type it: --help and error lines
 SHARED = ("auth", "heartbeat_ivl_ms", "heartbeat_timeout_ms", "dtype")  # RunConfig fields given to UEs and edge alike
 UE_SET_BY_RUN = ("connect", "prompts", "prompts_file", "out", "ue_id", "protocol", "device", "seed", "link_json",
-                 "link_t0_epoch_s", "reference", "pair") + SHARED  # UEConfig fields the run sets for each UE process
+                 "link_t0_epoch_s", "reference", "pair", "keep_done") + SHARED  # UEConfig fields the run sets for each UE process
 EDGE_SET_BY_RUN = ("bind", "device", "max_draft_len", "max_session_tokens", "pair") + SHARED  # ServeConfig fields set
 
 
@@ -86,6 +90,8 @@ class RunConfig:
         "min": 0})  # hold /dev/cpu_dma_latency at this bound during the run, us (root; 0: poll)
     netns: bool = False  # edge and UEs in their own network namespaces joined by a veth (root), tc on the veth
     overwrite: bool = False  # empty a non-empty --out first (without it, a non-empty --out is refused)
+    continue_dir: str | None = field(default=None, metadata={
+        "flag": "continue"})  # continue the interrupted run in this directory with its config (testbed/live/cont.py)
     show: int = field(default=0, metadata={
         "min": 0})  # print the first N outputs beside the reference text, marking where each first diverges
     remote_edge: str | None = field(default=None, metadata={
@@ -161,12 +167,13 @@ def run(cfg: RunConfig) -> list[dict]:
     if cfg.remote_edge is None:
         _, tau, head_desc = load_policy(cfg.edge.head, cfg.edge.tau, cfg.edge.target)  # fail fast on a bad --head
     out, started = Path(cfg.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{cfg.protocol}"), time.time()
-    prepare_out(out, cfg.overwrite, own=CONFIG_FILES + ("prompts.jsonl", "reference.jsonl", "edge.log"))
-    resolved = {"out": str(out), "head_resolved": head_desc, "tau_resolved": tau, "link_emulated": cfg.link.emulated,
-                "csi_resolved": cfg.csi_source()}
-    machine = machine_info()
-    (out / "config.json").write_text(json.dumps(cfg.flat() | resolved | _versions(machine), indent=1))
-    config.write_config(out, dataclasses.replace(cfg, out=str(out)), machine | resolved, fresh=("out", "overwrite"))
+    if cfg.continue_dir:
+        print(f"continue {out}: stopped {', '.join(stop_leftovers(out)) or 'nothing (none left running)'}")
+    else:
+        own = CONFIG_FILES + ("prompts.jsonl", "reference.jsonl", "edge.log", RECORD_FILE)
+        prepare_out(out, cfg.overwrite, own=own)
+        _write_config(cfg, out, head_desc, tau)
+    ON_START[:] = [Recorder(out)]  # every child is recorded as it starts: --continue stops what a killed run left
     prompts, tok = load_prompts(cfg, out / "prompts.jsonl")
     refs = reference_outputs(cfg, prompts, out / "reference.jsonl", tok) if cfg.reference else None
     scorer = TargetScorer(cfg, prompts) if refs is not None and cfg.remote_edge is None else None  # fluency
@@ -204,6 +211,16 @@ def head_reads_drafter(head: str, tau: float | None, target: str | None) -> bool
     """Whether the local edge's head reads the drafter's hidden states (then it cannot serve ef)."""
     policy, _, _ = load_policy(head, tau, target)
     return "h_draft" in getattr(policy, "inputs", ("h_draft",))
+
+
+def _write_config(cfg: RunConfig, out: Path, head_desc: str, tau: float | None) -> None:
+    """config.json (flat, with what was resolved and the machine) and config.toml (--config and --continue read it)."""
+    resolved = {"out": str(out), "head_resolved": head_desc, "tau_resolved": tau, "link_emulated": cfg.link.emulated,
+                "csi_resolved": cfg.csi_source()}
+    machine = machine_info()
+    write_json_atomic(out / "config.json", cfg.flat() | resolved | _versions(machine))
+    config.write_config(out, dataclasses.replace(cfg, out=str(out)), machine | resolved,
+                        fresh=("out", "overwrite", "continue_dir"))
 
 
 def with_pair(cfg: RunConfig) -> RunConfig:
@@ -281,7 +298,7 @@ def _collect(proto: str, pdir: Path, rounds: pd.DataFrame, prompts: pd.DataFrame
     """Merge the UEs' outputs into <pdir>/outputs.jsonl, then summarize with the merged rounds."""
     ue_dirs = sorted(d for d in pdir.glob("ue*") if d.is_dir())
     outputs = pd.concat([pd.read_json(d / "outputs.jsonl", lines=True) for d in ue_dirs], ignore_index=True)
-    outputs.to_json(pdir / "outputs.jsonl", orient="records", lines=True, force_ascii=False)
+    write_text_atomic(pdir / "outputs.jsonl", outputs.to_json(orient="records", lines=True, force_ascii=False))
     return summarize(proto, rounds, outputs, prompts, tok.decode if tok is not None else None, refs, scorer)
 
 
@@ -300,6 +317,7 @@ def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, ou
     ue = dataclasses.replace(cfg.ue, connect=site.connect, prompts=n, prompts_file=str(prompts), out=str(out),
                              ue_id=f"ue{u}", protocol=proto, device=cfg.device, seed=cfg.seed, link_json=link_json,
                              link_t0_epoch_s=site.t0_epoch_s, reference=False,  # the run compares with the target
+                             keep_done=cfg.continue_dir is not None,
                              **_shared(cfg))
     return ["testbed.ue", *config.to_argv(ue)]
 
@@ -348,8 +366,10 @@ def main(argv: list[str] | None = None) -> None:
     """Bad input or an unusable resource (a bad value, a malformed prompts file, an unbuilt pair, an --out in use,
     no root, no answer from --edge) is one error line and exit 2; a failed run (a UE failed, every prompt of a UE
     failed, the edge refused) is one error line and exit 1."""
+    argv = sys.argv[1:] if argv is None else argv
     cfg = parse_args(argv)
     try:
+        cfg = continued(argv, parse_args) if cfg.continue_dir else cfg
         guarded(PROG, lambda: run(cfg))
     except (ChildError, HandshakeError, EdgeError, TimeoutError) as e:  # before OSError: TimeoutError is one
         print(f"{PROG}: error: {e}", file=sys.stderr)

@@ -6,6 +6,9 @@ every other session keeps being served.  Sessions are freed on CLOSE, after ``--
 their peer's connection ends (closed, or silent past ``--heartbeat-timeout-ms``: testbed/live/liveness.py).
 ``--auth DIR`` (keys from ``python -m testbed.keys``) requires CurveZMQ and accepts only the client keys listed in
 DIR/clients; a session is bound to the key that opened it (testbed/live/auth.py).
+Protected mode: a ``--bind`` reachable from other hosts without ``--auth`` is refused (exit 2) unless ``--insecure``;
+loopback stays open.  A UE that declares keepalives at OPEN and falls silent (frozen) for ``--heartbeat-timeout-ms``
+has its sessions freed (testbed/live/keepalive.py).
 OPEN is refused when the UE's drafter does not share the target's tokenizer (size and hash of the vocabulary) or
 its hidden size does not fit the decision head, or when its prompt plus max_new_tokens exceeds the target's context
 (or ``--max-context-tokens``), or when its KV cache (prompt + max_new_tokens + draft_len positions) cannot fit
@@ -35,7 +38,7 @@ import zmq
 
 import config
 from testbed.common.heads import load_policy
-from testbed.live.auth import open_bind_warning, serve_curve
+from testbed.live.auth import open_bind_refusal, open_bind_warning, serve_curve
 from testbed.live.edgeserver import EdgeServer
 from testbed.live.inbox import SWITCH_INTERVAL_S, Direct, Inbox
 from testbed.live.liveness import Heartbeat, PeerWatch
@@ -58,6 +61,8 @@ def serve(cfg: ServeConfig, ready=print) -> None:
     """Load the target, bind, and serve until SIGINT/SIGTERM."""
     torch.set_num_threads(1)
     cfg = apply_pair(cfg, drafter=None)
+    if why := open_bind_refusal(cfg.bind, cfg.auth, cfg.insecure):
+        raise ValueError(why)
     check_free(cfg.bind)  # a port in use fails now, not after loading the target
     path = cfg.target or builtin_paths()[1]
     dtype = resolve_dtype(cfg.dtype, cfg.device)
@@ -149,6 +154,9 @@ def _loop(source: Direct | Inbox, server: EdgeServer, stop: dict, watch: PeerWat
                 source.send([peer] + reply)
         for peer, reply in server.references_done():  # each as soon as it is ready
             source.send([peer] + reply)
+        for peer, n in server.sweep_silent().items():  # the log line of a peer gone: a frozen UE is gone
+            log.info("peer %s disconnected: freed %d session(s) (no keepalive for %g s)", peer.hex(), n,
+                     server.alive.timeout_s)
         if time.monotonic() - last_sweep > 1.0:
             server.sweep()
             trim_heap()  # what peers gone left in freed buffers goes back to the OS

@@ -79,8 +79,10 @@ class ServeConfig:
     handshake_ivl_ms: int = field(default=5000, metadata={
         "min": 0})  # a connection that has not finished its ZMTP/CURVE handshake by then is closed, ms
     heartbeat_ivl_ms: int = field(default=HEARTBEAT_IVL_MS, metadata={
-        "min": 0})  # unused: the ROUTER sends no PINGs (libzmq abort; UEs' TTL is used), ms
+        "min": 0})  # unused: the ROUTER sends no PINGs (libzmq abort; UEs' keepalives are used), ms
     heartbeat_timeout_ms: int = field(default=HEARTBEAT_TIMEOUT_MS, metadata={
-        "min": 0})  # a peer silent this long after a PING is dropped, sessions freed, ms
+        "min": 0})  # a session whose UE sent no keepalive (or message) this long is freed, ms
     auth: str | None = None  # key dir from testbed.keys: require CURVE, accept only DIR/clients/*.key (None: anyone)
+    insecure: bool = False  # serve beyond loopback without --auth (protected mode refuses it otherwise)
+    journal: str | None = None  # append opens, per-round commits and drops to this JSONL file (testbed/live/journal.py)
     vllm: VllmConfig = field(default_factory=VllmConfig)  # --engine vllm: the engine options passed to vLLM

@@ -34,8 +34,10 @@ from protocols.handshake import Vocab
 from protocols.ue_side import EdgeError, HandshakeError, UEParams, UESession
 from protocols.wire import Limits, MsgType, WireError, make
 from testbed.common.link import LinkSpec
+from testbed.common.files import write_csv_atomic, write_text_atomic
 from testbed.common.summary import summarize, table, write_summary
 from testbed.common.text import decoder, progress_line, text_fields
+from testbed.live.cont import Kept, in_prompt_order, keep_done
 from testbed.live.client import Client, close_session, fetch_references, handshake, open_session
 from testbed.live.liveness import Heartbeat
 from testbed.live.retry import RetryExhausted
@@ -198,17 +200,23 @@ def run(cfg: UEConfig) -> dict:
     gc.collect()
     gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
     stop = stop_rule(load_predictor(cfg.rejection_predictor), cfg.rejection_threshold) if cfg.rejection_predictor else None
+    ids = [str(p["prompt_id"]) for p in prompts]
+    kept = keep_done(out, ids) if cfg.keep_done else Kept()  # testbed.run --continue: what an interrupted run did
     loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect,
-                log=RoundLog(out / "rounds.jsonl"),
+                log=RoundLog(out / "rounds.jsonl", append=cfg.keep_done),
                 window=(TreeWindowTracker if cfg.protocol == "tree" else WindowTracker)(1, cfg.draft_len_max))
     ctx, est = zmq.Context(), CSIEstimator(probe_target_ms=cfg.probe_ms, first_probe_bytes=max(cfg.probe_bytes, 1))
     client = Client(ctx, cfg.connect, cfg.ue_id, Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms), cfg.retry_s)
-    all_rows, recs, refs, decode = [], [], None, decoder(tok)
+    all_rows, recs, refs, decode = list(kept.rows), list(kept.recs), None, decoder(tok)
     try:
         client.exchange(make(MsgType.PING, cfg.ue_id, None, seq=0, t_send=time.time()))  # connect; not a sample
-        with (out / "outputs.jsonl").open("w") as f:
+        with (out / "outputs.jsonl").open("a" if cfg.keep_done else "w") as f:
             for i, p in enumerate(prompts):
+                if ids[i] in kept.ids:  # done before the interruption: same index, same seed for the rest
+                    print("PROGRESS " + json.dumps({"done": i + 1, "total": len(prompts), "prompt_id": ids[i]}),
+                          flush=True)
+                    continue
                 rec, rows = _safe_prompt(client, loc, cfg, p, i, est)
                 rec |= {} if rec.get("error") else text_fields(decode, p["prompt_ids"], rec["tokens"])
                 all_rows += rows
@@ -218,11 +226,14 @@ def run(cfg: UEConfig) -> dict:
                 print("PROGRESS " + json.dumps({"done": i + 1, "total": len(prompts), "prompt_id": rec["prompt_id"],
                                                 "error": rec.get("error")}), flush=True)
                 print(progress_line(i + 1, len(prompts), rec), flush=True)
-        (out / "edge.json").write_text(json.dumps(loc.edge, indent=1))
+        if cfg.keep_done:  # the kept prompts first, then the rest: in prompt order again, atomically
+            recs = in_prompt_order(recs, ids)
+            write_text_atomic(out / "outputs.jsonl", "".join(json.dumps(r) + "\n" for r in recs))
+        write_text_atomic(out / "edge.json", json.dumps(loc.edge, indent=1))
         if cfg.reference:
             refs = fetch_references(client, prompts, cfg.max_new_tokens, f"{cfg.ue_id}-ref", loc.vocab)
     finally:
-        to_frame(all_rows).to_csv(out / "rounds.csv", index=False)
+        write_csv_atomic(out / "rounds.csv", to_frame(all_rows))
         loc.log.close()
         client.close()
         ctx.term()
@@ -244,6 +255,8 @@ def _safe_prompt(client: Client, loc: Local, cfg: UEConfig, p: dict, i: int,
     try:
         return run_prompt(client, loc, cfg, str(p["prompt_id"]), list(p["prompt_ids"]), i, est)
     except (EdgeError, TimeoutError, WireError) as e:
+        if client.keepalive is not None:
+            client.keepalive.release(f"{cfg.ue_id}-{i}")  # the failed prompt's session: no longer kept alive
         if isinstance(e, TimeoutError):
             client.reconnect()
         return {"prompt_id": str(p["prompt_id"]), "ue_id": cfg.ue_id, "tokens": [], "error": str(e)}, []

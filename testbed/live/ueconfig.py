@@ -93,3 +93,4 @@ class UEConfig:
     heartbeat_timeout_ms: int = field(default=HEARTBEAT_TIMEOUT_MS, metadata={
         "min": 0})  # a connection silent this long after a PING is redialled, ms
     auth: str | None = None  # key dir from testbed.keys: CURVE with DIR/client.key_secret, DIR/edge.key (None: none)
+    keep_done: bool = False  # keep the prompts complete in --out's files and run only the rest (testbed.run --continue)

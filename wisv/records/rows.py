@@ -111,9 +111,9 @@ class RoundLog:
     """Rounds appended to a JSONL file as they happen, one line per RoundRow, flushed at once: a process that is
     killed keeps every round it finished (``read_round_log`` reads them back)."""
 
-    def __init__(self, path: Path | str):
+    def __init__(self, path: Path | str, append: bool = False):
         self.path = Path(path)
-        self._file = self.path.open("w")
+        self._file = self.path.open("a" if append else "w")  # append: after the rows an interrupted run kept
 
     def append(self, row: RoundRow) -> None:
         self._file.write(json.dumps(asdict(row)) + "\n")

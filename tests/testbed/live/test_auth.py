@@ -1,7 +1,9 @@
 """CurveZMQ: testbed.keys' layout; the right key runs (testbed.run --auth), a wrong or missing key is refused fast
-and clearly on the UE and logged on the edge; sessions are bound to the key that opened them; the open-bind warning."""
+and clearly on the UE and logged on the edge; sessions are bound to the key that opened them; the open-bind warning and protected mode (refused without --auth
+beyond loopback unless --insecure)."""
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -16,9 +18,10 @@ import zmq
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, MsgType, decode, encode, make
 from testbed import keys
-from testbed.live.auth import open_bind_warning, write_keys
+from testbed.live.auth import open_bind_refusal, open_bind_warning, write_keys
 from testbed.live.procs import Child
 from testbed.live.edgeserver import EdgeServer
+from testbed.live.serve import main as serve_main
 from testbed.live.serveconfig import ServeConfig
 from tests.tiny_pair import make_pair
 from wisv.decoding.sessions import DraftSession
@@ -153,3 +156,30 @@ def test_a_session_is_bound_to_the_key_that_opened_it_and_resumed_by_key_and_id(
 def test_an_open_bind_without_auth_is_warned(endpoint: str, auth: str | None, warned: bool) -> None:
     w = open_bind_warning(endpoint, auth)
     assert (w is not None) == warned and (not warned or "--auth" in w)
+
+
+@pytest.mark.parametrize("endpoint, auth, insecure, refused", [
+    ("tcp://0.0.0.0:5555", None, False, True), ("tcp://10.1.2.3:5555", None, False, True),
+    ("tcp://edge.lab:5555", None, False, True), ("tcp://0.0.0.0:5555", None, True, False),
+    ("tcp://0.0.0.0:5555", "keys", False, False), ("tcp://127.0.0.1:5555", None, False, False),
+    ("tcp://[::1]:5555", None, False, False), ("tcp://localhost:5555", None, False, False)])
+def test_protected_mode_refuses_an_open_bind_without_auth(endpoint: str, auth: str | None, insecure: bool,
+                                                          refused: bool) -> None:
+    why = open_bind_refusal(endpoint, auth, insecure)
+    assert (why is not None) == refused and (not refused or ("--auth" in why and "--insecure" in why))
+
+
+def test_serve_beyond_loopback_without_auth_exits_2_with_one_line_unless_insecure(capsys) -> None:
+    """Nothing is served: the refusal comes before the target loads; with --insecure the next check (the port,
+    held here on loopback) is what stops it, so the protected mode let it through."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        bind = f"tcp://0.0.0.0:{held.getsockname()[1]}"
+        for extra, expected in (([], f"--bind {bind} is reachable from other hosts and --auth is not given"),
+                                (["--insecure"], f"--bind {bind}: cannot bind")):
+            with pytest.raises(SystemExit) as e:
+                serve_main(["--bind", bind, "--head", "none", *extra])
+            err = capsys.readouterr().err
+            assert e.value.code == 2 and err.count("\n") == 1
+            assert err.startswith(f"python -m testbed.serve: error: {expected}"), err

@@ -55,6 +55,24 @@ def test_a_run_across_5_s_outages_completes_and_records_them(pair_dirs, tmp_path
     assert json.loads((tmp_path / "run" / COMPLETE_FILE).read_text())["complete"] is True
 
 
+@pytest.mark.slow
+def test_an_outage_longer_than_the_heartbeat_timeout_frees_the_session_and_the_ue_resumes_it(pair_dirs,
+                                                                                            tmp_path: Path) -> None:
+    """5 s outages against a 1 s heartbeat timeout: the edge frees each session caught in one (its keepalives stop
+    too), and the UE re-opens it with its committed prefix after the outage; nothing is lost (greedy = target)."""
+    ue = UEConfig(draft_len=4, max_new_tokens=24, drafter=str(pair_dirs.drafter), probe_bytes=0)
+    link = LinkSpec(rtt_ms=75.0, csi_trace=str(outage_trace(tmp_path / "outages.csv")))
+    cfg = RunConfig(protocol="greedy", prompts=2, out=str(tmp_path / "run"), ue=ue, heartbeat_ivl_ms=200,
+                    heartbeat_timeout_ms=1000, edge=ServeConfig(target=str(pair_dirs.target)), link=link)
+    [summary] = run(cfg)
+    assert (summary["prompts"], summary["errors"], summary["matches_target"]) == (2, 0, 1.0)
+    edge_log = (tmp_path / "run" / "edge.log").read_text()
+    assert "disconnected: freed 1 session(s)" in edge_log
+    rounds = read_records(tmp_path / "run" / "greedy" / "rounds.csv")
+    assert rounds["resumed"].sum() >= 1  # re-opened after the edge freed it
+    assert rounds.groupby("prompt_id")["round"].apply(lambda r: list(r) == list(range(len(r)))).all()
+
+
 def _wait_for_rounds(log: Path, n: int, proc: subprocess.Popen, err: Path, timeout_s: float = 240.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -1,6 +1,7 @@
-"""Liveness over real sockets: a UE killed (-9) or frozen (SIGSTOP: only heartbeats can tell) has its session freed
-on the edge within the heartbeat timeout, on the single-session and the batching edge; testbed.run's wait stops at
-once when its edge dies.  Every process here is started by the test and stopped by its PID."""
+"""Liveness over real sockets: a UE killed (-9) or frozen (SIGSTOP: only its missing keepalives can tell) has its
+session freed on the edge within the heartbeat timeout, on the single-session and the batching edge, while an idle
+UE keeps it; testbed.run's wait stops at once when its edge dies.  Every process here is started by the test and
+stopped by its PID."""
 from __future__ import annotations
 
 import os
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.live.auth import write_keys
 from testbed.live.liveness import wait_with_edge
 from testbed.live.procs import Child, ChildError
 
@@ -31,10 +33,11 @@ from testbed.live.liveness import Heartbeat
 from wisv.models.loader import load_model, load_tokenizer, vocab_facts
 from wisv.decoding.sessions import DraftSession
 import torch, zmq
-endpoint, drafter_dir, ivl, timeout, name = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+endpoint, drafter_dir, ivl, timeout = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+name, auth = sys.argv[5], sys.argv[6] or None
 drafter = load_model(drafter_dir, "drafter", "cpu", torch.float32)
 vocab = Vocab(*vocab_facts(drafter, load_tokenizer(drafter_dir, "drafter")))
-client = Client(zmq.Context(), endpoint, name, Limits(vocab_size=int(drafter.config.vocab_size)), 30.0,
+client = Client(zmq.Context(), endpoint, name, Limits(vocab_size=int(drafter.config.vocab_size)), 30.0, auth,
                 heartbeat=Heartbeat(ivl, timeout))
 params = UEParams(protocol="greedy", draft_len=4, max_new_tokens=64, vocab=vocab)
 open_session(client, UESession("held-0", DraftSession(drafter, [1, 51, 28]), params, 0))
@@ -43,15 +46,21 @@ time.sleep(600)
 """
 
 
-@pytest.fixture(scope="module", params=["single", "batching"])
-def edge(request, pair_dirs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """testbed.serve with short heartbeats (and --batch-verify: the engine's KV caches); stopped by its PID."""
+@pytest.fixture(scope="module", params=["single", "batching", "batching-auth"])
+def edge(request, pair_dirs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, str]]:
+    """testbed.serve with short heartbeats (and --batch-verify: the engine's KV caches; and --auth: CURVE keys, the
+    keepalives on a socket of their own with the same key); its endpoint, log and key dir ("": none)."""
     log = tmp_path_factory.mktemp("edge") / "edge.log"
     args = ["testbed.serve", "--bind", "tcp://127.0.0.1:0", "--target", str(pair_dirs.target), "--head", "none",
             "--heartbeat-ivl-ms", str(IVL_MS), "--heartbeat-timeout-ms", str(TIMEOUT_MS)]
-    child = Child("edge", args + (["--batch-verify"] if request.param == "batching" else []), log)
+    key_dir = ""
+    if request.param.endswith("auth"):
+        key_dir = str(log.parent / "keys")
+        write_keys(key_dir)
+        args += ["--auth", key_dir]
+    child = Child("edge", args + (["--batch-verify"] if request.param.startswith("batching") else []), log)
     try:
-        yield child.wait_for("READY", 120), log
+        yield child.wait_for("READY", 120), log, key_dir
     finally:
         child.stop()
 
@@ -62,7 +71,7 @@ def holder(request, edge, pair_dirs) -> Iterator[tuple[subprocess.Popen, str]]:
     killed by its PID at the end."""
     name = request.node.name[:40]  # the peer identity: one per test on the module's edge
     proc = subprocess.Popen([sys.executable, "-c", HOLDER, edge[0], str(pair_dirs.drafter), str(IVL_MS),
-                             str(TIMEOUT_MS), name], stdout=subprocess.PIPE, text=True)
+                             str(TIMEOUT_MS), name, edge[2]], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "OPENED"
         assert f"open session held-0 from peer {name.encode().hex()}" in edge[1].read_text()
@@ -86,13 +95,15 @@ def test_a_killed_ue_has_its_session_freed_within_the_heartbeat_timeout(edge, ho
     assert seconds_until_logged(edge[1], holder[1], 10 * TIMEOUT_MS / 1e3) < TIMEOUT_MS / 1e3
 
 
-@pytest.mark.xfail(strict=True, reason="issue 27: the edge's ROUTER sends no heartbeats (libzmq 4.3.5 aborts under a "
-                   "burst flood when it does), and the UE's TTL alone does not close a frozen UE's connection on the edge "
-                   "(it does on a bare ROUTER); a frozen UE's session is freed by --session-timeout-s instead")
 def test_a_frozen_ue_has_its_session_freed_by_the_heartbeat(edge, holder) -> None:
     os.kill(holder[0].pid, signal.SIGSTOP)  # the TCP connection stays up: only the missing PONGs tell
     took = seconds_until_logged(edge[1], holder[1], 10 * TIMEOUT_MS / 1e3)
     assert (TIMEOUT_MS - IVL_MS) / 1e3 <= took < (IVL_MS + TIMEOUT_MS) / 1e3 + SLACK_S
+
+
+def test_an_idle_ue_keeps_its_session_past_the_heartbeat_timeout(edge, holder) -> None:
+    time.sleep(4 * TIMEOUT_MS / 1e3)  # the holder sleeps: only its keepalive thread speaks for it
+    assert not re.search(holder[1], edge[1].read_text(errors="replace"))
 
 
 def test_the_run_stops_at_once_when_its_edge_dies(tmp_path: Path) -> None:
