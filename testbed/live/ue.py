@@ -250,7 +250,7 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
         measured = run_round(client, sess, in_force if csi_source(cfg, loc.link) == "configured" else est.csi())
         row = RoundRow(prompt_id=pid, ue_id=cfg.ue_id, prompt_len=len(ids), prefix_len=prefix, **measured,
                        **_csi_columns(in_force, est, measured=loc.link is None),
-                       outage_s=_outage_s(trace, t_link, cfg.link_t0_epoch_s))
+                       t_link_s=t_link, outage_s=_outage_s(trace, t_link, cfg.link_t0_epoch_s))
         rows.append(row)
         if loc.log:
             loc.log.append(row)
