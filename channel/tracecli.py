@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import config
-from channel import fromrun, mahimahi
+from channel import fromrun, mahimahi, pcap
 from channel.trace import CSITrace, load_trace, save_trace
 
 PROG = "python -m channel.trace"
@@ -44,6 +44,19 @@ class FromRun:
     run_dir: str = field(default="", metadata=POS)  # a testbed.run --out directory
     source: str = field(default="estimate", metadata={"choices": fromrun.SOURCES})  # link: configured CSI; estimate: the UE's
     window_s: float = field(default=1.0, metadata={"above": 0})  # one row per window with rounds, s
+    out: str = ""  # CSV trace to write
+
+
+@dataclass
+class FromPcap:
+    """Turn a packet capture of a UE-edge link into a CSI trace (rate, RTT, PER and outages per window)."""
+
+    capture: str = field(default="", metadata=POS)  # pcap file (tcpdump -w, or --capture of a UE or an edge)
+    ue: str = ""  # the UE's address, IP or IP:PORT (a port tells flows apart on loopback)
+    edge: str = ""  # the edge's address, IP or IP:PORT
+    window_s: float = field(default=1.0, metadata={"above": 0})  # one row per window, s
+    min_pairs: int = field(default=8, metadata={"min": 1})  # back-to-back segment pairs for a window's rate
+    windows_out: str = ""  # also write what each window measured (NaN: not measurable) to this CSV
     out: str = ""  # CSV trace to write
 
 
@@ -83,7 +96,17 @@ def from_run(cfg: FromRun) -> None:
     _write(fromrun.run_to_trace(run_cfg, rounds, cfg.source, cfg.window_s, cfg.run_dir), cfg.out)
 
 
-COMMANDS = {"from-mahimahi": (FromMahimahi, from_mahimahi), "to-mahimahi": (ToMahimahi, to_mahimahi),
+def from_pcap(cfg: FromPcap) -> None:
+    trace, stats = pcap.pcap_to_trace(_need(cfg.capture, "CAPTURE"), _need(cfg.ue, "--ue ADDR"),
+                                      _need(cfg.edge, "--edge ADDR"), cfg.window_s, cfg.min_pairs)
+    _write(trace, cfg.out)
+    print(pcap.measured_line(stats))
+    if cfg.windows_out:
+        pcap.stats_frame(stats, cfg.window_s).to_csv(cfg.windows_out, index=False)
+        print(f"wrote {cfg.windows_out}: what each window measured")
+
+
+COMMANDS = {"from-pcap": (FromPcap, from_pcap), "from-mahimahi": (FromMahimahi, from_mahimahi), "to-mahimahi": (ToMahimahi, to_mahimahi),
             "from-run": (FromRun, from_run)}
 
 
