@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Iterator
 
-from channel.tc import Cmd
+from channel.tc import Cmd, ns_prefix
 
 SNAP_BYTES = 128  # bytes kept per packet: Ethernet, IP and TCP headers with options
 QUIET_S = 0.3  # after SIGINT the capture goes on until the socket has been quiet this long, s
@@ -69,14 +69,14 @@ def check_can_capture(out: str) -> None:
 
 
 @contextlib.contextmanager
-def capturing(out: str | None, iface: str) -> Iterator[None]:
-    """Capture on iface into out while the body runs (nothing when out is None)."""
+def capturing(out: str | None, iface: str, netns: str | None = None) -> Iterator[None]:
+    """Capture on iface (in netns) into out while the body runs (nothing when out is None)."""
     if not out:
         yield
         return
     check_can_capture(out)
     cmd = capture_cmd(iface, out, shutil.which("tcpdump") is not None)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(ns_prefix(netns) + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if cmd[0] == "tcpdump":
         time.sleep(START_S)
     else:
