@@ -44,13 +44,20 @@ def host_of(endpoint: str) -> str:
 
 def iface_to(peer_host: str) -> str:
     """The interface the route to peer_host uses; ValueError when there is none."""
-    host = "127.0.0.1" if peer_host in ("localhost", "0.0.0.0", "*") else peer_host
+    if peer_host in ("0.0.0.0", "*", "::"):
+        raise ValueError("--capture: bound to every interface: give --capture-iface")
+    host = "127.0.0.1" if peer_host == "localhost" else peer_host
     res = subprocess.run(["ip", "route", "get", host], capture_output=True, text=True, check=False)
     dev = route_dev(res.stdout)
     if res.returncode != 0 or dev is None:
         raise ValueError(f"--capture: no route to {host} to find the interface ({res.stderr.strip() or res.stdout.strip()}): "
                          "give --capture-iface")
     return dev
+
+
+def iface_for(out: str | None, iface: str | None, peer_endpoint: str) -> str:
+    """--capture-iface, else the interface of the route to the peer (tcp://HOST:PORT); '' without a capture."""
+    return "" if not out else iface or iface_to(host_of(peer_endpoint))
 
 
 def capture_cmd(iface: str, out: str, have_tcpdump: bool) -> Cmd:

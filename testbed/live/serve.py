@@ -35,6 +35,7 @@ import torch
 import zmq
 
 import config
+from channel.capture import capturing, iface_for
 from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.handshake import Vocab, vocab_refusal
 from protocols.wire import WIRE_VERSION, Message, MsgType, WireError, decode, encode, error_message, make
@@ -138,6 +139,8 @@ class ServeConfig:
     heartbeat_timeout_ms: int = field(default=HEARTBEAT_TIMEOUT_MS, metadata={
         "min": 0})  # a peer silent this long after a PING is dropped, sessions freed, ms
     auth: str | None = None  # key dir from testbed.keys: require CURVE, accept only DIR/clients/*.key (None: anyone)
+    capture: str | None = None  # record a pcap of the edge's traffic here (root; tcpdump, else scapy)
+    capture_iface: str | None = None  # interface to capture on (None: the one of --bind's address; 0.0.0.0: give it)
     vllm: VllmConfig = field(default_factory=VllmConfig)  # --engine vllm: the engine options passed to vLLM
 
 
@@ -620,7 +623,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg = parse_args(argv)
     log.info("config %s", asdict(cfg))
     try:
-        serve(cfg)
+        with capturing(cfg.capture, iface_for(cfg.capture, cfg.capture_iface, cfg.bind)):
+            serve(cfg)
     except ValueError as e:  # a bad --head, --target, --auth DIR or heartbeat setting
         print(f"{PROG}: error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)

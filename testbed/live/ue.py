@@ -29,6 +29,7 @@ from transformers import PreTrainedModel
 import config
 from channel.emulator import parse_hostport
 from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
+from channel.capture import capturing, iface_for
 from channel.csi import CSI
 from channel.trace import CSITrace
 from protocols.auto import AUTO_RULES
@@ -154,6 +155,8 @@ class UEConfig:
     heartbeat_timeout_ms: int = field(default=HEARTBEAT_TIMEOUT_MS, metadata={
         "min": 0})  # a connection silent this long after a PING is redialled, ms
     auth: str | None = None  # key dir from testbed.keys: CURVE with DIR/client.key_secret, DIR/edge.key (None: none)
+    capture: str | None = None  # record a pcap of the run here (root; tcpdump, else scapy): channel.trace from-pcap
+    capture_iface: str | None = None  # interface to capture on (None: the one the route to --connect uses)
 
 
 @dataclass
@@ -377,7 +380,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg = parse_args(argv)
     print("CONFIG " + json.dumps(asdict(cfg)), flush=True)
     try:
-        s = run(cfg)
+        with capturing(cfg.capture, iface_for(cfg.capture, cfg.capture_iface, cfg.connect)):
+            s = run(cfg)
     except (ValueError, EdgeError, HandshakeError, TimeoutError, WireError, RetryExhausted) as e:  # a refusal, no edge
         print(f"{PROG}: error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
