@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -30,16 +31,24 @@ def read_run(run_dir: str | Path) -> tuple[dict, pd.DataFrame]:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ValueError(f"{run_dir}: not a directory (give a testbed.run --out directory)")
-    files = sorted(run_dir.glob("*/rounds.csv"))
+    files = sorted(run_dir.glob("*/rounds.csv")) + sorted(run_dir.glob("rounds.csv"))  # testbed.run; testbed.ue
     frames = [f for f in (_read_csv(p) for p in files) if len(f)]
     if not frames:
         raise ValueError(f"{run_dir}: no rounds (no <protocol>/rounds.csv with a row): not a finished testbed.run")
-    cfg_path = run_dir / "config.json"
-    cfg = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
     rounds = pd.concat(frames, ignore_index=True)
     if "t_link_s" not in rounds or rounds["t_link_s"].isna().all():
         raise ValueError(f"{files[0]}: line 1: no t_link_s column (written before rounds had a time): rerun it")
-    return cfg, rounds
+    return _run_config(run_dir), rounds
+
+
+def _run_config(run_dir: Path) -> dict:
+    """testbed.run's config.json; for a testbed.ue directory its config.toml (emulated when it has --link-json)."""
+    if (run_dir / "config.json").exists():
+        return json.loads((run_dir / "config.json").read_text())
+    if (run_dir / "config.toml").exists():
+        ue = tomllib.loads((run_dir / "config.toml").read_text())
+        return {"link_emulated": ue.get("link_json") not in (None, "", "none")}
+    return {}
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
