@@ -22,7 +22,7 @@ from pathlib import Path
 from channel.capture import capturing
 from channel.csi import CSI
 from channel.netns import exec_prefix, topology
-from channel.pcap import WindowStats, pcap_to_trace
+from channel.pcap import WindowStats, pcap_windows, stats_to_trace
 from channel.tc import clear_cmds, kernel_has_netem, run_all
 from channel.tcschedule import Side, play, schedule
 from channel.trace import CSITrace, save_trace
@@ -135,11 +135,8 @@ def run(out: Path, duration_s: float, window_s: float, burst_s: float) -> dict:
             srv.kill()
             srv.wait()
             run_all([c for s in sides for c in clear_cmds(s.dev, s.netns)])
-    got, stats = pcap_to_trace(str(out / "capture.pcap"), topo.ue_addr, f"{topo.edge_addr}:{PORT}", window_s)
-    save_trace(got, out / "trace.csv")
-    from channel.pcap import read_segments, Endpoint  # noqa: PLC0415
-    t0 = read_segments(str(out / "capture.pcap"), Endpoint.parse(topo.ue_addr),
-                       Endpoint.parse(f"{topo.edge_addr}:{PORT}"))[0].t_s
+    t0, stats = pcap_windows(str(out / "capture.pcap"), topo.ue_addr, f"{topo.edge_addr}:{PORT}", window_s)
+    save_trace(stats_to_trace(stats, window_s), out / "trace.csv")
     rows = compare(stats, t0, t_link0, trace, window_s)
     n_meas = sum(r["measurable"] for r in rows)
     result = {"netem": have, "windows": len(rows), "measurable": n_meas, "within": sum(r["within"] for r in rows),
