@@ -174,3 +174,11 @@ def _row_csi(row: dict[str, str | None], per_columns: tuple[str, ...], where: st
         return CSI(vals["rate_up_mbps"], vals["rate_down_mbps"], vals["rtt_ms"], per_up, per_down)
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
+
+
+if __name__ == "__main__":  # python -m channel.trace: the converters' command line (channel/tracecli.py)
+    import sys
+
+    from channel.tracecli import main
+
+    sys.exit(main())

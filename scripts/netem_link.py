@@ -5,6 +5,8 @@ Usage:
     sudo python -m scripts.netem_link --rate-mbps 20 --rtt-ms 40 --jitter-ms 2 --per 0.01 --hold-s 60
     # only print every command (no root needed, nothing is touched)
     python -m scripts.netem_link --rate-up-mbps 5 --rate-down-mbps 50 --rtt-ms 40 --dry-run
+    # replay a CSI trace as tc changes on its row times (print the schedule only with --dry-run)
+    sudo python -m scripts.netem_link --csi-trace scripts/traces/alternating_10s.csv --hold-s 40 --trace-loop
     # shape one existing device's egress (e.g. on a real host), whole RTT on this side
     sudo python -m scripts.netem_link --apply-to-dev eth1 --rtt-ms 40 --per 0.01 --rate-mbps 20 --hold-s -1
 
@@ -21,6 +23,7 @@ Exit codes: 0 ok (Ctrl-C during the hold included); 1 a tc/ip command failed; 2 
 from __future__ import annotations
 
 import contextlib
+import math
 import signal
 import statistics
 import sys
@@ -29,7 +32,10 @@ from dataclasses import dataclass, field
 
 import config
 from channel.netns import NetnsTopology, ping_rtts, require_root, topology
-from channel.tc import CommandError, LinkPlan, NetemSpec, applied, direction_specs, kernel_has_netem, plan_link
+from channel.tc import (CommandError, LinkPlan, NetemSpec, applied, clear_cmds, direction_specs, kernel_has_netem,
+                        plan_link)
+from channel.tcschedule import Side, play, schedule
+from channel.trace import load_trace
 
 EXIT_OK, EXIT_CMD, EXIT_USAGE, EXIT_ROOT, EXIT_PING, EXIT_INTERRUPT, EXIT_TERM = 0, 1, 2, 3, 4, 130, 143
 
@@ -53,6 +59,8 @@ class NetemLinkConfig:
     netns: str | None = None  # namespace holding --apply-to-dev (None: this one)
     side: str = field(default="ue", metadata={"choices": ("ue", "edge")})  # with --apply-to-dev: which rate to use
     half_rtt: bool = False  # with --apply-to-dev: put only half the RTT here
+    csi_trace: str | None = None  # CSV trace (channel.trace) applied as a schedule of tc changes over time
+    trace_loop: bool = False  # repeat --csi-trace for the whole --hold-s
 
 
 def parse_args(argv: list[str] | None = None) -> NetemLinkConfig:
@@ -122,6 +130,9 @@ def run_topology(args: NetemLinkConfig) -> int:
     with topology(dry_run=args.dry_run, echo=print) as topo:
         print(f"topology: {topo.ue_ns} ({topo.ue_dev} {topo.ue_addr}) <-> {topo.edge_ns} ({topo.edge_dev} {topo.edge_addr})")
         have = detect(topo.ue_dev, topo.ue_ns, args)
+        if args.csi_trace:
+            sides = [Side(topo.ue_dev, topo.ue_ns, "up"), Side(topo.edge_dev, topo.edge_ns, "down")]
+            return play_trace(args, sides, have)
         plans = [("uplink", plan_link(up, topo.ue_dev, topo.ue_ns, have)),
                  ("downlink", plan_link(down, topo.edge_dev, topo.edge_ns, have))]
         with contextlib.ExitStack() as stack:
@@ -137,6 +148,9 @@ def run_topology(args: NetemLinkConfig) -> int:
 def run_single(args: NetemLinkConfig) -> int:
     if not args.dry_run:
         require_root()
+    if args.csi_trace:
+        have = detect(args.apply_to_dev, args.netns, args)
+        return play_trace(args, [Side(args.apply_to_dev, args.netns, "up" if args.side == "ue" else "down")], have)
     spec = single_dev_spec(args)
     plan = plan_link(spec, args.apply_to_dev, args.netns, detect(args.apply_to_dev, args.netns, args))
     show_plan(args.apply_to_dev, plan)
@@ -145,11 +159,30 @@ def run_single(args: NetemLinkConfig) -> int:
     return EXIT_OK
 
 
+def play_trace(args: NetemLinkConfig, sides: list[Side], have_netem: bool) -> int:
+    """Apply --csi-trace as tc changes on its row times (for --hold-s, else one trace period); then clear."""
+    trace = load_trace(args.csi_trace, loop=args.trace_loop)
+    duration = args.hold_s if args.hold_s > 0 else trace.period_s
+    if not math.isfinite(duration):
+        raise ValueError(f"{args.csi_trace}: a one-row trace has no length: give --hold-s")
+    steps = schedule(trace, sides, duration, have_netem, args.jitter_ms, args.limit_pkts)
+    print(f"trace {args.csi_trace}: {len(steps)} tc changes over {duration:g} s"
+          + ("" if have_netem else "; without netem only the rates (tbf): replay RTT/PER in channel.emulator"))
+    cleanup = [c for s in sides for c in clear_cmds(s.dev, s.netns)]
+    with applied([], cleanup, dry_run=args.dry_run, echo=print):
+        play(steps, have_netem, dry_run=args.dry_run)
+        if not args.dry_run:
+            time.sleep(max(0.0, duration - steps[-1].t_s))
+    return EXIT_OK
+
+
 def run(args: NetemLinkConfig) -> int:
     """Validate, then shape either the two-namespace topology or one device; always clean up."""
     try:
         link_specs(args)
-    except ValueError as err:
+        if args.csi_trace:
+            load_trace(args.csi_trace)
+    except (ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
     try:

@@ -65,7 +65,8 @@ PROG = "python -m testbed.run"  # as users type it: --help and error lines
 SHARED = ("auth", "heartbeat_ivl_ms", "heartbeat_timeout_ms", "dtype")  # RunConfig fields given to UEs and edge alike
 UE_SET_BY_RUN = ("connect", "prompts", "prompts_file", "out", "ue_id", "protocol", "device", "seed", "link_json",
                  "link_t0_epoch_s", "reference", "pair", "keep_done") + SHARED  # UEConfig fields the run sets for each UE process
-EDGE_SET_BY_RUN = ("bind", "device", "max_draft_len", "max_session_tokens", "pair") + SHARED  # ServeConfig fields set
+EDGE_SET_BY_RUN = ("bind", "device", "max_draft_len", "max_session_tokens", "pair", "capture",
+                   "capture_iface") + SHARED  # ServeConfig fields set
 
 
 @dataclass
@@ -317,9 +318,18 @@ def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, ou
     ue = dataclasses.replace(cfg.ue, connect=site.connect, prompts=n, prompts_file=str(prompts), out=str(out),
                              ue_id=f"ue{u}", protocol=proto, device=cfg.device, seed=cfg.seed, link_json=link_json,
                              link_t0_epoch_s=site.t0_epoch_s, reference=False,  # the run compares with the target
-                             keep_done=cfg.continue_dir is not None,
+                             keep_done=cfg.continue_dir is not None, capture=_capture_path(cfg, proto, u),
                              **_shared(cfg))
     return ["testbed.ue", *config.to_argv(ue)]
+
+
+def _capture_path(cfg: RunConfig, proto: str, u: int) -> str | None:
+    """--capture as given for one protocol and one UE, else FILE-<protocol>-ue<u>.pcap per UE process."""
+    c = cfg.ue.capture
+    if not c or (len(cfg.protocols()) == 1 and cfg.ues == 1):
+        return c
+    p = Path(c)
+    return str(p.with_name(f"{p.stem}-{proto}-ue{u}{p.suffix or '.pcap'}"))
 
 
 def _shared(cfg: RunConfig) -> dict:

@@ -37,6 +37,7 @@ import torch
 import zmq
 
 import config
+from channel.capture import capturing, iface_for
 from testbed.common.heads import load_policy
 from testbed.live.auth import open_bind_refusal, open_bind_warning, serve_curve
 from testbed.live.edgeserver import EdgeServer
@@ -191,7 +192,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg = parse_args(argv)
     log.info("config %s", asdict(cfg))
     try:
-        serve(cfg)
+        with capturing(cfg.capture, iface_for(cfg.capture, cfg.capture_iface, cfg.bind)):
+            serve(cfg)
     except ValueError as e:  # a bad --head, --target, --auth DIR or heartbeat setting
         print(f"{PROG}: error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)

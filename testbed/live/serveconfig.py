@@ -83,6 +83,8 @@ class ServeConfig:
     heartbeat_timeout_ms: int = field(default=HEARTBEAT_TIMEOUT_MS, metadata={
         "min": 0})  # a session whose UE sent no keepalive (or message) this long is freed, ms
     auth: str | None = None  # key dir from testbed.keys: require CURVE, accept only DIR/clients/*.key (None: anyone)
+    capture: str | None = None  # record a pcap of the edge's traffic here (root; tcpdump, else scapy)
+    capture_iface: str | None = None  # interface to capture on (None: the one of --bind's address; 0.0.0.0: give it)
     insecure: bool = False  # serve beyond loopback without --auth (protected mode refuses it otherwise)
     journal: str | None = None  # append opens, per-round commits and drops to this JSONL file (testbed/live/journal.py)
     vllm: VllmConfig = field(default_factory=VllmConfig)  # --engine vllm: the engine options passed to vLLM

@@ -29,6 +29,7 @@ from transformers import PreTrainedModel
 import config
 from channel.emulator import parse_hostport
 from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
+from channel.capture import capturing, iface_for
 from channel.trace import CSITrace
 from protocols.handshake import Vocab
 from protocols.ue_side import EdgeError, HandshakeError, UEParams, UESession
@@ -132,7 +133,7 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
         measured = run_round(client, sess, in_force if csi_source(cfg, loc.link) == "configured" else est.csi())
         row = RoundRow(prompt_id=pid, ue_id=cfg.ue_id, prompt_len=len(ids), prefix_len=prefix, **measured,
                        **_csi_columns(in_force, est, measured=loc.link is None),
-                       outage_s=_outage_s(trace, t_link, cfg.link_t0_epoch_s))
+                       t_link_s=t_link, outage_s=_outage_s(trace, t_link, cfg.link_t0_epoch_s))
         rows.append(row)
         if loc.log:
             loc.log.append(row)
@@ -270,7 +271,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg = parse_args(argv)
     print("CONFIG " + json.dumps(asdict(cfg)), flush=True)
     try:
-        s = run(cfg)
+        with capturing(cfg.capture, iface_for(cfg.capture, cfg.capture_iface, cfg.connect)):
+            s = run(cfg)
     except (ValueError, EdgeError, HandshakeError, TimeoutError, WireError, RetryExhausted) as e:  # a refusal, no edge
         print(f"{PROG}: error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)

@@ -93,4 +93,6 @@ class UEConfig:
     heartbeat_timeout_ms: int = field(default=HEARTBEAT_TIMEOUT_MS, metadata={
         "min": 0})  # a connection silent this long after a PING is redialled, ms
     auth: str | None = None  # key dir from testbed.keys: CURVE with DIR/client.key_secret, DIR/edge.key (None: none)
+    capture: str | None = None  # record a pcap of the run here (root; tcpdump, else scapy): channel.trace from-pcap
+    capture_iface: str | None = None  # interface to capture on (None: the one the route to --connect uses)
     keep_done: bool = False  # keep the prompts complete in --out's files and run only the rest (testbed.run --continue)

@@ -69,6 +69,7 @@ class RoundRow:
     draft_conf_min: float | None = None  # block's least max probability
     draft_entropy_mean: float | None = None  # block's mean drafter entropy, nats
     draft_margin_mean: float | None = None  # block's mean top-1 minus top-2 probability
+    t_link_s: float | None = None  # round start on the link's clock, s (emulated: since the link started; real: epoch)
     outage_s: float | None = None  # link outage within the round (emulated link's outages), s; 0: none crossed
     retries: int | None = None  # resends of the round's DRAFT after a receive timeout or a busy edge (live UE)
     resumed: int | None = None  # re-OPENs with the committed prefix during the round: the edge had lost the session
