@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     if config.run_reporting("python -m scripts.gpu_check", body):
         return 2
     print((Path(cfg.out) / "gpu_check.md").read_text())
-    missed = [g["measure"] for g in report["goals"] if g["met"] is False]
+    missed = [g["measure"] for g in report["goals"] if g["met"] is False and not (cfg.tiny and g["gpu_only"])]
     return 1 if report["errors"] or missed else 0
 
 

@@ -1,5 +1,5 @@
 """Bytes per round against the latency model's payload formulas with this wire format's packing (pure), for every
-protocol the testbed runs end to end: ``auto`` rounds by the protocol each one used, ``tree`` by eqs. s_tree/s_tree_fb."""
+protocol the testbed runs end to end: ``auto`` rounds by the protocol each one used, ``tree`` by s_tree/s_tree_fb."""
 from __future__ import annotations
 
 import math

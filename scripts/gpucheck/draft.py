@@ -9,10 +9,12 @@ from wisv.decoding.sessions import DraftSession
 
 
 def draft_ms_per_token(drafter: PreTrainedModel, prompt: list[int], tokens: int, repeats: int, device: str) -> dict:
-    """Median ms per token of drafting ``tokens`` greedily after ``prompt`` (prefill untimed, cache rolled back)."""
+    """Median ms per token of drafting ``tokens`` greedily after ``prompt``: each run feeds the prompt's last token,
+    then its own drafts, one forward per token (the rest of the prompt prefilled, untimed)."""
     sess, clock = DraftSession(drafter, prompt), timer(device)
     sess.draft(1)  # prefill the prompt
-    base = sess.cached_len
+    base = len(prompt) - 1
+    sess.rollback(base)
     times = []
     for i in range(repeats + 1):  # the first run warms up
         secs = clock(lambda: sess.draft(tokens))

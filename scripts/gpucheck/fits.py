@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from wisv.serving.estimator import batch_features, fit_profile
-from wisv.timing.calibrate import CallTiming, fit_compute, profile_from_fit
+from wisv.timing.calibrate import CallTiming, ComputeFit, fit_compute, profile_from_fit
 from wisv.timing.compute import ModelDims, verify_flops
 from wisv.timing.hardware import HardwareProfile, get_profile
 from wisv.timing.roundtime import n_weights, t_verify_s
@@ -33,11 +33,31 @@ def single_timings(rows: list[dict], dims: ModelDims) -> list[CallTiming]:
 
 def measured_profile(rows: list[dict], dims: ModelDims, name: str, peak_tflops: float, source: str
                      ) -> tuple[HardwareProfile, dict]:
-    """An eq. 11 profile (eta and per-call overheads) fitted on the batch-1 points, and how well it fits."""
-    fit = fit_compute(single_timings(rows, dims))
+    """An eq. 11 profile (eta and per-call overheads) fitted on the batch-1 points, and how well it fits; when the
+    points fix no FLOP rate (a noisy CPU whose time does not grow with K), the line through the fastest and the
+    largest point instead."""
+    timings = single_timings(rows, dims)
+    try:
+        fit = fit_compute(timings)
+    except ValueError as e:
+        fit, why = two_point_fit(timings), f"two-point fit ({e})"
+    else:
+        why = "eq. 11 fit (wisv.timing.calibrate.fit_compute)"
     prof = profile_from_fit(fit, peak_tflops, name, source)
-    return prof, {"rel_err_median": fit.rel_err_median, "rel_err_p90": fit.rel_err_p90, "n_used": fit.n_used,
-                  "n_total": fit.n_total}
+    return prof, {"method": why, "rel_err_median": fit.rel_err_median, "rel_err_p90": fit.rel_err_p90,
+                  "n_used": fit.n_used, "n_total": fit.n_total}
+
+
+def two_point_fit(timings: list[CallTiming]) -> ComputeFit:
+    """The line through the fastest call and the largest (most FLOPs) one: its slope the FLOP rate (the largest
+    call alone when it is not slower), its value at zero FLOPs the phase overhead (pure)."""
+    fast, big = min(timings, key=lambda t: t.seconds), max(timings, key=lambda t: t.flops)
+    slower = big.seconds > fast.seconds and big.flops > fast.flops
+    rate = (big.flops - fast.flops) / (big.seconds - fast.seconds) if slower else big.flops / big.seconds
+    phase = max(0.0, fast.seconds - fast.flops / rate)
+    rel = [abs(phase + t.flops / rate - t.seconds) / t.seconds for t in timings]
+    return ComputeFit(phase, 0.0, 0.0, rate, len(timings), len(timings), float(np.median(rel)),
+                      float(np.quantile(rel, 0.9)))
 
 
 def ratio_per_k(rows: list[dict], dims: ModelDims, profile: str = "a40") -> list[dict]:

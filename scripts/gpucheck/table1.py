@@ -74,6 +74,7 @@ def table1(traces: Path, edges: dict[str, HardwareProfile]) -> pd.DataFrame:
                     for label, dep in deps.items():
                         s = summarize(trace, prompt_latencies(trace, method, constant(csi), dep))
                         row |= {"aal": s["aal"], "rounds_per_prompt": s["rounds_per_prompt"],
-                                f"latency_s_{label}": s["latency_s"], f"throughput_tok_s_{label}": s["throughput_tok_s"]}
+                                f"latency_s_{label}": s["latency_s"],
+                                f"throughput_tok_s_{label}": s["throughput_tok_s"]}
                     rows.append(row)
     return pd.DataFrame(rows)
