@@ -17,7 +17,6 @@ from scripts.gpucheck import build, bytes as gbytes, fits, hostfiles, report, ta
 from scripts.gpucheck.env import profile_name
 from scripts.gpucheck.lossless import NEAR_TIE_GAP, near_tie_tolerance
 from scripts.gpucheck.plan import FULL, TINY, grid_points, prompt_ids
-from protocols.accounting import wire_payload_bits
 from wisv.models.loader import PairError, load_model
 from wisv.timing.compute import get_architecture
 from wisv.timing.hardware import HardwareProfile, get_profile, save_profile
@@ -80,8 +79,8 @@ def test_the_noisy_head_drafter_shares_the_decoder():
 
 
 def _rounds(protocol: str, rows: list[tuple[str, int, int]], scale: float = 1.0) -> pd.DataFrame:
-    pb = wire_payload_bits(TINY.drafter.hidden, TINY.drafter.vocab)
-    bits = [gbytes.round_bits(p, k, m, pb) for p, k, m in rows]
+    bits = [gbytes.round_bits(p, k, m, gbytes.protocol_bits(p, TINY.drafter.hidden, TINY.drafter.vocab))
+            for p, k, m in rows]
     return pd.DataFrame({"protocol": [p for p, _, _ in rows], "drafted": [k for _, k, _ in rows],
                          "queried": [m for *_, m in rows], "uplink_bytes": [scale * u / 8 for u, _ in bits],
                          "downlink_bytes": [d / 8 for _, d in bits]})
@@ -109,7 +108,7 @@ def test_goals_hold_the_check_to_the_issue_and_mark_the_gpu_timing_ones():
     got = {g["measure"]: g for g in report.goals(rep)}
     assert got["whole check"]["met"] and got["estimator held-out R^2"]["met"]
     assert got["estimator held-out MAPE %"]["met"] is False and got["estimator held-out MAPE %"]["gpu_only"]
-    assert got["bytes/round vs payload model (worst |ratio - 1|)"]["value"] == pytest.approx(0.004)
+    assert got["uplink bytes/round vs payload model (worst |ratio - 1|)"]["value"] == pytest.approx(0.004)
     assert report.goals({})[0]["met"] is None
     assert "## Goals" in report.markdown(rep | {"environment": {"device_name": "x"}})
 
