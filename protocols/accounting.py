@@ -25,17 +25,22 @@ def message_bytes(msg) -> int:
     return wire_bytes(encode(msg))
 
 
+SESSION_TOKEN = "0" * 32  # a live edge's session token (testbed/live/admission.py: 128 bits in hex)
+
+
 @lru_cache(maxsize=64)
-def wire_payload_bits(d_d: int, vocab: int, k: int = 8, features: bool = False) -> PayloadBits:
+def wire_payload_bits(d_d: int, vocab: int, k: int = 8, features: bool = False, token: bool = False) -> PayloadBits:
     """PayloadBits of this testbed's wire format (int32 ids and positions, fp16 hidden/probs; with ``features``,
-    each DRAFT also carries the [K, 3] fp16 draft features).
+    each DRAFT also carries the [K, 3] fp16 draft features; with ``token``, the session token a live edge
+    (``testbed.serve``) requires in every uplink message of a session, which in-process sessions do without).
 
     Overheads are measured by encoding representative messages, so the cost model predicts
     the bytes this testbed actually sends.
     """
     csi = {"rate_up_mbps": 1.0, "rate_down_mbps": 1.0, "rtt_ms": 1.0, "per_up": 0.0, "per_down": 0.0}
     tensors = {"tokens": np.zeros(k, np.int32)} | ({"features": np.zeros((k, 3), np.float16)} if features else {})
-    draft = make(MsgType.DRAFT, "ue-0000", tensors, round=100, t_draft_s=0.01, csi=csi, protocol="fh")
+    draft = make(MsgType.DRAFT, "ue-0000", tensors, round=100, t_draft_s=0.01, csi=csi, protocol="fh",
+                 **({"token": SESSION_TOKEN} if token else {}))
     b_feat = 3 * 16 if features else 0
     o_up = message_bytes(draft) * 8 - k * (32 + b_feat)
     verdict = make(MsgType.VERDICT, "ue-0000", None, round=100, n_accepted=3, next_token=300, mismatches=2,

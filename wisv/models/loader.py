@@ -109,12 +109,30 @@ def check_same_vocab(drafter_tok, target_tok) -> None:
                         f"{only_d} only in drafter, {only_t} only in target, {moved} with different IDs")
 
 
+RANDOM_WEIGHTS_FILE = "random_weights.json"  # {"seed": N} beside config.json: weights drawn, not read
+
+
 def load_model(path: Path, role: str, device: str, dtype: torch.dtype) -> PreTrainedModel:
-    """Load one causal LM in eval mode, with the restricted LM head its directory saves, if any."""
+    """Load one causal LM in eval mode, with the restricted LM head its directory saves, if any; a directory with
+    ``random_weights.json`` instead of weights gets seeded random weights built in memory (``random_model``)."""
     check_model_dir(path, role)
+    if (Path(path) / RANDOM_WEIGHTS_FILE).is_file():
+        return random_model(Path(path), device, dtype).eval()
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     load_head(model, path)
     return model.to(device).eval()
+
+
+def random_model(path: Path, device: str, dtype: torch.dtype) -> PreTrainedModel:
+    """The directory's config.json with the seeded random weights of transformers' own init, built on ``device``
+    (no weight file read or written): the same seed, device and dtype give the same weights in every process."""
+    try:
+        seed = int(json.loads((path / RANDOM_WEIGHTS_FILE).read_text())["seed"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise PairError(f"{path / RANDOM_WEIGHTS_FILE}: expected {{\"seed\": INT}} ({e})") from e
+    torch.manual_seed(seed)
+    with torch.device(device):
+        return AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), dtype=dtype)
 
 
 def load_pair(drafter: str | Path | None = None, target: str | Path | None = None,

@@ -32,6 +32,7 @@ from pathlib import Path
 ROLES = ("ue", "edge", "any")
 LOCAL = "local"  # name of the measured profile of this machine
 LOCAL_PROFILE_PATH = Path(__file__).resolve().parents[2] / "results" / "local_profile.json"  # calibrate's default
+MEASURED_DIR = Path(__file__).resolve().parents[2] / "results" / "profiles"  # NAME.json: measured profiles by name
 CALIBRATE_CMD = "python -m testbed.simulate calibrate --out {path}"  # how the local profile file is made
 
 
@@ -115,21 +116,37 @@ PROFILES: dict[str, HardwareProfile] = {p.name: p for p in (
         source="NVIDIA Ada whitepaper, RTX 4090: 165.2 TFLOPS FP16/BF16 tensor dense with FP32 accumulate (what "
                "PyTorch uses; 330.3 with FP16 accumulate); 1008 GB/s GDDR6X. eta = roofline bound at 1 token/pass "
                "(0.0061), i.e. tuned for drafting; use with_roofline_eta() when it verifies."),
+    HardwareProfile(
+        "h100", peak_tflops=989.4, eta=0.027, role="edge", mem_bw_gbps=3350.0,
+        source="NVIDIA H100 SXM5 80GB datasheet: 989.4 TFLOPS BF16 tensor dense (1979 with sparsity); 3.35 TB/s "
+               "HBM3 (the PCIe card: 756 TFLOPS, 2.0 TB/s). eta = roofline bound at 8 tokens/pass (0.0271). The "
+               "measured profile of `python -m scripts.gpu_check` is `h100-measured` (MEASURED_DIR)."),
+    HardwareProfile(
+        "h200", peak_tflops=989.4, eta=0.039, role="edge", mem_bw_gbps=4800.0,
+        source="NVIDIA H200 SXM 141GB datasheet: 989.4 TFLOPS BF16 tensor dense (1979 with sparsity); 4.8 TB/s "
+               "HBM3e. eta = roofline bound at 8 tokens/pass (0.0388)."),
 )}
 
 
-def get_profile(name: str, local_path: str | Path | None = None) -> HardwareProfile:
-    """Named profile from ``PROFILES``, or ``"local"``: the measured profile file (default ``LOCAL_PROFILE_PATH``)."""
+def get_profile(name: str, local_path: str | Path | None = None, measured_dir: Path = MEASURED_DIR) -> HardwareProfile:
+    """Named profile from ``PROFILES``, ``"local"`` (the measured profile file, default ``LOCAL_PROFILE_PATH``), or a
+    measured device profile ``measured_dir/NAME.json`` (e.g. ``h100-measured``, written by scripts.gpu_check)."""
     if name == LOCAL:
         path = Path(local_path) if local_path is not None else LOCAL_PROFILE_PATH
         if not path.is_file():
             raise ValueError(f"no measured 'local' hardware profile at {path}; run "
                              f"`{CALIBRATE_CMD.format(path=path)}` on this machine first")
         return load_profile(path)
-    try:
+    if name in PROFILES:
         return PROFILES[name]
-    except KeyError:
-        raise ValueError(f"unknown hardware profile {name!r}; known: {sorted(PROFILES) + [LOCAL]}") from None
+    if name.replace("-", "").replace("_", "").isalnum() and (measured_dir / f"{name}.json").is_file():
+        return load_profile(measured_dir / f"{name}.json")
+    raise ValueError(f"unknown hardware profile {name!r}; known: {known_profiles(measured_dir)}")
+
+
+def known_profiles(measured_dir: Path = MEASURED_DIR) -> list[str]:
+    """Every name ``get_profile`` resolves: the presets, ``local`` and the measured profiles on disk."""
+    return sorted(PROFILES) + [LOCAL] + sorted(p.stem for p in measured_dir.glob("*.json"))
 
 
 def with_roofline_eta(profile: HardwareProfile, tokens_per_pass: int) -> HardwareProfile:

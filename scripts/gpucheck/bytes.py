@@ -1,0 +1,61 @@
+"""Bytes per round against the latency model's payload formulas with this wire format's packing (pure), for every
+protocol the testbed runs end to end: ``auto`` rounds by the protocol each one used, ``tree`` by s_tree/s_tree_fb.
+
+The packing is ``wire_payload_bits`` with the live edge's session token, its uplink overhead ``o_up`` measured per
+protocol on that protocol's own DRAFT: an FH or tree DRAFT carries a second tensor (hidden states, parents), whose
+descriptor and frame a tokens-only DRAFT does not have.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from dataclasses import replace
+
+import numpy as np
+
+from protocols.accounting import SESSION_TOKEN, message_bytes, wire_payload_bits
+from protocols.wire import MsgType, make
+from scripts.scale_shapes import model_round_bits
+from wisv.timing.latency import PayloadBits, s_tree, s_tree_fb
+
+WITHIN = 0.01  # the goal: measured / model within 1% per direction
+
+
+def protocol_bits(protocol: str, d_d: int, vocab: int, k: int = 8) -> PayloadBits:
+    """The wire packing of ``protocol``'s rounds: ``o_up`` = its representative DRAFT's bits less its payload."""
+    pb = wire_payload_bits(d_d, vocab, k, token=True)
+    extra = {"fh": ("hidden", np.zeros((k, d_d), np.float16), k * pb.s_h),
+             "tree": ("parents", np.zeros(k, np.int32), k * pb.b_idx)}.get(protocol)
+    if extra is None:
+        return pb
+    name, tensor, bits = extra
+    csi = {"rate_up_mbps": 1.0, "rate_down_mbps": 1.0, "rtt_ms": 1.0, "per_up": 0.0, "per_down": 0.0}
+    draft = make(MsgType.DRAFT, "ue-0000", {"tokens": np.zeros(k, np.int32), name: tensor}, round=100,
+                 t_draft_s=0.01, csi=csi, protocol=protocol, token=SESSION_TOKEN)
+    return replace(pb, o_up=message_bytes(draft) * 8 - k * pb.b_tok - bits)
+
+
+def round_bits(protocol: str, k: int, m: int, pb: PayloadBits) -> tuple[float, float]:
+    """(uplink, downlink) model bits of one round of ``protocol`` (K drafted, m queried)."""
+    if protocol == "tree":
+        return s_tree(k, pb), s_tree_fb(k, pb)
+    return model_round_bits(protocol, k, m, pb)
+
+
+def bytes_check(protocol: str, rounds: pd.DataFrame, d_d: int, vocab: int) -> dict:
+    """Mean measured and model bytes per round, each direction, and their ratio (measured / model)."""
+    pbs = {p: protocol_bits(p, d_d, vocab) for p in ("greedy", "fh", "sh", "tree", "reject")}
+    per_round = rounds["protocol"].fillna(protocol) if "protocol" in rounds else pd.Series(protocol, rounds.index)
+    queried = rounds["queried"].fillna(0).astype(int) if "queried" in rounds else pd.Series(0, rounds.index)
+    used = per_round if protocol == "auto" else pd.Series(protocol, rounds.index)
+    model = [round_bits(p, int(k), int(m), pbs[p]) for p, k, m in zip(used, rounds["drafted"], queried)]
+    out = {"rounds": len(rounds), "drafted_per_round": float(rounds["drafted"].mean()),
+           "protocols_used": per_round.value_counts().to_dict()}
+    for i, (side, col) in enumerate((("up", "uplink_bytes"), ("down", "downlink_bytes"))):
+        measured, predicted = float(rounds[col].sum()), sum(b[i] for b in model) / 8
+        ratio = measured / predicted if predicted else math.nan
+        out |= {f"{side}_bytes_per_round": measured / len(rounds), f"{side}_model_bytes_per_round":
+                predicted / len(rounds), f"{side}_ratio": ratio, f"{side}_within_1pct": abs(ratio - 1) <= WITHIN}
+    return out
