@@ -25,7 +25,9 @@ def test_the_other_lists_ask_the_registry():
     from testbed.sim import cli
     assert run.ALL_PROTOCOLS is ALL_PROTOCOLS and bench_link.ALL_PROTOCOLS is ALL_PROTOCOLS
     assert cli.METHODS is ROUND_PROTOCOLS
-    assert run.RunConfig(protocol="all").protocols() == list(ALL_PROTOCOLS)
+    # all: every protocol the edge's head can serve; the toy pair's default head reads drafter hidden states (no ef)
+    assert run.RunConfig(protocol="all").protocols() == [p for p in ALL_PROTOCOLS if p != "ef"]
+    assert run.RunConfig(protocol="all", edge=run.ServeConfig(head="none")).protocols() == list(ALL_PROTOCOLS)
 
 
 def test_the_time_model_covers_every_round_protocol():
