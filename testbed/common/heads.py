@@ -40,7 +40,7 @@ def load_policy(head: str, tau: float | None = None, target: str | None = None,
     hidden sizes than ``target_hidden`` raises ValueError."""
     if head == "default":
         path = default_head_dir(target)
-        if path is None or not (path / "head.json").is_file():
+        if path is None or not ((path / "head.json").is_file() or is_judge_dir(path)):
             why = "no named pair has this target" if path is None else f"no head at {path}"
             return RejectAll(), FALLBACK_TAU if tau is None else tau, \
                 f"none (no default head: {why}; pass --head PATH for this target)"

@@ -2,6 +2,8 @@
 import pytest
 import torch
 
+from wisv.head.judges import JudgePolicy
+
 from protocols.edge_side import ProtocolError, _check_head_width
 from testbed.common.heads import default_head_dir, load_policy
 from wisv import pairs
@@ -39,7 +41,7 @@ def test_default_follows_the_named_pair_of_the_target(tmp_path, monkeypatch):
     p, _, desc = load_policy("wisv-paper", None, str(target))
     assert isinstance(p, HeadPolicy) and "smollm2-head" in desc and "h_draft" in p.inputs
     p, _, desc = load_policy("default", None, str(target))
-    assert "h_draft" not in p.inputs and "smollm2-judges" in desc  # served by ef: no hidden upload
+    assert isinstance(p, JudgePolicy) and "h_draft" not in p.inputs and "smollm2-judges" in desc  # served by ef
     assert default_head_dir(None) == default_head_dir(pairs.resolve_pair("toy").target) == pairs.pair_head_dir("toy")
     monkeypatch.setitem(pairs.JUDGE_DIRS, "smollm2", tmp_path / "no-judges")
     assert default_head_dir(target) == pairs.pair_head_dir("smollm2")  # no judges shipped: the paper head
