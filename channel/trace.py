@@ -177,8 +177,6 @@ def _row_csi(row: dict[str, str | None], per_columns: tuple[str, ...], where: st
 
 
 if __name__ == "__main__":  # python -m channel.trace: the converters' command line (channel/tracecli.py)
-    import sys
+    import runpy
 
-    from channel.tracecli import main
-
-    sys.exit(main())
+    runpy.run_module("channel.tracecli", run_name="__main__")  # by name: the CLI imports this module, not the reverse
