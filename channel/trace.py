@@ -177,6 +177,7 @@ def _row_csi(row: dict[str, str | None], per_columns: tuple[str, ...], where: st
 
 
 if __name__ == "__main__":  # python -m channel.trace: the converters' command line (channel/tracecli.py)
-    import runpy
+    import importlib
+    import sys
 
-    runpy.run_module("channel.tracecli", run_name="__main__")  # by name: the CLI imports this module, not the reverse
+    sys.exit(importlib.import_module("channel.tracecli").main())  # by name: the CLI imports this module, not the reverse
