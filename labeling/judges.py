@@ -1,7 +1,8 @@
 """Stage (judges): train our edge judge and the peer judges on labelled mismatches, choose every tau on a dev slice.
 
 Reads one or more run directories (``collect`` + ``label``: traces.npz with the edge features, labels.csv with the
-harm label) and splits each by prompt: every ``dev_every``-th episode is dev, the rest train.  Nothing here reads a
+harm label), leaves out the mismatches whose draft token is the target's EOS (acceptance always rejects those: keeping
+one ends the output early, which the harm label cannot see), and splits each by prompt: every ``dev_every``-th episode is dev, the rest train.  Nothing here reads a
 test pool.  Judges (wisv/head/judges.py):
 
 - ``edge`` (ours): logistic regression (or an MLP) over what the edge knows for free, its scalar features and its
@@ -51,6 +52,8 @@ def load_data(run_dirs: list[str], dev_every: int) -> dict[str, np.ndarray]:
         rows = lab.index.to_numpy()
         if (tr["draft_id"][rows] != lab["draft_id"].to_numpy()).any():
             raise ValueError(f"{run_dir}: labels.csv does not match traces.npz (draft ids differ)")
+        rows = rows[tr["draft_id"][rows] != target_eos(run_dir)]  # a draft EOS is always rejected (wisv_accept)
+        lab = lab.loc[rows]
         part = {key: tr[key][rows].astype(np.float32) for key in SOURCES.values()}
         part["y"] = lab["harmful"].to_numpy(np.float32)
         part["turns_wrong"] = lab["turns_wrong"].to_numpy(np.float32)
@@ -60,6 +63,14 @@ def load_data(run_dirs: list[str], dev_every: int) -> dict[str, np.ndarray]:
         part["source"] = np.full(len(rows), k)
         parts.append(part)
     return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+
+
+def target_eos(run_dir: str) -> int | None:
+    """The EOS id of the target a run directory was collected with (its config), None if it has none."""
+    from transformers import AutoConfig
+    target = load_config(run_dir, "collect").get("target")
+    eos = getattr(AutoConfig.from_pretrained(target), "eos_token_id", None) if target else None
+    return eos[0] if isinstance(eos, list) else eos
 
 
 def prompt_files(run_dirs: list[str]) -> list[str]:

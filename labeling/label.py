@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -31,7 +32,7 @@ from labeling.forced import Forced, Job, forced_cached
 from labeling.harm import harm_label, window_ppl_ratio
 from labeling.store import EPISODES, LABELS, load_config, load_traces, require, save_config, stage_path
 from wisv.tasks.evaluate import eos_id, mismatch_kind
-from wisv.models.loader import load_pair
+from wisv.models.loader import ModelPair, load_pair
 from wisv.tasks.jsonl import read_jsonl
 from wisv.decoding.speculative import truncate_output
 from wisv.tasks.textquality import token_nll
@@ -156,25 +157,29 @@ def forced_batched(model, episodes: list[dict], jobs: list[Job], batch: int, pad
 
 def label_rows(model, tok, episodes: list[dict], tr: dict, checker: Checker, budget: int, cfg: LabelConfig,
                settled: Settled | None = None) -> pd.DataFrame:
-    """One row per mismatch: episode, position, kind, both outcomes, the window perplexity ratio and the harm label.
-    Mismatches whose outcome is settled before them (``settled``) generate only the fluency window; the rest run to
-    EOS or the budget, and at least the window (so a ratio near the budget does not depend on the batch: last
-    round's code read fewer tokens there when no row of its batch went further).  The forced window's NLLs come
-    from the episode's own pass (the draft token) and the continuation's decode logits: ``cfg.engine`` cached
-    (labeling/forced.py) or batched (``forced_batched``)."""
+    """One row per mismatch: episode, position, kind, both outcomes, the window perplexity ratio and the harm label
+    (see ``force`` for how the forced continuations run)."""
+    order, short, forced = force(model, tok, episodes, tr, budget, cfg, settled)
+    rows = [label_row(tok, episodes, tr, i, f, checker, budget, cfg, short[i]) for i, f in zip(order, forced)]
+    return pd.DataFrame(rows).sort_values("row", ignore_index=True)
+
+
+def force(model, tok, episodes: list[dict], tr: dict, budget: int, cfg: LabelConfig,
+          settled: Settled | None = None) -> tuple[list[int], dict[int, bool], list[Forced]]:
+    """The forced continuation of every picked mismatch (``cfg.limit``): (trace rows in the order forced, whether
+    each is settled, their ``Forced``).  Mismatches whose outcome is settled before them (``settled``) generate
+    only the fluency window; the rest run to EOS or the budget, and at least the window (so a ratio near the budget
+    does not depend on the batch: last round's code read fewer tokens there when no row of its batch went
+    further).  ``cfg.engine``: cached (labeling/forced.py) or batched (``forced_batched``)."""
     picked = subsample(len(tr["episode"]), cfg.limit)
     short = dict(zip(picked, rollout_plan(tok, episodes, tr, picked, settled)))
     window = max(1, cfg.fluency_window - 1)  # tokens after the draft token that the ratio reads
     steps = {i: window if short[i] else max(window, budget - int(tr["position"][i]) - 1) for i in picked}
     if cfg.engine == "batched":  # window-only first, like lengths: each batch generates its longest row's steps
         order = sorted(picked, key=lambda i: (not short[i], int(tr["position"][i])))
-        forced = forced_batched(model, episodes, [_job(tr, i, steps[i]) for i in order], cfg.batch,
-                                tok.pad_token_id or 0)
-    else:
-        order = picked
-        forced = forced_cached(model, episodes, [_job(tr, i, steps[i]) for i in order], cfg.batch)
-    rows = [label_row(tok, episodes, tr, i, f, checker, budget, cfg, short[i]) for i, f in zip(order, forced)]
-    return pd.DataFrame(rows).sort_values("row", ignore_index=True)
+        jobs = [_job(tr, i, steps[i]) for i in order]
+        return order, short, forced_batched(model, episodes, jobs, cfg.batch, tok.pad_token_id or 0)
+    return picked, short, forced_cached(model, episodes, [_job(tr, i, steps[i]) for i in picked], cfg.batch)
 
 
 def _job(tr: dict, i: int, steps: int) -> Job:
@@ -206,22 +211,41 @@ def report(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def run(cfg: LabelConfig) -> pd.DataFrame:
-    """Label every mismatch of cfg.run_dir's traces; writes labels.csv."""
+@dataclass
+class Inputs:
+    """What the label stage reads: the pair, the collect run and the task's checker."""
+
+    pair: ModelPair  # drafter, target and tokenizer of the collect stage
+    episodes: list[dict]  # episodes.jsonl rows, each with its target ``outcome`` under the checker
+    traces: dict  # traces.npz arrays (one row per mismatch)
+    checker: Checker  # the task checker (free-form rows pass)
+    budget: int  # collect's generation budget, tokens
+    settled: Settled | None  # the settled-prefix test
+
+
+def load_inputs(cfg: LabelConfig) -> Inputs:
+    """Load cfg.run_dir's collect output, its pair and the checker; set torch's threads."""
     torch.set_num_threads(cfg.threads)
     ccfg = load_config(cfg.run_dir, "collect")
-    pair = load_pair(ccfg["drafter"], ccfg["target"], cfg.device)
     checker = free_form_aware(resolve_checker(cfg.checker))
     episodes = read_jsonl(require(cfg.run_dir, EPISODES, "collect"))
     for e in episodes:
         e["outcome"] = bool(checker(e["text"], e["answer"]))
-    df = label_rows(pair.target, pair.tokenizer, episodes, load_traces(cfg.run_dir), checker,
-                    ccfg["max_new_tokens"], cfg, resolve_settled(cfg.settled, cfg.checker))
+    return Inputs(load_pair(ccfg["drafter"], ccfg["target"], cfg.device), episodes, load_traces(cfg.run_dir), checker,
+                  ccfg["max_new_tokens"], resolve_settled(cfg.settled, cfg.checker))
+
+
+def run(cfg: LabelConfig) -> pd.DataFrame:
+    """Label every mismatch of cfg.run_dir's traces; writes labels.csv."""
+    inp = load_inputs(cfg)
+    df = label_rows(inp.pair.target, inp.pair.tokenizer, inp.episodes, inp.traces, inp.checker, inp.budget, cfg,
+                    inp.settled)
     df.to_csv(stage_path(cfg.run_dir, LABELS), index=False)
     save_config(cfg.run_dir, "label", cfg, {**{f"{c}_fraction": float(df[c].mean()) for c in
                                                ("harmful", "turns_wrong", "disfluent", "helpful", "changed")},
                                             "harmful": int(df["harmful"].sum()), "helpful": int(df["helpful"].sum()),
                                             "labelled": len(df), "settled_before": int(df["settled"].sum()),
-                                            "target_outcome_rate": sum(e["outcome"] for e in episodes) / len(episodes)})
+                                            "target_outcome_rate": sum(e["outcome"] for e in inp.episodes)
+                                            / len(inp.episodes)})
     print(report(df))
     return df

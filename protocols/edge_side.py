@@ -227,7 +227,7 @@ class EdgeSession:
         ef = edge_features(p.block.logits.cpu(), p.block.hidden.cpu(), p.tokens, p.mismatches)
         reject = self.policy.reject_probs(hd, ht, p.mismatches, p.csi, ef)
         t_head = time.perf_counter() - t0
-        return wisv_accept(draft, argmax, reject, policy_tau(self.policy, self.tau, p.csi)), t_head
+        return wisv_accept(draft, argmax, reject, policy_tau(self.policy, self.tau, p.csi), self.eos), t_head
 
     def _sample(self, draft: torch.Tensor, block: Block, probs: np.ndarray) -> Verdict:
         q = torch.from_numpy(np.asarray(probs, dtype=np.float64))  # [K, V'] fp16 on the wire

@@ -79,3 +79,20 @@ def test_engines_give_the_same_label_rows(settled):
     assert cached[exact].equals(batched[exact])
     for col in ("nll_draft", "nll_target", "ppl_ratio"):
         assert list(cached[col]) == pytest.approx(list(batched[col]), rel=1e-4)
+
+
+def test_bench_agreement_names_the_rows_that_differ():
+    """scripts/bench_label's comparison: a flipped label, a continuation that differs only past the ratio's window,
+    and one that differs inside it, each named; float columns by their largest relative difference."""
+    import pandas as pd
+
+    from scripts.bench_label import CLOSE, EXACT, agreement
+    a = pd.DataFrame({c: [0, 0, 0] for c in EXACT} | {c: [1.0, 2.0, 4.0] for c in CLOSE} | {"row": [0, 1, 2]})
+    b = a.copy()
+    b.loc[1, "harmful"], b.loc[2, "ppl_ratio"] = 1, 5.0
+    conts_a, conts_b = {0: [1, 2, 3, 4], 1: [5, 6], 2: [7]}, {0: [1, 2, 3, 9, 9], 1: [5, 8], 2: [7, 1, 1]}
+    got = agreement(a, b, conts_a, conts_b, window=3)
+    assert not got["labels_agree"] and got["rows_with_other_labels"] == [1]
+    assert got["rows_with_other_continuations"] == [0, 1] and got["rows_with_other_window_tokens"] == [1]
+    assert got["max_rel_diff"]["ppl_ratio"] == pytest.approx(0.2) and got["max_rel_diff"]["nll_draft"] == 0
+    assert agreement(a, a, conts_a, conts_a, 3)["labels_agree"]

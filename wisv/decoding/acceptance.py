@@ -93,7 +93,7 @@ def speculative_sampling_from_logits(draft: torch.Tensor, q_probs: torch.Tensor,
 
 
 def wisv_accept(draft: torch.Tensor, target_argmax: torch.Tensor, reject_probs: torch.Tensor,
-                tau: float) -> Verdict:
+                tau: float, eos_token_id: int | None = None) -> Verdict:
     """WISV semantic acceptance (SPEC eq. 27 and rollback rule).
 
     Only greedy-mismatch positions are candidates; matching positions are always accepted.
@@ -102,11 +102,14 @@ def wisv_accept(draft: torch.Tensor, target_argmax: torch.Tensor, reject_probs: 
     draft[:r] (accepted mismatches commit the *draft* token) and the target's argmax at r.
     If none is rejected the whole draft is committed plus the bonus target_argmax[K].
     ``tau = 0`` rejects every mismatch (plain greedy SD); ``tau = inf`` accepts every draft token.
+    A mismatching draft EOS (``eos_token_id``: the target would go on) is always rejected: keeping it would end the
+    output early, which no token-level harm label sees.
     """
     mism = mismatch_positions(draft, target_argmax)
     if reject_probs.shape[0] != len(mism):
         raise ValueError(f"reject_probs has {reject_probs.shape[0]} entries for {len(mism)} mismatches")
-    rejected = [pos for pos, p in zip(mism, reject_probs.tolist()) if p >= tau]
+    rejected = [pos for pos, p in zip(mism, reject_probs.tolist())
+                if p >= tau or (eos_token_id is not None and int(draft[pos]) == eos_token_id)]
     r = rejected[0] if rejected else None
     n = draft.shape[0] if r is None else r
     return Verdict(n, int(target_argmax[n]), tuple(mism), r)

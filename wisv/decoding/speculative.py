@@ -144,12 +144,12 @@ def truncate_output(committed: list[int], budget: int, eos_token_id: int | None)
 
 
 def _verdict(rule: Rule, draft: torch.Tensor, q: torch.Tensor | None, logits: torch.Tensor, argmax: torch.Tensor,
-             mism_probs: torch.Tensor | None, tau: float, temperature: float, gen) -> Verdict:
+             mism_probs: torch.Tensor | None, tau: float, temperature: float, gen, eos: int | None = None) -> Verdict:
     if rule == "sampling":
         q = q if q is not None else logits.new_zeros(0, logits.shape[-1]).double()  # nothing drafted
         return speculative_sampling_from_logits(draft, q, logits, temperature, gen)
     if rule == "wisv":
-        return wisv_accept(draft, argmax, mism_probs, tau)
+        return wisv_accept(draft, argmax, mism_probs, tau, eos)
     return greedy_accept_ids(draft, argmax)
 
 
@@ -178,7 +178,7 @@ def _round(d: DraftSession, t: VerifySession, k: int, ctx: RoundContext, index: 
     ef = edge_features(blk.logits.cpu(), blk.hidden.cpu(), dr.tokens, mism) if mism else None
     probs = ctx.policy.reject_probs(hd, ht, mism, ctx.csi, ef) if (rule == "wisv" and mism) else torch.zeros(0)
     tau = policy_tau(ctx.policy, ctx.tau, ctx.csi)
-    v = _verdict(rule, draft, dr.probs, blk.logits, blk.argmax, probs, tau, ctx.temperature, gen)
+    v = _verdict(rule, draft, dr.probs, blk.logits, blk.argmax, probs, tau, ctx.temperature, gen, ctx.eos)
     committed = t.commit(dr.tokens, v.n_accepted, v.next_token)
     d.commit(committed)
     return RoundRecord(index, len(dr.tokens), v.n_accepted, mism, v.next_token, dr.tokens, blk.argmax.tolist(),

@@ -116,3 +116,11 @@ def test_sampling_preserves_target_distribution():
     # The drafter's distribution is measurably different, so this test can fail.
     q_expected = (q_rows[0][:, None] * q_rows[1][None, :]).flatten().numpy()
     assert chisquare(counts, q_expected / q_expected.sum() * n).pvalue < 1e-6
+
+
+def test_wisv_never_keeps_a_mismatching_draft_eos():
+    draft, argmax = torch.tensor([5, 2, 7]), torch.tensor([5, 9, 7, 1])  # draft EOS (2) where the target goes on
+    assert wisv_accept(draft, argmax, torch.tensor([0.0]), 0.5).n_accepted == 3  # without the EOS id: kept
+    v = wisv_accept(draft, argmax, torch.tensor([0.0]), 0.5, eos_token_id=2)
+    assert (v.n_accepted, v.next_token, v.rejected_at) == (1, 9, 1)
+    assert wisv_accept(torch.tensor([2]), torch.tensor([2, 4]), torch.zeros(0), 0.5, 2).n_accepted == 1  # a match
