@@ -113,3 +113,9 @@ COMMANDS = {"from-pcap": (FromPcap, from_pcap), "from-mahimahi": (FromMahimahi, 
 def main(argv: list[str] | None = None) -> int:
     return config.run_subcommand(PROG, __doc__.splitlines()[0], COMMANDS, argv,
                                  errors=(ValueError, FileNotFoundError, IsADirectoryError))
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
