@@ -51,7 +51,8 @@ def iface_to(peer_host: str) -> str:
     res = subprocess.run(["ip", "route", "get", host], capture_output=True, text=True, check=False)
     dev = route_dev(res.stdout)
     if res.returncode != 0 or dev is None:
-        raise ValueError(f"--capture: no route to {host} to find the interface ({res.stderr.strip() or res.stdout.strip()}): "
+        why = res.stderr.strip() or res.stdout.strip()
+        raise ValueError(f"--capture: no route to {host} to find the interface ({why}): "
                          "give --capture-iface")
     return dev
 

@@ -328,7 +328,8 @@ def pcap_windows(path: str, ue: str, edge: str, window_s: float, min_pairs: int 
     return window_stats(read_segments(path, Endpoint.parse(ue), Endpoint.parse(edge)), window_s, min_pairs)
 
 
-def pcap_to_trace(path: str, ue: str, edge: str, window_s: float, min_pairs: int = 8) -> tuple[CSITrace, list[WindowStats]]:
+def pcap_to_trace(path: str, ue: str, edge: str, window_s: float,
+                  min_pairs: int = 8) -> tuple[CSITrace, list[WindowStats]]:
     """The CSI trace of a capture, and what each window measured."""
     _, stats = pcap_windows(path, ue, edge, window_s, min_pairs)
     try:
