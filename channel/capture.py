@@ -24,6 +24,7 @@ from channel.tc import Cmd, ns_prefix
 
 SNAP_BYTES = 128  # bytes kept per packet: Ethernet, IP and TCP headers with options
 QUIET_S = 0.3  # after SIGINT the capture goes on until the socket has been quiet this long, s
+DRAIN_S = 1.0  # ... but no longer than this (a busy interface is never quiet), s
 ETH_P_ALL, SO_TIMESTAMPNS, PACKET_OUTGOING, ARPHRD_LOOPBACK = 0x0003, 35, 4, 772  # Linux constants
 LINK_TYPES = (1, ARPHRD_LOOPBACK)  # Ethernet, and loopback (which carries a zeroed Ethernet header)
 START_S = 1.0  # tcpdump: wait this long for it to start before the run goes on (scapy's says READY)
@@ -50,7 +51,8 @@ def iface_to(peer_host: str) -> str:
     res = subprocess.run(["ip", "route", "get", host], capture_output=True, text=True, check=False)
     dev = route_dev(res.stdout)
     if res.returncode != 0 or dev is None:
-        raise ValueError(f"--capture: no route to {host} to find the interface ({res.stderr.strip() or res.stdout.strip()}): "
+        why = res.stderr.strip() or res.stdout.strip()
+        raise ValueError(f"--capture: no route to {host} to find the interface ({why}): "
                          "give --capture-iface")
     return dev
 
@@ -104,7 +106,7 @@ def capturing(out: str | None, iface: str, netns: str | None = None) -> Iterator
 
 def sniff_to(iface: str, out: str) -> int:
     """Capture every packet on iface into out (pcap via scapy's writer, SNAP_BYTES each, kernel timestamps) until
-    SIGINT/SIGTERM, then until the socket has been quiet for QUIET_S; the packet count."""
+    SIGINT/SIGTERM, then until the socket has been quiet for QUIET_S (DRAIN_S at most); the packet count."""
     from scapy.utils import PcapWriter
 
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
@@ -114,12 +116,12 @@ def sniff_to(iface: str, out: str) -> int:
     sock.settimeout(QUIET_S)
     writer = PcapWriter(out, linktype=1, snaplen=SNAP_BYTES, sync=False)
     writer._write_header(None)  # write_packet() alone leaves out the file header
-    stop: list[int] = []
+    stop: list[float] = []  # when SIGINT/SIGTERM came
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.append(1))
+        signal.signal(sig, lambda *_: stop.append(time.monotonic()))
     print("READY", flush=True)
     n = 0
-    while True:
+    while not (stop and time.monotonic() - stop[0] > DRAIN_S):
         try:
             data, anc, _, addr = sock.recvmsg(65535, 64)
         except (TimeoutError, socket.timeout):

@@ -84,7 +84,9 @@ def run_to_trace(cfg: dict, rounds: pd.DataFrame, source: str, window_s: float, 
 def _columns(rounds: pd.DataFrame, source: str, emulated: bool) -> pd.DataFrame:
     """t, rtt, up, down, per_up, per_down of each round (unlimited rates: inf; missing PER: 0)."""
     rtt, up, down, pu, pd_ = COLUMNS[source]
-    get = lambda c: pd.to_numeric(rounds[c], errors="coerce") if c in rounds else pd.Series(np.nan, rounds.index)  # noqa: E731
+    def get(c: str) -> pd.Series:
+        return pd.to_numeric(rounds[c], errors="coerce") if c in rounds else pd.Series(np.nan, rounds.index)
+
     out = pd.DataFrame({"t": get("t_link_s"), "rtt": get(rtt), "up": get(up), "down": get(down)})
     if source == "link":  # an empty rate is an unlimited link
         out[["up", "down"]] = out[["up", "down"]].fillna(math.inf)

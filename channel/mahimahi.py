@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from channel.csi import CSI
+from channel.outage import Outages
 from channel.trace import CSITrace
 
 MTU_BYTES = 1500  # one Mahimahi delivery opportunity
@@ -84,18 +85,7 @@ def mahimahi_to_trace(up_ms: np.ndarray, down_ms: np.ndarray, rtt_ms: float, win
         rows.append(CSI(max(up[i], 1) * to_mbps, max(down[i], 1) * to_mbps, rtt_ms, per, per))
     first = next((c for c in rows if c is not None), None)
     rows = [c or first for c in rows]
-    return CSITrace(tuple(i * window_s for i in range(n)), tuple(rows), outage_spans=_merge(spans))
-
-
-def _merge(spans: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
-    """Adjacent spans joined."""
-    out: list[tuple[float, float]] = []
-    for a, b in spans:
-        if out and math.isclose(out[-1][1], a):
-            out[-1] = (out[-1][0], b)
-        else:
-            out.append((a, b))
-    return tuple(out)
+    return CSITrace(tuple(i * window_s for i in range(n)), tuple(rows), outage_spans=Outages.make(spans).spans)
 
 
 def trace_duration_s(trace: CSITrace, duration_s: float | None) -> float:

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from channel.csi import CSI
+from channel.outage import Outages
 from channel.trace import CSITrace
 
 ETH_BYTES = 14  # added to the IP length: tc's tbf counts Ethernet frames
@@ -211,7 +212,7 @@ def stats_to_trace(stats: list[WindowStats], window_s: float) -> CSITrace:
     csis = tuple(CSI(cols["rate_up_mbps"][i], cols["rate_down_mbps"][i], cols["rtt_ms"][i],
                      min(s.per_up, 0.99), min(s.per_down, 0.99)) for i, s in enumerate(stats))
     spans = tuple((i * window_s, (i + 1) * window_s) for i, s in enumerate(stats[:-1]) if s.outage)
-    return CSITrace(tuple(i * window_s for i in range(len(stats))), csis, outage_spans=_joined(spans))
+    return CSITrace(tuple(i * window_s for i in range(len(stats))), csis, outage_spans=Outages.make(list(spans)).spans)
 
 
 def _filled(values: list[float], name: str) -> list[float]:
@@ -225,13 +226,6 @@ def _filled(values: list[float], name: str) -> list[float]:
         last = last if math.isnan(v) else v
         out.append(last)
     return out
-
-
-def _joined(spans: tuple) -> tuple:
-    out: list[tuple[float, float]] = []
-    for a, b in spans:
-        out[-1:] = [(out[-1][0], b)] if out and math.isclose(out[-1][1], a) else out[-1:] + [(a, b)]
-    return tuple(out)
 
 
 def measured_line(stats: list[WindowStats]) -> str:
@@ -328,7 +322,8 @@ def pcap_windows(path: str, ue: str, edge: str, window_s: float, min_pairs: int 
     return window_stats(read_segments(path, Endpoint.parse(ue), Endpoint.parse(edge)), window_s, min_pairs)
 
 
-def pcap_to_trace(path: str, ue: str, edge: str, window_s: float, min_pairs: int = 8) -> tuple[CSITrace, list[WindowStats]]:
+def pcap_to_trace(path: str, ue: str, edge: str, window_s: float,
+                  min_pairs: int = 8) -> tuple[CSITrace, list[WindowStats]]:
     """The CSI trace of a capture, and what each window measured."""
     _, stats = pcap_windows(path, ue, edge, window_s, min_pairs)
     try:

@@ -42,7 +42,8 @@ class FromRun:
     """Turn a testbed.run directory's per-round records into a CSI trace."""
 
     run_dir: str = field(default="", metadata=POS)  # a testbed.run --out directory
-    source: str = field(default="estimate", metadata={"choices": fromrun.SOURCES})  # link: configured CSI; estimate: the UE's
+    source: str = field(default="estimate", metadata={
+        "choices": fromrun.SOURCES})  # link: the emulated link's CSI; estimate: the UE's own measurement
     window_s: float = field(default=1.0, metadata={"above": 0})  # one row per window with rounds, s
     out: str = ""  # CSV trace to write
 
@@ -106,7 +107,8 @@ def from_pcap(cfg: FromPcap) -> None:
         print(f"wrote {cfg.windows_out}: what each window measured")
 
 
-COMMANDS = {"from-pcap": (FromPcap, from_pcap), "from-mahimahi": (FromMahimahi, from_mahimahi), "to-mahimahi": (ToMahimahi, to_mahimahi),
+COMMANDS = {"from-pcap": (FromPcap, from_pcap), "from-mahimahi": (FromMahimahi, from_mahimahi),
+            "to-mahimahi": (ToMahimahi, to_mahimahi),
             "from-run": (FromRun, from_run)}
 
 

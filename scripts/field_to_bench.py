@@ -38,7 +38,7 @@ class _Stopped(Exception):
 
 
 def shape(topo, trace: CSITrace, duration_s: float, stop: threading.Event) -> threading.Thread:
-    """Play the trace on the veth (tbf) in a thread until stop is set."""
+    """Play the trace on the veth (tbf) in a daemon thread until stop is set."""
     sides = [Side(topo.ue_dev, topo.ue_ns, "up"), Side(topo.edge_dev, topo.edge_ns, "down")]
     steps = schedule(trace, sides, duration_s, have_netem=False)
 
@@ -61,18 +61,18 @@ def shape(topo, trace: CSITrace, duration_s: float, stop: threading.Event) -> th
 def field_run(out: Path, args: argparse.Namespace) -> None:
     """Steps 1-2: the captured run over the shaped namespace link."""
     py = [sys.executable, "-m"]
-    trace = CSITrace((0.0, args.step_s), (CSI(args.high_mbps, args.high_mbps, 0.0), CSI(args.low_mbps, args.low_mbps, 0.0)),
-                     loop=True)
+    high, low = CSI.symmetric(args.high_mbps, 0.0), CSI.symmetric(args.low_mbps, 0.0)
+    trace = CSITrace((0.0, args.step_s), (high, low), loop=True)
     save_trace(trace, out / "field_link.csv")
     with topology() as topo:
-        edge = subprocess.Popen(exec_prefix(topo.edge_ns) + py + ["testbed.serve", "--bind", f"tcp://{topo.edge_addr}:{PORT}"],
-                                stdout=subprocess.PIPE, text=True)
+        serve = ["testbed.serve", "--bind", f"tcp://{topo.edge_addr}:{PORT}"]
+        edge = subprocess.Popen(exec_prefix(topo.edge_ns) + py + serve, stdout=subprocess.PIPE, text=True)
         stop = threading.Event()
         try:
             for line in edge.stdout:
                 if line.startswith("READY"):
                     break
-            shaper = shape(topo, trace, 3600.0, stop)
+            shape(topo, trace, 3600.0, stop)
             subprocess.run(exec_prefix(topo.ue_ns) + py + [
                 "testbed.ue", "--connect", f"tcp://{topo.edge_addr}:{PORT}", "--prompts", str(args.prompts),
                 "--protocol", args.protocol, "--out", str(out / "field"), "--capture", str(out / "field.pcap")],
@@ -81,9 +81,7 @@ def field_run(out: Path, args: argparse.Namespace) -> None:
             stop.set()
             edge.terminate()
             edge.wait(timeout=30)
-            run_all([c for s in (topo.ue_dev, topo.edge_dev) for c in clear_cmds(s, topo.ue_ns if s == topo.ue_dev
-                                                                                   else topo.edge_ns)])
-        shaper.join(timeout=5)
+            run_all(clear_cmds(topo.ue_dev, topo.ue_ns) + clear_cmds(topo.edge_dev, topo.edge_ns))
         (out / "topology.json").write_text(json.dumps({"ue": topo.ue_addr, "edge": f"{topo.edge_addr}:{PORT}"}))
 
 

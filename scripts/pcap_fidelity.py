@@ -92,14 +92,19 @@ def compare(stats: list[WindowStats], t_capture0: float, t_link0: float, trace: 
     for i, s in enumerate(stats):
         mid = t_capture0 + (i + 0.5) * window_s - t_link0
         e = trace.at(mid)
-        checks = [abs(s.rate_up_mbps / e.rate_up_mbps - 1) <= RATE_TOL if not math.isnan(s.rate_up_mbps) else None,
-                  abs(s.rate_down_mbps / e.rate_down_mbps - 1) <= RATE_TOL if not math.isnan(s.rate_down_mbps) else None,
-                  abs(s.rtt_ms - e.rtt_ms) <= RTT_TOL_MS if not math.isnan(s.rtt_ms) else None]
+        checks = [_within(s.rate_up_mbps, e.rate_up_mbps, RATE_TOL * e.rate_up_mbps),
+                  _within(s.rate_down_mbps, e.rate_down_mbps, RATE_TOL * e.rate_down_mbps),
+                  _within(s.rtt_ms, e.rtt_ms, RTT_TOL_MS)]
         measurable = checks[0] is not None or checks[1] is not None
         rows.append({"window": i, "t_link_s": round(mid, 2), "up": s.rate_up_mbps, "emu_up": e.rate_up_mbps,
                      "down": s.rate_down_mbps, "emu_down": e.rate_down_mbps, "rtt_ms": s.rtt_ms, "emu_rtt_ms": e.rtt_ms,
                      "measurable": measurable, "within": measurable and all(c for c in checks if c is not None)})
     return rows
+
+
+def _within(measured: float, emulated: float, tol: float) -> bool | None:
+    """|measured - emulated| <= tol; None when not measured."""
+    return None if math.isnan(measured) else abs(measured - emulated) <= tol
 
 
 def table(rows: list[dict]) -> str:

@@ -58,3 +58,12 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     pd.DataFrame({"prompt_id": ["a"], "round": [0]}).to_csv(tmp_path / "greedy" / "rounds.csv", index=False)
     assert main(["from-run", str(tmp_path), "--out", str(tmp_path / "x.csv")]) == 2
     assert "rounds.csv: line 1: no t_link_s column" in capsys.readouterr().err
+
+
+def test_cli_source_link_on_a_real_link(tmp_path, capsys):
+    rounds([1e9], [None], [None], [30], [10]).to_csv(tmp_path / "rounds.csv", index=False)  # a testbed.ue directory
+    (tmp_path / "config.toml").write_text('link_json = "none"\n')
+    assert main(["from-run", str(tmp_path), "--source", "link", "--out", str(tmp_path / "x.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the run was on a real link, which has no configured CSI" in err
+    assert main(["from-run", str(tmp_path), "--out", str(tmp_path / "x.csv")]) == 0
