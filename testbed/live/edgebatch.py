@@ -22,7 +22,8 @@ from protocols.edge_side import EdgeSession
 from wisv.serving.batchverify import request_shape
 from wisv.serving.engine import VerifyEngine, VerifyRequest
 from wisv.serving.estimator import EstimatorProfile, LiveFit, live_update
-from wisv.serving.scheduler import Request, arrival_reserve_s, deadline_s, select_fcfs, select_slo
+from wisv.serving.scheduler import (LOST_ORDER_CHOICES, SCHEDULER_CHOICES, Request, arrival_reserve_s, deadline_s,
+                                    select_fcfs, select_slo)
 from wisv.decoding.sessions import Block
 from wisv.serving.wdt import SessionHistory, WDTPredictor, confidence_summary, stop_depth, update_session
 
@@ -34,8 +35,8 @@ Done = tuple[bytes, EdgeSession, Block | Exception, float, int]  # (peer, sessio
 
 @dataclass(frozen=True, kw_only=True)
 class BatcherConfig:
-    """How the batcher picks each batch: ServeConfig's --scheduler, --max-batch and slo flags (their choices and
-    bounds are checked there), in seconds."""
+    """How the batcher picks each batch: ServeConfig's --scheduler, --max-batch and slo flags, in seconds; checked on
+    construction (a ServeConfig built in code, not from flags, meets the same bounds)."""
 
     scheduler: str = "fcfs"  # batch selection: fcfs | slo (WISP; needs the estimator)
     max_batch: int = 16  # most requests in one verification pass
@@ -43,6 +44,16 @@ class BatcherConfig:
     lost_order: str = "last"  # slo: lost requests go last, or by EDF (the paper)
     slack_s: float | None = None  # slo: time a batch keeps before its earliest feasible deadline, s (None: guard_s)
     arrival_reserve: bool = True  # slo: no batch so long that a tight request arriving meanwhile must miss
+
+    def __post_init__(self) -> None:
+        if self.scheduler not in SCHEDULER_CHOICES:
+            raise ValueError(f"unknown scheduler {self.scheduler!r}; choose one of {SCHEDULER_CHOICES}")
+        if self.lost_order not in LOST_ORDER_CHOICES:
+            raise ValueError(f"unknown lost-request order {self.lost_order!r}; choose one of {LOST_ORDER_CHOICES}")
+        if self.guard_s < 0:
+            raise ValueError(f"guard time must be >= 0, got {self.guard_s}")
+        if self.slack_s is not None and self.slack_s < 0:
+            raise ValueError(f"batch slack must be >= 0, got {self.slack_s}")
 
 
 class DraftBatcher:
