@@ -20,7 +20,7 @@ from testbed.chaos import check
 from testbed.chaos.run import execute
 from testbed.common.files import prepare_out, write_json_atomic
 from testbed.live.cont import complete_lines
-from wisv.models.loader import builtin_paths, load_model, load_tokenizer
+from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype
 from wisv.tasks.evaluate import greedy_reference
 from wisv.tasks.prompts import prompt_rows
 
@@ -52,7 +52,8 @@ class ChaosConfig:
 def references(cfg: ChaosConfig, waves: list[check.Wave], rows: list[dict]) -> dict[str, list[int]]:
     """Target-only greedy outputs of the prompts the lossless protocols ran."""
     want = {p for w in waves if w.protocol in check.LOSSLESS for p in w.prompt_ids}
-    target = load_model(Path(cfg.target) if cfg.target else builtin_paths()[1], "target", "cpu")
+    target = load_model(Path(cfg.target) if cfg.target else builtin_paths()[1], "target", "cpu",
+                        resolve_dtype("auto", "cpu"))
     return {str(r["prompt_id"]): greedy_reference(target, list(r["prompt_ids"]), cfg.max_new_tokens)
             for r in rows if str(r["prompt_id"]) in want}
 
