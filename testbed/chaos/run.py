@@ -42,6 +42,11 @@ class Shell:
     link_t0: float = 0.0  # time.time() the link trace started
     endpoint: str = ""  # where UEs connect (the emulator)
     calls: queue.Queue = field(default_factory=queue.Queue)  # work for the main thread: (fn, done event, result)
+    locks: dict = field(default_factory=dict)  # target -> lock held through a fault (a restart takes its load time)
+    errors: list = field(default_factory=list)  # what failed on the main thread for a fault thread (fatal)
+
+    def lock(self, target: str) -> threading.Lock:
+        return self.locks.setdefault(target, threading.Lock())
 
     def on_main(self, fn):
         """Run ``fn()`` on the main thread and return its result: children are started there only (a child dies
@@ -49,6 +54,8 @@ class Shell:
         done, result = threading.Event(), {}
         self.calls.put((fn, done, result))
         done.wait()
+        if "error" in result:
+            raise result["error"]
         return result.get("value")
 
     def serve_calls(self) -> None:
@@ -57,6 +64,9 @@ class Shell:
             fn, done, result = self.calls.get()
             try:
                 result["value"] = fn()
+            except Exception as e:  # noqa: BLE001 - the fault thread re-raises it; the harness stops on it
+                result["error"] = e
+                self.errors.append(e)
             finally:
                 done.set()
 
@@ -123,6 +133,11 @@ def start_edge(shell: Shell) -> float:
 def inject(f: Fault, shell: Shell, ues: list[UE], t0: float, done: list) -> None:
     """Run one fault at its time; append what happened (kind, start, end, touched UEs, bound) to ``done``."""
     time.sleep(max(0.0, t0 + f.t_s - time.time()))
+    with shell.lock(f.target if f.kind != "probe" else "probe"):  # one fault at a time per target, restarts included
+        _inject(f, shell, ues, done)
+
+
+def _inject(f: Fault, shell: Shell, ues: list[UE], done: list) -> None:
     start, bound, touched = time.time(), f.duration_s + 5.0, None
     try:
         if f.kind == "edge_kill":
@@ -281,6 +296,8 @@ def _execute(cfg, out: Path, rows: list[dict], faults: list[Fault], shell: Shell
                 th.start()
             while time.time() < t0 + cfg.duration_s or any(th.is_alive() for th in threads):
                 shell.serve_calls()
+                if shell.errors:
+                    raise shell.errors[0]
                 supervise(ues, t0 + cfg.duration_s, problems)
                 time.sleep(0.1)
             deadline = time.time() + cfg.settle_s
