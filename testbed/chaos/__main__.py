@@ -61,7 +61,7 @@ def references(cfg: ChaosConfig, waves: list[check.Wave], rows: list[dict]) -> d
 def judge(cfg: ChaosConfig, res: dict, events: list[dict], refs: dict) -> dict:
     """Violations, recoveries and RSS growth of one run."""
     faults = [_restarted(f, events) for f in res["faults"]]
-    violations = list(res["problems"])
+    violations = [p for p in res["problems"] if not p.startswith("note: ")]
     for w in res["waves"]:
         violations += check.prompt_violations(w, refs)
     violations += check.journal_violations(res["waves"], events) + check.sessions_left(events)
@@ -99,6 +99,7 @@ def run(cfg: ChaosConfig) -> dict:
            "prompts_finished": sum(len([r for r in w.outputs if not r.get("error")]) for w in res["waves"]),
            "rounds": sum(len(w.rounds) for w in res["waves"]), "edge_load_s": res["edge_load_s"],
            "per_kind": verdict["per_kind"], "violations": verdict["violations"],
+           "notes": [p for p in res["problems"] if p.startswith("note: ")],
            "rss_growth": {str(k): v for k, v in verdict["rss_growth"].items()},
            "schedule": [f.to_dict() for f in res["schedule"]], "faults": verdict["faults"],
            "recoveries": verdict["recoveries"]}
