@@ -33,7 +33,8 @@ class ChaosConfig:
 
     seed: int = 0  # draws the fault schedule and the link trace (the same seed: the same schedule)
     duration_s: float = field(default=90.0, metadata={"above": 0})  # faults start within this long, s
-    warmup_s: float = field(default=10.0, metadata={"min": 0})  # no fault before this; RSS is measured from here, s
+    warmup_s: float = field(default=10.0, metadata={
+        "min": 0})  # no fault before this; an edge's RSS level is taken this long after its first commit, s
     mean_gap_s: float = field(default=5.0, metadata={"above": 0})  # mean time between two fault starts, s
     max_outage_s: float = field(default=20.0, metadata={"min": 1})  # longest link outage, s
     ues: int = field(default=6, metadata={"min": 1})  # UE processes (protocols cycle through the mix)
@@ -65,7 +66,7 @@ def judge(cfg: ChaosConfig, res: dict, events: list[dict], refs: dict) -> dict:
     for w in res["waves"]:
         violations += check.prompt_violations(w, refs)
     violations += check.journal_violations(res["waves"], events) + check.sessions_left(events)
-    growth = check.rss_growth(res["rss"], cfg.warmup_s)
+    growth = check.rss_growth(res["rss"], cfg.warmup_s, events)
     violations += [f"rss: edge PID {pid} grew {g:+.1%} after warm-up (bound {cfg.rss_growth_max:.0%})"
                    for pid, g in growth.items() if g > cfg.rss_growth_max]
     recs = check.recoveries(faults, res["commits"])
