@@ -95,7 +95,8 @@ class UE:
                                    [str(p["prompt_id"]) for p in prompts]))
             self.dir.mkdir(parents=True, exist_ok=True)
             write_jsonl(self.dir / "prompts.jsonl", prompts)
-        self.child = Child(f"ue{self.u}", self._args(keep_done), self.dir / "ue.log")
+        n = len(list(self.dir.glob("ue*.log")))  # one log per start: a restart keeps what the last one said
+        self.child = Child(f"ue{self.u}", self._args(keep_done), self.dir / f"ue{n}.log")
 
     @property
     def dir(self) -> Path:
@@ -228,8 +229,8 @@ HUNG_UP = "the edge refused the connection: handshake failed (errno"  # testbed/
 def _exit_problem(ue: UE, rc: int) -> str:
     """A UE's failed exit as a violation, or (``note:``) one the UE's contract allows: its first dial found the edge
     restarting behind the emulator, which hangs up mid-handshake (a UE fails fast at its start; its wave goes on)."""
-    log = (ue.dir / "ue.log").read_text(errors="replace")
-    what = f"ue{ue.u} wave {ue.wave} exited with {rc}; see {ue.dir / 'ue.log'}"
+    log = ue.child.log_path.read_text(errors="replace")
+    what = f"ue{ue.u} wave {ue.wave} exited with {rc}; see {ue.child.log_path}"
     return f"note: {what} (its first dial met the edge restarting)" if rc == 2 and HUNG_UP in log else f"stuck: {what}"
 
 
