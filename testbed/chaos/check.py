@@ -112,15 +112,20 @@ def recoveries(faults: list[dict], commits: dict[int, list[float]]) -> list[dict
     return out
 
 
-def rss_growth(samples: list[tuple[float, int, int]], warmup_s: float) -> dict[int, float]:
-    """Per edge PID: largest RSS over its level ``warmup_s`` after its first sample, minus 1 (0.1: +10%);
-    ``samples``: (time s, pid, rss bytes)."""
+def rss_growth(samples: list[tuple[float, int, int]], warmup_s: float, events: list[dict]) -> dict[int, float]:
+    """Per edge PID: largest RSS over its level once warm (``warmup_s`` after its first committed round, from the
+    journal ``events``: an idle edge's level is not its working one), minus 1 (0.1: +10%); ``samples``: (time s,
+    pid, rss bytes).  An edge process that never got warm is not judged."""
+    first = {}
+    for ev in events:
+        if ev["ev"] == "commit":
+            first[ev["pid"]] = min(first.get(ev["pid"], ev["t"]), ev["t"])
     by_pid: dict[int, list[tuple[float, int]]] = defaultdict(list)
     for t, pid, rss in samples:
         by_pid[pid].append((t, rss))
     out = {}
     for pid, s in by_pid.items():
-        warm = [r for t, r in s if t >= s[0][0] + warmup_s]
+        warm = [r for t, r in s if pid in first and t >= first[pid] + warmup_s]
         if len(warm) >= 2:
             out[pid] = max(warm) / warm[0] - 1.0
     return out

@@ -18,6 +18,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import zmq
+
 from testbed.chaos.check import Wave
 from testbed.chaos.schedule import Draw, Fault, draw_schedule, link_trace, trace_csv
 from testbed.common.link import LinkSpec
@@ -42,6 +44,11 @@ class Shell:
     link_t0: float = 0.0  # time.time() the link trace started
     endpoint: str = ""  # where UEs connect (the emulator)
     calls: queue.Queue = field(default_factory=queue.Queue)  # work for the main thread: (fn, done event, result)
+    locks: dict = field(default_factory=dict)  # target -> lock held through a fault (a restart takes its load time)
+    errors: list = field(default_factory=list)  # what failed on the main thread for a fault thread (fatal)
+
+    def lock(self, target: str) -> threading.Lock:
+        return self.locks.setdefault(target, threading.Lock())
 
     def on_main(self, fn):
         """Run ``fn()`` on the main thread and return its result: children are started there only (a child dies
@@ -49,6 +56,8 @@ class Shell:
         done, result = threading.Event(), {}
         self.calls.put((fn, done, result))
         done.wait()
+        if "error" in result:
+            raise result["error"]
         return result.get("value")
 
     def serve_calls(self) -> None:
@@ -57,6 +66,9 @@ class Shell:
             fn, done, result = self.calls.get()
             try:
                 result["value"] = fn()
+            except Exception as e:  # noqa: BLE001 - the fault thread re-raises it; the harness stops on it
+                result["error"] = e
+                self.errors.append(e)
             finally:
                 done.set()
 
@@ -83,7 +95,8 @@ class UE:
                                    [str(p["prompt_id"]) for p in prompts]))
             self.dir.mkdir(parents=True, exist_ok=True)
             write_jsonl(self.dir / "prompts.jsonl", prompts)
-        self.child = Child(f"ue{self.u}", self._args(keep_done), self.dir / "ue.log")
+        n = len(list(self.dir.glob("ue*.log")))  # one log per start: a restart keeps what the last one said
+        self.child = Child(f"ue{self.u}", self._args(keep_done), self.dir / f"ue{n}.log")
 
     @property
     def dir(self) -> Path:
@@ -123,6 +136,11 @@ def start_edge(shell: Shell) -> float:
 def inject(f: Fault, shell: Shell, ues: list[UE], t0: float, done: list) -> None:
     """Run one fault at its time; append what happened (kind, start, end, touched UEs, bound) to ``done``."""
     time.sleep(max(0.0, t0 + f.t_s - time.time()))
+    with shell.lock(f.target if f.kind != "probe" else "probe"):  # one fault at a time per target, restarts included
+        _inject(f, shell, ues, done)
+
+
+def _inject(f: Fault, shell: Shell, ues: list[UE], done: list) -> None:
     start, bound, touched = time.time(), f.duration_s + 5.0, None
     try:
         if f.kind == "edge_kill":
@@ -140,8 +158,7 @@ def inject(f: Fault, shell: Shell, ues: list[UE], t0: float, done: list) -> None
             shell.on_main(lambda: _kill_ue(ues[touched[0]]))
         elif f.kind == "probe":
             stop = threading.Event()
-            th = threading.Thread(target=lambda: PROBES[f.target](Target(f"tcp://127.0.0.1:{shell.port}"), stop),
-                                  daemon=True)
+            th = threading.Thread(target=_probe, args=(f.target, shell.port, stop), daemon=True)
             th.start()
             time.sleep(f.duration_s)
             stop.set()
@@ -153,6 +170,15 @@ def inject(f: Fault, shell: Shell, ues: list[UE], t0: float, done: list) -> None
             touched = [int(f.target[2:])] if f.target.startswith("ue") else [u.u for u in ues]
         done.append({**f.to_dict(), "start": start, "end": time.time(), "touched": touched, "bound_s": bound,
                      "ue_id": ues[touched[0]].waves[-1].ue_id if f.kind == "ue_kill" else None})
+
+
+def _probe(name: str, port: int, stop: threading.Event) -> None:
+    """Run one probe against the edge's own port; one that gives up early (no answer while the edge is down or
+    stopped: zmq.Again) ends the probe, not the harness."""
+    try:
+        PROBES[name](Target(f"tcp://127.0.0.1:{port}"), stop)
+    except zmq.ZMQError:
+        pass
 
 
 def _signal(proc, sig: int) -> None:
@@ -189,12 +215,23 @@ def supervise(ues: list[UE], until: float, problems: list[str]) -> None:
                 continue
             ue.child.stop()
             if rc != 0:
-                problems.append(f"stuck: ue{ue.u} wave {ue.wave} exited with {rc}; see {ue.dir / 'ue.log'}")
+                problems.append(_exit_problem(ue, rc))
                 ue.start(keep_done=True)
             elif time.time() < until:
                 ue.start()
             else:
                 ue.child = _Done()
+
+
+HUNG_UP = "the edge refused the connection: handshake failed (errno"  # testbed/live/auth.py, the UE's first dial
+
+
+def _exit_problem(ue: UE, rc: int) -> str:
+    """A UE's failed exit as a violation, or (``note:``) one the UE's contract allows: its first dial found the edge
+    restarting behind the emulator, which hangs up mid-handshake (a UE fails fast at its start; its wave goes on)."""
+    log = ue.child.log_path.read_text(errors="replace")
+    what = f"ue{ue.u} wave {ue.wave} exited with {rc}; see {ue.child.log_path}"
+    return f"note: {what} (its first dial met the edge restarting)" if rc == 2 and HUNG_UP in log else f"stuck: {what}"
 
 
 class _Done:
@@ -281,6 +318,8 @@ def _execute(cfg, out: Path, rows: list[dict], faults: list[Fault], shell: Shell
                 th.start()
             while time.time() < t0 + cfg.duration_s or any(th.is_alive() for th in threads):
                 shell.serve_calls()
+                if shell.errors:
+                    raise shell.errors[0]
                 supervise(ues, t0 + cfg.duration_s, problems)
                 time.sleep(0.1)
             deadline = time.time() + cfg.settle_s

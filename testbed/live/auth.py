@@ -127,27 +127,32 @@ def handshake_failure(event: int, value: int) -> str | None:
     return None
 
 
-def secure_connect(sock: zmq.Socket, endpoint: str, d: str | None, wait_s: float = HANDSHAKE_WAIT_S) -> None:
+def secure_connect(sock: zmq.Socket, endpoint: str, d: str | None, wait_s: float = HANDSHAKE_WAIT_S,
+                   hangup_ok: bool = False) -> None:
     """Connect a UE's socket (a CURVE client with ``d``'s keys, when given) and wait (at most ``wait_s``) for the
     first handshake's outcome: return on success or when the edge is not there yet (a later receive times out);
-    close the socket and raise HandshakeError, saying why, when the edge refused it."""
+    close the socket and raise HandshakeError, saying why, when the edge refused it.  ``hangup_ok``: a peer that
+    hung up mid-handshake is not a refusal (a redial to an edge that answered before: behind the link emulator or a
+    proxy, an edge restarting looks like that); libzmq redials, and the caller's retry window bounds it."""
     try:
         if d:
             client_curve(sock, d)
         mon = sock.get_monitor_socket(FAILED | zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_CONNECT_RETRIED)
         sock.connect(endpoint)
-        _settle(sock, mon, bool(d), wait_s)
+        _settle(sock, mon, bool(d), wait_s, hangup_ok)
     except BaseException:
         sock.close(0)
         raise
 
 
-def _settle(sock: zmq.Socket, mon: zmq.Socket, keyed: bool, wait_s: float) -> None:
+def _settle(sock: zmq.Socket, mon: zmq.Socket, keyed: bool, wait_s: float, hangup_ok: bool = False) -> None:
     deadline = time.monotonic() + wait_s
     try:
         while (left := deadline - time.monotonic()) > 0 and mon.poll(int(left * 1000) + 1):
             ev = recv_monitor_message(mon)
             event = int(ev["event"])
+            if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL and hangup_ok:
+                return
             if event & FAILED:
                 raise HandshakeError(refusal_text(handshake_failure(event, int(ev["value"])), keyed))
             if event in (zmq.EVENT_HANDSHAKE_SUCCEEDED, zmq.EVENT_CONNECT_RETRIED):

@@ -43,21 +43,22 @@ class Client:
         self.keepalive = (Keepalive(ctx, endpoint, f"{name}-ka", limits, heartbeat.ivl_ms / 1e3, auth)
                           if heartbeat.ivl_ms > 0 else None)  # keeps the open session alive while this one is idle
 
-    def _connect(self) -> zmq.Socket:
+    def _connect(self, redial: bool = False) -> zmq.Socket:
         sock = bound_socket(self.ctx.socket(zmq.DEALER), self.limits)
         self.identity = peer_identity(self.name)  # the edge routes by it; sessions follow their token, not it
         sock.setsockopt(zmq.IDENTITY, self.identity.encode())
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVTIMEO, int(self.timeout_s * 1000))
         self.heartbeat.apply(sock)
-        secure_connect(sock, self.endpoint, self.auth, min(self.timeout_s, HANDSHAKE_WAIT_S))  # refused: raises
+        secure_connect(sock, self.endpoint, self.auth, min(self.timeout_s, HANDSHAKE_WAIT_S),  # refused: raises
+                       hangup_ok=redial)  # a redial: an edge restarting behind the emulator hangs up mid-handshake
         return sock
 
     def reconnect(self) -> None:
         """Drop the socket and any late replies queued on it (after a timeout); dial again with a fresh identity (the
         edge does not hand an identity over to a new connection while the old one lingers)."""
         self.sock.close(0)
-        self.sock = self._connect()
+        self.sock = self._connect(redial=True)
 
     def send(self, msg: Message) -> int:
         """Encode and send; ``t_sent`` is stamped at the socket, after encoding (the codec is host work, not link)."""

@@ -15,13 +15,14 @@ SEED = 11  # its schedule holds all 8 kinds within 60 s
 
 
 @pytest.mark.slow
-def test_a_short_seeded_chaos_run_violates_no_invariant(pair_dirs, tmp_path: Path) -> None:
+def test_a_short_seeded_chaos_run_violates_no_invariant(tmp_path: Path) -> None:
+    """The built-in toy pair (its tokenizer gives the test split's prompts)."""
     out = tmp_path / "chaos"
     cmd = [sys.executable, "-m", "testbed.chaos", "--seed", str(SEED), "--duration-s", "60", "--warmup-s", "8",
            "--mean-gap-s", "3", "--max-outage-s", "6", "--ues", "4", "--prompts-per-wave", "2",
-           "--max-new-tokens", "24", "--drafter", str(pair_dirs.drafter), "--target", str(pair_dirs.target),
-           "--out", str(out)]
+           "--max-new-tokens", "24", "--out", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+    assert (out / "chaos.json").exists(), done.stderr[-3000:]
     doc = json.loads((out / "chaos.json").read_text())
     assert done.returncode == 0 and doc["violations"] == [], done.stdout[-3000:] + done.stderr[-3000:]
     assert doc["fault_kinds"] == 8 and doc["faults_injected"] >= 12

@@ -51,5 +51,6 @@ def test_recovery_is_from_the_faults_end_to_each_touched_ues_next_commit_and_rss
     faults = [{"kind": "outage", "start": 4.0, "end": 10.0, "touched": [0, 1, 2, 3], "bound_s": 11.0}]
     recs = recoveries(faults, {0: [3.0, 11.5], 1: [2.0, 14.0], 2: [3.0], 3: [15.0]})
     assert [(r["ue"], r["recovery_s"]) for r in recs] == [(0, 1.5), (1, 4.0)]  # 2: nothing left; 3: not at work
-    samples = [(t, 7, 100 if t < 10 else 200 + t) for t in range(0, 40)]  # the load, then +19/210 after warm-up
-    assert abs(rss_growth(samples, 10.0)[7] - (239 / 210 - 1)) < 1e-9
+    samples = [(t, 7, 100 if t < 10 else 200 + t) for t in range(0, 40)]  # idle, then working: +29/210 once warm
+    assert abs(rss_growth(samples, 5.0, [ev(5.0, "commit", pid=7)])[7] - (239 / 210 - 1)) < 1e-9
+    assert rss_growth(samples, 5.0, []) == {}  # never committed: never warm, not judged

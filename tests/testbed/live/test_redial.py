@@ -1,0 +1,35 @@
+"""Regression (found by the chaos harness, scripts/bench_chaos.py seed 35): behind the link emulator an edge that is
+restarting hangs up mid-handshake; a UE's redial must leave that to its retry window instead of dying with "the edge
+refused the connection", while its first dial still fails fast (a missing CURVE key looks the same)."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+import zmq
+
+from channel.emulator import LinkConfig, LinkEmulator
+from protocols.ue_side import HandshakeError
+from testbed.live.auth import secure_connect
+
+SEED = 35  # the bench_chaos seed whose run showed it
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_redial_to_an_edge_restarting_behind_the_emulator_is_not_a_refusal() -> None:
+    ctx = zmq.Context()
+    try:
+        with LinkEmulator(LinkConfig(target_port=closed_port(), seed=SEED)) as emu:  # the edge is down
+            first = ctx.socket(zmq.DEALER)
+            with pytest.raises(HandshakeError, match="hung up mid-handshake"):
+                secure_connect(first, emu.endpoint, None, 3.0)  # first dial: fails fast, as before
+            again = ctx.socket(zmq.DEALER)
+            secure_connect(again, emu.endpoint, None, 3.0, hangup_ok=True)  # a redial: returns, libzmq redials
+            again.close(0)
+    finally:
+        ctx.term()
