@@ -94,10 +94,14 @@ def _write(report: dict, out: Path) -> None:
     (out / "gpu_check.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> GpuCheckConfig:
     ap = config.add_flags(argparse.ArgumentParser(prog="python -m scripts.gpu_check",
                                                   description=__doc__.splitlines()[0]), GpuCheckConfig)
-    cfg = config.parse(GpuCheckConfig, argv, ap)
+    return config.parse(GpuCheckConfig, argv, ap)
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = parse_args(argv)
     report: dict = {}
 
     def body() -> None:
