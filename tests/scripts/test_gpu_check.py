@@ -79,7 +79,8 @@ def test_the_noisy_head_drafter_shares_the_decoder():
 
 
 def _rounds(protocol: str, rows: list[tuple[str, int, int]], scale: float = 1.0) -> pd.DataFrame:
-    bits = [gbytes.round_bits(p, k, m, gbytes.protocol_bits(p, TINY.drafter.hidden, TINY.drafter.vocab))
+    sh = gbytes.sh_overheads(TINY.drafter.hidden)
+    bits = [gbytes.round_bits(p, k, m, gbytes.protocol_bits(p, TINY.drafter.hidden, TINY.drafter.vocab), sh)
             for p, k, m in rows]
     return pd.DataFrame({"protocol": [p for p, _, _ in rows], "drafted": [k for _, k, _ in rows],
                          "queried": [m for *_, m in rows], "uplink_bytes": [scale * u / 8 for u, _ in bits],
