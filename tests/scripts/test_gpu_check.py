@@ -168,8 +168,9 @@ def test_host_files_leave_out_the_smollm2_drafter_and_keep_the_check():
 def test_table1_from_shipped_traces_reproduces_the_simulators_table():
     got = table1.table1(TRACES, {"a40": get_profile("a40")})
     committed = pd.read_csv(ROOT / "results" / "smollm2-head-table1" / "table.csv")
+    committed = committed[committed["draft_len"].isin(json.loads((TRACES / "table1.json").read_text())["draft_lens"])]
     merged = got.merge(committed, on=["method", "draft_len", "link"])
-    assert len(merged) == len(committed) == len(got)
+    assert len(merged) == len(committed) == len(got) > 0
     assert merged["latency_s_a40"].to_numpy() == pytest.approx(merged["latency_s"].to_numpy(), rel=1e-9)
     assert merged["aal_x"].to_numpy() == pytest.approx(merged["aal_y"].to_numpy())
 
