@@ -47,7 +47,8 @@ class State:
 def lossless_stage(st: State) -> None:
     p, target = st.plan, st.target_model()
     prompts = prompt_ids(p.prompts, p.prompt_len, p.target.vocab, st.seed)
-    drafter, info = build.calibrated_drafter(target, prompts, p.noise_sigmas, p.agreement, st.seed + 1)
+    drafter, info = build.calibrated_drafter(target, prompts, p.noise_sigmas, p.agreement, st.seed + 1,
+                                             p.drafter_logit_std)
     st.report["drafter"] = info
     st.report["lossless"] = lossless.run_lossless(target, drafter, prompts, p.new_tokens, p.draft_len, p.tree_budget)
     del drafter
