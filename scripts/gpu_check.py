@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -102,6 +103,7 @@ def parse_args(argv: list[str] | None = None) -> GpuCheckConfig:
 
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout` on the host: stop the edge and the runs too
     report: dict = {}
 
     def body() -> None:
