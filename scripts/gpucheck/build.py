@@ -66,6 +66,7 @@ def noisy_head_drafter(target: PreTrainedModel, sigma: float, seed: int, noise: 
     return drafter.eval()
 
 
+@torch.no_grad()
 def calibrated_drafter(target: PreTrainedModel, prompts: list[list[int]], sigmas: tuple[float, ...], want: float,
                        seed: int, logit_std: float = 8.0) -> tuple[PreTrainedModel, dict]:
     """The noisy-head drafter whose noise gives about ``want`` top-1 agreement on the prompts' positions, its
