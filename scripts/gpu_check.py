@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -94,10 +95,15 @@ def _write(report: dict, out: Path) -> None:
     (out / "gpu_check.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> GpuCheckConfig:
     ap = config.add_flags(argparse.ArgumentParser(prog="python -m scripts.gpu_check",
                                                   description=__doc__.splitlines()[0]), GpuCheckConfig)
-    cfg = config.parse(GpuCheckConfig, argv, ap)
+    return config.parse(GpuCheckConfig, argv, ap)
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout` on the host: stop the edge and the runs too
     report: dict = {}
 
     def body() -> None:

@@ -12,6 +12,7 @@ import pytest
 import config
 from channel import emulator, probe
 from labeling import __main__ as labeling_cli
+from scripts import gpu_check
 from scripts import (bench_core, bench_link, bench_scale, bench_smollm2_drafter, bench_tree, bench_verify,
                      import_graph, make_qa, model_card, netem_link, qa_accuracy, rejection_predictor, soak,
                      train_smollm2_drafter, train_toy_pair, ue_controls, validate_sim)
@@ -49,6 +50,7 @@ PARSED: dict[str, tuple[type, Callable]] = {
     "scripts/bench_scale.py": (bench_scale.ScaleBenchConfig, bench_scale.parse_args),
     "scripts/train_smollm2_drafter.py": (train_smollm2_drafter.DistillConfig, train_smollm2_drafter.parse_args),
     "scripts/bench_smollm2_drafter.py": (bench_smollm2_drafter.DrafterBenchConfig, bench_smollm2_drafter.parse_args),
+    "scripts/gpu_check.py": (gpu_check.GpuCheckConfig, gpu_check.parse_args),
 }
 
 # name -> (config class, its CLI's parse function returning the config; None: parse with the class's own flags)

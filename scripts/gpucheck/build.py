@@ -49,10 +49,12 @@ def pick_sigma(sigmas: tuple[float, ...], agreements: list[float], want: float) 
     return max(ok) if ok else min(sigmas)
 
 
-def noisy_head_drafter(target: PreTrainedModel, sigma: float, seed: int, noise: torch.Tensor | None = None
-                       ) -> PreTrainedModel:
-    """A drafter sharing the target's decoder (no copy) with LM head ``W + sigma * std(W) * N``: the target's
-    weights with small noise where they decide the token, so it agrees often, not always."""
+def noisy_head_drafter(target: PreTrainedModel, sigma: float, seed: int, noise: torch.Tensor | None = None,
+                       sharpen: float = 1.0) -> PreTrainedModel:
+    """A drafter sharing the target's decoder (no copy) with LM head ``sharpen * (W + sigma * std(W) * N)``: the
+    target's weights with small noise where they decide the token, so it agrees often, not always.  ``sharpen``
+    (a drafter temperature of 1 / sharpen) leaves its argmax alone; random weights give nearly flat distributions,
+    over which a best-first draft tree spreads one level wide instead of following the drafter's chain."""
     w = target.lm_head.weight  # [V, d]
     if noise is None:
         noise = torch.randn(w.shape, generator=torch.Generator(w.device).manual_seed(seed), device=w.device)
@@ -60,18 +62,23 @@ def noisy_head_drafter(target: PreTrainedModel, sigma: float, seed: int, noise: 
         drafter = AutoModelForCausalLM.from_config(target.config)
     drafter.model = target.model
     drafter.lm_head = nn.Linear(w.shape[1], w.shape[0], bias=False, device=w.device, dtype=w.dtype)
-    drafter.lm_head.weight.data = w.detach() + (sigma * w.float().std() * noise).to(w.dtype)
+    drafter.lm_head.weight.data = (sharpen * (w.detach().float() + sigma * w.float().std() * noise)).to(w.dtype)
     return drafter.eval()
 
 
+@torch.no_grad()
 def calibrated_drafter(target: PreTrainedModel, prompts: list[list[int]], sigmas: tuple[float, ...], want: float,
-                       seed: int) -> tuple[PreTrainedModel, dict]:
-    """The noisy-head drafter whose noise gives about ``want`` top-1 agreement on the prompts' positions."""
+                       seed: int, logit_std: float = 8.0) -> tuple[PreTrainedModel, dict]:
+    """The noisy-head drafter whose noise gives about ``want`` top-1 agreement on the prompts' positions, its
+    logits scaled to a standard deviation of about ``logit_std`` there."""
     w = target.lm_head.weight
     noise = torch.randn(w.shape, generator=torch.Generator(w.device).manual_seed(seed), device=w.device)  # [V, d]
-    agreements = head_agreement(final_hidden(target, prompts), w, noise, sigmas)
+    hidden = final_hidden(target, prompts)  # [N, d]
+    agreements = head_agreement(hidden, w, noise, sigmas)
     sigma = pick_sigma(sigmas, agreements, want)
-    drafter = noisy_head_drafter(target, sigma, seed, noise)
+    sharpen = logit_std / float((hidden @ w.T).float().std())
+    drafter = noisy_head_drafter(target, sigma, seed, noise, sharpen)
     del noise
-    return drafter, {"kind": "target decoder + noisy LM head", "sigma": sigma, "want_agreement": want,
+    return drafter, {"kind": "target decoder + noisy LM head", "sigma": sigma, "sharpen": sharpen,
+                     "want_agreement": want,
                      "agreement_by_sigma": dict(zip(map(str, sigmas), agreements))}

@@ -3,7 +3,8 @@ protocol the testbed runs end to end: ``auto`` rounds by the protocol each one u
 
 The packing is ``wire_payload_bits`` with the live edge's session token, its uplink overhead ``o_up`` measured per
 protocol on that protocol's own DRAFT: an FH or tree DRAFT carries a second tensor (hidden states, parents), whose
-descriptor and frame a tokens-only DRAFT does not have.
+descriptor and frame a tokens-only DRAFT does not have.  SH's second exchange is charged with the overheads of its
+own messages (HIDDEN up, HIDDEN_REQ down), measured the same way, where eqs. s_sh2 / s_req reuse o_up / o_dn.
 """
 from __future__ import annotations
 
@@ -37,11 +38,24 @@ def protocol_bits(protocol: str, d_d: int, vocab: int, k: int = 8) -> PayloadBit
     return replace(pb, o_up=message_bytes(draft) * 8 - k * pb.b_tok - bits)
 
 
-def round_bits(protocol: str, k: int, m: int, pb: PayloadBits) -> tuple[float, float]:
-    """(uplink, downlink) model bits of one round of ``protocol`` (K drafted, m queried)."""
+def sh_overheads(d_d: int) -> tuple[float, float]:
+    """(HIDDEN, HIDDEN_REQ) overhead bits: each message less its m hidden vectors or m positions (m = 1)."""
+    hidden = make(MsgType.HIDDEN, "ue-0000", {"hidden": np.zeros((1, d_d), np.float16)}, round=100,
+                  token=SESSION_TOKEN)
+    req = make(MsgType.HIDDEN_REQ, "ue-0000", {"positions": np.zeros(1, np.int32)}, round=100)
+    return message_bytes(hidden) * 8 - d_d * 16, message_bytes(req) * 8 - 32
+
+
+def round_bits(protocol: str, k: int, m: int, pb: PayloadBits, sh: tuple[float, float] | None = None
+               ) -> tuple[float, float]:
+    """(uplink, downlink) model bits of one round of ``protocol`` (K drafted, m queried); ``sh``: the overheads of
+    SH's second exchange (None: the latency model's o_up / o_dn)."""
     if protocol == "tree":
         return s_tree(k, pb), s_tree_fb(k, pb)
-    return model_round_bits(protocol, k, m, pb)
+    up, down = model_round_bits(protocol, k, 0 if sh is not None else m, pb)
+    if protocol == "sh" and sh is not None and m:
+        up, down = up + m * pb.s_h + sh[0], down + m * pb.b_idx + sh[1]
+    return up, down
 
 
 def bytes_check(protocol: str, rounds: pd.DataFrame, d_d: int, vocab: int) -> dict:
@@ -50,7 +64,8 @@ def bytes_check(protocol: str, rounds: pd.DataFrame, d_d: int, vocab: int) -> di
     per_round = rounds["protocol"].fillna(protocol) if "protocol" in rounds else pd.Series(protocol, rounds.index)
     queried = rounds["queried"].fillna(0).astype(int) if "queried" in rounds else pd.Series(0, rounds.index)
     used = per_round if protocol == "auto" else pd.Series(protocol, rounds.index)
-    model = [round_bits(p, int(k), int(m), pbs[p]) for p, k, m in zip(used, rounds["drafted"], queried)]
+    sh = sh_overheads(d_d)
+    model = [round_bits(p, int(k), int(m), pbs[p], sh) for p, k, m in zip(used, rounds["drafted"], queried)]
     out = {"rounds": len(rounds), "drafted_per_round": float(rounds["drafted"].mean()),
            "protocols_used": per_round.value_counts().to_dict()}
     for i, (side, col) in enumerate((("up", "uplink_bytes"), ("down", "downlink_bytes"))):

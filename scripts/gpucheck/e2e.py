@@ -73,6 +73,22 @@ class Edge:
             self.proc.wait()
 
 
+def run_child(argv: list[str]) -> tuple[int, str]:
+    """Run a child to its end, (exit status, its output); interrupted, it gets SIGTERM (a testbed.run then stops its
+    own UEs and emulator) and, after 30 s, SIGKILL."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out = proc.communicate()[0]
+    except BaseException:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
+    return proc.returncode, out
+
+
 def protocol_result(protocol: str, out: Path, plan: Plan, wall_s: float) -> dict:
     """What the report keeps of one protocol's run: bytes vs model, verify and draft ms per round, matches."""
     rounds = read_records(out / protocol / "rounds.csv")
@@ -100,11 +116,11 @@ def run_e2e(plan: Plan, work: Path, device: str, dtype: str, seed: int, protocol
         for proto in protocols:
             t1, out = time.perf_counter(), work / "runs" / proto
             argv = run_argv(edge.endpoint, drafter_dir, prompts, proto, out, device, dtype, plan, rate_mbps, rtt_ms)
-            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            (work / f"run-{proto}.log").write_text(proc.stdout)
-            if proc.returncode != 0:
-                results.append({"protocol": proto, "error": f"testbed.run exited {proc.returncode}: "
-                                                            f"{proc.stdout.strip().splitlines()[-1:]}"})
+            rc, log = run_child(argv)
+            (work / f"run-{proto}.log").write_text(log)
+            if rc != 0:
+                results.append({"protocol": proto,
+                                "error": f"testbed.run exited {rc}: {log.strip().splitlines()[-1:]}"})
                 continue
             results.append(protocol_result(proto, out, plan, time.perf_counter() - t1))
     return {"link": {"rate_mbps": rate_mbps, "rtt_ms": rtt_ms}, "edge_ready_s": edge_s, "protocols": results,

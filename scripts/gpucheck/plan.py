@@ -27,11 +27,12 @@ class Plan:
     warmup: int = 2  # untimed passes per grid point
     repeats: int = 5  # timed passes per grid point (the median is kept)
     e2e_prompts: int = 2  # testbed prompts per protocol
-    e2e_new_tokens: int = 24  # testbed tokens per prompt
+    e2e_new_tokens: int = 16  # testbed tokens per prompt
     draft_tokens: int = 32  # draft timing: tokens drafted per timed run
     memory_budget_mb: int = 16384  # the edge's and the grid's KV budget (batch 32 x prefix 1024 needs ~4.6 GB)
     noise_sigmas: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)  # drafter head noise candidates
     agreement: float = 0.75  # wanted drafter/target top-1 agreement when picking the noise
+    drafter_logit_std: float = 8.0  # the drafter's logits scaled to this spread: best-first trees follow its chain
 
 
 TINY_TARGET = replace(LLAMA_8B, name="tiny-8B-shape", vocab=512, hidden=64, layers=2, heads=4, kv_heads=2,

@@ -47,7 +47,8 @@ class State:
 def lossless_stage(st: State) -> None:
     p, target = st.plan, st.target_model()
     prompts = prompt_ids(p.prompts, p.prompt_len, p.target.vocab, st.seed)
-    drafter, info = build.calibrated_drafter(target, prompts, p.noise_sigmas, p.agreement, st.seed + 1)
+    drafter, info = build.calibrated_drafter(target, prompts, p.noise_sigmas, p.agreement, st.seed + 1,
+                                             p.drafter_logit_std)
     st.report["drafter"] = info
     st.report["lossless"] = lossless.run_lossless(target, drafter, prompts, p.new_tokens, p.draft_len, p.tree_budget)
     del drafter
@@ -88,9 +89,12 @@ def e2e_stage(st: State) -> None:
 
 
 def table1_stage(st: State) -> None:
-    edges = {"a40": get_profile("a40")}
+    edges = {"a40": get_profile("a40")}  # the paper's edge, spec sheet; then this GPU's spec sheet and measurement
     if "profile" in st.report:
-        edges[st.report["profile"]["name"]] = HardwareProfile.from_dict(st.report["profile"])
+        name = st.report["profile"]["name"]
+        if name.removesuffix("-measured") in PROFILES:
+            edges[name.removesuffix("-measured")] = PROFILES[name.removesuffix("-measured")]
+        edges[name] = HardwareProfile.from_dict(st.report["profile"])
     df = table1.table1(st.traces, edges)
     df.to_csv(st.out / "table1.csv", index=False)
     st.report["table1"] = df.to_dict(orient="records")

@@ -3,7 +3,7 @@
 profile (the spec-sheet ``a40`` and this GPU's measured one).
 
 ``export_traces`` copies the traces a ``testbed.simulate`` run cached (CSV + key JSON) and writes ``table1.json``:
-the run's methods, windows, links, dimensions, UE profile and head size.
+the run's methods, links, dimensions, UE profile, the head's size and the windows shipped.
 """
 from __future__ import annotations
 
@@ -24,18 +24,20 @@ RULE = {"greedy": "greedy", "reject": "sampling", "tree": "tree"}  # fh / sh: wi
 MANIFEST = "table1.json"
 
 
-def export_traces(cache_dir: Path, sim_out: Path, dest: Path) -> Path:
-    """Copy every cached trace of a simulate run and write its manifest (the run's config.json settings)."""
-    cfg = json.loads((sim_out / "config.json").read_text())
-    head = json.loads((Path(cfg["resolved"]["head"].split(" (tau")[0]) / "head.json").read_text())
+def export_traces(cache_dir: Path, sim_config: Path, head_dir: Path, dest: Path, draft_lens: list[int]) -> Path:
+    """Copy the cached traces of ``draft_lens`` from a simulate run's cache and write the manifest: that run's
+    settings (its ``config.json``), the head's size, and the windows shipped."""
+    cfg, head = json.loads(sim_config.read_text()), json.loads((head_dir / "head.json").read_text())
     dest.mkdir(parents=True, exist_ok=True)
-    for f in sorted(cache_dir.glob("*.csv")):
-        shutil.copy(f, dest / f.name)
-        shutil.copy(f.with_suffix(".json"), dest / f.with_suffix(".json").name)
-    keep = ("methods", "draft_lens", "rates_mbps", "rtts_ms", "per", "prompts", "max_new_tokens", "arch_drafter",
-            "arch_target", "ue_profile", "edge_profile", "payload", "pair")
-    manifest = {k: cfg[k] for k in keep} | {"head_hidden": head["hidden"], "csi_dim": head["csi_dim"],
-                                           "prompts_file": Path(cfg["prompts_file"]).name}
+    for k in draft_lens:
+        for f in sorted(cache_dir.glob(f"*-k{k}-*.csv")):
+            shutil.copy(f, dest / f.name)
+            shutil.copy(f.with_suffix(".json"), dest / f.with_suffix(".json").name)
+    keep = ("methods", "rates_mbps", "rtts_ms", "per", "prompts", "max_new_tokens", "arch_drafter", "arch_target",
+            "ue_profile", "edge_profile", "payload", "pair")
+    manifest = {k: cfg[k] for k in keep} | {"draft_lens": draft_lens, "head_hidden": head["hidden"],
+                                           "csi_dim": head["csi_dim"], "prompts_file": Path(cfg["prompts_file"]).name,
+                                           "from": str(sim_config)}
     (dest / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return dest
 
