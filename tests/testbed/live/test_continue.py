@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from testbed.common.files import COMPLETE_FILE
-from testbed.live.cont import complete_lines, differing_field, keep_done, recorded
+from testbed.live.cont import complete_lines, differing_field, keep_done, recorded, start_ticks, stop_leftovers
 from wisv.records.rows import read_records
 
 LOSSLESS = ("greedy", "fh", "sh", "auto", "tree")  # with --head none on the edge
@@ -115,3 +115,19 @@ def test_a_ue_keeps_complete_prompts_and_drops_the_cut_one(tmp_path: Path) -> No
 def test_the_differing_field_is_named_by_its_path() -> None:
     assert differing_field({"a": 1, "ue": {"k": 4}}, {"a": 1, "ue": {"k": 6}}) == "ue.k"
     assert differing_field({"out": "x", "a": 1}, {"out": "y", "a": 1}) is None  # where it writes is not the config
+
+
+def test_a_recorded_child_left_running_and_stopped_is_stopped_and_a_reused_pid_is_not(tmp_path: Path) -> None:
+    left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        os.kill(left.pid, signal.SIGSTOP)  # SIGTERM alone would wait for a SIGCONT
+        recs = [{"name": "edge", "pid": left.pid, "start_ticks": start_ticks(left.pid), "namespaces": []},
+                {"name": "ue0", "pid": other.pid, "start_ticks": -1, "namespaces": []}]  # the PID reused since
+        (tmp_path / "processes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+        assert stop_leftovers(tmp_path, grace_s=0.5) == [f"edge (PID {left.pid})"]
+        assert left.wait(10) in (-signal.SIGTERM, -signal.SIGKILL) and other.poll() is None
+    finally:
+        for p in (left, other):
+            p.kill()
+            p.wait()
