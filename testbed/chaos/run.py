@@ -3,7 +3,7 @@ varying trace with the scheduled link faults, N UEs with mixed protocols in wave
 
 Process faults: the edge SIGKILLed and restarted on its port, or SIGSTOPped a few seconds; a UE SIGSTOPped, or
 SIGKILLed and restarted on its wave with ``--keep-done`` (its unfinished prompt starts again).  Probes from
-testbed/live/probes.py run against the edge beside the UEs.  A UE whose wave ends starts the next one until the
+testbed/hostile/probes.py run against the edge beside the UEs.  A UE whose wave ends starts the next one until the
 schedule is over; then every wave must finish.  testbed/chaos/check.py judges what is left on disk.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from testbed.chaos.check import Wave
 from testbed.chaos.schedule import Draw, Fault, draw_schedule, link_trace, trace_csv
 from testbed.common.link import LinkSpec
 from testbed.live.cont import complete_lines
-from testbed.live.probes import PROBES, Target, rss_bytes
+from testbed.hostile.probes import PROBES, Target, rss_bytes
 from testbed.live.procs import Child
 from channel.emulator import LinkEmulator
 from wisv.tasks.jsonl import write_jsonl

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 KINDS = ("edge_kill", "edge_stop", "ue_stop", "ue_kill", "outage", "per_burst", "rate_collapse", "probe")
 LINK_KINDS = ("outage", "per_burst", "rate_collapse")  # written into the link's trace
-PROBES = ("pong_pinning", "session_hog", "parts_bomb", "slowloris", "reference_flood")  # testbed/live/probes.py
+PROBES = ("pong_pinning", "session_hog", "parts_bomb", "slowloris", "reference_flood")  # testbed/hostile/probes.py
 BASE_STEP_S = 10.0  # the base trace's rate and RTT change this often, s
 GAP_AFTER_S = 1.0  # one target's next fault starts at least this long after its last one ends, s
 
