@@ -18,7 +18,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 REPO = Path(__file__).resolve().parents[1]
-LIVE_COLS = ["prompts", "accuracy", "aal", "rounds_per_prompt", "latency_s", "uplink_bytes", "matches_target",
+LIVE_COLS = ["prompts", "accuracy", "aal", "rounds_per_prompt", "tokens_per_prompt", "rounds_per_100_tokens", "latency_s",
+             "uplink_bytes", "matches_target",
              "drift_rouge_l", "fluency_ppl_ratio"]
 
 

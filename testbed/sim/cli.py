@@ -89,7 +89,7 @@ class SimConfig:
     arch_target: str | None = None  # named target architecture (give both or neither; None: the pair's own)
     payload: str = field(default="paper", metadata={"choices": ("paper", "wire")})  # paper: ceil(log2 V)-bit ids
     exchange_overhead_ms: float | None = None  # fixed time per exchange, ms (None: calibrated if both local, else 0)
-    head: str = "default"  # decision head for fh/sh: default | none | PATH
+    head: str = "default"  # decision head for fh/sh/ef: default | wisv-paper | a judge shipped for the pair | none | PATH
     tau: float | None = None  # head threshold (None: the head's own)
     seed: int = 0  # reject's sampling seed base
     temperature: float = 1.0  # reject's sampling temperature
@@ -183,7 +183,7 @@ def _trace(cfg: SimConfig, pair: PairCache, head: Head, method: str, k: int, lin
     elif rule == "wisv":
         csi = link.head_csi
         key = replace(key, head=head.id, tau=head.tau, csi=tuple(csi.to_dict().values()))
-        policy, layer = head.policy, head.policy.cfg.hidden_layer
+        policy, layer = head.policy, getattr(head.policy.cfg, "hidden_layer", -1)  # a judge reads the final layer
     trace, _ = cached_trace(Path(cfg.cache_dir), key, lambda: generate_trace(pair.get(), key, policy, csi, layer))
     return trace, rule
 

@@ -62,11 +62,20 @@ class Head:
 
 def resolve_head(head: str, tau: float | None, pair: PairCache) -> Head:
     """``default`` (the head shipped for the named pair simulated, the built-in one or ``--pair smollm2``; a clear
-    notice when it is missing), ``none`` or a head directory."""
+    notice when it is missing), a head shipped for the pair by name (``wisv-paper``, ``edge``, the peers), ``none``,
+    or a head or judge directory."""
+    from wisv.head.judges import is_judge_dir, load_judge
     from wisv.head.model import load_policy_from
+    from wisv.pairs import pair_heads, pair_of_target
     if head == "none":
         return Head(None, 0.0, "", "none: fh/sh use greedy (lossless) acceptance")
+    named = pair_of_target(None if pair.builtin else pair.t_dir)
     path = default_head_dir(None if pair.builtin else pair.t_dir) if head == "default" else Path(head)
+    if named is not None and head in pair_heads(named):  # wisv-paper, edge, the peers: shipped for the pair
+        path = pair_heads(named)[head]
+    if path is not None and is_judge_dir(path):  # a judge (wisv/head/judges.py): ef for edge features, fh/sh else
+        policy, tau = load_judge(path, tau)
+        return Head(policy, float(tau), file_id(path), f"{path} (tau={tau})", max(1, policy.cfg.hidden), 0)
     if path is None:
         return Head(None, 0.0, "", "none: the default heads belong to the built-in pair and the named pairs "
                                    "(--pair); pass --head PATH")
