@@ -102,13 +102,13 @@ def test_parse_args_lists():
 
 
 def test_tiny_end_to_end(tmp_path, pair_dirs):
-    """2 prompts of the tiny pair, 2 windows, 5 methods, 4 links; a re-run reads the cache and gives the same table."""
+    """2 prompts of the tiny pair, 2 windows, 6 methods, 4 links; a re-run reads the cache and gives the same table."""
     cfg = SimConfig(out=str(tmp_path / "out"), draft_lens=[2, 4], prompts=2, max_new_tokens=12, head="none",
                     cache_dir=str(tmp_path / "cache"), drafter=str(pair_dirs.drafter), target=str(pair_dirs.target),
                     arch_drafter="llama-3.2-1b", arch_target="llama-3.1-8b")
     table = run(cfg)
-    assert len(table) == 2 * 5 * 4
-    assert set(table["method"]) == {"greedy", "reject", "FH (lossless)", "SH (lossless)", "tree"}
+    assert len(table) == 2 * 6 * 4
+    assert set(table["method"]) == {"greedy", "reject", "FH (lossless)", "SH (lossless)", "EF (lossless)", "tree"}
     assert len(list((tmp_path / "cache").glob("*.csv"))) == 6  # greedy + sampling + tree traces per K
     out = tmp_path / "out"
     assert (out / "fig4.png").stat().st_size > 0
@@ -214,13 +214,18 @@ def test_missing_default_head_falls_back_with_a_notice(tmp_path, monkeypatch, ca
 
 
 def test_default_head_of_a_named_pair(tmp_path, monkeypatch, capsys):
-    """--pair smollm2: the default head is the one shipped for that pair (here missing: a notice, no head)."""
+    """--pair smollm2: the default head is the one shipped for that pair (here missing: a notice, no head); with its
+    judges shipped, the edge judge."""
     from wisv import pairs
     monkeypatch.setenv(pairs.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setitem(pairs.HEAD_DIRS, "smollm2", tmp_path / "smollm2-head")
+    monkeypatch.setitem(pairs.JUDGE_DIRS, "smollm2", tmp_path / "smollm2-judges")  # no judges shipped either
     root = tmp_path / "cache" / "pairs" / "smollm2"
     head = resolve_head("default", None, PairCache(str(root / "drafter"), str(root / "target")))
     assert head.policy is None and str(tmp_path / "smollm2-head") in capsys.readouterr().out
+    monkeypatch.setitem(pairs.JUDGE_DIRS, "smollm2", pairs.ASSETS_DIR / "smollm2-judges")
+    head = resolve_head("default", None, PairCache(str(root / "drafter"), str(root / "target")))
+    assert "h_draft" not in head.policy.inputs and "smollm2-judges" in head.desc
 
 
 def test_wisv_traces_are_cached_per_link(tmp_path, pair_dirs):
