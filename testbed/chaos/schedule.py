@@ -8,6 +8,8 @@ the emulator replays over a varying base (rate and RTT redrawn every ``BASE_STEP
 """
 from __future__ import annotations
 
+import math
+
 import random
 from dataclasses import asdict, dataclass
 
@@ -86,7 +88,8 @@ def draw_schedule(seed: int, d: Draw) -> list[Fault]:
         dur, level = _duration(rng, kind, d)
         if start >= d.duration_s:
             continue
-        faults.append(Fault(round(start, 3), kind, target, round(dur, 3), round(level, 4)))
+        start, dur = math.ceil(start * 1000) / 1000, round(dur, 3)  # in ms, never before the lane is free
+        faults.append(Fault(start, kind, target, dur, round(level, 4)))
         busy[lane] = start + dur + GAP_AFTER_S
 
 
