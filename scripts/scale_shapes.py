@@ -79,7 +79,7 @@ def model_round_bits(protocol: str, k: int, m: int, pb: PayloadBits) -> tuple[fl
     down = pb.s_fb + pb.o_dn  # eq. 4: the VERDICT
     if protocol == "sh":
         return s_sh1(k, pb) + (s_sh2(m, pb) if m else 0.0), down + (s_req(m, pb) if m else 0.0)
-    uplink = {"greedy": s_greedy, "fh": s_fh, "reject": s_reject}[protocol]
+    uplink = {"greedy": s_greedy, "ef": s_greedy, "fh": s_fh, "reject": s_reject}[protocol]  # ef: greedy's ids
     return uplink(k, pb), down
 
 

@@ -28,7 +28,8 @@ def protocol_bits(protocol: str, d_d: int, vocab: int, k: int = 8) -> PayloadBit
     """The wire packing of ``protocol``'s rounds: ``o_up`` = its representative DRAFT's bits less its payload."""
     pb = wire_payload_bits(d_d, vocab, k, token=True)
     extra = {"fh": ("hidden", np.zeros((k, d_d), np.float16), k * pb.s_h),
-             "tree": ("parents", np.zeros(k, np.int32), k * pb.b_idx)}.get(protocol)
+             "tree": ("parents", np.zeros(k, np.int32), k * pb.b_idx),
+             "ef": ("tokens", np.zeros(k, np.int32), 0)}.get(protocol)  # ef: greedy's DRAFT under its own name
     if extra is None:
         return pb
     name, tensor, bits = extra
@@ -60,7 +61,7 @@ def round_bits(protocol: str, k: int, m: int, pb: PayloadBits, sh: tuple[float, 
 
 def bytes_check(protocol: str, rounds: pd.DataFrame, d_d: int, vocab: int) -> dict:
     """Mean measured and model bytes per round, each direction, and their ratio (measured / model)."""
-    pbs = {p: protocol_bits(p, d_d, vocab) for p in ("greedy", "fh", "sh", "tree", "reject")}
+    pbs = {p: protocol_bits(p, d_d, vocab) for p in ("greedy", "fh", "sh", "ef", "tree", "reject")}
     per_round = rounds["protocol"].fillna(protocol) if "protocol" in rounds else pd.Series(protocol, rounds.index)
     queried = rounds["queried"].fillna(0).astype(int) if "queried" in rounds else pd.Series(0, rounds.index)
     used = per_round if protocol == "auto" else pd.Series(protocol, rounds.index)

@@ -30,7 +30,9 @@ def ue_flags(pair_dirs, out: Path) -> list[str]:
 
 
 def edge_args(pair_dirs, bind: str) -> list[str]:
-    return ["testbed.serve", "--bind", bind, "--target", str(pair_dirs.target), "--head", "none"]
+    """The edge's command; --insecure: the namespaces' addresses are beyond loopback (protected mode), but they are
+    this test's own, reachable from nowhere else."""
+    return ["testbed.serve", "--bind", bind, "--target", str(pair_dirs.target), "--head", "none", "--insecure"]
 
 
 @pytest.fixture(scope="module")
