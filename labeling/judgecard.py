@@ -125,6 +125,8 @@ def live_section(live: tuple[str, ...]) -> str:
     rows = []
     for spec in live:
         name, _, run_dir = spec.partition("=")
+        if not name or not (Path(run_dir) / "summary.csv").is_file():
+            raise ValueError(f"--live {spec!r}: expected NAME=RUN_DIR, a testbed.run output directory with summary.csv")
         s = pd.read_csv(Path(run_dir) / "summary.csv")
         cfg = json.loads((Path(run_dir) / "config.json").read_text())
         for _, r in s.iterrows():

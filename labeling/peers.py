@@ -76,6 +76,7 @@ def policies(cfg: PeersConfig) -> dict[str, tuple]:
 def run(cfg: PeersConfig) -> pd.DataFrame:
     """Run every judge and greedy SD; write and print peers.csv."""
     torch.set_num_threads(1)
+    heads = policies(cfg)  # a bad --heads-dir or --heads fails now, before any generation
     cfg = apply_pair(cfg)
     pair = load_pair(cfg.drafter, cfg.target, cfg.device)
     rows = prompt_rows(pair.tokenizer, "test", cfg.prompts, cfg.prompts_file)
@@ -85,7 +86,7 @@ def run(cfg: PeersConfig) -> pd.DataFrame:
     dep, nll = deployment(pair, ecfg, 1, 1), target_scorer(pair, rows)
     base = run_loop(pair, rows, ecfg, RejectAll(), 0.0, None, "greedy SD")
     recs = [_row("greedy SD", "greedy", ch, 0.0, base, rows, pair, base, nll, plens, c, dep) for ch, c in chans.items()]
-    for name, (policy, tau, proto, per_link) in policies(cfg).items():
+    for name, (policy, tau, proto, per_link) in heads.items():
         shared = None if per_link else run_loop(pair, rows, ecfg, policy, tau, None, name, base)
         for ch, c in chans.items():
             outs = shared or run_loop(pair, rows, ecfg, policy, tau, c, f"{name} {ch}", base)
