@@ -37,6 +37,8 @@ from channel.relay import Connection, shutdown_quietly
 from channel.trace import CSITrace, load_trace
 
 CONNECT_TIMEOUT_S = 3.0  # connecting to the target, s
+REDIAL_S = 0.2  # a held client's next try at the target after this long, s
+MAX_HELD = 64  # clients held at once while the target is down (more are hung up at once)
 JOIN_TIMEOUT_S = 5.0  # stop(): longest wait for one thread, s
 DIRECTIONS: tuple[Direction, ...] = ("up", "down")
 _IDEAL = CSI.ideal()  # the CLI's link when no rate, RTT or PER is given
@@ -59,6 +61,9 @@ class LinkConfig:
     shared_link: bool = True  # one link per direction shared by all connections; False = one per connection
     host_overhead_ms: float = 0.0  # hosts' one-way cost taken out of each direction's delay (calibrated), ms
     outages: str = ""  # outage periods START_S:DURATION_S[,...] from start(): nothing passes, bytes are held
+    target_wait_s: float = 0.0  # a client that arrives while the target is down is held this long for it to come
+    #                             back (as a real host's port comes back; 0: hung up at once, which a ZeroMQ peer
+    #                             reads as a hang-up mid-handshake), s
 
     def __post_init__(self) -> None:
         if self.csi is not None and self.trace is not None:
@@ -68,6 +73,8 @@ class LinkConfig:
             raise ValueError(f"LinkConfig.jitter_ms must be finite and >= 0, got {self.jitter_ms}")
         if not 0 <= self.host_overhead_ms < math.inf:
             raise ValueError(f"LinkConfig.host_overhead_ms must be finite and >= 0, got {self.host_overhead_ms}")
+        if not 0 <= self.target_wait_s < math.inf:
+            raise ValueError(f"LinkConfig.target_wait_s must be finite and >= 0, got {self.target_wait_s}")
         if self.mtu_bytes < 1:
             raise ValueError(f"LinkConfig.mtu_bytes must be >= 1, got {self.mtu_bytes}")
         for name in ("target_port", "listen_port"):
@@ -95,6 +102,7 @@ class LinkEmulator:
         self._lock = threading.Lock()
         self._conns: set[Connection] = set()
         self._n_opened = 0
+        self._held = 0  # clients waiting for the target (target_wait_s)
         self._bytes = {d: 0 for d in DIRECTIONS}
         self._marked = {d: 0 for d in DIRECTIONS}
         self._links: dict[Direction, Link] | None = None
@@ -191,12 +199,40 @@ class LinkEmulator:
             self._open(client)
 
     def _open(self, client: socket.socket) -> None:
-        """Connect a new client to the target and start relaying; drop the client if that fails."""
+        """Connect a new client to the target and start relaying; when that fails, hold the client in a thread of its
+        own for up to ``target_wait_s`` (bounded by MAX_HELD), else drop it."""
         try:
             server = socket.create_connection((self.cfg.target_host, self.cfg.target_port), CONNECT_TIMEOUT_S)
         except OSError:
+            with self._lock:
+                hold = self.cfg.target_wait_s > 0 and self._held < MAX_HELD
+                self._held += hold
+            if not hold:
+                client.close()
+                return
+            threading.Thread(target=self._hold, args=(client,), name="linkemu-hold", daemon=True).start()
+            return
+        self._relay(client, server)
+
+    def _hold(self, client: socket.socket) -> None:
+        """Retry the target for a held client until it answers, ``target_wait_s`` passes or the relay stops."""
+        deadline, server = time.monotonic() + self.cfg.target_wait_s, None
+        try:
+            while server is None and time.monotonic() < deadline and not self._stop.wait(REDIAL_S):
+                try:
+                    server = socket.create_connection((self.cfg.target_host, self.cfg.target_port), CONNECT_TIMEOUT_S)
+                except OSError:
+                    pass
+        finally:
+            with self._lock:
+                self._held -= 1
+        if server is None:
             client.close()
             return
+        self._relay(client, server)
+
+    def _relay(self, client: socket.socket, server: socket.socket) -> None:
+        """Start relaying between a client and its connection to the target."""
         server.settimeout(None)
         for s in (client, server):
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

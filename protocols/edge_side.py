@@ -66,9 +66,9 @@ class EdgeSession:
         h = open_msg.header
         self.sid, self.verify, self.policy, self.tau, self.eos = sid, verify, policy, tau, eos_token_id
         self.protocol_name = h["protocol"]
-        if get_protocol(self.protocol_name).tree and not hasattr(verify, "verify_tree"):  # also validates the name
-            raise ProtocolError("unsupported", getattr(verify, "tree_refusal", "this edge verifies in batches, which "
-                                                                               "takes chains only"))
+        if get_protocol(self.protocol_name).tree and not getattr(verify, "takes_trees", True):  # also validates the name
+            raise ProtocolError("unsupported", getattr(verify, "tree_refusal", "this edge's engine takes no draft "
+                                                                               "trees"))
         self.draft_len, self.max_new = h["draft_len"], h["max_new_tokens"]
         self.drafter_hidden = h.get("drafter_hidden")
         _check_head_width(policy, self.protocol_name, self.drafter_hidden)
@@ -96,9 +96,8 @@ class EdgeSession:
         tokens = self.draft_tokens
         t0 = time.perf_counter()
         try:
-            parents = self.incoming[0].tensors.get("parents")
-            block = (self.verify.verify(tokens) if parents is None
-                     else self.verify.verify_tree(tokens, [int(p) for p in parents]))
+            parents = self.draft_parents
+            block = self.verify.verify(tokens) if parents is None else self.verify.verify_tree(tokens, parents)
         except Exception:
             self.abort_draft()
             raise
@@ -134,6 +133,12 @@ class EdgeSession:
     def draft_tokens(self) -> list[int]:
         """The kept DRAFT's tokens (between begin_draft and end_draft)."""
         return self.incoming[2]
+
+    @property
+    def draft_parents(self) -> list[int] | None:
+        """The kept DRAFT's tree (its parent indices); None for a chain."""
+        parents = self.incoming[0].tensors.get("parents")
+        return None if parents is None else [int(p) for p in parents]
 
     def abort_draft(self) -> None:
         """Forget the kept DRAFT (its verification failed): the session can send its DRAFT again."""

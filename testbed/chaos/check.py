@@ -97,18 +97,25 @@ def sessions_left(events: list[dict]) -> list[str]:
 ACTIVE_S = 10.0  # a UE was at work when a fault began if it committed a round this long before, s
 
 
-def recoveries(faults: list[dict], commits: dict[int, list[float]]) -> list[dict]:
-    """Per fault and UE it touched: seconds from the fault's end to that UE's next committed round.  A UE counts when
-    it was at work as the fault began (a round within ACTIVE_S before; not one loading its next wave's drafter) and
-    had a round left to commit after.  ``faults``: dicts with kind, start and end (time.time() s), touched (UEs)."""
+def recoveries(faults: list[dict], commits: dict[int, list[tuple[float, int]]]) -> list[dict]:
+    """Per fault and UE it touched: seconds from the fault's end to that UE's next committed round.  ``faults``: dicts
+    with kind, start and end (time.time() s), touched (UEs), bound_s; ``commits``: per UE, (time s, wave) of each
+    committed round.  A UE counts when it was at work as the fault began (a round within ACTIVE_S before) and its
+    next round belongs to the same wave (one that ended meanwhile had nothing left to commit, and a new wave's start
+    is not a recovery).  When another fault touching the UE is in force between the end and that round, the round
+    waits on the later fault: the recovery is the later one's, and this one is marked ``superseded``."""
     out = []
     for f in faults:
         for u in f["touched"]:
             ts = commits.get(u, [])
-            after = [t for t in ts if t >= f["end"]]
-            if after and any(f["start"] - ACTIVE_S <= t <= f["start"] for t in ts):
-                out.append({"kind": f["kind"], "ue": u, "recovery_s": min(after) - f["end"],
-                            "bound_s": f["bound_s"]})
+            before = [w for t, w in ts if f["start"] - ACTIVE_S <= t <= f["start"]]
+            after = [(t, w) for t, w in ts if t >= f["end"]]
+            if not before or not after or after[0][1] != before[-1]:
+                continue
+            nxt = after[0][0]
+            later = any(g is not f and u in g["touched"] and g["start"] < nxt and g["end"] > f["end"] for g in faults)
+            out.append({"kind": f["kind"], "ue": u, "recovery_s": nxt - f["end"], "bound_s": f["bound_s"],
+                        "superseded": later})
     return out
 
 
@@ -132,8 +139,12 @@ def rss_growth(samples: list[tuple[float, int, int]], warmup_s: float, events: l
 
 
 def table(faults: list[dict], recs: list[dict], violations: list[str]) -> str:
-    """Faults injected per kind, recovery p50/p99 per kind against its bound, and the violations."""
-    lines = [f"{'kind':<14}{'faults':>7}{'recovered':>10}{'p50_s':>8}{'p99_s':>8}{'bound_p99_s':>12}{'ok':>5}"]
+    """Faults injected per kind, recovery p50/p99 per kind against its bound (superseded recoveries apart), and the
+    violations."""
+    lines = [f"{'kind':<14}{'faults':>7}{'superseded':>11}{'recovered':>10}{'p50_s':>8}{'p99_s':>8}{'bound_p99_s':>12}"
+             f"{'ok':>5}"]
+    sup = [r for r in recs if r["superseded"]]
+    recs = [r for r in recs if not r["superseded"]]
     for kind in sorted({f["kind"] for f in faults}):
         rs = [r["recovery_s"] for r in recs if r["kind"] == kind]
         over = [r["recovery_s"] - r["bound_s"] for r in recs if r["kind"] == kind]  # > 0: past its own bound
@@ -141,7 +152,8 @@ def table(faults: list[dict], recs: list[dict], violations: list[str]) -> str:
         p50, p99 = (np.percentile(rs, 50), np.percentile(rs, 99)) if rs else (float("nan"),) * 2
         ok = "-" if not rs else "yes" if np.percentile(over, 99) <= 0 else "NO"
         n = sum(f["kind"] == kind for f in faults)
-        lines.append(f"{kind:<14}{n:>7}{len(rs):>10}{p50:>8.2f}{p99:>8.2f}{bound:>12.2f}{ok:>5}")
+        n_sup = sum(r["kind"] == kind for r in sup)
+        lines.append(f"{kind:<14}{n:>7}{n_sup:>11}{len(rs):>10}{p50:>8.2f}{p99:>8.2f}{bound:>12.2f}{ok:>5}")
     lines.append(f"invariant violations: {len(violations)}")
     lines += [f"  {v}" for v in violations[:20]]
     return "\n".join(lines)
@@ -149,10 +161,12 @@ def table(faults: list[dict], recs: list[dict], violations: list[str]) -> str:
 
 def per_kind(faults: list[dict], recs: list[dict]) -> dict:
     """The JSON form of the table."""
-    out = {}
+    out, sup = {}, [r for r in recs if r["superseded"]]
+    recs = [r for r in recs if not r["superseded"]]
     for kind in sorted({f["kind"] for f in faults}):
         rs = [r["recovery_s"] for r in recs if r["kind"] == kind]
         out[kind] = {"faults": sum(f["kind"] == kind for f in faults), "recovered": len(rs),
+                     "superseded": sum(r["kind"] == kind for r in sup),
                      "recovery_p50_s": float(np.percentile(rs, 50)) if rs else None,
                      "recovery_p99_s": float(np.percentile(rs, 99)) if rs else None,
                      "bound_p99_s": float(np.percentile([r["bound_s"] for r in recs if r["kind"] == kind], 99))

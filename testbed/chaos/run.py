@@ -15,7 +15,7 @@ import signal
 import socket
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import zmq
@@ -31,6 +31,8 @@ from wisv.tasks.jsonl import write_jsonl
 
 MIX = (("greedy", []), ("fh", []), ("sh", []), ("auto", []), ("tree", []),
        ("greedy", ["--draft-len", "auto"]))  # UE u runs MIX[u % 6]
+TARGET_WAIT_S = 120.0  # the emulator holds a UE that dials while the edge restarts, as a real host's port comes back
+#                        (not hung up mid-handshake, which a UE's first dial reads as a refused key), s
 
 
 @dataclass
@@ -251,7 +253,7 @@ class Watcher:
 
     def __init__(self, shell: Shell, ues: list[UE]):
         self.shell, self.ues = shell, ues
-        self.commits: dict[int, list[float]] = {u.u: [] for u in ues}
+        self.commits: dict[int, list[tuple[float, int]]] = {u.u: [] for u in ues}  # (time, wave) per round
         self.rss: list[tuple[float, int, int]] = []
         self._seen: dict[Path, int] = {}
         self._stop = threading.Event()
@@ -266,7 +268,7 @@ class Watcher:
                 path = ue.dir / "rounds.jsonl"
                 n = _lines(path)
                 if n > self._seen.get(path, 0):
-                    self.commits[ue.u] += [now] * (n - self._seen.get(path, 0))
+                    self.commits[ue.u] += [(now, ue.wave)] * (n - self._seen.get(path, 0))
                 self._seen[path] = n
             if now - last_rss >= 1.0 and self.shell.edge is not None:
                 try:
@@ -304,7 +306,7 @@ def _execute(cfg, out: Path, rows: list[dict], faults: list[Fault], shell: Shell
     load_s = start_edge(shell)
     link = LinkSpec(csi_trace=str(out / "trace.csv"), seed=cfg.seed)
     done, problems, ues = [], [], []
-    with LinkEmulator(link.emulator_config(shell.port)) as emu:
+    with LinkEmulator(replace(link.emulator_config(shell.port), target_wait_s=TARGET_WAIT_S)) as emu:
         shell.endpoint, shell.link_t0 = emu.endpoint, emu.t0_epoch_s
         watch, t0 = None, emu.t0_epoch_s
         threads = []

@@ -1,5 +1,5 @@
 """The tree protocol's UE and edge state machines driven message by message: lossless, the VERDICT path, proactive
-tree expansion reused on complete alignment, bad trees and batching edges refused."""
+tree expansion reused on complete alignment, bad trees refused, and trees on the batching engine."""
 from __future__ import annotations
 
 import numpy as np
@@ -78,12 +78,50 @@ def test_ue_refuses_a_verdict_path_outside_its_tree(pair):
         ue.on_reply(verdict)
 
 
-def test_a_batching_edge_refuses_tree_sessions(pair):
-    class Batched:  # a verifier without verify_tree, as wisv.serving.batchverify.EngineView
-        pass
+def test_an_engine_without_trees_refuses_tree_sessions_naming_itself(pair):
+    class Chains:  # a verifier that takes no trees (as the vllm engine's EngineView)
+        takes_trees = False
+        tree_refusal = "the vllm engine (--engine vllm) verifies chains only"
     _, ue = open_pair(pair, PROMPTS[0], protocol="tree")
-    with pytest.raises(ProtocolError, match="batch"):
-        EdgeSession("ue-0", Batched(), wire(ue.open_message()), RejectAll(), 0.5, EOS)
+    with pytest.raises(ProtocolError, match="vllm"):
+        EdgeSession("ue-0", Chains(), wire(ue.open_message()), RejectAll(), 0.5, EOS)
+
+
+@pytest.mark.parametrize("kv_reuse", [True, False])
+def test_a_batching_edge_serves_tree_sessions_losslessly(pair, kv_reuse):
+    from wisv.serving.batchverify import BatchVerifier, EngineConfig
+    from wisv.serving.engine import EngineView
+    _, target = pair
+    engine = BatchVerifier(target, EngineConfig(kv_reuse=kv_reuse))
+    for i, prompt in enumerate(PROMPTS):
+        _, ue = open_pair(pair, prompt, protocol="tree", tree_budget=6, proactive=2)
+        edge = EdgeSession(f"ue-{i}", EngineView(engine, f"ue-{i}", prompt), wire(ue.open_message()), RejectAll(),
+                           0.5, EOS)
+        run_tree(edge, ue, True)
+        assert ue.tokens == greedy_reference(target, prompt, max_new_tokens=MAX_NEW)
+
+
+def test_a_tree_and_a_chain_in_one_engine_call_match_the_lone_sessions(pair):
+    import torch
+    from wisv.decoding.sessions import VerifySession
+    from wisv.serving.batchverify import BatchVerifier
+    from wisv.serving.engine import VerifyRequest
+    _, target = pair
+    engine = BatchVerifier(target)
+    chain, tree, parents = [5, 6, 7], [8, 9, 10, 11], [-1, 0, 0, 1]
+    for sid, prompt in (("c", PROMPTS[0]), ("t", PROMPTS[1])):
+        engine.open(sid, prompt)
+    blocks = engine.verify([VerifyRequest("c", chain), VerifyRequest("t", tree, parents)])
+    alone_c, alone_t = VerifySession(target, PROMPTS[0]).verify(chain), VerifySession(target, PROMPTS[1])
+    alone_t = alone_t.verify_tree(tree, parents)
+    torch.testing.assert_close(blocks["c"].logits, alone_c.logits, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(blocks["t"].logits, alone_t.logits, atol=1e-4, rtol=1e-4)
+    assert engine.commit_path("t", [0, 2], 12) == [8, 10, 12]
+    assert engine.sessions["t"].seq == list(PROMPTS[1]) + [8, 10, 12]
+    assert engine.sessions["t"].cached_len == len(PROMPTS[1]) + 2  # prefix, root and the path: seq[:-1]
+    engine.verify([VerifyRequest("t", tree, parents)])
+    with pytest.raises(ValueError, match="path"):
+        engine.commit_path("t", [7], 1)
 
 
 def test_tree_budget_auto_is_lossless_and_learns(pair):

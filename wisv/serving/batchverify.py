@@ -38,7 +38,8 @@ from transformers.cache_utils import DynamicLayer
 
 from wisv.serving.kvbudget import MB, KVShape, refusal
 from wisv.serving.sessiontable import SessionTable
-from wisv.decoding.kvcache import crop_to
+from wisv.decoding.kvcache import crop_to, keep_positions
+from wisv.decoding.tree import node_mask, tree_positions, with_root
 from wisv.decoding.sessions import Block, cached_forward
 from wisv.serving.engine import EngineOptions, VerifyRequest
 
@@ -75,8 +76,7 @@ class BatchVerifier(SessionTable):
     wisv/serving/engine.py)."""
 
     name = "transformers"
-    tree_refusal = ("this edge verifies in batches (--batch-verify / --no-kv-reuse), which takes chains only; tree "
-                    "sessions need the transformers engine without them")
+    tree_refusal = ""  # trees are verified, each in a pass of its own (chains batch)
 
     def __init__(self, model: PreTrainedModel, cfg: EngineConfig | None = None):
         self.model, self.cfg = model, cfg or EngineConfig()
@@ -103,6 +103,15 @@ class BatchVerifier(SessionTable):
         if not requests:
             return {}
         states = self._take_drafts(requests)
+        chains = [(st, r) for st, r in zip(states, requests) if r.parents is None]
+        blocks = self._pass(*map(list, zip(*chains))) if chains else {}
+        for st, r in zip(states, requests):  # a draft tree needs its own attention mask: a pass of its own
+            if r.parents is not None:
+                blocks |= self._pass([st], [r])
+        return blocks
+
+    def _pass(self, states: list[SessionState], requests: list[VerifyRequest]) -> dict[str, Block]:
+        """One pass over the sessions (their drafts taken), within the KV budget."""
         for st in states:
             if not self.cfg.kv_reuse:
                 st.cache, st.cached_len = DynamicCache(), 0
@@ -117,6 +126,8 @@ class BatchVerifier(SessionTable):
         return blocks
 
     def _verify(self, states: list[SessionState], requests: list[VerifyRequest]) -> dict[str, Block]:
+        if requests[0].parents is not None:
+            return {requests[0].sid: self._verify_tree(states[0], requests[0].parents)}
         if len(states) > 1:  # prefill uncached tails alone, so the batched pass pads only to K_max + 1
             for st in states:
                 if len(st.seq) - st.cached_len > 1:
@@ -155,6 +166,38 @@ class BatchVerifier(SessionTable):
                       f"verifying {len(states)} session(s) ({sum(len(st.seq) for st in states)} positions)")
         if err is not None:
             raise err
+
+    def _verify_tree(self, st: SessionState, parents: list[int]) -> Block:
+        """One session's pass over its last committed token and a draft tree (as VerifySession.verify_tree): the
+        uncached tail first, then the tree under its 4D attention mask, positions by depth."""
+        if st.cached_len > len(st.seq) - 1:
+            crop_to(st.cache, len(st.seq) - 1)
+            st.cached_len = len(st.seq) - 1
+        if len(st.seq) - st.cached_len > 1:
+            self._forward_one(st, st.seq[st.cached_len:-1])
+        rooted = with_root(parents)
+        mask = node_mask(rooted, range(len(rooted)), range(len(rooted)), st.cached_len, self.model.dtype)
+        logits, hidden = cached_forward(self.model, st.cache, st.cached_len, [st.seq[-1]] + st.drafted,
+                                        self.cfg.hidden_layer, tree_positions(rooted, st.cached_len), mask)
+        st.cached_len += len(rooted)
+        return Block(logits, hidden, logits.argmax(dim=-1))
+
+    def commit_path(self, sid: str, path: list[int], next_token: int) -> list[int]:
+        """After a tree's pass: commit its accepted ``path`` (node indices, the root's child first) and ``next_token``;
+        the cache keeps the prefix, the root and the path's positions (compacted), as VerifySession.commit_path."""
+        st = self._state(sid)
+        if any(not 0 <= i < len(st.drafted) for i in path):
+            raise ValueError(f"session {sid}: path {path} outside the tree's {len(st.drafted)} nodes")
+        root = len(st.seq) - 1  # the root's cache slot; node i sits at root + 1 + i
+        if self.cfg.kv_reuse and st.cached_len == root + 1 + len(st.drafted):
+            keep_positions(st.cache, list(range(root + 1)) + [root + 1 + i for i in path])
+            st.cached_len = root + 1 + len(path)
+        else:  # no reuse, or the pass's cache is gone (budget): recomputed on the next pass
+            st.cache, st.cached_len = DynamicCache(), 0
+        committed = [st.drafted[i] for i in path] + [int(next_token)]
+        st.seq.extend(committed)
+        st.drafted = []
+        return committed
 
     def commit(self, sid: str, n_accepted: int, next_token: int) -> list[int]:
         """Commit ``draft[:n_accepted] + [next_token]`` and crop the cache to cover the new ``seq[:-1]``."""

@@ -11,7 +11,7 @@ it when asked (so the edge that serves one engine never loads the other, e.g. vL
 
 Engines, by ``--engine`` name:
 - ``transformers``: the target as a transformers model, a KV cache per session, our batched pass
-  (wisv/serving/batchverify.py ``BatchVerifier``).  Verifies draft trees too (without batching: wisv/decoding/sessions.py).
+  (wisv/serving/batchverify.py ``BatchVerifier``).  Verifies draft trees too, each in a pass of its own.
 - ``vllm``: the target served by vLLM, prefix caching in place of the per-session caches
   (wisv/serving/vllm_engine.py ``VllmVerifier``).  Chains only.
 """
@@ -35,6 +35,7 @@ class VerifyRequest:
 
     sid: str
     draft: list[int]
+    parents: list[int] | None = None  # a draft tree's parent indices (wisv.decoding.tree; -1: the root); None: a chain
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,11 +123,22 @@ class EngineView:
         """Why a tree session is refused on this engine (it names the engine)."""
         return self.engine.tree_refusal
 
+    @property
+    def takes_trees(self) -> bool:
+        """Whether the engine verifies draft trees (one session per pass; chains batch)."""
+        return hasattr(self.engine, "commit_path")
+
     def verify(self, draft: list[int]) -> Block:
         return self.engine.verify([VerifyRequest(self.sid, list(draft))])[self.sid]
 
+    def verify_tree(self, tokens: list[int], parents: list[int]) -> Block:
+        return self.engine.verify([VerifyRequest(self.sid, list(tokens), list(parents))])[self.sid]
+
     def commit(self, draft: list[int], n_accepted: int, next_token: int) -> list[int]:
         return self.engine.commit(self.sid, n_accepted, next_token)
+
+    def commit_path(self, tokens: list[int], path: list[int], next_token: int) -> list[int]:
+        return self.engine.commit_path(self.sid, path, next_token)
 
     def free(self) -> None:
         self.engine.close(self.sid)

@@ -35,7 +35,7 @@ from wisv.serving.sessiontable import SessionTable
 
 LM_HEAD_KEYS = ("lm_head.weight", "model.embed_tokens.weight")  # the output embedding, untied then tied
 TREE_REFUSAL = ("the vllm engine (--engine vllm) verifies chains only: a draft tree needs a tree attention mask, "
-                "which vLLM does not take; serve tree sessions with --engine transformers (without --batch-verify)")
+                "which vLLM does not take; serve tree sessions with --engine transformers")
 
 
 @dataclass

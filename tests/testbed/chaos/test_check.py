@@ -48,9 +48,14 @@ def test_each_violation_is_named() -> None:
 
 
 def test_recovery_is_from_the_faults_end_to_each_touched_ues_next_commit_and_rss_from_warm_up() -> None:
-    faults = [{"kind": "outage", "start": 4.0, "end": 10.0, "touched": [0, 1, 2, 3], "bound_s": 11.0}]
-    recs = recoveries(faults, {0: [3.0, 11.5], 1: [2.0, 14.0], 2: [3.0], 3: [15.0]})
-    assert [(r["ue"], r["recovery_s"]) for r in recs] == [(0, 1.5), (1, 4.0)]  # 2: nothing left; 3: not at work
+    faults = [{"kind": "outage", "start": 4.0, "end": 10.0, "touched": [0, 1, 2, 3, 4], "bound_s": 11.0},
+              {"kind": "ue_stop", "start": 10.5, "end": 13.0, "touched": [1], "bound_s": 7.5}]
+    waves = {0: [(3.0, 0), (11.5, 0)], 1: [(2.0, 0), (14.0, 0)], 2: [(3.0, 0)], 3: [(15.0, 0)],
+             4: [(3.0, 0), (12.0, 1)]}
+    recs = recoveries(faults, waves)
+    assert [(r["kind"], r["ue"], r["recovery_s"], r["superseded"]) for r in recs] == [
+        ("outage", 0, 1.5, False), ("outage", 1, 4.0, True),  # 1: its round waited on the ue_stop; 2: nothing
+        ("ue_stop", 1, 1.0, False)]  # left; 3: not at work; 4: its wave ended (a new wave's start is no recovery)
     samples = [(t, 7, 100 if t < 10 else 200 + t) for t in range(0, 40)]  # idle, then working: +29/210 once warm
     assert abs(rss_growth(samples, 5.0, [ev(5.0, "commit", pid=7)])[7] - (239 / 210 - 1)) < 1e-9
     assert rss_growth(samples, 5.0, []) == {}  # never committed: never warm, not judged

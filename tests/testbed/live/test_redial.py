@@ -33,3 +33,22 @@ def test_a_redial_to_an_edge_restarting_behind_the_emulator_is_not_a_refusal() -
             again.close(0)
     finally:
         ctx.term()
+
+
+def test_an_emulator_that_holds_clients_lets_a_first_dial_wait_for_the_edge() -> None:
+    """With target_wait_s (the chaos harness's emulator), a UE's first dial while the edge is down is held, as a real
+    host's closed port is redialled, and goes through once the edge is back; the same found by seed 35: every UE's
+    first dial died while the edge restarted, and the restarted UEs met the next restart."""
+    port, ctx = closed_port(), zmq.Context()
+    try:
+        with LinkEmulator(LinkConfig(target_port=port, seed=SEED, target_wait_s=30.0)) as emu:
+            ue = ctx.socket(zmq.DEALER)
+            secure_connect(ue, emu.endpoint, None, 1.0)  # the edge is down: no refusal
+            edge = ctx.socket(zmq.ROUTER)
+            edge.bind(f"tcp://127.0.0.1:{port}")  # the edge comes back
+            ue.send(b"hello")
+            assert edge.poll(10_000) and edge.recv_multipart()[-1] == b"hello"
+            for s in (ue, edge):
+                s.close(0)
+    finally:
+        ctx.term()
