@@ -17,7 +17,7 @@ from testbed.chaos.__main__ import ChaosConfig, parse_args, run
 from testbed.common.files import write_json_atomic
 from testbed.common.machine import machine_info
 
-LONG = {"seed": 35, "duration_s": 1800.0, "ues": 16, "mean_gap_s": 5.0, "prompts_per_wave": 4,
+LONG = {"seed": 35, "duration_s": 1800.0, "ues": 16, "mean_gap_s": 5.0, "prompts_per_wave": 12,
         "out": "runs/bench-chaos"}  # the defaults of this benchmark (the goals)
 GOALS = {"duration_s": 1800.0, "ues": 16, "faults": 300, "fault_kinds": 8, "violations": 0, "rss_growth": 0.10}
 JSON = Path("results/chaos/bench_chaos.json")  # where the benchmark's result goes (committed)

@@ -103,7 +103,8 @@ def run(cfg: ChaosConfig) -> dict:
            "notes": [p for p in res["problems"] if p.startswith("note: ")],
            "rss_growth": {str(k): v for k, v in verdict["rss_growth"].items()},
            "schedule": [f.to_dict() for f in res["schedule"]], "faults": verdict["faults"],
-           "recoveries": verdict["recoveries"]}
+           "recoveries": verdict["recoveries"],
+           "commits": {str(u): ts for u, ts in res["commits"].items()}}  # (time s, wave) of each UE's rounds
     write_json_atomic(out / "chaos.json", doc)
     doc["table"] = check.table(verdict["faults"], verdict["recoveries"], verdict["violations"])
     return doc

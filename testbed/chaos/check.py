@@ -95,6 +95,7 @@ def sessions_left(events: list[dict]) -> list[str]:
 
 
 ACTIVE_S = 10.0  # a UE was at work when a fault began if it committed a round this long before, s
+BLOCKING = ("edge_kill", "edge_stop", "ue_stop", "ue_kill", "outage")  # faults that stop every round while in force
 
 
 def recoveries(faults: list[dict], commits: dict[int, list[tuple[float, int]]]) -> list[dict]:
@@ -102,8 +103,9 @@ def recoveries(faults: list[dict], commits: dict[int, list[tuple[float, int]]]) 
     with kind, start and end (time.time() s), touched (UEs), bound_s; ``commits``: per UE, (time s, wave) of each
     committed round.  A UE counts when it was at work as the fault began (a round within ACTIVE_S before) and its
     next round belongs to the same wave (one that ended meanwhile had nothing left to commit, and a new wave's start
-    is not a recovery).  When another fault touching the UE is in force between the end and that round, the round
-    waits on the later fault: the recovery is the later one's, and this one is marked ``superseded``."""
+    is not a recovery).  When another blocking fault (BLOCKING) touching the UE is in force between the end and that
+    round, the round waits on the later fault: the recovery is the later one's, and this one is marked ``superseded``
+    (a PER burst, a rate collapse or a probe slows rounds without stopping them, and stays in the measure)."""
     out = []
     for f in faults:
         for u in f["touched"]:
@@ -113,7 +115,8 @@ def recoveries(faults: list[dict], commits: dict[int, list[tuple[float, int]]]) 
             if not before or not after or after[0][1] != before[-1]:
                 continue
             nxt = after[0][0]
-            later = any(g is not f and u in g["touched"] and g["start"] < nxt and g["end"] > f["end"] for g in faults)
+            later = any(g is not f and g["kind"] in BLOCKING and u in g["touched"] and g["start"] < nxt
+                        and g["end"] > f["end"] for g in faults)
             out.append({"kind": f["kind"], "ue": u, "recovery_s": nxt - f["end"], "bound_s": f["bound_s"],
                         "superseded": later})
     return out
