@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from channel.csi import CSI
 from protocols.errors import ProtocolError
 from protocols.handshake import Vocab
 from protocols.typed import Verdict
@@ -25,7 +26,8 @@ from wisv.decoding.specedge import proactive_reuse
 from wisv.decoding.treedraft import TreeState
 from wisv.serving.wdt import confidence_summary
 from wisv.timing.kpolicy import KFacts, block_k
-from wisv.timing.window import AUTO_DRAFT_LEN, WindowTracker
+from wisv.timing.latency import PayloadBits
+from wisv.timing.window import AUTO_DRAFT_LEN, WindowTracker, round_cost
 
 AUTO_START_K = 8  # auto's window before its first verdict (nothing measured yet)
 
@@ -76,6 +78,18 @@ class RoundState:
     columns: dict | None = None  # the protocol's own record fields, once committed (RoundRow fields)
 
 
+@dataclass(frozen=True, kw_only=True)
+class AutoWindow:
+    """What --draft-len auto (a tree's --tree-budget auto) reads when it sizes a block, besides the K rules' facts."""
+
+    tracker: WindowTracker  # what it learned so far (a UE's prompts share it)
+    csi: CSI  # the estimated link (ideal when none is known)
+    pb: PayloadBits  # the wire's payload constants
+    protocol: str  # the protocol the time model prices (cost_terms)
+    mismatch_rate: float  # SH's recent queries per drafted token
+    wisp: Callable | None  # the WISP rejection predictor's stop rule, which still ends a block
+
+
 class ChainRounds:
     """A chain protocol's round: the UE drafts a block of K tokens (K by wisv/timing/kpolicy.py), the edge verifies
     it in one pass and accepts a prefix by the protocol's rule; proactive tokens carry over when all are accepted."""
@@ -99,9 +113,44 @@ class ChainRounds:
         """The most tokens one DRAFT carries (OPEN's draft_len)."""
         return self.k_max(p)
 
-    def size(self, facts: KFacts, window: Callable[[int], int] | None) -> int:
-        """The block's K by the four rules of wisv/timing/kpolicy.py."""
-        return block_k(facts, window)
+    def k_rules(self, facts: KFacts) -> KFacts:
+        """The facts the K rules read (a chain: all four rules)."""
+        return facts
+
+    def size(self, facts: KFacts, auto: AutoWindow | None) -> tuple[int, int | None, Callable | None]:
+        """(the block's K by the rules of wisv/timing/kpolicy.py; the window ``auto`` chose and its stop rule, None
+        when it is off)."""
+        if auto is None:
+            return block_k(self.k_rules(facts)), None, None
+        chosen = {}
+
+        def window(k_cap: int) -> int:
+            k, chosen["window"], chosen["stop"] = self.auto_window(auto, k_cap)
+            return k
+        k = block_k(self.k_rules(facts), window)
+        return k, chosen["window"], chosen["stop"]
+
+    def auto_window(self, a: AutoWindow, k_cap: int) -> tuple[int, int, Callable | None]:
+        """Rule 3, the auto window: (tokens the block may hold, the window chosen, the stop rule).  K minimises the
+        predicted time per committed token under the estimated CSI (wisv.timing.window), at most ``k_cap``; drafting
+        ends before K when the drafter's confidence says the next token is not worth its time (the WISP stop rule,
+        when given, still ends it too).  Confidence never extends a block past K: in the simulator that drafted ~2x K
+        and cost 15% (testbed/sim/window.py's auto-extend)."""
+        w = a.tracker
+        if w.tau_d_s is None:  # nothing measured yet
+            k = min(self.start_k, k_cap)
+            return k, k, a.wisp
+        round_s = round_cost(a.protocol, a.csi, a.pb, w.tau_d_s, w.verify.predict_s, a.mismatch_rate)
+        choice = w.choose(round_s, k_cap)
+        rule, wisp = w.stop_rule(round_s), a.wisp
+        n = [1]
+
+        def stop(features: torch.Tensor) -> bool:
+            if (wisp is not None and wisp(features)) or rule(float(features[0]), n[0]):
+                return True
+            n[0] += 1
+            return False
+        return choice.k, choice.k, stop
 
     def cost_terms(self, protocol: str, features: bool, mismatch_rate: float) -> tuple[str, bool, float]:
         """The time model's terms of a round: the protocol it prices (auto: fh), DRAFT carries features, SH's rate."""
@@ -117,14 +166,17 @@ class ChainRounds:
         """Up to ``n`` tokens past the block while it is verified (SpecEdge)."""
         return d.draft_more(n, reply_waiting)
 
-    def committed(self, r: RoundState, v: Verdict) -> tuple[list[int], Draft | None]:
-        """The VERDICT's tokens, and the proactive tokens the next block reuses (all accepted, the bonus is p_1)."""
+    def settle(self, d: DraftSession, r: RoundState, v: Verdict) -> list[int]:
+        """Commit the VERDICT's tokens on the drafter, carrying the proactive tokens the next block reuses (all
+        accepted and the bonus is p_1); the committed tokens."""
         pro, carry = r.proactive, None
         if pro is not None and pro.tokens:
             reused = proactive_reuse(len(r.draft.tokens), v.n_accepted, v.next_token, pro.tokens)
             r.reused = len(reused)
             carry = Draft(reused, pro.hidden[1:], None, pro.features[1:]) if reused else None
-        return r.draft.tokens[: v.n_accepted] + [v.next_token], carry
+        committed = r.draft.tokens[: v.n_accepted] + [v.next_token]
+        d.commit(committed, carry)
+        return committed
 
     def learn(self, window: WindowTracker, r: RoundState, v: Verdict, p: UEParams) -> None:
         """--draft-len auto learns from the verdict: acceptance by confidence, drafting and edge times."""

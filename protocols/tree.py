@@ -20,7 +20,7 @@ from wisv.decoding.acceptance import Verdict as Accepted
 from wisv.decoding.sessions import Block, Draft, DraftSession, VerifySession
 from wisv.decoding.tree import greedy_path, path_to
 from wisv.decoding.treedraft import TreeState, aligned, draft_tree, expand_leaf
-from wisv.timing.kpolicy import KFacts, block_k
+from wisv.timing.kpolicy import KFacts
 from wisv.timing.window import TreeWindowTracker, WindowTracker
 
 TREE_START_N = 16  # the auto budget before the first verdict (nothing measured yet)
@@ -46,9 +46,9 @@ class TreeRounds(ChainRounds):
         """A tree's budget plus a carried proactive chain."""
         return self.k_max(p) + p.proactive
 
-    def size(self, facts: KFacts, window: Callable[[int], int] | None) -> int:
-        """The tree's budget N: the cap and the auto budget only (no stop depth, no pipeline depth)."""
-        return block_k(replace(facts, stop_depth=None, verify_s=None), window)
+    def k_rules(self, facts: KFacts) -> KFacts:
+        """A tree's budget N follows the cap and the auto budget only (no stop depth, no pipeline depth)."""
+        return replace(facts, stop_depth=None, verify_s=None)
 
     def cost_terms(self, protocol: str, features: bool, mismatch_rate: float) -> tuple[str, bool, float]:
         return "tree", False, 0.0
@@ -63,15 +63,17 @@ class TreeRounds(ChainRounds):
         """Proactive tree expansion: grow the most probable leaf."""
         return Draft(expand_leaf(d, r.tree, n, reply_waiting), None, None)
 
-    def committed(self, r: RoundState, v: Verdict) -> tuple[list[int], Draft | None]:
-        """The path the VERDICT names (checked against the tree sent) and the target's token; the aligned proactive
-        tokens carry over."""
+    def settle(self, d: DraftSession, r: RoundState, v: Verdict) -> list[int]:
+        """Commit the path the VERDICT names (checked against the tree sent) and the target's token; the aligned
+        proactive tokens carry over."""
         path, parents = list(v.path), r.tree.tree.parents
         if len(path) != v.n_accepted or (path and (max(path) >= len(parents) or path_to(parents, path[-1]) != path)):
             raise EdgeError(f"VERDICT path {path} is not a root path of the {len(parents)}-node tree sent")
         carry = aligned(r.tree, path, v.next_token)
         r.reused = len(carry)
-        return [r.draft.tokens[i] for i in path] + [v.next_token], (Draft(carry, None, None) if carry else None)
+        committed = [r.draft.tokens[i] for i in path] + [v.next_token]
+        d.commit(committed, Draft(carry, None, None) if carry else None)
+        return committed
 
     def learn(self, window: WindowTracker, r: RoundState, v: Verdict, p: UEParams) -> None:
         if p.auto_tree and isinstance(window, TreeWindowTracker):

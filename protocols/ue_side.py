@@ -19,13 +19,13 @@ from protocols.auto import MismatchStats, choose
 from protocols.handshake import Vocab, vocab_refusal
 from protocols.errors import EdgeError
 from protocols.registry import HIDDEN_PROTOCOLS, Protocol, get_protocol, servable
-from protocols.rounds import RoundState, UEParams
+from protocols.rounds import AutoWindow, RoundState, UEParams
 from protocols.typed import OpenOk, Verdict
 from protocols.wire import Message, MsgType, make
 from wisv.decoding.sessions import DraftSession
 from wisv.decoding.speculative import truncate_output
 from wisv.timing.kpolicy import KFacts
-from wisv.timing.window import AUTO_DRAFT_LEN, WindowTracker, round_cost  # noqa: F401 (AUTO_DRAFT_LEN: read from here)
+from wisv.timing.window import AUTO_DRAFT_LEN, WindowTracker  # noqa: F401 (AUTO_DRAFT_LEN: read from here)
 
 
 class HandshakeError(RuntimeError):
@@ -124,7 +124,7 @@ class UESession:
         proto = self._round_protocol(csi_est, k)
         t0 = time.perf_counter()
         draft, tree = self.shape.draft(self.d, k, sample=proto.samples, temperature=self.p.temperature,
-                                        generator=self.gen, eos=self.eos, stop=stop)
+                                       generator=self.gen, eos=self.eos, stop=stop)
         t_draft = time.perf_counter() - t0
         self.round = RoundState(self.n_rounds, proto.name, draft, t_draft, tree=tree, window=window)
         header = {"round": self.n_rounds, "t_draft_s": t_draft, "protocol": proto.name}
@@ -138,13 +138,9 @@ class UESession:
     def _block_size(self, csi_est: CSI | None, budget: int) -> tuple[int, int | None, Callable | None]:
         """(the block's K, a tree's budget; the window --draft-len/--tree-budget auto chose, None when fixed; the
         stop rule) by the K rules (wisv/timing/kpolicy.py) as the protocol's round applies them."""
-        auto = {"window": None, "stop": self.stop}  # what rule 3 (the auto window) chose besides K
-
-        def window(k_cap: int) -> int:
-            k, auto["window"], auto["stop"] = self._auto_window(csi_est, k_cap)
-            return k
-        k = self.shape.size(self._k_facts(csi_est, budget), window if self.shape.auto_sized(self.p) else None)
-        return k, auto["window"], auto["stop"]
+        auto = self._auto_window(csi_est) if self.shape.auto_sized(self.p) else None
+        k, window, stop = self.shape.size(self._k_facts(csi_est, budget), auto)
+        return k, window, (self.stop if auto is None else stop)
 
     def _k_facts(self, csi_est: CSI | None, budget: int) -> KFacts:
         """What the K rules (wisv/timing/kpolicy.py) read: the budget, the cap, the edge's stop depth when followed,
@@ -158,32 +154,14 @@ class UESession:
                       tau_d_s=r.t_draft_s / len(r.draft.tokens) if piped else 0.0,
                       rtt_s=csi_est.rtt_ms / 1e3 if csi_est is not None else 0.0)
 
-    def _auto_window(self, csi_est: CSI | None, k_cap: int) -> tuple[int, int, Callable | None]:
-        """--draft-len auto (a tree's --tree-budget auto): (tokens the block may hold, the window chosen, the stop
-        rule).  K minimises the predicted
-        time per committed token under the estimated CSI (wisv.timing.window), at most ``k_cap``; drafting ends
-        before K when the drafter's confidence says the next token is not worth its time (the WISP stop rule, when
-        given, still ends it too).  Confidence never extends a block past K: in the simulator that drafted ~2x K
-        and cost 15% (testbed/sim/window.py's auto-extend)."""
-        w = self.window
-        if w.tau_d_s is None:  # nothing measured yet
-            k = min(self.shape.start_k, k_cap)
-            return k, k, self.stop
+    def _auto_window(self, csi_est: CSI | None) -> AutoWindow:
+        """What the auto window reads: the tracker, the link, the payload constants, the recent mismatch rate."""
         rate = min(1.0, self.stats.m_mean / max(1, self.round.window or len(self.round.draft.tokens) or 1)) \
             if self.round is not None else 0.0
         name, features, rate = self.shape.cost_terms(self.proto.name, self.p.features, rate)
         pb = wire_payload_bits(int(self.d.model.config.hidden_size), self.p.vocab_size or 1, features=features)
-        round_s = round_cost(name, csi_est or CSI.ideal(), pb, w.tau_d_s, w.verify.predict_s, rate)
-        choice = w.choose(round_s, k_cap)
-        rule, wisp = w.stop_rule(round_s), self.stop
-        n = [1]
-
-        def stop(features: torch.Tensor) -> bool:
-            if (wisp is not None and wisp(features)) or rule(float(features[0]), n[0]):
-                return True
-            n[0] += 1
-            return False
-        return choice.k, choice.k, stop
+        return AutoWindow(tracker=self.window, csi=csi_est or CSI.ideal(), pb=pb, protocol=name, mismatch_rate=rate,
+                          wisp=self.stop)
 
     def draft_proactively(self, reply_waiting: Callable[[], bool]) -> int:
         """While the block is verified, draft up to ``proactive`` more tokens (greedy protocols); returns how many."""
@@ -216,8 +194,7 @@ class UESession:
         """Commit what the VERDICT accepted (carrying reusable proactive tokens), learn, record; the session may be
         done (at the budget or EOS)."""
         r = self.round
-        committed, carry = self.shape.committed(r, v)
-        self.d.commit(committed, carry)
+        committed = self.shape.settle(self.d, r, v)
         self.shape.learn(self.window, r, v, self.p)
         r.verdict = v
         r.columns = self.shape.columns(r)
