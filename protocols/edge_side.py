@@ -4,7 +4,9 @@ The edge verifies a block in one target pass (KV cache kept across rounds), appl
 protocol's acceptance rule, commits, and reports its compute time so the UE can separate
 communication from computation.  Rounds are exactly-once: a DRAFT must carry the session's next round; a
 retransmitted DRAFT (or HIDDEN) of the round last answered gets that answer again, from a cache, without verifying
-or committing again; any other round is refused with ERROR ``bad_round`` and changes nothing.
+or committing again; any other round is refused with ERROR ``bad_round`` and changes nothing.  Where a chain and a
+tree differ (the DRAFT's tensors, the verification pass, the acceptance, the commit), the protocol's round class
+decides (protocols/rounds.py, protocols/tree.py).
 """
 from __future__ import annotations
 
@@ -15,30 +17,22 @@ import numpy as np
 import torch
 
 from channel.csi import CSI
+from protocols.errors import ProtocolError
 from protocols.registry import ROUND_PROTOCOLS, WISV_PROTOCOLS, Protocol, get_protocol
 from protocols.wire import Message, MsgType, make
-from wisv.decoding.acceptance import (Verdict, greedy_accept_ids, mismatch_positions, speculative_sampling_from_logits,
-                             wisv_accept)
+from wisv.decoding.acceptance import Verdict, greedy_accept_ids, speculative_sampling_from_logits, wisv_accept
 from wisv.decoding.sessions import Block, VerifySession
-from wisv.decoding.tree import greedy_path
 from wisv.decoding.speculative import MismatchPolicy, policy_tau, truncate_output
 from wisv.head.features import edge_features
 
 
-class ProtocolError(ValueError):
-    """A well-formed message that is wrong for the session's state; .code names the problem."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
-
-
 @dataclass
 class _Pending:
-    """A verified SH block waiting for the requested hidden states."""
+    """A verified block waiting for its decision (SH: for the requested hidden states)."""
 
     round: int
     tokens: list[int]
+    tensors: dict[str, np.ndarray]  # the DRAFT's tensors (a tree's parents)
     block: Block
     mismatches: list[int]
     t_verify_s: float
@@ -66,9 +60,10 @@ class EdgeSession:
         h = open_msg.header
         self.sid, self.verify, self.policy, self.tau, self.eos = sid, verify, policy, tau, eos_token_id
         self.protocol_name = h["protocol"]
-        if get_protocol(self.protocol_name).tree and not getattr(verify, "takes_trees", True):  # also validates the name
-            raise ProtocolError("unsupported", getattr(verify, "tree_refusal", "this edge's engine takes no draft "
-                                                                               "trees"))
+        self.shape = get_protocol(self.protocol_name).rounds()  # where chain and tree differ (checks the name)
+        refusal = self.shape.refusal(verify)
+        if refusal:
+            raise ProtocolError("unsupported", refusal)
         self.draft_len, self.max_new = h["draft_len"], h["max_new_tokens"]
         self.drafter_hidden = h.get("drafter_hidden")
         _check_head_width(policy, self.protocol_name, self.drafter_hidden)
@@ -96,8 +91,7 @@ class EdgeSession:
         tokens = self.draft_tokens
         t0 = time.perf_counter()
         try:
-            parents = self.draft_parents
-            block = self.verify.verify(tokens) if parents is None else self.verify.verify_tree(tokens, parents)
+            block = self.shape.verify(self.verify, tokens, self.incoming[0].tensors)
         except Exception:
             self.abort_draft()
             raise
@@ -148,12 +142,10 @@ class EdgeSession:
         """Finish the kept DRAFT with the target's block (verified alone or in a batch)."""
         msg, proto, tokens = self.incoming
         self.incoming = None
-        if proto.tree:
-            return self._finish_tree(msg, tokens, block, t_verify_s)
-        mism = mismatch_positions(torch.tensor(tokens), block.argmax.cpu())
+        mism = self.shape.mismatches(tokens, block)
         csi = _csi_of(msg.header.get("csi"))
         queried = proto.query(mism)
-        pend = _Pending(msg.header["round"], tokens, block, mism, t_verify_s, proto, csi, batch)
+        pend = _Pending(msg.header["round"], tokens, msg.tensors, block, mism, t_verify_s, proto, csi, batch)
         if queried:
             self.pending = pend
             self.round_edge_s = time.perf_counter() - self.msg_t0
@@ -178,31 +170,18 @@ class EdgeSession:
         return self._finish(p, hidden, None)
 
     def _finish(self, p: _Pending, h_d: np.ndarray | None, probs: np.ndarray | None) -> Message:
+        """Decide by the protocol's round (a chain: its rule; a tree: the longest agreeing path), commit, VERDICT."""
         t0 = time.perf_counter()
-        v, t_head = self._decide(p, h_d, probs)
-        self._count(self.verify.commit(p.tokens, v.n_accepted, v.next_token))
+        v, t_head, path = self.shape.accept(p.tokens, p.tensors, p.block, lambda: self._decide(p, h_d, probs))
+        self._count(self.shape.commit(self.verify, p.tokens, v, path))
         now = time.perf_counter()
         t_verify = p.t_verify_s + (now - t0) - t_head
         t_edge, self.round_edge_s = self.round_edge_s + (now - self.msg_t0), 0.0
+        named = None if path is None else {"path": np.asarray(path, np.int32)}  # [n_accepted] a tree's path
         return self._answer(p.round, make(
-            MsgType.VERDICT, self.sid, None, round=p.round, n_accepted=v.n_accepted, next_token=v.next_token,
+            MsgType.VERDICT, self.sid, named, round=p.round, n_accepted=v.n_accepted, next_token=v.next_token,
             mismatches=len(p.mismatches), queried=len(p.protocol.query(p.mismatches)), t_verify_s=t_verify,
             t_head_s=t_head, t_edge_s=t_edge, batch=p.batch, done=self.done))
-
-    def _finish_tree(self, msg: Message, tokens: list[int], block: Block, t_verify_s: float) -> Message:
-        """Greedy tree acceptance: commit the longest agreeing root path and the target's next token; the VERDICT
-        names the path's nodes."""
-        t0 = time.perf_counter()
-        parents = [int(p) for p in msg.tensors["parents"]]
-        path, nxt = greedy_path(tokens, parents, block.argmax.tolist())
-        committed = self.verify.commit_path(tokens, path, nxt)
-        now = time.perf_counter()
-        self._count(committed)
-        t_edge, self.round_edge_s = self.round_edge_s + (now - self.msg_t0), 0.0
-        return self._answer(msg.header["round"], make(
-            MsgType.VERDICT, self.sid, {"path": np.asarray(path, np.int32)}, round=msg.header["round"],
-            n_accepted=len(path), next_token=nxt, mismatches=0, queried=0, t_verify_s=t_verify_s + now - t0,
-            t_head_s=0.0, t_edge_s=t_edge, batch=1, done=self.done))
 
     def _answer(self, round_: int, reply: Message) -> Message:
         """Keep a round's reply for retransmissions; a VERDICT ends the round, the next DRAFT carries round + 1."""
@@ -251,9 +230,7 @@ class EdgeSession:
     def _check_draft(self, proto: Protocol, msg: Message, k: int) -> None:
         if k > self.draft_len:
             raise ProtocolError("too_large", f"DRAFT has {k} tokens, session draft_len is {self.draft_len}")
-        if proto.tree != ("parents" in msg.tensors):
-            raise ProtocolError("missing_tensor" if proto.tree else "bad_tensor",
-                                f"a {proto.name} DRAFT {'needs' if proto.tree else 'takes no'} 'parents'")
+        self.shape.check_draft(proto.name, msg.tensors)
         if proto.name == "fh" and "hidden" not in msg.tensors:
             raise ProtocolError("missing_tensor", "fh DRAFT without 'hidden'")
         if proto.name == "ef" and "hidden" in msg.tensors:

@@ -4,7 +4,8 @@ A protocol says what the UE uploads with a draft block, which positions the edge
 hidden states afterwards, and which acceptance rule the edge applies.  ``ef`` runs WISV acceptance on a head that
 reads only what the edge computes itself (wisv/head/features.py), so its uplink is greedy's.  ``auto`` is a UE-side
 chooser among the WISV protocols that the edge's head can serve (see protocols/auto.py); each DRAFT names the protocol it used.  ``tree``
-drafts a token tree instead of a chain (wisv/decoding/tree.py).
+drafts a token tree instead of a chain (wisv/decoding/tree.py).  Where a round differs by its shape, a protocol names
+the class that runs it on both sides (``rounds``: protocols/rounds.py for a chain, protocols/tree.py for the tree).
 ``PROTOCOLS`` is the one list of protocol names: everyone else asks it.  The module stays light (numpy only,
 no torch), so that a CLI can import the names without loading models.
 """
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 if TYPE_CHECKING:
+    from protocols.rounds import ChainRounds
     from wisv.decoding.sessions import Draft
 
 
@@ -24,7 +26,6 @@ class Protocol:
     name: ClassVar[str] = "greedy"
     rule: ClassVar[str] = "greedy"  # acceptance rule at the edge: greedy | sampling | wisv
     samples: ClassVar[bool] = False  # the drafter samples (and uploads q) instead of taking argmax
-    tree: ClassVar[bool] = False  # the DRAFT is a tree (tokens + parents) verified with a tree mask
 
     def uplink(self, draft: Draft) -> dict[str, np.ndarray]:
         """Tensors of the DRAFT message."""
@@ -33,6 +34,12 @@ class Protocol:
     def query(self, mismatches: list[int]) -> list[int]:
         """Positions whose drafter hidden states the edge requests after verification."""
         return []
+
+    def rounds(self) -> ChainRounds:
+        """The protocol's round on both sides, where a chain and a tree differ (imported here, on use: it needs
+        torch, and the names above must not)."""
+        from protocols.rounds import ChainRounds
+        return ChainRounds()
 
 
 class Greedy(Protocol):
@@ -83,10 +90,15 @@ class Tree(Protocol):
     """SpecEdge's tree drafting: a best-first draft tree (token ids + parent indices), greedy acceptance of the
     longest agreeing root path; the VERDICT names that path."""
 
-    name, tree = "tree", True
+    name = "tree"
 
     def uplink(self, draft: Draft) -> dict[str, np.ndarray]:
         return super().uplink(draft) | {"parents": np.asarray(draft.parents, dtype=np.int32)}  # [K]
+
+    def rounds(self) -> ChainRounds:
+        """The tree's round: draft, verify and accept a tree (protocols/tree.py)."""
+        from protocols.tree import TreeRounds
+        return TreeRounds()
 
 
 PROTOCOLS: dict[str, type[Protocol]] = {p.name: p for p in (Greedy, Reject, FullHidden, SelectiveHidden, EdgeOnly, Auto,

@@ -1,13 +1,14 @@
 """UE side of a session as a state machine over messages: draft a block, upload it, answer HIDDEN_REQ, commit.
 
-The socket shell (testbed/live/ue.py) sends what ``open_message``/``next_draft``/``on_reply`` return and
-measures time; everything protocol-specific lives here.
+``UESession.play_round`` runs one round from its draft to its commit over the link it is given (testbed/live/client.py
+RoundLink sends, receives and resends); ``next_draft``/``draft_proactively``/``on_reply`` are its steps.  Where a
+chain and a tree differ, the protocol's round class decides (protocols/rounds.py, protocols/tree.py).
 """
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+import typing
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -16,24 +17,15 @@ from channel.csi import CSI
 from protocols.accounting import wire_payload_bits
 from protocols.auto import MismatchStats, choose
 from protocols.handshake import Vocab, vocab_refusal
+from protocols.errors import EdgeError
 from protocols.registry import HIDDEN_PROTOCOLS, Protocol, get_protocol, servable
-from protocols.schema import OpenOk, Verdict
+from protocols.rounds import AutoWindow, RoundState, UEParams
+from protocols.typed import OpenOk, Verdict
 from protocols.wire import Message, MsgType, make
-from wisv.decoding.sessions import Draft, DraftSession
-from wisv.decoding.specedge import proactive_reuse
+from wisv.decoding.sessions import DraftSession
 from wisv.decoding.speculative import truncate_output
-from wisv.decoding.tree import path_to
-from wisv.decoding.treedraft import TreeState, aligned, draft_tree, expand_leaf
-from wisv.timing.kpolicy import KFacts, block_k
-from wisv.timing.window import AUTO_DRAFT_LEN, TreeWindowTracker, WindowTracker, round_cost
-
-
-class EdgeError(RuntimeError):
-    """The edge answered with an ERROR message (``code``: its code, when it came from one)."""
-
-    def __init__(self, text: str, code: str | None = None):
-        super().__init__(text)
-        self.code = code
+from wisv.timing.kpolicy import KFacts
+from wisv.timing.window import AUTO_DRAFT_LEN, WindowTracker  # noqa: F401 (AUTO_DRAFT_LEN: read from here)
 
 
 class HandshakeError(RuntimeError):
@@ -60,51 +52,15 @@ def edge_error(msg: Message) -> EdgeError:
     return EdgeError(f"edge error [{msg.header['code']}]: {msg.header['text']}", msg.header["code"])
 
 
-AUTO_START_K = 8  # auto's window before its first verdict (nothing measured yet)
+class Link(typing.Protocol):
+    """What a round runs over (testbed/live/client.py RoundLink): it sends, tells whether a reply is waiting, and
+    yields the round's replies, resending the DRAFT (or resuming the session) within its retry window."""
 
+    def send(self, msg: Message) -> None: ...
 
-@dataclass(kw_only=True)
-class UEParams:
-    """What a UE session needs besides the drafter (by keyword)."""
+    def reply_waiting(self) -> bool: ...
 
-    protocol: str = "auto"  # greedy | reject | fh | sh | auto
-    draft_len: int = 8  # K, tokens per block (AUTO_DRAFT_LEN: chosen per round by wisv.timing.window, <= draft_len_max)
-    max_new_tokens: int = 160  # generation budget per prompt
-    auto_rule: str = "cost"  # auto's FH/SH rule: cost (eqs. 6/10) | rtt (FH if RTT > 10 ms)
-    temperature: float = 1.0  # sampling temperature (reject)
-    seed: int = 0  # sampling seed (reject; the edge gets seed + 1)
-    vocab_size: int = 0  # for the cost model's payload constants (reject probs width)
-    proactive: int = 0  # SpecEdge: draft up to this many tokens past the block while it is verified (0: off)
-    pipeline_depth: bool = False  # SpecEdge: K with K * tau_d + RTT ~= the edge's last verify time (<= draft_len)
-    tree_budget: int = 16  # tree: draft tokens per tree (a carried proactive chain comes on top)
-    vocab: Vocab | None = None  # the drafter's vocabulary, declared at OPEN (None: not declared, not checked)
-    draft_len_max: int = 32  # --draft-len auto: the largest K it may choose
-    follow_stop_depth: bool = False  # without a local predictor: K <= the stop depth the edge's last VERDICT suggests
-    features: bool = False  # DRAFT carries each token's draft features [K, 3] fp16 (the edge's WDT predictor)
-
-    @property
-    def auto_window(self) -> bool:
-        return self.draft_len == AUTO_DRAFT_LEN
-
-    @property
-    def auto_tree(self) -> bool:
-        """--tree-budget auto: the tree's budget chosen per round (<= draft_len_max)."""
-        return self.tree_budget == AUTO_DRAFT_LEN
-
-
-@dataclass
-class RoundState:
-    """What the UE knows about the round in flight."""
-
-    index: int
-    protocol: str  # protocol actually used this round (auto resolves to fh or sh)
-    draft: Draft
-    t_draft_s: float
-    verdict: Verdict | None = None  # the VERDICT once it arrives
-    proactive: Draft | None = None  # tokens drafted past the block while waiting (SpecEdge)
-    reused: int = 0  # proactive tokens that open the next block
-    tree: TreeState | None = None  # the tree in flight (tree protocol)
-    window: int | None = None  # K --draft-len auto chose for this block (None: a fixed window)
+    def replies(self) -> Iterator[Message]: ...
 
 
 class UESession:
@@ -115,8 +71,8 @@ class UESession:
         self.sid, self.d, self.p, self.eos = sid, drafter, params, eos_token_id
         self.stop = stop  # WISP rejection predictor: end the block at the first predicted rejection
         self.proto: Protocol = get_protocol(params.protocol)
-        auto = TreeWindowTracker if params.auto_tree and self.proto.tree else WindowTracker
-        self.window = window or auto(1, params.draft_len_max)  # --draft-len/--tree-budget auto (a UE's prompts share it)
+        self.shape = self.proto.rounds()  # the round, where a chain and a tree differ
+        self.window = window or self.shape.tracker(params)  # --draft-len/--tree-budget auto (a UE's prompts share it)
         self.gen = torch.Generator().manual_seed(params.seed)
         self.stats = MismatchStats()
         self.tokens: list[int] = []
@@ -148,37 +104,43 @@ class UESession:
             if why:
                 raise HandshakeError(why)
 
+    def play_round(self, csi_est: CSI | None, link: Link) -> RoundState:
+        """One round from draft to commit: send the DRAFT, draft proactively while the edge verifies (SpecEdge),
+        answer the replies until the VERDICT commits; the finished round."""
+        link.send(self.next_draft(csi_est))
+        t0 = time.perf_counter()
+        self.draft_proactively(link.reply_waiting)
+        self.round.t_proactive_s = time.perf_counter() - t0
+        for reply in link.replies():
+            answer = self.on_reply(reply)
+            if answer is None:
+                break
+            link.send(answer)
+        return self.round
+
     def next_draft(self, csi_est: CSI | None) -> Message:
         """Draft the next block and build its DRAFT message (auto picks FH or SH first)."""
-        budget = self.p.max_new_tokens - len(self.tokens)
-        auto = {"window": None, "stop": self.stop}  # what rule 3 (the auto window) chose besides K
-
-        def window(k_cap: int) -> int:
-            k, auto["window"], auto["stop"] = self._auto_window(csi_est, k_cap)
-            return k
-        k = block_k(self._k_facts(csi_est, budget), window if self.p.auto_window and not self.proto.tree else None)
-        stop, window = auto["stop"], auto["window"]
+        k, window, stop = self._block_size(csi_est, self.p.max_new_tokens - len(self.tokens))
         proto = self._round_protocol(csi_est, k)
         t0 = time.perf_counter()
-        tree = None
-        if proto.tree:
-            n = max(1, min(self.p.tree_budget, budget - 1))
-            if self.p.auto_tree:
-                n = window = self._auto_tree(csi_est, max(1, min(self.p.draft_len_max, budget - 1)))
-            tree = draft_tree(self.d, n, eos_token_id=self.eos)
-            draft = Draft(tree.tree.tokens, None, None, parents=tree.tree.parents)
-        else:
-            draft = self.d.draft(k, sample=proto.samples, temperature=self.p.temperature, generator=self.gen,
-                                 eos_token_id=self.eos, stop=stop)
+        draft, tree = self.shape.draft(self.d, k, sample=proto.samples, temperature=self.p.temperature,
+                                       generator=self.gen, eos=self.eos, stop=stop)
         t_draft = time.perf_counter() - t0
         self.round = RoundState(self.n_rounds, proto.name, draft, t_draft, tree=tree, window=window)
         header = {"round": self.n_rounds, "t_draft_s": t_draft, "protocol": proto.name}
         if csi_est is not None:
             header["csi"] = csi_est.to_dict()
         tensors = proto.uplink(draft)
-        if self.p.features and tree is None and draft.features is not None:
+        if self.p.features and draft.features is not None:
             tensors["features"] = draft.features[:, :3].numpy().astype(np.float16)  # [K, 3]
         return make(MsgType.DRAFT, self.sid, tensors, **header, **self.token)
+
+    def _block_size(self, csi_est: CSI | None, budget: int) -> tuple[int, int | None, Callable | None]:
+        """(the block's K, a tree's budget; the window --draft-len/--tree-budget auto chose, None when fixed; the
+        stop rule) by the K rules (wisv/timing/kpolicy.py) as the protocol's round applies them."""
+        auto = self._auto_window(csi_est) if self.shape.auto_sized(self.p) else None
+        k, window, stop = self.shape.size(self._k_facts(csi_est, budget), auto)
+        return k, window, (self.stop if auto is None else stop)
 
     def _k_facts(self, csi_est: CSI | None, budget: int) -> KFacts:
         """What the K rules (wisv/timing/kpolicy.py) read: the budget, the cap, the edge's stop depth when followed,
@@ -186,57 +148,27 @@ class UESession:
         r = self.round if self.round is not None and self.round.verdict else None
         follow = self.p.follow_stop_depth and self.stop is None and r is not None
         piped = self.p.pipeline_depth and r is not None and r.draft.tokens
-        return KFacts(budget_tokens=budget, k_max=self.p.draft_len_max if self.p.auto_window else self.p.draft_len,
+        return KFacts(budget_tokens=budget, k_max=self.shape.k_max(self.p),
                       stop_depth=r.verdict.stop_depth if follow else None,
                       verify_s=r.verdict.t_verify_s if piped else None,
                       tau_d_s=r.t_draft_s / len(r.draft.tokens) if piped else 0.0,
                       rtt_s=csi_est.rtt_ms / 1e3 if csi_est is not None else 0.0)
 
-    def _auto_window(self, csi_est: CSI | None, k_cap: int) -> tuple[int, int, Callable | None]:
-        """--draft-len auto: (tokens the block may hold, the window chosen, the stop rule).  K minimises the predicted
-        time per committed token under the estimated CSI (wisv.timing.window), at most ``k_cap``; drafting ends
-        before K when the drafter's confidence says the next token is not worth its time (the WISP stop rule, when
-        given, still ends it too).  Confidence never extends a block past K: in the simulator that drafted ~2x K
-        and cost 15% (testbed/sim/window.py's auto-extend)."""
-        w = self.window
-        if w.tau_d_s is None:  # nothing measured yet
-            k = min(AUTO_START_K, k_cap)
-            return k, k, self.stop
-        name = self.proto.name if self.proto.name != "auto" else "fh"
-        pb = wire_payload_bits(int(self.d.model.config.hidden_size), self.p.vocab_size or 1, features=self.p.features)
+    def _auto_window(self, csi_est: CSI | None) -> AutoWindow:
+        """What the auto window reads: the tracker, the link, the payload constants, the recent mismatch rate."""
         rate = min(1.0, self.stats.m_mean / max(1, self.round.window or len(self.round.draft.tokens) or 1)) \
             if self.round is not None else 0.0
-        round_s = round_cost(name, csi_est or CSI.ideal(), pb, w.tau_d_s, w.verify.predict_s, rate)
-        choice = w.choose(round_s, k_cap)
-        rule, wisp = w.stop_rule(round_s), self.stop
-        n = [1]
-
-        def stop(features: torch.Tensor) -> bool:
-            if (wisp is not None and wisp(features)) or rule(float(features[0]), n[0]):
-                return True
-            n[0] += 1
-            return False
-        return choice.k, choice.k, stop
-
-    def _auto_tree(self, csi_est: CSI | None, n_cap: int) -> int:
-        """--tree-budget auto: the budget N that minimises the predicted time per committed token (a
-        TreeWindowTracker: the tree protocol's link time, the measured drafting and verify times, the accepted depth a
-        budget is expected to reach); 16 before the first verdict."""
-        w = self.window
-        if w.tau_d_s is None:
-            return min(16, n_cap)
-        pb = wire_payload_bits(int(self.d.model.config.hidden_size), self.p.vocab_size or 1)
-        return w.choose(round_cost("tree", csi_est or CSI.ideal(), pb, w.tau_d_s, w.verify.predict_s), n_cap).k
+        name, features, rate = self.shape.cost_terms(self.proto.name, self.p.features, rate)
+        pb = wire_payload_bits(int(self.d.model.config.hidden_size), self.p.vocab_size or 1, features=features)
+        return AutoWindow(tracker=self.window, csi=csi_est or CSI.ideal(), pb=pb, protocol=name, mismatch_rate=rate,
+                          wisp=self.stop)
 
     def draft_proactively(self, reply_waiting: Callable[[], bool]) -> int:
         """While the block is verified, draft up to ``proactive`` more tokens (greedy protocols); returns how many."""
         r = self.round
         if not self.p.proactive or r is None or r.proactive is not None or get_protocol(r.protocol).samples:
             return 0
-        if r.tree is not None:  # proactive tree expansion: grow the most probable leaf
-            r.proactive = Draft(expand_leaf(self.d, r.tree, self.p.proactive, reply_waiting), None, None)
-            return len(r.proactive.tokens)
-        r.proactive = self.d.draft_more(self.p.proactive, reply_waiting)
+        r.proactive = self.shape.draft_more(self.d, r, self.p.proactive, reply_waiting)
         return len(r.proactive.tokens)
 
     def on_reply(self, msg: Message) -> Message | None:
@@ -252,63 +184,29 @@ class UESession:
             return make(MsgType.HIDDEN, self.sid, {"hidden": hidden}, round=r.index, **self.token)
         if msg.type != MsgType.VERDICT:
             raise EdgeError(f"unexpected {msg.type.name} during round {r.index}")
-        v = Verdict.of(msg.header, msg.tensors)
-        if r.tree is not None:
-            self._commit_tree(v)
-        else:
-            self._commit(v)
+        self._commit(Verdict.of(msg.header, msg.tensors))
         return None
 
     def close_message(self) -> Message:
         return make(MsgType.CLOSE, self.sid, **self.token)
 
     def _commit(self, v: Verdict) -> None:
+        """Commit what the VERDICT accepted (carrying reusable proactive tokens), learn, record; the session may be
+        done (at the budget or EOS)."""
         r = self.round
-        committed = r.draft.tokens[: v.n_accepted] + [v.next_token]
-        self.d.commit(committed, self._carry(r, v))
-        self._append(v, committed)
-
-    def _commit_tree(self, v: Verdict) -> None:
-        """Commit the tree path the VERDICT names (checked against the tree sent); carry aligned proactive tokens."""
-        r, path = self.round, list(v.path)
-        parents = r.tree.tree.parents
-        if len(path) != v.n_accepted or (path and (max(path) >= len(parents) or path_to(parents, path[-1]) != path)):
-            raise EdgeError(f"VERDICT path {path} is not a root path of the {len(parents)}-node tree sent")
-        if self.p.auto_tree and isinstance(self.window, TreeWindowTracker):
-            self.window.update_tree(len(parents), r.tree.tree.depth, v.n_accepted, r.t_draft_s, v.t_edge_s)
-        carry = aligned(r.tree, path, v.next_token)
-        r.reused = len(carry)
-        committed = [r.draft.tokens[i] for i in path] + [v.next_token]
-        self.d.commit(committed, Draft(carry, None, None) if carry else None)
-        self._append(v, committed)
-
-    def _append(self, v: Verdict, committed: list[int]) -> None:
-        """Record the verdict and the round's output (cut at the budget and EOS); the session may be done."""
-        self.round.verdict = v
-        r = self.round
-        if self.p.auto_window and r.tree is None:
-            conf = r.draft.features[:, 0].tolist() if r.draft.features is not None else None
-            self.window.update(len(r.draft.tokens), v.n_accepted, conf, r.t_draft_s, v.t_edge_s)
+        committed = self.shape.settle(self.d, r, v)
+        self.shape.learn(self.window, r, v, self.p)
+        r.verdict = v
+        r.columns = self.shape.columns(r)
         committed = truncate_output(committed, self.p.max_new_tokens - len(self.tokens), self.eos)
         self.tokens.extend(committed)
         self.stats.update(v.mismatches)
         self.n_rounds += 1
         self.done = v.done or len(self.tokens) >= self.p.max_new_tokens or committed[-1] == self.eos
 
-    def _carry(self, r: RoundState, v: Verdict) -> Draft | None:
-        """The proactive tokens the next block reuses (SpecEdge): all accepted and the bonus equals p_1."""
-        pro = r.proactive
-        if pro is None or not pro.tokens:
-            return None
-        reused = proactive_reuse(len(r.draft.tokens), v.n_accepted, v.next_token, pro.tokens)
-        r.reused = len(reused)
-        return Draft(reused, pro.hidden[1:], None, pro.features[1:]) if reused else None
-
     def _block_max(self) -> int:
-        """The most tokens one DRAFT carries (OPEN's draft_len): a tree's budget plus a carried proactive chain."""
-        if self.proto.tree:
-            return (self.p.draft_len_max if self.p.auto_tree else self.p.tree_budget) + self.p.proactive
-        return self.p.draft_len_max if self.p.auto_window else self.p.draft_len
+        """The most tokens one DRAFT carries (OPEN's draft_len)."""
+        return self.shape.block_max(self.p)
 
     def _round_protocol(self, csi_est: CSI | None, k: int) -> Protocol:
         if self.proto.name != "auto":

@@ -1,14 +1,16 @@
-"""The UE's side of the socket: a DEALER shell that counts wire bytes and stamps times at the socket, and the
-exchanges a UE makes outside its rounds (RTT handshake and rate probes, OPEN with its checks, REFERENCE).
-Every exchange is retried within the retry window (testbed/live/retry.py): after a receive timeout the socket is
-replaced and the same message sent again; the edge answers a retransmission as it answered the first."""
+"""The UE's side of the socket: a DEALER shell that counts wire bytes and stamps times at the socket, a round's link
+over it (``RoundLink``, what ``UESession.play_round`` runs over), and the exchanges a UE makes outside its rounds (RTT
+handshake and rate probes, OPEN with its checks, REFERENCE).  Every exchange is retried within the retry window
+(testbed/live/retry.py): after a receive timeout the socket is replaced and the same message sent again; the edge
+answers a retransmission as it answered the first."""
 from __future__ import annotations
 
 import dataclasses
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import zmq
@@ -26,6 +28,7 @@ from testbed.live.retry import RETRYABLE, Window
 from testbed.live.sockbounds import bound_socket
 
 UNKNOWN_SESSION = "unknown_session"  # the edge's ERROR code for a session it does not hold (restarted, or freed)
+IN_PROGRESS = "in_progress"  # the edge's ERROR code for a retransmitted DRAFT still being verified: keep waiting
 
 
 class Client:
@@ -116,6 +119,80 @@ class Client:
         if self.keepalive is not None:
             self.keepalive.stop()
         self.sock.close(0)
+
+
+@dataclass
+class RoundIO:
+    """A round's traffic and times on the UE's clock."""
+
+    up: int = 0  # bytes sent, on the wire
+    down: int = 0  # bytes received, on the wire
+    exchanges: int = 0  # request/reply exchanges
+    ue_mid_s: float = 0.0  # UE work between a reply and the next request of the round, s
+    t_first: float = 0.0  # perf_counter when the DRAFT was first sent, s
+    t_last: float = 0.0  # perf_counter when the last reply arrived, s
+    retries: int = 0  # resends of the DRAFT after a receive timeout or a busy edge
+    resumed: int = 0  # re-OPENs of the session with its committed prefix (the edge had lost it)
+
+
+class RoundLink:
+    """One round of ``sess`` over the client, counted in ``io``: the round's messages go out, its replies come in
+    (stale ones and IN_PROGRESS dropped).  The exchange happens exactly once: after a receive timeout (or a busy
+    edge) the DRAFT is resent, which the edge answers from its cache; after an edge restart (ERROR
+    ``unknown_session``) the session is re-OPENed with its committed prefix and the DRAFT resent; all within the
+    retry window."""
+
+    def __init__(self, client: Client, sess: UESession):
+        self.client, self.sess, self.io = client, sess, RoundIO()
+        self.draft: Message | None = None  # the round's DRAFT, once sent
+
+    def send(self, msg: Message) -> None:
+        """Send the DRAFT, or an answer to a reply (HIDDEN: the UE's work since that reply is not link time)."""
+        c, io = self.client, self.io
+        io.up += c.send(msg)
+        io.exchanges += 1
+        if self.draft is None:
+            self.draft, io.t_first = msg, c.t_sent
+        else:
+            io.ue_mid_s += c.t_sent - io.t_last
+
+    def reply_waiting(self) -> bool:
+        return self.client.reply_waiting()
+
+    def replies(self) -> Iterator[Message]:
+        """The round's replies in order, an edge ERROR that ends the round included."""
+        c, io = self.client, self.io
+        window = Window(c.retry_s, f"round {self.draft.header['round']} of session {self.sess.sid} with the edge at "
+                                   f"{c.endpoint}")
+        while True:
+            try:
+                reply, nbytes = c.recv(self.sess.sid, self.draft.header["round"])
+            except TimeoutError as e:
+                self._resend(window, str(e))
+                continue
+            io.down += nbytes
+            io.t_last = c.t_received
+            code = reply.header["code"] if reply.type == MsgType.ERROR else None
+            if code == IN_PROGRESS:
+                continue
+            if code == UNKNOWN_SESSION:
+                window.next_attempt(str(edge_error(reply)))  # bounded: an edge that keeps losing it ends the run
+                open_session(c, self.sess)  # the committed prefix, the budget left, this round first
+                self.draft.header.update(self.sess.token)  # the resumed session's new token
+                io.resumed += 1
+                self._resend()
+            elif code in RETRYABLE:
+                self._resend(window, str(edge_error(reply)))
+            else:
+                yield reply
+
+    def _resend(self, window: Window | None = None, why: str = "") -> None:
+        """Send the DRAFT again (after waiting for the window's next attempt, when given)."""
+        if window is not None:
+            self.client.retry(window, why)
+            self.io.retries += 1
+        self.io.up += self.client.send(self.draft)
+        self.io.exchanges += 1
 
 
 def peer_identity(name: str) -> str:

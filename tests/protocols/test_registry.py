@@ -34,3 +34,11 @@ def test_the_time_model_covers_every_round_protocol():
     """wisv sits below protocols and keeps its own tuple for the protocols it models: it must match."""
     from wisv.timing import roundtime
     assert roundtime.PROTOCOLS == ROUND_PROTOCOLS and roundtime.WISV_PROTOCOLS == WISV_PROTOCOLS
+
+
+def test_each_protocol_names_the_class_that_runs_its_round():
+    """A protocol is its registry class; where a round's shape differs, that class names its round class."""
+    from protocols.rounds import ChainRounds
+    from protocols.tree import TreeRounds
+    shapes = {n: type(PROTOCOLS[n]().rounds()) for n in ALL_PROTOCOLS}
+    assert shapes.pop("tree") is TreeRounds and set(shapes.values()) == {ChainRounds}

@@ -15,7 +15,7 @@ from wisv.decoding.acceptance import (Verdict, greedy_accept_ids, mismatch_posit
                              wisv_accept)
 from wisv.tasks.evaluate import eos_id
 from wisv.records.rows import RoundRow, to_frame
-from wisv.decoding.sessions import DraftSession, VerifySession
+from wisv.decoding.sessions import Block, DraftSession, VerifySession
 from wisv.records.summary import summarize_rounds
 from wisv.head.features import EdgeFeatures, edge_features
 
@@ -143,16 +143,6 @@ def truncate_output(committed: list[int], budget: int, eos_token_id: int | None)
     return committed
 
 
-def _verdict(rule: Rule, draft: torch.Tensor, q: torch.Tensor | None, logits: torch.Tensor, argmax: torch.Tensor,
-             mism_probs: torch.Tensor | None, tau: float, temperature: float, gen, eos: int | None = None) -> Verdict:
-    if rule == "sampling":
-        q = q if q is not None else logits.new_zeros(0, logits.shape[-1]).double()  # nothing drafted
-        return speculative_sampling_from_logits(draft, q, logits, temperature, gen)
-    if rule == "wisv":
-        return wisv_accept(draft, argmax, mism_probs, tau, eos)
-    return greedy_accept_ids(draft, argmax)
-
-
 @dataclass(frozen=True, kw_only=True)
 class RoundContext:
     """What every round of one speculative run shares."""
@@ -164,6 +154,18 @@ class RoundContext:
     temperature: float  # sampling temperature (sampling)
     gen: torch.Generator | None  # seeded generator (sampling)
     csi: CSI | None  # the link state the policy conditions on
+
+
+def _verdict(ctx: RoundContext, *, draft: torch.Tensor, q: torch.Tensor | None, block: Block,
+             mism_probs: torch.Tensor, tau: float) -> Verdict:
+    """The round's acceptance under the run's rule: the ``draft`` [K] against the target's ``block``; ``q`` [K, V]: the
+    drafter's probabilities (sampling), ``mism_probs`` [m]: the policy's rejection probabilities (wisv)."""
+    if ctx.rule == "sampling":
+        q = q if q is not None else block.logits.new_zeros(0, block.logits.shape[-1]).double()  # nothing drafted
+        return speculative_sampling_from_logits(draft, q, block.logits, ctx.temperature, ctx.gen)
+    if ctx.rule == "wisv":
+        return wisv_accept(draft, block.argmax, mism_probs, tau, ctx.eos)
+    return greedy_accept_ids(draft, block.argmax)
 
 
 def _round(d: DraftSession, t: VerifySession, k: int, ctx: RoundContext, index: int) -> RoundRecord:
@@ -178,7 +180,7 @@ def _round(d: DraftSession, t: VerifySession, k: int, ctx: RoundContext, index: 
     ef = edge_features(blk.logits.cpu(), blk.hidden.cpu(), dr.tokens, mism) if mism else None
     probs = ctx.policy.reject_probs(hd, ht, mism, ctx.csi, ef) if (rule == "wisv" and mism) else torch.zeros(0)
     tau = policy_tau(ctx.policy, ctx.tau, ctx.csi)
-    v = _verdict(rule, draft, dr.probs, blk.logits, blk.argmax, probs, tau, ctx.temperature, gen, ctx.eos)
+    v = _verdict(ctx, draft=draft, q=dr.probs, block=blk, mism_probs=probs, tau=tau)
     committed = t.commit(dr.tokens, v.n_accepted, v.next_token)
     d.commit(committed)
     return RoundRecord(index, len(dr.tokens), v.n_accepted, mism, v.next_token, dr.tokens, blk.argmax.tolist(),
