@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from testbed.common.files import write_csv_atomic, write_json_atomic
-from wisv.records.summary import summarize_rounds
+from wisv.records.summary import SPEC_DECODE_NAMES, summarize_rounds
 from wisv.tasks.qa import check_answer
 from wisv.tasks.textquality import text_quality
 
@@ -22,9 +22,9 @@ Scorer = Callable[[str, list[int]], list[float]]  # (prompt_id, output tokens) -
 def summarize(protocol: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompts: pd.DataFrame,
               decode, references: dict[str, list[int]] | None, nll: Scorer | None = None) -> dict:
     """One protocol's summary (decode None: no accuracy): accuracy, AAL, rounds, latency, throughput, bytes, losslessness (AAL, rounds,
-    latency, throughput and WDT from wisv.records.summary over the round records and the successful prompts), and
-    beside losslessness the text's drift and fluency against the reference (wisv.tasks.textquality; fluency
-    needs ``nll``, the target's scorer)."""
+    latency, throughput, WDT and vLLM's spec-decode names from wisv.records.summary over the round records and the
+    successful prompts), and beside losslessness the text's drift and fluency against the reference
+    (wisv.tasks.textquality; fluency needs ``nll``, the target's scorer)."""
     ok = outputs[outputs["error"].isna()] if "error" in outputs else outputs
     merged = ok.merge(prompts[["prompt_id"] + (["answer"] if "answer" in prompts else [])], on="prompt_id")
     acc = None
@@ -51,6 +51,7 @@ def summarize(protocol: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompt
         "t_draft_s_mean": float(rounds["t_draft_s"].mean()) if len(rounds) else math.nan,
         "generated_tokens": n_tok,
         "wdt_tokens_per_round": m["wdt_tokens_per_round"],
+        **{k: m[k] for k in SPEC_DECODE_NAMES},  # vLLM's per-request names, over all the rounds (docs/results.md)
     }
 
 

@@ -48,6 +48,7 @@ from wisv.tasks.evaluate import eos_id
 from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.tasks.prompts import prompt_rows
 from wisv.records.rows import RoundLog, RoundRow, to_frame
+from wisv.records.summary import spec_decode_metrics
 from wisv.decoding.rejection import load_predictor, stop_rule
 from wisv.decoding.sessions import DraftSession
 from wisv.timing.window import TreeWindowTracker, WindowTracker
@@ -144,7 +145,8 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
         per = retransmission_rate(tcp_before, loc.tcp())
         rows = [dataclasses.replace(r, per=per) for r in rows]
     out = {"prompt_id": pid, "ue_id": cfg.ue_id, "tokens": sess.tokens, "rounds": sess.n_rounds,
-           "t_e2e_s": t_e2e, "t_probe_s": t_probe, "outage_s": _outage_s(trace, t_link0, cfg.link_t0_epoch_s)}
+           "t_e2e_s": t_e2e, "t_probe_s": t_probe, "outage_s": _outage_s(trace, t_link0, cfg.link_t0_epoch_s),
+           **spec_decode_metrics(to_frame(rows))}  # vLLM's per-request names, from the prompt's rounds
     return out, rows
 
 

@@ -1,4 +1,5 @@
-"""The one summary of per-round records: AAL, rounds per prompt, latency, throughput and WDT (pandas, no torch)."""
+"""The one summary of per-round records: AAL, rounds per prompt, latency, throughput and WDT, and the same rounds
+in vLLM's per-request speculative-decoding names (pandas, no torch)."""
 from __future__ import annotations
 
 import math
@@ -6,9 +7,10 @@ import math
 import pandas as pd
 
 
-def summarize_rounds(rounds: pd.DataFrame, prompts: pd.DataFrame | None = None) -> dict[str, float]:
+def summarize_rounds(rounds: pd.DataFrame, prompts: pd.DataFrame | None = None) -> dict:
     """AAL (eq. 20), rounds per prompt (eq. 21), generated tokens per prompt and rounds per 100 generated tokens (a
-    gain from shorter outputs is drift, not speed), mean latency per prompt, throughput and WDT per round.
+    gain from shorter outputs is drift, not speed), mean latency per prompt, throughput and WDT per round; and
+    vLLM's per-request names over all the rounds (``spec_decode_metrics``).
 
     ``rounds``: per-round records (wisv.records.rows; ``accepted``, and ``wdt_tokens`` where measured).
     ``prompts``: one row per finished prompt, with ``latency_s`` (its end-to-end time, s) and ``n_tokens`` (tokens
@@ -26,4 +28,45 @@ def summarize_rounds(rounds: pd.DataFrame, prompts: pd.DataFrame | None = None) 
         "latency_s": float(latency.mean()) if len(latency) else math.nan,
         "throughput_tok_s": tokens / total_s if total_s > 0 else math.nan,
         "wdt_tokens_per_round": float(rounds["wdt_tokens"].mean()) if "wdt_tokens" in rounds else math.nan,
+        **spec_decode_metrics(rounds),
+    }
+
+
+SPEC_DECODE_NAMES = ("mean_acceptance_length", "draft_acceptance_rate", "acceptance_histogram", "num_spec_steps",
+                     "num_accepted_draft_tokens", "num_draft_tokens", "num_spec_tokens")  # vLLM's, in its order
+
+
+def spec_decode_metrics(rounds: pd.DataFrame) -> dict:
+    """vLLM's per-request speculative-decoding metrics (``--per-request-spec-decode-metrics``, vLLM PR #48915;
+    SGLang's ``sglext_spec`` alike) of the rounds of one prompt, or of a whole run (the same sums over all its rounds).
+
+    A spec step is a round that drafted at least one token (vLLM counts no step without draft tokens).  Its accepted
+    draft tokens are the round's ``accepted``: the draft tokens it committed, so under WISV also the mismatches the
+    head kept (vLLM's rejection sampler keeps none); a tree's are its accepted path.  Its draft tokens are
+    ``drafted``: the chain's block, or the tree's nodes uploaded.  ``num_spec_tokens`` is the longest draft any step
+    could accept (a chain's ``drafted``, a tree's ``tree_depth``): K when some step drafted a full block, the most
+    under an auto window.  ``acceptance_histogram[j]`` counts the steps that accepted exactly j draft tokens (length
+    ``num_spec_tokens + 1``).  So, as vLLM defines them:
+
+        mean_acceptance_length = 1 + num_accepted_draft_tokens / num_spec_steps   (the +1: vLLM's bonus token)
+        draft_acceptance_rate  = num_accepted_draft_tokens / num_draft_tokens
+        sum(acceptance_histogram) = num_spec_steps;  sum(j * h[j]) = num_accepted_draft_tokens
+
+    and ``mean_acceptance_length = 1 + aal`` when every round drafted (docs/results.md).  Ratios with a zero
+    denominator are NaN; rounds without ``drafted``/``accepted`` (another producer's) give NaN and None."""
+    if not len(rounds) or not {"drafted", "accepted"} <= set(rounds):
+        return {k: math.nan if k in SPEC_DECODE_NAMES[:2] else None for k in SPEC_DECODE_NAMES}
+    steps = rounds[(rounds["drafted"] > 0) & rounds["accepted"].notna()]  # [steps, fields]
+    accepted = steps["accepted"].astype(int)  # [steps] draft tokens each step committed
+    longest = steps["tree_depth"].fillna(steps["drafted"]) if "tree_depth" in steps else steps["drafted"]
+    k = int(longest.max()) if len(steps) else 0  # num_spec_tokens
+    n_acc, n_draft = int(accepted.sum()), int(steps["drafted"].sum())
+    return {
+        "mean_acceptance_length": 1 + n_acc / len(steps) if len(steps) else math.nan,
+        "draft_acceptance_rate": n_acc / n_draft if n_draft else math.nan,
+        "acceptance_histogram": [int(c) for c in accepted.value_counts().reindex(range(k + 1), fill_value=0)],
+        "num_spec_steps": int(len(steps)),
+        "num_accepted_draft_tokens": n_acc,
+        "num_draft_tokens": n_draft,
+        "num_spec_tokens": k,
     }
