@@ -1,0 +1,46 @@
+"""Paired accuracy (wisv/records/paired.py): lost/gained counts, the bootstrap interval, McNemar's p."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from wisv.records.paired import bootstrap_delta_ci, paired_accuracy, paired_frame
+
+
+def test_lost_and_gained_are_the_discordant_prompts():
+    base = np.array([1, 1, 1, 0, 0, 1, 1, 0], bool)
+    new = np.array([1, 0, 0, 1, 0, 1, 1, 0], bool)
+    r = paired_accuracy(base, new)
+    assert (r.n, r.lost, r.gained) == (8, 2, 1)
+    assert r.delta == pytest.approx(-1 / 8)
+    assert r.ci_low <= r.delta <= r.ci_high
+    assert r.mcnemar_p == pytest.approx(1.0)  # 2 of 3 discordant: binomial two-sided p = 1
+
+
+def test_identical_methods_have_a_zero_width_interval_and_p_one():
+    x = np.array([1, 0, 1, 1], bool)
+    r = paired_accuracy(x, x)
+    assert (r.lost, r.gained, r.delta, r.ci_low, r.ci_high, r.mcnemar_p) == (0, 0, 0.0, 0.0, 0.0, 1.0)
+
+
+def test_a_clear_loss_has_an_interval_below_zero_and_a_small_p():
+    base = np.ones(40, bool)
+    new = np.ones(40, bool)
+    new[:12] = False
+    r = paired_accuracy(base, new)
+    assert r.ci_high < 0 and r.mcnemar_p < 0.001
+
+
+def test_the_interval_is_seeded():
+    rng = np.random.default_rng(3)
+    a, b = rng.random(30) < 0.6, rng.random(30) < 0.5
+    assert bootstrap_delta_ci(a, b, seed=1) == bootstrap_delta_ci(a, b, seed=1)
+    assert bootstrap_delta_ci(np.array([]), np.array([]))[0] != bootstrap_delta_ci(np.array([]), np.array([]))[0]
+
+
+def test_frames_are_aligned_by_prompt_and_unequal_lengths_refused():
+    base = pd.DataFrame({"prompt_id": ["a", "b", "c"], "correct": [True, True, None]})
+    new = pd.DataFrame({"prompt_id": ["c", "b", "a", "d"], "correct": [True, False, True, True]})
+    b, n = paired_frame(base, new)
+    assert list(b) == [True, True] and list(n) == [True, False]
+    with pytest.raises(ValueError, match="same prompts"):
+        paired_accuracy(np.ones(3), np.ones(4))

@@ -1,0 +1,64 @@
+"""Paired comparison of two methods on the same prompts (pure: numpy, scipy, pandas).
+
+Two methods that answered the same prompts are compared prompt by prompt, not by two means: a prompt is *lost*
+when the baseline got it right and the method got it wrong, *gained* the other way round (McNemar's discordant
+pairs).  The accuracy delta gets a percentile bootstrap interval over prompts (resampled in pairs), and the exact
+McNemar p-value is the two-sided binomial test of ``lost`` against ``lost + gained`` at 1/2.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.stats import binomtest
+
+
+@dataclass(frozen=True)
+class PairedAccuracy:
+    """Method against baseline on n shared prompts."""
+
+    n: int  # prompts both methods answered
+    lost: int  # right under the baseline, wrong under the method
+    gained: int  # wrong under the baseline, right under the method
+    delta: float  # accuracy(method) - accuracy(baseline), in [-1, 1]
+    ci_low: float  # bootstrap lower bound of delta
+    ci_high: float  # bootstrap upper bound of delta
+    mcnemar_p: float  # exact two-sided McNemar p-value (1.0 with no discordant pair)
+
+    def as_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+def bootstrap_delta_ci(base: np.ndarray, new: np.ndarray, level: float = 0.95, n_boot: int = 10_000,
+                       seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of mean(new) - mean(base), resampling prompts in pairs (seeded: reproducible).
+    ``base``, ``new``: [n] 0/1 per prompt.  (nan, nan) for no prompt."""
+    diff = np.asarray(new, float) - np.asarray(base, float)  # [n]
+    if len(diff) == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(diff), size=(n_boot, len(diff)))  # [B, n]
+    means = diff[idx].mean(axis=1)  # [B]
+    alpha = (1 - level) / 2
+    return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
+
+
+def paired_accuracy(base: np.ndarray, new: np.ndarray, level: float = 0.95, n_boot: int = 10_000,
+                    seed: int = 0) -> PairedAccuracy:
+    """Lost, gained, the delta, its bootstrap interval and McNemar's p for per-prompt correctness [n] (0/1)."""
+    b, m = np.asarray(base, bool), np.asarray(new, bool)
+    if b.shape != m.shape:
+        raise ValueError(f"paired accuracy needs the same prompts: {b.shape} vs {m.shape}")
+    lost, gained = int((b & ~m).sum()), int((~b & m).sum())
+    lo, hi = bootstrap_delta_ci(b, m, level, n_boot, seed)
+    p = binomtest(lost, lost + gained, 0.5).pvalue if lost + gained else 1.0
+    delta = float(m.mean() - b.mean()) if len(b) else float("nan")
+    return PairedAccuracy(len(b), lost, gained, delta, lo, hi, float(p))
+
+
+def paired_frame(base: pd.DataFrame, new: pd.DataFrame, key: str = "prompt_id",
+                 col: str = "correct") -> tuple[np.ndarray, np.ndarray]:
+    """The two methods' ``col`` on the prompts both have, aligned by ``key`` (rows with no value dropped)."""
+    both = base[[key, col]].dropna().merge(new[[key, col]].dropna(), on=key, suffixes=("_base", "_new"))
+    return both[f"{col}_base"].to_numpy(bool), both[f"{col}_new"].to_numpy(bool)
