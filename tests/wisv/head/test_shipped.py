@@ -2,7 +2,9 @@
 
 ``shipped_probs.json`` holds, per directory, the repair probabilities on ``fixed_inputs`` under each link of
 ``LINKS`` and the threshold in force there, computed by the code before heads and judges shared one save/load
-(see the commit that added it).  Regenerate only on purpose: ``python -m tests.wisv.head.test_shipped``.
+(commit "A test that every shipped head and judge directory scores a fixed input as recorded").  The shipped files
+predate the ``kind`` field (wisv/head/store.py): they load as their stem's legacy kind.  Regenerate only on
+purpose: ``python -m tests.wisv.head.test_shipped``.
 """
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ import torch
 
 from channel.csi import CSI
 from wisv.head.features import SCALARS, EdgeFeatures
-from wisv.head.judges import is_judge_dir, load_judge
-from wisv.head.model import load_policy_from
+from wisv.head.policy import MismatchPolicy
+from wisv.head.store import load_policy_dir
 from wisv.pairs import ASSETS_DIR
 
 FIXTURE = Path(__file__).with_name("shipped_probs.json")
@@ -50,23 +52,14 @@ def link(name: str) -> CSI | None:
     return None if LINKS[name] is None else CSI.symmetric(*LINKS[name])
 
 
-def load(rel: str):
-    """(policy, tau, d_draft, d_target) of a shipped directory."""
-    path = ASSETS_DIR / rel
-    if is_judge_dir(path):
-        policy, tau = load_judge(path)
-        return policy, tau, 576, 576
-    policy, tau = load_policy_from(path)
-    return policy, tau, policy.cfg.d_draft, policy.cfg.d_target
-
-
 def scores(rel: str) -> dict:
     """Per link: the repair probabilities on the fixed inputs and the threshold in force."""
-    policy, tau, d_d, d_t = load(rel)
-    hd, ht, edge = fixed_inputs(d_d, d_t)
+    policy, tau = load_policy_dir(ASSETS_DIR / rel)
+    assert isinstance(policy, MismatchPolicy) and tau == policy.tau
+    hd, ht, edge = fixed_inputs(policy.d_draft or 576, policy.d_target or 576)  # the SmolLM2 pair's widths
     out = {"tau": tau}
     for name in LINKS:
-        threshold = policy.threshold(tau, link(name)) if hasattr(policy, "threshold") else tau
+        threshold = policy.threshold(tau, link(name))
         probs = policy.reject_probs(hd, ht, list(range(M)), link(name), edge)
         out[name] = {"probs": [float(p) for p in probs], "threshold": threshold}
     return out
