@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from wisv.head.judges import LINK_BITS
 from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
 
 LABEL_ENGINES = ("cached", "batched")  # label stage: how the forced continuations run (labeling/label.py)
@@ -146,4 +147,5 @@ class JudgesConfig:
     curve_sizes: tuple[int, ...] = (100, 400, 1600)  # training labels of the learning curve (plus all of them)
     poor_link: tuple[float, float] = (3.0, 45.0)  # the poor link (Mbit/s, RTT ms): our judge's tau at the full harm budget
     good_link: tuple[float, float] = (200.0, 5.0)  # the good link (Mbit/s, RTT ms): tau at the budget scaled by t_link
+    link_bits: tuple[float, float] = LINK_BITS  # (up, down) bits of the round t_link charges (saved with the judge)
     seed: int = 0  # init and curve-subset seed

@@ -35,7 +35,8 @@ from labeling.store import EVAL_CSV, HEADS, load_config, require, save_config, s
 from wisv.timing.compute import ModelDims, verify_flops
 from wisv.tasks.evaluate import accuracy
 from wisv.timing.hardware import get_profile
-from wisv.head.model import HeadPolicy, load_head
+from wisv.head.model import HeadPolicy
+from wisv.head.store import load_head
 from wisv.timing.latency import PayloadBits
 from wisv.models.loader import ModelPair, load_pair
 from wisv.tasks.prompts import prompt_rows
@@ -43,7 +44,7 @@ from wisv.decoding.speculative import spec_rows
 from wisv.records.rows import to_frame
 from wisv.timing.roundtime import Deployment, rounds_s
 from wisv.decoding.sessions import VerifySession
-from wisv.decoding.speculative import RejectAll, SpecOutput, speculative_generate
+from wisv.decoding.speculative import MismatchPolicy, RejectAll, SpecOutput, speculative_generate
 from wisv.records.summary import summarize_rounds
 from wisv.tasks.textquality import text_quality, token_nll
 from wisv.pairs import apply_pair
@@ -77,12 +78,12 @@ def mismatch_free(out: SpecOutput) -> bool:
     return not any(r.mismatches for r in out.rounds)
 
 
-def run_loop(pair: ModelPair, rows: list[dict], cfg: EvalConfig, policy, tau: float, csi: CSI | None,
+def run_loop(pair: ModelPair, rows: list[dict], cfg: EvalConfig, policy: MismatchPolicy, tau: float, csi: CSI | None,
              desc: str, base: list[SpecOutput] | None = None) -> list[SpecOutput]:
     """The WISV loop over the rows.  ``base``: greedy SD's outputs of the same rows at the same K; a row whose
     greedy run met no mismatch reuses that output, since the policy is only asked at mismatches and the run
     would repeat it token for token (most QA answers of the SmolLM2 pair are drafted without one)."""
-    layer = getattr(getattr(policy, "cfg", None), "hidden_layer", -1)  # a head reads the layer it was trained on
+    layer = policy.hidden_layer  # a head reads the layer it was trained on
     outs = []
     for i, row in enumerate(tqdm(rows, desc=desc, leave=False)):
         if base is not None and mismatch_free(base[i]):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from labeling.store import EVAL_CSV, HEADS, LABELS, load_config, require
-from wisv.head.model import load_head, save_head
+from wisv.head.store import load_head, save_head
 
 EVIDENCE = ("headline.json", EVAL_CSV, "accuracy_vs_tau.png", "aal_vs_tau.png", "train_csi.png", "train_nocsi.png",
             "fig3_accuracy_vs_tau.png", "fig5_csi_vs_blind.png", "learning_curve.csv", "learning_curve.png",

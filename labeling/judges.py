@@ -35,7 +35,8 @@ from labeling.config import JudgesConfig
 from labeling.store import EPISODES, LABELS, load_config, load_traces, require, save_config
 from wisv.tasks.jsonl import read_jsonl
 from wisv.head.features import SCALARS, EdgeFeatures
-from wisv.head.judges import JudgeConfig, JudgePolicy, LinearJudge, rule_probs, save_judge, t_link_s
+from wisv.head.judges import JudgeConfig, JudgePolicy, LinearJudge, rule_probs, t_link_s
+from wisv.head.store import save_policy
 
 FEATURE_SETS = {"edge": ("edge",), "h_after": ("h_after",), "hd_ht": ("h_draft", "h_target"),
                 "edge_h_after": ("edge", "h_after")}  # the learning curve's input sets
@@ -166,11 +167,12 @@ def fit_judge(jc: JudgeConfig, data: dict, cfg: JudgesConfig) -> tuple[JudgePoli
 def link_judge(jc: JudgeConfig, tau: float, sw: pd.DataFrame, cfg: JudgesConfig, notes: dict) -> JudgeConfig:
     """Our judge in link mode: tau on the poor link by the dev rule; on the good link by the same rule with the harm
     budget scaled by t_link(good) / t_link(poor); gamma the power law through both."""
-    t_poor, t_good = t_link_s(CSI.symmetric(*cfg.poor_link)), t_link_s(CSI.symmetric(*cfg.good_link))
+    bits = tuple(cfg.link_bits)
+    t_poor, t_good = (t_link_s(CSI.symmetric(*link), bits) for link in (cfg.poor_link, cfg.good_link))
     scale = t_good / t_poor
     tau_good = choose_tau(sw, cfg.max_harm_frac * scale, cfg.max_wrong_frac) or min(TAUS) / 2  # none: below the grid
     gamma = math.log(tau / tau_good) / math.log(t_poor / t_good) if tau > tau_good else 1.0
-    return replace(jc, tau=tau, tau_mode="link", t_ref_s=t_poor, gamma=gamma,
+    return replace(jc, tau=tau, tau_mode="link", t_ref_s=t_poor, gamma=gamma, link_bits=bits,
                    notes={**notes, "poor_link": list(cfg.poor_link), "good_link": list(cfg.good_link),
                           "tau_good": tau_good, "good_harm_budget": cfg.max_harm_frac * scale})
 
@@ -215,7 +217,7 @@ def run(cfg: JudgesConfig) -> dict:
             variants = [("edge", link_judge(jc, tau, sw, cfg, notes)),
                         ("edge-blind", replace(jc, name="edge-blind", tau=tau, notes=notes))]
         for name, final in variants:
-            save_judge(JudgePolicy(final, policy.model), Path(cfg.out_dir) / name)
+            save_policy(JudgePolicy(final, policy.model), Path(cfg.out_dir) / name)
             chosen[name] = {"tau": tau, **notes, **({"t_ref_s": final.t_ref_s, "gamma": final.gamma,
                                                      "tau_good": final.notes["tau_good"]}
                                                     if final.tau_mode == "link" else {})}

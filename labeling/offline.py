@@ -20,7 +20,8 @@ from labeling.evaluate import channel_csi
 from labeling.relabel import LABEL
 from labeling.store import HEADS, LABELS, load_config, load_traces, require, save_config, stage_path
 from labeling.train import split_episodes
-from wisv.head.model import HeadPolicy, load_head
+from wisv.head.model import HeadPolicy
+from wisv.head.store import load_head
 
 
 @dataclass

@@ -20,8 +20,7 @@ from labeling.config import CHANNELS_TEXT, EvalConfig
 from labeling.evaluate import channel_csi, deployment, metrics, predicted_latency_s, run_loop, target_scorer
 from labeling.store import save_config
 from wisv.decoding.speculative import RejectAll
-from wisv.head.judges import is_judge_dir, load_judge
-from wisv.head.model import load_policy_from
+from wisv.head.store import is_policy_dir, load_policy_dir
 from wisv.models.loader import load_pair
 from wisv.pairs import apply_pair
 from wisv.tasks.prompts import prompt_rows
@@ -52,7 +51,7 @@ class PeersConfig:
 def judge_dirs(cfg: PeersConfig) -> dict[str, Path]:
     """The judges to run, by name."""
     root = Path(cfg.heads_dir)
-    found = {d.name: d for d in sorted(root.iterdir()) if is_judge_dir(d)} if root.is_dir() else {}
+    found = {d.name: d for d in sorted(root.iterdir()) if is_policy_dir(d)} if root.is_dir() else {}
     if not found:
         raise ValueError(f"{root}: no judge directories (run `python -m labeling judges` first)")
     missing = sorted(set(cfg.heads) - set(found))
@@ -63,13 +62,11 @@ def judge_dirs(cfg: PeersConfig) -> dict[str, Path]:
 
 def policies(cfg: PeersConfig) -> dict[str, tuple]:
     """name -> (policy, tau, the protocol it needs, whether its decisions depend on the link)."""
+    paths = ({"wisv-paper": cfg.paper_head} if cfg.paper_head else {}) | judge_dirs(cfg)
     out = {}
-    if cfg.paper_head:
-        policy, tau = load_policy_from(cfg.paper_head)
-        out["wisv-paper"] = (policy, tau, "fh", bool(policy.cfg.csi_dim))
-    for name, path in judge_dirs(cfg).items():
-        policy, tau = load_judge(path)
-        out[name] = (policy, tau, "fh" if policy.cfg.uploads_hidden else "ef", policy.cfg.tau_mode == "link")
+    for name, path in paths.items():
+        policy, tau = load_policy_dir(path)
+        out[name] = (policy, tau, "fh" if "h_draft" in policy.inputs else "ef", "csi" in policy.inputs)
     return out
 
 
@@ -90,7 +87,7 @@ def run(cfg: PeersConfig) -> pd.DataFrame:
         shared = None if per_link else run_loop(pair, rows, ecfg, policy, tau, None, name, base)
         for ch, c in chans.items():
             outs = shared or run_loop(pair, rows, ecfg, policy, tau, c, f"{name} {ch}", base)
-            in_force = policy.threshold(tau, c) if hasattr(policy, "threshold") else tau
+            in_force = policy.threshold(tau, c)
             recs.append(_row(name, proto, ch, in_force, outs, rows, pair, base, nll, plens, c, dep))
     df = pd.DataFrame(recs)
     out = Path(cfg.results_dir)

@@ -22,7 +22,7 @@ from protocols.registry import ROUND_PROTOCOLS, WISV_PROTOCOLS, Protocol, get_pr
 from protocols.wire import Message, MsgType, make
 from wisv.decoding.acceptance import Verdict, greedy_accept_ids, speculative_sampling_from_logits, wisv_accept
 from wisv.decoding.sessions import Block, VerifySession
-from wisv.decoding.speculative import MismatchPolicy, policy_tau, truncate_output
+from wisv.decoding.speculative import MismatchPolicy, truncate_output
 from wisv.head.features import edge_features
 
 
@@ -211,7 +211,7 @@ class EdgeSession:
         ef = edge_features(p.block.logits.cpu(), p.block.hidden.cpu(), p.tokens, p.mismatches)
         reject = self.policy.reject_probs(hd, ht, p.mismatches, p.csi, ef)
         t_head = time.perf_counter() - t0
-        return wisv_accept(draft, argmax, reject, policy_tau(self.policy, self.tau, p.csi), self.eos), t_head
+        return wisv_accept(draft, argmax, reject, self.policy.threshold(self.tau, p.csi), self.eos), t_head
 
     def _sample(self, draft: torch.Tensor, block: Block, probs: np.ndarray) -> Verdict:
         q = torch.from_numpy(np.asarray(probs, dtype=np.float64))  # [K, V'] fp16 on the wire
@@ -270,10 +270,10 @@ def _slo_of(meta: dict | None) -> float | None:
 def _check_head_width(policy: MismatchPolicy, protocol: str, drafter_hidden: int | None) -> None:
     """Refuse at OPEN a WISV session whose drafter hidden size the edge's decision head cannot take, and an ef session
     on a head that reads the drafter's hidden states (ef uploads none)."""
-    if protocol == "ef" and "h_draft" in getattr(policy, "inputs", ()):
+    if protocol == "ef" and "h_draft" in policy.inputs:
         raise ProtocolError("unsupported", "this edge's decision head reads the drafter's hidden states, which ef does "
                                            "not upload: use fh, sh or auto")
-    want = getattr(getattr(policy, "cfg", None), "d_draft", None)
+    want = policy.d_draft
     if want is not None and drafter_hidden is not None and get_protocol(protocol).rule == "wisv" and drafter_hidden != want:
         raise ProtocolError("shape_mismatch", f"drafter hidden size mismatch: this edge's decision head takes drafter "
                                               f"hidden size {want}, the UE's drafter declared {drafter_hidden} at OPEN")

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wisv.head.judges import is_judge_dir, load_judge
-from wisv.head.model import load_policy_from
+from wisv.head.policy import FIXED_TAU, AcceptAll, MismatchPolicy, RejectAll
+from wisv.head.store import is_policy_dir, load_policy_dir
 from wisv.pairs import pair_default_head, pair_heads, pair_of_target
-from wisv.decoding.speculative import AcceptAll, MismatchPolicy, RejectAll
 
 FIXED: dict[str, type] = {
     "none": RejectAll,  # greedy-equivalent: every mismatch is rejected
@@ -24,7 +23,7 @@ FIXED: dict[str, type] = {
 }
 HEAD_HELP = ("decision head for ef/fh/sh/auto: default | wisv-paper | a peer judge shipped for the pair (autojudge, "
              "judge-decoding, fly, nll-margin) | none (greedy-equivalent) | accept-all | PATH (a head or judge dir)")
-FALLBACK_TAU = 0.5  # threshold for the fixed policies (they ignore it except at tau = 0)
+FALLBACK_TAU = FIXED_TAU  # threshold for the fixed policies (they ignore it except at tau = 0)
 
 
 def default_head_dir(target: str | Path | None = None) -> Path | None:
@@ -40,7 +39,7 @@ def load_policy(head: str, tau: float | None = None, target: str | None = None,
     hidden sizes than ``target_hidden`` raises ValueError."""
     if head == "default":
         path = default_head_dir(target)
-        if path is None or not ((path / "head.json").is_file() or is_judge_dir(path)):
+        if path is None or not is_policy_dir(path):
             why = "no named pair has this target" if path is None else f"no head at {path}"
             return RejectAll(), FALLBACK_TAU if tau is None else tau, \
                 f"none (no default head: {why}; pass --head PATH for this target)"
@@ -52,8 +51,5 @@ def load_policy(head: str, tau: float | None = None, target: str | None = None,
         return FIXED[head](), FALLBACK_TAU if tau is None else tau, head
     if not Path(head).exists():
         raise ValueError(f"unknown head {head!r}: not one of default, {', '.join(FIXED)} and not a directory")
-    if is_judge_dir(head):
-        policy, tau = load_judge(head, tau)
-    else:
-        policy, tau = load_policy_from(head, tau, d_target=target_hidden)
+    policy, tau = load_policy_dir(head, tau, d_target=target_hidden)
     return policy, tau, f"{head} (tau={tau})"

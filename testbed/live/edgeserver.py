@@ -42,9 +42,8 @@ class EdgeServer:
     def __init__(self, cfg: ServeConfig, target, policy, tokenizer=None, head_desc: str | None = None):
         self.cfg, self.target, self.policy = cfg, target, policy
         self.vocab = Vocab(*vocab_facts(target, tokenizer))  # what OPEN's vocabulary facts are checked against
-        head_cfg = getattr(policy, "cfg", None)  # a trained head's HeadConfig; None for the fixed policies
-        self.tau = cfg.tau if cfg.tau is not None else getattr(head_cfg, "tau", 0.5)
-        self.hidden_layer = getattr(head_cfg, "hidden_layer", -1)  # both sides record this layer for the head
+        self.tau = cfg.tau if cfg.tau is not None else policy.tau  # the policy's own unless --tau (wisv.head.policy)
+        self.hidden_layer = policy.hidden_layer  # both sides record this layer for the head
         self.eos = eos_id(target)
         self.limits = edge_limits(int(target.config.vocab_size), cfg.max_draft_len, cfg.max_probe_bytes)
         self.caps = caps(self.limits)  # parts and bytes each message type may have (testbed/live/intake.py)
@@ -64,7 +63,7 @@ class EdgeServer:
         self.references = ReferenceCache(cfg.reference_cache)  # prompt -> target-only output (longest budget)
         self.worker: ReferenceWorker | None = None  # computes REFERENCEs off the loop (serve starts one); None: inline
         self.settings = edge_settings(cfg, self.tau, head_desc or cfg.head, self.hidden_layer,
-                                      "h_draft" in getattr(policy, "inputs", ("h_draft",)))
+                                      "h_draft" in policy.inputs)
         self.alive = Liveness(cfg.heartbeat_timeout_ms / 1e3)  # sessions kept alive by their UEs (keepalive.py)
         self.journal = Journal(cfg.journal) if cfg.journal else None  # what it commits (the chaos harness checks it)
 

@@ -211,7 +211,7 @@ def run(cfg: RunConfig) -> list[dict]:
 def head_reads_drafter(head: str, tau: float | None, target: str | None) -> bool:
     """Whether the local edge's head reads the drafter's hidden states (then it cannot serve ef)."""
     policy, _, _ = load_policy(head, tau, target)
-    return "h_draft" in getattr(policy, "inputs", ("h_draft",))
+    return "h_draft" in policy.inputs
 
 
 def _write_config(cfg: RunConfig, out: Path, head_desc: str, tau: float | None) -> None:

@@ -183,7 +183,7 @@ def _trace(cfg: SimConfig, pair: PairCache, head: Head, method: str, k: int, lin
     elif rule == "wisv":
         csi = link.head_csi
         key = replace(key, head=head.id, tau=head.tau, csi=tuple(csi.to_dict().values()))
-        policy, layer = head.policy, getattr(head.policy.cfg, "hidden_layer", -1)  # a judge reads the final layer
+        policy, layer = head.policy, head.policy.hidden_layer  # a judge reads the final layer
     trace, _ = cached_trace(Path(cfg.cache_dir), key, lambda: generate_trace(pair.get(), key, policy, csi, layer))
     return trace, rule
 

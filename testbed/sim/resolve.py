@@ -64,8 +64,7 @@ def resolve_head(head: str, tau: float | None, pair: PairCache) -> Head:
     """``default`` (the head shipped for the named pair simulated, the built-in one or ``--pair smollm2``; a clear
     notice when it is missing), a head shipped for the pair by name (``wisv-paper``, ``edge``, the peers), ``none``,
     or a head or judge directory."""
-    from wisv.head.judges import is_judge_dir, load_judge
-    from wisv.head.model import load_policy_from
+    from wisv.head.store import check_widths, is_policy_dir, load_policy_dir
     from wisv.pairs import pair_heads, pair_of_target
     if head == "none":
         return Head(None, 0.0, "", "none: fh/sh use greedy (lossless) acceptance")
@@ -73,22 +72,21 @@ def resolve_head(head: str, tau: float | None, pair: PairCache) -> Head:
     path = default_head_dir(None if pair.builtin else pair.t_dir) if head == "default" else Path(head)
     if named is not None and head in pair_heads(named):  # wisv-paper, edge, the peers: shipped for the pair
         path = pair_heads(named)[head]
-    if path is not None and is_judge_dir(path):  # a judge (wisv/head/judges.py): ef for edge features, fh/sh else
-        policy, tau = load_judge(path, tau)
-        return Head(policy, float(tau), file_id(path), f"{path} (tau={tau})", max(1, policy.cfg.hidden), 0)
     if path is None:
         return Head(None, 0.0, "", "none: the default heads belong to the built-in pair and the named pairs "
                                    "(--pair); pass --head PATH")
-    if not (path / "head.json").is_file():
+    if not is_policy_dir(path):
         if head != "default":
-            raise ValueError(f"--head {head}: not a decision-head directory (no head.json)")
+            raise ValueError(f"--head {head}: not a decision-head directory (no head.json or judge.json)")
         msg = (f"no decision head at {path} (train one with `python -m labeling`); fh/sh are simulated with "
                f"greedy (lossless) acceptance instead of WISV")
         print(f"note: {msg}")
         return Head(None, 0.0, "", f"none: {msg}")
-    d, t = pair.dims()
-    policy, tau = load_policy_from(path, tau, d_draft=d.d_model, d_target=t.d_model)
-    return Head(policy, float(tau), file_id(path), f"{path} (tau={tau})", policy.cfg.hidden, policy.cfg.csi_dim)
+    policy, tau = load_policy_dir(path, tau)  # a head or judge (wisv/head/store.py): ef for edge features, fh/sh else
+    if policy.d_draft is not None:  # it reads the drafter's hidden states: the pair's widths must be the ones it takes
+        d, t = pair.dims()
+        check_widths(policy, path, d.d_model, t.d_model)
+    return Head(policy, float(tau), file_id(path), f"{path} (tau={tau})", *policy.flops_dims)
 
 
 def deployment(cfg, pair: PairCache, head: Head) -> tuple[Deployment, dict]:

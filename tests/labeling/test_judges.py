@@ -13,7 +13,8 @@ from labeling.config import JudgesConfig
 from labeling.judges import auc, choose_tau, run, sweep
 from labeling.store import save_config
 from wisv.head.features import SCALARS
-from wisv.head.judges import link_tau, load_judge
+from wisv.head.judges import link_tau
+from wisv.head.store import load_policy_dir
 from wisv.pairs import ASSETS_DIR, JUDGE_DIRS
 
 S = len(SCALARS)
@@ -71,13 +72,13 @@ def test_judges_stage_trains_chooses_on_dev_and_saves_loadable_judges(tmp_path):
     for name in ("edge", "nll-margin"):
         row = sw[(sw.judge == name) & (sw.tau.round(4) == round(chosen[name]["tau"], 4))]
         assert row.empty or (row["harmful_of_accepted"].iloc[0] <= 0.1 and row["turns_wrong_of_accepted"].iloc[0] <= 0.01)
-    edge, tau = load_judge(tmp_path / "heads" / "edge")
-    blind, _ = load_judge(tmp_path / "heads" / "edge-blind")
+    edge, tau = load_policy_dir(tmp_path / "heads" / "edge")
+    blind, _ = load_policy_dir(tmp_path / "heads" / "edge-blind")
     poor, good = CSI.symmetric(3, 45), CSI.symmetric(200, 5)
     assert edge.threshold(tau, poor) == pytest.approx(tau) and edge.threshold(tau, good) < tau
     assert edge.threshold(tau, good) == pytest.approx(edge.cfg.notes["tau_good"])  # the good link's dev choice
     assert blind.threshold(tau, good) == tau and "h_draft" not in edge.inputs
-    assert load_judge(tmp_path / "heads" / "autojudge")[0].cfg.uploads_hidden
+    assert load_policy_dir(tmp_path / "heads" / "autojudge")[0].cfg.uploads_hidden
     assert json.loads((tmp_path / "res" / "judges.json").read_text())["edge"]["prompt_files"] == \
         ["wisv/assets/freeform/calib.jsonl"] * 2
     assert set(pd.read_csv(tmp_path / "res" / "judges_curve.csv")["features"]) == {"edge", "h_after", "hd_ht",

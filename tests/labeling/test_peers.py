@@ -6,14 +6,15 @@ import pytest
 
 from labeling.peers import PeersConfig, run
 from wisv.head.features import SCALARS
-from wisv.head.judges import JudgeConfig, JudgePolicy, save_judge
+from wisv.head.judges import JudgeConfig, JudgePolicy
+from wisv.head.store import save_policy
 from wisv.pairs import pair_head_dir
 
 
 def test_peers_table_on_the_builtin_pair(tmp_path):
     S = len(SCALARS)
-    save_judge(JudgePolicy(JudgeConfig("fly", "fly", ("edge",), (S,), tau=0.5)), tmp_path / "heads" / "fly")
-    save_judge(JudgePolicy(JudgeConfig("nll-margin", "nll-margin", ("edge",), (S,), tau=0.9, tau_mode="link",
+    save_policy(JudgePolicy(JudgeConfig("fly", "fly", ("edge",), (S,), tau=0.5)), tmp_path / "heads" / "fly")
+    save_policy(JudgePolicy(JudgeConfig("nll-margin", "nll-margin", ("edge",), (S,), tau=0.9, tau_mode="link",
                                        t_ref_s=0.05, gamma=1.5)), tmp_path / "heads" / "nll-margin")
     cfg = PeersConfig(heads_dir=str(tmp_path / "heads"), results_dir=str(tmp_path / "res"), pair=None, prompts=3,
                       draft_len=4, max_new_tokens=24, paper_head=str(pair_head_dir("toy")))

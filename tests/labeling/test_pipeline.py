@@ -8,7 +8,8 @@ import pytest
 from labeling.__main__ import main
 from labeling.config import parse_channels
 from testbed.common.heads import load_policy
-from wisv.head.model import HeadPolicy, load_head
+from wisv.head.model import HeadPolicy
+from wisv.head.store import load_head
 
 
 @pytest.fixture(scope="module")

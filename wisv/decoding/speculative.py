@@ -5,7 +5,7 @@ Both models keep a KV cache across rounds (see wisv/decoding/sessions.py); the p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal
 
 import torch
 from transformers import PreTrainedModel
@@ -18,51 +18,9 @@ from wisv.records.rows import RoundRow, to_frame
 from wisv.decoding.sessions import Block, DraftSession, VerifySession
 from wisv.records.summary import summarize_rounds
 from wisv.head.features import EdgeFeatures, edge_features
+from wisv.head.policy import AcceptAll, MismatchPolicy, RejectAll  # noqa: F401 (re-exported)
 
 Rule = Literal["greedy", "sampling", "wisv"]
-
-
-class MismatchPolicy(Protocol):
-    """WISV acceptance policy: rejection probability for each greedy-mismatch position.
-
-    ``inputs`` names what the policy reads: ``h_draft`` (the drafter's hidden states: they cost uplink, fh/sh),
-    ``h_target`` (the target's), ``edge`` (the edge's free features, wisv.head.features) and ``csi``.  A policy that
-    does not read ``h_draft`` is served by the ``ef`` protocol, which uploads nothing beyond greedy's token ids."""
-
-    inputs: tuple[str, ...]
-
-    def reject_probs(self, h_draft: torch.Tensor | None, h_target: torch.Tensor, positions: list[int],
-                     csi: CSI | None = None, edge: EdgeFeatures | None = None) -> torch.Tensor:
-        """h_draft: [m, d_d] (None when not uploaded), h_target: [m, d_t], link state, edge features -> [m]
-        probabilities in [0, 1]."""
-        ...
-
-
-class RejectAll:
-    """Rejects every mismatch: the greedy-equivalent policy (``--head none``)."""
-
-    inputs: tuple[str, ...] = ()
-
-    def reject_probs(self, h_draft: torch.Tensor | None, h_target: torch.Tensor, positions: list[int],
-                     csi: CSI | None = None, edge: EdgeFeatures | None = None) -> torch.Tensor:
-        return torch.ones(len(positions))
-
-
-class AcceptAll:
-    """Accepts every mismatch: commits the full draft every round (the accept-everything limit)."""
-
-    inputs: tuple[str, ...] = ()
-
-    def reject_probs(self, h_draft: torch.Tensor | None, h_target: torch.Tensor, positions: list[int],
-                     csi: CSI | None = None, edge: EdgeFeatures | None = None) -> torch.Tensor:
-        return torch.zeros(len(positions))
-
-
-def policy_tau(policy: MismatchPolicy, tau: float, csi: CSI | None) -> float:
-    """The threshold in force for one round: the policy's own link-dependent one where it has one
-    (wisv.head.judges ``threshold``), else ``tau``."""
-    threshold = getattr(policy, "threshold", None)
-    return tau if threshold is None else threshold(tau, csi)
 
 
 @dataclass
@@ -179,7 +137,7 @@ def _round(d: DraftSession, t: VerifySession, k: int, ctx: RoundContext, index: 
     ht = blk.hidden[mism] if mism else None  # [m, d_t]
     ef = edge_features(blk.logits.cpu(), blk.hidden.cpu(), dr.tokens, mism) if mism else None
     probs = ctx.policy.reject_probs(hd, ht, mism, ctx.csi, ef) if (rule == "wisv" and mism) else torch.zeros(0)
-    tau = policy_tau(ctx.policy, ctx.tau, ctx.csi)
+    tau = ctx.policy.threshold(ctx.tau, ctx.csi)
     v = _verdict(ctx, draft=draft, q=dr.probs, block=blk, mism_probs=probs, tau=tau)
     committed = t.commit(dr.tokens, v.n_accepted, v.next_token)
     d.commit(committed)

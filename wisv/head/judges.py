@@ -1,6 +1,6 @@
 """Decision heads as named-input judges: ours on the edge's free features, and the published judges as peers.
 
-Every judge is a ``MismatchPolicy`` (wisv.decoding.speculative): it returns a repair probability per mismatch and the
+Every judge is a ``MismatchPolicy`` (wisv.head.policy): it returns a repair probability per mismatch and the
 verifier rejects iff p >= tau.  Its ``JudgeConfig`` names the inputs it reads, so the edge knows at OPEN whether the
 UE must upload the drafter's hidden states:
 
@@ -19,29 +19,31 @@ Kinds (``JudgeConfig.kind``):
 - ``nll-margin``: p = 1 - exp(-(NLL of the draft token - NLL of the target's)), so tau is a margin in nats.
 
 CSI-awareness by threshold (``tau_mode = "link"``): an accepted mismatch saves the wireless part of a round,
-``t_link(csi) = RTT + one round's bytes / rate``, so the harm a link may afford per accepted mismatch grows with it.
+``t_link(csi)``, the latency model's time of one request/reply exchange (wisv.timing.latency: RTT plus the round's
+bits, ``link_bits``, at the link's rates), so the harm a link may afford per accepted mismatch grows with it.
 The judges stage chooses tau on dev twice, on a poor link with the full harm budget and on a good link with the budget
 scaled by t_link(good) / t_link(poor); the threshold in force follows the power law through both points,
 ``tau(csi) = min(tau_cap, tau * (t_link(csi) / t_ref_s) ** gamma)`` (``tau`` at ``t_ref_s``, the poor link):
 strict on a good link, bold on a poor one.
+
+A judge is a directory: ``judge.json`` (its ``JudgeConfig``, whose ``kind`` is the store's) and, for a linear one,
+``judge.safetensors``, written and read by wisv/head/store.py.
 """
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 
 from channel.csi import CSI
 from wisv.head.features import SCALARS, EdgeFeatures
+from wisv.head.model import Scorer
+from wisv.timing.latency import t_single_exchange
 
-CONFIG_FILE, WEIGHTS_FILE = "judge.json", "judge.safetensors"
 KINDS = ("linear", "fly", "nll-margin")
 INPUTS = ("edge", "h_after", "h_target", "h_draft")  # what a judge may read (csi enters through tau_mode)
-ROUND_BYTES = 120  # bytes of one greedy-sized round on the wire, both ways (ids + headers): what t_link charges
+LINK_BITS = (960.0, 960.0)  # t_link's round before judges saved their own: 120 bytes each way (ids + headers)
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class JudgeConfig:
     t_ref_s: float = 0.0  # link mode: t_link of the reference (poor) link where tau was chosen, s
     gamma: float = 1.0  # link mode: how steeply tau follows the link's round time (fitted on dev)
     tau_cap: float = 0.95  # link mode: the largest tau on any link
+    link_bits: tuple[float, float] = LINK_BITS  # link mode: (up, down) bits of the round t_link charges
     notes: dict = field(default_factory=dict)  # provenance: training run, dev rule, counts
 
     @property
@@ -71,31 +74,24 @@ class JudgeConfig:
         return "h_draft" in self.inputs
 
 
-class LinearJudge(nn.Module):
+class LinearJudge(Scorer):
     """Standardised inputs -> (linear | linear-relu-linear) -> logit."""
 
     def __init__(self, cfg: JudgeConfig):
-        super().__init__()
+        super().__init__(cfg.d_in)
         self.cfg = cfg
         layers = [nn.Linear(cfg.d_in, cfg.hidden), nn.ReLU(), nn.Linear(cfg.hidden, 1)] if cfg.hidden else \
             [nn.Linear(cfg.d_in, 1)]
         self.net = nn.Sequential(*layers)
-        self.register_buffer("z_mean", torch.zeros(cfg.d_in))
-        self.register_buffer("z_std", torch.ones(cfg.d_in))
 
-    def set_standardisation(self, z: torch.Tensor) -> None:
-        """Fit the input standardisation on training inputs z [N, d_in]."""
-        self.z_mean.copy_(z.mean(0))
-        self.z_std.copy_(z.std(0).clamp_min(1e-4))
-
-    def logits(self, z: torch.Tensor) -> torch.Tensor:
-        """z [N, d_in] -> logits [N]."""
-        return self.net((z - self.z_mean) / self.z_std).squeeze(-1)
+    def score(self, x: torch.Tensor) -> torch.Tensor:
+        """Standardised x [N, d_in] -> [N, 1]."""
+        return self.net(x)
 
 
-def t_link_s(csi: CSI) -> float:
-    """The wireless part of one round on ``csi``: RTT plus a greedy-sized round's bytes each way."""
-    return csi.rtt_ms / 1e3 + csi.uplink_s(ROUND_BYTES) + csi.downlink_s(ROUND_BYTES)
+def t_link_s(csi: CSI, link_bits: tuple[float, float] = LINK_BITS) -> float:
+    """The wireless part of one round on ``csi``: the latency model's request/reply exchange of ``link_bits``."""
+    return t_single_exchange(*link_bits, csi)
 
 
 def link_tau(cfg: JudgeConfig, tau: float, csi: CSI | None) -> float:
@@ -104,7 +100,7 @@ def link_tau(cfg: JudgeConfig, tau: float, csi: CSI | None) -> float:
     CSI reported the ideal link (t_link 0), the strictest reading: 0, greedy."""
     if cfg.tau_mode != "link" or cfg.t_ref_s <= 0:
         return tau
-    t = t_link_s(csi) if csi is not None and not csi.is_ideal else 0.0
+    t = t_link_s(csi, cfg.link_bits) if csi is not None and not csi.is_ideal else 0.0
     return min(cfg.tau_cap, tau * (t / cfg.t_ref_s) ** cfg.gamma)
 
 
@@ -135,13 +131,32 @@ def rule_probs(cfg: JudgeConfig, edge: EdgeFeatures) -> torch.Tensor:
 
 
 class JudgePolicy:
-    """A judge as the verifier's MismatchPolicy, with its link-dependent threshold."""
+    """A judge as the verifier's MismatchPolicy, with its link-dependent threshold; its ``kind`` is its config's."""
 
     def __init__(self, cfg: JudgeConfig, model: LinearJudge | None = None):
         if cfg.kind not in KINDS:
             raise ValueError(f"judge kind {cfg.kind!r}: expected one of {KINDS}")
+        if (cfg.kind == "linear") != (model is not None):
+            raise ValueError(f"judge {cfg.name!r}: a linear judge has a model, a rule ({cfg.kind}) none")
         self.cfg, self.model = cfg, None if model is None else model.eval()
+        self.kind, self.tau, self.hidden_layer = cfg.kind, cfg.tau, -1  # a judge reads the final layer
         self.inputs = tuple(cfg.inputs) + (("csi",) if cfg.tau_mode == "link" else ())
+        width = dict(zip(cfg.inputs, cfg.dims))
+        self.d_draft = width.get("h_draft")
+        self.d_target = width.get("h_target", width.get("h_after"))
+        self.flops_dims = (max(1, cfg.hidden), 0)
+
+    @classmethod
+    def from_config(cls, raw: dict, where: str) -> JudgePolicy:
+        """An untrained judge of the saved config ``raw``; ValueError naming ``where`` when it is not a judge's."""
+        try:
+            cfg = JudgeConfig(**{**raw, "inputs": tuple(raw.get("inputs", ())), "dims": tuple(raw.get("dims", ())),
+                                 "link_bits": tuple(raw.get("link_bits", LINK_BITS))})
+        except TypeError as e:
+            raise ValueError(f"{where}: not a valid judge config ({e})") from e
+        if any(i not in INPUTS for i in cfg.inputs) or len(cfg.inputs) != len(cfg.dims):
+            raise ValueError(f"{where}: inputs {cfg.inputs} must be among {INPUTS}, one width each")
+        return cls(cfg, LinearJudge(cfg) if cfg.kind == "linear" else None)
 
     @torch.no_grad()
     def reject_probs(self, h_draft: torch.Tensor | None, h_target: torch.Tensor | None, positions: list[int],
@@ -151,43 +166,8 @@ class JudgePolicy:
             if edge is None:
                 raise ValueError(f"judge {self.cfg.name!r} reads the edge features, which this round does not carry")
             return rule_probs(self.cfg, edge)
-        return torch.sigmoid(self.model.logits(gather_inputs(self.cfg, h_draft, h_target, edge)))
+        return self.model(gather_inputs(self.cfg, h_draft, h_target, edge))
 
     def threshold(self, tau: float, csi: CSI | None) -> float:
         """The tau in force on this round's link."""
         return link_tau(self.cfg, tau, csi)
-
-
-def save_judge(policy: JudgePolicy, path: str | Path) -> Path:
-    """Write judge.json (and judge.safetensors for a trained judge) into directory ``path``."""
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    (path / CONFIG_FILE).write_text(json.dumps(asdict(policy.cfg), indent=1))
-    if policy.model is not None:
-        save_file({k: v.contiguous() for k, v in policy.model.state_dict().items()}, str(path / WEIGHTS_FILE))
-    return path
-
-
-def is_judge_dir(path: str | Path) -> bool:
-    """Whether ``path`` holds a judge.json."""
-    return (Path(path) / CONFIG_FILE).is_file()
-
-
-def load_judge(path: str | Path, tau: float | None = None) -> tuple[JudgePolicy, float]:
-    """(policy, tau) of a judge directory; ``tau`` overrides its own.  A clear ValueError on bad files."""
-    path = Path(path)
-    try:
-        raw = json.loads((path / CONFIG_FILE).read_text())
-        cfg = JudgeConfig(**{**raw, "inputs": tuple(raw.get("inputs", ())), "dims": tuple(raw.get("dims", ()))})
-    except (OSError, TypeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path / CONFIG_FILE}: not a valid judge config ({e})") from e
-    if any(i not in INPUTS for i in cfg.inputs) or len(cfg.inputs) != len(cfg.dims):
-        raise ValueError(f"{path / CONFIG_FILE}: inputs {cfg.inputs} must be among {INPUTS}, one width each")
-    model = None
-    if cfg.kind == "linear":
-        model = LinearJudge(cfg)
-        try:
-            model.load_state_dict(load_file(str(path / WEIGHTS_FILE)))
-        except Exception as e:  # safetensors raises several types for a missing or mismatched file
-            raise ValueError(f"{path / WEIGHTS_FILE}: weights do not match {CONFIG_FILE} ({e})") from e
-    return JudgePolicy(cfg, model), cfg.tau if tau is None else tau

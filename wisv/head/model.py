@@ -5,28 +5,22 @@ std (stored with the weights), then ``p_j = sigmoid(W2 dropout(relu(W1 z_j + b1)
 ``p_j`` is the probability that the mismatch must be *repaired* (rejected); the verifier rejects iff
 ``p_j >= tau`` (eq. 27), so ``tau = 0`` is plain greedy SD and ``tau > 1`` accepts every draft token.
 
-A head is a directory: ``head.json`` (the ``HeadConfig``: input dims, hidden-state layer, the CSI feature
-normalisation it was trained with, and the operating ``tau``) and ``head.safetensors`` (weights and the
-standardisation buffers).
+A head is a directory: ``head.json`` (kind ``head`` and the ``HeadConfig``: input dims, hidden-state layer, the CSI
+feature normalisation it was trained with, and the operating ``tau``) and ``head.safetensors`` (weights and the
+standardisation buffers), written and read by wisv/head/store.py.  ``Scorer`` (standardised inputs -> a network's
+logit) is shared with the linear judges (wisv/head/judges.py).
 """
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 from torch import nn
 
 from channel import csi as csi_mod
 from channel.csi import CSI, FEATURE_DIM, FEATURE_NAMES
 from wisv.head.features import EdgeFeatures
 from wisv.timing.compute import head_flops
-
-CONFIG_FILE, WEIGHTS_FILE = "head.json", "head.safetensors"
-
 
 def csi_normalisation() -> dict[str, object]:
     """The CSI feature definition the head is trained on (channel/csi.py constants), saved with it."""
@@ -58,31 +52,48 @@ class HeadConfig:
         return head_flops(self.d_in, self.hidden)
 
 
-class DecisionHead(nn.Module):
-    """Linear -> ReLU -> dropout -> linear -> sigmoid over standardised [h_d ; h_t ; c]."""
+class Scorer(nn.Module):
+    """Standardised inputs -> a network's logit; the subclass gives the network (``score``).
 
-    def __init__(self, cfg: HeadConfig):
+    The standardisation (the training set's mean and std, buffers saved with the weights) and the logit exist once
+    here, for the paper's head and the linear judges alike."""
+
+    def __init__(self, d_in: int):
         super().__init__()
-        self.cfg = cfg
-        self.fc1 = nn.Linear(cfg.d_in, cfg.hidden)
-        self.drop = nn.Dropout(cfg.dropout)
-        self.fc2 = nn.Linear(cfg.hidden, 1)
-        self.register_buffer("z_mean", torch.zeros(cfg.d_in))
-        self.register_buffer("z_std", torch.ones(cfg.d_in))
+        self.register_buffer("z_mean", torch.zeros(d_in))
+        self.register_buffer("z_std", torch.ones(d_in))
 
     def set_standardisation(self, z: torch.Tensor) -> None:
         """Fit the input standardisation on training inputs z [N, d_in]."""
         self.z_mean.copy_(z.mean(0))
         self.z_std.copy_(z.std(0).clamp_min(1e-4))
 
+    def score(self, x: torch.Tensor) -> torch.Tensor:
+        """Standardised x [N, d_in] -> [N, 1] (the subclass's network)."""
+        raise NotImplementedError
+
     def logits(self, z: torch.Tensor) -> torch.Tensor:
         """z [N, d_in] -> logits [N]."""
-        x = (z - self.z_mean) / self.z_std
-        return self.fc2(self.drop(torch.relu(self.fc1(x)))).squeeze(-1)
+        return self.score((z - self.z_mean) / self.z_std).squeeze(-1)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         """z [N, d_in] -> repair probabilities [N]."""
         return torch.sigmoid(self.logits(z))
+
+
+class DecisionHead(Scorer):
+    """Linear -> ReLU -> dropout -> linear -> sigmoid over standardised [h_d ; h_t ; c]."""
+
+    def __init__(self, cfg: HeadConfig):
+        super().__init__(cfg.d_in)
+        self.cfg = cfg
+        self.fc1 = nn.Linear(cfg.d_in, cfg.hidden)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.fc2 = nn.Linear(cfg.hidden, 1)
+
+    def score(self, x: torch.Tensor) -> torch.Tensor:
+        """Standardised x [N, d_in] -> [N, 1]."""
+        return self.fc2(self.drop(torch.relu(self.fc1(x))))
 
 
 def build_inputs(h_draft: torch.Tensor, h_target: torch.Tensor, csi_feats: torch.Tensor | None) -> torch.Tensor:
@@ -94,15 +105,42 @@ def build_inputs(h_draft: torch.Tensor, h_target: torch.Tensor, csi_feats: torch
 
 
 class HeadPolicy:
-    """The decision head as the verifier's MismatchPolicy (wisv.decoding.speculative)."""
+    """The decision head as the verifier's MismatchPolicy (wisv.head.policy); kind ``head`` in wisv.head.store."""
+
+    kind = "head"
 
     def __init__(self, head: DecisionHead):
         self.head = head.eval()
         self.cfg = head.cfg
         self.inputs = ("h_draft", "h_target") + (("csi",) if self.cfg.csi_dim else ())  # MismatchPolicy.inputs
+        self.tau, self.hidden_layer = self.cfg.tau, self.cfg.hidden_layer
+        self.d_draft, self.d_target = self.cfg.d_draft, self.cfg.d_target
+        self.flops_dims = (self.cfg.hidden, self.cfg.csi_dim)
+
+    @property
+    def model(self) -> DecisionHead:
+        """The network whose state is saved (wisv.head.store)."""
+        return self.head
+
+    @classmethod
+    def from_config(cls, raw: dict, where: str) -> HeadPolicy:
+        """An untrained policy of the saved config ``raw`` (its ``kind`` dropped); ValueError naming ``where`` when
+        the config is not a head's, or the CSI features it was trained on are no longer channel/csi.py's."""
+        try:
+            cfg = HeadConfig(**{k: v for k, v in raw.items() if k != "kind"})
+        except TypeError as e:
+            raise ValueError(f"{where}: not a valid head config ({e})") from e
+        if cfg.csi_dim and cfg.csi_norm != csi_normalisation():
+            raise ValueError(f"{where}: trained on CSI features {cfg.csi_norm}, but channel/csi.py now "
+                             f"defines {csi_normalisation()}; retrain the head")
+        return cls(DecisionHead(cfg))
+
+    def threshold(self, tau: float, csi: CSI | None) -> float:
+        """The head conditions on the link through its input, not its threshold: ``tau`` on every link."""
+        return tau
 
     @torch.no_grad()
-    def reject_probs(self, h_draft: torch.Tensor | None, h_target: torch.Tensor, positions: list[int],
+    def reject_probs(self, h_draft: torch.Tensor | None, h_target: torch.Tensor | None, positions: list[int],
                      csi: CSI | None = None, edge: EdgeFeatures | None = None) -> torch.Tensor:
         """Repair probability per mismatch.  With no CSI reported the head sees the ideal link (its most
         conservative input)."""
@@ -117,45 +155,3 @@ class HeadPolicy:
             feats = c.expand(h_draft.shape[0], -1)  # [m, d_c]
         z = build_inputs(h_draft.cpu(), h_target.cpu(), feats)
         return self.head(z)
-
-
-def save_head(head: DecisionHead, path: str | Path) -> Path:
-    """Write head.json and head.safetensors into directory ``path``."""
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    (path / CONFIG_FILE).write_text(json.dumps(asdict(head.cfg), indent=1))
-    save_file({k: v.contiguous() for k, v in head.state_dict().items()}, str(path / WEIGHTS_FILE))
-    return path
-
-
-def load_head(path: str | Path) -> DecisionHead:
-    """Load a head directory (or its head.json); a clear ValueError when files or dims are wrong."""
-    path = Path(path)
-    path = path.parent if path.name == CONFIG_FILE else path
-    cfg_file, w_file = path / CONFIG_FILE, path / WEIGHTS_FILE
-    if not cfg_file.is_file() or not w_file.is_file():
-        raise ValueError(f"{path} is not a decision-head directory (needs {CONFIG_FILE} and {WEIGHTS_FILE})")
-    try:
-        cfg = HeadConfig(**json.loads(cfg_file.read_text()))
-    except (TypeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{cfg_file}: not a valid head config ({e})") from e
-    if cfg.csi_dim and cfg.csi_norm != csi_normalisation():
-        raise ValueError(f"{cfg_file}: trained on CSI features {cfg.csi_norm}, but channel/csi.py now "
-                         f"defines {csi_normalisation()}; retrain the head")
-    head = DecisionHead(cfg)
-    try:
-        head.load_state_dict(load_file(str(w_file)))
-    except (RuntimeError, SafetensorError) as e:
-        raise ValueError(f"{w_file}: weights do not match {CONFIG_FILE} ({e})") from e
-    return head.eval()
-
-
-def load_policy_from(path: str | Path, tau: float | None = None, d_draft: int | None = None,
-                     d_target: int | None = None) -> tuple[HeadPolicy, float]:
-    """(policy, tau) for a head directory; ``tau`` overrides the head's own operating threshold.  A head trained
-    for other hidden sizes than the given drafter/target ones raises ValueError."""
-    head = load_head(path)
-    for role, want, have in (("drafter", d_draft, head.cfg.d_draft), ("target", d_target, head.cfg.d_target)):
-        if want is not None and have != want:
-            raise ValueError(f"head {path} expects {role} hidden size {have}, the {role} has {want}")
-    return HeadPolicy(head), head.cfg.tau if tau is None else tau

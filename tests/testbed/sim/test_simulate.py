@@ -230,7 +230,8 @@ def test_default_head_of_a_named_pair(tmp_path, monkeypatch, capsys):
 
 def test_wisv_traces_are_cached_per_link(tmp_path, pair_dirs):
     """A (random) head for the tiny pair: fh/sh become WISV-FH/SH, with one trace per link setting."""
-    from wisv.head.model import DecisionHead, HeadConfig, save_head
+    from wisv.head.model import DecisionHead, HeadConfig
+    from wisv.head.store import save_head
     torch.manual_seed(0)
     save_head(DecisionHead(HeadConfig(d_draft=32, d_target=32, tau=0.5)), tmp_path / "head")
     cfg = SimConfig(out=str(tmp_path / "out"), methods=["fh", "sh"], draft_lens=[3], prompts=2, max_new_tokens=10,

@@ -8,8 +8,8 @@ import torch
 
 from channel.csi import CSI
 from wisv.head.features import SCALARS, EdgeFeatures
-from wisv.head.judges import (JudgeConfig, JudgePolicy, LinearJudge, link_tau, load_judge, rule_probs, save_judge,
-                              t_link_s)
+from wisv.head.judges import JudgeConfig, JudgePolicy, LinearJudge, link_tau, rule_probs, t_link_s
+from wisv.head.store import load_policy_dir, save_policy
 
 S = len(SCALARS)
 
@@ -55,12 +55,12 @@ def test_judge_round_trip_and_missing_inputs(tmp_path):
     pol = JudgePolicy(cfg, model)
     hd, ht = torch.randn(2, 3), torch.randn(2, 4)
     p = pol.reject_probs(hd, ht, [0, 1])
-    loaded, tau = load_judge(save_judge(pol, tmp_path / "aj"))
+    loaded, tau = load_policy_dir(save_policy(pol, tmp_path / "aj"))
     assert tau == 0.3 and loaded.cfg == cfg and torch.allclose(loaded.reject_probs(hd, ht, [0, 1]), p)
-    assert "h_draft" in loaded.inputs and load_judge(tmp_path / "aj", tau=0.1)[1] == 0.1
+    assert "h_draft" in loaded.inputs and load_policy_dir(tmp_path / "aj", tau=0.1)[1] == 0.1
     with pytest.raises(ValueError, match="serve it with fh or sh"):
         pol.reject_probs(None, ht, [0, 1])
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "judge.json").write_text("{")
     with pytest.raises(ValueError, match="not a valid judge config"):
-        load_judge(tmp_path / "bad")
+        load_policy_dir(tmp_path / "bad")
