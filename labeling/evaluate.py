@@ -115,7 +115,7 @@ def metrics(outs: list[SpecOutput], rows: list[dict], tok, base: list[SpecOutput
             nlls = [nll(i, o.tokens) for i, o in enumerate(outs)]
             ref_nlls = [nll(i, b.tokens) for i, b in enumerate(base)]
         if ext is not None:
-            plain = lambda ids: tok.decode(list(ids), skip_special_tokens=True)  # noqa: E731  (text as a person reads it)
+            plain = lambda ids: tok.decode(list(ids), skip_special_tokens=True)  # noqa: E731  (as a person reads it)
             ctx = [plain(r["prompt_ids"]) for r in rows]
             ext_nlls = [ext(c, plain(o.tokens)) for c, o in zip(ctx, outs)]
             ext_ref_nlls = [ext(c, plain(b.tokens)) for c, b in zip(ctx, base)]

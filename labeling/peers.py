@@ -49,7 +49,8 @@ class PeersConfig:
     ue_profile: str = "jetson-agx-orin"  # hardware profile of the drafter (predicted latency)
     edge_profile: str = "a40"  # hardware profile of the verifier (predicted latency)
     device: str = "cpu"  # torch device
-    fluency_model: str = field(default="auto", metadata={"choices": ("auto", "none", *SCORERS)})  # third-LM fluency scorer (auto: where built)
+    fluency_model: str = field(default="auto",  # the third LM of fluency_ext_ppl_ratio (auto: where built; none: off)
+                               metadata={"choices": ("auto", "none", *SCORERS)})
 
 
 def judge_dirs(cfg: PeersConfig) -> dict[str, Path]:
@@ -89,7 +90,8 @@ def run(cfg: PeersConfig) -> pd.DataFrame:
     dep, nll = deployment(pair, ecfg, 1, 1), target_scorer(pair, rows)
     ext = resolve_scorer(cfg.fluency_model, device=cfg.device)  # the third LM's fluency scorer (None: off or not built)
     base = run_loop(pair, rows, ecfg, RejectAll(), 0.0, None, "greedy SD")
-    recs = [_row("greedy SD", "greedy", ch, 0.0, base, rows, pair, base, nll, plens, c, dep, ext) for ch, c in chans.items()]
+    recs = [_row("greedy SD", "greedy", ch, 0.0, base, rows, pair, base, nll, plens, c, dep, ext)
+            for ch, c in chans.items()]
     for name, (policy, tau, proto, per_link) in heads.items():
         shared = None if per_link else run_loop(pair, rows, ecfg, policy, tau, None, name, base)
         for ch, c in chans.items():

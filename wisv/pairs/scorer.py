@@ -125,7 +125,8 @@ def convert(gguf: Path, out_dir: Path) -> Path:
     model = AutoModelForCausalLM.from_config(type(src.config).from_dict(cfg), dtype=torch.float32)
     missing, unexpected = model.load_state_dict(src.state_dict(), strict=False)
     if unexpected or [k for k in missing if k != "lm_head.weight"]:
-        raise RuntimeError(f"GGUF state dict does not fit {type(model).__name__}: missing {missing}, extra {unexpected}")
+        raise RuntimeError(f"GGUF state dict does not fit {type(model).__name__}: missing {missing}, "
+                           f"extra {unexpected}")
     model.tie_weights()
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.glob("*.safetensors"):

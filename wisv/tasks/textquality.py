@@ -1,4 +1,5 @@
-"""Text quality against the target-only output: drift (ROUGE-L F1) and fluency (perplexity ratios: the target's, a third LM's).
+"""Text quality against the target-only output: drift (ROUGE-L F1) and fluency (the target's and a third LM's
+perplexity ratios).
 
 A lossy protocol (WISV's head keeps some drafter tokens) can keep the task's answer right and still change the
 text.  Two measures, each against the target-only greedy output of the same prompt (the reference):
