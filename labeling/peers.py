@@ -3,7 +3,8 @@
 For each judge directory (``python -m labeling judges``), each channel and greedy SD: the WISV loop at K =
 ``draft_len`` with the channel's CSI given to the judge (a fixed-tau judge runs once for every channel), and per run:
 accuracy, AAL, rounds per prompt, generated tokens per prompt, rounds per 100 generated tokens, accepted mismatches,
-matches_target, ROUGE-L drift and the target's perplexity ratio against greedy SD's output, and the *predicted*
+matches_target, ROUGE-L drift, the target's perplexity ratio and a third LM's (``--fluency-model``,
+wisv.pairs.scorer) against greedy SD's output, and the *predicted*
 latency per prompt under the latency model with the payloads of the protocol the judge needs (ef for a judge of
 edge features, fh for one that reads the drafter's hidden states; greedy's for greedy SD).  No choice is made here:
 the taus come from the judges' dev slice.  Writes peers.csv and its config.
@@ -23,6 +24,7 @@ from wisv.decoding.speculative import RejectAll
 from wisv.head.store import is_policy_dir, load_policy_dir
 from wisv.models.loader import load_pair
 from wisv.pairs import apply_pair
+from wisv.pairs.scorer import SCORERS, resolve_scorer
 from wisv.tasks.prompts import prompt_rows
 
 
@@ -46,6 +48,8 @@ class PeersConfig:
     ue_profile: str = "jetson-agx-orin"  # hardware profile of the drafter (predicted latency)
     edge_profile: str = "a40"  # hardware profile of the verifier (predicted latency)
     device: str = "cpu"  # torch device
+    fluency_model: str = field(default="auto",  # the third LM of fluency_ext_ppl_ratio (auto: where built; none: off)
+                               metadata={"choices": ("auto", "none", *SCORERS)})
 
 
 def judge_dirs(cfg: PeersConfig) -> dict[str, Path]:
@@ -81,14 +85,16 @@ def run(cfg: PeersConfig) -> pd.DataFrame:
                       edge_profile=cfg.edge_profile)
     chans, plens = channel_csi(cfg.channels), [len(r["prompt_ids"]) for r in rows]
     dep, nll = deployment(pair, ecfg, 1, 1), target_scorer(pair, rows)
+    ext = resolve_scorer(cfg.fluency_model, device=cfg.device)  # the third LM's fluency scorer (None: off or not built)
     base = run_loop(pair, rows, ecfg, RejectAll(), 0.0, None, "greedy SD")
-    recs = [_row("greedy SD", "greedy", ch, 0.0, base, rows, pair, base, nll, plens, c, dep) for ch, c in chans.items()]
+    recs = [_row("greedy SD", "greedy", ch, 0.0, base, rows, pair, base, nll, plens, c, dep, ext)
+            for ch, c in chans.items()]
     for name, (policy, tau, proto, per_link) in heads.items():
         shared = None if per_link else run_loop(pair, rows, ecfg, policy, tau, None, name, base)
         for ch, c in chans.items():
             outs = shared or run_loop(pair, rows, ecfg, policy, tau, c, f"{name} {ch}", base)
             in_force = policy.threshold(tau, c)
-            recs.append(_row(name, proto, ch, in_force, outs, rows, pair, base, nll, plens, c, dep))
+            recs.append(_row(name, proto, ch, in_force, outs, rows, pair, base, nll, plens, c, dep, ext))
     df = pd.DataFrame(recs)
     out = Path(cfg.results_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -99,8 +105,8 @@ def run(cfg: PeersConfig) -> pd.DataFrame:
     return df
 
 
-def _row(name, proto, ch, tau, outs, rows, pair, base, nll, plens, c, dep) -> dict:
-    m = metrics(outs, rows, pair.tokenizer, base, nll)
+def _row(name, proto, ch, tau, outs, rows, pair, base, nll, plens, c, dep, ext=None) -> dict:
+    m = metrics(outs, rows, pair.tokenizer, base, nll, ext)
     tokens = sum(len(o.tokens) for o in outs) / max(1, len(outs))
     return {"judge": name, "protocol": proto, "channel": ch, "tau_in_force": tau, **m, "tokens_per_prompt": tokens,
             "rounds_per_100_tokens": 100 * m["rounds_per_prompt"] / max(tokens, 1e-9),

@@ -14,17 +14,21 @@ from wisv.tasks.textquality import text_quality
 
 SUMMARY_COLUMNS = ["protocol", "prompts", "accuracy", "aal", "rounds_per_prompt", "tokens_per_prompt",
                    "rounds_per_100_tokens", "latency_s", "throughput_tok_s",
-                   "uplink_bytes", "downlink_bytes", "matches_target", "drift_rouge_l", "fluency_ppl_ratio"]
+                   "uplink_bytes", "downlink_bytes", "matches_target", "drift_rouge_l", "fluency_ppl_ratio",
+                   "fluency_ext_ppl_ratio"]
 
 Scorer = Callable[[str, list[int]], list[float]]  # (prompt_id, output tokens) -> the target's NLL per token
+TextScorer = Callable[[str, str], list[float]]  # (prompt text, output text) -> a third LM's NLL per token
 
 
 def summarize(protocol: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompts: pd.DataFrame,
-              decode, references: dict[str, list[int]] | None, nll: Scorer | None = None) -> dict:
+              decode, references: dict[str, list[int]] | None, nll: Scorer | None = None,
+              ext: TextScorer | None = None) -> dict:
     """One protocol's summary (decode None: no accuracy): accuracy, AAL, rounds, latency, throughput, bytes, losslessness (AAL, rounds,
     latency, throughput, WDT and vLLM's spec-decode names from wisv.records.summary over the round records and the
     successful prompts), and beside losslessness the text's drift and fluency against the reference
-    (wisv.tasks.textquality; fluency needs ``nll``, the target's scorer)."""
+    (wisv.tasks.textquality; fluency needs ``nll``, the target's scorer, and the external fluency ``ext``, the third
+    model's: wisv.pairs.scorer)."""
     ok = outputs[outputs["error"].isna()] if "error" in outputs else outputs
     merged = ok.merge(prompts[["prompt_id"] + (["answer"] if "answer" in prompts else [])], on="prompt_id")
     acc = None
@@ -45,7 +49,7 @@ def summarize(protocol: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompt
         "uplink_bytes": int(rounds["uplink_bytes"].sum()) if len(rounds) else 0,
         "downlink_bytes": int(rounds["downlink_bytes"].sum()) if len(rounds) else 0,
         "matches_target": match,
-        **reference_quality(ok, references, decode, nll),
+        **reference_quality(ok, references, decode, nll, ext, prompts),
         "t_comm_s_mean": float(rounds["t_comm_s"].mean()) if len(rounds) else math.nan,
         "t_verify_s_mean": float(rounds["t_verify_s"].mean()) if len(rounds) else math.nan,
         "t_draft_s_mean": float(rounds["t_draft_s"].mean()) if len(rounds) else math.nan,
@@ -56,17 +60,23 @@ def summarize(protocol: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompt
 
 
 def reference_quality(ok: pd.DataFrame, references: dict[str, list[int]] | None, decode,
-                      nll: Scorer | None) -> dict[str, float]:
-    """drift_rouge_l and fluency_ppl_ratio of the outputs against the references (nan without references, decode or
-    a scorer for fluency)."""
+                      nll: Scorer | None, ext: TextScorer | None = None,
+                      prompts: pd.DataFrame | None = None) -> dict[str, float]:
+    """drift_rouge_l, fluency_ppl_ratio and fluency_ext_ppl_ratio of the outputs against the references (nan without
+    references or decode, and each fluency without its scorer; ``ext`` reads the decoded prompt of ``prompts``)."""
     have = [(p, list(t)) for p, t in zip(ok["prompt_id"], ok["tokens"]) if references and p in references] \
         if len(ok) else []
     if not have or decode is None:
-        return {"drift_rouge_l": math.nan, "fluency_ppl_ratio": math.nan}
+        return {"drift_rouge_l": math.nan, "fluency_ppl_ratio": math.nan, "fluency_ext_ppl_ratio": math.nan}
     texts, refs = [decode(t) for _, t in have], [decode(references[p]) for p, _ in have]
-    if nll is None:
-        return text_quality(texts, refs)
-    return text_quality(texts, refs, [nll(p, t) for p, t in have], [nll(p, references[p]) for p, _ in have])
+    nlls = ref_nlls = ext_nlls = ext_ref_nlls = None
+    if nll is not None:
+        nlls, ref_nlls = [nll(p, t) for p, t in have], [nll(p, references[p]) for p, _ in have]
+    if ext is not None and prompts is not None:
+        ctx = {str(p): decode(list(ids)) for p, ids in zip(prompts["prompt_id"], prompts["prompt_ids"])}
+        ext_nlls = [ext(ctx[str(p)], x) for (p, _), x in zip(have, texts)]
+        ext_ref_nlls = [ext(ctx[str(p)], r) for (p, _), r in zip(have, refs)]
+    return text_quality(texts, refs, nlls, ref_nlls, ext_nlls, ext_ref_nlls)
 
 
 def write_summary(out: Path, summaries: list[dict]) -> None:
@@ -83,7 +93,7 @@ def table(summaries: list[dict]) -> str:
     fmt = {"accuracy": "{:.1%}", "aal": "{:.2f}", "rounds_per_prompt": "{:.1f}", "tokens_per_prompt": "{:.1f}",
            "rounds_per_100_tokens": "{:.1f}", "latency_s": "{:.3f}",
            "throughput_tok_s": "{:.1f}", "matches_target": "{:.2f}",
-           "drift_rouge_l": "{:.3f}", "fluency_ppl_ratio": "{:.3f}"}
+           "drift_rouge_l": "{:.3f}", "fluency_ppl_ratio": "{:.3f}", "fluency_ext_ppl_ratio": "{:.3f}"}
     for col, f in fmt.items():
         df[col] = df[col].map(lambda v, f=f: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f.format(v))
     return df.to_string()

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from labeling import peers
 from labeling.peers import PeersConfig, run
 from wisv.head.features import SCALARS
 from wisv.head.judges import JudgeConfig, JudgePolicy
@@ -11,8 +12,14 @@ from wisv.head.store import save_policy
 from wisv.pairs import pair_head_dir
 
 
-def test_peers_table_on_the_builtin_pair(tmp_path):
+def test_peers_table_on_the_builtin_pair(tmp_path, monkeypatch):
     S = len(SCALARS)
+    calls, asked = [], []
+
+    def fake_resolve(choice, cache=None, device="cpu"):  # a third LM whose NLL is fixed per text
+        asked.append(choice)
+        return lambda prompt, text: calls.append((prompt, text)) or [0.5 + 0.1 * (len(text) % 7)] * max(1, len(text))
+    monkeypatch.setattr(peers, "resolve_scorer", fake_resolve)
     save_policy(JudgePolicy(JudgeConfig("fly", "fly", ("edge",), (S,), tau=0.5)), tmp_path / "heads" / "fly")
     save_policy(JudgePolicy(JudgeConfig("nll-margin", "nll-margin", ("edge",), (S,), tau=0.9, tau_mode="link",
                                        t_ref_s=0.05, gamma=1.5)), tmp_path / "heads" / "nll-margin")
@@ -22,6 +29,9 @@ def test_peers_table_on_the_builtin_pair(tmp_path):
     assert set(zip(df.judge, df.channel)) == {(j, c) for j in ("greedy SD", "wisv-paper", "fly", "nll-margin")
                                               for c in ("good", "poor")}
     assert (df.set_index(["judge", "channel"]).loc[("greedy SD", "poor"), "matches_target"]) == 1.0
+    assert asked == ["auto"] and calls and all(isinstance(p, str) and isinstance(t, str) for p, t in calls)
+    ext = df.set_index(["judge", "channel"])["fluency_ext_ppl_ratio"]  # the third LM's ratio: 1 for greedy SD itself
+    assert ext.loc[("greedy SD", "poor")] == pytest.approx(1.0) and ext.notna().all()
     link = df[df.judge == "nll-margin"].set_index("channel")["tau_in_force"]
     assert link["good"] < link["poor"]  # the link-mode judge is stricter on the good link
     assert set(df[df.judge != "greedy SD"].protocol) == {"fh", "ef"}

