@@ -137,6 +137,11 @@ class JudgesConfig:
     out_dir: str = "runs/judges/heads"  # one judge directory per judge (edge, edge-blind, autojudge, ...)
     results_dir: str = "runs/judges"  # judges_sweep.csv, judges_curve.csv, judges.json and the config
     dev_every: int = field(default=5, metadata={"min": 2})  # every n-th prompt (episode) of each run dir is dev
+    dev_kinds: tuple[str, ...] = ()  # leave kinds out: the prompts of these kinds are dev, the rest train (overrides dev_every)
+    flip_budget: float | None = field(default=None, metadata={"min": 0.0, "max": 1.0})  # tau by a bound: the upper bound on answer flips among accepted checkable dev mismatches at most this (None: the point rule)
+    flip_delta: float = field(default=0.1, metadata={"min": 0.0, "max": 1.0})  # 1 - confidence of that bound (0.1: an upper 90% Clopper-Pearson bound)
+    guard_top1_min: float | None = None  # our judge never overrules a target whose top-1 probability is at least this (None: no guard)
+    guard_margin_nats: float | None = None  # nor one whose NLL margin of its token over the draft's is at least this, nats (None: off)
     max_harm_frac: float = field(default=0.1, metadata={"min": 0.0, "max": 1.0})  # the dev rule: accepted dev mismatches at most this harmful
     max_wrong_frac: float = field(default=0.01, metadata={"min": 0.0, "max": 1.0})  # the dev rule: and at most this turning a right answer wrong (of those with an answer to check)
     edge_inputs: tuple[str, ...] = ("edge", "h_after")  # what our edge judge reads (edge-side only: edge, h_after)

@@ -51,13 +51,24 @@ def choices_section(res: Path) -> str:
     chosen = json.loads((res / "judges.json").read_text())
     cfg = json.loads((res / "config_judges.json").read_text())
     rows = [{"judge": n, "tau (dev rule)": c["tau"], "dev AUC": c["dev_auc"],
-             "tau on the good link": c.get("tau_good", c["tau"]), "gamma": c.get("gamma", "")}
+             "dev AUC (flip)": c.get("dev_flip_auc", ""), "tau on the good link": c.get("tau_good", c["tau"]),
+             "gamma": c.get("gamma", ""), **dev_bound(c)}
             for n, c in chosen.items()]
     any_c = next(iter(chosen.values()))
+    kinds = any_c.get("dev_kinds") or []
+    split = (f"the prompts of the kinds {', '.join(kinds)} are dev (left out of training)" if kinds
+             else f"every {cfg['dev_every']}-th prompt of each is dev")
     return (f"## Data and the dev rule\n\n{cfg['labelled']} labelled mismatches from {', '.join(any_c['run_dirs'])} "
-            f"(harmful {cfg['harmful']:.1%}); every {cfg['dev_every']}-th prompt of each is dev ({cfg['dev']} "
+            f"(harmful {cfg['harmful']:.1%}); {split} ({cfg['dev']} "
             f"mismatches), the rest train ({any_c['train']}). No test prompt is read. The rule, the same for every "
             f"judge: {any_c['rule']}.\n\n" + md(pd.DataFrame(rows)))
+
+
+def dev_bound(c: dict) -> dict:
+    """The bound rule's figures at the chosen tau (flips of accepted checkable dev mismatches and the upper bound)."""
+    b = c.get("dev_bound")
+    return {"dev flips / accepted": f"{b['flips']} / {b['accepted_checkable']}",
+            "flip upper bound": round(b["flip_upper"], 4)} if b else {}
 
 
 def curve_section(res: Path) -> str:

@@ -33,8 +33,10 @@ import torch
 from channel.csi import CSI
 from labeling.config import JudgesConfig
 from labeling.store import EPISODES, LABELS, load_config, load_traces, require, save_config
+from labeling.risk import RiskConfig, ltt_sweep, ltt_tau
 from wisv.tasks.jsonl import read_jsonl
 from wisv.head.features import SCALARS, EdgeFeatures
+from wisv.head.guard import guard
 from wisv.head.judges import JudgeConfig, JudgePolicy, LinearJudge, rule_probs, t_link_s
 from wisv.head.store import save_policy
 
@@ -44,8 +46,10 @@ TAUS = sorted({round(float(t), 4) for t in np.geomspace(0.002, 0.98, 48)})  # th
 SOURCES = {"edge": "edge", "h_after": "h_after", "h_draft": "h_d", "h_target": "h_t"}  # input -> traces.npz key
 
 
-def load_data(run_dirs: list[str], dev_every: int) -> dict[str, np.ndarray]:
-    """Traces joined with labels over every run directory, with a dev flag per mismatch (its prompt's)."""
+def load_data(run_dirs: list[str], dev_every: int, dev_kinds: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+    """Traces joined with labels over every run directory, with a dev flag per mismatch (its prompt's): the prompts
+    of ``dev_kinds`` (leave kinds out, so that every choice is made on kinds the judge was not trained on), else every
+    ``dev_every``-th prompt."""
     parts = []
     for k, run_dir in enumerate(run_dirs):
         tr = load_traces(run_dir)
@@ -58,9 +62,11 @@ def load_data(run_dirs: list[str], dev_every: int) -> dict[str, np.ndarray]:
         part = {key: tr[key][rows].astype(np.float32) for key in SOURCES.values()}
         part["y"] = lab["harmful"].to_numpy(np.float32)
         part["turns_wrong"] = lab["turns_wrong"].to_numpy(np.float32)
-        answers = [e.get("answer") is not None for e in read_jsonl(require(run_dir, EPISODES, "collect"))]
+        episodes = read_jsonl(require(run_dir, EPISODES, "collect"))
+        answers = [e.get("answer") is not None for e in episodes]
         part["checkable"] = np.asarray(answers, bool)[tr["episode"][rows]]  # free-form rows cannot turn wrong
-        part["dev"] = (tr["episode"][rows] % dev_every == 0)
+        kinds = np.asarray([str(e.get("kind", "")) for e in episodes])[tr["episode"][rows]]
+        part["dev"] = np.isin(kinds, dev_kinds) if dev_kinds else (tr["episode"][rows] % dev_every == 0)
         part["source"] = np.full(len(rows), k)
         parts.append(part)
     return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
@@ -138,11 +144,31 @@ def choose_tau(sw: pd.DataFrame, max_harm_frac: float, max_wrong_frac: float = 1
     return float(ok["tau"].max()) if len(ok) else 0.0
 
 
+def tau_rule(p: np.ndarray, data: dict, sw: pd.DataFrame, cfg: JudgesConfig) -> tuple[float, dict]:
+    """tau on dev and how it was chosen: with ``flip_budget`` the largest tau whose upper bound on answer flips among
+    the accepted checkable dev mismatches is within it (labeling/risk.py), else the point rule (``choose_tau``)."""
+    dev = data["dev"]
+    if cfg.flip_budget is None:
+        return choose_tau(sw, cfg.max_harm_frac, cfg.max_wrong_frac), {
+            "rule": f"largest tau with <= {cfg.max_harm_frac} of accepted dev mismatches harmful and <= "
+                    f"{cfg.max_wrong_frac} of those with an answer turning it wrong"}
+    risk = RiskConfig(cfg.flip_budget, cfg.flip_delta)
+    lt = ltt_sweep(p, data["turns_wrong"][dev] > 0, data["checkable"][dev], TAUS, risk)
+    tau = ltt_tau(lt)
+    at = lt[lt["tau"] == tau]
+    bound = {"flip_upper": float(at["flip_upper"].iloc[0]), "flips": int(at["flips"].iloc[0]),
+             "accepted_checkable": int(at["accepted_checkable"].iloc[0])} if len(at) else {}
+    return tau, {"rule": f"largest tau whose upper {1 - cfg.flip_delta:.0%} Clopper-Pearson bound on answer flips "
+                         f"among accepted checkable dev mismatches is <= {cfg.flip_budget}", "dev_bound": bound}
+
+
 def peer_configs(cfg: JudgesConfig, dims: dict[str, int]) -> list[JudgeConfig]:
     """The judges to train or set, before their tau is chosen."""
     def lin(name: str, names: tuple[str, ...], hidden: int = 0) -> JudgeConfig:
         return JudgeConfig(name, "linear", names, tuple(dims[n] for n in names), hidden=hidden)
-    return [lin("edge", tuple(cfg.edge_inputs), cfg.edge_hidden), lin("autojudge", ("h_draft", "h_target")),
+    edge = replace(lin("edge", tuple(cfg.edge_inputs), cfg.edge_hidden), guard_top1_min=cfg.guard_top1_min,
+                   guard_margin_nats=cfg.guard_margin_nats)  # ours, with the sure-target guard
+    return [edge, lin("autojudge", ("h_draft", "h_target")),
             lin("judge-decoding", ("h_after",)), JudgeConfig("fly", "fly", ("edge",), (len(SCALARS),),
                                                              window=cfg.fly_window),
             JudgeConfig("nll-margin", "nll-margin", ("edge",), (len(SCALARS),))]
@@ -160,17 +186,33 @@ def fit_judge(jc: JudgeConfig, data: dict, cfg: JudgesConfig) -> tuple[JudgePoli
     model = train_linear(jc, inputs(data, jc.inputs, train), torch.from_numpy(data["y"][train]), cfg.epochs, cfg.seed,
                          weight)
     with torch.no_grad():
-        p = torch.sigmoid(model.logits(inputs(data, jc.inputs, dev))).numpy()
-    return JudgePolicy(jc, model), p
+        p = torch.sigmoid(model.logits(inputs(data, jc.inputs, dev)))
+    if jc.guard_config is not None:  # the guard as the edge applies it (JudgePolicy.reject_probs)
+        p = guard(p, EdgeFeatures(torch.from_numpy(data["edge"][dev]), torch.zeros(int(dev.sum()), 0)),
+                  jc.guard_config)
+    return JudgePolicy(jc, model), p.numpy()
 
 
-def link_judge(jc: JudgeConfig, tau: float, sw: pd.DataFrame, cfg: JudgesConfig, notes: dict) -> JudgeConfig:
-    """Our judge in link mode: tau on the poor link by the dev rule; on the good link by the same rule with the harm
-    budget scaled by t_link(good) / t_link(poor); gamma the power law through both."""
+def link_scale(cfg: JudgesConfig) -> float:
+    """t_link(good) / t_link(poor): how much of the poor link's harm budget the good link may spend."""
+    bits = tuple(cfg.link_bits)
+    return t_link_s(CSI.symmetric(*cfg.good_link), bits) / t_link_s(CSI.symmetric(*cfg.poor_link), bits)
+
+
+def good_link_cfg(cfg: JudgesConfig) -> JudgesConfig:
+    """The dev rule with its budgets scaled to the good link (link_scale)."""
+    scale = link_scale(cfg)
+    return replace(cfg, max_harm_frac=cfg.max_harm_frac * scale,
+                   flip_budget=None if cfg.flip_budget is None else cfg.flip_budget * scale)
+
+
+def link_judge(jc: JudgeConfig, tau: float, tau_good: float, cfg: JudgesConfig, notes: dict) -> JudgeConfig:
+    """Our judge in link mode: tau on the poor link by the dev rule, ``tau_good`` on the good link by the same rule
+    with its budgets scaled by t_link(good) / t_link(poor) (good_link_cfg); gamma the power law through both."""
     bits = tuple(cfg.link_bits)
     t_poor, t_good = (t_link_s(CSI.symmetric(*link), bits) for link in (cfg.poor_link, cfg.good_link))
     scale = t_good / t_poor
-    tau_good = choose_tau(sw, cfg.max_harm_frac * scale, cfg.max_wrong_frac) or min(TAUS) / 2  # none: below the grid
+    tau_good = tau_good or min(TAUS) / 2  # none passes: below the grid
     gamma = math.log(tau / tau_good) / math.log(t_poor / t_good) if tau > tau_good else 1.0
     return replace(jc, tau=tau, tau_mode="link", t_ref_s=t_poor, gamma=gamma, link_bits=bits,
                    notes={**notes, "poor_link": list(cfg.poor_link), "good_link": list(cfg.good_link),
@@ -198,7 +240,7 @@ def learning_curve(data: dict, cfg: JudgesConfig, dims: dict[str, int]) -> pd.Da
 def run(cfg: JudgesConfig) -> dict:
     """Train, sweep and choose on dev; write the tables and the judge directories."""
     torch.set_num_threads(1)
-    data = load_data(cfg.run_dirs, cfg.dev_every)
+    data = load_data(cfg.run_dirs, cfg.dev_every, tuple(cfg.dev_kinds))
     dims = {n: data[SOURCES[n]].shape[1] for n in SOURCES}
     out, taus = Path(cfg.results_dir), TAUS
     out.mkdir(parents=True, exist_ok=True)
@@ -207,14 +249,16 @@ def run(cfg: JudgesConfig) -> dict:
     for jc in peer_configs(cfg, dims):
         policy, p = fit_judge(jc, data, cfg)
         sw = sweep(p, data["y"][dev], data["turns_wrong"][dev], taus, data["checkable"][dev]).assign(judge=jc.name)
-        tau = choose_tau(sw, cfg.max_harm_frac, cfg.max_wrong_frac)
-        notes = {"dev_auc": auc(p, data["y"][dev]), "rule": f"largest tau with <= {cfg.max_harm_frac} of accepted "
-                 f"dev mismatches harmful and <= {cfg.max_wrong_frac} of those with an answer turning it wrong",
-                 "train": int((~dev).sum()), "dev": int(dev.sum()),
+        tau, how = tau_rule(p, data, sw, cfg)
+        checkable = data["checkable"][dev]
+        notes = {"dev_auc": auc(p, data["y"][dev]),
+                 "dev_flip_auc": auc(p[checkable], data["turns_wrong"][dev][checkable]), **how,
+                 "dev_kinds": list(cfg.dev_kinds), "train": int((~dev).sum()), "dev": int(dev.sum()),
                  "run_dirs": [Path(r).name for r in cfg.run_dirs], "prompt_files": prompt_files(cfg.run_dirs)}
         variants = [(jc.name, replace(jc, tau=tau, notes=notes))]
         if jc.name == "edge":
-            variants = [("edge", link_judge(jc, tau, sw, cfg, notes)),
+            tau_good, _ = tau_rule(p, data, sw, good_link_cfg(cfg))
+            variants = [("edge", link_judge(jc, tau, tau_good, cfg, notes)),
                         ("edge-blind", replace(jc, name="edge-blind", tau=tau, notes=notes))]
         for name, final in variants:
             save_policy(JudgePolicy(final, policy.model), Path(cfg.out_dir) / name)

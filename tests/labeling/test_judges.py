@@ -93,3 +93,52 @@ def test_shipped_judges_chose_nothing_on_a_test_pool():
         assert notes["prompt_files"], path
         for f in notes["prompt_files"]:
             assert f.endswith("calib.jsonl") and "test" not in f and "heldout" not in f, (path, f)
+
+
+def kinds_run(tmp_path, name: str, kinds: list[str], per: int, seed: int) -> str:
+    """fake_run with a kind per episode, flips on some harmful mismatches, and the top-1 feature in [0, 1]."""
+    run_dir = fake_run(tmp_path, name, len(kinds), per, seed)
+    from pathlib import Path
+    d = Path(run_dir)
+    (d / "episodes.jsonl").write_text("".join(json.dumps({"episode": e, "answer": "x", "kind": k}) + "\n"
+                                              for e, k in enumerate(kinds)))
+    lab = pd.read_csv(d / "labels.csv")
+    lab["turns_wrong"] = (lab["harmful"] == 1) & (lab["row"] % 3 == 0)
+    lab.astype({"turns_wrong": int}).to_csv(d / "labels.csv", index=False)
+    tr = dict(np.load(d / "traces.npz"))
+    tr["edge"][:, SCALARS.index("top1")] = np.random.default_rng(seed).uniform(0, 1, len(tr["edge"]))
+    np.savez_compressed(d / "traces.npz", **tr)
+    return run_dir
+
+
+def test_dev_by_kind_the_bound_rule_and_the_guard(tmp_path):
+    kinds = [k for k in ("a", "b", "c", "d", "e") for _ in range(16)]
+    d = kinds_run(tmp_path, "k", kinds, 10, 3)
+    cfg = JudgesConfig(run_dirs=(d,), out_dir=str(tmp_path / "heads"), results_dir=str(tmp_path / "res"), epochs=100,
+                       curve_sizes=(100,), dev_kinds=("d", "e"), flip_budget=0.05, flip_delta=0.1,
+                       guard_top1_min=0.9)
+    chosen = run(cfg)
+    edge = chosen["edge"]
+    assert edge["dev"] == 2 * 16 * 10 and edge["train"] == 3 * 16 * 10  # kinds d and e are dev, whole
+    assert edge["dev_kinds"] == ["d", "e"] and "Clopper-Pearson" in edge["rule"]
+    assert edge["dev_bound"]["flip_upper"] <= 0.05 or edge["tau"] == 0.0
+    assert 0.0 <= edge["dev_flip_auc"] <= 1.0
+    policy, _ = load_policy_dir(tmp_path / "heads" / "edge")
+    assert policy.cfg.guard_top1_min == 0.9 and policy.cfg.guard_margin_nats is None  # saved and loaded
+    peer, _ = load_policy_dir(tmp_path / "heads" / "autojudge")
+    assert peer.cfg.guard_config is None  # the peers are as published
+
+
+def test_a_guarded_judge_never_keeps_a_sure_targets_mismatch():
+    import torch
+
+    from wisv.head.features import EdgeFeatures
+    from wisv.head.judges import JudgeConfig, JudgePolicy
+    cfg = JudgeConfig("n", "nll-margin", ("edge",), (S,), guard_top1_min=0.9, guard_margin_nats=3.0)
+    s = torch.zeros(3, S)
+    s[:, SCALARS.index("top1")] = torch.tensor([0.95, 0.5, 0.5])
+    s[:, SCALARS.index("nll_margin")] = torch.tensor([0.01, 3.5, 0.01])
+    p = JudgePolicy(cfg).reject_probs(None, None, [0, 1, 2], None, EdgeFeatures(s, torch.zeros(3, 2)))
+    assert p[0] == 1 and p[1] == 1 and p[2] < 0.02
+    with pytest.raises(ValueError, match="edge features"):
+        JudgePolicy(cfg).reject_probs(None, None, [0], None, None)

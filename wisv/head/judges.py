@@ -38,6 +38,7 @@ from torch import nn
 
 from channel.csi import CSI
 from wisv.head.features import SCALARS, EdgeFeatures
+from wisv.head.guard import GuardConfig, guard
 from wisv.head.model import Scorer
 from wisv.timing.latency import t_single_exchange
 
@@ -62,11 +63,21 @@ class JudgeConfig:
     gamma: float = 1.0  # link mode: how steeply tau follows the link's round time (fitted on dev)
     tau_cap: float = 0.95  # link mode: the largest tau on any link
     link_bits: tuple[float, float] = LINK_BITS  # link mode: (up, down) bits of the round t_link charges
+    guard_top1_min: float | None = None  # reject whenever the target's top-1 probability is at least this (None: off)
+    guard_margin_nats: float | None = None  # reject whenever NLL(draft) - NLL(target) is at least this, nats (None: off)
     notes: dict = field(default_factory=dict)  # provenance: training run, dev rule, counts
 
     @property
     def d_in(self) -> int:
         return sum(self.dims)
+
+    @property
+    def guard_config(self) -> GuardConfig | None:
+        """The sure-target guard (wisv/head/guard.py), None when the judge has none."""
+        if self.guard_top1_min is None and self.guard_margin_nats is None:
+            return None
+        return GuardConfig(1.01 if self.guard_top1_min is None else self.guard_top1_min,
+                           float("inf") if self.guard_margin_nats is None else self.guard_margin_nats)
 
     @property
     def uploads_hidden(self) -> bool:
@@ -161,12 +172,12 @@ class JudgePolicy:
     @torch.no_grad()
     def reject_probs(self, h_draft: torch.Tensor | None, h_target: torch.Tensor | None, positions: list[int],
                      csi: CSI | None = None, edge: EdgeFeatures | None = None) -> torch.Tensor:
-        """Repair probability per mismatch: [m]."""
-        if self.cfg.kind != "linear":
-            if edge is None:
-                raise ValueError(f"judge {self.cfg.name!r} reads the edge features, which this round does not carry")
-            return rule_probs(self.cfg, edge)
-        return self.model(gather_inputs(self.cfg, h_draft, h_target, edge))
+        """Repair probability per mismatch: [m]; a sure target's mismatch is 1 under the judge's guard."""
+        if (self.cfg.kind != "linear" or self.cfg.guard_config is not None) and edge is None:
+            raise ValueError(f"judge {self.cfg.name!r} reads the edge features, which this round does not carry")
+        p = rule_probs(self.cfg, edge) if self.cfg.kind != "linear" else \
+            self.model(gather_inputs(self.cfg, h_draft, h_target, edge))
+        return guard(p, edge, self.cfg.guard_config) if edge is not None else p
 
     def threshold(self, tau: float, csi: CSI | None) -> float:
         """The tau in force on this round's link."""

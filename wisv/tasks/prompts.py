@@ -55,7 +55,8 @@ def read_jsonl_prompts(path: Path, tok, chat_template: str = "auto") -> list[dic
         else:
             raise ValueError(f"{path}:{i}: needs 'prompt' or 'prompt_ids'")
         answer = accepted(r) if "answers" in r else r.get("answer")  # QA rows: every accepted answer
-        rows.append({"prompt_id": str(r.get("prompt_id", f"line-{i}")), "prompt_ids": ids, "answer": answer})
+        kind = {"kind": str(r["kind"])} if "kind" in r else {}  # the task suite's kind of question (dev by kind)
+        rows.append({"prompt_id": str(r.get("prompt_id", f"line-{i}")), "prompt_ids": ids, "answer": answer, **kind})
     return rows
 
 
