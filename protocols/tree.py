@@ -20,6 +20,7 @@ from wisv.decoding.acceptance import Verdict as Accepted
 from wisv.decoding.sessions import Block, Draft, DraftSession, VerifySession
 from wisv.decoding.tree import greedy_path, path_to
 from wisv.decoding.treedraft import TreeState, aligned, draft_tree, expand_leaf
+from wisv.serving.engine import VerifyRequest
 from wisv.timing.kpolicy import KFacts
 from wisv.timing.window import TreeWindowTracker, WindowTracker
 
@@ -89,6 +90,10 @@ class TreeRounds(ChainRounds):
         if getattr(verify, "takes_trees", hasattr(verify, "verify_tree")):
             return None
         return getattr(verify, "tree_refusal", "this edge's engine takes no draft trees")
+
+    def request(self, sid: str, tokens: list[int], tensors: dict[str, np.ndarray]) -> VerifyRequest:
+        """A tree's request carries its parent indices: the engine verifies it in a pass of its own (chains batch)."""
+        return VerifyRequest(sid, tokens, [int(p) for p in tensors["parents"]])
 
     def check_draft(self, protocol: str, tensors: dict[str, np.ndarray]) -> None:
         if "parents" not in tensors:
