@@ -25,6 +25,7 @@ from wisv.head.model import load_policy_from
 from wisv.models.loader import load_pair
 from wisv.pairs import apply_pair
 from wisv.tasks.prompts import prompt_rows
+from wisv.timing.protodesc import servable
 
 
 @dataclass
@@ -62,14 +63,15 @@ def judge_dirs(cfg: PeersConfig) -> dict[str, Path]:
 
 
 def policies(cfg: PeersConfig) -> dict[str, tuple]:
-    """name -> (policy, tau, the protocol it needs, whether its decisions depend on the link)."""
+    """name -> (policy, tau, the protocol it needs (the first that serves it: fh for a head that reads the drafter's
+    hidden states, else ef), whether its decisions depend on the link)."""
     out = {}
     if cfg.paper_head:
         policy, tau = load_policy_from(cfg.paper_head)
-        out["wisv-paper"] = (policy, tau, "fh", bool(policy.cfg.csi_dim))
+        out["wisv-paper"] = (policy, tau, servable(True)[0], bool(policy.cfg.csi_dim))
     for name, path in judge_dirs(cfg).items():
         policy, tau = load_judge(path)
-        out[name] = (policy, tau, "fh" if policy.cfg.uploads_hidden else "ef", policy.cfg.tau_mode == "link")
+        out[name] = (policy, tau, servable(policy.cfg.uploads_hidden)[0], policy.cfg.tau_mode == "link")
     return out
 
 
