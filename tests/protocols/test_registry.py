@@ -42,3 +42,14 @@ def test_each_protocol_names_the_class_that_runs_its_round():
     from protocols.tree import TreeRounds
     shapes = {n: type(PROTOCOLS[n]().rounds()) for n in ALL_PROTOCOLS}
     assert shapes.pop("tree") is TreeRounds and set(shapes.values()) == {ChainRounds}
+
+
+def test_each_protocol_is_its_description_and_every_list_derives_from_them():
+    """The classes read their names, rules and uploads off the descriptions (wisv.timing.protodesc), as do the lists."""
+    from protocols.registry import HIDDEN_PROTOCOLS, servable
+    from wisv.timing.protodesc import DESCRIPTIONS
+    assert all(PROTOCOLS[n].desc is DESCRIPTIONS[n] and PROTOCOLS[n].name == PROTOCOLS[n]().name == n
+               for n in ALL_PROTOCOLS)
+    assert [n for n in ALL_PROTOCOLS if PROTOCOLS[n].samples] == ["reject"]
+    assert HIDDEN_PROTOCOLS == servable(True) == ("fh", "sh") and servable(False) == ("ef",)
+    assert [n for n in ROUND_PROTOCOLS if PROTOCOLS[n]().query([1, 3])] == ["sh"]
