@@ -2,14 +2,16 @@
 
 A protocol is one description plus one round class.  The description is pure data (wisv.timing.protodesc: its name,
 its acceptance rule, what its DRAFT carries per position, chain or tree, a second round trip, the head inputs it
-serves, what it asks of the engine), kept below everyone who reads it; the class here adds what the UE uploads
-(``uplink``) and the positions the edge queries afterwards (``query``), both read off the description, and names the
-class that runs its round on both sides (``rounds``: protocols/rounds.py for a chain, protocols/tree.py for the
-tree).  ``ef`` runs WISV acceptance on a head that reads only what the edge computes itself (wisv/head/features.py),
-so its uplink is greedy's.  ``auto`` is a UE-side chooser among the WISV protocols that the edge's head can serve
-(see protocols/auto.py); each DRAFT names the protocol it used.  ``PROTOCOLS`` is the one list of protocol names and
-every other list derives from the descriptions: nobody else compares a name.  The module stays light (numpy only,
-no torch), so that a CLI can import the names without loading models.
+serves, what it asks of the engine), kept below everyone who reads it.  Here each description becomes a ``Protocol``
+class, which reads off it what the UE uploads (``uplink``), the positions the edge queries afterwards (``query``) and
+the class that runs its round on both sides (``rounds``: protocols/rounds.py for a chain, protocols/tree.py for a
+tree).  Adding a protocol whose round is a chain's or a tree's is therefore one description (and its test).
+
+``ef`` runs WISV acceptance on a head that reads only what the edge computes itself (wisv/head/features.py), so its
+uplink is greedy's.  ``auto`` is a UE-side chooser among the WISV protocols that the edge's head can serve (see
+protocols/auto.py); each DRAFT names the protocol it used.  ``PROTOCOLS`` is the one list of protocol names and every
+other list derives from the descriptions: nobody else compares a name.  The module stays light (numpy only, no
+torch), so that a CLI can import the names without loading models.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from wisv.timing.protodesc import ProtocolDesc, describe, register, servable  # noqa: F401 (servable: read here)
+from wisv.timing.protodesc import DESCRIPTIONS, ProtocolDesc, servable  # noqa: F401 (servable: read from here)
 
 if TYPE_CHECKING:
     from protocols.rounds import ChainRounds
@@ -35,9 +37,10 @@ class _Described:
 
 
 class Protocol:
-    """A protocol by its description: what its DRAFT carries, what the edge queries after verification."""
+    """A protocol by its description (one subclass per description, ``protocol_class``): what its DRAFT carries, what
+    the edge queries after verification, the class that runs its round."""
 
-    desc: ClassVar[ProtocolDesc] = describe("greedy")
+    desc: ClassVar[ProtocolDesc]
     name = _Described()  # desc.name
     rule = _Described()  # desc.rule: the acceptance rule at the edge, greedy | sampling | wisv
     samples = _Described()  # desc.samples: the drafter samples (and uploads q) instead of taking argmax
@@ -59,65 +62,25 @@ class Protocol:
         return list(mismatches) if self.desc.hidden_query else []
 
     def rounds(self) -> ChainRounds:
-        """The protocol's round on both sides, where a chain and a tree differ (imported here, on use: it needs
+        """The protocol's round on both sides, where a chain and a tree differ (imported here, on use: they need
         torch, and the names above must not)."""
+        if self.desc.tree:
+            from protocols.tree import TreeRounds
+            return TreeRounds()
         from protocols.rounds import ChainRounds
         return ChainRounds()
 
 
-class Greedy(Protocol):
-    """Greedy SD: uplink carries token ids only; accept up to the first mismatch."""
+def protocol_class(d: ProtocolDesc) -> type[Protocol]:
+    """The protocol of description ``d``."""
+    return type(f"Protocol_{d.name}", (Protocol,), {"desc": d, "__doc__": f"The {d.name!r} protocol."})
 
 
-class Reject(Protocol):
-    """Speculative sampling: uplink carries the drafter's full-vocabulary probabilities (fp16)."""
-
-    desc = describe("reject")
-
-
-class FullHidden(Protocol):
-    """WISV-FH: token ids plus drafter hidden states for all K positions, in one uplink."""
-
-    desc = describe("fh")
-
-
-class SelectiveHidden(Protocol):
-    """WISV-SH: token ids first; the edge then requests hidden states at the mismatch positions only."""
-
-    desc = describe("sh")
-
-
-class EdgeOnly(Protocol):
-    """WISV-EF: token ids only, as greedy; the edge's head reads its own verification pass (no hidden upload)."""
-
-    desc = describe("ef")
-
-
-class Auto(FullHidden):
-    """Chooses a WISV protocol before each round from the live CSI and what the edge's head reads (protocols.auto)."""
-
-    desc = describe("auto")
-
-
-class Tree(Protocol):
-    """SpecEdge's tree drafting: a best-first draft tree (token ids + parent indices), greedy acceptance of the
-    longest agreeing root path; the VERDICT names that path."""
-
-    desc = describe("tree")
-
-    def rounds(self) -> ChainRounds:
-        """The tree's round: draft, verify and accept a tree (protocols/tree.py)."""
-        from protocols.tree import TreeRounds
-        return TreeRounds()
-
-
-PROTOCOLS: dict[str, type[Protocol]] = {}  # name -> class, in the order below
-for _p in (Greedy, Reject, FullHidden, SelectiveHidden, EdgeOnly, Auto, Tree):
-    PROTOCOLS[register(_p.desc).name] = _p
+PROTOCOLS: dict[str, type[Protocol]] = {n: protocol_class(d) for n, d in DESCRIPTIONS.items()}  # name -> class
 ALL_PROTOCOLS = tuple(PROTOCOLS)  # every protocol's name, in the order testbed.run's "all" runs them
 ROUND_PROTOCOLS = tuple(n for n, p in PROTOCOLS.items() if not p.desc.chooses)  # what a DRAFT may name
 WISV_PROTOCOLS = tuple(n for n in ROUND_PROTOCOLS if PROTOCOLS[n].desc.head)  # the head decides; auto's choices
-HIDDEN_PROTOCOLS = tuple(n for n in WISV_PROTOCOLS if PROTOCOLS[n].desc.uploads_hidden)  # they upload h_draft
+HIDDEN_PROTOCOLS = servable(True)  # the WISV protocols that upload the drafter's hidden states (fh, sh)
 
 
 def get_protocol(name: str) -> Protocol:

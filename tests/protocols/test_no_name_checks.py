@@ -5,7 +5,8 @@ A comparison is ``==``, ``!=``, ``in`` or ``not in`` with a string literal (or a
 side, or a ``case`` pattern of such literals.  Three names are also words of other vocabularies: ``greedy`` (the
 acceptance rule, the greedy baseline of the labeling tables), ``auto`` (--draft-len, --dtype and --chat-template
 auto) and ``tree`` (tree decoding against chain decoding in the simulator's traces and the benches); for these the
-comparison counts only when its other side names a protocol (its source mentions "proto").
+comparison counts only when its other side names a protocol: its source mentions "proto", and it is not a rule
+(``PROTOCOLS[n].rule == "greedy"`` compares an acceptance rule).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from protocols.registry import ALL_PROTOCOLS
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = {"greedy", "auto", "tree"}  # protocol names that are also words of other vocabularies (see above)
 NAMES_A_PROTOCOL = re.compile(r"proto", re.IGNORECASE)
+A_RULE = re.compile(r"rule\W*$")  # the operand ends in a rule (x.rule, rule, d["rule"])
 
 
 def _literals(node: ast.AST) -> list[str]:
@@ -28,7 +30,8 @@ def _literals(node: ast.AST) -> list[str]:
 
 def _counts(names: list[str], other: ast.AST, source: str) -> list[str]:
     """The names whose comparison with ``other`` is a protocol-name check."""
-    about_protocol = bool(NAMES_A_PROTOCOL.search(ast.get_source_segment(source, other) or ast.unparse(other)))
+    text = ast.get_source_segment(source, other) or ast.unparse(other)
+    about_protocol = bool(NAMES_A_PROTOCOL.search(text)) and not A_RULE.search(text)
     return [n for n in names if n not in SHARED or about_protocol]
 
 
@@ -73,6 +76,7 @@ def f(cfg, p, m, key):
     match p:
         case "sh" | "greedy":
             pass
+    z = PROTOCOLS[p].rule == "greedy" or p.protocol_rule in ("greedy",)  # a rule: not caught
     return key.rule == "tree", cfg.dtype == "auto", m == "greedy"  # other vocabularies: not caught
 '''
     assert name_checks(planted, "planted.py") == [

@@ -1,6 +1,8 @@
 """What a protocol is, as pure data: its description, and the payload and exchange model that follows from it.
 
-A protocol is this description plus the round class that runs it (protocols/registry.py binds the two).  The
+A protocol is this description plus the round class that runs it (protocols/registry.py binds the two: a chain's
+round, protocols/rounds.py, or a tree's, protocols/tree.py).  Adding a built-in protocol of either shape is one entry
+of ``DESCRIPTIONS`` below.  The
 description lives here, below everything that reads it: the latency model (wisv.timing.roundtime), the simulator,
 the payload model of the GPU check and of scale_shapes, the labeling peers, the batching edge and the CLIs' choices
 read its fields instead of comparing names.  It is plain Python (no numpy, no torch).
@@ -92,19 +94,27 @@ def exchanges(d: ProtocolDesc, m: float) -> int:
 
 _HIDDEN = (*EDGE_INPUTS, *DRAFTER_INPUTS)
 DESCRIPTIONS: dict[str, ProtocolDesc] = {d.name: d for d in (  # the built-ins, in testbed.run --protocol all's order
-    ProtocolDesc(name="greedy", rule="greedy"),  # greedy SD: token ids only
-    ProtocolDesc(name="reject", rule="sampling", uplink=("ids", "features", "probs"), samples=True),  # fp16 q
-    ProtocolDesc(name="fh", rule="wisv", uplink=("ids", "features", "hidden"), head_inputs=_HIDDEN),  # WISV-FH
-    ProtocolDesc(name="sh", rule="wisv", hidden_query=True, head_inputs=_HIDDEN),  # WISV-SH: hidden on request
-    ProtocolDesc(name="ef", rule="wisv", head_inputs=EDGE_INPUTS),  # WISV-EF: greedy's uplink, the edge's features
+    # greedy SD: token ids only; accept up to the first mismatch
+    ProtocolDesc(name="greedy", rule="greedy"),
+    # speculative sampling: the drafter's full-vocabulary probabilities (fp16) go up too
+    ProtocolDesc(name="reject", rule="sampling", uplink=("ids", "features", "probs"), samples=True),
+    # WISV-FH: token ids plus the drafter's hidden states at all K positions, in one uplink
+    ProtocolDesc(name="fh", rule="wisv", uplink=("ids", "features", "hidden"), head_inputs=_HIDDEN),
+    # WISV-SH: token ids first; the edge then requests hidden states at the mismatch positions only
+    ProtocolDesc(name="sh", rule="wisv", hidden_query=True, head_inputs=_HIDDEN),
+    # WISV-EF: token ids only, as greedy; the edge's head reads its own verification pass (wisv/head/features.py)
+    ProtocolDesc(name="ef", rule="wisv", head_inputs=EDGE_INPUTS),
+    # picks fh, sh or ef before each round from the live CSI and what the edge's head reads (protocols/auto.py)
     ProtocolDesc(name="auto", rule="wisv", uplink=("ids", "features", "hidden"), head_inputs=_HIDDEN, chooses=True,
-                 priced_as="fh"),  # picks fh, sh or ef per round (protocols/auto.py)
-    ProtocolDesc(name="tree", rule="greedy", uplink=("ids", "parents"), tree=True, engine=("trees",)),  # SpecEdge
+                 priced_as="fh"),
+    # SpecEdge's tree drafting: a best-first tree (ids + parent indices), greedy acceptance of the longest agreeing
+    # root path, which the VERDICT names (protocols/tree.py runs its round)
+    ProtocolDesc(name="tree", rule="greedy", uplink=("ids", "parents"), tree=True, engine=("trees",)),
 )}
 
 
 def register(d: ProtocolDesc) -> ProtocolDesc:
-    """Add a protocol's description (protocols/registry.py does, for every protocol it registers)."""
+    """Add a protocol's description (one not built in); describing the same protocol twice is one entry."""
     if d.name in DESCRIPTIONS and DESCRIPTIONS[d.name] != d:
         raise ValueError(f"protocol {d.name!r} is already described")
     DESCRIPTIONS[d.name] = d

@@ -12,7 +12,7 @@ A tree of K tokens (best-first, one node per drafter call: wisv/decoding/tree.py
 one pass over K + 1 positions, as a chain of K; only its payload differs (K parent indices up, the path down).
 
 ``m`` is the number of greedy-mismatch positions of the block: the decision head's candidate set,
-which SH also queries (``protocols.registry.SelectiveHidden.query``).  The head runs only for the
+which SH also queries (``protocols.registry.Protocol.query`` for a description with ``hidden_query``).  The head runs only for the
 WISV protocols, ``T_head = m * head_flops(d_in, H) / (eta_ES F_ES)`` with ``d_in = d_d + d_t + d_c``.
 Greedy and reject return the same feedback as FH (index + token, ``S_fb + O_dn``).  Eq. 22 sums the
 rounds.  The hardware and model choices live in one ``Deployment``; a round is a ``RoundInputs``.
