@@ -4,8 +4,9 @@ protocol each one used, a tree's by s_tree/s_tree_fb.
 
 The packing is ``wire_payload_bits`` with the live edge's session token, its uplink overhead ``o_up`` measured per
 protocol on that protocol's own DRAFT: an FH, reject or tree DRAFT carries a second tensor (hidden states,
-probabilities, parents), whose descriptor and frame a tokens-only DRAFT does not have.  SH's second exchange is charged with the overheads of its
-own messages (HIDDEN up, HIDDEN_REQ down), measured the same way, where eqs. s_sh2 / s_req reuse o_up / o_dn.
+probabilities, parents), whose descriptor and frame a tokens-only DRAFT does not have.  SH's second exchange is
+charged with the overheads of its own messages (HIDDEN up, HIDDEN_REQ down), measured the same way, where eqs.
+s_sh2 / s_req reuse o_up / o_dn.
 """
 from __future__ import annotations
 
