@@ -61,8 +61,9 @@ class EdgeSession:
         h = open_msg.header
         self.sid, self.verify, self.policy, self.tau, self.eos = sid, verify, policy, tau, eos_token_id
         self.protocol_name = h["protocol"]
-        self.shape = get_protocol(self.protocol_name).rounds()  # where chain and tree differ (checks the name)
-        refusal = self.shape.refusal(verify)
+        proto = get_protocol(self.protocol_name)  # checks the name
+        self.shape = proto.rounds()  # where chain and tree differ
+        refusal = self.shape.refusal(verify, proto.desc.engine)
         if refusal:
             raise ProtocolError("unsupported", refusal)
         self.draft_len, self.max_new = h["draft_len"], h["max_new_tokens"]

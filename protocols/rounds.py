@@ -193,9 +193,12 @@ class ChainRounds:
         return confidence_summary(f[:, :3].numpy()) if f is not None and len(f) else {}
 
     # -- the edge's side
-    def refusal(self, verify: VerifySession) -> str | None:
-        """Why this edge's engine cannot serve the protocol (None: it can)."""
-        return None
+    def refusal(self, verify: VerifySession, asks: tuple[str, ...] = ()) -> str | None:
+        """Why this edge's engine cannot serve the protocol (None: it can), by what its description ``asks`` of the
+        engine: "trees", which an engine without tree verification (vLLM's) cannot serve."""
+        if "trees" not in asks or getattr(verify, "takes_trees", hasattr(verify, "verify_tree")):
+            return None
+        return getattr(verify, "tree_refusal", "this edge's engine takes no draft trees")
 
     def request(self, sid: str, tokens: list[int], tensors: dict[str, np.ndarray]) -> VerifyRequest:
         """The engine's request for the block (what a batching edge verifies with others): a chain's tokens."""

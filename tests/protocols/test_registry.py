@@ -76,3 +76,21 @@ def test_a_new_description_is_a_protocol_with_its_uplink_query_and_round_class()
                                        samples=True))()
     assert sorted(wide.uplink(draft)) == ["parents", "probs", "tokens"] and wide.samples and wide.query([1]) == []
     assert type(wide.rounds()) is TreeRounds
+
+
+def test_what_a_protocol_asks_of_the_engine_decides_whether_the_edge_refuses_it():
+    """Only a protocol whose description asks for "trees" (tree) is refused by an engine that verifies no trees."""
+    from protocols.tree import TreeRounds
+
+    class NoTrees:
+        tree_refusal = "engine 'x' takes no draft trees"
+
+    class Trees:
+        def verify_tree(self, tokens: list[int], parents: list[int]) -> None: ...
+
+    asks = {n: PROTOCOLS[n].desc.engine for n in ALL_PROTOCOLS}
+    assert {n for n, a in asks.items() if a} == {"tree"}
+    shape = PROTOCOLS["tree"]().rounds()
+    assert isinstance(shape, TreeRounds) and shape.refusal(NoTrees(), asks["tree"]) == "engine 'x' takes no draft trees"
+    assert shape.refusal(Trees(), asks["tree"]) is None
+    assert all(PROTOCOLS[n]().rounds().refusal(NoTrees(), asks[n]) is None for n in ALL_PROTOCOLS if n != "tree")
