@@ -26,6 +26,7 @@ from wisv.models.loader import load_pair
 from wisv.pairs import apply_pair
 from wisv.pairs.scorer import SCORERS, resolve_scorer
 from wisv.tasks.prompts import prompt_rows
+from wisv.timing.protodesc import servable
 
 
 @dataclass
@@ -65,12 +66,13 @@ def judge_dirs(cfg: PeersConfig) -> dict[str, Path]:
 
 
 def policies(cfg: PeersConfig) -> dict[str, tuple]:
-    """name -> (policy, tau, the protocol it needs, whether its decisions depend on the link)."""
+    """name -> (policy, tau, the protocol it needs (the first that serves it: fh for a head that reads the drafter's
+    hidden states, else ef), whether its decisions depend on the link)."""
     paths = ({"wisv-paper": cfg.paper_head} if cfg.paper_head else {}) | judge_dirs(cfg)
     out = {}
     for name, path in paths.items():
         policy, tau = load_policy_dir(path)
-        out[name] = (policy, tau, "fh" if "h_draft" in policy.inputs else "ef", "csi" in policy.inputs)
+        out[name] = (policy, tau, servable("h_draft" in policy.inputs)[0], "csi" in policy.inputs)
     return out
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from channel.csi import CSI
 from wisv.timing.latency import PayloadBits, t_fh, t_sh_expected
+from wisv.timing.protodesc import describe
 
 RTT_THRESHOLD_MS = 10.0  # paper's hardware-testbed rule: FH if RTT > 10 ms, else SH
 AUTO_RULES = ("cost", "rtt")
@@ -39,12 +40,14 @@ def choose_cost(csi: CSI, k: int, stats: MismatchStats, pb: PayloadBits) -> str:
 
 def choose(rule: str, csi: CSI, k: int, stats: MismatchStats, pb: PayloadBits,
            allowed: tuple[str, ...] = ("fh", "sh")) -> str:
-    """Dispatch on the rule name ('cost' or 'rtt') among the ``allowed`` protocols (protocols.registry.servable): ef
-    when allowed (its round costs greedy's bytes, never more than fh's or sh's), else fh or sh."""
+    """Dispatch on the rule name ('cost' or 'rtt') among the ``allowed`` protocols (protocols.registry.servable): one
+    that uploads no hidden states when allowed (ef: its round costs greedy's bytes, never more than fh's or sh's),
+    else fh or sh."""
     if rule not in AUTO_RULES:
         raise ValueError(f"unknown auto rule {rule!r}; choose one of {AUTO_RULES}")
-    if "ef" in allowed:
-        return "ef"
+    bare = [p for p in allowed if not describe(p).uploads_hidden]
+    if bare:
+        return bare[0]
     if rule == "rtt":
         return choose_rtt(csi)
     if rule == "cost":

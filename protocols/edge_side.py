@@ -23,6 +23,7 @@ from protocols.wire import Message, MsgType, make
 from wisv.decoding.acceptance import Verdict, greedy_accept_ids, speculative_sampling_from_logits, wisv_accept
 from wisv.decoding.sessions import Block, VerifySession
 from wisv.decoding.speculative import MismatchPolicy, truncate_output
+from wisv.serving.engine import VerifyRequest
 from wisv.head.features import edge_features
 
 
@@ -60,8 +61,9 @@ class EdgeSession:
         h = open_msg.header
         self.sid, self.verify, self.policy, self.tau, self.eos = sid, verify, policy, tau, eos_token_id
         self.protocol_name = h["protocol"]
-        self.shape = get_protocol(self.protocol_name).rounds()  # where chain and tree differ (checks the name)
-        refusal = self.shape.refusal(verify)
+        proto = get_protocol(self.protocol_name)  # checks the name
+        self.shape = proto.rounds()  # where chain and tree differ
+        refusal = self.shape.refusal(verify, proto.desc.engine)
         if refusal:
             raise ProtocolError("unsupported", refusal)
         self.draft_len, self.max_new = h["draft_len"], h["max_new_tokens"]
@@ -128,11 +130,10 @@ class EdgeSession:
         """The kept DRAFT's tokens (between begin_draft and end_draft)."""
         return self.incoming[2]
 
-    @property
-    def draft_parents(self) -> list[int] | None:
-        """The kept DRAFT's tree (its parent indices); None for a chain."""
-        parents = self.incoming[0].tensors.get("parents")
-        return None if parents is None else [int(p) for p in parents]
+    def verify_request(self) -> VerifyRequest:
+        """The kept DRAFT as the engine's request, by the protocol's round class (a tree carries its parents): what a
+        batching edge hands its engine."""
+        return self.shape.request(self.verify.sid, self.draft_tokens, self.incoming[0].tensors)
 
     def abort_draft(self) -> None:
         """Forget the kept DRAFT (its verification failed): the session can send its DRAFT again."""
@@ -222,7 +223,7 @@ class EdgeSession:
         name = named or self.protocol_name
         if name not in ROUND_PROTOCOLS:
             raise ProtocolError("bad_protocol", f"DRAFT names protocol {name!r}; expected one of {ROUND_PROTOCOLS}")
-        allowed = WISV_PROTOCOLS if self.protocol_name == "auto" else (self.protocol_name,)
+        allowed = WISV_PROTOCOLS if get_protocol(self.protocol_name).desc.chooses else (self.protocol_name,)
         if name not in allowed:
             raise ProtocolError("bad_protocol", f"DRAFT uses {name!r} in a {self.protocol_name!r} session")
         return get_protocol(name)
@@ -231,10 +232,10 @@ class EdgeSession:
         if k > self.draft_len:
             raise ProtocolError("too_large", f"DRAFT has {k} tokens, session draft_len is {self.draft_len}")
         self.shape.check_draft(proto.name, msg.tensors)
-        if proto.name == "fh" and "hidden" not in msg.tensors:
-            raise ProtocolError("missing_tensor", "fh DRAFT without 'hidden'")
-        if proto.name == "ef" and "hidden" in msg.tensors:
-            raise ProtocolError("bad_tensor", "an ef DRAFT carries token ids only, not 'hidden'")
+        if "hidden" in proto.desc.uplink and "hidden" not in msg.tensors:
+            raise ProtocolError("missing_tensor", f"{proto.name} DRAFT without 'hidden'")
+        if proto.desc.head and not proto.desc.uploads_hidden and "hidden" in msg.tensors:
+            raise ProtocolError("bad_tensor", f"an {proto.name} DRAFT carries token ids only, not 'hidden'")
         if proto.rule == "sampling":
             self._check_probs(msg)
         if "hidden" in msg.tensors:
@@ -270,7 +271,7 @@ def _slo_of(meta: dict | None) -> float | None:
 def _check_head_width(policy: MismatchPolicy, protocol: str, drafter_hidden: int | None) -> None:
     """Refuse at OPEN a WISV session whose drafter hidden size the edge's decision head cannot take, and an ef session
     on a head that reads the drafter's hidden states (ef uploads none)."""
-    if protocol == "ef" and "h_draft" in policy.inputs:
+    if not get_protocol(protocol).desc.serves(tuple(policy.inputs)):
         raise ProtocolError("unsupported", "this edge's decision head reads the drafter's hidden states, which ef does "
                                            "not upload: use fh, sh or auto")
     want = policy.d_draft

@@ -24,9 +24,11 @@ from wisv.decoding.acceptance import mismatch_positions
 from wisv.decoding.sessions import Block, Draft, DraftSession, VerifySession
 from wisv.decoding.specedge import proactive_reuse
 from wisv.decoding.treedraft import TreeState
+from wisv.serving.engine import VerifyRequest
 from wisv.serving.wdt import confidence_summary
 from wisv.timing.kpolicy import KFacts, block_k
 from wisv.timing.latency import PayloadBits
+from wisv.timing.protodesc import describe
 from wisv.timing.window import AUTO_DRAFT_LEN, WindowTracker, round_cost
 
 AUTO_START_K = 8  # auto's window before its first verdict (nothing measured yet)
@@ -36,7 +38,7 @@ AUTO_START_K = 8  # auto's window before its first verdict (nothing measured yet
 class UEParams:
     """What a UE session needs besides the drafter (by keyword)."""
 
-    protocol: str = "auto"  # greedy | reject | fh | sh | auto
+    protocol: str = "auto"  # a protocol's name (protocols.registry.PROTOCOLS)
     draft_len: int = 8  # K, tokens per block (AUTO_DRAFT_LEN: chosen per round by wisv.timing.window, <= draft_len_max)
     max_new_tokens: int = 160  # generation budget per prompt
     auto_rule: str = "cost"  # auto's FH/SH rule: cost (eqs. 6/10) | rtt (FH if RTT > 10 ms)
@@ -153,8 +155,9 @@ class ChainRounds:
         return choice.k, choice.k, stop
 
     def cost_terms(self, protocol: str, features: bool, mismatch_rate: float) -> tuple[str, bool, float]:
-        """The time model's terms of a round: the protocol it prices (auto: fh), DRAFT carries features, SH's rate."""
-        return (protocol if protocol != "auto" else "fh"), features, mismatch_rate
+        """The time model's terms of a round: the protocol it prices (a chooser, auto: what it is priced as, fh),
+        DRAFT carries features, SH's rate."""
+        return describe(protocol).priced_as or protocol, features, mismatch_rate
 
     def draft(self, d: DraftSession, k: int, *, sample: bool, temperature: float, generator: torch.Generator,
               eos: int | None, stop: Callable | None) -> tuple[Draft, TreeState | None]:
@@ -190,9 +193,16 @@ class ChainRounds:
         return confidence_summary(f[:, :3].numpy()) if f is not None and len(f) else {}
 
     # -- the edge's side
-    def refusal(self, verify: VerifySession) -> str | None:
-        """Why this edge's engine cannot serve the protocol (None: it can)."""
-        return None
+    def refusal(self, verify: VerifySession, asks: tuple[str, ...] = ()) -> str | None:
+        """Why this edge's engine cannot serve the protocol (None: it can), by what its description ``asks`` of the
+        engine: "trees", which an engine without tree verification (vLLM's) cannot serve."""
+        if "trees" not in asks or getattr(verify, "takes_trees", hasattr(verify, "verify_tree")):
+            return None
+        return getattr(verify, "tree_refusal", "this edge's engine takes no draft trees")
+
+    def request(self, sid: str, tokens: list[int], tensors: dict[str, np.ndarray]) -> VerifyRequest:
+        """The engine's request for the block (what a batching edge verifies with others): a chain's tokens."""
+        return VerifyRequest(sid, tokens)
 
     def check_draft(self, protocol: str, tensors: dict[str, np.ndarray]) -> None:
         """The DRAFT's shape tensors: a chain carries no 'parents'."""

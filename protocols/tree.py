@@ -20,6 +20,7 @@ from wisv.decoding.acceptance import Verdict as Accepted
 from wisv.decoding.sessions import Block, Draft, DraftSession, VerifySession
 from wisv.decoding.tree import greedy_path, path_to
 from wisv.decoding.treedraft import TreeState, aligned, draft_tree, expand_leaf
+from wisv.serving.engine import VerifyRequest
 from wisv.timing.kpolicy import KFacts
 from wisv.timing.window import TreeWindowTracker, WindowTracker
 
@@ -83,12 +84,10 @@ class TreeRounds(ChainRounds):
         """The tree's RoundRow fields."""
         return {"tree_size": len(r.tree.tree), "tree_depth": r.tree.tree.depth, "accepted_depth": r.verdict.n_accepted}
 
-    # -- the edge's side
-    def refusal(self, verify: VerifySession) -> str | None:
-        """An engine without tree verification (vLLM's) cannot serve trees."""
-        if getattr(verify, "takes_trees", hasattr(verify, "verify_tree")):
-            return None
-        return getattr(verify, "tree_refusal", "this edge's engine takes no draft trees")
+    # -- the edge's side (refusal: the description asks for "trees", ChainRounds.refusal checks the engine)
+    def request(self, sid: str, tokens: list[int], tensors: dict[str, np.ndarray]) -> VerifyRequest:
+        """A tree's request carries its parent indices: the engine verifies it in a pass of its own (chains batch)."""
+        return VerifyRequest(sid, tokens, [int(p) for p in tensors["parents"]])
 
     def check_draft(self, protocol: str, tensors: dict[str, np.ndarray]) -> None:
         if "parents" not in tensors:

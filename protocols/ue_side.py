@@ -209,7 +209,7 @@ class UESession:
         return self.shape.block_max(self.p)
 
     def _round_protocol(self, csi_est: CSI | None, k: int) -> Protocol:
-        if self.proto.name != "auto":
+        if not self.proto.desc.chooses:
             return self.proto
         if csi_est is None:
             return get_protocol(self.servable[0])

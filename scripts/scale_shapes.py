@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from protocols.accounting import wire_payload_bits
-from wisv.timing.latency import PayloadBits, s_fh, s_greedy, s_reject, s_req, s_sh1, s_sh2
+from wisv.timing.latency import PayloadBits, s_req, s_sh2
+from wisv.timing.protodesc import describe, downlink_bits, uplink_bits
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ QWEN_05B = Shape("Qwen2.5-0.5B", "qwen2", 151936, 896, 24, 14, 2, 4864, True, 10
 QWEN_15B = Shape("Qwen2.5-1.5B", "qwen2", 151936, 1536, 28, 12, 2, 8960, True, 1000000.0, 32768, 151643, 151643)
 PAIRS: dict[str, tuple[Shape, Shape]] = {"qwen": (QWEN_05B, QWEN_15B),
                                          "llama": (LLAMA_1B, LLAMA_8B)}  # name -> (drafter, target)
-ROUND_PROTOCOLS = ("greedy", "fh", "sh", "reject")  # protocols whose round bytes the model below predicts
+ROUND_PROTOCOLS = ("greedy", "fh", "sh", "reject")  # protocols bench_scale runs (the model predicts every one's)
 
 
 def hf_config(shape: Shape) -> dict:
@@ -75,12 +76,14 @@ def random_prompts(n: int, length: int, vocab: int, seed: int) -> list[dict]:
 
 
 def model_round_bits(protocol: str, k: int, m: int, pb: PayloadBits) -> tuple[float, float]:
-    """(uplink, downlink) bits of one round of ``protocol`` with K = ``k`` drafted and ``m`` queried positions."""
-    down = pb.s_fb + pb.o_dn  # eq. 4: the VERDICT
-    if protocol == "sh":
-        return s_sh1(k, pb) + (s_sh2(m, pb) if m else 0.0), down + (s_req(m, pb) if m else 0.0)
-    uplink = {"greedy": s_greedy, "ef": s_greedy, "fh": s_fh, "reject": s_reject}[protocol]  # ef: greedy's ids
-    return uplink(k, pb), down
+    """(uplink, downlink) bits of one round of ``protocol`` with K = ``k`` drafted and ``m`` queried positions: its
+    described DRAFT and VERDICT (s_greedy, s_fh, s_reject, s_tree; eq. 4, s_tree_fb), and for a protocol that
+    queries hidden states (sh), HIDDEN (s_sh2) up and HIDDEN_REQ (s_req) down when m > 0."""
+    d = describe(protocol)
+    up, down = uplink_bits(d, k, pb), downlink_bits(d, k, pb)
+    if d.hidden_query and m:
+        up, down = up + s_sh2(m, pb), down + s_req(m, pb)
+    return up, down
 
 
 def compare_bytes(protocol: str, rounds: pd.DataFrame, d_d: int, vocab: int, k: int) -> dict:

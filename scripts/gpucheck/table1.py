@@ -18,9 +18,10 @@ from testbed.sim.model import constant, prompt_latencies, summarize
 from wisv.timing.compute import get_architecture
 from wisv.timing.hardware import HardwareProfile, get_profile
 from wisv.timing.latency import PayloadBits
+from testbed.sim.traces import trace_rule
+from wisv.timing.protodesc import describe
 from wisv.timing.roundtime import Deployment
 
-RULE = {"greedy": "greedy", "reject": "sampling", "tree": "tree"}  # fh / sh: wisv (the head's traces)
 MANIFEST = "table1.json"
 
 
@@ -69,7 +70,7 @@ def table1(traces: Path, edges: dict[str, HardwareProfile]) -> pd.DataFrame:
             for rate in m["rates_mbps"]:
                 for rtt in m["rtts_ms"]:
                     csi = CSI.symmetric(rate, rtt, m["per"])
-                    rule = RULE.get(method, "wisv")
+                    rule = trace_rule(describe(method), True)  # fh / sh: wisv (the head's traces)
                     trace = find_trace(traces, rule, k, csi)
                     row = {"method": f"WISV-{method.upper()}" if rule == "wisv" else method, "draft_len": k,
                            "link": f"{rate:g} Mbps / {rtt:g} ms"}

@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-LOSSLESS = ("greedy", "tree")  # lossless with the pair's default head (fh/sh/auto keep harmless mismatches)
+from protocols.registry import ALL_PROTOCOLS, PROTOCOLS
+
+LOSSLESS = tuple(n for n in ALL_PROTOCOLS if PROTOCOLS[n].rule == "greedy")  # greedy acceptance (greedy, tree):
+#                                      lossless with the pair's default head (fh/sh/auto keep harmless mismatches)
 
 
 @dataclass

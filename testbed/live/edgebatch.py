@@ -92,7 +92,7 @@ class DraftBatcher:
         touched and never a session's committed state, so the retry sees what the batch saw)."""
         views, failed = self._views(queue)
         batch = self._choose(views) if views else []
-        reqs = [VerifyRequest(s.verify.sid, s.draft_tokens, s.draft_parents) for _, s in batch]
+        reqs = [s.verify_request() for _, s in batch]  # by each protocol's round class (a tree: its parents)
         raw = self._predict_raw(batch) if self.estimator and batch else 0.0  # before verify moves the caches
         t0 = time.perf_counter()
         try:

@@ -147,7 +147,8 @@ class RunConfig:
         if self.protocol != "all":
             return [self.protocol]
         hidden = self.remote_edge is None and head_reads_drafter(self.edge.head, self.edge.tau, self.edge.target)
-        return [p for p in ALL_PROTOCOLS if not (hidden and p == "ef")]
+        reads = ("h_draft",) if hidden else ()
+        return [p for p in ALL_PROTOCOLS if PROTOCOLS[p].desc.serves(reads)]
 
     def flat(self) -> dict:
         """config.json's layout: the run's, the UEs' and the edge's settings side by side, and the link's."""
@@ -195,7 +196,7 @@ def run(cfg: RunConfig) -> list[dict]:
             head_desc = _record_edge(cfg, out, pdir) or head_desc
     write_csv_atomic(out / "summary.csv", pd.DataFrame(summaries))
     budget = f"auto (<= {cfg.ue.draft_len_max})" if cfg.ue.tree_budget == AUTO_DRAFT_LEN else cfg.ue.tree_budget
-    tree = f"; tree budget {budget}" if "tree" in cfg.protocols() else ""
+    tree = f"; tree budget {budget}" if any(PROTOCOLS[p].desc.tree for p in cfg.protocols()) else ""
     print(f"\nlink: {_describe_link(cfg, site)}; K={_window(cfg.ue)}{tree}; head={head_desc}; results in {out}")
     print(table(summaries))
     for w in filter(None, windows):

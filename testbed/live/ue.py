@@ -51,7 +51,7 @@ from wisv.records.rows import RoundLog, RoundRow, to_frame
 from wisv.records.summary import spec_decode_metrics
 from wisv.decoding.rejection import load_predictor, stop_rule
 from wisv.decoding.sessions import DraftSession
-from wisv.timing.window import TreeWindowTracker, WindowTracker
+from wisv.timing.window import WindowTracker
 from wisv.pairs import apply_pair
 
 PROG = "python -m testbed.ue"  # as users type it: --help and error lines
@@ -84,7 +84,7 @@ class Local:
     vocab: Vocab  # declared at OPEN
     link: LinkSpec | None = None  # the emulated link (None: a real one, whose measured CSI is recorded)
     stop: Callable | None = None  # WISP rejection predictor's stop rule
-    window: WindowTracker | None = None  # --draft-len auto: what it learnt over the prompts so far
+    window: WindowTracker | None = None  # --draft-len/--tree-budget auto: what it learnt over the prompts so far
     edge: dict = field(default_factory=dict)  # the edge's settings from its last OPEN_OK
     endpoint: str = ""  # tcp://HOST:PORT the UE connects to
     log: RoundLog | None = None  # every round appended as it happens (rounds.jsonl)
@@ -118,6 +118,7 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
                       draft_len_max=cfg.draft_len_max, features=cfg.draft_features,
                       follow_stop_depth=cfg.follow_stop_depth)
     sess = UESession(sid, DraftSession(loc.drafter, ids), params, eos_id(loc.drafter), loc.stop, loc.window)
+    loc.window = sess.window  # the first prompt's, by the protocol's round class (a tree's: TreeRounds.tracker)
     t1 = time.perf_counter()
     ok = open_session(client, sess)
     loc.edge = ok.edge if ok.edge is not None else loc.edge
@@ -206,8 +207,7 @@ def run(cfg: UEConfig) -> dict:
     ids = [str(p["prompt_id"]) for p in prompts]
     kept = keep_done(out, ids) if cfg.keep_done else Kept()  # testbed.run --continue: what an interrupted run did
     loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect,
-                log=RoundLog(out / "rounds.jsonl", append=cfg.keep_done),
-                window=(TreeWindowTracker if cfg.protocol == "tree" else WindowTracker)(1, cfg.draft_len_max))
+                log=RoundLog(out / "rounds.jsonl", append=cfg.keep_done))
     ctx, est = zmq.Context(), CSIEstimator(probe_target_ms=cfg.probe_ms, first_probe_bytes=max(cfg.probe_bytes, 1))
     client = Client(ctx, cfg.connect, cfg.ue_id, Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms), cfg.retry_s)

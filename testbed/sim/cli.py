@@ -32,15 +32,15 @@ from testbed.sim import plot as simplot
 from testbed.sim.model import prompt_latencies, summarize
 from testbed.sim.resolve import Head, Link, PairCache, deployment, links_of, resolve_head
 from testbed.sim.staleness import check_profile, print_warnings
-from testbed.sim.traces import TraceKey, cached_trace, generate_trace
+from testbed.sim.traces import TraceKey, cached_trace, generate_trace, trace_rule
 from testbed.sim.trends import format_trends, trends
 from wisv.timing.hardware import LOCAL, LOCAL_PROFILE_PATH
 from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
+from wisv.timing.protodesc import describe
 from wisv.timing.window import AUTO_DRAFT_LEN
 from wisv.pairs import apply_pair
 
 METHODS = ROUND_PROTOCOLS  # the simulator models every protocol a round can use
-RULE = {"greedy": "greedy", "reject": "sampling", "tree": "tree"}  # fh / sh: "wisv" with a head, else "greedy"
 
 
 def parse_draft_lens(tokens: list[str]) -> list[int]:
@@ -174,7 +174,7 @@ def calibrate_first(cfg: SimConfig) -> None:
 
 def _trace(cfg: SimConfig, pair: PairCache, head: Head, method: str, k: int, link: Link) -> tuple[pd.DataFrame, str]:
     """The (cached) acceptance trace of one method at one K (WISV traces depend on the link the head sees)."""
-    rule = RULE.get(method) or ("wisv" if head.policy is not None else "greedy")
+    rule = trace_rule(describe(method), head.policy is not None)
     key = TraceKey(pair.id, rule, k, cfg.prompts, cfg.max_new_tokens, chat_template=cfg.chat_template,
                    prompts_file=cfg.prompts_file or "")
     policy, csi, layer = None, None, -1

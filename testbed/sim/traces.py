@@ -26,8 +26,18 @@ from wisv.decoding.speculative import spec_rows
 from wisv.records.rows import read_records, to_frame
 from wisv.decoding.speculative import MismatchPolicy, SpecOutput, speculative_generate
 from wisv.decoding.treespec import tree_generate, tree_rows
+from wisv.timing.protodesc import ProtocolDesc
 
-RULES = ("greedy", "sampling", "wisv", "tree")  # tree: greedy acceptance over a best-first tree of K tokens
+TREE_RULE = "tree"  # greedy acceptance over a best-first tree of K tokens (a protocol that drafts trees)
+RULES = ("greedy", "sampling", "wisv", TREE_RULE)  # what a trace replays (trace_rule: a protocol's)
+
+
+def trace_rule(d: ProtocolDesc, head: bool) -> str:
+    """The trace a protocol's rounds replay: a tree's, or its acceptance rule's (a WISV protocol without a ``head``
+    accepts greedily)."""
+    if d.tree:
+        return TREE_RULE
+    return "greedy" if d.head and not head else d.rule
 
 
 @dataclass(frozen=True)
@@ -94,7 +104,7 @@ def generate_trace(pair, key: TraceKey, policy: MismatchPolicy | None = None, cs
     for i, p in enumerate(trace_prompts(pair.tokenizer, key)):
         ids, pid, correct = p["prompt_ids"], p["prompt_id"], lambda toks: check_answer(
             pair.tokenizer.decode(toks), p["answer"])
-        if key.rule == "tree":
+        if key.rule == TREE_RULE:
             tree = tree_generate(pair.drafter, pair.target, ids, max_new_tokens=key.max_new_tokens, budget=key.k)
             rows += tree_rows(tree, pid, len(ids), correct(tree.tokens))
             continue

@@ -25,6 +25,7 @@ from wisv.timing.compute import compute_s, verify_flops
 from wisv.tasks.jsonl import read_jsonl
 from wisv.timing.latency import t_single_exchange
 from wisv.records.rows import read_records
+from wisv.timing.protodesc import describe
 from wisv.timing.roundtime import Deployment, RoundInputs, round_time_s, t_prefill_s
 
 CSI_COLUMNS = ("rate_up_mbps", "rate_down_mbps", "rtt_ms", "per", "per_down")
@@ -101,7 +102,7 @@ def open_s(prompt_len: int, csi: CSI, dep: Deployment) -> float:
 def predict_round_s(row: dict, csi: CSI, dep: Deployment) -> float:
     """One recorded round's predicted time; round 0 adds the drafter's prompt prefill."""
     k = max(1, int(row["drafted"]))
-    m = int(row["queried"] if row["protocol"] == "sh" else row["mismatches"])
+    m = int(row["queried"] if describe(row["protocol"]).hidden_query else row["mismatches"])
     t = round_time_s(RoundInputs(row["protocol"], k=k, l=int(row["prefix_len"]), m=min(m, k)), csi, dep)
     if int(row["round"]) == 0:
         t += compute_s(verify_flops(dep.drafter, 0, int(row["prompt_len"]) - 1, dep.consts), dep.ue)

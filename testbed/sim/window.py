@@ -26,10 +26,10 @@ import pandas as pd
 import torch
 
 from channel.csi import CSI
+from wisv.timing.protodesc import ProtocolDesc, describe
 from wisv.timing.roundtime import Deployment, RoundInputs, round_time_s
 from wisv.timing.window import WindowTracker
 
-WINDOW_METHODS = ("greedy", "fh", "sh")  # greedy acceptance: what a profile replays (fh/sh without a head)
 AUTO_POLICIES = ("auto", "auto-plan", "auto-extend")  # confidence may end a block early; no confidence; may also extend
 
 
@@ -219,10 +219,19 @@ def passes(profiles: list[MatchProfile], n: int) -> list[MatchProfile]:
             for i in range(n) for p in profiles]
 
 
+def replays_greedy(d: ProtocolDesc, head: bool) -> bool:
+    """A method whose rounds a greedy match profile replays: a chain accepted greedily (greedy; fh and sh without a
+    ``head``).  Sampling and trees are not; nor is ef, which without a head is greedy under another name (greedy's
+    uplink, greedy's acceptance), so its rows would repeat greedy's."""
+    if d.tree or d.samples:
+        return False
+    return d.rule == "greedy" or (d.head and not head and d.uploads_hidden)
+
+
 def run_window(cfg, pair, dep: Deployment, links, head_policy, out: Path) -> pd.DataFrame:
     """``--draft-lens auto``: auto vs every fixed K of ``--window-ks`` vs the per-state oracle on each link; writes
     window.csv and window_rounds.csv, prints the table."""
-    methods = [m for m in cfg.methods if m == "greedy" or (m in ("fh", "sh") and head_policy is None)]
+    methods = [m for m in cfg.methods if replays_greedy(describe(m), head_policy is not None)]
     skipped = sorted(set(cfg.methods) - set(methods))
     if skipped:
         print(f"window: {skipped} left out of the auto comparison (it replays greedy acceptance only: reject samples, "

@@ -12,10 +12,10 @@ A tree of K tokens (best-first, one node per drafter call: wisv/decoding/tree.py
 one pass over K + 1 positions, as a chain of K; only its payload differs (K parent indices up, the path down).
 
 ``m`` is the number of greedy-mismatch positions of the block: the decision head's candidate set,
-which SH also queries (``protocols.registry.SelectiveHidden.query``).  The head runs only for the
-WISV protocols, ``T_head = m * head_flops(d_in, H) / (eta_ES F_ES)`` with ``d_in = d_d + d_t + d_c``.
-Greedy and reject return the same feedback as FH (index + token, ``S_fb + O_dn``).  Eq. 22 sums the
-rounds.  The hardware and model choices live in one ``Deployment``; a round is a ``RoundInputs``.
+which SH also queries (``protocols.registry.Protocol.query``, for a description with ``hidden_query``).  The
+head runs only for the WISV protocols (a description's ``head``), ``T_head = m * head_flops(d_in, H) / (eta_ES F_ES)``
+with ``d_in = d_d + d_t + d_c``.  Greedy and reject return the same feedback as FH (index + token, ``S_fb + O_dn``).
+Each protocol's payloads come from its description (wisv.timing.protodesc).  Eq. 22 sums the rounds.  The hardware and model choices live in one ``Deployment``; a round is a ``RoundInputs``.
 
 Fixed costs (all 0 by default, so the paper's equations are unchanged): a profile's fixed costs
 (``HardwareProfile.call_overhead_s``, with the model's ``n_weights``) are charged once per compute phase
@@ -33,10 +33,11 @@ from channel.outage import Outages
 from wisv.timing.compute import (DEFAULT_CONSTANTS, FlopConstants, ModelDims, compute_s, draft_flops, flops_per_token,
                           get_architecture, head_flops, verify_flops)
 from wisv.timing.hardware import HardwareProfile, get_profile
-from wisv.timing.latency import PayloadBits, s_greedy, s_reject, s_tree, s_tree_fb, t_fh, t_sh, t_single_exchange
+from wisv.timing.latency import PayloadBits, down_s, s_req, s_sh2, t_single_exchange, up_s
+from wisv.timing.protodesc import describe, downlink_bits, exchanges, round_names, uplink_bits
 
-PROTOCOLS = ("greedy", "reject", "fh", "sh", "ef", "tree")
-WISV_PROTOCOLS = ("fh", "sh", "ef")  # protocols that run the decision head
+PROTOCOLS = round_names()  # the protocols a round runs, as described (wisv.timing.protodesc)
+WISV_PROTOCOLS = tuple(n for n in PROTOCOLS if describe(n).head)  # protocols that run the decision head
 
 
 @dataclass(frozen=True)
@@ -70,13 +71,13 @@ class Deployment:
 class RoundInputs:
     """What a round's latency depends on, besides the link and the deployment."""
 
-    protocol: str  # "greedy" | "reject" | "fh" | "sh" | "tree"
+    protocol: str  # a round's protocol (PROTOCOLS: greedy | reject | fh | sh | ef | tree)
     k: int  # K, tokens drafted this round
     l: int  # L, committed prefix length at the start of the round (tokens)
     m: float = 0  # greedy mismatches in the block (head candidates, SH queries); may be an average
 
     def __post_init__(self) -> None:
-        if self.protocol not in PROTOCOLS:
+        if self.protocol not in round_names():
             raise ValueError(f"unknown protocol {self.protocol!r}; known: {PROTOCOLS}")
         if self.k < 1 or self.l < 0:
             raise ValueError(f"need K >= 1 and L >= 0, got K={self.k}, L={self.l}")
@@ -129,7 +130,7 @@ def t_prefill_s(dims: ModelDims, n_tokens: int, profile: HardwareProfile,
 
 def n_exchanges(protocol: str, m: float) -> int:
     """Request/reply exchanges of one round: 2 for an SH round with queried positions, else 1."""
-    return 2 if protocol == "sh" and m > 0 else 1
+    return exchanges(describe(protocol), m)
 
 
 def t_head_s(n_queried: float, d_in: int, H: int, edge: HardwareProfile) -> float:
@@ -140,27 +141,23 @@ def t_head_s(n_queried: float, d_in: int, H: int, edge: HardwareProfile) -> floa
 
 
 def comm_s(protocol: str, k: int, m: float, csi: CSI, pb: PayloadBits, exchange_overhead_s: float = 0.0) -> float:
-    """Link time of one round of ``protocol`` (wisv.timing.latency), plus ``exchange_overhead_s`` per exchange;
-    ``m`` matters only for SH."""
-    fixed = n_exchanges(protocol, m) * exchange_overhead_s
-    feedback = pb.s_fb + pb.o_dn
-    if protocol in ("greedy", "ef"):  # ef uploads what greedy does: the head reads the edge's own pass
-        return t_single_exchange(s_greedy(k, pb), feedback, csi) + fixed
-    if protocol == "reject":
-        return t_single_exchange(s_reject(k, pb), feedback, csi) + fixed
-    if protocol == "tree":
-        return t_single_exchange(s_tree(k, pb), s_tree_fb(k, pb), csi) + fixed
-    if protocol == "fh":
-        return t_fh(k, csi, pb) + fixed
-    if protocol == "sh":
-        return t_sh(k, m, csi, pb) + fixed
-    raise ValueError(f"unknown protocol {protocol!r}; known: {PROTOCOLS}")
+    """Link time of one round of ``protocol`` (wisv.timing.latency), plus ``exchange_overhead_s`` per exchange: its
+    described uplink and VERDICT in one exchange (greedy, ef, reject, tree, FH: eq. 6), and for a protocol that
+    queries hidden states, the HIDDEN_REQ/HIDDEN exchange at ``m`` positions (SH: eq. 10)."""
+    if protocol not in round_names():
+        raise ValueError(f"unknown protocol {protocol!r}; known: {round_names()}")
+    d = describe(protocol)
+    fixed = exchanges(d, m) * exchange_overhead_s
+    t = t_single_exchange(uplink_bits(d, k, pb), downlink_bits(d, k, pb), csi)
+    if d.hidden_query and m > 0:
+        t += down_s(s_req(m, pb), csi) + up_s(s_sh2(m, pb), csi) + csi.rtt_ms / 1e3
+    return t + fixed
 
 
 def round_times(r: RoundInputs, csi: CSI, dep: Deployment) -> RoundTimes:
     """Each time component of one round (eqs. 14, 16, 17 and the protocol's link time)."""
     head = 0.0
-    if r.protocol in WISV_PROTOCOLS:
+    if describe(r.protocol).head:
         head = t_head_s(r.m, dep.head_d_in, dep.head_hidden, dep.edge)
     return RoundTimes(
         draft_s=t_draft_s(dep.drafter, r.l, r.k, dep.ue, dep.consts),

@@ -166,3 +166,22 @@ def test_arrival_reserve_learns_the_tightest_class_budget_from_served_requests(p
     off = EdgeServer(ServeConfig(batch_verify=True, scheduler="slo", estimator=_estimator(tmp_path),
                                  arrival_reserve=False), pair[1], RejectAll())
     assert not off.batcher.reserve
+
+
+def test_a_tree_batches_with_chains_by_its_round_class(pair):
+    """On the batching edge a session's engine request comes from its protocol's round class: a tree's carries its
+    parents (TreeRounds.request), a chain's none; every output still equals the target's greedy decoding."""
+    server = EdgeServer(ServeConfig(max_draft_len=16, batch_verify=True), pair[1], RejectAll())
+    shapes, verify = [], server.engine.verify
+    server.engine.verify = lambda reqs: shapes.append([r.parents for r in reqs]) or verify(reqs)
+    protocols = ["tree", "greedy", "tree", "fh"]
+    ues = {f"peer{i}".encode(): UESession(f"s{i}", DraftSession(pair[0], p), UEParams(
+               protocol=proto, draft_len=K, max_new_tokens=MAX_NEW, tree_budget=6), EOS)
+           for i, (p, proto) in enumerate(zip(PROMPTS, protocols))}
+    lockstep(server, ues)
+    trees = [parents for batch in shapes for parents in batch if parents is not None]
+    assert max(map(len, shapes)) > 1 and trees and all(t[0] == -1 and len(t) <= 6 for t in trees)
+    assert sum(len(b) for b in shapes) == sum(ue.n_rounds for ue in ues.values())  # one request per round
+    for ue, prompt in zip(ues.values(), PROMPTS):
+        ref = speculative_generate(pair[0], pair[1], prompt, max_new_tokens=MAX_NEW, draft_len=K, eos_token_id=EOS)
+        assert ue.done and ue.tokens == ref.tokens
