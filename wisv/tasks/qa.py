@@ -25,6 +25,9 @@ _MARKER_RE = re.compile(r"\s(?:is|are|was|were|equals|makes)\s|=|:\s")
 _WORD_RE = re.compile(r"\d+(?:[.:]\d+)+|[^\W_]+")  # 2.5 and 3:00 stay whole
 _INT_RE = re.compile(r"\s*-?\d+\s*")  # a toy answer read back as text
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
+_INITIAL_END_RE = re.compile(r"(?:^|[\s.])[A-Z]\.$")  # a piece ending in a name's initial ("by J.")
+_INITIALS_END_RE = re.compile(r"(?:^|[\s.])[A-Z]\.\s?[A-Z]\.$")  # ... in two of them ("by J. K.", "J.R.R.")
+_INITIAL_START_RE = re.compile(r"[A-Z]\.")  # a piece opening with an initial ("K. Rowling")
 _LIST_MARK_RE = re.compile(r"^(?:\d{1,2}[.)]|[-*\u2022])\s+")  # "1. ", "2) ", "- " opening a list item: not a sentence
 _CLOSING_RE = re.compile(r"\bthe answer is\b:?", re.IGNORECASE)  # a closing statement of the answer
 
@@ -69,12 +72,26 @@ def closing_span(text: str) -> str:
     if not found:
         return ""
     rest = text[found[-1].end():].strip()
-    return next((s for s in _SENTENCE_RE.split(rest) if s.strip()), "").rsplit("=", 1)[-1]
+    return next(iter(_sentences(rest)), "").rsplit("=", 1)[-1]
 
 
 def _first_sentence(text: str) -> str:
     """The first sentence, without a list item's marker ("1. Rome is the capital." -> "Rome is the capital.")."""
-    return next((s for s in _SENTENCE_RE.split(_LIST_MARK_RE.sub("", text.strip())) if s.strip()), "")
+    return next(iter(_sentences(_LIST_MARK_RE.sub("", text.strip()))), "")
+
+
+def _sentences(text: str) -> list[str]:
+    """The text's non-blank sentences: split after . ! ? and at line breaks, but kept whole across a name's initials
+    ("J. K. Rowling", "J.R.R. Tolkien": a piece ending in two initials, or in one before another).  A lone initial
+    before a word ends a sentence ("The symbol for carbon is C. It ...")."""
+    out: list[str] = []
+    for piece in (p for p in _SENTENCE_RE.split(text) if p.strip()):
+        if out and _INITIAL_END_RE.search(out[-1]) and (_INITIALS_END_RE.search(out[-1])
+                                                         or _INITIAL_START_RE.match(piece)):
+            out[-1] += " " + piece
+        else:
+            out.append(piece)
+    return out
 
 
 def _contains(hay: str, needle: str) -> bool:
@@ -169,9 +186,9 @@ def answer_settled(prefix: str, answer) -> bool:
     and rows with "!" options (a closing "The answer is" may still come and overrule the first sentence)."""
     if isinstance(answer, numbers.Number) or (isinstance(answer, str) and _INT_RE.fullmatch(answer)):
         return False
-    pieces = [s for s in _SENTENCE_RE.split(_LIST_MARK_RE.sub("", prefix.strip())) if s.strip()]
-    if len(pieces) < 2:
-        return False
+    pieces = _sentences(_LIST_MARK_RE.sub("", prefix.strip()))
+    if len(pieces) < 2 or _INITIAL_END_RE.search(pieces[0]):
+        return False  # the first sentence may go on (or, ending in an initial, be joined to the next)
     answers = [answer] if isinstance(answer, str) else [str(a) for a in answer]
     if any(a.startswith(REJECT) or normalise(a) in YES_NO for a in answers):
         return False  # these rows read a closing "The answer is" first, and one may still come
