@@ -140,7 +140,7 @@ def _stated_option(text: str, options: list[str]) -> str | None:
     place, closing = _statement(text)
     parts = [normalise(p) for p in _MARKER_RE.split(place, maxsplit=1)]
     if closing or len(parts) == 1:
-        return _option_at(parts[-1] if closing else parts[0], opts, last=False)
+        return _option_at(normalise(place), opts, last=False)
     head, span = parts
     return _option_at(head, opts, last=True) or (None if span.startswith("not ") else _option_at(span, opts, False))
 

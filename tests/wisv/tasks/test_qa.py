@@ -86,6 +86,7 @@ def test_is_correct(text, answers, ok):
     ("The heavier one is the mouse, not the elephant.", ["elephant", "!mouse"], False),
     ("Mice are small.\n\nThe answer is the elephant.", ["elephant", "!mouse"], True),
     ("Elephants are big.\n\nThe answer is a mouse.", ["elephant", "!mouse"], False),
+    ("Mice are small.\n\nThe answer is the elephant, which is heavier than a mouse.", ["elephant", "!mouse"], True),
     ("Dolphins are mammals, not fish.", ["mammal", "!fish", "!bird"], True),
     ("0.3 is larger than 0.25.", ["0.3", "!0.25"], True),
     ("0.25 is larger than 0.3.", ["0.3", "!0.25"], False),
