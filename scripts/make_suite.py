@@ -33,7 +33,7 @@ class MakeSuiteConfig:
 
     out: str = str(SUITE_DIR)  # directory for {distill,calib,test}.jsonl and free_{distill,calib,test}.jsonl
     seed: int = 42  # seed of the entities' shuffle, the phrasings picked and the word problems' names
-    fractions: list[float] = field(default_factory=lambda: [0.7, 0.15, 0.15])  # seen kinds' entity shares: distill calib test
+    fractions: list[float] = field(default_factory=lambda: [0.7, 0.15, 0.15])  # a seen kind's split: distill calib test
     max_entities: int = field(default=60, metadata={"min": 6})  # entities of a kind at most (after the shuffle)
     dev_entities: int = field(default=12, metadata={"min": 1})  # a dev kind's entities in calib
     unseen_entities: int = field(default=10, metadata={"min": 1})  # an unseen kind's entities in test

@@ -19,34 +19,34 @@ class FreeKind:
 
 
 PASSAGES = (
-    "The town council met on Monday and agreed to build a new playground next to the river. Work will start in "
-    "the spring, and the playground should open before the summer holidays.",
-    "Honey never spoils if it is sealed well. Jars of honey found in ancient tombs were still safe to eat after "
-    "thousands of years, because honey holds very little water and is slightly acidic.",
-    "Our bakery will close early on Friday because the ovens are being repaired. Orders placed before Thursday "
-    "evening can still be picked up on Friday morning.",
-    "Many people find it hard to sleep after using a phone late at night. The bright screen and the constant "
-    "messages keep the brain alert, so experts suggest putting phones away an hour before bed.",
-    "The museum's new exhibition shows tools and toys used by children two hundred years ago. Visitors can try "
-    "some of the games themselves, and entry is free for school groups.",
-    "Octopuses have three hearts and blue blood. Two hearts pump blood to the gills, while the third pumps it to "
-    "the rest of the body.",
-    "The train to the coast was delayed by forty minutes because of a fallen tree on the line. The railway company "
-    "apologised and offered passengers a free drink.",
-    "Walking for thirty minutes a day can improve mood, help the heart and make it easier to sleep. It needs no "
-    "special equipment, which makes it one of the simplest ways to stay healthy.",
-    "The library will start lending tools such as drills and ladders next month. Members can borrow a tool for up "
-    "to a week, in the same way they borrow books.",
-    "Bamboo is one of the fastest-growing plants in the world. Some kinds can grow almost a meter in a single day, "
-    "and it is used for buildings, furniture and even clothing.",
-    "After three years of work, volunteers finished cleaning the old canal. Boats can now travel from the harbor to "
-    "the market again, and ducks have returned to the water.",
-    "Our team missed the deadline because two people were ill and the supplier sent the wrong parts. We have "
-    "ordered new parts and expect to finish the project next week.",
-    "The first bicycles had no pedals. Riders pushed themselves along with their feet, and pedals were added only "
-    "decades later.",
-    "A school in the village has started growing vegetables on its roof. The pupils water the plants every day, "
-    "and the vegetables are used for school lunches.",
+    ("The town council met on Monday and agreed to build a new playground next to the river. Work will start in "
+     "the spring, and the playground should open before the summer holidays."),
+    ("Honey never spoils if it is sealed well. Jars of honey found in ancient tombs were still safe to eat after "
+     "thousands of years, because honey holds very little water and is slightly acidic."),
+    ("Our bakery will close early on Friday because the ovens are being repaired. Orders placed before Thursday "
+     "evening can still be picked up on Friday morning."),
+    ("Many people find it hard to sleep after using a phone late at night. The bright screen and the constant "
+     "messages keep the brain alert, so experts suggest putting phones away an hour before bed."),
+    ("The museum's new exhibition shows tools and toys used by children two hundred years ago. Visitors can try "
+     "some of the games themselves, and entry is free for school groups."),
+    ("Octopuses have three hearts and blue blood. Two hearts pump blood to the gills, while the third pumps it to "
+     "the rest of the body."),
+    ("The train to the coast was delayed by forty minutes because of a fallen tree on the line. The railway company "
+     "apologised and offered passengers a free drink."),
+    ("Walking for thirty minutes a day can improve mood, help the heart and make it easier to sleep. It needs no "
+     "special equipment, which makes it one of the simplest ways to stay healthy."),
+    ("The library will start lending tools such as drills and ladders next month. Members can borrow a tool for up "
+     "to a week, in the same way they borrow books."),
+    ("Bamboo is one of the fastest-growing plants in the world. Some kinds can grow almost a meter in a single day, "
+     "and it is used for buildings, furniture and even clothing."),
+    ("After three years of work, volunteers finished cleaning the old canal. Boats can now travel from the harbor to "
+     "the market again, and ducks have returned to the water."),
+    ("Our team missed the deadline because two people were ill and the supplier sent the wrong parts. We have "
+     "ordered new parts and expect to finish the project next week."),
+    ("The first bicycles had no pedals. Riders pushed themselves along with their feet, and pedals were added only "
+     "decades later."),
+    ("A school in the village has started growing vegetables on its roof. The pupils water the plants every day, "
+     "and the vegetables are used for school lunches."),
 )
 SENTENCES = ("hey, send me the report asap.", "we can't come to your party, sorry.",
              "the printer is broken again, somebody fix it.", "thanks a lot for the cool gift!",
@@ -69,9 +69,9 @@ FREE_KINDS: dict[str, FreeKind] = {
     "explain_how": FreeKind(
         ("Explain how {x}.", "Can you explain, step by step, how {x}?"),
         ("bread dough rises", "a compass finds north", "a thermostat controls the temperature of a room",
-         "a vaccine trains the immune system", "an airplane's wings lift it off the ground", "a seed grows into a plant",
-         "soap removes grease", "a microwave oven heats food", "a lock and key work", "tides rise and fall",
-         "a camera captures a photograph", "a heat pump warms a house", "clouds produce rain",
+         "a vaccine trains the immune system", "an airplane's wings lift it off the ground",
+         "a seed grows into a plant", "soap removes grease", "a microwave oven heats food", "a lock and key work",
+         "tides rise and fall", "a camera captures a photograph", "a heat pump warms a house", "clouds produce rain",
          "a battery stores energy", "a touch screen senses a finger", "the gears on a bicycle make pedaling easier")),
     "advice": FreeKind(
         ("Give me some practical advice on {x}.", "I would like advice on {x}. What should I keep in mind?"),

@@ -12,8 +12,8 @@ leading "!" (``wisv.tasks.qa``).  Pure: no torch."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from wisv.tasks import suite_facts as F
 from wisv.tasks import suite_words as W
@@ -111,8 +111,8 @@ def word_problems(op: str) -> Callable[[random.Random], list[Item]]:
             for n in range(2, 10):
                 for m in range(3, 13):
                     name, obj = rng.choice(NAMES), rng.choice(OBJECTS)
-                    out.append((f"{name} has {n} bags with {m} {obj} in each bag. How many {obj} does {name} have "
-                                f"in all?", [str(n * m)]))
+                    q = f"{name} has {n} bags with {m} {obj} in each bag. How many {obj} does {name} have in all?"
+                    out.append((q, [str(n * m)]))
             return out
         for x in range(8, 40):
             for y in range(3, 20):
