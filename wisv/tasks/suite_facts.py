@@ -107,8 +107,8 @@ ANIMAL_LEGS = {"spider": 8, "ant": 6, "bee": 6, "butterfly": 6, "beetle": 6, "gr
 BABY_ANIMALS = {"cat": ["kitten", "kitty"], "dog": ["puppy", "pup"], "cow": ["calf"],
                 "horse": ["foal", "colt", "filly"], "sheep": ["lamb"], "duck": ["duckling"], "goat": ["kid"],
                 "frog": ["tadpole", "froglet"], "kangaroo": ["joey"], "swan": ["cygnet"], "bear": ["cub"],
-                "lion": ["cub"], "pig": ["piglet"], "chicken": ["chick"], "deer": ["fawn"], "goose": ["gosling"], "owl": ["owlet"],
-                "elephant": ["calf"], "tiger": ["cub"], "butterfly": ["caterpillar", "larva"]}
+                "lion": ["cub"], "pig": ["piglet"], "chicken": ["chick"], "deer": ["fawn"], "goose": ["gosling"],
+                "owl": ["owlet"], "elephant": ["calf"], "tiger": ["cub"], "butterfly": ["caterpillar", "larva"]}
 BODY_PARTS = {"Which organ pumps blood around the body?": ["the heart"],
               "Which organs do we use to breathe?": ["the lungs", "lung"],
               "Which organ do we think with?": ["the brain"],
