@@ -1,28 +1,33 @@
 """The short-answer QA task for real chat pairs: its calib/test splits, answer normalisation and checker, and the one
 ``check_answer`` that picks the QA checker (a list of accepted answers) or the toy ``#### N`` checker (an integer).
 The checker finds an answer where a sentence states it first (the QA task, the long-form task's answer-first rows)
-or in a closing "The answer is ..." (the long-form task's answer-last rows, as GSM8K ends).  Pure: no torch."""
+or in a closing "The answer is ..." (the long-form task's answer-last rows, as GSM8K ends); a yes/no answer, and a
+question's wrong options marked "!" in ``answers`` (the task suite's comparisons), are read in one place only (see
+``is_correct``).  Pure: no torch."""
 from __future__ import annotations
 
 import numbers
 import re
+import unicodedata
 from pathlib import Path
 
 from wisv.tasks.jsonl import read_jsonl
+from wisv.tasks.numwords import words_to_digits
 from wisv.tasks.toydata import is_correct as toy_is_correct
 
 QA_DIR = Path(__file__).resolve().parents[1] / "assets" / "qa"
 SPLITS = ("calib", "test")
 ARTICLES = {"a", "an", "the"}
-UNITS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-         "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
-         "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19}
-TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
+YES_NO = ("yes", "no")  # an answer that is one of these: the first word of the answer's sentence must be it
+REJECT = "!"  # an answers entry "!mouse": an option the question offers that is wrong ("heavier, elephant or mouse?")
 # Where a sentence states its answer: the text after the first of these ("The capital of France is Paris.").
 _MARKER_RE = re.compile(r"\s(?:is|are|was|were|equals|makes)\s|=|:\s")
 _WORD_RE = re.compile(r"\d+(?:[.:]\d+)+|[^\W_]+")  # 2.5 and 3:00 stay whole
 _INT_RE = re.compile(r"\s*-?\d+\s*")  # a toy answer read back as text
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
+_INITIAL_END_RE = re.compile(r"(?:^|[\s.])[A-Z]\.$")  # a piece ending in a name's initial ("by J.")
+_INITIALS_END_RE = re.compile(r"(?:^|[\s.])[A-Z]\.\s?[A-Z]\.$")  # ... in two of them ("by J. K.", "J.R.R.")
+_INITIAL_START_RE = re.compile(r"[A-Z]\.")  # a piece opening with an initial ("K. Rowling")
 _LIST_MARK_RE = re.compile(r"^(?:\d{1,2}[.)]|[-*\u2022])\s+")  # "1. ", "2) ", "- " opening a list item: not a sentence
 _CLOSING_RE = re.compile(r"\bthe answer is\b:?", re.IGNORECASE)  # a closing statement of the answer
 
@@ -46,25 +51,13 @@ def accepted(row: dict) -> list[str]:
     return list(dict.fromkeys(first + [str(a) for a in row.get("answers", [])]))
 
 
-def _words_to_digits(words: list[str]) -> list[str]:
-    """Number words as digits: 'twenty one' -> '21', 'seven' -> '7' (0-99)."""
-    out: list[str] = []
-    tens_last = False  # the last word was a tens word that a unit may complete
-    for w in words:
-        if tens_last and UNITS.get(w, 10) < 10:
-            out[-1] = str(int(out[-1]) + UNITS[w])
-        else:
-            out.append(str(UNITS.get(w, TENS.get(w, w))))
-        tens_last = w in TENS
-    return out
-
-
 def normalise(text: str, keep_articles: bool = False) -> str:
     """Lower case, no punctuation (a point or colon between digits and a comma inside a number stay as 2.5 / 3:00 /
-    1000), no articles (unless ``keep_articles``), number words as digits, single spaces."""
-    s = re.sub(r"(?<=\d),(?=\d{3})", "", text.lower())
+    1000), no articles (unless ``keep_articles``), number words as digits (``numwords``: "three thousand and
+    five" -> 3005, "tenth" -> 10th), single spaces.  Unicode compatibility forms fold first (H₂O -> h2o)."""
+    s = re.sub(r"(?<=\d),(?=\d{3})", "", unicodedata.normalize("NFKC", text).lower())
     words = [w for w in _WORD_RE.findall(s) if keep_articles or w not in ARTICLES]
-    return " ".join(_words_to_digits(words))
+    return " ".join(words_to_digits(words))
 
 
 def answer_span(text: str) -> str:
@@ -79,12 +72,26 @@ def closing_span(text: str) -> str:
     if not found:
         return ""
     rest = text[found[-1].end():].strip()
-    return next((s for s in _SENTENCE_RE.split(rest) if s.strip()), "").rsplit("=", 1)[-1]
+    return next(iter(_sentences(rest)), "").rsplit("=", 1)[-1]
 
 
 def _first_sentence(text: str) -> str:
     """The first sentence, without a list item's marker ("1. Rome is the capital." -> "Rome is the capital.")."""
-    return next((s for s in _SENTENCE_RE.split(_LIST_MARK_RE.sub("", text.strip())) if s.strip()), "")
+    return next(iter(_sentences(_LIST_MARK_RE.sub("", text.strip()))), "")
+
+
+def _sentences(text: str) -> list[str]:
+    """The text's non-blank sentences: split after . ! ? and at line breaks, but kept whole across a name's initials
+    ("J. K. Rowling", "J.R.R. Tolkien": a piece ending in two initials, or in one before another).  A lone initial
+    before a word ends a sentence ("The symbol for carbon is C. It ...")."""
+    out: list[str] = []
+    for piece in (p for p in _SENTENCE_RE.split(text) if p.strip()):
+        if out and _INITIAL_END_RE.search(out[-1]) and (_INITIALS_END_RE.search(out[-1])
+                                                         or _INITIAL_START_RE.match(piece)):
+            out[-1] += " " + piece
+        else:
+            out.append(piece)
+    return out
 
 
 def _contains(hay: str, needle: str) -> bool:
@@ -95,9 +102,61 @@ def is_correct(text: str, answers: list[str]) -> bool:
     """Whether an output states one of the accepted answers: an answer is (as normalised words) in the answer span of
     the first sentence, or the first sentence starts with it followed by 'is'/'are' ("Paris is the capital ..."), or
     it is in the closing span (after the last "The answer is").  An answer that is only an article (the letter "a")
-    is compared with the articles kept."""
-    return any(_states(text, a, keep_articles=not normalise(a)) or _closes(text, a, keep_articles=not normalise(a))
-               for a in answers)
+    is compared with the articles kept.
+
+    Two kinds of rows read one place only, the closing span where the output has a closing "The answer is", else
+    its first sentence: a yes/no answer (that place's first word must be it), and a row whose ``answers`` name the
+    question's wrong options with a leading "!" (["elephant", "!mouse"]: the option that place states must be an
+    accepted one, see ``_stated_option``)."""
+    right = [a for a in answers if not a.startswith(REJECT)]
+    wrong = [a[len(REJECT):] for a in answers if a.startswith(REJECT)]
+    if wrong:
+        return _stated_option(text, right + wrong) in {normalise(a) for a in right}
+    return any(_yes_no(text, a) if normalise(a) in YES_NO else
+               _states(text, a, keep_articles=not normalise(a)) or _closes(text, a, keep_articles=not normalise(a))
+               for a in right)
+
+
+def _statement(text: str) -> tuple[str, bool]:
+    """Where a one-place row reads its answer: (the closing span, True) where the output has a closing "The answer
+    is", else (its first sentence, False)."""
+    if _CLOSING_RE.search(text):
+        return closing_span(text), True
+    return _first_sentence(text), False
+
+
+def _yes_no(text: str, answer: str) -> bool:
+    words = normalise(_statement(text)[0]).split()
+    return bool(words) and words[0] == normalise(answer)
+
+
+def _stated_option(text: str, options: list[str]) -> str | None:
+    """The option (normalised) an output states: the first one in its closing span; else in its first sentence,
+    the last one before the first 'is'/'are'/'=' ("Between a mouse and an elephant, the elephant is heavier"), or
+    failing that the first one after it ("The heavier one is the elephant"; none after a leading "not"), or in a
+    sentence without such a word the first one ("An elephant weighs more than a mouse").  An option matches with
+    a plural -s or -es ("Dolphins are mammals")."""
+    opts = [normalise(o) for o in options]
+    place, closing = _statement(text)
+    parts = [normalise(p) for p in _MARKER_RE.split(place, maxsplit=1)]
+    if closing or len(parts) == 1:
+        return _option_at(normalise(place), opts, last=False)
+    head, span = parts
+    return _option_at(head, opts, last=True) or (None if span.startswith("not ") else _option_at(span, opts, False))
+
+
+def _option_at(hay: str, options: list[str], last: bool) -> str | None:
+    """The option found first (or last) in normalised text, None if none is."""
+    padded = f" {hay} "
+    found = []  # (position, option)
+    for o in filter(None, options):
+        for form in (o, o + "s", o + "es"):
+            pos = padded.rfind(f" {form} ") if last else padded.find(f" {form} ")
+            if pos >= 0:
+                found.append((pos, o))
+    if not found:
+        return None
+    return (max if last else min)(found)[1]
 
 
 def _closes(text: str, answer: str, keep_articles: bool) -> bool:
@@ -123,13 +182,16 @@ def check_answer(text: str, answer) -> bool:
 def answer_settled(prefix: str, answer) -> bool:
     """Whether ``check_answer`` accepts every text that starts with ``prefix``: the prefix's first sentence is complete
     (a further sentence starts inside the prefix, so no continuation can change it) and states an accepted answer.
-    Always False for the toy task's integer answers (that checker reads the end of the text)."""
+    Always False for the toy task's integer answers (that checker reads the end of the text), and for yes/no rows
+    and rows with "!" options (a closing "The answer is" may still come and overrule the first sentence)."""
     if isinstance(answer, numbers.Number) or (isinstance(answer, str) and _INT_RE.fullmatch(answer)):
         return False
-    pieces = [s for s in _SENTENCE_RE.split(_LIST_MARK_RE.sub("", prefix.strip())) if s.strip()]
-    if len(pieces) < 2:
-        return False
+    pieces = _sentences(_LIST_MARK_RE.sub("", prefix.strip()))
+    if len(pieces) < 2 or _INITIAL_END_RE.search(pieces[0]):
+        return False  # the first sentence may go on (or, ending in an initial, be joined to the next)
     answers = [answer] if isinstance(answer, str) else [str(a) for a in answer]
+    if any(a.startswith(REJECT) or normalise(a) in YES_NO for a in answers):
+        return False  # these rows read a closing "The answer is" first, and one may still come
     return any(_states(prefix, a, keep_articles=not normalise(a)) for a in answers)
 
 

@@ -24,6 +24,17 @@ from wisv.tasks.qa import (SPLITS, accepted, accuracy, answer_settled, answer_sp
     ("1,000 grams", "1000 grams"),
     ('"B".', "b"),
     ("", ""),
+    ("one hundred and twenty-three", "123"),
+    ("three thousand four hundred and five grams", "3405 grams"),
+    ("A thousand", "1000"),  # the article goes first
+    ("4 thousand", "4000"),
+    ("twelve hundred", "1200"),
+    ("seven eight", "7 8"),  # two numbers side by side stay two
+    ("nineteen sixty-nine", "19 69"),
+    ("the tenth month", "10th month"),
+    ("twenty-first", "21st"),
+    ("two hundred and first", "201st"),
+    ("H₂O", "h2o"),  # Unicode subscripts fold
 ])
 def test_normalise(text, want):
     assert normalise(text) == want
@@ -57,6 +68,40 @@ def test_normalise_can_keep_articles():
     ('The first letter of the word "apple" is "E".', ["a"], False),
 ])
 def test_is_correct(text, answers, ok):
+    assert is_correct(text, answers) is ok
+
+
+@pytest.mark.parametrize("text, answers, ok", [
+    ("Yes, a dolphin is a mammal.", ["yes"], True),
+    ("Yes.", ["yes"], True),
+    ("No, a dolphin is a mammal.", ["yes"], False),
+    ("A dolphin is a mammal, and no fish is.", ["yes"], False),  # no "no" read past the first word
+    ("Dolphins breathe air.\n\nThe answer is yes.", ["yes"], True),
+    ("Yes, I think so.\n\nThe answer is no.", ["yes"], False),  # the closing statement overrules
+    ("No. A spider is an arachnid.", ["no"], True),
+    ("An elephant is heavier than a mouse.", ["elephant", "!mouse"], True),
+    ("A mouse is heavier than an elephant.", ["elephant", "!mouse"], False),
+    ("Elephants weigh far more than mice.", ["elephant", "!mouse"], True),  # no marker: the first option
+    ("Between a mouse and an elephant, the elephant is heavier.", ["elephant", "!mouse"], True),
+    ("The heavier one is the mouse, not the elephant.", ["elephant", "!mouse"], False),
+    ("Mice are small.\n\nThe answer is the elephant.", ["elephant", "!mouse"], True),
+    ("Elephants are big.\n\nThe answer is a mouse.", ["elephant", "!mouse"], False),
+    ("Mice are small.\n\nThe answer is the elephant, which is heavier than a mouse.", ["elephant", "!mouse"], True),
+    ("Dolphins are mammals, not fish.", ["mammal", "!fish", "!bird"], True),
+    ("0.3 is larger than 0.25.", ["0.3", "!0.25"], True),
+    ("0.25 is larger than 0.3.", ["0.3", "!0.25"], False),
+    ("It is a fine question.", ["elephant", "!mouse"], False),  # no option stated
+    ("Harry Potter was written by J.K. Rowling. She is British.", ["J. K. Rowling", "Rowling"], True),
+    ("It was written by J. R. R. Tolkien in 1937.", ["J. R. R. Tolkien", "Tolkien"], True),
+    ("The chemical symbol for carbon is C. It has six protons.", ["C"], True),
+    ("The chemical symbol for carbon is O. C is for calcium.", ["C"], False),  # a lone initial ends a sentence
+    ("There are 1,000 grams in a kilogram.", ["1000"], True),
+    ("3 hours make one hundred and eighty minutes.", ["180"], True),
+    ("October is the tenth month of the year.", ["10th", "10"], True),
+    ("October is the ninth month of the year.", ["10th", "10"], False),
+])
+def test_is_correct_on_suite_answers(text, answers, ok):
+    """Numbers in words, yes/no answers, wrong options marked "!", names with initials."""
     assert is_correct(text, answers) is ok
 
 
@@ -158,6 +203,9 @@ def test_shipped_splits_are_well_formed_and_disjoint():
     ("The capital of France is not Paris. It", ["Paris"], False),
     ("Let me think. The answer is Paris. So", ["Paris"], False),  # answer-last: the first sentence does not state it
     ("x #### 7. More", 7, False),  # the toy checker reads the end
+    ("Yes, it is. It", ["yes"], False),  # a yes/no row reads a closing statement first, and one may still come
+    ("An elephant is heavier. It", ["elephant", "!mouse"], False),
+    ("Its symbol is C. It", ["C"], False),  # the first sentence ends in an initial: "C. S. Lewis" may follow
     ("", ["Paris"], False),
 ])
 def test_answer_settled_hand_written(prefix, answer, settled):
