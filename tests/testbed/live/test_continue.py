@@ -16,7 +16,8 @@ import psutil
 import pytest
 
 from testbed.common.files import COMPLETE_FILE
-from testbed.live.cont import complete_lines, differing_field, keep_done, recorded, start_ticks, stop_leftovers
+from testbed.live.orchestrate.cont import (complete_lines, differing_field, keep_done, recorded, start_ticks,
+                                           stop_leftovers)
 from wisv.records.rows import read_records
 
 LOSSLESS = ("greedy", "fh", "sh", "auto", "tree")  # with --head none on the edge

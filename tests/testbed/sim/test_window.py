@@ -69,7 +69,7 @@ def test_by_state_and_auto_policies():
 
 def test_draft_len_auto_flags():
     from config import ConfigError
-    from testbed.live.ueconfig import parse_draft_len
+    from testbed.live.ue.ueconfig import parse_draft_len
     from testbed.sim.cli import parse_args, parse_draft_lens
     assert parse_draft_len(["auto"]) == 0 and parse_draft_len(["12"]) == 12
     assert parse_draft_lens(["4,auto", "16"]) == [4, 0, 16]

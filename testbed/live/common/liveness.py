@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from testbed.live.auth import handshake_failure
-from testbed.live.defaults import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
-from testbed.live.procs import Child, ChildError
+from testbed.live.common.auth import handshake_failure
+from testbed.live.common.defaults import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
+from testbed.live.orchestrate.procs import Child, ChildError
 
 WATCHED = zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL \
     | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL

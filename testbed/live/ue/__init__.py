@@ -1,0 +1,1 @@
+"""The UE: its process (ue), settings (ueconfig), one round (ueround), the socket (client) and its retries."""
