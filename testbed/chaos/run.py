@@ -23,7 +23,7 @@ import zmq
 from testbed.chaos.check import Wave
 from testbed.chaos.schedule import Draw, Fault, draw_schedule, link_trace, trace_csv
 from testbed.common.link import LinkSpec
-from testbed.live.orchestrate.cont import complete_lines
+from testbed.common.files import complete_lines
 from testbed.hostile.probes import PROBES, Target, rss_bytes
 from testbed.live.orchestrate.procs import Child
 from channel.emulator import LinkEmulator

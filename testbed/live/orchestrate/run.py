@@ -47,9 +47,9 @@ from testbed.common.summary import summarize, table, window_table
 from testbed.common.text import decoder, show
 from testbed.live.orchestrate import placement
 from testbed.live.orchestrate.interrupt import guarded
-from testbed.live.common.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, wait_with_edge
+from testbed.live.common.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
 from testbed.live.orchestrate.cont import RECORD_FILE, Recorder, continued, stop_leftovers
-from testbed.live.orchestrate.procs import ON_START, Child, ChildError, progress_handler
+from testbed.live.orchestrate.procs import ON_START, Child, ChildError, progress_handler, wait_with_edge
 from testbed.live.ue.retry import RetryExhausted
 from testbed.live.orchestrate.prompts import TargetScorer, load_prompts, reference_outputs
 from testbed.live.edge.serveconfig import ServeConfig

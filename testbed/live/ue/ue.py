@@ -38,7 +38,7 @@ from testbed.common.link import LinkSpec
 from testbed.common.files import write_csv_atomic, write_text_atomic
 from testbed.common.summary import summarize, table, write_summary
 from testbed.common.text import decoder, progress_line, text_fields
-from testbed.live.orchestrate.cont import Kept, in_prompt_order, keep_done
+from testbed.live.ue.kept import Kept, in_prompt_order, keep_done
 from testbed.live.ue.client import Client, close_session, fetch_references, handshake, open_session
 from testbed.live.common.liveness import Heartbeat
 from testbed.live.ue.retry import RetryExhausted

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from testbed.live.common.auth import write_keys
-from testbed.live.common.liveness import wait_with_edge
+from testbed.live.orchestrate.procs import wait_with_edge
 from testbed.live.orchestrate.procs import Child, ChildError
 
 IVL_MS, TIMEOUT_MS = 200, 1000  # the heartbeats of these tests
