@@ -79,13 +79,8 @@ class SoakLoop(LoadLoop):
         self.sent_at: dict[str, float] = {}
         self.prompts_done = 0
 
-    def _open(self, d: Device) -> None:
+    def on_send(self, d: Device) -> None:
         self.sent_at[d.name] = time.perf_counter()
-        super()._open(d)
-
-    def _send_draft(self, d: Device) -> None:
-        self.sent_at[d.name] = time.perf_counter()
-        super()._send_draft(d)
 
     def update(self, n: int) -> None:
         """Progress callback of ``turn``: n more prompts finished."""

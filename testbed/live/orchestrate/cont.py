@@ -47,10 +47,9 @@ class Recorder:
         self._line({"name": "run", "pid": os.getpid(), "start_ticks": start_ticks(os.getpid()), "namespaces": []})
 
     def __call__(self, child) -> None:
-        from channel.netns import _OPEN  # the namespaces of the topologies open now (netns placement)
-        names = [ns for topo, _ in _OPEN.values() for ns in topo.namespaces]
+        from channel.netns import open_namespaces  # the namespaces open now (netns placement)
         self._line({"name": child.name, "pid": child.proc.pid, "start_ticks": start_ticks(child.proc.pid),
-                    "namespaces": names})
+                    "namespaces": open_namespaces()})
 
     def _line(self, rec: dict) -> None:
         with self.path.open("a") as f:
