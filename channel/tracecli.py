@@ -10,7 +10,7 @@ from pathlib import Path
 
 import config
 from channel import fromrun, mahimahi, pcap
-from channel.trace import CSITrace, load_trace, save_trace
+from channel.csitrace import CSITrace, load_trace, save_trace
 
 PROG = "python -m channel.trace"
 POS = {"positional": True}
@@ -32,7 +32,7 @@ class FromMahimahi:
 class ToMahimahi:
     """Write a CSI trace as uplink and downlink Mahimahi traces for `mm-link` (rates only)."""
 
-    trace: str = field(default="", metadata=POS)  # CSV trace (channel.trace format)
+    trace: str = field(default="", metadata=POS)  # CSV trace (channel/csitrace.py format)
     out_dir: str = ""  # directory for <name>.up and <name>.down
     duration_s: float | None = field(default=None, metadata={"above": 0})  # span written, s (default: the period)
 

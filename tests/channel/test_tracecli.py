@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from channel.trace import load_trace
+from channel.csitrace import load_trace
 from channel.tracecli import main
 from scripts.make_mahimahi_traces import main as make_traces
 

@@ -30,7 +30,7 @@ import config
 from channel.emulator import parse_hostport
 from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
 from channel.capture import capturing, iface_for
-from channel.trace import CSITrace
+from channel.csitrace import CSITrace
 from protocols.handshake import Vocab
 from protocols.ue_side import EdgeError, HandshakeError, UEParams, UESession
 from protocols.wire import Limits, MsgType, WireError, make

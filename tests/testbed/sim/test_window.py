@@ -2,7 +2,7 @@
 import pytest
 
 from channel.csi import CSI
-from channel.trace import CSITrace
+from channel.csitrace import CSITrace
 from testbed.sim.window import (MatchProfile, auto, by_state, compare, fixed, match_profile, passes, replay,
                                 run_length)
 from tests.tiny_pair import make_pair

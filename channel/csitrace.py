@@ -176,9 +176,3 @@ def _row_csi(row: dict[str, str | None], per_columns: tuple[str, ...], where: st
         raise ValueError(f"{where}: {e}") from None
 
 
-
-if __name__ == "__main__":  # python -m channel.trace: the converters' command line, in channel/tracecli.py (which
-    import importlib  # imports this module, so it is looked up by name here rather than imported)
-    import sys
-
-    sys.exit(importlib.import_module("channel.tracecli").main())
