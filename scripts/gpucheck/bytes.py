@@ -18,7 +18,7 @@ import numpy as np
 
 from protocols.accounting import SESSION_TOKEN, message_bytes, wire_payload_bits
 from protocols.wire import MsgType, make
-from scripts.scale_shapes import model_round_bits
+from scripts.gpucheck.scale_shapes import model_round_bits
 from wisv.timing.latency import PayloadBits, s_tree, s_tree_fb
 
 WITHIN = 0.01  # the goal: measured / model within 1% per direction
