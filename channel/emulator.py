@@ -34,7 +34,7 @@ from channel.csi import CSI
 from channel.linkmodel import MTU_BYTES, Direction, Link, dir_params
 from channel.outage import parse_outages
 from channel.relay import Connection, shutdown_quietly
-from channel.trace import CSITrace, load_trace
+from channel.csitrace import CSITrace, load_trace
 
 CONNECT_TIMEOUT_S = 3.0  # connecting to the target, s
 REDIAL_S = 0.2  # a held client's next try at the target after this long, s

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from channel.csi import CSI
-from channel.trace import CSITrace
+from channel.csitrace import CSITrace
 
 SOURCES = ("link", "estimate")
 COLUMNS = {  # source -> (rtt, rate up, rate down, per up, per down) record columns

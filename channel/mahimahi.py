@@ -19,7 +19,7 @@ import numpy as np
 
 from channel.csi import CSI
 from channel.outage import Outages
-from channel.trace import CSITrace
+from channel.csitrace import CSITrace
 
 MTU_BYTES = 1500  # one Mahimahi delivery opportunity
 MTU_BITS = MTU_BYTES * 8

@@ -132,6 +132,11 @@ def _existing(topo: NetnsTopology, runner: Runner, created: list[str]) -> list[s
         return created
 
 
+def open_namespaces() -> list[str]:
+    """The namespaces of the topologies open now (created, or about to be, and not yet torn down)."""
+    return [ns for topo, _ in _OPEN.values() for ns in topo.namespaces]
+
+
 def teardown_open() -> list[str]:
     """Delete the namespaces of every topology still open (an interrupted run's); returns their names."""
     removed = []

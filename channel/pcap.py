@@ -31,7 +31,7 @@ import pandas as pd
 
 from channel.csi import CSI
 from channel.outage import Outages
-from channel.trace import CSITrace
+from channel.csitrace import CSITrace
 
 ETH_BYTES = 14  # added to the IP length: tc's tbf counts Ethernet frames
 PSH, ACK = 0x08, 0x10

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from channel.csi import CSI
 from channel.tc import Cmd, NetemSpec, netem_cmds, ns_prefix, run_cmds, tbf_cmds
-from channel.trace import CSITrace
+from channel.csitrace import CSITrace
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import torch
 from tqdm import tqdm
 from transformers import DynamicCache, PreTrainedModel
 
-from wisv.serving.batchverify import _SlabLayer
+from wisv.serving.batchverify import SlabLayer
 from wisv.tasks.evaluate import eos_id
 
 GROUP_BATCHES = 4  # episodes are passed in groups of about this many batches of mismatches, sorted by length
@@ -52,14 +52,6 @@ class EpisodePass:
     draft_nll: dict[tuple[int, int], float]  # (position j, draft id) -> NLL of that token in place of output[j]
 
 
-class _SheddingSlab(_SlabLayer):
-    """A preallocated cache layer (written in place) that can drop batch rows."""
-
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
-        self._kbuf, self._vbuf = self._kbuf[indices], self._vbuf[indices]
-        self.keys, self.values = self._kbuf[..., :self._filled, :], self._vbuf[..., :self._filled, :]
-
-
 @torch.no_grad()
 def episode_pass(model: PreTrainedModel, prompt: list[int], output: list[int],
                  queries: list[tuple[int, int]]) -> EpisodePass:
@@ -82,7 +74,7 @@ def stack_prefixes(caches: list[DynamicCache], lengths: list[int], room: int) ->
         for b, (c, n) in enumerate(zip(caches, lengths)):
             keys[b, :, width - n:width] = c.layers[li].keys[0, :, :n]
             values[b, :, width - n:width] = c.layers[li].values[0, :, :n]
-        layers.append(_SheddingSlab(keys, values, width))
+        layers.append(SlabLayer(keys, values, width))  # drops done rows in place
     batched.layers = layers
     return batched
 

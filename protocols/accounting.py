@@ -25,7 +25,7 @@ def message_bytes(msg) -> int:
     return wire_bytes(encode(msg))
 
 
-SESSION_TOKEN = "0" * 32  # a live edge's session token (testbed/live/admission.py: 128 bits in hex)
+SESSION_TOKEN = "0" * 32  # a live edge's session token (testbed/live/edge/admission.py: 128 bits in hex)
 
 
 @lru_cache(maxsize=64)

@@ -1,8 +1,9 @@
 """UE side of a session as a state machine over messages: draft a block, upload it, answer HIDDEN_REQ, commit.
 
-``UESession.play_round`` runs one round from its draft to its commit over the link it is given (testbed/live/client.py
-RoundLink sends, receives and resends); ``next_draft``/``draft_proactively``/``on_reply`` are its steps.  Where a
-chain and a tree differ, the protocol's round class decides (protocols/rounds.py, protocols/tree.py).
+``UESession.play_round`` runs one round from its draft to its commit over the link it is given
+(testbed/live/ue/client.py RoundLink sends, receives and resends); ``next_draft``/``draft_proactively``/``on_reply``
+are its steps.  Where a chain and a tree differ, the protocol's round class decides (protocols/rounds.py,
+protocols/tree.py).
 """
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def edge_error(msg: Message) -> EdgeError:
 
 
 class Link(typing.Protocol):
-    """What a round runs over (testbed/live/client.py RoundLink): it sends, tells whether a reply is waiting, and
+    """What a round runs over (testbed/live/ue/client.py RoundLink): it sends, tells whether a reply is waiting, and
     yields the round's replies, resending the DRAFT (or resuming the session) within its retry window."""
 
     def send(self, msg: Message) -> None: ...

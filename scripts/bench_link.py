@@ -73,7 +73,7 @@ class BenchConfig:
     drafter: str | None = None  # local HF drafter directory (None: built-in pair)
     target: str | None = None  # local HF target directory (None: built-in pair)
     quick: bool = False  # smoke run: 2 Mbps / 20 ms only, 2 prompts (unless given)
-    cpu_wakeup_us: int | None = None  # hold this CPU wake-up latency bound during each run, us (testbed/live/wakeup.py)
+    cpu_wakeup_us: int | None = None  # hold this CPU wake-up latency bound during each run, us (orchestrate/wakeup.py)
     host_overhead_ms: float | None = None  # one-way compensation for the grid, ms (None: calibrate it first; 0: raw)
 
 
@@ -198,9 +198,9 @@ def build_report(cfg: BenchConfig, grid: list[dict], overhead: dict, trends: dic
 
 def run_point(cfg: BenchConfig, link: LinkSpec, protocols: list[str], out: Path) -> dict[str, tuple[dict, Any]]:
     """Run the testbed on one link; {protocol: (summary, rounds)}.  From 4 protocols on, one "all" run (one edge)."""
-    from testbed.live.run import RunConfig, run
-    from testbed.live.serveconfig import ServeConfig
-    from testbed.live.ueconfig import UEConfig
+    from testbed.live.orchestrate.run import RunConfig, run
+    from testbed.live.edge.serveconfig import ServeConfig
+    from testbed.live.ue.ueconfig import UEConfig
     names = ["all"] if len(set(protocols)) >= 4 else protocols
     res = {}
     for name in names:

@@ -1,15 +1,15 @@
 """Real-scale shapes through the real testbed: random-weight models of named architectures, bytes, RSS, verify time.
 
 Usage: ``python -m scripts.bench_scale [--shapes qwen|llama] [--protocols greedy fh sh reject] [--dtype bfloat16]``.
-Writes random-weight HF directories of a real drafter/target pair's shapes (scripts/scale_shapes.py: Qwen2.5-0.5B /
-1.5B, or Llama-3.2-1B / 3.1-8B) to a temporary directory, with no tokenizer: both sides then declare only the
-config's vocabulary size at OPEN (no hash), and the prompts are random token ids (a ``prompt_ids`` JSONL).  Each
-protocol runs as one ``python -m testbed.run`` (its own edge and UE processes, loopback, by default no link
-emulation); the process tree is sampled for each process's peak RSS (VmHWM).  Per protocol: bytes per round measured
-on the UE's socket against the latency model's payload formulas (wire packing and the paper's), verify time per
-round, and the run's summary.  Writes ``bench_scale.json`` (and ``bench_scale_config.toml`` beside it) and prints a
-table.  The Llama pair needs about 16 GB for the 8B target in bf16 alone; the run refuses a pair whose weights do not
-fit in the available memory.  A benchmark, not a test.
+Writes random-weight HF directories of a real drafter/target pair's shapes (scripts/gpucheck/scale_shapes.py:
+Qwen2.5-0.5B / 1.5B, or Llama-3.2-1B / 3.1-8B) to a temporary directory, with no tokenizer: both sides then declare only
+the config's vocabulary size at OPEN (no hash), and the prompts are random token ids (a ``prompt_ids`` JSONL).  Each
+protocol runs as one ``python -m testbed.run`` (its own edge and UE processes, loopback, by default no link emulation);
+the process tree is sampled for each process's peak RSS (VmHWM).  Per protocol: bytes per round measured on the UE's
+socket against the latency model's payload formulas (wire packing and the paper's), verify time per round, and the run's
+summary.  Writes ``bench_scale.json`` (and ``bench_scale_config.toml`` beside it) and prints a table.  The Llama pair
+needs about 16 GB for the 8B target in bf16 alone; the run refuses a pair whose weights do not fit in the available
+memory.  A benchmark, not a test.
 """
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ import psutil
 import torch
 
 import config
-from scripts.scale_shapes import (PAIRS, ROUND_PROTOCOLS, Shape, compare_bytes, hf_config, param_count,
-                                  random_prompts)
+from scripts.gpucheck.scale_shapes import (PAIRS, ROUND_PROTOCOLS, Shape, compare_bytes, hf_config, param_count,
+                                           random_prompts)
 from testbed.common.machine import machine_info
 from wisv.tasks.jsonl import write_jsonl
 from wisv.records.rows import read_records

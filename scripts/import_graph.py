@@ -1,4 +1,5 @@
-"""Import graph of the project by ast (nothing is imported): print package edges, fail on an upward import or a cycle.
+"""Import graph of the project by ast (nothing is imported): print package edges, fail on an upward import, a module
+or package cycle, or a project module imported by name through importlib.
 
 Rooms, lowest first (docs/architecture.md draws them): config -> channel -> wisv.tasks | wisv.records |
 wisv.models -> wisv.timing -> wisv.head -> wisv.decoding -> wisv.serving | wisv.pairs -> wisv (its lazy facade)
@@ -7,6 +8,10 @@ one rank (tasks, records and models; serving and pairs; protocols and labeling) 
 module's room is the longest entry of RANK that names it or a package above it.  Every import counts, also those
 inside functions, and those under ``if TYPE_CHECKING:`` too: they never run, but a cycle through one is still two
 modules that depend on each other (an interface that names one of its implementations), so it counts.
+``importlib.import_module("a.b")`` with a literal name is an import of a.b like any other; outside a package's lazy
+``__getattr__`` (its ``__init__.py``) it is also an error: it would hide the edge from a reader, and a cycle with it.
+A package cycle (packages are directories with an ``__init__.py``; a package's own modules are one node) is an error
+too: two rooms that import each other are one room.
 
     python -m scripts.import_graph          # exit status 1 on a violation
 """
@@ -43,6 +48,8 @@ class Edge:
     src: str  # importing module, dotted
     dst: str  # imported project module, dotted
     typing_only: bool  # under `if TYPE_CHECKING:`, never executed
+    by_name: bool = False  # importlib.import_module("...") with a literal name
+    lazy: bool = False  # ... inside a package's module-level __getattr__ (its lazy facade): allowed
 
 
 @dataclass
@@ -82,6 +89,25 @@ def _raw_imports(tree: ast.AST, typing_only: bool = False) -> Iterable[tuple[ast
             yield from _raw_imports(node, typing_only)
 
 
+def _is_import_module(func: ast.expr) -> bool:
+    """``importlib.import_module`` or a bare ``import_module``."""
+    return (isinstance(func, ast.Attribute) and func.attr == "import_module"
+            and isinstance(func.value, ast.Name) and func.value.id == "importlib") or \
+        (isinstance(func, ast.Name) and func.id == "import_module")
+
+
+def _by_name(tree: ast.Module, is_package: bool) -> Iterable[tuple[str, bool]]:
+    """(literal module name, inside a package's module-level ``__getattr__``) for every
+    ``importlib.import_module("...")`` call whose first argument is a string literal."""
+    lazy_bodies = [node for node in tree.body if is_package and isinstance(node, ast.FunctionDef)
+                   and node.name == "__getattr__"]
+    lazy_calls = {id(n) for fn in lazy_bodies for n in ast.walk(fn)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _is_import_module(node.func) and node.args \
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            yield node.args[0].value, id(node) in lazy_calls
+
+
 def _resolve(name: str, modules: Iterable[str]) -> str | None:
     """The longest known module that `name` is or lies in (wisv.timing.latency.t_fh -> wisv.timing.latency), else None."""
     known = set(modules)
@@ -96,7 +122,12 @@ def imports_of(source: str, module: str, is_package: bool, modules: Iterable[str
     """The project modules that `module` (whose text is `source`) imports."""
     known = set(modules)
     edges: set[Edge] = set()
-    for node, typing_only in _raw_imports(ast.parse(source)):
+    tree = ast.parse(source)
+    for name, lazy in _by_name(tree, is_package):
+        dst = _resolve(name, known)
+        if dst is not None and dst != module:
+            edges.add(Edge(module, dst, False, by_name=True, lazy=lazy))
+    for node, typing_only in _raw_imports(tree):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         else:
@@ -109,7 +140,7 @@ def imports_of(source: str, module: str, is_package: bool, modules: Iterable[str
             dst = _resolve(target, known)
             if dst is not None and dst != module:
                 edges.add(Edge(module, dst, typing_only))
-    return sorted(edges, key=lambda e: (e.dst, e.typing_only))
+    return sorted(edges, key=lambda e: (e.dst, e.typing_only, e.by_name, e.lazy))
 
 
 def build_graph(root: Path) -> list[Edge]:
@@ -123,6 +154,11 @@ def upward_imports(edges: Iterable[Edge]) -> list[Edge]:
     """Edges into another room of the same or a higher rank."""
     return [e for e in edges
             if room(e.dst) != room(e.src) and RANK[room(e.dst)] >= RANK[room(e.src)]]
+
+
+def hidden_imports(edges: Iterable[Edge]) -> list[Edge]:
+    """Project modules imported by name through importlib outside a package's lazy ``__getattr__``."""
+    return [e for e in edges if e.by_name and not e.lazy]
 
 
 def cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
@@ -213,10 +249,14 @@ def report(root: Path) -> tuple[list[str], bool]:
     lines.append(f"module cycles (TYPE_CHECKING imports counted: {len(typing)}): {len(mod_cycles)}")
     lines += [f"  {' <-> '.join(c)}{_typing_note(c, typing)}" for c in mod_cycles]
     pkg_cycles = cycles(pkg_graph)
-    lines.append(f"package cycles (not an error): {len(pkg_cycles)}")
+    lines.append(f"package cycles: {len(pkg_cycles)}")
     lines += [f"  {' <-> '.join(c)}" for c in pkg_cycles]
+    hidden = hidden_imports(edges)
+    lazy = sum(e.lazy for e in edges)
+    lines.append(f"importlib imports by name outside a package's lazy __getattr__ ({lazy} inside one): {len(hidden)}")
+    lines += [f"  {e.src} -> {e.dst}" for e in hidden]
     lines.append(f"{len(find_modules(root))} modules, {len(edges)} project imports")
-    return lines, not up and not mod_cycles
+    return lines, not up and not mod_cycles and not pkg_cycles and not hidden
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,7 @@ import numpy as np
 
 from channel.csi import CSI
 from channel.mahimahi import format_mahimahi, trace_duration_s, trace_to_mahimahi
-from channel.trace import CSITrace, save_trace
+from channel.csitrace import CSITrace, save_trace
 
 OUT = Path(__file__).resolve().parent / "traces" / "mahimahi"
 

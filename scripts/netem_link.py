@@ -35,7 +35,7 @@ from channel.netns import NetnsTopology, ping_rtts, require_root, topology
 from channel.tc import (CommandError, LinkPlan, NetemSpec, applied, clear_cmds, direction_specs, kernel_has_netem,
                         plan_link)
 from channel.tcschedule import Side, play, schedule
-from channel.trace import load_trace
+from channel.csitrace import load_trace
 
 EXIT_OK, EXIT_CMD, EXIT_USAGE, EXIT_ROOT, EXIT_PING, EXIT_INTERRUPT, EXIT_TERM = 0, 1, 2, 3, 4, 130, 143
 
@@ -59,7 +59,7 @@ class NetemLinkConfig:
     netns: str | None = None  # namespace holding --apply-to-dev (None: this one)
     side: str = field(default="ue", metadata={"choices": ("ue", "edge")})  # with --apply-to-dev: which rate to use
     half_rtt: bool = False  # with --apply-to-dev: put only half the RTT here
-    csi_trace: str | None = None  # CSV trace (channel.trace) applied as a schedule of tc changes over time
+    csi_trace: str | None = None  # CSV trace (channel/csitrace.py) applied as a schedule of tc changes over time
     trace_loop: bool = False  # repeat --csi-trace for the whole --hold-s
 
 

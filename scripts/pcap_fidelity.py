@@ -25,7 +25,7 @@ from channel.netns import exec_prefix, topology
 from channel.pcap import WindowStats, pcap_windows, stats_to_trace
 from channel.tc import clear_cmds, kernel_has_netem, run_all
 from channel.tcschedule import Side, play, schedule
-from channel.trace import CSITrace, save_trace
+from channel.csitrace import CSITrace, save_trace
 
 PORT = 5601
 RATE_TOL, RTT_TOL_MS = 0.10, 5.0

@@ -28,8 +28,8 @@ import zmq
 import config
 from protocols.wire import Limits, MsgType, encode, make
 from testbed.common.machine import machine_info
-from testbed.live.procs import Child
-from testbed.live.serveconfig import ServeConfig
+from testbed.live.orchestrate.procs import Child
+from testbed.live.edge.serveconfig import ServeConfig
 from testbed.load.cli import LoadConfig, make_traces
 from testbed.load.gen import Device, LoadLoop, Trace
 
@@ -79,13 +79,8 @@ class SoakLoop(LoadLoop):
         self.sent_at: dict[str, float] = {}
         self.prompts_done = 0
 
-    def _open(self, d: Device) -> None:
+    def on_send(self, d: Device) -> None:
         self.sent_at[d.name] = time.perf_counter()
-        super()._open(d)
-
-    def _send_draft(self, d: Device) -> None:
-        self.sent_at[d.name] = time.perf_counter()
-        super()._send_draft(d)
 
     def update(self, n: int) -> None:
         """Progress callback of ``turn``: n more prompts finished."""

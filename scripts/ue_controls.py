@@ -81,7 +81,7 @@ def proactive_check(off: list[dict], on: list[dict], rtt_ms: float) -> dict:
 
 
 def _run(rc, name: str) -> dict:
-    from testbed.live.run import run
+    from testbed.live.orchestrate.run import run
     (summary,) = run(replace(rc, out=str(Path(rc.out) / name)))
     return summary | {"config": rc.flat()}
 
@@ -98,9 +98,9 @@ def _pairs(off_cfg, on_cfg, name: str, repeats: int, runs: dict) -> tuple[list[d
 
 
 def run(cfg: ControlsConfig) -> dict:
-    from testbed.live.run import RunConfig
-    from testbed.live.serveconfig import ServeConfig
-    from testbed.live.ueconfig import UEConfig
+    from testbed.live.orchestrate.run import RunConfig
+    from testbed.live.edge.serveconfig import ServeConfig
+    from testbed.live.ue.ueconfig import UEConfig
     base = RunConfig(protocol="greedy", prompts=cfg.prompts, edge=ServeConfig(head="none"), out=cfg.runs_dir,
                      overwrite=True)  # the script's own run directories: a re-run replaces them
     k = replace(base, ue=UEConfig(draft_len=cfg.k_max), reference=False)

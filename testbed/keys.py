@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 
 import config
-from testbed.live.auth import write_keys
+from testbed.live.common.auth import write_keys
 
 
 @dataclass

@@ -17,7 +17,9 @@ from scripts import (bench_core, bench_link, bench_scale, bench_smollm2_drafter,
                      import_graph, make_qa, model_card, netem_link, qa_accuracy, rejection_predictor, soak,
                      train_smollm2_drafter, train_toy_pair, ue_controls, validate_sim)
 from testbed import keys, profile
-from testbed.live import run, serve, ue
+from testbed.live.edge import serve
+from testbed.live.orchestrate import run
+from testbed.live.ue import ue
 from testbed.load import cli as load_cli
 from testbed.load import compare
 from testbed.sim import calibrate
@@ -234,7 +236,7 @@ def test_run_keeps_its_flags_and_checks():
 
 
 def test_run_child_argv_rebuilds_the_ue_and_edge_configs():
-    from testbed.live.placement import Site
+    from testbed.live.orchestrate.placement import Site
     from pathlib import Path
     cfg = run.parse_args(["--draft-len", "80", "--device", "cpu", "--seed", "2", "--proactive", "3",
                           "--no-kv-reuse", "--tau", "0.2"])

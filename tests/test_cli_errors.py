@@ -13,7 +13,9 @@ import zmq
 
 from channel import emulator
 from protocols.wire import Limits, MsgType, decode, encode, error_message, make
-from testbed.live import run, serve, ue
+from testbed.live.edge import serve
+from testbed.live.orchestrate import run
+from testbed.live.ue import ue
 from testbed.load import cli as load
 
 MAINS = {"testbed.run": run.main, "testbed.ue": ue.main, "testbed.serve": serve.main, "testbed.load": load.main,

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
-from scripts.scale_shapes import Shape, hf_config
+from scripts.gpucheck.scale_shapes import Shape, hf_config
 from wisv.models.loader import RANDOM_WEIGHTS_FILE, load_model
 
 

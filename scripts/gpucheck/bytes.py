@@ -20,7 +20,7 @@ import numpy as np
 
 from protocols.accounting import SESSION_TOKEN, message_bytes, wire_payload_bits
 from protocols.wire import MsgType, make
-from scripts.scale_shapes import model_round_bits
+from scripts.gpucheck.scale_shapes import model_round_bits
 from wisv.timing.latency import PayloadBits
 from wisv.timing.protodesc import POSITION_BITS, describe
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-from scripts.scale_shapes import LLAMA_1B, LLAMA_8B, Shape
+from scripts.gpucheck.scale_shapes import LLAMA_1B, LLAMA_8B, Shape
 
 E2E_PROTOCOLS = ("greedy", "fh", "sh", "auto", "tree")  # testbed protocols run end to end
 

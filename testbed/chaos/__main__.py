@@ -19,7 +19,7 @@ import config
 from testbed.chaos import check
 from testbed.chaos.run import execute
 from testbed.common.files import prepare_out, write_json_atomic
-from testbed.live.cont import complete_lines
+from testbed.common.files import complete_lines
 from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype
 from wisv.tasks.evaluate import greedy_reference
 from wisv.tasks.prompts import prompt_rows

@@ -23,9 +23,9 @@ import zmq
 from testbed.chaos.check import Wave
 from testbed.chaos.schedule import Draw, Fault, draw_schedule, link_trace, trace_csv
 from testbed.common.link import LinkSpec
-from testbed.live.cont import complete_lines
+from testbed.common.files import complete_lines
 from testbed.hostile.probes import PROBES, Target, rss_bytes
-from testbed.live.procs import Child
+from testbed.live.orchestrate.procs import Child
 from channel.emulator import LinkEmulator
 from wisv.tasks.jsonl import write_jsonl
 
@@ -54,7 +54,7 @@ class Shell:
 
     def on_main(self, fn):
         """Run ``fn()`` on the main thread and return its result: children are started there only (a child dies
-        when the thread that started it ends: PR_SET_PDEATHSIG, testbed/live/procs.py)."""
+        when the thread that started it ends: PR_SET_PDEATHSIG, testbed/live/orchestrate/procs.py)."""
         done, result = threading.Event(), {}
         self.calls.put((fn, done, result))
         done.wait()
@@ -225,7 +225,7 @@ def supervise(ues: list[UE], until: float, problems: list[str]) -> None:
                 ue.child = _Done()
 
 
-HUNG_UP = "the edge refused the connection: handshake failed (errno"  # testbed/live/auth.py, the UE's first dial
+HUNG_UP = "the edge refused the connection: handshake failed (errno"  # live/common/auth.py, the UE's first dial
 
 
 def _exit_problem(ue: UE, rc: int) -> str:

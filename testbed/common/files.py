@@ -95,3 +95,18 @@ def mark_complete(out: Path, started_s: float, wrote: list[str]) -> None:
 
 def is_complete(out: Path) -> bool:
     return (out / COMPLETE_FILE).is_file()
+
+
+def complete_lines(path: Path) -> list[dict]:
+    """The JSON lines of a file appended line by line; a last line cut short (no newline, or not JSON) is dropped."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    rows = []
+    for line in text.split("\n")[:-1]:  # what follows the last newline was never finished
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows

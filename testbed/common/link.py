@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from channel.csi import CSI
 from channel.emulator import LinkConfig
 from channel.outage import parse_outages
-from channel.trace import CSITrace, load_trace
+from channel.csitrace import CSITrace, load_trace
 
 
 @dataclass

@@ -23,8 +23,8 @@ import pandas as pd
 import zmq
 
 from protocols.wire import MsgType, encode, make
-from testbed.live.auth import client_curve
-from testbed.live.liveness import Heartbeat
+from testbed.live.common.auth import client_curve
+from testbed.live.common.liveness import Heartbeat
 
 RECV_MS = 2000  # a probe waits this long at most for a reply it reads
 BURST_MSGS = 200  # PINGs each takeover connection sends at once (past the edge's RCVHWM)

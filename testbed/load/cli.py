@@ -33,9 +33,9 @@ from testbed.common.files import (CONFIG_FILES, OutDirError, mark_complete, prep
                                   write_json_atomic)
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
-from testbed.live import placement
-from testbed.live.interrupt import guarded
-from testbed.live.serveconfig import ServeConfig
+from testbed.live.orchestrate import placement
+from testbed.live.orchestrate.interrupt import guarded
+from testbed.live.edge.serveconfig import ServeConfig
 from testbed.load.compare import capacity, mean_sweep
 from testbed.load.gen import Device, LoadLoop, Trace
 from wisv.tasks.prompts import prompt_rows

@@ -143,6 +143,7 @@ class LoadLoop:
             return
         tr = d.traces[d.prompt]
         d.round, d.state = 0, "opening"
+        self.on_send(d)
         d.sock.send_multipart(encode(make(MsgType.OPEN, d.sid, {"prompt": np.asarray(tr.prompt_ids, np.int32)},
                                           protocol="greedy", draft_len=self.draft_len, max_new_tokens=self.max_new,
                                           meta={"slo_tok_s": d.slo_tok_s})))
@@ -150,7 +151,12 @@ class LoadLoop:
     def _start_drafting(self, d: Device) -> None:
         d.state, d.t_ready = "drafting", time.perf_counter() + len(d.block) * self.tau_d_s
 
+    def on_send(self, d: Device) -> None:
+        """Called as device ``d`` sends an OPEN or a DRAFT, before the send (nothing here; scripts/soak.py notes the
+        time)."""
+
     def _send_draft(self, d: Device) -> None:
+        self.on_send(d)
         d.state, d.t_send = "waiting", time.perf_counter()
         tensors = {"tokens": np.asarray(d.block, np.int32)}
         feats = d.traces[d.prompt].features

@@ -125,9 +125,9 @@ def exchange_overhead(run_dir: Path, cal: Calibration, dims: tuple[ModelDims, Mo
 def short_link_run(cfg: CalibrateConfig) -> Path:
     """A small greedy testbed.run on an emulated 20 Mbps / 20 ms link; returns its directory."""
     from testbed.common.link import LinkSpec
-    from testbed.live.run import RunConfig, run
-    from testbed.live.serveconfig import ServeConfig
-    from testbed.live.ueconfig import UEConfig
+    from testbed.live.orchestrate.run import RunConfig, run
+    from testbed.live.edge.serveconfig import ServeConfig
+    from testbed.live.ue.ueconfig import UEConfig
     out = Path("runs") / f"calibrate-link-{time.strftime('%Y%m%d-%H%M%S')}"
     run(RunConfig(protocol="greedy", prompts=cfg.link_prompts, prompts_file=cfg.prompts_file, out=str(out),
                   reference=False,

@@ -76,7 +76,7 @@ class SimConfig:
     rates_mbps: list[float] = field(default_factory=lambda: [20.0, 500.0])  # symmetric link rates, Mbit/s
     rtts_ms: list[float] = field(default_factory=lambda: [5.0, 50.0])  # round-trip times, ms
     per: float = 0.0  # packet error rate of each direction, [0, 1)
-    csi_trace: str | None = None  # CSV CSI trace (channel/trace.py); replaces the rate x RTT grid
+    csi_trace: str | None = None  # CSV CSI trace (channel/csitrace.py); replaces the rate x RTT grid
     prompts: int = 20  # first N prompts of the prompt set
     prompts_file: str | None = None  # JSONL prompts with answers (None: the pair's default; toy: built-in split)
     chat_template: str = field(default="auto", metadata={

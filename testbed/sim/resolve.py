@@ -10,7 +10,7 @@ from transformers import AutoConfig
 
 from channel.csi import CSI, FEATURE_DIM
 from channel.outage import Outages
-from channel.trace import load_trace
+from channel.csitrace import load_trace
 from protocols.accounting import wire_payload_bits
 from testbed.common.heads import default_head_dir
 from testbed.sim.model import constant

@@ -35,7 +35,7 @@ class SimLink:
 
 
 def handshake(est: CSIEstimator, link: SimLink) -> None:
-    """What testbed.live.client.handshake does, over the simulated link."""
+    """What testbed.live.ue.client.handshake does, over the simulated link."""
     for _ in range(est.probes_wanted()):
         est.add_rtt(link.exchange_s(PING_BYTES, PING_BYTES))
     for d in ("up", "down"):

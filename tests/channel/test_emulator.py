@@ -16,7 +16,7 @@ import zmq
 from channel.csi import CSI
 from channel.emulator import ByteCounts, LinkConfig, LinkEmulator, parse_args
 from channel.linkmodel import DirParams, Link, dir_params, schedule
-from channel.trace import CSITrace
+from channel.csitrace import CSITrace
 
 # --- pure timing model ---------------------------------------------------------------------------
 

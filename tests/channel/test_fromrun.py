@@ -9,7 +9,7 @@ import pytest
 
 from channel.csi import CSI
 from channel.fromrun import read_run, run_to_trace
-from channel.tracecli import main
+from channel.trace import main
 
 
 def rounds(t, rtt, up, est_rtt, est_up, per=None):

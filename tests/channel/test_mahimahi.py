@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from channel.csi import CSI
 from channel.mahimahi import (MTU_BITS, format_mahimahi, mahimahi_to_trace, parse_mahimahi, trace_duration_s,
                               trace_to_mahimahi, window_counts)
-from channel.trace import CSITrace
+from channel.csitrace import CSITrace
 
 
 def test_parse_repeats_and_errors():

@@ -174,5 +174,6 @@ def test_teardown_open_removes_what_an_interrupted_run_left(monkeypatch) -> None
     ctx = topology("open1", runner=ip)
     ctx.__enter__()  # an interruption that never reached the context's exit
     assert ip.namespaces == {"wisv-ue-open1", "wisv-edge-open1"}
+    assert sorted(netns.open_namespaces()) == ["wisv-edge-open1", "wisv-ue-open1"]  # what a run's record notes
     assert sorted(netns.teardown_open()) == ["wisv-edge-open1", "wisv-ue-open1"]
-    assert ip.namespaces == set() and not netns._OPEN
+    assert ip.namespaces == set() and not netns._OPEN and netns.open_namespaces() == []

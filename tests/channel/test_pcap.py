@@ -11,7 +11,7 @@ from scapy.packet import Raw
 from scapy.utils import wrpcap
 
 from channel.pcap import ETH_BYTES, Endpoint, Seg, pcap_to_trace, read_segments, stats_to_trace, window_stats
-from channel.tracecli import main
+from channel.trace import main
 
 UE, EDGE = ("10.0.0.1", 40000), ("10.0.0.2", 5555)
 FLOW = (*UE, *EDGE)

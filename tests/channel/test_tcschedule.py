@@ -6,7 +6,7 @@ import sys
 
 from channel.csi import CSI
 from channel.tcschedule import Side, play, row_times, schedule
-from channel.trace import CSITrace
+from channel.csitrace import CSITrace
 
 TRACE = CSITrace((0.0, 10.0), (CSI(200, 100, 5), CSI(3, 2, 60, 0.01, 0.02)))
 SIDES = [Side("u0", "ue", "up"), Side("e0", "edge", "down")]

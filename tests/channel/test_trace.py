@@ -2,7 +2,7 @@
 import pytest
 
 from channel.csi import CSI
-from channel.trace import CSITrace, load_trace, save_trace
+from channel.csitrace import CSITrace, load_trace, save_trace
 
 HEADER = "t_s,rate_up_mbps,rate_down_mbps,rtt_ms,per\n"
 

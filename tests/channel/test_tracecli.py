@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from channel.trace import load_trace
-from channel.tracecli import main
+from channel.csitrace import load_trace
+from channel.trace import main
 from scripts.make_mahimahi_traces import main as make_traces
 
 SHIPPED = Path(__file__).resolve().parents[2] / "scripts" / "traces" / "mahimahi"

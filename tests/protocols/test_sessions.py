@@ -13,8 +13,8 @@ from channel.csi import CSI
 from protocols.edge_side import EdgeSession
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
-from testbed.live.edgeserver import EdgeServer
-from testbed.live.serveconfig import ServeConfig
+from testbed.live.edge.edgeserver import EdgeServer
+from testbed.live.edge.serveconfig import ServeConfig
 from tests.edge_helpers import open_on, session_of
 from tests.tiny_pair import make_pair
 from wisv.decoding.sessions import DraftSession, VerifySession

@@ -7,7 +7,7 @@ import pytest
 
 from protocols.accounting import message_bytes
 from protocols.wire import Limits, MsgType, decode, encode, make
-from testbed.live.sockbounds import max_frame
+from testbed.live.common.sockbounds import max_frame
 
 
 @pytest.mark.parametrize("vocab", [128256, 151936], ids=["llama3-128k", "qwen2.5-151k"])

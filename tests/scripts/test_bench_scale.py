@@ -11,8 +11,8 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from scripts import bench_scale
-from scripts.scale_shapes import (LLAMA_1B, LLAMA_8B, PAIRS, QWEN_05B, QWEN_15B, compare_bytes, hf_config,
-                                  model_round_bits, param_count, random_prompts)
+from scripts.gpucheck.scale_shapes import (LLAMA_1B, LLAMA_8B, PAIRS, QWEN_05B, QWEN_15B, compare_bytes, hf_config,
+                                           model_round_bits, param_count, random_prompts)
 from wisv.timing.latency import PayloadBits
 
 PUBLISHED = {LLAMA_1B: 1.236e9, LLAMA_8B: 8.030e9, QWEN_05B: 0.494e9, QWEN_15B: 1.544e9}  # their model cards
@@ -58,7 +58,7 @@ def _rounds(protocol: str, pb: PayloadBits, k: int, queried: list[int], scale: f
 
 
 def test_compare_bytes_ratios_are_measured_over_model(monkeypatch):
-    monkeypatch.setattr("scripts.scale_shapes.wire_payload_bits", lambda d_d, vocab, k: PB)
+    monkeypatch.setattr("scripts.gpucheck.scale_shapes.wire_payload_bits", lambda d_d, vocab, k: PB)
     same = compare_bytes("sh", _rounds("sh", PB, 2, [0, 1, 3]), 4, 10, 2)
     assert same["up_ratio"] == pytest.approx(1.0) and same["down_ratio"] == pytest.approx(1.0)
     assert same["queried_per_round"] == pytest.approx(4 / 3) and same["rounds"] == 3

@@ -86,3 +86,56 @@ def test_rooms_inside_wisv_are_checked_by_rank(tmp_path):
     up = {(e.src, e.dst) for e in upward_imports(build_graph(tmp_path))}
     assert up == {("config.fields", "channel.csi"), ("wisv.tasks.qa", "wisv.decoding.loop"),
                   ("wisv.records.rows", "wisv.tasks.qa")}
+
+
+def test_importlib_with_a_literal_is_an_edge_and_an_error_outside_a_lazy_getattr(tmp_path, capsys):
+    """channel.trace reached channel.cli by name; channel.cli imports channel.trace: a cycle the ast of `import`
+    statements alone does not see, and a by-name import, both reported."""
+    write(tmp_path, {"channel/__init__.py": "",
+                     "channel/trace.py": "import importlib\nif __name__ == '__main__':\n"
+                                         "    importlib.import_module('channel.cli').main()\n",
+                     "channel/cli.py": "from channel.trace import load\n"})
+    edges = build_graph(tmp_path)
+    assert Edge("channel.trace", "channel.cli", False, by_name=True) in edges
+    assert main(["--root", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "module cycles (TYPE_CHECKING imports counted: 0): 1\n  channel.cli <-> channel.trace\n" in out
+    assert ("importlib imports by name outside a package's lazy __getattr__ (0 inside one): 1\n"
+            "  channel.trace -> channel.cli\n") in out
+
+
+def test_a_packages_lazy_getattr_may_import_by_name(tmp_path, capsys):
+    """`from importlib import import_module` counts too; in the package's module-level __getattr__ it is allowed
+    (still an edge), in any other function of the package, or in a plain module's __getattr__, it is not."""
+    write(tmp_path, {"wisv/__init__.py": "import importlib\ndef __getattr__(name):\n"
+                                         "    return getattr(importlib.import_module('wisv.loader'), name)\n",
+                     "wisv/loader.py": "X = 1\n"})
+    assert main(["--root", str(tmp_path)]) == 0
+    assert "(1 inside one): 0\n" in capsys.readouterr().out
+    assert Edge("wisv", "wisv.loader", False, by_name=True, lazy=True) in build_graph(tmp_path)
+    write(tmp_path, {"wisv/__init__.py": "from importlib import import_module\ndef load():\n"
+                                         "    return import_module('wisv.loader')\n",
+                     "wisv/other.py": "import importlib\ndef __getattr__(name):\n"
+                                      "    return importlib.import_module('wisv.loader')\n"})
+    assert main(["--root", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "(0 inside one): 2\n  wisv -> wisv.loader\n  wisv.other -> wisv.loader\n" in out
+    assert not [e for e in build_graph(tmp_path) if e.dst == "importlib"]  # a module outside the project: no edge
+
+
+def test_a_package_cycle_is_an_error(tmp_path, capsys):
+    """scripts.tool -> scripts.sub.a and scripts.sub.b -> scripts.shapes: no module cycle, but the packages scripts
+    and scripts.sub import each other."""
+    write(tmp_path, {"scripts/__init__.py": "", "scripts/sub/__init__.py": "",
+                     "scripts/tool.py": "from scripts.sub import a\n",
+                     "scripts/shapes.py": "SHAPE = 1\n",
+                     "scripts/sub/a.py": "from scripts.sub.b import f\n",
+                     "scripts/sub/b.py": "from scripts.shapes import SHAPE\n"})
+    lines, clean = report(tmp_path)
+    assert not clean
+    assert "module cycles (TYPE_CHECKING imports counted: 0): 0" in lines
+    assert lines[lines.index("package cycles: 1") + 1] == "  scripts <-> scripts.sub"
+    assert main(["--root", str(tmp_path)]) == 1
+    (tmp_path / "scripts/sub/b.py").write_text("SHAPE = 1\n")  # the shapes move down into the subpackage
+    assert main(["--root", str(tmp_path)]) == 0
+    assert "package cycles: 0\n" in capsys.readouterr().out

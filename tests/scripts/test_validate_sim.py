@@ -2,7 +2,7 @@
 from pathlib import Path
 
 from scripts import validate_sim
-from testbed.live import run
+from testbed.live.orchestrate import run
 from testbed.sim import calibrate
 from testbed.sim import cli as sim_cli
 

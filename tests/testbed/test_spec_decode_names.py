@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from testbed.common.link import LinkSpec
-from testbed.live.run import RunConfig, run
-from testbed.live.ueconfig import UEConfig
+from testbed.live.orchestrate.run import RunConfig, run
+from testbed.live.ue.ueconfig import UEConfig
 from wisv.records.rows import read_records
 from wisv.records.summary import SPEC_DECODE_NAMES
 

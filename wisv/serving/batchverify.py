@@ -261,7 +261,7 @@ class BatchVerifier(SessionTable):
 
 def _stack_caches(states: list[SessionState], c_max: int, n_max: int) -> DynamicCache:
     """One batched cache with room for the block: each session's entries left-padded to c_max positions (zeros
-    where masked), then n_max free positions that the forward fills in place (``_SlabLayer``)."""
+    where masked), then n_max free positions that the forward fills in place (``SlabLayer``)."""
     batched = DynamicCache()
     ref = next((st.cache for st in states if st.cached_len > 0), None)
     if ref is None:
@@ -277,14 +277,15 @@ def _stack_caches(states: list[SessionState], c_max: int, n_max: int) -> Dynamic
             if st.cached_len:
                 keys[i, :, pad:c_max] = st.cache.layers[li].keys[0]
                 values[i, :, pad:c_max] = st.cache.layers[li].values[0]
-        layers.append(_SlabLayer(keys, values, c_max))
+        layers.append(SlabLayer(keys, values, c_max))
     batched.layers = layers
     return batched
 
 
-class _SlabLayer(DynamicLayer):
+class SlabLayer(DynamicLayer):
     """A cache layer over preallocated [B, H, C + N, D] buffers: ``update`` writes the new keys in place
-    instead of concatenating (which would copy every cached entry once more)."""
+    instead of concatenating (which would copy every cached entry once more); ``batch_select_indices`` keeps
+    some batch rows (labeling/forced.py drops the rows that are done)."""
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor, filled: int):
         super().__init__()
@@ -301,6 +302,11 @@ class _SlabLayer(DynamicLayer):
         self._filled = end
         self.keys, self.values = self._kbuf[..., :end, :], self._vbuf[..., :end, :]
         return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep only the batch rows ``indices`` (the buffers are copied once, their free positions too)."""
+        self._kbuf, self._vbuf = self._kbuf[indices], self._vbuf[indices]
+        self.keys, self.values = self._kbuf[..., :self._filled, :], self._vbuf[..., :self._filled, :]
 
 
 def _row_cache(cache: DynamicCache, row: int, start: int, end: int) -> DynamicCache:

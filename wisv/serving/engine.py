@@ -3,7 +3,7 @@
 A session is opened with its prompt (``open``); ``verify`` takes one block per session, any number of sessions at
 once (a batch), and returns each session's ``Block``: the target's logits, argmax and final hidden states at the
 K + 1 positions ``[seq[-1]] + draft``; ``commit`` appends ``draft[:n_accepted] + [next_token]`` to the committed
-sequence; ``close`` frees the session.  The edge's batcher (testbed/live/edgebatch.py) and scheduler
+sequence; ``close`` frees the session.  The edge's batcher (testbed/live/edge/edgebatch.py) and scheduler
 (wisv/serving/scheduler.py) choose which requests form a ``verify`` call; the engine runs it.
 
 This module imports no engine: ``ENGINES`` names each engine's builder by module path, and ``build_engine`` imports

@@ -8,10 +8,10 @@ import pytest
 import zmq
 
 from protocols.wire import SCHEMAS, Limits, MsgType, decode, encode, make
-from testbed.live.admission import Quotas, Seat, stale, why_refused
-from testbed.live.intake import Bucket, Budget, caps, edge_limits, recv_bounded
-from testbed.live.ratelog import RateLimit
-from testbed.live.references import ReferenceCache
+from testbed.live.edge.admission import Quotas, Seat, stale, why_refused
+from testbed.live.edge.intake import Bucket, Budget, caps, edge_limits, recv_bounded
+from testbed.live.edge.ratelog import RateLimit
+from testbed.live.edge.references import ReferenceCache
 
 Q = Quotas(max_sessions=10, per_identity=3, per_key=5, per_source=6, reserve=2)
 

@@ -1,5 +1,5 @@
 """One failing session in a batch fails alone, internal errors reach the peer without internals, and the KV budget
-is enforced before allocating, with and without the batching engine (testbed/live/serve.py, edgebatch.py)."""
+is enforced before allocating, with and without the batching engine (testbed/live/edge/serve.py, edgebatch.py)."""
 import logging
 
 import numpy as np
@@ -8,8 +8,8 @@ import torch
 
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, MsgType, decode, encode, make
-from testbed.live.edgeserver import INTERNAL_TEXT, EdgeServer
-from testbed.live.serveconfig import ServeConfig
+from testbed.live.edge.edgeserver import INTERNAL_TEXT, EdgeServer
+from testbed.live.edge.serveconfig import ServeConfig
 from tests.edge_helpers import open_on, token_of
 from tests.tiny_pair import make_pair
 from wisv.serving.kvbudget import MB, KVShape, session_tokens

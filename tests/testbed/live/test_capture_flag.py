@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from testbed.live.run import RunConfig, _capture_path
-from testbed.live.ue import UEConfig
+from testbed.live.orchestrate.run import RunConfig, _capture_path
+from testbed.live.ue.ue import UEConfig
 
 
 def test_capture_path_per_protocol_and_ue():

@@ -16,7 +16,9 @@ import psutil
 import pytest
 
 from testbed.common.files import COMPLETE_FILE
-from testbed.live.cont import complete_lines, differing_field, keep_done, recorded, start_ticks, stop_leftovers
+from testbed.common.files import complete_lines
+from testbed.live.orchestrate.cont import differing_field, recorded, start_ticks, stop_leftovers
+from testbed.live.ue.kept import keep_done
 from wisv.records.rows import read_records
 
 LOSSLESS = ("greedy", "fh", "sh", "auto", "tree")  # with --head none on the edge

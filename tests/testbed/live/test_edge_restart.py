@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from testbed.live.procs import Child
+from testbed.live.orchestrate.procs import Child
 from wisv.tasks.evaluate import greedy_reference
 from wisv.models.loader import load_model
 

@@ -8,8 +8,8 @@ import torch
 
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, MsgType, decode, encode, make
-from testbed.live.edgeserver import EdgeServer
-from testbed.live.serveconfig import ServeConfig
+from testbed.live.edge.edgeserver import EdgeServer
+from testbed.live.edge.serveconfig import ServeConfig
 from tests.edge_helpers import open_on, token_of
 from tests.tiny_pair import make_pair
 from wisv.serving.estimator import EstimatorProfile, LiveFit
@@ -129,7 +129,7 @@ def test_deadline_takes_off_the_reported_drafting_and_network_time(pair, tmp_pat
     assert decode(server.handle(b"p0", encode(opened)), LIMITS).type == MsgType.OPEN_OK
     draft = make(MsgType.DRAFT, "s0", {"tokens": np.array([5, 6, 7, 8], np.int32)}, round=0, t_draft_s=0.02,
                  csi={"rtt_ms": 30.0}, **token_of(server, "s0"))
-    sess = server._guard(b"p0", encode(draft), server._hold_drafts, t0=123.0)  # stamped on arrival (testbed/live/inbox.py)
+    sess = server._guard(b"p0", encode(draft), server._hold_drafts, t0=123.0)  # stamped on arrival (edge/inbox.py)
     req = server.batcher.request(b"p0", sess)
     # 4 tokens at 40 tok/s = 100 ms, minus 20 ms drafting and 30 ms network: 50 ms after arrival
     assert req.arrival_s == 123.0 and req.deadline_s == pytest.approx(123.05)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from protocols.wire import MsgType, decode, encode, make
-from testbed.live.edgeserver import EdgeServer
-from testbed.live.serveconfig import ServeConfig
+from testbed.live.edge.edgeserver import EdgeServer
+from testbed.live.edge.serveconfig import ServeConfig
 from tests.edge_helpers import open_on, session_of
 from tests.protocols.test_sessions import LIMITS, PROMPTS, open_pair, pair, reference  # noqa: F401 (fixture)
 from wisv.decoding.speculative import RejectAll

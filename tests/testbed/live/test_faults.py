@@ -14,10 +14,10 @@ import pytest
 
 from testbed.common.files import COMPLETE_FILE, prepare_out
 from testbed.common.link import LinkSpec
-from testbed.live.procs import Child
-from testbed.live.run import RunConfig, _merge_rounds, run
-from testbed.live.serveconfig import ServeConfig
-from testbed.live.ueconfig import UEConfig
+from testbed.live.orchestrate.procs import Child
+from testbed.live.orchestrate.run import RunConfig, _merge_rounds, run
+from testbed.live.edge.serveconfig import ServeConfig
+from testbed.live.ue.ueconfig import UEConfig
 from tests.channel.test_netns import needs_netns
 from wisv.records.rows import RECORD_FIELDS, read_records, read_round_log
 
@@ -133,7 +133,7 @@ def test_sigterm_to_testbed_run_leaves_no_process_or_namespace(pair_dirs, tmp_pa
 
 
 def test_non_empty_out_is_refused_without_overwrite(tmp_path: Path, capsys) -> None:
-    from testbed.live.run import main as run_main
+    from testbed.live.orchestrate.run import main as run_main
     from testbed.load.cli import main as load_main
     out = tmp_path / "out"
     (out / "greedy" / "ue7").mkdir(parents=True)  # a stale UE folder from another run
@@ -177,7 +177,7 @@ def test_a_killed_ue_keeps_its_appended_rows(pair_dirs, tmp_path: Path) -> None:
 
 
 def test_children_die_with_their_parent(tmp_path: Path) -> None:
-    code = ("import sys, time; from pathlib import Path; from testbed.live.procs import Child; "
+    code = ("import sys, time; from pathlib import Path; from testbed.live.orchestrate.procs import Child; "
             "c = Child('sleeper', ['timeit', '-n', '1', '-r', '1', 'import time; time.sleep(120)'], "
             f"Path({str(tmp_path / 'sleeper.log')!r})); print(c.proc.pid, flush=True); time.sleep(120)")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

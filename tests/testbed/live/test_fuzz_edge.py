@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from protocols.wire import Limits, MsgType, WireError, decode, encode, make
-from testbed.live.intake import UNKNOWN_TYPE, caps, edge_limits
-from testbed.live.procs import Child
+from testbed.live.edge.intake import UNKNOWN_TYPE, caps, edge_limits
+from testbed.live.orchestrate.procs import Child
 from tests.protocols.test_wire_fuzz import CORPUS, seed_frames
 
 EXAMPLES = 120  # messages drawn from each strategy of the corpus
@@ -69,7 +69,7 @@ def exchange(sock: zmq.Socket, frames: list[bytes], limits: Limits) -> str:
     except zmq.Again:
         pytest.fail(f"no reply within {RECV_TIMEOUT_MS} ms to {frames!r}")
     cap = caps(limits).get(frames[0][0] if frames[0] else -1, UNKNOWN_TYPE)
-    if len(frames) > cap.parts or sum(len(f) for f in frames) > cap.nbytes:  # dropped unread (testbed/live/intake.py)
+    if len(frames) > cap.parts or sum(len(f) for f in frames) > cap.nbytes:  # dropped unread (edge/intake.py)
         assert (reply.type, reply.header["code"]) == (MsgType.ERROR, "too_large"), (frames, reply.header)
         return "too_large"
     try:

@@ -15,8 +15,8 @@ from protocols.handshake import Vocab, vocab_refusal
 from protocols.schema import OpenOk
 from protocols.ue_side import HandshakeError, UEParams, UESession
 from protocols.wire import Limits, MsgType, decode, encode, make
-from testbed.live.edgeserver import EdgeServer
-from testbed.live.serveconfig import ServeConfig
+from testbed.live.edge.edgeserver import EdgeServer
+from testbed.live.edge.serveconfig import ServeConfig
 from tests.edge_helpers import open_on
 from tests.testbed.conftest import TOKENIZER_DIR
 from tests.tiny_pair import make_pair

@@ -1,10 +1,10 @@
-"""The edge's keepalive bookkeeping (testbed/live/keepalive.py) on a hand-driven clock; over sockets:
+"""The edge's keepalive bookkeeping (testbed/live/common/keepalive.py) on a hand-driven clock; over sockets:
 test_liveness.py (frozen UE), test_auth.py (with CURVE) and test_faults.py (an outage longer than the timeout)."""
 from __future__ import annotations
 
 import pytest
 
-from testbed.live.keepalive import MISSED, STALL_S, Liveness, silence_s
+from testbed.live.common.keepalive import MISSED, STALL_S, Liveness, silence_s
 
 
 def watched(timeout_s: float = 1.0, keepalive_ms: int = 200) -> Liveness:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from testbed.live.auth import write_keys
-from testbed.live.liveness import wait_with_edge
-from testbed.live.procs import Child, ChildError
+from testbed.live.common.auth import write_keys
+from testbed.live.orchestrate.procs import wait_with_edge
+from testbed.live.orchestrate.procs import Child, ChildError
 
 IVL_MS, TIMEOUT_MS = 200, 1000  # the heartbeats of these tests
 SLACK_S = 1.0  # scheduling on a loaded 2-core CI runner
@@ -28,8 +28,8 @@ from pathlib import Path
 from protocols.handshake import Vocab
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits
-from testbed.live.client import Client, open_session
-from testbed.live.liveness import Heartbeat
+from testbed.live.ue.client import Client, open_session
+from testbed.live.common.liveness import Heartbeat
 from wisv.models.loader import load_model, load_tokenizer, vocab_facts
 from wisv.decoding.sessions import DraftSession
 import torch, zmq

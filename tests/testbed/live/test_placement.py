@@ -7,7 +7,7 @@ import pytest
 from channel import emulator
 from channel.csi import CSI
 from testbed.common.link import LinkSpec
-from testbed.live.placement import _emulator_args, _t0_of
+from testbed.live.orchestrate.placement import _emulator_args, _t0_of
 
 
 def test_emulator_args_fixed_and_trace(tmp_path):
@@ -30,20 +30,20 @@ def test_t0_from_the_emulator_line():
 
 
 def test_run_flag_reaches_the_emulator_config():
-    from testbed.live.run import parse_args
+    from testbed.live.orchestrate.run import parse_args
     cfg = parse_args(["--rtt-ms", "10", "--host-overhead-ms", "0.8"])
     assert cfg.link.host_overhead_ms == 0.8
     assert cfg.link.emulator_config(5555).host_overhead_ms == 0.8
 
 
 def test_rejection_threshold_needs_a_predictor_and_reaches_the_ues():
-    from testbed.live.run import _ue_args, parse_args
+    from testbed.live.orchestrate.run import _ue_args, parse_args
     with pytest.raises(SystemExit):
         parse_args(["--rejection-threshold", "0.9"])
     cfg = parse_args(["--rejection-predictor", "p.safetensors", "--rejection-threshold", "0.9"])
     assert cfg.ue.rejection_threshold == 0.9
     assert parse_args(["--rejection-predictor", "p.safetensors"]).ue.rejection_threshold is None  # the predictor's own
-    from testbed.live.placement import Site
+    from testbed.live.orchestrate.placement import Site
     site = Site(connect="tcp://127.0.0.1:5601", t0_epoch_s=0.0)
     args = _ue_args(cfg, "greedy", site, Path("prompts.jsonl"), Path("out"), 0, 2)
     assert args[args.index("--rejection-threshold") + 1] == "0.9"

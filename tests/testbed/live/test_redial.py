@@ -10,7 +10,7 @@ import zmq
 
 from channel.emulator import LinkConfig, LinkEmulator
 from protocols.ue_side import HandshakeError
-from testbed.live.auth import secure_connect
+from testbed.live.common.auth import secure_connect
 
 SEED = 35  # the bench_chaos seed whose run showed it
 

@@ -14,8 +14,8 @@ import pytest
 from transformers import AutoTokenizer
 
 from channel.netns import exec_prefix, topology
-from testbed.live import run
-from testbed.live.procs import Child
+from testbed.live.orchestrate import run
+from testbed.live.orchestrate.procs import Child
 from tests.channel.test_netns import needs_netns
 from tests.testbed.live.test_handshake import swapped_tokenizer
 from wisv.models.loader import builtin_paths

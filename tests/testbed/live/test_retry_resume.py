@@ -16,10 +16,10 @@ import torch
 import zmq
 
 from protocols.wire import MsgType
-from testbed.live import ue
-from testbed.live.retry import RetryExhausted, Window, backoff_s
-from testbed.live.edgeserver import EdgeServer
-from testbed.live.serveconfig import ServeConfig
+from testbed.live.ue import ue
+from testbed.live.ue.retry import RetryExhausted, Window, backoff_s
+from testbed.live.edge.edgeserver import EdgeServer
+from testbed.live.edge.serveconfig import ServeConfig
 from wisv.tasks.evaluate import greedy_reference
 from wisv.models.loader import load_model, load_tokenizer
 from wisv.decoding.speculative import RejectAll

@@ -13,7 +13,7 @@ import zmq
 from protocols.schema import OpenOk
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
-from testbed.live.procs import Child
+from testbed.live.orchestrate.procs import Child
 from wisv.tasks.evaluate import greedy_reference
 from wisv.models.loader import load_model
 from wisv.decoding.sessions import DraftSession

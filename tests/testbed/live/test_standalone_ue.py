@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from testbed.live.procs import Child
+from testbed.live.orchestrate.procs import Child
 from tests.tiny_pair import make_pair
 from wisv.records.rows import RECORD_FIELDS
 

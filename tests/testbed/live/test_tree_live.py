@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from testbed.common.link import LinkSpec
-from testbed.live.run import RunConfig, run
-from testbed.live.serveconfig import ServeConfig
-from testbed.live.ueconfig import UEConfig
+from testbed.live.orchestrate.run import RunConfig, run
+from testbed.live.edge.serveconfig import ServeConfig
+from testbed.live.ue.ueconfig import UEConfig
 
 
 @pytest.mark.slow

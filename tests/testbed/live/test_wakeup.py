@@ -3,7 +3,7 @@ import struct
 
 import pytest
 
-from testbed.live.wakeup import cpu_wakeup_bound
+from testbed.live.orchestrate.wakeup import cpu_wakeup_bound
 
 
 def test_writes_the_bound_as_a_32_bit_int(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from channel.csi import CSI
-from channel.trace import CSITrace, save_trace
+from channel.csitrace import CSITrace, save_trace
 from testbed.sim.calibrate import CalibrateConfig, exchange_overhead, time_rounds
 from testbed.sim.cli import SimConfig, parse_args, run
 from testbed.sim.model import constant, prompt_latencies, summarize

@@ -2,7 +2,7 @@
 import pytest
 
 from channel.csi import CSI
-from channel.trace import CSITrace
+from channel.csitrace import CSITrace
 from testbed.sim.window import (MatchProfile, auto, by_state, compare, fixed, match_profile, passes, replay,
                                 run_length)
 from tests.tiny_pair import make_pair
@@ -69,7 +69,7 @@ def test_by_state_and_auto_policies():
 
 def test_draft_len_auto_flags():
     from config import ConfigError
-    from testbed.live.ueconfig import parse_draft_len
+    from testbed.live.ue.ueconfig import parse_draft_len
     from testbed.sim.cli import parse_args, parse_draft_lens
     assert parse_draft_len(["auto"]) == 0 and parse_draft_len(["12"]) == 12
     assert parse_draft_lens(["4,auto", "16"]) == [4, 0, 16]

@@ -54,8 +54,8 @@ def test_prompt_rows_encode_files_and_the_split_with_the_template(chat, tmp_path
 
 
 def test_the_run_and_simulate_configs_carry_the_mode(chat, tmp_path):
-    from testbed.live.prompts import load_prompts
-    from testbed.live.run import parse_args
+    from testbed.live.orchestrate.prompts import load_prompts
+    from testbed.live.orchestrate.run import parse_args
     from testbed.sim.traces import TraceKey
     target = tmp_path / "chat"  # a "target directory" whose tokenizer has the template
     cfg = parse_args(["--target", str(target), "--prompts", "2", "--chat-template", "on"])

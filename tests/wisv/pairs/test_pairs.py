@@ -9,8 +9,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from testbed.live import run as run_cli
-from testbed.live.run import RunConfig
+from testbed.live.orchestrate import run as run_cli
+from testbed.live.orchestrate.run import RunConfig
 from tests.tiny_pair import make_pair
 from wisv import pairs
 from wisv.models.loader import PairError, builtin_paths, load_model
@@ -165,7 +165,8 @@ def _entries():
     from labeling import collect, evaluate
     from labeling.config import CollectConfig, EvalConfig
     from testbed import profile
-    from testbed.live import serve, ue
+    from testbed.live.edge import serve
+    from testbed.live.ue import ue
     from testbed.load import cli as load_cli
     from testbed.sim import calibrate
     from testbed.sim import cli as sim_cli

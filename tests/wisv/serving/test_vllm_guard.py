@@ -151,7 +151,7 @@ def _py(code: str) -> subprocess.CompletedProcess:
 
 
 def test_the_edge_without_vllm_imports_none_and_defaults_to_our_engine():
-    res = _py("import testbed.live.serve as s\nprint(s.ServeConfig().engine, 'vllm' in sys.modules)")
+    res = _py("import testbed.live.edge.serve as s\nprint(s.ServeConfig().engine, 'vllm' in sys.modules)")
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["transformers", "False"]
 
@@ -189,8 +189,8 @@ def test_target_facts_of_a_missing_dir_is_a_value_error(tmp_path):
 
 def test_open_ok_reports_the_engine_and_its_options_as_flat_scalars():
     """OPEN_OK's ``edge`` header takes scalars only (a nested dict was refused by the UE's decoder)."""
-    from testbed.live.edgeserver import edge_settings
-    from testbed.live.serveconfig import ServeConfig
+    from testbed.live.edge.edgeserver import edge_settings
+    from testbed.live.edge.serveconfig import ServeConfig
     ours = edge_settings(ServeConfig(), 0.5, "none", -1)
     assert ours["engine"] == "transformers" and not any(k.startswith("vllm_") for k in ours)
     got = edge_settings(ServeConfig(engine="vllm", vllm=VllmConfig(tensor_parallel_size=4)), 0.5, "none", -1)

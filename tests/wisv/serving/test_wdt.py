@@ -84,7 +84,7 @@ def test_split_prompts_is_seeded():
 
 def test_edge_batcher_uses_the_predictor_and_tracks_the_session():
     from protocols.wire import make, MsgType
-    from testbed.live.edgebatch import DraftBatcher
+    from testbed.live.edge.edgebatch import DraftBatcher
 
     class Sess:  # what expected_g reads of an EdgeSession
         rounds, generated = 0, 0
@@ -103,8 +103,8 @@ def test_edge_batcher_uses_the_predictor_and_tracks_the_session():
 
 def test_stop_depth_on_the_verdict():
     from protocols.wire import MsgType, make
-    from testbed.live.edgebatch import DraftBatcher
-    from testbed.live.edgeserver import _with_stop_depth
+    from testbed.live.edge.edgebatch import DraftBatcher
+    from testbed.live.edge.edgeserver import _with_stop_depth
 
     class Sess:
         rounds, generated, draft_len = 2, 6, 8  # two rounds of 3 committed: 2 accepted of 8 each

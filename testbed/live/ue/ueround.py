@@ -1,7 +1,7 @@
 """One UE round, one route: ``run_round`` takes a session from its draft to the round's committed record.
 
 It hands the session (protocols/ue_side.py ``UESession.play_round``) the round's link over the client
-(testbed/live/client.py ``RoundLink``: sends, receives, resends within the retry window), once; the session drafts,
+(testbed/live/ue/client.py ``RoundLink``: sends, receives, resends within the retry window), once; the session drafts,
 sends, drafts proactively while the edge verifies, answers the replies and commits the typed VERDICT.  From the
 finished round and the link's counters it returns the round's RoundRow fields.  The walk of one round through the
 files is in docs/architecture.md."""
@@ -11,7 +11,7 @@ import time
 
 from channel.csi import CSI
 from protocols.ue_side import UESession
-from testbed.live.client import Client, RoundLink
+from testbed.live.ue.client import Client, RoundLink
 from wisv.decoding.rejection import wasted_drafting
 
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from channel.netns import teardown_open
-from testbed.live.procs import stop_all
+from testbed.live.orchestrate.procs import stop_all
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 T = TypeVar("T")

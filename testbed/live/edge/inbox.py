@@ -9,10 +9,10 @@ peer, frames)`` to the loop through a queue.  Replies go back through an inproc 
 ZeroMQ socket must be used by one thread only.  The single-session path does not use it: the extra hop
 costs a thread wake-up per reply.  ``Direct`` gives that path the same ``get``/``send`` interface: the serving
 loop reads the socket itself and dates a message when it reads it, so that the edge time it reports spans from
-the socket (decoding included) and the UE's link time starts and ends at its own socket (testbed/live/ue.py).
+the socket (decoding included) and the UE's link time starts and ends at its own socket (testbed/live/ue/ue.py).
 The queue is bounded in messages and in bytes, per peer and in all: an arrival that finds no room is answered at
 once by ``refuse`` (the edge's ERROR ``busy``) and dropped, so that a flood cannot grow the edge's memory.  Both
-read one part at a time and drop a message larger than its type allows (testbed/live/intake.py); replies are sent
+read one part at a time and drop a message larger than its type allows (testbed/live/edge/intake.py); replies are sent
 without blocking and dropped when the peer's queue is full (a peer that never reads cannot stall the edge).
 """
 from __future__ import annotations
@@ -27,8 +27,8 @@ from collections.abc import Callable
 import zmq
 
 from protocols.wire import Limits
-from testbed.live.defaults import MAX_QUEUE_MSGS, PEER_QUEUE_BYTES, TOTAL_QUEUE_BYTES
-from testbed.live.intake import Budget, Cap, caps, message_bytes, recv_bounded, too_large
+from testbed.live.common.defaults import MAX_QUEUE_MSGS, PEER_QUEUE_BYTES, TOTAL_QUEUE_BYTES
+from testbed.live.edge.intake import Budget, Cap, caps, message_bytes, recv_bounded, too_large
 
 SWITCH_INTERVAL_S = 0.001  # Python's GIL switch interval while an Inbox runs (default 5 ms)
 POLL_MS = 100  # the thread checks its stop flag at least this often

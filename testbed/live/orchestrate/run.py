@@ -12,10 +12,11 @@ Writes per protocol ``rounds.csv``, ``outputs.jsonl`` (with the text) and ``summ
 plus ``config.json``, ``config.toml``, ``prompts.jsonl``, ``reference.jsonl``, ``summary.csv`` and ``run.png`` (the
 report: testbed/common/plots.py) to ``--out DIR``, and last the ``complete`` marker.  ``--show N`` prints the first N
 outputs beside the reference text.  A non-empty ``--out`` is refused unless ``--overwrite``; the config files a failed
-run left are not counted.  SIGINT/SIGTERM stop the children and remove the namespaces (testbed/live/interrupt.py);
-the rounds the UEs appended until then are merged into ``<protocol>/rounds.csv``.  ``--continue DIR`` goes on with
-an interrupted run (even one killed -9): it stops what the run left running (``processes.jsonl``), keeps the prompts
-already complete and runs the rest with the same config (testbed/live/cont.py).
+run left are not counted.  SIGINT/SIGTERM stop the children and remove the namespaces
+(testbed/live/orchestrate/interrupt.py); the rounds the UEs appended until then are merged into
+``<protocol>/rounds.csv``.  ``--continue DIR`` goes on with an interrupted run (even one killed -9): it stops what
+the run left running (``processes.jsonl``), keeps the prompts already complete and runs the rest with the same config
+(testbed/live/orchestrate/cont.py).
 """
 from __future__ import annotations
 
@@ -44,17 +45,17 @@ from testbed.common.machine import machine_info
 from testbed.common.plots import plot_run
 from testbed.common.summary import summarize, table, window_table
 from testbed.common.text import decoder, show
-from testbed.live import placement
-from testbed.live.interrupt import guarded
-from testbed.live.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, wait_with_edge
-from testbed.live.cont import RECORD_FILE, Recorder, continued, stop_leftovers
-from testbed.live.procs import ON_START, Child, ChildError, progress_handler
-from testbed.live.retry import RetryExhausted
-from testbed.live.prompts import TargetScorer, load_prompts, reference_outputs
-from testbed.live.serveconfig import ServeConfig
-from testbed.live.ue import PROG as UE_PROG
-from testbed.live.ueconfig import UEConfig
-from testbed.live.wakeup import cpu_wakeup_bound
+from testbed.live.orchestrate import placement
+from testbed.live.orchestrate.interrupt import guarded
+from testbed.live.common.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
+from testbed.live.orchestrate.cont import RECORD_FILE, Recorder, continued, stop_leftovers
+from testbed.live.orchestrate.procs import ON_START, Child, ChildError, progress_handler, wait_with_edge
+from testbed.live.ue.retry import RetryExhausted
+from testbed.live.orchestrate.prompts import TargetScorer, load_prompts, reference_outputs
+from testbed.live.edge.serveconfig import ServeConfig
+from testbed.live.ue.ue import PROG as UE_PROG
+from testbed.live.ue.ueconfig import UEConfig
+from testbed.live.orchestrate.wakeup import cpu_wakeup_bound
 from wisv.tasks.jsonl import read_jsonl, write_jsonl
 from wisv.models.loader import DTYPE_CHOICES
 from wisv.pairs import apply_pair
@@ -92,7 +93,7 @@ class RunConfig:
     netns: bool = False  # edge and UEs in their own network namespaces joined by a veth (root), tc on the veth
     overwrite: bool = False  # empty a non-empty --out first (without it, a non-empty --out is refused)
     continue_dir: str | None = field(default=None, metadata={
-        "flag": "continue"})  # continue the interrupted run in this directory with its config (testbed/live/cont.py)
+        "flag": "continue"})  # continue the interrupted run in this directory with its config (orchestrate/cont.py)
     show: int = field(default=0, metadata={
         "min": 0})  # print the first N outputs beside the reference text, marking where each first diverges
     remote_edge: str | None = field(default=None, metadata={

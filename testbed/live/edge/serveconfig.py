@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from testbed.live.defaults import (HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, MAX_QUEUE_MSGS, PEER_QUEUE_BYTES,
+from testbed.live.common.defaults import (HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, MAX_QUEUE_MSGS, PEER_QUEUE_BYTES,
                                    TOTAL_QUEUE_BYTES)
 from wisv.models.choices import DTYPE_CHOICES
 from wisv.serving.engine import ENGINE_CHOICES
@@ -86,5 +86,5 @@ class ServeConfig:
     capture: str | None = None  # record a pcap of the edge's traffic here (root; tcpdump, else scapy)
     capture_iface: str | None = None  # interface to capture on (None: the one of --bind's address; 0.0.0.0: give it)
     insecure: bool = False  # serve beyond loopback without --auth (protected mode refuses it otherwise)
-    journal: str | None = None  # append opens, per-round commits and drops to this JSONL file (testbed/live/journal.py)
+    journal: str | None = None  # append opens, per-round commits and drops to this JSONL file (edge/journal.py)
     vllm: VllmConfig = field(default_factory=VllmConfig)  # --engine vllm: the engine options passed to vLLM

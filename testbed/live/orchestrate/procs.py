@@ -19,7 +19,7 @@ from pathlib import Path
 
 PR_SET_PDEATHSIG = 1  # prctl option: the signal this process gets when its parent dies (linux/prctl.h)
 _LIVE: dict[int, "Child"] = {}  # children started and not yet stopped, by PID
-ON_START: list[Callable[["Child"], None]] = []  # called with each child as it starts (testbed/live/cont.py records it)
+ON_START: list[Callable[["Child"], None]] = []  # called with each child as it starts (orchestrate/cont.py records it)
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
@@ -117,3 +117,19 @@ def progress_handler(bar) -> Callable[[str], None]:
             if info.get("error"):
                 bar.write(f"prompt {info['prompt_id']}: {info['error']}")
     return on_line
+
+
+def wait_with_edge(ues: list[Child], edge: Child | None, poll_s: float = 0.2) -> None:
+    """Wait until every UE process has exited; raise ChildError at once if the run's edge exits first (the run
+    does not restart it: the UEs could only time out)."""
+    while any(ue.proc.poll() is None for ue in ues):
+        if edge is not None and (rc := edge.proc.poll()) is not None:
+            raise ChildError(f"the edge exited (code {rc}) while the UEs ran{_last_line(edge)}; the run stops; "
+                             f"see {edge.log_path}")
+        time.sleep(poll_s)
+
+
+def _last_line(child: Child) -> str:
+    """': <the last line of a child's log>', or nothing."""
+    lines = [ln for ln in child.log_path.read_text(errors="replace").splitlines() if ln.strip()]
+    return f": {lines[-1].strip()}" if lines else ""

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import zmq
 
 from protocols.wire import Limits, MsgType, encode, make
-from testbed.live.auth import secure_connect
-from testbed.live.sockbounds import bound_socket
+from testbed.live.common.auth import secure_connect
+from testbed.live.common.sockbounds import bound_socket
 
 MISSED = 3  # a session is silent once it missed this many of its keepalives (and --heartbeat-timeout-ms passed)
 STALL_S = 0.5  # a gap this long between two edge checks is the edge's own stall: not counted as silence, s

@@ -30,7 +30,7 @@ import config
 from channel.emulator import parse_hostport
 from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
 from channel.capture import capturing, iface_for
-from channel.trace import CSITrace
+from channel.csitrace import CSITrace
 from protocols.handshake import Vocab
 from protocols.ue_side import EdgeError, HandshakeError, UEParams, UESession
 from protocols.wire import Limits, MsgType, WireError, make
@@ -38,12 +38,12 @@ from testbed.common.link import LinkSpec
 from testbed.common.files import write_csv_atomic, write_text_atomic
 from testbed.common.summary import summarize, table, write_summary
 from testbed.common.text import decoder, progress_line, text_fields
-from testbed.live.cont import Kept, in_prompt_order, keep_done
-from testbed.live.client import Client, close_session, fetch_references, handshake, open_session
-from testbed.live.liveness import Heartbeat
-from testbed.live.retry import RetryExhausted
-from testbed.live.ueconfig import UEConfig
-from testbed.live.ueround import run_round
+from testbed.live.ue.kept import Kept, in_prompt_order, keep_done
+from testbed.live.ue.client import Client, close_session, fetch_references, handshake, open_session
+from testbed.live.common.liveness import Heartbeat
+from testbed.live.ue.retry import RetryExhausted
+from testbed.live.ue.ueconfig import UEConfig
+from testbed.live.ue.ueround import run_round
 from wisv.tasks.evaluate import eos_id
 from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.tasks.prompts import prompt_rows

@@ -12,7 +12,7 @@ from tqdm import tqdm
 from protocols.handshake import Vocab
 from protocols.wire import Limits
 from testbed.common.text import decoder
-from testbed.live.client import Client, fetch_references
+from testbed.live.ue.client import Client, fetch_references
 from wisv.tasks.evaluate import greedy_reference
 from wisv.tasks.jsonl import write_jsonl
 from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts

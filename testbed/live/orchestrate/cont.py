@@ -5,9 +5,10 @@ A run records every child it starts (edge, emulator, UEs) and the namespaces ope
 still run (matched by PID and start time, so a reused PID is left alone) and deletes the recorded namespaces that
 still exist; it refuses a run that is complete, still running, or whose config would differ (one line naming the
 field).  Then each UE keeps the prompts already complete in its ``outputs.jsonl`` (and their rounds from
-``rounds.jsonl``), drops the unfinished prompt's rows, and runs only the rest with the same config (``--keep-done``):
-the same seeds per prompt index, so a lossless protocol gives the outputs of an uninterrupted run.  Per-UE files are
-appended one line at a time or replaced atomically; a line cut short by the kill is dropped.
+``rounds.jsonl``), drops the unfinished prompt's rows, and runs only the rest with the same config (``--keep-done``:
+testbed/live/ue/kept.py): the same seeds per prompt index, so a lossless protocol gives the outputs of an
+uninterrupted run.  Per-UE files are appended one line at a time or replaced atomically; a line cut short by the kill
+is dropped.
 """
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
-from testbed.common.files import COMPLETE_FILE, write_text_atomic
+from testbed.common.files import COMPLETE_FILE, complete_lines
 
 RECORD_FILE = "processes.jsonl"  # the run's children and namespaces, one JSON line per child started
 IGNORED = ("out", "overwrite", "continue_dir")  # RunConfig fields a continue may give differently
@@ -46,10 +47,9 @@ class Recorder:
         self._line({"name": "run", "pid": os.getpid(), "start_ticks": start_ticks(os.getpid()), "namespaces": []})
 
     def __call__(self, child) -> None:
-        from channel.netns import _OPEN  # the namespaces of the topologies open now (netns placement)
-        names = [ns for topo, _ in _OPEN.values() for ns in topo.namespaces]
+        from channel.netns import open_namespaces  # the namespaces open now (netns placement)
         self._line({"name": child.name, "pid": child.proc.pid, "start_ticks": start_ticks(child.proc.pid),
-                    "namespaces": names})
+                    "namespaces": open_namespaces()})
 
     def _line(self, rec: dict) -> None:
         with self.path.open("a") as f:
@@ -61,21 +61,6 @@ class Recorder:
 def recorded(out: Path) -> list[dict]:
     """The records of DIR/processes.jsonl (a line cut short by a kill is skipped)."""
     return complete_lines(out / RECORD_FILE)
-
-
-def complete_lines(path: Path) -> list[dict]:
-    """The JSON lines of a file appended line by line; a last line cut short (no newline, or not JSON) is dropped."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return []
-    rows = []
-    for line in text.split("\n")[:-1]:  # what follows the last newline was never finished
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
 
 
 def check_continuable(out: Path) -> None:
@@ -133,36 +118,6 @@ def differing_field(saved: dict, given: dict, prefix: str = "") -> str | None:
         elif a != b:
             return f"{prefix}{k}"
     return None
-
-
-@dataclass
-class Kept:
-    """What a UE keeps of an interrupted run: its complete prompts' output records and their round rows."""
-
-    recs: list[dict] = field(default_factory=list)  # output records, in prompt order
-    rows: list[dict] = field(default_factory=list)  # their rounds (RoundRow fields), in the order appended
-
-    @property
-    def ids(self) -> set[str]:
-        return {str(r["prompt_id"]) for r in self.recs}
-
-
-def keep_done(out: Path, prompt_ids: list[str]) -> Kept:
-    """The prompts of ``prompt_ids`` complete (no error) in out/outputs.jsonl and their rounds in out/rounds.jsonl;
-    both files are rewritten atomically to hold only those (a prompt cut short, or failed, runs again)."""
-    order = {pid: i for i, pid in enumerate(prompt_ids)}
-    recs = {str(r["prompt_id"]): r for r in complete_lines(out / "outputs.jsonl")
-            if not r.get("error") and str(r["prompt_id"]) in order}
-    kept = Kept(sorted(recs.values(), key=lambda r: order[str(r["prompt_id"])]))
-    kept.rows = [r for r in complete_lines(out / "rounds.jsonl") if str(r["prompt_id"]) in recs]
-    write_text_atomic(out / "outputs.jsonl", "".join(json.dumps(r) + "\n" for r in kept.recs))
-    write_text_atomic(out / "rounds.jsonl", "".join(json.dumps(r) + "\n" for r in kept.rows))
-    return kept
-
-
-def in_prompt_order(recs: list[dict], prompt_ids: list[str]) -> list[dict]:
-    order = {pid: i for i, pid in enumerate(prompt_ids)}
-    return sorted(recs, key=lambda r: order.get(str(r["prompt_id"]), len(order)))
 
 
 def continued(argv: list[str], parse) -> object:

@@ -1,8 +1,9 @@
 """The edge's message handling without sockets: ``EdgeServer.handle(peer, frames) -> reply frames``.
 
-It admits sessions (testbed/live/admission.py), runs each session's protocol (protocols/edge_side.py) on a
+It admits sessions (testbed/live/edge/admission.py), runs each session's protocol (protocols/edge_side.py) on a
 verification engine from the registry (wisv/serving/engine.py) or on a VerifySession of its own, batches concurrent
-DRAFTs (testbed/live/edgebatch.py) and answers REFERENCEs.  The socket loop around it is testbed/live/serve.py.
+DRAFTs (testbed/live/edge/edgebatch.py) and answers REFERENCEs.  The socket loop around it is
+testbed/live/edge/serve.py.
 """
 from __future__ import annotations
 
@@ -15,15 +16,15 @@ import numpy as np
 from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.handshake import Vocab
 from protocols.wire import WIRE_VERSION, Message, MsgType, WireError, decode, encode, error_message, make
-from testbed.live.admission import (OpenLimits, Quotas, Seat, admit_kv, budget_refusal, draft_refusal, stale,
+from testbed.live.edge.admission import (OpenLimits, Quotas, Seat, admit_kv, budget_refusal, draft_refusal, stale,
                                     vocab_check, why_refused)
-from testbed.live.auth import peer_address, user_id
-from testbed.live.edgebatch import BatcherConfig, DraftBatcher
-from testbed.live.intake import Bucket, caps, edge_limits
-from testbed.live.journal import Journal
-from testbed.live.keepalive import Liveness
-from testbed.live.references import Job, ReferenceCache, ReferenceWorker
-from testbed.live.serveconfig import ServeConfig
+from testbed.live.common.auth import peer_address, user_id
+from testbed.live.edge.edgebatch import BatcherConfig, DraftBatcher
+from testbed.live.edge.intake import Bucket, caps, edge_limits
+from testbed.live.edge.journal import Journal
+from testbed.live.common.keepalive import Liveness
+from testbed.live.edge.references import Job, ReferenceCache, ReferenceWorker
+from testbed.live.edge.serveconfig import ServeConfig
 from wisv.decoding.sessions import VerifySession
 from wisv.models.loader import resolve_dtype, vocab_facts
 from wisv.serving.engine import EngineOptions, EngineView, VerifyEngine, build_engine
@@ -46,10 +47,10 @@ class EdgeServer:
         self.hidden_layer = policy.hidden_layer  # both sides record this layer for the head
         self.eos = eos_id(target)
         self.limits = edge_limits(int(target.config.vocab_size), cfg.max_draft_len, cfg.max_probe_bytes)
-        self.caps = caps(self.limits)  # parts and bytes each message type may have (testbed/live/intake.py)
+        self.caps = caps(self.limits)  # parts and bytes per message type (testbed/live/edge/intake.py)
         self.probes = Bucket(cfg.probe_rate_kb_s * 1e3, cfg.probe_burst_kb * 1e3)  # PONG bytes per peer
         self.sessions: dict[str, EdgeSession] = {}  # session token -> session
-        self.seats: dict[str, Seat] = {}  # session token -> who holds it (testbed/live/admission.py)
+        self.seats: dict[str, Seat] = {}  # session token -> who holds it (testbed/live/edge/admission.py)
         self.quotas = Quotas(cfg.max_sessions, cfg.sessions_per_identity, cfg.sessions_per_key,
                              cfg.sessions_per_source, cfg.reserved_sessions)
         self.peer_keys: dict[bytes, str | None] = {}  # peer -> the authenticated key (ZAP User-Id) it sends with
@@ -311,7 +312,8 @@ class EdgeServer:
         return len(mine)
 
     def sweep_silent(self) -> dict[bytes, int]:
-        """Free the sessions whose UE stopped keeping them alive (testbed/live/keepalive.py); {peer: how many}."""
+        """Free the sessions whose UE stopped keeping them alive (testbed/live/common/keepalive.py);
+        {peer: how many}."""
         freed: dict[bytes, int] = {}
         for token in self.alive.silent():
             if (seat := self.seats.get(token)) is not None:

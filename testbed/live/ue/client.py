@@ -1,7 +1,7 @@
 """The UE's side of the socket: a DEALER shell that counts wire bytes and stamps times at the socket, a round's link
 over it (``RoundLink``, what ``UESession.play_round`` runs over), and the exchanges a UE makes outside its rounds (RTT
 handshake and rate probes, OPEN with its checks, REFERENCE).  Every exchange is retried within the retry window
-(testbed/live/retry.py): after a receive timeout the socket is replaced and the same message sent again; the edge
+(testbed/live/ue/retry.py): after a receive timeout the socket is replaced and the same message sent again; the edge
 answers a retransmission as it answered the first."""
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ from protocols.handshake import REFUSALS, Vocab
 from protocols.schema import OpenOk
 from protocols.ue_side import REPLY_TO, EdgeError, HandshakeError, UESession, edge_error, is_current
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
-from testbed.live.auth import HANDSHAKE_WAIT_S, secure_connect
-from testbed.live.keepalive import Keepalive
-from testbed.live.liveness import Heartbeat
-from testbed.live.retry import RETRYABLE, Window
-from testbed.live.sockbounds import bound_socket
+from testbed.live.common.auth import HANDSHAKE_WAIT_S, secure_connect
+from testbed.live.common.keepalive import Keepalive
+from testbed.live.common.liveness import Heartbeat
+from testbed.live.ue.retry import RETRYABLE, Window
+from testbed.live.common.sockbounds import bound_socket
 
 UNKNOWN_SESSION = "unknown_session"  # the edge's ERROR code for a session it does not hold (restarted, or freed)
 IN_PROGRESS = "in_progress"  # the edge's ERROR code for a retransmitted DRAFT still being verified: keep waiting

@@ -19,7 +19,7 @@ import config
 from channel.emulator import EmulatorConfig, LinkEmulator, parse_hostport
 from channel.netns import exec_prefix, topology
 from channel.tc import applied, direction_specs, kernel_has_netem, plan_link
-from testbed.live.procs import Child
+from testbed.live.orchestrate.procs import Child
 
 EDGE_PORT = 5555  # edge port inside its namespace
 EMULATOR_PORT = 5601  # emulator port on the UE namespace's loopback

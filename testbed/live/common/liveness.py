@@ -14,15 +14,13 @@ and the UE re-opens them.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from testbed.live.auth import handshake_failure
-from testbed.live.defaults import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
-from testbed.live.procs import Child, ChildError
+from testbed.live.common.auth import handshake_failure
+from testbed.live.common.defaults import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
 
 WATCHED = zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL \
     | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
@@ -90,18 +88,3 @@ def source_fd(frames: list) -> int | None:
     except zmq.ZMQError:
         return None
 
-
-def wait_with_edge(ues: list[Child], edge: Child | None, poll_s: float = 0.2) -> None:
-    """Wait until every UE process has exited; raise ChildError at once if the run's edge exits first (the run
-    does not restart it: the UEs could only time out)."""
-    while any(ue.proc.poll() is None for ue in ues):
-        if edge is not None and (rc := edge.proc.poll()) is not None:
-            raise ChildError(f"the edge exited (code {rc}) while the UEs ran{_last_line(edge)}; the run stops; "
-                             f"see {edge.log_path}")
-        time.sleep(poll_s)
-
-
-def _last_line(child: Child) -> str:
-    """': <the last line of a child's log>', or nothing."""
-    lines = [ln for ln in child.log_path.read_text(errors="replace").splitlines() if ln.strip()]
-    return f": {lines[-1].strip()}" if lines else ""

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import config
 from protocols.auto import AUTO_RULES
 from protocols.registry import PROTOCOLS
-from testbed.live.defaults import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
+from testbed.live.common.defaults import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
 from wisv.models.choices import DTYPE_CHOICES
 from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
 from wisv.timing.window import AUTO_DRAFT_LEN

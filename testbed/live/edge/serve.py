@@ -3,12 +3,12 @@
 Usage: ``python -m testbed.serve --bind tcp://0.0.0.0:5555 [--auth KEYS] [--target DIR] [--head none]``
 Prints ``READY <endpoint>`` once listening.  A bad message gets an ERROR reply naming the problem;
 every other session keeps being served.  Sessions are freed on CLOSE, after ``--session-timeout-s`` idle, or when
-their peer's connection ends (closed, or silent past ``--heartbeat-timeout-ms``: testbed/live/liveness.py).
+their peer's connection ends (closed, or silent past ``--heartbeat-timeout-ms``: testbed/live/common/liveness.py).
 ``--auth DIR`` (keys from ``python -m testbed.keys``) requires CurveZMQ and accepts only the client keys listed in
-DIR/clients; a session is bound to the key that opened it (testbed/live/auth.py).
+DIR/clients; a session is bound to the key that opened it (testbed/live/common/auth.py).
 Protected mode: a ``--bind`` reachable from other hosts without ``--auth`` is refused (exit 2) unless ``--insecure``;
 loopback stays open.  A UE that declares keepalives at OPEN and falls silent (frozen) for ``--heartbeat-timeout-ms``
-has its sessions freed (testbed/live/keepalive.py).
+has its sessions freed (testbed/live/common/keepalive.py).
 OPEN is refused when the UE's drafter does not share the target's tokenizer (size and hash of the vocabulary) or
 its hidden size does not fit the decision head, or when its prompt plus max_new_tokens exceeds the target's context
 (or ``--max-context-tokens``), or when its KV cache (prompt + max_new_tokens + draft_len positions) cannot fit
@@ -39,14 +39,14 @@ import zmq
 import config
 from channel.capture import capturing, iface_for
 from testbed.common.heads import load_policy
-from testbed.live.auth import open_bind_refusal, open_bind_warning, serve_curve
-from testbed.live.edgeserver import EdgeServer
-from testbed.live.inbox import SWITCH_INTERVAL_S, Direct, Inbox
-from testbed.live.liveness import Heartbeat, PeerWatch
-from testbed.live.ratelog import limit as rate_limit_warnings
-from testbed.live.references import ReferenceWorker
-from testbed.live.serveconfig import ServeConfig
-from testbed.live.sockbounds import bound_socket
+from testbed.live.common.auth import open_bind_refusal, open_bind_warning, serve_curve
+from testbed.live.edge.edgeserver import EdgeServer
+from testbed.live.edge.inbox import SWITCH_INTERVAL_S, Direct, Inbox
+from testbed.live.common.liveness import Heartbeat, PeerWatch
+from testbed.live.edge.ratelog import limit as rate_limit_warnings
+from testbed.live.edge.references import ReferenceWorker
+from testbed.live.edge.serveconfig import ServeConfig
+from testbed.live.common.sockbounds import bound_socket
 from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype
 from wisv.serving.vllm_engine import TargetFacts
 from wisv.pairs import apply_pair
@@ -84,7 +84,7 @@ def serve(cfg: ServeConfig, ready=print) -> None:
     # heartbeats still reach it, and their TTL (--heartbeat-timeout-ms) closes a connection gone silent
     Heartbeat(0, cfg.heartbeat_timeout_ms).apply(sock)
     # no ROUTER_HANDOVER: with CURVE and heartbeats, libzmq aborts when identities are taken over repeatedly; a UE
-    # that redials uses a fresh identity, and its sessions follow their token (testbed/live/admission.py)
+    # that redials uses a fresh identity, and its sessions follow their token (testbed/live/edge/admission.py)
     stop = {"flag": False}
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.update(flag=True))

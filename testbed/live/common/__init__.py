@@ -1,0 +1,1 @@
+"""The plumbing both ends of the link share: CurveZMQ keys, heartbeats and keepalives, socket bounds, defaults."""

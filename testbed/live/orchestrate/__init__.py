@@ -1,0 +1,1 @@
+"""The orchestrator (testbed.run): its child processes, placement and link, prompts, interrupts, and --continue."""
