@@ -39,6 +39,8 @@ from protocols.registry import ALL_PROTOCOLS, PROTOCOLS
 from protocols.ue_side import AUTO_DRAFT_LEN, EdgeError, HandshakeError
 from testbed.common.files import (CONFIG_FILES, mark_complete, prepare_out, write_csv_atomic, write_json_atomic,
                                   write_text_atomic)
+from testbed.common.compare import (group_summaries, group_text, paired_rows, paired_text, prompt_correct,
+                                    prompt_groups, write_comparisons)
 from testbed.common.heads import load_policy
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
@@ -59,6 +61,7 @@ from testbed.live.orchestrate.wakeup import cpu_wakeup_bound
 from wisv.tasks.jsonl import read_jsonl, write_jsonl
 from wisv.models.loader import DTYPE_CHOICES
 from wisv.pairs import apply_pair
+from wisv.pairs.scorer import SCORERS, resolve_scorer
 from wisv.records.rows import read_records, read_round_log
 
 
@@ -88,6 +91,7 @@ class RunConfig:
     ues: int = field(default=1, metadata={
         "min": 1})  # UE processes sharing the edge and the link; prompts are dealt round-robin
     reference: bool = True  # compute target-only greedy outputs for matches_target (--no-reference: skip)
+    fluency_model: str = field(default="none", metadata={"choices": ("auto", "none", *SCORERS)})  # a third LM's fluency score beside the target's (docs/fluency.md; auto: where built)
     cpu_wakeup_us: int | None = field(default=None, metadata={
         "min": 0})  # hold /dev/cpu_dma_latency at this bound during the run, us (root; 0: poll)
     netns: bool = False  # edge and UEs in their own network namespaces joined by a veth (root), tc on the veth
@@ -180,7 +184,10 @@ def run(cfg: RunConfig) -> list[dict]:
     prompts, tok = load_prompts(cfg, out / "prompts.jsonl")
     refs = reference_outputs(cfg, prompts, out / "reference.jsonl", tok) if cfg.reference else None
     scorer = TargetScorer(cfg, prompts) if refs is not None and cfg.remote_edge is None else None  # fluency
-    summaries, windows = [], []
+    ext = resolve_scorer(cfg.fluency_model, device=cfg.device) if refs is not None else None  # a third LM's
+    summaries, windows, by_group, correct = [], [], [], {}
+    groups = prompt_groups(prompts)
+    decode = tok.decode if tok is not None else None
     with cpu_wakeup_bound(cfg.cpu_wakeup_us) as wakeup, _placement(cfg)(cfg, out, _edge_args(cfg)) as site:
         for note in site.notes + ([wakeup] if cfg.cpu_wakeup_us is not None else []):
             print(f"link: {note}")
@@ -190,8 +197,11 @@ def run(cfg: RunConfig) -> list[dict]:
                 _run_ues(cfg, proto, site, out / "prompts.jsonl", pdir, len(prompts))
             finally:  # also after a failure or an interruption: every round the UEs appended
                 rounds = _merge_rounds(pdir)
-            s = _collect(proto, pdir, rounds, prompts, tok, refs, scorer)
+            s, outputs = _collect(proto, pdir, rounds, prompts, tok, refs, scorer, ext)
             windows.append(window_table(proto, rounds))
+            correct[proto] = prompt_correct(outputs, prompts, decode)
+            if groups is not None:
+                by_group += group_summaries(proto, rounds, outputs, prompts, decode, refs, groups, nll=scorer, ext=ext)
             write_json_atomic(pdir / "summary.json", s)
             summaries.append(s)
             head_desc = _record_edge(cfg, out, pdir) or head_desc
@@ -200,7 +210,9 @@ def run(cfg: RunConfig) -> list[dict]:
     tree = f"; tree budget {budget}" if any(PROTOCOLS[p].desc.tree for p in cfg.protocols()) else ""
     print(f"\nlink: {_describe_link(cfg, site)}; K={_window(cfg.ue)}{tree}; head={head_desc}; results in {out}")
     print(table(summaries))
-    for w in filter(None, windows):
+    paired = paired_rows(correct, groups)
+    write_comparisons(out, by_group, paired)
+    for w in filter(None, [*windows, group_text(by_group), paired_text(paired)]):
         print(w)
     if cfg.show:
         print(_show(cfg, out, prompts, tok, refs))
@@ -297,12 +309,14 @@ def _merge_rounds(pdir: Path) -> pd.DataFrame:
     return rounds
 
 
-def _collect(proto: str, pdir: Path, rounds: pd.DataFrame, prompts: pd.DataFrame, tok, refs, scorer=None) -> dict:
-    """Merge the UEs' outputs into <pdir>/outputs.jsonl, then summarize with the merged rounds."""
+def _collect(proto: str, pdir: Path, rounds: pd.DataFrame, prompts: pd.DataFrame, tok, refs, scorer=None,
+             ext=None) -> tuple[dict, pd.DataFrame]:
+    """Merge the UEs' outputs into <pdir>/outputs.jsonl, then summarize with the merged rounds: (summary, outputs)."""
     ue_dirs = sorted(d for d in pdir.glob("ue*") if d.is_dir())
     outputs = pd.concat([pd.read_json(d / "outputs.jsonl", lines=True) for d in ue_dirs], ignore_index=True)
     write_text_atomic(pdir / "outputs.jsonl", outputs.to_json(orient="records", lines=True, force_ascii=False))
-    return summarize(proto, rounds, outputs, prompts, tok.decode if tok is not None else None, refs, scorer)
+    return summarize(proto, rounds, outputs, prompts, tok.decode if tok is not None else None, refs, scorer,
+                     ext), outputs
 
 
 def _edge_args(cfg: RunConfig) -> list[str]:

@@ -1,0 +1,114 @@
+"""Methods side by side on the same prompts: paired accuracy against the first method, and summaries by kind group.
+
+Two methods run on the same prompts are compared prompt by prompt (wisv/records/paired.py): lost and gained prompts
+(McNemar's discordant pairs), the accuracy delta with its bootstrap 95% interval, and McNemar's exact p.  Where the
+prompts carry a ``kind`` (the task suite, wisv/tasks/suite.py), every figure is also given per group of kinds, by the
+kind's role and family ("seen question", "unseen question", "unseen free", ...): kinds that no distillation or
+calibration prompt used are reported apart from the kinds that some did.  Derived from the per-round records and
+the per-prompt outputs only (pandas).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from testbed.common.files import write_csv_atomic
+from testbed.common.summary import summarize
+from wisv.records.paired import paired_accuracy, paired_frame
+from wisv.tasks.qa import check_answer
+from wisv.tasks.suite import family, kind_split
+
+ALL = "all"  # the group of every prompt
+GROUP_COLUMNS = ["protocol", "group", "prompts", "accuracy", "aal", "rounds_per_prompt", "latency_s",
+                 "matches_target", "drift_rouge_l", "fluency_ppl_ratio"]
+PAIRED_COLUMNS = ["protocol", "against", "group", "n", "lost", "gained", "delta", "ci_low", "ci_high", "mcnemar_p"]
+
+
+def prompt_correct(outputs: pd.DataFrame, prompts: pd.DataFrame, decode: Callable | None) -> pd.DataFrame | None:
+    """[prompt_id, correct] for every finished prompt with an answer (None: no decoder or no answers)."""
+    ok = outputs[outputs["error"].isna()] if "error" in outputs else outputs
+    if decode is None or "answer" not in prompts or not len(ok):
+        return None
+    m = ok.merge(prompts[["prompt_id", "answer"]], on="prompt_id")
+    m = m[m["answer"].map(lambda a: a is not None and not (isinstance(a, float) and math.isnan(a)))]
+    if not len(m):
+        return None
+    return pd.DataFrame({"prompt_id": m["prompt_id"],
+                         "correct": [check_answer(decode(t), a) for t, a in zip(m["tokens"], m["answer"])]})
+
+
+def prompt_groups(prompts: pd.DataFrame) -> pd.Series | None:
+    """prompt_id -> its group ("<role> <family>", e.g. "unseen question"; "other" for a kind outside the suite);
+    None when the prompts carry no kind."""
+    if "kind" not in prompts or prompts["kind"].isna().all():
+        return None
+    split = kind_split()
+
+    def group(kind) -> str:
+        return f"{split[kind]} {family(kind)}" if isinstance(kind, str) and kind in split else "other"
+    return pd.Series([group(k) for k in prompts["kind"]], index=prompts["prompt_id"].to_numpy())
+
+
+def _subset(df: pd.DataFrame, ids: set[str]) -> pd.DataFrame:
+    return df[df["prompt_id"].isin(ids)] if len(df) else df
+
+
+def group_summaries(proto: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompts: pd.DataFrame, decode,
+                    refs, groups: pd.Series, **scorers) -> list[dict]:
+    """One protocol's summary per group of kinds (``scorers``: summarize's nll and ext)."""
+    rows = []
+    for g in sorted(set(groups)):
+        ids = set(groups.index[groups == g])
+        s = summarize(proto, _subset(rounds, ids), _subset(outputs, ids), _subset(prompts, ids), decode, refs,
+                      **scorers)
+        rows.append({**s, "group": g})
+    return rows
+
+
+def paired_rows(correct: dict[str, pd.DataFrame], groups: pd.Series | None) -> list[dict]:
+    """Every method against the first, prompt by prompt, over all prompts and per group."""
+    names = [n for n, c in correct.items() if c is not None]
+    if len(names) < 2:
+        return []
+    base, rows = names[0], []
+    for name in names[1:]:
+        b, n = correct[base], correct[name]
+        for g in [ALL] + (sorted(set(groups)) if groups is not None else []):
+            ids = set(b["prompt_id"]) if g == ALL else set(groups.index[groups == g])
+            pb, pn = paired_frame(_subset(b, ids), _subset(n, ids))
+            if len(pb):
+                rows.append({"protocol": name, "against": base, "group": g,
+                             **paired_accuracy(pb, pn).as_dict()})
+    return rows
+
+
+def paired_text(rows: list[dict]) -> str:
+    """The printed paired table: lost, gained, the delta and its interval."""
+    if not rows:
+        return ""
+    df = pd.DataFrame(rows)[PAIRED_COLUMNS]
+    df["delta"] = df.apply(lambda r: f"{r.delta:+.1%} [{r.ci_low:+.1%}, {r.ci_high:+.1%}]", axis=1)
+    df["mcnemar_p"] = df["mcnemar_p"].map(lambda p: f"{p:.3g}")
+    return "paired accuracy, prompt by prompt (delta: bootstrap 95% interval):\n" + \
+        df.drop(columns=["ci_low", "ci_high"]).to_string(index=False)
+
+
+def group_text(rows: list[dict]) -> str:
+    """The printed per-group table."""
+    if not rows:
+        return ""
+    df = pd.DataFrame(rows)
+    df = df[[c for c in GROUP_COLUMNS if c in df]]
+    return "by kind of prompt (unseen: no distillation or calibration prompt of that kind):\n" + \
+        df.to_string(index=False, float_format=lambda v: f"{v:.3f}")
+
+
+def write_comparisons(out: Path, by_group: list[dict], paired: list[dict]) -> None:
+    """summary_by_group.csv and paired.csv in ``out`` (each only when it has rows)."""
+    if by_group:
+        write_csv_atomic(out / "summary_by_group.csv", pd.DataFrame(by_group))
+    if paired:
+        write_csv_atomic(out / "paired.csv", pd.DataFrame(paired)[PAIRED_COLUMNS])

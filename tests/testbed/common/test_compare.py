@@ -1,0 +1,51 @@
+"""Methods side by side (testbed/common/compare.py): paired accuracy against the first method, and groups of kinds."""
+import pandas as pd
+import pytest
+
+from testbed.common.compare import group_summaries, paired_rows, paired_text, prompt_correct, prompt_groups
+
+
+def decode(tokens):
+    return "".join(tokens)
+
+
+def frames():
+    prompts = pd.DataFrame({"prompt_id": ["a", "b", "c", "d"], "answer": [["x"], ["y"], ["z"], ["w"]],
+                            "kind": ["author", "addition", "author", "advice"]})
+    greedy = pd.DataFrame({"prompt_id": list("abcd"), "tokens": [["x is it."], ["y is it."], ["q."], ["w is."]],
+                           "t_e2e_s": [1.0, 1.0, 1.0, 1.0]})
+    ours = pd.DataFrame({"prompt_id": list("abcd"), "tokens": [["q."], ["y is it."], ["z is it."], ["q."]],
+                         "t_e2e_s": [0.5, 0.5, 0.5, 0.5]})
+    return prompts, greedy, ours
+
+
+def test_paired_rows_count_lost_and_gained_per_group():
+    prompts, greedy, ours = frames()
+    correct = {"greedy": prompt_correct(greedy, prompts, decode), "auto": prompt_correct(ours, prompts, decode)}
+    assert correct["greedy"]["correct"].tolist() == [True, True, False, True]
+    groups = prompt_groups(prompts)
+    assert groups.to_dict() == {"a": "unseen question", "b": "seen question", "c": "unseen question",
+                                "d": "seen free"}
+    rows = {r["group"]: r for r in paired_rows(correct, groups)}
+    assert (rows["all"]["lost"], rows["all"]["gained"]) == (2, 1)
+    assert (rows["unseen question"]["lost"], rows["unseen question"]["gained"]) == (1, 1)
+    assert rows["all"]["delta"] == pytest.approx(-0.25)
+    assert "greedy" in paired_text(list(rows.values()))
+
+
+def test_one_method_or_no_answers_gives_no_pairs():
+    prompts, greedy, _ = frames()
+    assert paired_rows({"greedy": prompt_correct(greedy, prompts, decode)}, None) == []
+    assert prompt_correct(greedy, prompts.drop(columns="answer"), decode) is None
+    assert prompt_groups(prompts.drop(columns="kind")) is None
+
+
+def test_group_summaries_split_the_rounds_by_kind():
+    prompts, greedy, _ = frames()
+    rounds = pd.DataFrame({"prompt_id": list("aabcd"), "accepted": [1, 3, 2, 0, 4], "drafted": [4] * 5,
+                           "uplink_bytes": 10, "downlink_bytes": 5, "t_comm_s": 0.1, "t_verify_s": 0.1,
+                           "t_draft_s": 0.1})
+    rows = {r["group"]: r for r in group_summaries("greedy", rounds, greedy, prompts, decode, None,
+                                                   prompt_groups(prompts))}
+    assert rows["unseen question"]["prompts"] == 2 and rows["unseen question"]["aal"] == pytest.approx(4 / 3)
+    assert rows["seen free"]["aal"] == 4 and rows["seen question"]["rounds_per_prompt"] == 1
