@@ -13,8 +13,7 @@ from __future__ import annotations
 import bisect
 import csv
 import math
-from dataclasses import dataclass
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from channel.csi import CSI

@@ -31,10 +31,10 @@ from labeling.config import LabelConfig
 from labeling.forced import Forced, Job, forced_cached
 from labeling.harm import harm_label, window_ppl_ratio
 from labeling.store import EPISODES, LABELS, load_config, load_traces, require, save_config, stage_path
-from wisv.tasks.evaluate import eos_id, mismatch_kind
-from wisv.models.loader import ModelPair, load_pair
-from wisv.tasks.jsonl import read_jsonl
 from wisv.decoding.speculative import truncate_output
+from wisv.models.loader import ModelPair, load_pair
+from wisv.tasks.evaluate import eos_id, mismatch_kind
+from wisv.tasks.jsonl import read_jsonl
 from wisv.tasks.textquality import token_nll
 
 DEFAULT_CHECKER = "wisv.tasks.qa:check_answer"

@@ -22,13 +22,13 @@ import torch
 
 import config
 from testbed.common.machine import machine_info
-from wisv.tasks.evaluate import eos_id, greedy_reference
+from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.models.loader import load_pair
 from wisv.pairs import resolve_pair
 from wisv.pairs.drafter import ASSET_DIR
-from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.records.rows import to_frame
 from wisv.records.summary import summarize_rounds
+from wisv.tasks.evaluate import eos_id, greedy_reference
 from wisv.tasks.pools import GENERIC_HELDOUT, pool_path
 from wisv.tasks.prompts import prompt_rows
 

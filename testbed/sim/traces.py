@@ -20,12 +20,11 @@ import pandas as pd
 import torch
 
 from channel.csi import CSI
+from wisv.decoding.speculative import MismatchPolicy, SpecOutput, spec_rows, speculative_generate
+from wisv.decoding.treespec import tree_generate, tree_rows
+from wisv.records.rows import read_records, to_frame
 from wisv.tasks.prompts import prompt_rows
 from wisv.tasks.qa import check_answer
-from wisv.decoding.speculative import spec_rows
-from wisv.records.rows import read_records, to_frame
-from wisv.decoding.speculative import MismatchPolicy, SpecOutput, speculative_generate
-from wisv.decoding.treespec import tree_generate, tree_rows
 from wisv.timing.protodesc import ProtocolDesc
 
 TREE_RULE = "tree"  # greedy acceptance over a best-first tree of K tokens (a protocol that drafts trees)

@@ -36,12 +36,12 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
 
+from wisv.decoding.kvcache import crop_to, keep_positions
+from wisv.decoding.sessions import Block, cached_forward
+from wisv.decoding.tree import node_mask, tree_positions, with_root
+from wisv.serving.engine import EngineOptions, VerifyRequest
 from wisv.serving.kvbudget import MB, KVShape, refusal
 from wisv.serving.sessiontable import SessionTable
-from wisv.decoding.kvcache import crop_to, keep_positions
-from wisv.decoding.tree import node_mask, tree_positions, with_root
-from wisv.decoding.sessions import Block, cached_forward
-from wisv.serving.engine import EngineOptions, VerifyRequest
 
 
 @dataclass

@@ -30,8 +30,8 @@ import torch
 
 from wisv.decoding.sessions import Block
 from wisv.serving.engine import EngineOptions, VerifyRequest
-from wisv.serving.vllm_config import VllmConfig
 from wisv.serving.sessiontable import SessionTable
+from wisv.serving.vllm_config import VllmConfig
 
 LM_HEAD_KEYS = ("lm_head.weight", "model.embed_tokens.weight")  # the output embedding, untied then tied
 TREE_REFUSAL = ("the vllm engine (--engine vllm) verifies chains only: a draft tree needs a tree attention mask, "

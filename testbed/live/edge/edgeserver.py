@@ -16,13 +16,22 @@ import numpy as np
 from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.handshake import Vocab
 from protocols.wire import WIRE_VERSION, Message, MsgType, WireError, decode, encode, error_message, make
-from testbed.live.edge.admission import (OpenLimits, Quotas, Seat, admit_kv, budget_refusal, draft_refusal, stale,
-                                    vocab_check, why_refused)
 from testbed.live.common.auth import peer_address, user_id
+from testbed.live.common.keepalive import Liveness
+from testbed.live.edge.admission import (
+    OpenLimits,
+    Quotas,
+    Seat,
+    admit_kv,
+    budget_refusal,
+    draft_refusal,
+    stale,
+    vocab_check,
+    why_refused,
+)
 from testbed.live.edge.edgebatch import BatcherConfig, DraftBatcher
 from testbed.live.edge.intake import Bucket, caps, edge_limits
 from testbed.live.edge.journal import Journal
-from testbed.live.common.keepalive import Liveness
 from testbed.live.edge.references import Job, ReferenceCache, ReferenceWorker
 from testbed.live.edge.serveconfig import ServeConfig
 from wisv.decoding.sessions import VerifySession

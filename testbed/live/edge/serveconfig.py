@@ -3,8 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from testbed.live.common.defaults import (HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, MAX_QUEUE_MSGS, PEER_QUEUE_BYTES,
-                                   TOTAL_QUEUE_BYTES)
+from testbed.live.common.defaults import (
+    HEARTBEAT_IVL_MS,
+    HEARTBEAT_TIMEOUT_MS,
+    MAX_QUEUE_MSGS,
+    PEER_QUEUE_BYTES,
+    TOTAL_QUEUE_BYTES,
+)
 from wisv.models.choices import DTYPE_CHOICES
 from wisv.serving.engine import ENGINE_CHOICES
 from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES

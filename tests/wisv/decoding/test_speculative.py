@@ -4,10 +4,10 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from wisv.tasks.evaluate import greedy_reference
-from wisv.decoding.lossless import check_lossless
 from tests.tiny_pair import make_pair
+from wisv.decoding.lossless import check_lossless
 from wisv.decoding.speculative import AcceptAll, RejectAll, speculative_generate
+from wisv.tasks.evaluate import greedy_reference
 
 VOCAB, EOS = 61, 60
 SHAPES = [  # (family, hidden, layers, heads, kv_heads)
