@@ -110,7 +110,7 @@ class VllmVerifier(SessionTable):
             for i, o in zip(short, self._encode([prompts[i] for i in short], self._params[1])):
                 outs[i] = o
         blocks = {}
-        for r, st, o, p in zip(requests, states, outs, prompts):
+        for r, _st, o, p in zip(requests, states, outs, prompts):
             rows = o.outputs.data  # [n - num_cached_tokens, d]
             if rows.shape[0] != len(p) - o.num_cached_tokens or rows.shape[0] < len(r.draft) + 1:
                 raise RuntimeError(f"vLLM returned {rows.shape[0]} rows for {len(p)} positions "

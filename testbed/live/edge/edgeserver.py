@@ -7,6 +7,7 @@ testbed/live/edge/serve.py.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import asdict
@@ -101,11 +102,15 @@ class EdgeServer:
         self.held = [(p, s) for p, s in self.held if self.sessions.get(s.token) is s]  # closed meanwhile: drop
         while self.held:
             for peer, sess, block, dt, n in self._step():
-                finish = lambda *_: self._suggest(sess, _end_draft(sess, block, dt, n))  # noqa: E731
+                finish = functools.partial(self._finish_batched, sess, block, dt, n)
                 replies.append((peer, self._guard(peer, None, finish, sess)))
             if one_batch:
                 break
         return replies
+
+    def _finish_batched(self, sess: EdgeSession, block, dt: float, n: int, *_) -> Message:
+        """A batched DRAFT's reply (``_guard``'s act: its peer, message and arrival are not needed here)."""
+        return self._suggest(sess, _end_draft(sess, block, dt, n))
 
     def _suggest(self, sess: EdgeSession, reply: Message) -> Message:
         """The VERDICT with a suggested stop depth for the next block, when the batcher has a WDT predictor."""
