@@ -352,6 +352,6 @@ def request_shape(session, k: int) -> tuple[int, int, int]:
 
 
 def from_options(target: PreTrainedModel, opts: EngineOptions) -> BatchVerifier:
-    """The engine ``--engine transformers`` builds (wisv/serving/engine.py ENGINES)."""
+    """The engine ``--engine transformers`` builds (wisv/serving/engines.py ENGINES)."""
     return BatchVerifier(target, EngineConfig(kv_reuse=opts.kv_reuse, session_timeout_s=opts.session_timeout_s,
                                               memory_budget_mb=opts.memory_budget_mb, hidden_layer=opts.hidden_layer))

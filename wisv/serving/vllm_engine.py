@@ -216,7 +216,7 @@ def _make_llm(model_dir: str, cfg: VllmConfig, dtype: str, kv_cache_mb: float, p
 
 
 def from_options(target, opts: EngineOptions) -> VllmVerifier:
-    """The engine ``--engine vllm`` builds (wisv/serving/engine.py ENGINES): vLLM over the target's directory, with
+    """The engine ``--engine vllm`` builds (wisv/serving/engines.py ENGINES): vLLM over the target's directory, with
     its LM head (the dtype and memory budget passed through; no kv reuse turns prefix caching off)."""
     head = target.get_output_embeddings()
     return VllmVerifier(str(target.name_or_path), head.weight, opts.extra or VllmConfig(),

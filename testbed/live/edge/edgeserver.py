@@ -37,7 +37,8 @@ from testbed.live.edge.references import Job, ReferenceCache, ReferenceWorker
 from testbed.live.edge.serveconfig import ServeConfig
 from wisv.decoding.sessions import VerifySession
 from wisv.models.loader import resolve_dtype, vocab_facts
-from wisv.serving.engine import EngineOptions, EngineView, VerifyEngine, build_engine
+from wisv.serving.engine import EngineOptions, EngineView, VerifyEngine
+from wisv.serving.engines import build_engine
 from wisv.serving.estimator import EstimatorProfile
 from wisv.serving.kvbudget import KVBudgetError, KVLedger, KVShape, session_tokens
 from wisv.serving.wdt import WDTPredictor

@@ -11,7 +11,7 @@ from testbed.live.common.defaults import (
     TOTAL_QUEUE_BYTES,
 )
 from wisv.models.choices import DTYPE_CHOICES
-from wisv.serving.engine import ENGINE_CHOICES
+from wisv.serving.engines import ENGINE_CHOICES
 from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.serving.vllm_config import VllmConfig
 
