@@ -123,8 +123,8 @@ def _kind_groups(path: str) -> str:
     rows += [f"| {'undistilled' if p['tokens'] == 0 else 'step ' + str(p['step'])} | {p['tokens']:,} | "
              + " | ".join(str(p["aal"][g]) for g in groups) + " |" for p in pts]
     sizes = ", ".join(f"{g} {v['n']} ({len(v['kinds'])} kinds)" for g, v in c["groups"].items())
-    return f"""Greedy SD AAL at K={cc['draft_len']} ({cc['max_new_tokens']} new tokens at most) on a fixed sample of the broad task
-suite's test pools, spread over each group's kinds: {sizes}. Seen kinds are those the drafter is distilled on
+    return f"""Greedy SD AAL at K={cc['draft_len']} ({cc['max_new_tokens']} new tokens at most) on a fixed sample of the
+broad task suite's test pools, spread over each group's kinds: {sizes}. Seen kinds are those the drafter is distilled on
 (other prompts); unseen kinds are in no distillation or calibration pool. Rows: the built drafter, then the
 checkpoints of the training run `{c['run_dir']}` by generated tokens seen (`scripts/drafter_curve.py`; JSON
 `{cc['out']}`).
@@ -150,7 +150,8 @@ def _sources(tr: dict, tc: dict) -> str:
              "free": "its free-form distill pool (`wisv/assets/suite/free_distill.jsonl`, seen kinds)",
              "qa": "the old QA task's in-domain prompts"}
     parts = "; ".join(f"{names.get(k, k)}: {v:,} generated tokens" for k, v in by.items())
-    return f"the prompts of `scripts/distill_sources.py` ({parts}; never a calib or test pool nor the generic held-out set)"
+    return (f"the prompts of `scripts/distill_sources.py` ({parts}; never a calib or test pool nor the generic "
+            "held-out set)")
 
 
 def model_card(r: dict, ceiling: str = "", curve: str = "") -> str:

@@ -57,9 +57,9 @@ class DistillConfig:
     max_new_tokens: int = 64  # target greedy generation length per generic prompt, tokens
     pool_rows: int = field(default=-1, metadata={"min": -1})  # first rows of the long-form distill pool (-1: all)
     pool_max_new_tokens: int = 64  # target greedy generation length per long-form prompt, tokens
-    suite_rows: int = field(default=-1, metadata={"min": -1})  # first rows of the suite's question distill pool (-1: all)
+    suite_rows: int = field(default=-1, metadata={"min": -1})  # first rows of the suite's question pool (-1: all)
     suite_max_new_tokens: int = 64  # target greedy generation length per suite question, tokens
-    free_rows: int = field(default=-1, metadata={"min": -1})  # first rows of the suite's free-form distill pool (-1: all)
+    free_rows: int = field(default=-1, metadata={"min": -1})  # first rows of the suite's free-form pool (-1: all)
     free_max_new_tokens: int = 96  # target greedy generation length per free-form instruction, tokens
     qa: bool = False  # add the old QA task's in-domain prompts (scripts/smollm2_qa_distill_prompts.py)
     qa_max_new_tokens: int = 48  # target greedy generation length per QA prompt, tokens
@@ -237,14 +237,15 @@ def train(model, rows: list[dict], vocab: torch.Tensor, cfg: DistillConfig, out_
     opt = torch.optim.AdamW(params.values(), lr=cfg.lr, weight_decay=0.0)
     per_epoch = math.ceil(len(rows) / cfg.batch)
     total = cfg.epochs * per_epoch
-    run = _resume(params, opt, cfg, out_dir)
+    run = _resume(params, opt, cfg, out_dir, data_id(rows, vocab))
     lengths = [len(r["ids"]) for r in rows]
     t0 = last_save = time.perf_counter()
-    done_now = 0
+    done_now, batches = 0, {}
     model.train()
     while run["step"] < total:
         epoch, i = divmod(run["step"], per_epoch)
-        b = [rows[j] for j in epoch_batches(lengths, cfg.batch, cfg.seed, epoch)[i]]
+        batches = batches if epoch in batches else {epoch: epoch_batches(lengths, cfg.batch, cfg.seed, epoch)}
+        b = [rows[j] for j in batches[epoch][i]]
         for g in opt.param_groups:
             g["lr"] = lr_at(run["step"], total, cfg)
         loss = batch_loss(model, b, vocab, cfg)
@@ -274,16 +275,24 @@ def train(model, rows: list[dict], vocab: torch.Tensor, cfg: DistillConfig, out_
     return {"step": run["step"], "total": total, "tokens": run["tokens"], "epoch_losses": losses}
 
 
-def _resume(params: dict, opt, cfg: DistillConfig, out_dir: Path) -> dict:
+def data_id(rows: list[dict], vocab: torch.Tensor) -> str:
+    """A hash of the distillation set and the head's vocabulary: a resumed run must train on the same."""
+    h = hashlib.sha256(json.dumps(vocab.tolist()).encode())
+    for r in rows:
+        h.update(json.dumps([r["ids"], r["prompt_len"], r["top_ids"], r["top_logits"]]).encode())
+    return h.hexdigest()[:16]
+
+
+def _resume(params: dict, opt, cfg: DistillConfig, out_dir: Path, data: str) -> dict:
     """The run's counters, with the trained tensors, optimizer and RNG states restored from its saved state if it has
-    one (a state saved under other run-defining settings is an error); fresh counters otherwise."""
+    one (a state saved under other run-defining settings or on other data is an error); fresh counters otherwise."""
     if cfg.fresh:
         (out_dir / "state.pt").unlink(missing_ok=True)
         shutil.rmtree(out_dir / "milestones", ignore_errors=True)
     state = load_state(out_dir)
     if state is None:
-        return {"step": 0, "tokens": 0, "loss_sums": {}, "next_milestone": 0}
-    bad = config_mismatch(state["config"], run_config(cfg))
+        return {"step": 0, "tokens": 0, "loss_sums": {}, "next_milestone": 0, "data": data}
+    bad = config_mismatch(state["config"], run_config(cfg) | {"data": data})
     if bad:
         raise SystemExit(f"error: {out_dir} holds a run with other settings ({', '.join(bad)}): "
                          "give the same ones, another --run-dir, or --fresh")
@@ -295,7 +304,7 @@ def _resume(params: dict, opt, cfg: DistillConfig, out_dir: Path) -> dict:
     torch.set_rng_state(state["torch_rng"])
     print(f"[train] resumed {out_dir} at step {state['step']}, {state['tokens']} tokens seen", flush=True)
     return {"step": state["step"], "tokens": state["tokens"], "next_milestone": state["next_milestone"],
-            "loss_sums": {int(e): list(v) for e, v in state["loss_sums"].items()}}
+            "loss_sums": {int(e): list(v) for e, v in state["loss_sums"].items()}, "data": data}
 
 
 def _save(params: dict, opt, run: dict, cfg: DistillConfig, out_dir: Path) -> None:
@@ -303,7 +312,7 @@ def _save(params: dict, opt, run: dict, cfg: DistillConfig, out_dir: Path) -> No
                          "optimizer": opt.state_dict(), "step": run["step"], "tokens": run["tokens"],
                          "next_milestone": run["next_milestone"], "loss_sums": run["loss_sums"],
                          "python_rng": random.getstate(), "torch_rng": torch.get_rng_state(),
-                         "config": run_config(cfg)})
+                         "config": run_config(cfg) | {"data": run["data"]}})
 
 
 def _milestones(params: dict, run: dict, cfg: DistillConfig, out_dir: Path, last: bool) -> None:
