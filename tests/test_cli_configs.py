@@ -14,8 +14,8 @@ from channel import emulator, probe
 from labeling import __main__ as labeling_cli
 from scripts import gpu_check
 from scripts import (bench_core, bench_link, bench_scale, bench_smollm2_drafter, bench_tree, bench_verify,
-                     import_graph, make_qa, model_card, netem_link, qa_accuracy, rejection_predictor, soak,
-                     train_smollm2_drafter, train_toy_pair, ue_controls, validate_sim)
+                     drafter_curve, import_graph, make_qa, model_card, netem_link, qa_accuracy, rejection_predictor,
+                     soak, train_smollm2_drafter, train_toy_pair, ue_controls, validate_sim)
 from testbed import keys, profile
 from testbed.live.edge import serve
 from testbed.live.orchestrate import run
@@ -52,6 +52,7 @@ PARSED: dict[str, tuple[type, Callable]] = {
     "scripts/bench_scale.py": (bench_scale.ScaleBenchConfig, bench_scale.parse_args),
     "scripts/train_smollm2_drafter.py": (train_smollm2_drafter.DistillConfig, train_smollm2_drafter.parse_args),
     "scripts/bench_smollm2_drafter.py": (bench_smollm2_drafter.DrafterBenchConfig, bench_smollm2_drafter.parse_args),
+    "scripts/drafter_curve.py": (drafter_curve.CurveConfig, drafter_curve.parse_args),
     "scripts/gpu_check.py": (gpu_check.GpuCheckConfig, gpu_check.parse_args),
 }
 
