@@ -56,6 +56,7 @@ class DrafterBenchConfig:
     out: str = "results/smollm2/bench_drafter.json"  # the benchmark's JSON
     card: str = str(ASSET_DIR / "MODEL_CARD.md")  # the pair's model card, written from the JSON ("": none)
     ceiling: str = "results/smollm2/drafter_ceiling.json"  # AAL vs tokens and depth (scripts/drafter_ceiling.py)
+    curve: str = "results/smollm2/drafter_curve.json"  # AAL per kind group vs tokens (scripts/drafter_curve.py)
 
 
 @torch.inference_mode()
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None) -> dict:
     Path(cfg.out).write_text(json.dumps(result, indent=1) + "\n")
     if cfg.card:
         from scripts.smollm2_card import model_card
-        Path(cfg.card).write_text(model_card(result, cfg.ceiling))
+        Path(cfg.card).write_text(model_card(result, cfg.ceiling, cfg.curve))
     print(json.dumps({"cost_ratio": c["cost_ratio"], "meets": result["meets"]}
                      | {n: {"by_k": v["by_k"], "peer": v["peer"], "coverage": v["head_coverage"]}
                         for n, v in by_set.items()}, indent=1))

@@ -19,6 +19,7 @@ from scripts import (
     bench_smollm2_drafter,
     bench_tree,
     bench_verify,
+    drafter_curve,
     gpu_check,
     import_graph,
     make_qa,
@@ -68,6 +69,7 @@ PARSED: dict[str, tuple[type, Callable]] = {
     "scripts/bench_scale.py": (bench_scale.ScaleBenchConfig, bench_scale.parse_args),
     "scripts/train_smollm2_drafter.py": (train_smollm2_drafter.DistillConfig, train_smollm2_drafter.parse_args),
     "scripts/bench_smollm2_drafter.py": (bench_smollm2_drafter.DrafterBenchConfig, bench_smollm2_drafter.parse_args),
+    "scripts/drafter_curve.py": (drafter_curve.CurveConfig, drafter_curve.parse_args),
     "scripts/gpu_check.py": (gpu_check.GpuCheckConfig, gpu_check.parse_args),
 }
 
