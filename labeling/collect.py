@@ -42,7 +42,8 @@ def episode_mismatches(out: SpecOutput) -> list[dict]:
     return rows
 
 
-def collect_rows(cfg: CollectConfig, rows: list[dict], desc: str = "collect (greedy SD)") -> tuple[list[dict], list[dict]]:
+def collect_rows(cfg: CollectConfig, rows: list[dict],
+                 desc: str = "collect (greedy SD)") -> tuple[list[dict], list[dict]]:
     """Greedy SD over rows: (one episode dict per row, one mismatch dict per first-of-round mismatch, h as fp16
     numpy, ``episode`` = the row's index in ``rows``)."""
     torch.set_num_threads(1)
@@ -106,7 +107,8 @@ def _half(h: torch.Tensor) -> np.ndarray:
 
 
 def _arrays(mism: list[dict]) -> dict[str, np.ndarray]:
-    ints = {k: np.array([m[k] for m in mism], np.int64) for k in ("episode", "position", "round", "draft_id", "target_id")}
+    ints = {k: np.array([m[k] for m in mism], np.int64)
+            for k in ("episode", "position", "round", "draft_id", "target_id")}
     hd = np.stack([m["h_d"] for m in mism])  # [N, d_d] fp16
     ht = np.stack([m["h_t"] for m in mism])  # [N, d_t] fp16
     edge = np.stack([m["edge"] for m in mism]).astype(np.float32)  # [N, S]

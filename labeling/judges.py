@@ -2,8 +2,8 @@
 
 Reads one or more run directories (``collect`` + ``label``: traces.npz with the edge features, labels.csv with the
 harm label), leaves out the mismatches whose draft token is the target's EOS (acceptance always rejects those: keeping
-one ends the output early, which the harm label cannot see), and splits each by prompt: every ``dev_every``-th episode is dev, the rest train.  Nothing here reads a
-test pool.  Judges (wisv/head/judges.py):
+one ends the output early, which the harm label cannot see), and splits each by prompt: every ``dev_every``-th episode
+is dev, the rest train.  Nothing here reads a test pool.  Judges (wisv/head/judges.py):
 
 - ``edge`` (ours): logistic regression (or an MLP) over what the edge knows for free, its scalar features and its
   hidden state after the draft token, trained with mismatches that turn a right answer wrong weighted
@@ -15,9 +15,9 @@ test pool.  Judges (wisv/head/judges.py):
 - ``nll-margin``: a threshold on the NLL margin, no training.
 
 One rule picks every tau on dev: the largest tau of the grid whose accepted dev mismatches (p < tau) are at most
-``max_harm_frac`` harmful and, of those with an answer to check, at most ``max_wrong_frac`` turn a right answer wrong.  Writes judges_sweep.csv (the tau sweep per judge on dev), judges_curve.csv (held-out AUC
-per feature set against training labels), judges.json (the choices), and one judge directory per judge under
-``out_dir``.
+``max_harm_frac`` harmful and, of those with an answer to check, at most ``max_wrong_frac`` turn a right answer wrong.
+Writes judges_sweep.csv (the tau sweep per judge on dev), judges_curve.csv (held-out AUC per feature set against
+training labels), judges.json (the choices), and one judge directory per judge under ``out_dir``.
 """
 from __future__ import annotations
 

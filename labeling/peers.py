@@ -44,8 +44,9 @@ class PeersConfig:
     prompts: int = field(default=40, metadata={"min": 1})  # held-out prompts
     draft_len: int = field(default=8, metadata={"min": 1})  # K
     max_new_tokens: int = field(default=128, metadata={"min": 1})  # generation budget per prompt
-    channels: dict[str, tuple[float, float]] = field(default_factory=lambda: {"good": (200.0, 5.0), "poor": (3.0, 45.0)},
-                                                     metadata=CHANNELS_TEXT)  # NAME=RATE_MBPS/RTT_MS
+    channels: dict[str, tuple[float, float]] = field(
+        default_factory=lambda: {"good": (200.0, 5.0), "poor": (3.0, 45.0)},
+        metadata=CHANNELS_TEXT)  # NAME=RATE_MBPS/RTT_MS
     ue_profile: str = "jetson-agx-orin"  # hardware profile of the drafter (predicted latency)
     edge_profile: str = "a40"  # hardware profile of the verifier (predicted latency)
     device: str = "cpu"  # torch device

@@ -275,7 +275,8 @@ def _check_head_width(policy: MismatchPolicy, protocol: str, drafter_hidden: int
         raise ProtocolError("unsupported", "this edge's decision head reads the drafter's hidden states, which ef does "
                                            "not upload: use fh, sh or auto")
     want = policy.d_draft
-    if want is not None and drafter_hidden is not None and get_protocol(protocol).rule == "wisv" and drafter_hidden != want:
+    if (want is not None and drafter_hidden is not None and get_protocol(protocol).rule == "wisv"
+            and drafter_hidden != want):
         raise ProtocolError("shape_mismatch", f"drafter hidden size mismatch: this edge's decision head takes drafter "
                                               f"hidden size {want}, the UE's drafter declared {drafter_hidden} at OPEN")
 

@@ -354,9 +354,9 @@ def print_report(report: dict) -> None:
     tables = {"fidelity (t_comm per round, ms)": report["grid"]} | {
         f"trend {k}": v if isinstance(v, list) else [v] for k, v in report["trends"].items() if v}
     if c := report.get("calibration"):
-        print(f"host overhead calibrated at {c['rate_mbps']:g} Mbps / {c['rtt_ms']:g} ms (greedy, {c['n_rounds']} rounds):"
-              f" {c['excess_exchange_ms']:.3f} ms per exchange over the model -> the emulator takes "
-              f"{c['host_overhead_ms']:.3f} ms out of each direction's delay")
+        print(f"host overhead calibrated at {c['rate_mbps']:g} Mbps / {c['rtt_ms']:g} ms "
+              f"(greedy, {c['n_rounds']} rounds): {c['excess_exchange_ms']:.3f} ms per exchange over the model "
+              f"-> the emulator takes {c['host_overhead_ms']:.3f} ms out of each direction's delay")
     else:
         print(f"host overhead: {report['config']['host_overhead_ms']:g} ms per direction (given, not calibrated)")
     for title, rows in tables.items():
@@ -368,7 +368,8 @@ def print_report(report: dict) -> None:
           f"{o['greedy_median_ms'] or math.nan:.3f} ms; relay ping-pong: direct "
           f"{r['direct_ms']:.3f} ms, via emulator fast path {r['relayed_ms']:.3f} ms")
     if f := o.get("zmq_floor"):
-        print(f"bare ZeroMQ round with the same idle pattern: mean {f['mean_ms']:.3f} ms, median {f['median_ms']:.3f} ms; "
+        print(f"bare ZeroMQ round with the same idle pattern: mean {f['mean_ms']:.3f} ms, "
+              f"median {f['median_ms']:.3f} ms; "
               f"the testbed adds {o['added_over_floor_ms']:.3f} ms over it (medians; target <= {o['target_ms']} ms; "
               f"means: {o['added_over_floor_mean_ms']:.3f} ms)")
     for e in report["errors"]:

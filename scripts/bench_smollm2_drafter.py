@@ -108,7 +108,8 @@ def peer_generate(pair, prompt_ids: list[int], max_new_tokens: int, k: int | Non
     own = pair.drafter.generation_config
     gen = copy.deepcopy(own)  # a fresh copy per call: transformers adapts the confidence threshold in place
     if k is not None:
-        gen.num_assistant_tokens, gen.num_assistant_tokens_schedule, gen.assistant_confidence_threshold = k, "constant", 0.0
+        gen.num_assistant_tokens, gen.num_assistant_tokens_schedule, gen.assistant_confidence_threshold = (
+            k, "constant", 0.0)
     pair.drafter.generation_config = gen
     calls = CallCounter(pair.target)
     try:

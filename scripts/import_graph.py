@@ -35,7 +35,8 @@ RANK = {"config": 0, "channel": 1,  # rooms by rank: a room imports only its own
 
 
 def room(module: str) -> str:
-    """The RANK entry that holds a module: wisv.timing.latency -> wisv.timing; wisv -> wisv; testbed.sim.x -> testbed."""
+    """The RANK entry that holds a module: wisv.timing.latency -> wisv.timing; wisv -> wisv;
+    testbed.sim.x -> testbed."""
     parts = module.split(".")
     for n in range(len(parts), 0, -1):
         if ".".join(parts[:n]) in RANK:
@@ -109,7 +110,8 @@ def _by_name(tree: ast.Module, is_package: bool) -> Iterable[tuple[str, bool]]:
 
 
 def _resolve(name: str, modules: Iterable[str]) -> str | None:
-    """The longest known module that `name` is or lies in (wisv.timing.latency.t_fh -> wisv.timing.latency), else None."""
+    """The longest known module that `name` is or lies in (wisv.timing.latency.t_fh -> wisv.timing.latency), else
+    None."""
     known = set(modules)
     parts = name.split(".")
     for n in range(len(parts), 0, -1):

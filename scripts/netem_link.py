@@ -94,7 +94,8 @@ def show_plan(name: str, plan: LinkPlan) -> None:
     print(f"[{name}] {plan.message}")
     if plan.emulator_spec is not None:
         e = plan.emulator_spec
-        print(f"[{name}] user-space emulator must add: delay {e.delay_ms} ms, jitter {e.jitter_ms} ms, loss {e.loss_pct} %")
+        print(f"[{name}] user-space emulator must add: delay {e.delay_ms} ms, jitter {e.jitter_ms} ms, "
+              f"loss {e.loss_pct} %")
 
 
 def detect(dev: str, netns: str | None, args: NetemLinkConfig) -> bool:
@@ -136,7 +137,8 @@ def hold(hold_s: float) -> None:
 def run_topology(args: NetemLinkConfig) -> int:
     up, down = link_specs(args)
     with topology(dry_run=args.dry_run, echo=print) as topo:
-        print(f"topology: {topo.ue_ns} ({topo.ue_dev} {topo.ue_addr}) <-> {topo.edge_ns} ({topo.edge_dev} {topo.edge_addr})")
+        print(f"topology: {topo.ue_ns} ({topo.ue_dev} {topo.ue_addr}) <-> "
+              f"{topo.edge_ns} ({topo.edge_dev} {topo.edge_addr})")
         have = detect(topo.ue_dev, topo.ue_ns, args)
         if args.csi_trace:
             sides = [Side(topo.ue_dev, topo.ue_ns, "up"), Side(topo.edge_dev, topo.edge_ns, "down")]

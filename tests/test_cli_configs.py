@@ -1,5 +1,5 @@
-"""Every CLI's config through the config package (config/): help on every option, TOML and argv round trips of default and
-changed configs, bad --config files refused naming the key and the file, and flags over the file (testbed.run)."""
+"""Every CLI's config through the config package (config/): help on every option, TOML and argv round trips of default
+and changed configs, bad --config files refused naming the key and the file, and flags over the file (testbed.run)."""
 from __future__ import annotations
 
 import argparse

@@ -269,9 +269,11 @@ def _sweep(cfg: LoadConfig, traces: list[Trace], max_batch: int, out: Path) -> p
         for rep, n in plan_runs(cfg.ns(), cfg.repeats):
             s = run_load(cfg, site, traces, n, run_dir(out, n, rep, cfg.repeats))
             rows.append(sweep_row(s) | {"repeat": rep})
-            print(f"max_batch {max_batch}, N={n}{f' (repeat {rep})' if cfg.repeats > 1 else ''}: goodput {s['goodput_tok_s']:.1f} tok/s, violations "
+            print(f"max_batch {max_batch}, N={n}{f' (repeat {rep})' if cfg.repeats > 1 else ''}: "
+                  f"goodput {s['goodput_tok_s']:.1f} tok/s, violations "
                   f"{_rates(s['violation_rate'])} (feasible requests: {_rates(s['violation_rate_feasible'])}), "
-                  f"WDT {s['wdt_tokens_mean']:.2f}, queue {s['t_queue_s_mean'] * 1e3:.1f} ms, errors {len(s['errors'])}")
+                  f"WDT {s['wdt_tokens_mean']:.2f}, queue {s['t_queue_s_mean'] * 1e3:.1f} ms, "
+                  f"errors {len(s['errors'])}")
     return pd.DataFrame(rows)
 
 

@@ -68,8 +68,8 @@ class SimConfig:
 
     out: str = "results/simulate"  # output directory
     methods: list[str] = field(default_factory=lambda: list(METHODS), metadata={"choices": METHODS})  # methods
-    draft_lens: list[int] = field(default_factory=lambda: [10, 16, 24, 32, 64], metadata={
-        **DRAFT_LENS_TEXT, "example": [8, AUTO_DRAFT_LEN]})  # draft windows K, tokens; auto: the per-round window policy
+    draft_lens: list[int] = field(default_factory=lambda: [10, 16, 24, 32, 64], metadata={  # draft windows K, tokens;
+        **DRAFT_LENS_TEXT, "example": [8, AUTO_DRAFT_LEN]})  # auto: the per-round window policy
     window_ks: list[int] = field(default_factory=lambda: [4, 8, 16, 32])  # auto: fixed K compared, oracle's choices
     window_k_max: int = 32  # auto: the largest K it may choose, tokens
     window_passes: int = 1  # auto: run the prompt set this many times back to back (to span a long trace)
@@ -89,7 +89,8 @@ class SimConfig:
     arch_target: str | None = None  # named target architecture (give both or neither; None: the pair's own)
     payload: str = field(default="paper", metadata={"choices": ("paper", "wire")})  # paper: ceil(log2 V)-bit ids
     exchange_overhead_ms: float | None = None  # fixed time per exchange, ms (None: calibrated if both local, else 0)
-    head: str = "default"  # decision head for fh/sh/ef: default | wisv-paper | a judge shipped for the pair | none | PATH
+    head: str = field(  # decision head for fh/sh/ef:
+        default="default")  # default | wisv-paper | a judge shipped for the pair | none | PATH
     tau: float | None = None  # head threshold (None: the head's own)
     seed: int = 0  # reject's sampling seed base
     temperature: float = 1.0  # reject's sampling temperature

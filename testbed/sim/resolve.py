@@ -142,8 +142,8 @@ def links_of(cfg) -> list[Link]:
         n = len(tr.csis)
         mean = CSI(*(sum(getattr(c, f) for c in tr.csis) / n
                      for f in ("rate_up_mbps", "rate_down_mbps", "rtt_ms", "per_up", "per_down")))
-        return [Link(f"trace {Path(cfg.csi_trace).name}", mean.rate_up_mbps, mean.rtt_ms, mean.per_up, tr.at, mean, tr.outages,
-                     tuple(tr.csis))]
+        return [Link(f"trace {Path(cfg.csi_trace).name}", mean.rate_up_mbps, mean.rtt_ms, mean.per_up, tr.at, mean,
+                     tr.outages, tuple(tr.csis))]
     out = []
     for r in cfg.rates_mbps:
         for t in cfg.rtts_ms:

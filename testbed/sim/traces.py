@@ -94,8 +94,8 @@ def trace_rows(out: SpecOutput, prompt_id: str, prompt_len: int, correct: bool) 
 
 def generate_trace(pair, key: TraceKey, policy: MismatchPolicy | None = None, csi: CSI | None = None,
                    hidden_layer: int = -1) -> pd.DataFrame:
-    """Run speculative_generate (tree: wisv.decoding.treespec.tree_generate) on each prompt with the key's rule and K (tree:
-    its token budget); return the trace.
+    """Run speculative_generate (tree: wisv.decoding.treespec.tree_generate) on each prompt with the key's rule and K
+    (tree: its token budget); return the trace.
 
     ``policy``, ``csi`` and ``hidden_layer`` (the layer the head was trained on) matter for ``wisv`` only."""
     if key.rule not in RULES:

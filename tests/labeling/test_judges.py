@@ -70,7 +70,8 @@ def test_judges_stage_trains_chooses_on_dev_and_saves_loadable_judges(tmp_path):
     sw = pd.read_csv(tmp_path / "res" / "judges_sweep.csv")
     for name in ("edge", "nll-margin"):
         row = sw[(sw.judge == name) & (sw.tau.round(4) == round(chosen[name]["tau"], 4))]
-        assert row.empty or (row["harmful_of_accepted"].iloc[0] <= 0.1 and row["turns_wrong_of_accepted"].iloc[0] <= 0.01)
+        assert row.empty or (row["harmful_of_accepted"].iloc[0] <= 0.1
+                             and row["turns_wrong_of_accepted"].iloc[0] <= 0.01)
     edge, tau = load_policy_dir(tmp_path / "heads" / "edge")
     blind, _ = load_policy_dir(tmp_path / "heads" / "edge-blind")
     poor, good = CSI.symmetric(3, 45), CSI.symmetric(200, 5)

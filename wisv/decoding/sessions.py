@@ -26,7 +26,7 @@ class Draft:
     hidden: torch.Tensor | None  # [K, d_d] hidden state that produced each token (float32)
     probs: torch.Tensor | None  # [K, V] drafter distributions (sampling only, float64)
     features: torch.Tensor | None = None  # [K, 4] rejection-predictor features of each step (wisv.decoding.rejection)
-    parents: list[int] | None = None  # [K] a tree draft's parent indices (-1: the last committed token; wisv.decoding.tree)
+    parents: list[int] | None = None  # [K] tree draft's parent indices (-1: last committed token; wisv.decoding.tree)
 
 
 @dataclass
@@ -148,8 +148,8 @@ class VerifySession(_CachedModel):
         return Block(logits, hidden, logits.argmax(dim=-1))
 
     def verify_tree(self, tokens: list[int], parents: list[int]) -> Block:
-        """One target pass over the last committed token and a draft tree (wisv.decoding.tree): a 4D tree attention mask and
-        position ids by depth.  Row 0 predicts after the root, row ``1 + i`` after node i."""
+        """One target pass over the last committed token and a draft tree (wisv.decoding.tree): a 4D tree attention
+        mask and position ids by depth.  Row 0 predicts after the root, row ``1 + i`` after node i."""
         rooted = with_root(parents)
         mask = node_mask(rooted, range(len(rooted)), range(len(rooted)), self.cached_len, self.model.dtype)
         pos = tree_positions(rooted, self.cached_len)

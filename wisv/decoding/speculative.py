@@ -55,7 +55,8 @@ class SpecOutput:
 
     @property
     def aal(self) -> float:
-        """Accepted draft tokens per round (correction/bonus not counted), by wisv.records.summary (NaN with no round)."""
+        """Accepted draft tokens per round (correction/bonus not counted), by wisv.records.summary (NaN with no
+        round)."""
         return summarize_rounds(to_frame(spec_rows(self, "", 0)))["aal"]
 
 

@@ -50,8 +50,8 @@ def tree_generate(drafter: PreTrainedModel, target: PreTrainedModel, prompt_ids:
                   children: int | None = None) -> TreeOutput:
     """Greedy tree speculative decoding of ``prompt_ids`` (lossless w.r.t. target greedy decoding); ``proactive``
     expands the best leaf by that many tokens each round before the verdict is read; ``score`` ranks candidates
-    (None: drafter log-probabilities; wisv.decoding.treecal.Calibration.score: calibrated), ``children`` caps children per
-    node (1: a chain of the best-scored tokens)."""
+    (None: drafter log-probabilities; wisv.decoding.treecal.Calibration.score: calibrated), ``children`` caps children
+    per node (1: a chain of the best-scored tokens)."""
     if max_new_tokens < 1 or budget < 1:
         raise ValueError("max_new_tokens and budget must be >= 1")
     eos = eos_id(target) if eos_token_id is None else eos_token_id

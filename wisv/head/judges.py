@@ -64,7 +64,8 @@ class JudgeConfig:
     tau_cap: float = 0.95  # link mode: the largest tau on any link
     link_bits: tuple[float, float] = LINK_BITS  # link mode: (up, down) bits of the round t_link charges
     guard_top1_min: float | None = None  # reject whenever the target's top-1 probability is at least this (None: off)
-    guard_margin_nats: float | None = None  # reject whenever NLL(draft) - NLL(target) is at least this, nats (None: off)
+    guard_margin_nats: float | None = field(  # reject whenever NLL(draft) - NLL(target) is at least this,
+        default=None)  # nats (None: off)
     notes: dict = field(default_factory=dict)  # provenance: training run, dev rule, counts
 
     @property

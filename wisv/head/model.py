@@ -1,4 +1,5 @@
-"""WISV decision head: a CSI-aware MLP that scores greedy mismatches, saved and loaded with its config (SPEC eqs. 23-27).
+"""WISV decision head: a CSI-aware MLP that scores greedy mismatches, saved and loaded with its config
+(SPEC eqs. 23-27).
 
 ``z_j = [h_d_j ; h_t_j ; csi.features()]`` (eq. 23) is standardised with the training set's mean and
 std (stored with the weights), then ``p_j = sigmoid(W2 dropout(relu(W1 z_j + b1)) + b2)`` (eqs. 24-25).

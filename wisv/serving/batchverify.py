@@ -237,7 +237,8 @@ class BatchVerifier(SessionTable):
         st.cached_len += len(x)
         return out
 
-    def _forward_batch(self, states: list[SessionState], feeds: list[list[int]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def _forward_batch(self, states: list[SessionState],
+                       feeds: list[list[int]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         dev = self.model.device
         c_max, n_max, b = max(st.cached_len for st in states), max(len(x) for x in feeds), len(states)
         ids = torch.full((b, n_max), self.cfg.pad_id, dtype=torch.long, device=dev)  # [B, N]

@@ -46,7 +46,8 @@ class EngineOptions:
 
 
 class SessionLike(Protocol):
-    """What the edge reads of an engine's session (the scheduler's request shape, wisv.serving.batchverify.request_shape)."""
+    """What the edge reads of an engine's session (the scheduler's request shape,
+    wisv.serving.batchverify.request_shape)."""
 
     seq: list[int]  # committed tokens (prompt + output)
     cached_len: int  # positions of seq the engine expects to hold in its cache (an estimate for vLLM)

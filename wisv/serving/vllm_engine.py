@@ -73,9 +73,10 @@ class VllmVerifier(SessionTable):
     name = "vllm"
     tree_refusal = TREE_REFUSAL
 
-    def __init__(self, model_dir: str, lm_head: torch.Tensor, cfg: VllmConfig, *, lm_head_bias: torch.Tensor | None = None,
-                 dtype: str = "float32", kv_cache_mb: float = 2048.0, prefix_caching: bool = True, hidden_layer: int = -1,
-                 session_timeout_s: float = 120.0, seed: int = 0, llm=None):
+    def __init__(self, model_dir: str, lm_head: torch.Tensor, cfg: VllmConfig, *,
+                 lm_head_bias: torch.Tensor | None = None, dtype: str = "float32", kv_cache_mb: float = 2048.0,
+                 prefix_caching: bool = True, hidden_layer: int = -1, session_timeout_s: float = 120.0, seed: int = 0,
+                 llm=None):
         if hidden_layer not in (-1,):
             raise ValueError(f"the vllm engine returns the final hidden states only; the decision head wants layer "
                              f"{hidden_layer} (use --engine transformers, or a head trained on layer -1)")

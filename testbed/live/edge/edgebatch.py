@@ -1,7 +1,7 @@
-"""Batched DRAFT verification on the edge: the scheduler picks each batch, the engine verifies it in one pass,
-and every session in it finishes its round (wisv/serving/batchverify.py, wisv/serving/scheduler.py, protocols/edge_side.py).
-A request that fails (its scheduling view, or its verification: a KV budget refusal, an internal error) fails
-alone: after a failed pass the batch's requests are verified again one by one (``DraftBatcher.step``).
+"""Batched DRAFT verification on the edge: the scheduler picks each batch, the engine verifies it in one pass, and every
+session in it finishes its round (wisv/serving/batchverify.py, wisv/serving/scheduler.py, protocols/edge_side.py).  A
+request that fails (its scheduling view, or its verification: a KV budget refusal, an internal error) fails alone: after
+a failed pass the batch's requests are verified again one by one (``DraftBatcher.step``).
 
 A request's scheduling inputs: arrival = when its DRAFT reached the edge; deadline from the session's SLO
 class (``slo_tok_s`` in the OPEN ``meta``; none = best effort, no deadline) with the UE-reported drafting

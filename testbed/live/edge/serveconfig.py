@@ -46,7 +46,8 @@ class ServeConfig:
     undrafted_timeout_s: float = field(default=15.0, metadata={
         "above": 0})  # a session that has sent no DRAFT this long after its OPEN is freed, s
     max_draft_len: int = field(default=64, metadata={"min": 1})  # largest accepted block K, tokens
-    batch_verify: bool = False  # verify concurrent DRAFTs of many sessions in one target pass (wisv/serving/batchverify.py)
+    batch_verify: bool = field(  # verify concurrent DRAFTs of many sessions in one target pass
+        default=False)  # (wisv/serving/batchverify.py)
     scheduler: str = field(default="fcfs", metadata={"choices": SCHEDULER_CHOICES})  # batch selection (slo: WISP)
     max_batch: int = field(default=16, metadata={"min": 1})  # most requests in one verification pass
     kv_reuse: bool = True  # --no-kv-reuse: recompute each prefix every round (SLED baseline; uses the engine)

@@ -85,7 +85,8 @@ class Child:
             if hit:
                 return hit[len(prefix):].strip()
             if self.proc.poll() is not None:
-                raise ChildError(f"{self.name} exited with {self.proc.returncode} before '{prefix}'; see {self.log_path}")
+                raise ChildError(f"{self.name} exited with {self.proc.returncode} before '{prefix}'; "
+                                 f"see {self.log_path}")
             time.sleep(0.02)
         raise ChildError(f"{self.name} printed no '{prefix}' within {timeout_s:.0f} s; see {self.log_path}")
 

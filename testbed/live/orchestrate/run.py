@@ -79,8 +79,9 @@ from wisv.tasks.jsonl import read_jsonl, write_jsonl
 
 PROG = "python -m testbed.run"  # as users type it: --help and error lines
 SHARED = ("auth", "heartbeat_ivl_ms", "heartbeat_timeout_ms", "dtype")  # RunConfig fields given to UEs and edge alike
+# UEConfig fields the run sets for each UE process
 UE_SET_BY_RUN = ("connect", "prompts", "prompts_file", "out", "ue_id", "protocol", "device", "seed", "link_json",
-                 "link_t0_epoch_s", "reference", "pair", "keep_done") + SHARED  # UEConfig fields the run sets for each UE process
+                 "link_t0_epoch_s", "reference", "pair", "keep_done") + SHARED
 EDGE_SET_BY_RUN = ("bind", "device", "max_draft_len", "max_session_tokens", "pair", "capture",
                    "capture_iface") + SHARED  # ServeConfig fields set
 
@@ -103,7 +104,8 @@ class RunConfig:
     ues: int = field(default=1, metadata={
         "min": 1})  # UE processes sharing the edge and the link; prompts are dealt round-robin
     reference: bool = True  # compute target-only greedy outputs for matches_target (--no-reference: skip)
-    fluency_model: str = field(default="none", metadata={"choices": ("auto", "none", *SCORERS)})  # a third LM's fluency score beside the target's (docs/fluency.md; auto: where built)
+    fluency_model: str = field(  # a third LM's fluency score beside the target's
+        default="none", metadata={"choices": ("auto", "none", *SCORERS)})  # (docs/fluency.md; auto: where built)
     cpu_wakeup_us: int | None = field(default=None, metadata={
         "min": 0})  # hold /dev/cpu_dma_latency at this bound during the run, us (root; 0: poll)
     netns: bool = False  # edge and UEs in their own network namespaces joined by a veth (root), tc on the veth
@@ -335,7 +337,8 @@ def _edge_args(cfg: RunConfig) -> list[str]:
     """testbed.serve's argv (placement adds --bind)."""
     k_max = max(cfg.edge.max_draft_len, cfg.ue.draft_len, cfg.ue.draft_len_max)
     edge = dataclasses.replace(cfg.edge, device=cfg.device, max_draft_len=k_max,
-                               max_session_tokens=max(cfg.edge.max_session_tokens, cfg.ue.max_new_tokens), **_shared(cfg))
+                               max_session_tokens=max(cfg.edge.max_session_tokens, cfg.ue.max_new_tokens),
+                               **_shared(cfg))
     return ["testbed.serve", *config.to_argv(edge)]
 
 

@@ -57,8 +57,8 @@ class UEConfig:
         "choices": DTYPE_CHOICES})  # the drafter's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
     protocol: str = field(default="auto", metadata={"choices": tuple(PROTOCOLS)})  # protocol of every session
     auto_rule: str = field(default="cost", metadata={"choices": AUTO_RULES})  # auto's FH/SH rule
-    draft_len: int = field(default=8, metadata={
-        **DRAFT_LEN_TEXT, "example": 12})  # K, draft tokens per round (the largest, with pipeline_depth); auto: per round
+    draft_len: int = field(default=8, metadata={  # K, draft tokens per round (the largest, with pipeline_depth);
+        **DRAFT_LEN_TEXT, "example": 12})  # auto: per round
     draft_len_max: int = field(default=32, metadata={"min": 1})  # --draft-len auto: the largest K it may choose, tokens
     follow_stop_depth: bool = False  # without --rejection-predictor: draft at most the edge's suggested stop depth
     draft_features: bool = False  # each DRAFT carries the drafter's max prob, entropy and top-2 margin per token (fp16)
@@ -79,7 +79,8 @@ class UEConfig:
         "above": 0})  # per attempt: no reply within this long, reconnect and send again, s
     retry_s: float = field(default=60.0, metadata={
         "min": 0})  # retry window: resend (with backoff) and resume for this long, then the run fails, s
-    rejection_predictor: str | None = None  # WISP predictor (safetensors): end each block at the first predicted rejection
+    rejection_predictor: str | None = field(  # WISP predictor (safetensors):
+        default=None)  # end each block at the first predicted rejection
     rejection_threshold: float | None = field(default=None, metadata={
         "min": 0, "max": 1})  # flag a token when p(rejected) >= this (None: the predictor's own)
     proactive: int = field(default=0, metadata={

@@ -1,6 +1,6 @@
 """CurveZMQ: testbed.keys' layout; the right key runs (testbed.run --auth), a wrong or missing key is refused fast
-and clearly on the UE and logged on the edge; sessions are bound to the key that opened them; the open-bind warning and protected mode (refused without --auth
-beyond loopback unless --insecure)."""
+and clearly on the UE and logged on the edge; sessions are bound to the key that opened them; the open-bind warning
+and protected mode (refused without --auth beyond loopback unless --insecure)."""
 from __future__ import annotations
 
 import socket

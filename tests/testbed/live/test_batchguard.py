@@ -33,7 +33,8 @@ def _server(pair, **cfg) -> EdgeServer:
 
 def _ues(pair) -> dict[bytes, UESession]:
     params = UEParams(protocol="greedy", draft_len=K, max_new_tokens=MAX_NEW)
-    return {f"peer{i}".encode(): UESession(f"s{i}", DraftSession(pair[0], p), params, EOS) for i, p in enumerate(PROMPTS)}
+    return {f"peer{i}".encode(): UESession(f"s{i}", DraftSession(pair[0], p), params, EOS)
+            for i, p in enumerate(PROMPTS)}
 
 
 def _open(server: EdgeServer, ues: dict[bytes, UESession]) -> None:
@@ -156,6 +157,7 @@ def test_open_beyond_the_kv_budget_is_refused_before_allocating(pair, batch_veri
         assert second.type == MsgType.OPEN_OK
         return
     assert second.header["code"] == "kv_budget"  # beside a's reservation it does not fit
-    assert decode(server.handle(b"p", encode(make(MsgType.CLOSE, "a", **token_of(server, "a")))), LIMITS).type == MsgType.CLOSED
+    reply = server.handle(b"p", encode(make(MsgType.CLOSE, "a", **token_of(server, "a"))))
+    assert decode(reply, LIMITS).type == MsgType.CLOSED
     assert decode(server.handle(b"q", encode(_open_msg("b", 8, 40))), LIMITS).type == MsgType.OPEN_OK
     assert server.kv.total == one

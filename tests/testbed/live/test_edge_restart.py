@@ -46,7 +46,8 @@ def test_edge_killed_mid_prompt_and_restarted_gives_the_uninterrupted_outputs(pa
     edge = start_edge(pair_dirs, port, tmp_path / "edge1.log")
     ue = Child("ue", ["testbed.ue", "--connect", f"tcp://127.0.0.1:{port}", "--drafter", str(pair_dirs.drafter),
                       "--prompts-file", str(f), "--protocol", "greedy", "--draft-len", str(K), "--max-new-tokens",
-                      str(MAX_NEW), "--probe-bytes", "0", "--recv-timeout-s", "1", "--retry-s", "90", "--out", str(out)],
+                      str(MAX_NEW), "--probe-bytes", "0", "--recv-timeout-s", "1", "--retry-s", "90",
+                      "--out", str(out)],
                tmp_path / "ue.log")
     edge2 = None
     try:

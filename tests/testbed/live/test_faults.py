@@ -1,4 +1,5 @@
-"""Fault tests: a run across 5 s link outages, SIGTERM to testbed.run, a non-empty --out, a killed UE, an orphaned child."""
+"""Fault tests: a run across 5 s link outages, SIGTERM to testbed.run, a non-empty --out, a killed UE, an orphaned
+child."""
 from __future__ import annotations
 
 import json

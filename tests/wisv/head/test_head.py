@@ -56,7 +56,8 @@ def test_policy_checks_hidden_sizes_and_uses_the_csi():
     good, poor = pol.reject_probs(hd, ht, [0, 1, 2, 3], CSI.symmetric(500, 5)), pol.reject_probs(
         hd, ht, [0, 1, 2, 3], CSI.symmetric(2, 50))
     assert not torch.allclose(good, poor)
-    assert torch.equal(pol.reject_probs(hd, ht, [0, 1, 2, 3], None), pol.reject_probs(hd, ht, [0, 1, 2, 3], CSI.ideal()))
+    assert torch.equal(pol.reject_probs(hd, ht, [0, 1, 2, 3], None),
+                       pol.reject_probs(hd, ht, [0, 1, 2, 3], CSI.ideal()))
     with pytest.raises(ValueError, match="hidden sizes"):
         pol.reject_probs(torch.randn(1, 9), torch.randn(1, 12), [0])
 
