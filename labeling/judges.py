@@ -32,13 +32,13 @@ import torch
 
 from channel.csi import CSI
 from labeling.config import JudgesConfig
-from labeling.store import EPISODES, LABELS, load_config, load_traces, require, save_config
 from labeling.risk import RiskConfig, ltt_sweep, ltt_tau
-from wisv.tasks.jsonl import read_jsonl
+from labeling.store import EPISODES, LABELS, load_config, load_traces, require, save_config
 from wisv.head.features import BASE_SCALARS, SCALARS, EdgeFeatures
 from wisv.head.guard import guard
 from wisv.head.judges import JudgeConfig, JudgePolicy, LinearJudge, rule_probs, t_link_s
 from wisv.head.store import save_policy
+from wisv.tasks.jsonl import read_jsonl
 
 FEATURE_SETS = {"edge": ("edge",), "h_after": ("h_after",), "hd_ht": ("h_draft", "h_target"),
                 "edge_h_after": ("edge", "h_after"), "edge_sib": ("edge",)}  # the learning curve's input sets

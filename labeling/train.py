@@ -19,9 +19,9 @@ from tqdm import tqdm
 from labeling.config import TrainConfig
 from labeling.plots import plot_curves
 from labeling.store import HEADS, INSTANCES, load_config, load_traces, require, save_config, stage_path
-from wisv.tasks.evaluate import recall_fpr
 from wisv.head.model import DecisionHead, HeadConfig, build_inputs
 from wisv.head.store import save_head
+from wisv.tasks.evaluate import recall_fpr
 
 
 def make_dataset(traces: dict, inst: dict, use_csi: bool) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:

@@ -23,8 +23,8 @@ from protocols.wire import Message, MsgType, make
 from wisv.decoding.acceptance import Verdict, greedy_accept_ids, speculative_sampling_from_logits, wisv_accept
 from wisv.decoding.sessions import Block, VerifySession
 from wisv.decoding.speculative import MismatchPolicy, truncate_output
-from wisv.serving.engine import VerifyRequest
 from wisv.head.features import edge_features
+from wisv.serving.engine import VerifyRequest
 
 
 @dataclass

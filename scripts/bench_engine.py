@@ -28,7 +28,8 @@ import config
 from testbed.common.machine import machine_info
 from wisv.models.loader import builtin_paths, load_model, resolve_dtype
 from wisv.pairs import resolve_pair
-from wisv.serving.engine import ENGINE_CHOICES, EngineOptions, VerifyRequest, build_engine
+from wisv.serving.engine import EngineOptions, VerifyRequest
+from wisv.serving.engines import ENGINE_CHOICES, build_engine
 from wisv.serving.vllm_engine import VllmConfig
 
 

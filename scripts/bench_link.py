@@ -36,11 +36,11 @@ import config
 from channel.csi import serialization_s  # wisv.timing.latency has the same formula but imports torch
 from channel.emulator import LinkConfig, LinkEmulator
 from protocols.registry import ALL_PROTOCOLS  # light: testbed.run itself is imported lazily
-from wisv.timing.protodesc import describe
 from testbed.common.link import LinkSpec
 from testbed.common.machine import machine_info
 from testbed.hostile.zmqfloor import round_floor
 from wisv.records.rows import read_records
+from wisv.timing.protodesc import describe
 
 REJECT_POINT = (2.0, 20.0)  # (Mbit/s, ms) where reject must be far slower than greedy
 REJECT_SLOWDOWN_MIN = 1.5  # reject trend passes when its mean latency >= this many times greedy's
@@ -198,8 +198,8 @@ def build_report(cfg: BenchConfig, grid: list[dict], overhead: dict, trends: dic
 
 def run_point(cfg: BenchConfig, link: LinkSpec, protocols: list[str], out: Path) -> dict[str, tuple[dict, Any]]:
     """Run the testbed on one link; {protocol: (summary, rounds)}.  From 4 protocols on, one "all" run (one edge)."""
-    from testbed.live.orchestrate.run import RunConfig, run
     from testbed.live.edge.serveconfig import ServeConfig
+    from testbed.live.orchestrate.run import RunConfig, run
     from testbed.live.ue.ueconfig import UEConfig
     names = ["all"] if len(set(protocols)) >= 4 else protocols
     res = {}

@@ -30,11 +30,18 @@ import psutil
 import torch
 
 import config
-from scripts.gpucheck.scale_shapes import (PAIRS, ROUND_PROTOCOLS, Shape, compare_bytes, hf_config, param_count,
-                                           random_prompts)
+from scripts.gpucheck.scale_shapes import (
+    PAIRS,
+    ROUND_PROTOCOLS,
+    Shape,
+    compare_bytes,
+    hf_config,
+    param_count,
+    random_prompts,
+)
 from testbed.common.machine import machine_info
-from wisv.tasks.jsonl import write_jsonl
 from wisv.records.rows import read_records
+from wisv.tasks.jsonl import write_jsonl
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes per weight
 ROLES = {"testbed.serve": "edge", "testbed.ue": "ue"}  # module in a child's command line -> its role
@@ -74,7 +81,7 @@ class RssSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def __enter__(self) -> "RssSampler":
+    def __enter__(self) -> RssSampler:
         self._thread.start()
         return self
 
@@ -192,9 +199,9 @@ def numerics_check(target_dir: Path, prompts: list[dict], n: int, k: int, dtype:
     does); counted: positions whose block argmax is the reference token.  Random weights give flat logits, whose
     top two can swap under bf16 rounding when a block is scored instead of one token: then matches_target < 1
     though every protocol is exact."""
-    from wisv.tasks.evaluate import greedy_reference
-    from wisv.models.loader import load_model
     from wisv.decoding.sessions import VerifySession
+    from wisv.models.loader import load_model
+    from wisv.tasks.evaluate import greedy_reference
     model, same, total, gaps = load_model(target_dir, "target", "cpu", getattr(torch, dtype)), 0, 0, []
     for row in prompts:
         ref, sess, pos = greedy_reference(model, row["prompt_ids"], n), VerifySession(model, row["prompt_ids"]), 0

@@ -16,19 +16,20 @@ import json
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
 
 import config
 from testbed.common.machine import machine_info
-from wisv.tasks.evaluate import eos_id, greedy_reference
+from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.models.loader import load_pair
 from wisv.pairs import resolve_pair
 from wisv.pairs.drafter import ASSET_DIR
-from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.records.rows import to_frame
 from wisv.records.summary import summarize_rounds
+from wisv.tasks.evaluate import eos_id, greedy_reference
 from wisv.tasks.pools import GENERIC_HELDOUT, pool_path
 from wisv.tasks.prompts import prompt_rows
 
@@ -135,20 +136,19 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
     peers = {str(k): {"s": 0.0, "calls": 0, "same": 0} for k in cfg.peer_draft_lens}
     peers |= {"defaults": {"s": 0.0, "calls": 0, "same": 0}} if cfg.peer_defaults else {}
     for i, r in enumerate(rows):
-        ref, s = timed(lambda: greedy_reference(pair.target, r["prompt_ids"], cfg.max_new_tokens))
+        ref, s = timed(partial(greedy_reference, pair.target, r["prompt_ids"], cfg.max_new_tokens))
         base_s, tokens = base_s + s, tokens + len(ref)
         covered += _coverage(ref, kept)[0]
         for k in cfg.draft_lens:
-            out, s = timed(lambda: speculative_generate(pair.drafter, pair.target, r["prompt_ids"],
-                                                        max_new_tokens=cfg.max_new_tokens, draft_len=k,
-                                                        eos_token_id=eos))
+            out, s = timed(partial(speculative_generate, pair.drafter, pair.target, r["prompt_ids"],
+                                   max_new_tokens=cfg.max_new_tokens, draft_len=k, eos_token_id=eos))
             acc = ours[k]
             acc["s"] += s
             acc["rows"] += spec_rows(out, str(i), len(r["prompt_ids"]))
             acc["same"] += int(out.tokens == ref)
         for name, acc in peers.items():
-            (out, calls), s = timed(lambda: peer_generate(pair, r["prompt_ids"], cfg.max_new_tokens,
-                                                          None if name == "defaults" else int(name)))
+            (out, calls), s = timed(partial(peer_generate, pair, r["prompt_ids"], cfg.max_new_tokens,
+                                            None if name == "defaults" else int(name)))
             acc["s"], acc["calls"], acc["same"] = acc["s"] + s, acc["calls"] + calls, acc["same"] + int(out == ref)
         print(f"[bench] prompt {i + 1}/{len(rows)}: {len(ref)} tokens", flush=True)
     by_k = {str(k): _k_row(v, base_s, len(rows)) for k, v in ours.items()}

@@ -35,16 +35,16 @@ from protocols.registry import get_protocol
 from protocols.wire import MsgType, encode, frame_bytes, make
 from testbed.common.machine import machine_info
 from wisv.decoding.acceptance import greedy_accept_ids
-from wisv.tasks.evaluate import eos_id, greedy_reference
-from wisv.models.loader import load_pair
-from wisv.pairs import apply_pair, default_prompts_file
-from wisv.tasks.prompts import prompt_rows
 from wisv.decoding.sessions import Draft, DraftSession, VerifySession
 from wisv.decoding.speculative import truncate_output
-from wisv.records.summary import summarize_rounds
 from wisv.decoding.treecal import Calibration, collect, fit
 from wisv.decoding.treedraft import Score
 from wisv.decoding.treespec import tree_generate
+from wisv.models.loader import load_pair
+from wisv.pairs import apply_pair, default_prompts_file
+from wisv.records.summary import summarize_rounds
+from wisv.tasks.evaluate import eos_id, greedy_reference
+from wisv.tasks.prompts import prompt_rows
 
 GOAL_BUDGET, GOAL_RATIO = 16, 1.2  # the goal: tree >= 1.2x chain tokens per verification at budget 16
 

@@ -20,17 +20,17 @@ import torch
 from transformers import LlamaForCausalLM
 
 import config
-from wisv.tasks.evaluate import eos_id, greedy_reference
+from scripts.bench_smollm2_drafter import per_token_ms
+from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.models.loader import load_pair
+from wisv.models.restricted_head import restrict
 from wisv.pairs import cache_dir, resolve_pair
 from wisv.pairs.drafter import apply_weights, early_exit, read_spec
-from wisv.tasks.prompts import prompt_rows
 from wisv.records.rows import to_frame
-from wisv.models.restricted_head import restrict
-from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.records.summary import summarize_rounds
-from scripts.bench_smollm2_drafter import per_token_ms
+from wisv.tasks.evaluate import eos_id, greedy_reference
 from wisv.tasks.pools import GENERIC_HELDOUT, pool_path
+from wisv.tasks.prompts import prompt_rows
 
 _CKPT_RE = re.compile(r"-e(\d+)-t(\d+)\.safetensors$")
 

@@ -14,13 +14,12 @@ import torch
 from tqdm import tqdm
 
 import config
+from wisv.decoding.speculative import spec_rows, speculative_generate
+from wisv.models.loader import load_pair
+from wisv.records.rows import to_frame
+from wisv.records.summary import summarize_rounds
 from wisv.tasks.evaluate import accuracy, greedy_reference, mismatch_kind
 from wisv.tasks.prompts import encode_prompt
-from wisv.models.loader import load_pair
-from wisv.decoding.speculative import spec_rows
-from wisv.records.rows import to_frame
-from wisv.decoding.speculative import speculative_generate
-from wisv.records.summary import summarize_rounds
 from wisv.tasks.toydata import load_split
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -31,11 +31,19 @@ import time
 from dataclasses import dataclass, field
 
 import config
-from channel.netns import NetnsTopology, ping_rtts, require_root, topology
-from channel.tc import (CommandError, LinkPlan, NetemSpec, applied, clear_cmds, direction_specs, kernel_has_netem,
-                        plan_link)
-from channel.tcschedule import Side, play, schedule
 from channel.csitrace import load_trace
+from channel.netns import NetnsTopology, ping_rtts, require_root, topology
+from channel.tc import (
+    CommandError,
+    LinkPlan,
+    NetemSpec,
+    applied,
+    clear_cmds,
+    direction_specs,
+    kernel_has_netem,
+    plan_link,
+)
+from channel.tcschedule import Side, play, schedule
 
 EXIT_OK, EXIT_CMD, EXIT_USAGE, EXIT_ROOT, EXIT_PING, EXIT_INTERRUPT, EXIT_TERM = 0, 1, 2, 3, 4, 130, 143
 

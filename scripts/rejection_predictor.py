@@ -26,13 +26,21 @@ from tqdm import tqdm
 
 import config
 from wisv.decoding.acceptance import greedy_accept_ids
+from wisv.decoding.rejection import (
+    choose_threshold,
+    evaluate_predictor,
+    round_labels,
+    save_predictor,
+    split_rounds,
+    stop_length,
+    train_predictor,
+    wasted_drafting,
+)
+from wisv.decoding.sessions import DraftSession, VerifySession
+from wisv.models.loader import load_pair
+from wisv.records.summary import summarize_rounds
 from wisv.tasks.evaluate import eos_id
 from wisv.tasks.prompts import encode_prompt
-from wisv.models.loader import load_pair
-from wisv.decoding.rejection import (choose_threshold, evaluate_predictor, round_labels, save_predictor,
-                            split_rounds, stop_length, train_predictor, wasted_drafting)
-from wisv.decoding.sessions import DraftSession, VerifySession
-from wisv.records.summary import summarize_rounds
 from wisv.tasks.toydata import load_split
 
 

@@ -28,8 +28,8 @@ import zmq
 import config
 from protocols.wire import Limits, MsgType, encode, make
 from testbed.common.machine import machine_info
-from testbed.live.orchestrate.procs import Child
 from testbed.live.edge.serveconfig import ServeConfig
+from testbed.live.orchestrate.procs import Child
 from testbed.load.cli import LoadConfig, make_traces
 from testbed.load.gen import Device, LoadLoop, Trace
 

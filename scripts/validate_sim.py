@@ -14,8 +14,8 @@ from pathlib import Path
 
 import config
 from testbed.common.link import LinkSpec
-from testbed.live.orchestrate.run import RunConfig
 from testbed.live.edge.serveconfig import ServeConfig
+from testbed.live.orchestrate.run import RunConfig
 from testbed.live.ue.ueconfig import UEConfig
 from testbed.sim.calibrate import CalibrateConfig
 from testbed.sim.cli import SimConfig

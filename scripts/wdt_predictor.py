@@ -26,13 +26,13 @@ from tqdm import tqdm
 import config
 from testbed.common.machine import machine_info
 from wisv.decoding.acceptance import greedy_accept_ids
-from wisv.tasks.evaluate import eos_id
-from wisv.models.loader import load_pair
-from wisv.tasks.prompts import prompt_rows
-from wisv.records.rows import RoundRow, read_records, to_frame
-from wisv.serving.wdt import confidence_summary, evaluate, fit_wdt, split_prompts
 from wisv.decoding.sessions import DraftSession, VerifySession
 from wisv.decoding.speculative import truncate_output
+from wisv.models.loader import load_pair
+from wisv.records.rows import RoundRow, read_records, to_frame
+from wisv.serving.wdt import confidence_summary, evaluate, fit_wdt, split_prompts
+from wisv.tasks.evaluate import eos_id
+from wisv.tasks.prompts import prompt_rows
 
 GOAL_MAE_REDUCTION_PCT = 30.0  # the goal: g_i's MAE >= 30% below the running mean's
 

@@ -30,11 +30,11 @@ from tqdm import tqdm
 
 import config
 from testbed.common.machine import machine_info
+from wisv.models.loader import builtin_paths, default_dtype, load_model
+from wisv.pairs import apply_pair
 from wisv.serving.batchverify import BatchVerifier, request_shape
 from wisv.serving.engine import VerifyRequest
 from wisv.serving.estimator import batch_features, fit_metrics, fit_ols, fit_profile
-from wisv.models.loader import builtin_paths, default_dtype, load_model
-from wisv.pairs import apply_pair
 
 STATS = ("min", "median")  # how a batch's repeats become its time
 

@@ -12,10 +12,26 @@ import pytest
 import config
 from channel import emulator, probe
 from labeling import __main__ as labeling_cli
-from scripts import gpu_check
-from scripts import (bench_core, bench_link, bench_scale, bench_smollm2_drafter, bench_tree, bench_verify,
-                     import_graph, make_qa, model_card, netem_link, qa_accuracy, rejection_predictor, soak,
-                     train_smollm2_drafter, train_toy_pair, ue_controls, validate_sim)
+from scripts import (
+    bench_core,
+    bench_link,
+    bench_scale,
+    bench_smollm2_drafter,
+    bench_tree,
+    bench_verify,
+    gpu_check,
+    import_graph,
+    make_qa,
+    model_card,
+    netem_link,
+    qa_accuracy,
+    rejection_predictor,
+    soak,
+    train_smollm2_drafter,
+    train_toy_pair,
+    ue_controls,
+    validate_sim,
+)
 from testbed import keys, profile
 from testbed.live.edge import serve
 from testbed.live.orchestrate import run
@@ -236,8 +252,9 @@ def test_run_keeps_its_flags_and_checks():
 
 
 def test_run_child_argv_rebuilds_the_ue_and_edge_configs():
-    from testbed.live.orchestrate.placement import Site
     from pathlib import Path
+
+    from testbed.live.orchestrate.placement import Site
     cfg = run.parse_args(["--draft-len", "80", "--device", "cpu", "--seed", "2", "--proactive", "3",
                           "--no-kv-reuse", "--tau", "0.2"])
     site = Site(connect="tcp://127.0.0.1:7", t0_epoch_s=123.25)

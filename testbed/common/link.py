@@ -6,9 +6,9 @@ import math
 from dataclasses import dataclass, field
 
 from channel.csi import CSI
+from channel.csitrace import CSITrace, load_trace
 from channel.emulator import LinkConfig
 from channel.outage import parse_outages
-from channel.csitrace import CSITrace, load_trace
 
 
 @dataclass

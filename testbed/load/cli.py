@@ -29,23 +29,29 @@ from tqdm import tqdm
 
 import config
 from protocols.wire import Limits
-from testbed.common.files import (CONFIG_FILES, OutDirError, mark_complete, prepare_out, write_csv_atomic,
-                                  write_json_atomic)
+from testbed.common.files import (
+    CONFIG_FILES,
+    OutDirError,
+    mark_complete,
+    prepare_out,
+    write_csv_atomic,
+    write_json_atomic,
+)
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
+from testbed.live.edge.serveconfig import ServeConfig
 from testbed.live.orchestrate import placement
 from testbed.live.orchestrate.interrupt import guarded
-from testbed.live.edge.serveconfig import ServeConfig
 from testbed.load.compare import capacity, mean_sweep
 from testbed.load.gen import Device, LoadLoop, Trace
-from wisv.tasks.prompts import prompt_rows
-from wisv.models.loader import load_pair
-from wisv.records.rows import read_records, to_frame
-from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
-from wisv.decoding.speculative import speculative_generate
-from wisv.records.summary import summarize_rounds
 from wisv.decoding.rejection import draft_features
+from wisv.decoding.speculative import speculative_generate
+from wisv.models.loader import load_pair
 from wisv.pairs import apply_pair
+from wisv.records.rows import read_records, to_frame
+from wisv.records.summary import summarize_rounds
+from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
+from wisv.tasks.prompts import prompt_rows
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

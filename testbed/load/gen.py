@@ -20,8 +20,8 @@ import zmq
 from channel.measure import ewma
 from protocols.schema import Verdict
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
-from wisv.records.rows import RoundRow
 from wisv.decoding.rejection import wasted_drafting
+from wisv.records.rows import RoundRow
 from wisv.serving.scheduler import deadline_s
 
 

@@ -28,15 +28,22 @@ import config
 from testbed.common.machine import machine_info
 from testbed.sim.staleness import now_utc
 from wisv.decoding.acceptance import greedy_accept_ids
-from wisv.timing.calibrate import (Calibration, CallTiming, ComputeFit, fit_compute, fit_exchange_overhead, profile_from_fit,
-                            save_calibration)
-from wisv.timing.compute import ModelDims, draft_flops, verify_flops
-from wisv.tasks.prompts import prompt_rows
-from wisv.timing.hardware import LOCAL_PROFILE_PATH
-from wisv.models.loader import load_pair
-from wisv.timing.roundtime import n_weights
 from wisv.decoding.sessions import DraftSession, VerifySession
+from wisv.models.loader import load_pair
 from wisv.pairs import apply_pair
+from wisv.tasks.prompts import prompt_rows
+from wisv.timing.calibrate import (
+    Calibration,
+    CallTiming,
+    ComputeFit,
+    fit_compute,
+    fit_exchange_overhead,
+    profile_from_fit,
+    save_calibration,
+)
+from wisv.timing.compute import ModelDims, draft_flops, verify_flops
+from wisv.timing.hardware import LOCAL_PROFILE_PATH
+from wisv.timing.roundtime import n_weights
 
 
 @dataclass
@@ -125,8 +132,8 @@ def exchange_overhead(run_dir: Path, cal: Calibration, dims: tuple[ModelDims, Mo
 def short_link_run(cfg: CalibrateConfig) -> Path:
     """A small greedy testbed.run on an emulated 20 Mbps / 20 ms link; returns its directory."""
     from testbed.common.link import LinkSpec
-    from testbed.live.orchestrate.run import RunConfig, run
     from testbed.live.edge.serveconfig import ServeConfig
+    from testbed.live.orchestrate.run import RunConfig, run
     from testbed.live.ue.ueconfig import UEConfig
     out = Path("runs") / f"calibrate-link-{time.strftime('%Y%m%d-%H%M%S')}"
     run(RunConfig(protocol="greedy", prompts=cfg.link_prompts, prompts_file=cfg.prompts_file, out=str(out),

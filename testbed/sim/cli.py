@@ -34,11 +34,11 @@ from testbed.sim.resolve import Head, Link, PairCache, deployment, links_of, res
 from testbed.sim.staleness import check_profile, print_warnings
 from testbed.sim.traces import TraceKey, cached_trace, generate_trace, trace_rule
 from testbed.sim.trends import format_trends, trends
-from wisv.timing.hardware import LOCAL, LOCAL_PROFILE_PATH
+from wisv.pairs import apply_pair
 from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
+from wisv.timing.hardware import LOCAL, LOCAL_PROFILE_PATH
 from wisv.timing.protodesc import describe
 from wisv.timing.window import AUTO_DRAFT_LEN
-from wisv.pairs import apply_pair
 
 METHODS = ROUND_PROTOCOLS  # the simulator models every protocol a round can use
 

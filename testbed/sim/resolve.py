@@ -9,19 +9,19 @@ import torch
 from transformers import AutoConfig
 
 from channel.csi import CSI, FEATURE_DIM
-from channel.outage import Outages
 from channel.csitrace import load_trace
+from channel.outage import Outages
 from protocols.accounting import wire_payload_bits
 from testbed.common.heads import default_head_dir
 from testbed.sim.model import constant
 from testbed.sim.traces import file_id
+from wisv.decoding.speculative import MismatchPolicy
+from wisv.models.loader import builtin_paths, load_pair
 from wisv.timing.calibrate import load_calibration
 from wisv.timing.compute import ModelDims, get_architecture
 from wisv.timing.hardware import LOCAL, LOCAL_PROFILE_PATH, get_profile
 from wisv.timing.latency import PayloadBits
-from wisv.models.loader import builtin_paths, load_pair
 from wisv.timing.roundtime import Deployment
-from wisv.decoding.speculative import MismatchPolicy
 
 
 class PairCache:

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from channel.csi import CSI
+from channel.csitrace import CSITrace, load_trace, save_trace
 from channel.emulator import EmulatorConfig, LinkConfig, LinkEmulator
 from channel.linkmodel import DirParams, Link
 from channel.outage import Outages, parse_outages
-from channel.csitrace import CSITrace, load_trace, save_trace
 from testbed.common.link import LinkSpec
 from tests.channel.test_emulator import connect, echo_port, recv_exactly  # noqa: F401  (echo_port: a fixture)
 

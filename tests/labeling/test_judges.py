@@ -13,7 +13,6 @@ from labeling.config import JudgesConfig
 from labeling.judges import auc, choose_tau, run, sweep
 from labeling.store import save_config
 from wisv.head.features import BASE_SCALARS, SCALARS
-from wisv.head.judges import link_tau
 from wisv.head.store import load_policy_dir
 from wisv.pairs import ASSETS_DIR, JUDGE_DIRS
 

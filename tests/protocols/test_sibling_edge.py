@@ -8,7 +8,7 @@ import torch
 from protocols.edge_side import EdgeSession
 from protocols.rounds import UEParams
 from protocols.ue_side import UESession
-from tests.protocols.test_sessions import EOS, K, MAX_NEW, PROMPTS, drive, wire
+from tests.protocols.test_sessions import EOS, MAX_NEW, PROMPTS, K, drive, wire
 from tests.tiny_pair import make_pair
 from wisv.decoding.sessions import DraftSession, VerifySession
 from wisv.head.features import BASE_SCALARS, EdgeFeatures

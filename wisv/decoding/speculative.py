@@ -11,14 +11,19 @@ import torch
 from transformers import PreTrainedModel
 
 from channel.csi import CSI
-from wisv.decoding.acceptance import (Verdict, greedy_accept_ids, mismatch_positions, speculative_sampling_from_logits,
-                             wisv_accept)
-from wisv.tasks.evaluate import eos_id
-from wisv.records.rows import RoundRow, to_frame
+from wisv.decoding.acceptance import (
+    Verdict,
+    greedy_accept_ids,
+    mismatch_positions,
+    speculative_sampling_from_logits,
+    wisv_accept,
+)
 from wisv.decoding.sessions import Block, DraftSession, VerifySession
-from wisv.records.summary import summarize_rounds
 from wisv.head.features import EdgeFeatures, edge_features
 from wisv.head.policy import AcceptAll, MismatchPolicy, RejectAll  # noqa: F401 (re-exported)
+from wisv.records.rows import RoundRow, to_frame
+from wisv.records.summary import summarize_rounds
+from wisv.tasks.evaluate import eos_id
 
 Rule = Literal["greedy", "sampling", "wisv"]
 

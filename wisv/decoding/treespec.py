@@ -7,13 +7,13 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedModel
 
-from wisv.tasks.evaluate import eos_id
-from wisv.records.rows import RoundRow, to_frame
 from wisv.decoding.sessions import Draft, DraftSession, VerifySession
 from wisv.decoding.speculative import truncate_output
-from wisv.records.summary import summarize_rounds
 from wisv.decoding.tree import greedy_path
 from wisv.decoding.treedraft import Score, aligned, draft_tree, expand_leaf
+from wisv.records.rows import RoundRow, to_frame
+from wisv.records.summary import summarize_rounds
+from wisv.tasks.evaluate import eos_id
 
 
 @dataclass

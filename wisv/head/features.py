@@ -11,11 +11,11 @@ position ``i``.  At a mismatch ``j`` (draft[j] != argmax[j]) the edge reads, wit
   the draft token at ``j`` there: a word fragment breaks this agreement, a synonym usually does not);
 - ``remaining``: draft tokens after ``j`` (the most ``lookahead`` can be), and ``lookahead_frac``, their ratio;
 - ``h_after`` [d_t]: the target's hidden state after reading the draft token (row ``j + 1``);
-- with the sibling branch (opt-in: the target's own token t* verified beside the draft token, wisv/decoding/siblings.py),
-  where the two branches lead: ``sib_agree`` (1 if the target's argmax after d_j equals its argmax after t*),
-  ``sib_js`` (nats, the Jensen-Shannon divergence of its next-token distributions after each, <= ln 2) and
-  ``sib_cos`` (the cosine of its hidden states after each).  A synonym leads to the same continuation, a changed fact
-  to another.  Without the sibling pass these columns are NaN.
+- with the sibling branch (opt-in: the target's own token t* verified beside the draft token,
+  wisv/decoding/siblings.py), where the two branches lead: ``sib_agree`` (1 if the target's argmax after d_j
+  equals its argmax after t*), ``sib_js`` (nats, the Jensen-Shannon divergence of its next-token distributions after
+  each, <= ln 2) and ``sib_cos`` (the cosine of its hidden states after each).  A synonym leads to the same
+  continuation, a changed fact to another.  Without the sibling pass these columns are NaN.
 
 Judge Decoding (arXiv 2501.19309) reads ``h_after``; FLy (arXiv 2511.22972) the entropy and the lookahead;
 AutoJudge (arXiv 2504.20039) the drafter's and target's hidden states.

@@ -22,6 +22,7 @@ from channel.csi import CSI, FEATURE_DIM, FEATURE_NAMES
 from wisv.head.features import EdgeFeatures
 from wisv.timing.compute import head_flops
 
+
 def csi_normalisation() -> dict[str, object]:
     """The CSI feature definition the head is trained on (channel/csi.py constants), saved with it."""
     return {"features": list(FEATURE_NAMES), "rate_lo_mbps": csi_mod.RATE_LO_MBPS,

@@ -36,14 +36,14 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
 
-from wisv.serving.kvbudget import MB, KVShape, refusal
-from wisv.serving.sessiontable import SessionTable
 from wisv.decoding.kvcache import crop_to, keep_positions
-from wisv.decoding.tree import node_mask, tree_positions, with_root
 from wisv.decoding.sessions import Block, cached_forward
 from wisv.decoding.siblings import sibling_inputs
+from wisv.decoding.tree import node_mask, tree_positions, with_root
 from wisv.head.features import SiblingRows
 from wisv.serving.engine import EngineOptions, VerifyRequest
+from wisv.serving.kvbudget import MB, KVShape, refusal
+from wisv.serving.sessiontable import SessionTable
 
 
 @dataclass
@@ -373,6 +373,6 @@ def request_shape(session, k: int) -> tuple[int, int, int]:
 
 
 def from_options(target: PreTrainedModel, opts: EngineOptions) -> BatchVerifier:
-    """The engine ``--engine transformers`` builds (wisv/serving/engine.py ENGINES)."""
+    """The engine ``--engine transformers`` builds (wisv/serving/engines.py ENGINES)."""
     return BatchVerifier(target, EngineConfig(kv_reuse=opts.kv_reuse, session_timeout_s=opts.session_timeout_s,
                                               memory_budget_mb=opts.memory_budget_mb, hidden_layer=opts.hidden_layer))

@@ -149,7 +149,7 @@ def design(rounds: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     """(X [N, F], y accepted [N], baseline g [N], has draft features [N]) of round records."""
     hist = history_frame(rounds)
     xs, base, has = [], [], []
-    for (i, r), (_, hr) in zip(rounds.iterrows(), hist.iterrows()):
+    for (_, r), (_, hr) in zip(rounds.iterrows(), hist.iterrows()):
         h = SessionHistory(*(int(hr[f"h_{k}"]) for k in ("rounds", "drafted", "accepted", "full", "committed")))
         conf = {c: float(r[c]) for c in CONF_COLUMNS} if all(c in r and pd.notna(r[c]) for c in CONF_COLUMNS) \
             else None

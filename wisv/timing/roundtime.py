@@ -30,8 +30,17 @@ from dataclasses import dataclass
 
 from channel.csi import CSI, FEATURE_DIM
 from channel.outage import Outages
-from wisv.timing.compute import (DEFAULT_CONSTANTS, FlopConstants, ModelDims, compute_s, draft_flops, flops_per_token,
-                          get_architecture, head_flops, verify_flops)
+from wisv.timing.compute import (
+    DEFAULT_CONSTANTS,
+    FlopConstants,
+    ModelDims,
+    compute_s,
+    draft_flops,
+    flops_per_token,
+    get_architecture,
+    head_flops,
+    verify_flops,
+)
 from wisv.timing.hardware import HardwareProfile, get_profile
 from wisv.timing.latency import PayloadBits, down_s, s_req, s_sh2, t_single_exchange, up_s
 from wisv.timing.protodesc import describe, downlink_bits, exchanges, round_names, uplink_bits

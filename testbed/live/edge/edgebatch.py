@@ -19,12 +19,19 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 
 from protocols.edge_side import EdgeSession
+from wisv.decoding.sessions import Block
 from wisv.serving.batchverify import request_shape
 from wisv.serving.engine import VerifyEngine, VerifyRequest
 from wisv.serving.estimator import EstimatorProfile, LiveFit, live_update
-from wisv.serving.scheduler import (LOST_ORDER_CHOICES, SCHEDULER_CHOICES, Request, arrival_reserve_s, deadline_s,
-                                    select_fcfs, select_slo)
-from wisv.decoding.sessions import Block
+from wisv.serving.scheduler import (
+    LOST_ORDER_CHOICES,
+    SCHEDULER_CHOICES,
+    Request,
+    arrival_reserve_s,
+    deadline_s,
+    select_fcfs,
+    select_slo,
+)
 from wisv.serving.wdt import SessionHistory, WDTPredictor, confidence_summary, stop_depth, update_session
 
 log = logging.getLogger("testbed.serve")

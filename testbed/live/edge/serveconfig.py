@@ -3,10 +3,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from testbed.live.common.defaults import (HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, MAX_QUEUE_MSGS, PEER_QUEUE_BYTES,
-                                   TOTAL_QUEUE_BYTES)
+from testbed.live.common.defaults import (
+    HEARTBEAT_IVL_MS,
+    HEARTBEAT_TIMEOUT_MS,
+    MAX_QUEUE_MSGS,
+    PEER_QUEUE_BYTES,
+    TOTAL_QUEUE_BYTES,
+)
 from wisv.models.choices import DTYPE_CHOICES
-from wisv.serving.engine import ENGINE_CHOICES
+from wisv.serving.engines import ENGINE_CHOICES
 from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.serving.vllm_config import VllmConfig
 
@@ -41,7 +46,7 @@ class ServeConfig:
     undrafted_timeout_s: float = field(default=15.0, metadata={
         "above": 0})  # a session that has sent no DRAFT this long after its OPEN is freed, s
     max_draft_len: int = field(default=64, metadata={"min": 1})  # largest accepted block K, tokens
-    sibling: bool = False  # WISV rounds: verify the target's own token beside each mismatch (edge sib_* features; transformers)
+    sibling: bool = False  # WISV: verify the target's token beside each mismatch too (sib_* features; transformers)
     batch_verify: bool = False  # verify concurrent DRAFTs of many sessions in one target pass (wisv/serving/batchverify.py)
     scheduler: str = field(default="fcfs", metadata={"choices": SCHEDULER_CHOICES})  # batch selection (slo: WISP)
     max_batch: int = field(default=16, metadata={"min": 1})  # most requests in one verification pass

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1  # prctl option: the signal this process gets when its parent dies (linux/prctl.h)
-_LIVE: dict[int, "Child"] = {}  # children started and not yet stopped, by PID
-ON_START: list[Callable[["Child"], None]] = []  # called with each child as it starts (orchestrate/cont.py records it)
+_LIVE: dict[int, Child] = {}  # children started and not yet stopped, by PID
+ON_START: list[Callable[[Child], None]] = []  # called with each child as it starts (orchestrate/cont.py records it)
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 

@@ -37,33 +37,45 @@ from tqdm import tqdm
 import config
 from protocols.registry import ALL_PROTOCOLS, PROTOCOLS
 from protocols.ue_side import AUTO_DRAFT_LEN, EdgeError, HandshakeError
-from testbed.common.files import (CONFIG_FILES, mark_complete, prepare_out, write_csv_atomic, write_json_atomic,
-                                  write_text_atomic)
-from testbed.common.compare import (group_summaries, group_text, paired_rows, paired_text, prompt_correct,
-                                    prompt_groups, write_comparisons)
+from testbed.common.compare import (
+    group_summaries,
+    group_text,
+    paired_rows,
+    paired_text,
+    prompt_correct,
+    prompt_groups,
+    write_comparisons,
+)
+from testbed.common.files import (
+    CONFIG_FILES,
+    mark_complete,
+    prepare_out,
+    write_csv_atomic,
+    write_json_atomic,
+    write_text_atomic,
+)
 from testbed.common.heads import load_policy
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
 from testbed.common.plots import plot_run
 from testbed.common.summary import summarize, table, window_table
 from testbed.common.text import decoder, show
-from testbed.live.orchestrate import placement
-from testbed.live.orchestrate.interrupt import guarded
 from testbed.live.common.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
-from testbed.live.orchestrate.cont import RECORD_FILE, Recorder, continued, stop_leftovers
-from testbed.live.orchestrate.procs import ON_START, Child, ChildError, progress_handler, wait_with_edge
-from testbed.live.ue.retry import RetryExhausted
-from testbed.live.orchestrate.prompts import TargetScorer, load_prompts, reference_outputs
 from testbed.live.edge.serveconfig import ServeConfig
+from testbed.live.orchestrate import placement
+from testbed.live.orchestrate.cont import RECORD_FILE, Recorder, continued, stop_leftovers
+from testbed.live.orchestrate.interrupt import guarded
+from testbed.live.orchestrate.procs import ON_START, Child, ChildError, progress_handler, wait_with_edge
+from testbed.live.orchestrate.prompts import TargetScorer, load_prompts, reference_outputs
+from testbed.live.orchestrate.wakeup import cpu_wakeup_bound
+from testbed.live.ue.retry import RetryExhausted
 from testbed.live.ue.ue import PROG as UE_PROG
 from testbed.live.ue.ueconfig import UEConfig
-from testbed.live.orchestrate.wakeup import cpu_wakeup_bound
-from wisv.tasks.jsonl import read_jsonl, write_jsonl
 from wisv.models.loader import DTYPE_CHOICES
 from wisv.pairs import apply_pair
 from wisv.pairs.scorer import SCORERS, resolve_scorer
 from wisv.records.rows import read_records, read_round_log
-
+from wisv.tasks.jsonl import read_jsonl, write_jsonl
 
 PROG = "python -m testbed.run"  # as users type it: --help and error lines
 SHARED = ("auth", "heartbeat_ivl_ms", "heartbeat_timeout_ms", "dtype")  # RunConfig fields given to UEs and edge alike

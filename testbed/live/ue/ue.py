@@ -27,32 +27,32 @@ import zmq
 from transformers import PreTrainedModel
 
 import config
-from channel.emulator import parse_hostport
-from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
 from channel.capture import capturing, iface_for
 from channel.csitrace import CSITrace
+from channel.emulator import parse_hostport
+from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
 from protocols.handshake import Vocab
 from protocols.ue_side import EdgeError, HandshakeError, UEParams, UESession
 from protocols.wire import Limits, MsgType, WireError, make
-from testbed.common.link import LinkSpec
 from testbed.common.files import write_csv_atomic, write_text_atomic
+from testbed.common.link import LinkSpec
 from testbed.common.summary import summarize, table, write_summary
 from testbed.common.text import decoder, progress_line, text_fields
-from testbed.live.ue.kept import Kept, in_prompt_order, keep_done
-from testbed.live.ue.client import Client, close_session, fetch_references, handshake, open_session
 from testbed.live.common.liveness import Heartbeat
+from testbed.live.ue.client import Client, close_session, fetch_references, handshake, open_session
+from testbed.live.ue.kept import Kept, in_prompt_order, keep_done
 from testbed.live.ue.retry import RetryExhausted
 from testbed.live.ue.ueconfig import UEConfig
 from testbed.live.ue.ueround import run_round
-from wisv.tasks.evaluate import eos_id
-from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
-from wisv.tasks.prompts import prompt_rows
-from wisv.records.rows import RoundLog, RoundRow, to_frame
-from wisv.records.summary import spec_decode_metrics
 from wisv.decoding.rejection import load_predictor, stop_rule
 from wisv.decoding.sessions import DraftSession
-from wisv.timing.window import WindowTracker
+from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.pairs import apply_pair
+from wisv.records.rows import RoundLog, RoundRow, to_frame
+from wisv.records.summary import spec_decode_metrics
+from wisv.tasks.evaluate import eos_id
+from wisv.tasks.prompts import prompt_rows
+from wisv.timing.window import WindowTracker
 
 PROG = "python -m testbed.ue"  # as users type it: --help and error lines
 

@@ -2,14 +2,13 @@
 import pytest
 import torch
 
-from wisv.head.judges import JudgePolicy
-
 from protocols.edge_side import ProtocolError, _check_head_width
 from testbed.common.heads import default_head_dir, load_policy
 from wisv import pairs
+from wisv.decoding.speculative import AcceptAll, RejectAll
+from wisv.head.judges import JudgePolicy
 from wisv.head.model import DecisionHead, HeadConfig, HeadPolicy
 from wisv.head.store import load_head, save_head
-from wisv.decoding.speculative import AcceptAll, RejectAll
 
 
 def test_fixed_policies_and_tau_override():

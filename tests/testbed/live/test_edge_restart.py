@@ -12,8 +12,8 @@ import pandas as pd
 import torch
 
 from testbed.live.orchestrate.procs import Child
-from wisv.tasks.evaluate import greedy_reference
 from wisv.models.loader import load_model
+from wisv.tasks.evaluate import greedy_reference
 
 PROMPTS = [[1, 51, 28, 223, 19, 20, 13, 21, 33], [1, 40, 41, 42, 43], [1, 60, 61, 62], [1, 70, 71, 72, 73, 74]]
 MAX_NEW, K = 160, 4  # tokens per prompt: long enough that the kill lands inside the second prompt's rounds

@@ -6,8 +6,15 @@ import math
 import pytest
 import torch
 
-from wisv.head.features import (BASE_SCALARS, SCALARS, EdgeFeatures, SiblingRows, edge_features, lookahead_runs,
-                                sibling_columns)
+from wisv.head.features import (
+    BASE_SCALARS,
+    SCALARS,
+    EdgeFeatures,
+    SiblingRows,
+    edge_features,
+    lookahead_runs,
+    sibling_columns,
+)
 
 
 @pytest.mark.parametrize("draft, argmax, positions, want", [
@@ -65,7 +72,8 @@ def test_sibling_columns_tell_a_synonym_from_a_changed_continuation():
     assert agree.tolist() == [1.0, 0.0]
     assert 0 <= js[0] < 0.05 < js[1] <= math.log(2)
     assert cos[0] == pytest.approx(1.0) and cos[1] == pytest.approx(-1 / math.sqrt(5))
-    assert sibling_columns(after_draft, h, SiblingRows(after_draft, h))[:, 1].tolist() == pytest.approx([0, 0], abs=1e-7)
+    same = sibling_columns(after_draft, h, SiblingRows(after_draft, h))  # the same branch twice
+    assert same[:, 1].tolist() == pytest.approx([0, 0], abs=1e-7)
 
 
 def test_edge_features_sibling_columns_nan_without_the_pass_and_filled_with_it():

@@ -6,12 +6,12 @@ import torch
 
 from channel.csi import CSI, FEATURE_DIM
 from tests.tiny_pair import make_pair
-from wisv.timing.compute import head_flops
+from wisv.decoding.speculative import RejectAll, speculative_generate
 from wisv.head.model import DecisionHead, HeadConfig, HeadPolicy, build_inputs
 from wisv.head.store import load_head, save_head
+from wisv.timing.compute import head_flops
 
 CONFIG_FILE = "head.json"
-from wisv.decoding.speculative import RejectAll, speculative_generate
 
 
 def _head(csi_dim=FEATURE_DIM, seed=0, d_d=8, d_t=12):

@@ -3,9 +3,9 @@ import pytest
 import torch
 
 from tests.tiny_pair import make_pair
+from wisv.decoding.sessions import VerifySession
 from wisv.serving.batchverify import pass_tokens
 from wisv.serving.kvbudget import MB, KVBudgetError, KVLedger, KVShape, refusal, session_tokens
-from wisv.decoding.sessions import VerifySession
 
 
 def test_bytes_for_is_keys_and_values_of_every_layer():

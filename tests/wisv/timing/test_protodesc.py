@@ -10,8 +10,18 @@ import pytest
 
 from channel.csi import CSI
 from wisv.timing import protodesc
-from wisv.timing.latency import (PayloadBits, s_fh, s_greedy, s_reject, s_sh1, s_tree, s_tree_fb, t_fh, t_sh,
-                                 t_single_exchange)
+from wisv.timing.latency import (
+    PayloadBits,
+    s_fh,
+    s_greedy,
+    s_reject,
+    s_sh1,
+    s_tree,
+    s_tree_fb,
+    t_fh,
+    t_sh,
+    t_single_exchange,
+)
 from wisv.timing.protodesc import DESCRIPTIONS, ProtocolDesc, describe, downlink_bits, exchanges, uplink_bits
 from wisv.timing.roundtime import comm_s, n_exchanges
 
