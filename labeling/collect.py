@@ -4,8 +4,9 @@ Along the greedy path each round stops at its first mismatch, so these are exact
 decision head is asked about when it rejects everything.  Per mismatch (traces.npz, one row each):
 ``episode``, ``position`` (index of the mismatch in the generated tokens), ``round``, ``draft_id``,
 ``target_id``, ``h_d`` [N, d_d] and ``h_t`` [N, d_t] (fp16, the layer ``hidden_layer``), and what the edge knows
-there for free (wisv/head/features.py): ``edge`` [N, S] (the scalar features, float32) and ``h_after`` [N, d_t]
-(fp16, the target's hidden state after reading the draft token).  Per prompt
+there for free (wisv/head/features.py): ``edge`` [N, S] (the scalar features, float32; the ``sib_*`` columns NaN
+unless ``sibling`` recorded them) and ``h_after`` [N, d_t] (fp16, the target's hidden state after reading the draft
+token).  Per prompt
 (episodes.jsonl): prompt id and ids, reference answer, generated ids and text, the task outcome.
 With ``workers`` > 1 the prompts are dealt round-robin to that many processes (one torch thread each, each with
 its own copy of the pair) and their results merged in prompt order: the files equal a one-process run's.
@@ -51,7 +52,8 @@ def collect_rows(cfg: CollectConfig, rows: list[dict],
     episodes, mism = [], []
     for e, row in enumerate(tqdm(rows, desc=desc)):
         out = speculative_generate(pair.drafter, pair.target, row["prompt_ids"], max_new_tokens=cfg.max_new_tokens,
-                                   draft_len=cfg.draft_len, rule="greedy", hidden_layer=cfg.hidden_layer)
+                                   draft_len=cfg.draft_len, rule="greedy", hidden_layer=cfg.hidden_layer,
+                                   sibling=cfg.sibling)
         ms = episode_mismatches(out)
         mism += [{**m, "episode": e, "h_d": _half(m["h_d"]), "h_t": _half(m["h_t"]), "h_after": _half(m["h_after"])}
                  for m in ms]

@@ -49,6 +49,7 @@ class CollectConfig:
     hidden_layer: int = -1  # hidden-state layer recorded for the head (-1: final, post-norm)
     workers: int = 1  # processes, one torch thread and one copy of the pair each (2: both cores of a 2-core machine)
     device: str = "cpu"  # torch device
+    sibling: bool = False  # record the sibling branch's edge features (sib_*: one more pass per mismatch round)
 
 
 @dataclass

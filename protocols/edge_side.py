@@ -84,6 +84,7 @@ class EdgeSession:
         self.msg_t0 = time.perf_counter()  # set by the server when a message of this session arrives
         self.round_edge_s = 0.0  # edge handling time of the round so far (SH: the DRAFT part)
         self.token = ""  # the edge's token for this session (its server sets it; messages carry it)
+        self.sibling = False  # verify the target's own token beside each mismatch (edge sib_* features; server sets it)
 
     def on_draft(self, msg: Message) -> Message:
         """Verify a block alone; reply HIDDEN_REQ (SH with mismatches) or VERDICT (a retransmission: the cached one)."""
@@ -206,10 +207,12 @@ class EdgeSession:
             return self._sample(draft, p.block, probs), 0.0
         if p.protocol.rule == "greedy" or not p.mismatches:
             return greedy_accept_ids(draft, argmax), 0.0
+        sib = self.verify.verify_siblings(p.tokens, p.mismatches, argmax[p.mismatches].tolist()) if self.sibling \
+            else None  # verification work: counted in t_verify, not in the head's time
         t0 = time.perf_counter()
         hd = None if h_d is None else torch.from_numpy(np.asarray(h_d, dtype=np.float32))  # [m, d_d]
         ht = p.block.hidden[p.mismatches].cpu()  # [m, d_t]
-        ef = edge_features(p.block.logits.cpu(), p.block.hidden.cpu(), p.tokens, p.mismatches)
+        ef = edge_features(p.block.logits.cpu(), p.block.hidden.cpu(), p.tokens, p.mismatches, sib)
         reject = self.policy.reject_probs(hd, ht, p.mismatches, p.csi, ef)
         t_head = time.perf_counter() - t0
         return wisv_accept(draft, argmax, reject, self.policy.threshold(self.tau, p.csi), self.eos), t_head

@@ -38,7 +38,9 @@ from transformers.cache_utils import DynamicLayer
 
 from wisv.decoding.kvcache import crop_to, keep_positions
 from wisv.decoding.sessions import Block, cached_forward
+from wisv.decoding.siblings import sibling_inputs
 from wisv.decoding.tree import node_mask, tree_positions, with_root
+from wisv.head.features import SiblingRows
 from wisv.serving.engine import EngineOptions, VerifyRequest
 from wisv.serving.kvbudget import MB, KVShape, refusal
 from wisv.serving.sessiontable import SessionTable
@@ -181,6 +183,25 @@ class BatchVerifier(SessionTable):
                                         self.cfg.hidden_layer, tree_positions(rooted, st.cached_len), mask)
         st.cached_len += len(rooted)
         return Block(logits, hidden, logits.argmax(dim=-1))
+
+    @torch.no_grad()
+    def verify_siblings(self, sid: str, positions: list[int], tokens: list[int]) -> SiblingRows:
+        """After a chain's pass, before its commit: the sibling branch ``tokens[i]`` beside the draft token at
+        ``positions[i]`` (as VerifySession.verify_siblings), a pass of this session's own after its chain's keys (fed
+        again first when the budget dropped them); ``commit`` crops the siblings away with the rejected tail."""
+        st = self._state(sid)
+        root = len(st.seq) - 1  # the root's cache slot
+        if st.cached_len != root + 1 + len(st.drafted):  # the chain's keys are gone (budget): feed them again
+            if st.cached_len > root:
+                crop_to(st.cache, root)
+                st.cached_len = root
+            self._forward_one(st, (st.seq + st.drafted)[st.cached_len:])
+        pos, mask = sibling_inputs(len(st.drafted), positions, root, self.model.dtype)
+        logits, hidden = cached_forward(self.model, st.cache, st.cached_len, list(tokens), self.cfg.hidden_layer,
+                                        pos, mask)
+        st.cached_len += len(tokens)
+        self._enforce_budget()
+        return SiblingRows(logits, hidden)
 
     def commit_path(self, sid: str, path: list[int], next_token: int) -> list[int]:
         """After a tree's pass: commit its accepted ``path`` (node indices, the root's child first) and ``next_token``;

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # for hints only: the interface imports without torch (the edge's config reads engines.py)
     from wisv.decoding.sessions import Block
+    from wisv.head.features import SiblingRows
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,10 @@ class EngineView:
 
     def verify_tree(self, tokens: list[int], parents: list[int]) -> Block:
         return self.engine.verify([VerifyRequest(self.sid, list(tokens), list(parents))])[self.sid]
+
+    def verify_siblings(self, draft: list[int], positions: list[int], tokens: list[int]) -> SiblingRows:
+        """The sibling branch after the chain's pass (the transformers engine's BatchVerifier.verify_siblings)."""
+        return self.engine.verify_siblings(self.sid, list(positions), list(tokens))
 
     def commit(self, draft: list[int], n_accepted: int, next_token: int) -> list[int]:
         return self.engine.commit(self.sid, n_accepted, next_token)

@@ -250,7 +250,7 @@ class EdgeServer:
         except Exception:
             self.kv.release(seat.token)
             raise
-        sess.token = seat.token
+        sess.token, sess.sibling = seat.token, self.cfg.sibling
         self.sessions[seat.token], self.seats[seat.token] = sess, seat
         self.alive.expect(seat.token, msg.header.get("keepalive_ms"))
         if self.journal is not None:
@@ -386,6 +386,8 @@ def _end_draft(sess: EdgeSession, block, dt: float, batch: int) -> Message:
 def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[VerifyEngine | None, DraftBatcher | None]:
     """The engine (vLLM with --engine vllm; ours with --batch-verify or --no-kv-reuse, else none: a VerifySession per
     session), from the engine registry, and, when batching, its batcher."""
+    if cfg.sibling and cfg.engine != "transformers":
+        raise ValueError(f"--sibling needs --engine transformers (the {cfg.engine} engine verifies no sibling branch)")
     if cfg.engine == "transformers" and not cfg.batch_verify and cfg.kv_reuse:
         return None, None
     dtype = str(resolve_dtype(cfg.dtype, cfg.device)).removeprefix("torch.")

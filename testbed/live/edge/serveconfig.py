@@ -46,6 +46,7 @@ class ServeConfig:
     undrafted_timeout_s: float = field(default=15.0, metadata={
         "above": 0})  # a session that has sent no DRAFT this long after its OPEN is freed, s
     max_draft_len: int = field(default=64, metadata={"min": 1})  # largest accepted block K, tokens
+    sibling: bool = False  # WISV: verify the target's token beside each mismatch too (sib_* features; transformers)
     batch_verify: bool = field(  # verify concurrent DRAFTs of many sessions in one target pass
         default=False)  # (wisv/serving/batchverify.py)
     scheduler: str = field(default="fcfs", metadata={"choices": SCHEDULER_CHOICES})  # batch selection (slo: WISP)
