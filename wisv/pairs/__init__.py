@@ -72,8 +72,9 @@ def cache_dir(override: str | Path | None = None) -> Path:
 
 def pair_dir(name: str, cache: str | Path | None = None) -> Path:
     """The directory a built pair lives in (the toy pair's is in the package; a plugin's pair resolves its own)."""
-    if name not in BUILTIN_PAIRS:
-        raise PairError(f"pair {name!r}: not one built here ({BUILTIN_PAIRS}); a plugin's pair resolves its own dirs")
+    _check_name(name)
+    if name in PLUGIN_PAIRS:
+        raise PairError(f"pair {name!r} is a plugin's: it has no build directory here (resolve_pair finds its dirs)")
     return BUILTIN_DIR if name == "toy" else cache_dir(cache) / "pairs" / name
 
 

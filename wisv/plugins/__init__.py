@@ -20,6 +20,7 @@ imports nothing of the project.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -35,9 +36,15 @@ BROKEN: list[str] = []  # this process's lines about plugins it skipped
 QUIET = bool(os.environ.get(REPORTED_ENV))  # a parent process has reported them already
 
 
+@functools.cache
+def _installed() -> metadata.EntryPoints:
+    """Every installed entry point, read once per process (the three groups share one scan)."""
+    return metadata.entry_points()
+
+
 def entry_points(group: str) -> list[metadata.EntryPoint]:
     """The installed entry points of ``group``, by name (tests replace this to plant plugins)."""
-    return sorted(metadata.entry_points(group=group), key=lambda ep: ep.name)
+    return sorted(_installed().select(group=group), key=lambda ep: ep.name)
 
 
 def broken_line(group: str, ep: metadata.EntryPoint, err: BaseException) -> str:
