@@ -29,7 +29,6 @@ from importlib import metadata
 PROTOCOLS = "wisv_testbed.protocols"  # entry point -> a ProtocolDesc or a list of them
 POLICIES = "wisv_testbed.policies"  # entry point NAME -> a Kind: stored policies of kind NAME (and --head NAME)
 PAIRS = "wisv_testbed.pairs"  # entry point NAME -> a PluginPair: --pair NAME
-GROUPS = (PROTOCOLS, POLICIES, PAIRS)
 REPORTED_ENV = "WISV_PLUGINS_REPORTED"  # set once a process has reported its broken plugins: its children stay quiet
 
 BROKEN: list[str] = []  # this process's lines about plugins it skipped
@@ -49,7 +48,7 @@ def entry_points(group: str) -> list[metadata.EntryPoint]:
 
 def broken_line(group: str, ep: metadata.EntryPoint, err: BaseException) -> str:
     """The one line that reports a skipped plugin: the entry point, its package and why."""
-    dist = f" from {ep.dist.name}" if getattr(ep, "dist", None) is not None else ""
+    dist = f" from {ep.dist.name}" if ep.dist is not None else ""
     why = " ".join(f"{type(err).__name__}: {err}".split())
     return f"wisv-testbed: skipped plugin {ep.name} = {ep.value} ({group}{dist}): {why}"
 
