@@ -122,6 +122,7 @@ BOUNDS = {"min": (">=", operator.ge), "max": ("<=", operator.le), "above": (">",
 
 def _help_text(doc: str, default: str, meta: Mapping) -> str:
     text = doc + (f"; one of: {', '.join(map(str, meta['choices']))}" if meta.get("choices") else "")
+    text += f"; also: {', '.join(map(str, meta['also']))}" if meta.get("also") else ""  # names added at run time
     text += "".join(f"; {sign} {meta[k]:g}" for k, (sign, _) in BOUNDS.items() if k in meta)
     text += "" if meta.get("positional") else f" (default: {default})"
     return text.replace("%", "%%")

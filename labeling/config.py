@@ -4,7 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from wisv.head.judges import LINK_BITS
+from wisv.pairs import PAIR_NAMES
 from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
+from wisv.timing.protodesc import round_names
 
 LABEL_ENGINES = ("cached", "batched")  # label stage: how the forced continuations run (labeling/label.py)
 VARIANTS = ("csi", "nocsi")  # the trained heads: relabeled with CSI, and the no-CSI ablation
@@ -37,7 +39,8 @@ class CollectConfig:
     """Stage 1: greedy SD traces on calibration prompts."""
 
     run_dir: str = "runs/labeling"  # where every stage reads and writes
-    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
+    pair: str | None = field(default=None, metadata={
+        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     drafter: str | None = None  # drafter model dir (None: built-in toy drafter)
     target: str | None = None  # target model dir (None: built-in toy target)
     prompts_file: str | None = None  # JSONL with prompt/answer rows (None: the toy calib split)
@@ -110,7 +113,8 @@ class EvalConfig:
     """Stage 5: speculative decoding with the head on the held-out test split, tau x channel sweep."""
 
     run_dir: str = "runs/labeling"  # where every stage reads and writes
-    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
+    pair: str | None = field(default=None, metadata={
+        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     drafter: str | None = None  # drafter model dir (None: the collect stage's drafter)
     target: str | None = None  # target model dir (None: the collect stage's target)
     prompts_file: str | None = None  # JSONL test prompts (None: the toy test split)
@@ -126,7 +130,8 @@ class EvalConfig:
     max_acc_drop_pts: float = 1.0  # tau choice: largest tau whose poor-channel accuracy is within this of greedy, pts
     max_fluency_ratio: float = 1.25  # tau choice: poor-channel perplexity ratio vs the target's own text at most this
     tau_max: float = 0.5  # tau choice: at most this (0.5 is the class-balanced head's decision boundary)
-    protocol: str = "fh"  # protocol whose payloads the predicted latency uses
+    protocol: str = field(default="fh", metadata={
+        "choices": round_names()})  # protocol whose payloads the predicted latency uses
     ue_profile: str = "jetson-agx-orin"  # hardware profile of the drafter (predicted latency)
     edge_profile: str = "a40"  # hardware profile of the verifier (predicted latency)
     max_new_tokens: int = 160  # generation budget per prompt, tokens

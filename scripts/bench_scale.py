@@ -42,6 +42,7 @@ from scripts.gpucheck.scale_shapes import (
 from testbed.common.machine import machine_info
 from wisv.records.rows import read_records
 from wisv.tasks.jsonl import write_jsonl
+from wisv.timing.protodesc import round_names
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes per weight
 ROLES = {"testbed.serve": "edge", "testbed.ue": "ue"}  # module in a child's command line -> its role
@@ -55,7 +56,7 @@ class ScaleBenchConfig:
 
     shapes: str = field(default="qwen", metadata={"choices": tuple(PAIRS)})  # pair: qwen (0.5B/1.5B), llama (1B/8B)
     protocols: list[str] = field(default_factory=lambda: list(ROUND_PROTOCOLS), metadata={
-        "choices": ROUND_PROTOCOLS})  # protocols, one testbed.run each
+        "choices": round_names()})  # protocols, one testbed.run each
     prompts: int = 2  # random-token prompts per protocol
     prompt_len: int = 32  # tokens per prompt
     max_new_tokens: int = 12  # generation budget per prompt, tokens

@@ -31,7 +31,7 @@ from tqdm import tqdm
 import config
 from testbed.common.machine import machine_info
 from wisv.models.loader import builtin_paths, default_dtype, load_model
-from wisv.pairs import apply_pair
+from wisv.pairs import PAIR_NAMES, apply_pair
 from wisv.serving.batchverify import BatchVerifier, request_shape
 from wisv.serving.engine import VerifyRequest
 from wisv.serving.estimator import batch_features, fit_metrics, fit_ols, fit_profile
@@ -43,7 +43,8 @@ STATS = ("min", "median")  # how a batch's repeats become its time
 class ProfileConfig:
     """What to time and where to write the fitted profile."""
 
-    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
+    pair: str | None = field(default=None, metadata={
+        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     target: str | None = None  # local HF target directory (None: built-in toy target)
     device: str = "cpu"  # torch device
     batches: int = 150  # timed batches (>= 2)

@@ -142,7 +142,9 @@ def _changed(value, tp, meta) -> object:
         return meta["example"] if value != meta["example"] else type(value)()
     if type(None) in args:
         inner = [a for a in args if a is not type(None)][0]
-        return _sample(inner) if value is None else None
+        if value is not None:
+            return None
+        return choices[0] if choices else _sample(inner)  # an optional field with choices (--pair) takes one
     if choices:
         if isinstance(value, (list, tuple)):
             return type(value)(reversed(value))

@@ -47,7 +47,7 @@ from testbed.load.gen import Device, LoadLoop, Trace
 from wisv.decoding.rejection import draft_features
 from wisv.decoding.speculative import speculative_generate
 from wisv.models.loader import load_pair
-from wisv.pairs import apply_pair
+from wisv.pairs import PAIR_NAMES, apply_pair
 from wisv.records.rows import read_records, to_frame
 from wisv.records.summary import summarize_rounds
 from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
@@ -91,7 +91,8 @@ class LoadConfig:
     timeout_s: float = field(default=600.0, metadata={"above": 0})  # give up on a load run after this long, s
     out: str = ""  # output directory; default runs/load-<time>
     overwrite: bool = False  # empty a non-empty --out first (without it, a non-empty --out is refused)
-    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
+    pair: str | None = field(default=None, metadata={
+        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     target: str | None = None  # local HF target (None: built-in); the drafter must match it
     drafter: str | None = None  # local HF drafter matching the target (None: built-in)
     prompts_file: str | None = None  # JSONL prompts (None: the pair's default set; toy: the built-in test split)

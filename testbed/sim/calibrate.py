@@ -30,7 +30,7 @@ from testbed.sim.staleness import now_utc
 from wisv.decoding.acceptance import greedy_accept_ids
 from wisv.decoding.sessions import DraftSession, VerifySession
 from wisv.models.loader import load_pair
-from wisv.pairs import apply_pair
+from wisv.pairs import PAIR_NAMES, apply_pair
 from wisv.tasks.prompts import prompt_rows
 from wisv.timing.calibrate import (
     Calibration,
@@ -59,7 +59,8 @@ class CalibrateConfig:
     link_prompts: int = 3  # prompts of the short testbed run (20 Mbps / 20 ms, greedy, K = 8)
     no_link: bool = False  # skip the exchange-overhead measurement (writes 0)
     prompts_file: str | None = None  # JSONL prompts to time (None: the pair's default set, the built-in test split)
-    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
+    pair: str | None = field(default=None, metadata={
+        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     drafter: str | None = None  # local HF drafter directory (None: built-in)
     target: str | None = None  # local HF target directory (None: built-in)
 

@@ -34,7 +34,8 @@ from testbed.sim.resolve import Head, Link, PairCache, deployment, links_of, res
 from testbed.sim.staleness import check_profile, print_warnings
 from testbed.sim.traces import TraceKey, cached_trace, generate_trace, trace_rule
 from testbed.sim.trends import format_trends, trends
-from wisv.pairs import apply_pair
+from wisv.head.store import PLUGIN_KINDS
+from wisv.pairs import PAIR_NAMES, apply_pair
 from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
 from wisv.timing.hardware import LOCAL, LOCAL_PROFILE_PATH
 from wisv.timing.protodesc import describe
@@ -89,13 +90,14 @@ class SimConfig:
     arch_target: str | None = None  # named target architecture (give both or neither; None: the pair's own)
     payload: str = field(default="paper", metadata={"choices": ("paper", "wire")})  # paper: ceil(log2 V)-bit ids
     exchange_overhead_ms: float | None = None  # fixed time per exchange, ms (None: calibrated if both local, else 0)
-    head: str = field(  # decision head for fh/sh/ef:
-        default="default")  # default | wisv-paper | a judge shipped for the pair | none | PATH
+    head: str = field(default="default", metadata={  # decision head for fh/sh/ef:
+        "also": PLUGIN_KINDS})  # default | wisv-paper | a judge shipped for the pair | none | PATH
     tau: float | None = None  # head threshold (None: the head's own)
     seed: int = 0  # reject's sampling seed base
     temperature: float = 1.0  # reject's sampling temperature
     cache_dir: str = "runs/sim-cache"  # acceptance-trace cache directory
-    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
+    pair: str | None = field(default=None, metadata={
+        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     drafter: str | None = None  # local HF drafter directory (None: built-in)
     target: str | None = None  # local HF target directory (None: built-in)
     validate: str | None = None  # testbed.run directory: predict it and compare with what it measured

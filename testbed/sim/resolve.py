@@ -1,6 +1,7 @@
 """What ``testbed.simulate`` resolves from its config: the pair (lazily loaded), the head, the deployment, the links."""
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -63,11 +64,16 @@ class Head:
 def resolve_head(head: str, tau: float | None, pair: PairCache) -> Head:
     """``default`` (the head shipped for the named pair simulated, the built-in one or ``--pair smollm2``; a clear
     notice when it is missing), a head shipped for the pair by name (``wisv-paper``, ``edge``, the peers), ``none``,
-    or a head or judge directory."""
-    from wisv.head.store import check_widths, is_policy_dir, load_policy_dir
+    a plugin's policy kind that needs no weights, or a head or judge directory."""
+    from wisv.head.store import check_widths, is_policy_dir, load_policy_dir, named_policy
     from wisv.pairs import pair_heads, pair_of_target
     if head == "none":
         return Head(None, 0.0, "", "none: fh/sh use greedy (lossless) acceptance")
+    plugin = named_policy(head)  # a plugin's kind that needs no weights (wisv.plugins)
+    if plugin is not None:
+        tau = plugin.tau if tau is None else tau
+        code = Path(inspect.getfile(type(plugin)))  # its defaults are its code's: cached traces follow that file
+        return Head(plugin, float(tau), f"{head}-{file_id(code)}", f"{head} (plugin, tau={tau})", *plugin.flops_dims)
     named = pair_of_target(None if pair.builtin else pair.t_dir)
     path = default_head_dir(None if pair.builtin else pair.t_dir) if head == "default" else Path(head)
     if named is not None and head in pair_heads(named):  # wisv-paper, edge, the peers: shipped for the pair

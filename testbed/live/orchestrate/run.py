@@ -72,7 +72,7 @@ from testbed.live.ue.retry import RetryExhausted
 from testbed.live.ue.ue import PROG as UE_PROG
 from testbed.live.ue.ueconfig import UEConfig
 from wisv.models.loader import DTYPE_CHOICES
-from wisv.pairs import apply_pair
+from wisv.pairs import PAIR_NAMES, apply_pair
 from wisv.pairs.scorer import SCORERS, resolve_scorer
 from wisv.records.rows import read_records, read_round_log
 from wisv.tasks.jsonl import read_jsonl, write_jsonl
@@ -92,7 +92,8 @@ class RunConfig:
     ``[link]`` hold the UEs', the edge's and the link's settings, with the same flags as the top-level ones."""
 
     protocol: str = field(default="auto", metadata={"choices": (*PROTOCOLS, "all")})  # protocol; all: each in turn
-    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
+    pair: str | None = field(default=None, metadata={
+        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     prompts: int = field(default=20, metadata={
         "min": 1})  # first N problems of the built-in test split (or of --prompts-file)
     prompts_file: str | None = None  # JSONL with prompt (text) or prompt_ids, optional prompt_id and answer

@@ -103,4 +103,6 @@ def test_the_descriptions_import_without_torch() -> None:
     tree = ast.parse(open(protodesc.__file__).read())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | {
         n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert imported == {"__future__", "dataclasses", "wisv.timing.latency"}
+    assert imported == {"__future__", "dataclasses", "wisv", "wisv.timing.latency"}  # wisv: its plugins loader
+    assert [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "wisv"
+            for a in n.names] == ["plugins"]
