@@ -46,6 +46,12 @@ def entry_points(group: str) -> list[metadata.EntryPoint]:
     return sorted(_installed().select(group=group), key=lambda ep: ep.name)
 
 
+def names(group: str) -> tuple[str, ...]:
+    """The names of ``group``'s installed entry points, none loaded: for a light config's help text (a broken one is
+    still reported when its registry loads it)."""
+    return tuple(ep.name for ep in entry_points(group))
+
+
 def broken_line(group: str, ep: metadata.EntryPoint, err: BaseException) -> str:
     """The one line that reports a skipped plugin: the entry point, its package and why."""
     dist = f" from {ep.dist.name}" if ep.dist is not None else ""

@@ -10,9 +10,8 @@ from testbed.live.common.defaults import (
     PEER_QUEUE_BYTES,
     TOTAL_QUEUE_BYTES,
 )
-from wisv.head.store import PLUGIN_KINDS
+from wisv import plugins
 from wisv.models.choices import DTYPE_CHOICES
-from wisv.pairs import PAIR_NAMES
 from wisv.serving.engines import ENGINE_CHOICES
 from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.serving.vllm_config import VllmConfig
@@ -26,15 +25,15 @@ class ServeConfig:
         "pattern": r"tcp://[^:/\s]+:\d+",
         "example": "tcp://0.0.0.0:5556"})  # endpoint to bind, tcp://HOST:PORT (0.0.0.0: all interfaces; port 0: any)
     target: str | None = None  # local HF directory of the target; None = built-in toy target
-    pair: str | None = field(default=None, metadata={
-        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
+    pair: str | None = field(default=None, metadata={  # named pair: toy | smollm2 (python -m wisv.pairs build
+        "also": plugins.names(plugins.PAIRS)})  # NAME) or a plugin's (checked on use); --drafter/--target win
     device: str = "cpu"  # torch device of the target
     engine: str = field(default="transformers", metadata={
         "choices": ENGINE_CHOICES})  # verification engine: transformers (ours) | vllm (docs/engines.md)
     dtype: str = field(default="auto", metadata={
         "choices": DTYPE_CHOICES})  # the target's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
-    head: str = field(default="default", metadata={
-        "also": PLUGIN_KINDS})  # decision head for fh/sh/auto: default | none | accept-all | PATH (a trained head dir)
+    head: str = field(default="default", metadata={  # decision head for fh/sh/auto: default | none | accept-all
+        "also": plugins.names(plugins.POLICIES)})  # | PATH (a trained head dir)
     tau: float | None = field(default=None, metadata={
         "min": 0, "max": 1})  # decision threshold, reject a mismatch iff p >= tau (None: the head's own tau)
     session_timeout_s: float = field(default=120.0, metadata={"above": 0})  # idle sessions are freed after this long, s

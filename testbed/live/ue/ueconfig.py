@@ -8,8 +8,8 @@ import config
 from protocols.auto import AUTO_RULES
 from protocols.registry import PROTOCOLS
 from testbed.live.common.defaults import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
+from wisv import plugins
 from wisv.models.choices import DTYPE_CHOICES
-from wisv.pairs import PAIR_NAMES
 from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
 from wisv.timing.window import AUTO_DRAFT_LEN
 
@@ -52,8 +52,8 @@ class UEConfig:
     out: str = "ue-out"  # output directory (rounds.csv, outputs.jsonl, summary.json, summary.csv)
     ue_id: str = "ue0"  # identity prefix of this UE's sessions
     drafter: str | None = None  # local HF drafter directory; None = built-in toy drafter
-    pair: str | None = field(default=None, metadata={
-        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
+    pair: str | None = field(default=None, metadata={  # named pair: toy | smollm2 (python -m wisv.pairs build
+        "also": plugins.names(plugins.PAIRS)})  # NAME) or a plugin's (checked on use); --drafter/--target win
     device: str = "cpu"  # torch device of the drafter
     dtype: str = field(default="auto", metadata={
         "choices": DTYPE_CHOICES})  # the drafter's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
