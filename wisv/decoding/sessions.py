@@ -76,6 +76,11 @@ class DraftSession(_CachedModel):
         self.drafted: list[int] = []  # last block; all but its last token are in the cache after seq
         self.carry: Draft | None = None  # proactive tokens kept as the start of the next block (SpecEdge)
 
+    @property
+    def hidden_size(self) -> int:
+        """Width of the hidden states its drafts carry (``Draft.hidden``): what OPEN declares as drafter_hidden."""
+        return int(self.model.config.hidden_size)
+
     def draft(self, k: int, *, sample: bool = False, temperature: float = 1.0,
               generator: torch.Generator | None = None, eos_token_id: int | None = None,
               stop: Callable[[torch.Tensor], bool] | None = None) -> Draft:
