@@ -210,6 +210,8 @@ class UESession:
         self.shape.learn(self.window, r, v, self.p)
         r.verdict = v
         r.columns = self.shape.columns(r)
+        if self.granted[0]:
+            r.columns["feature_bytes"] = 0 if v.features is None else int(v.features.nbytes)
         committed = truncate_output(committed, self.p.max_new_tokens - len(self.tokens), self.eos)
         self.tokens.extend(committed)
         self.stats.update(v.mismatches)
