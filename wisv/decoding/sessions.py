@@ -71,6 +71,8 @@ class _CachedModel:
 class DraftSession(_CachedModel):
     """The drafter's view of one sequence (UE side)."""
 
+    reads_features = 0  # target-feature rows it reads per round (take_features; wisv.decoding.featdraft: 1)
+
     def __init__(self, model: PreTrainedModel, prompt_ids: list[int], hidden_layer: int = -1):
         super().__init__(model, prompt_ids, hidden_layer)
         self.drafted: list[int] = []  # last block; all but its last token are in the cache after seq
