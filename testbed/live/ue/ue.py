@@ -50,6 +50,7 @@ from wisv.tasks.prompts import prompt_rows
 from wisv.records.rows import RoundLog, RoundRow, to_frame
 from wisv.records.summary import spec_decode_metrics
 from wisv.decoding.rejection import load_predictor, stop_rule
+from wisv.decoding.featdraft import FeatureDraftSession, FeatureHead, load_head
 from wisv.decoding.sessions import DraftSession
 from wisv.timing.window import WindowTracker
 from wisv.pairs import apply_pair
@@ -88,6 +89,11 @@ class Local:
     edge: dict = field(default_factory=dict)  # the edge's settings from its last OPEN_OK
     endpoint: str = ""  # tcp://HOST:PORT the UE connects to
     log: RoundLog | None = None  # every round appended as it happens (rounds.jsonl)
+    head: FeatureHead | None = None  # --drafter-head: the feature head that drafts, fed with the target's features
+
+    def draft_session(self, ids: list[int]) -> DraftSession:
+        """The prompt's DraftSession: the feature head's with --drafter-head, else the drafter's."""
+        return DraftSession(self.drafter, ids) if self.head is None else FeatureDraftSession(self.drafter, ids, self.head)
 
     def tcp(self) -> tuple[int, int] | None:
         """(data segments sent, retransmitted) of this host's TCP connections to the endpoint (None: unknown)."""
@@ -117,7 +123,9 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
                       pipeline_depth=cfg.pipeline_depth, tree_budget=cfg.tree_budget, vocab=loc.vocab,
                       draft_len_max=cfg.draft_len_max, features=cfg.draft_features,
                       follow_stop_depth=cfg.follow_stop_depth)
-    sess = UESession(sid, DraftSession(loc.drafter, ids), params, eos_id(loc.drafter), loc.stop, loc.window)
+    d = loc.draft_session(ids)
+    params.target_features = d.reads_features
+    sess = UESession(sid, d, params, eos_id(loc.drafter), loc.stop, loc.window)
     loc.window = sess.window  # the first prompt's, by the protocol's round class (a tree's: TreeRounds.tracker)
     t1 = time.perf_counter()
     ok = open_session(client, sess)
@@ -207,7 +215,8 @@ def run(cfg: UEConfig) -> dict:
     ids = [str(p["prompt_id"]) for p in prompts]
     kept = keep_done(out, ids) if cfg.keep_done else Kept()  # testbed.run --continue: what an interrupted run did
     loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect,
-                log=RoundLog(out / "rounds.jsonl", append=cfg.keep_done))
+                log=RoundLog(out / "rounds.jsonl", append=cfg.keep_done),
+                head=load_head(cfg.drafter_head) if cfg.drafter_head else None)
     ctx, est = zmq.Context(), CSIEstimator(probe_target_ms=cfg.probe_ms, first_probe_bytes=max(cfg.probe_bytes, 1))
     client = Client(ctx, cfg.connect, cfg.ue_id, Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms), cfg.retry_s)

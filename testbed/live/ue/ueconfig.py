@@ -79,6 +79,7 @@ class UEConfig:
         "above": 0})  # per attempt: no reply within this long, reconnect and send again, s
     retry_s: float = field(default=60.0, metadata={
         "min": 0})  # retry window: resend (with backoff) and resume for this long, then the run fails, s
+    drafter_head: str | None = None  # an EAGLE-style feature head (scripts/train_feature_drafter.py): ask for target features and draft with it
     rejection_predictor: str | None = None  # WISP predictor (safetensors): end each block at the first predicted rejection
     rejection_threshold: float | None = field(default=None, metadata={
         "min": 0, "max": 1})  # flag a token when p(rejected) >= this (None: the predictor's own)
