@@ -172,8 +172,8 @@ def run(cfg: FeatureDrafterConfig) -> dict:
     config.write_config_beside(out / "train.json", cfg)
     drafter, target, tok = load_pair(cfg.drafter, cfg.target)
     target.eval()
-    n_eval = cfg.eval_prompts if cfg.prompts_file is None else 0
-    rows = prompt_rows(tok, "train", cfg.prompts, cfg.prompts_file)
+    rows = prompt_rows(tok, "train", cfg.prompts + (cfg.eval_prompts if cfg.prompts_file else 0), cfg.prompts_file)
+    rows, held_out = rows[:cfg.prompts], rows[cfg.prompts:]  # a prompts file: the rows after the training ones
     pool_path = out / "pool.pt"
     if pool_path.is_file():
         pool = torch.load(pool_path, weights_only=True)
@@ -189,10 +189,10 @@ def run(cfg: FeatureDrafterConfig) -> dict:
             "pool_positions": sum(len(p["x"]) - 1 for p in pool)}
     save_head(head, out, meta)
     result = {"last": last, "trainable_params": meta["trainable_params"], "pool_positions": meta["pool_positions"]}
-    if n_eval:
-        ev = prompt_rows(tok, cfg.eval_split, n_eval)
+    if cfg.eval_prompts:
+        ev = held_out if cfg.prompts_file else prompt_rows(tok, cfg.eval_split, cfg.eval_prompts)
         result["eval"] = evaluate(cfg, drafter, target, load_head(out), ev)
-        result["eval"]["prompts"], result["eval"]["k"] = n_eval, cfg.draft_len
+        result["eval"]["prompts"], result["eval"]["k"] = len(ev), cfg.draft_len
         for name, r in result["eval"].items():
             if isinstance(r, dict):
                 print(f"{name}: AAL {r['aal']:.2f} at K={cfg.draft_len}, identical to target {r['identical_to_target']:.0%}")
