@@ -50,6 +50,7 @@ class FeatureDrafterConfig:
     lr: float = 1e-3  # AdamW learning rate (cosine to 10%)
     w_token: float = 0.1  # weight of the token CE beside the feature regression
     noise: float = 0.05  # std of the Gaussian noise on input features (relative to their RMS), EAGLE's augmentation
+    unroll: bool = False  # a second pass on the head's own (detached) predicted features, as it drafts (EAGLE-3's test)
     seed: int = 0  # torch seed: init, batch order, noise
     max_train_s: float = 0.0  # stop training after this many seconds (0: no limit); a rerun resumes
     save_every: int = 100  # checkpoint every N steps
@@ -92,19 +93,32 @@ def batch_of(pool: list[dict], idx: list[int], window: int, gen: torch.Generator
     return f_in, x_in, f_out, y
 
 
-def loss_of(head: FeatureHead, batch: tuple[torch.Tensor, ...], noise: float, gen: torch.Generator
-            ) -> tuple[torch.Tensor, dict]:
-    """EAGLE's loss: smooth L1 on the predicted features + w x token CE (the caller weights), on real positions."""
+def loss_of(head: FeatureHead, batch: tuple[torch.Tensor, ...], noise: float, gen: torch.Generator,
+            unroll: bool = False) -> tuple[torch.Tensor, dict]:
+    """EAGLE's loss: smooth L1 on the predicted features + w x token CE (the caller weights), on real positions.
+    ``unroll``: averaged with a second pass whose input features are the first pass's predictions (detached; the
+    first position keeps its own), as the head drafts past its first token."""
     f_in, x_in, f_out, y = batch
     rms = f_out.pow(2).mean().sqrt()
     f_in = f_in + noise * rms * torch.randn(f_in.shape, generator=gen)
-    f_hat, _ = head(f_in, x_in)  # [B, T, d]
     mask = y >= 0  # [B, T]
-    reg = F.smooth_l1_loss(f_hat[mask], f_out[mask])
-    logits = head.lm_head(f_hat)  # [B, T, V]
-    ce = F.cross_entropy(logits[mask], y[mask])
-    acc = (logits[mask].argmax(-1) == y[mask]).float().mean()
-    return reg, {"reg": reg.item(), "ce": ce.item(), "acc": acc.item(), "_ce": ce}
+    f_hat, _ = head(f_in, x_in)  # [B, T, d]
+    reg, ce, acc = _terms(head, f_hat, f_out, y, mask)
+    m = {"reg": reg.item(), "ce": ce.item(), "acc": acc.item()}
+    if unroll:
+        own = torch.cat([f_in[:, :1], f_hat[:, :-1].detach()], dim=1)  # [B, T, d] f^_{p-1} for f_{p-1}
+        reg2, ce2, acc2 = _terms(head, head(own, x_in)[0], f_out, y, mask)
+        reg, ce = (reg + reg2) / 2, (ce + ce2) / 2
+        m["acc_own"] = acc2.item()
+    return reg, m | {"_ce": ce}
+
+
+def _terms(head: FeatureHead, f_hat: torch.Tensor, f_out: torch.Tensor, y: torch.Tensor, mask: torch.Tensor
+           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(smooth L1, token CE, token accuracy) of predicted features [B, T, d] on the real positions."""
+    logits = head.lm_head(f_hat[mask])  # [N, V]
+    return (F.smooth_l1_loss(f_hat[mask], f_out[mask]), F.cross_entropy(logits, y[mask]),
+            (logits.argmax(-1) == y[mask]).float().mean())
 
 
 def train(cfg: FeatureDrafterConfig, head: FeatureHead, pool: list[dict], out: Path) -> dict:
@@ -127,7 +141,7 @@ def train(cfg: FeatureDrafterConfig, head: FeatureHead, pool: list[dict], out: P
     while step < cfg.steps:
         gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)  # the batch and noise of this step
         idx = torch.randint(0, len(pool), (min(cfg.batch, len(pool)),), generator=gen).tolist()
-        reg, m = loss_of(head, batch_of(pool, idx, cfg.window, gen), cfg.noise, gen)
+        reg, m = loss_of(head, batch_of(pool, idx, cfg.window, gen), cfg.noise, gen, cfg.unroll)
         loss = reg + cfg.w_token * m.pop("_ce")
         opt.zero_grad()
         loss.backward()
@@ -137,7 +151,8 @@ def train(cfg: FeatureDrafterConfig, head: FeatureHead, pool: list[dict], out: P
         step += 1
         last = {"step": step, **m}
         if step % 50 == 0 or step == cfg.steps:
-            print(f"step {step}: reg {m['reg']:.4f} ce {m['ce']:.3f} acc {m['acc']:.3f} ({time.monotonic() - t0:.0f} s)")
+            own = f" acc on own features {m['acc_own']:.3f}" if "acc_own" in m else ""
+            print(f"step {step}: reg {m['reg']:.4f} ce {m['ce']:.3f} acc {m['acc']:.3f}{own} ({time.monotonic() - t0:.0f} s)")
         out_of_time = cfg.max_train_s and time.monotonic() - t0 > cfg.max_train_s
         if step % cfg.save_every == 0 or step == cfg.steps or out_of_time:
             torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "step": step},

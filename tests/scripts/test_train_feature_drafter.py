@@ -48,3 +48,19 @@ def test_the_loss_falls_on_a_fixed_pool(tmp_path):
         opt.step()
     after = loss_of(head, fixed, 0.0, torch.Generator().manual_seed(0))[1]
     assert after["reg"] < 0.8 * before["reg"] and after["ce"] < before["ce"]
+
+
+def test_unroll_scores_the_head_on_its_own_features():
+    """--unroll: the second pass reads the first pass's predictions, so the loss differs and reports acc_own."""
+    from scripts.train_feature_drafter import loss_of
+    from wisv.decoding.featdraft import FeatureHead
+    from tests.tiny_pair import make_pair
+    _, target = make_pair(vocab=61, eos=60)
+    torch.manual_seed(0)
+    head = FeatureHead.from_target(target, window=8)
+    f = torch.randn(2, 6, 32)  # [B, T, d]
+    batch = (torch.cat([torch.zeros(2, 1, 32), f[:, :-1]], 1), torch.randint(0, 61, (2, 6)), f,
+             torch.randint(0, 61, (2, 6)))
+    plain, m = loss_of(head, batch, 0.0, torch.Generator().manual_seed(0))
+    both, mu = loss_of(head, batch, 0.0, torch.Generator().manual_seed(0), unroll=True)
+    assert "acc_own" in mu and "acc_own" not in m and not torch.isclose(plain, both)
