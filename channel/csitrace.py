@@ -13,8 +13,7 @@ from __future__ import annotations
 import bisect
 import csv
 import math
-from dataclasses import dataclass
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from channel.csi import CSI
@@ -46,7 +45,7 @@ class CSITrace:
             if self.t_s[i] <= self.t_s[i - 1]:
                 raise ValueError(
                     f"CSITrace.t_s must be strictly increasing: row {i} t_s={self.t_s[i]} <= {self.t_s[i - 1]}")
-        self.outages  # validates the spans
+        _ = self.outages  # validates the spans
 
     @property
     def outages(self) -> Outages:

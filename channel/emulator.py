@@ -31,10 +31,10 @@ import numpy as np
 
 import config
 from channel.csi import CSI
+from channel.csitrace import CSITrace, load_trace
 from channel.linkmodel import MTU_BYTES, Direction, Link, dir_params
 from channel.outage import parse_outages
 from channel.relay import Connection, shutdown_quietly
-from channel.csitrace import CSITrace, load_trace
 
 CONNECT_TIMEOUT_S = 3.0  # connecting to the target, s
 REDIAL_S = 0.2  # a held client's next try at the target after this long, s

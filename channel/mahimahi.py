@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from channel.csi import CSI
-from channel.outage import Outages
 from channel.csitrace import CSITrace
+from channel.outage import Outages
 
 MTU_BYTES = 1500  # one Mahimahi delivery opportunity
 MTU_BITS = MTU_BYTES * 8

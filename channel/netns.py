@@ -22,7 +22,7 @@ PREFIX = "wisv"  # every namespace this project creates starts with this
 IFNAMSIZ = 15  # longest Linux interface name
 _ID_RE = re.compile(r"^[a-z0-9]{1,8}$")
 _REPO_ROOT = str(Path(__file__).resolve().parents[1])
-_OPEN: dict[str, tuple["NetnsTopology", "Runner"]] = {}  # topologies whose namespaces may exist, by short_id
+_OPEN: dict[str, tuple[NetnsTopology, Runner]] = {}  # topologies whose namespaces may exist, by short_id
 
 
 def exec_prefix(ns: str) -> Cmd:
@@ -153,8 +153,10 @@ def ping_cmd(ns: str, addr: str, count: int = 2, timeout_s: float = 1.0, have_pi
     """Ping ADDR from inside NS: iputils `ping` if present, else this module's raw-socket ICMP echo."""
     have_ping = shutil.which("ping") is not None if have_ping is None else have_ping
     if have_ping:
-        return exec_prefix(ns) + ["ping", "-n", "-c", str(count), "-i", "0.2", "-W", str(max(1, round(timeout_s))), addr]
-    code = f"import sys; sys.path.insert(0, {_REPO_ROOT!r}); from channel.netns import icmp_main; icmp_main(sys.argv[1:])"
+        return exec_prefix(ns) + ["ping", "-n", "-c", str(count), "-i", "0.2", "-W", str(max(1, round(timeout_s))),
+                                  addr]
+    code = (f"import sys; sys.path.insert(0, {_REPO_ROOT!r}); "
+            "from channel.netns import icmp_main; icmp_main(sys.argv[1:])")
     return exec_prefix(ns) + [sys.executable, "-c", code, addr, str(count), str(timeout_s)]
 
 
@@ -163,7 +165,8 @@ def parse_ping_rtts(text: str) -> list[float]:
     return [float(m) for m in re.findall(r"time[=<]([\d.]+) ?ms", text)]
 
 
-def ping_rtts(ns: str, addr: str, count: int = 2, timeout_s: float = 1.0, runner: Runner = subprocess.run) -> list[float]:
+def ping_rtts(ns: str, addr: str, count: int = 2, timeout_s: float = 1.0,
+              runner: Runner = subprocess.run) -> list[float]:
     """Measured RTTs (ms) of the replies; an empty list when none came back."""
     res = runner(ping_cmd(ns, addr, count, timeout_s), capture_output=True, text=True, check=False,
                  timeout=count * (timeout_s + 0.5) + 5)
@@ -188,7 +191,7 @@ def _echo_once(sock: socket.socket, addr: str, ident: int, seq: int, timeout_s: 
         sock.settimeout(left)
         try:
             pkt, _ = sock.recvfrom(2048)
-        except socket.timeout:
+        except TimeoutError:
             return None
         icmp = pkt[(pkt[0] & 0x0F) * 4:]
         if len(icmp) >= 8 and icmp[0] == 0 and struct.unpack("!HH", icmp[4:8]) == (ident, seq):

@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 
 from channel.csi import CSI
-from channel.outage import Outages
 from channel.csitrace import CSITrace
+from channel.outage import Outages
 
 ETH_BYTES = 14  # added to the IP length: tc's tbf counts Ethernet frames
 PSH, ACK = 0x08, 0x10

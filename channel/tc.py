@@ -35,11 +35,14 @@ class NetemSpec:
     def __post_init__(self) -> None:
         _check(math.isfinite(self.delay_ms) and self.delay_ms >= 0, f"delay_ms must be >= 0, got {self.delay_ms}")
         _check(math.isfinite(self.jitter_ms) and self.jitter_ms >= 0, f"jitter_ms must be >= 0, got {self.jitter_ms}")
-        _check(self.jitter_ms <= self.delay_ms, f"jitter_ms ({self.jitter_ms}) must not exceed delay_ms ({self.delay_ms})")
+        _check(self.jitter_ms <= self.delay_ms,
+               f"jitter_ms ({self.jitter_ms}) must not exceed delay_ms ({self.delay_ms})")
         _check(0.0 <= self.loss_pct <= 100.0, f"loss_pct must be in [0, 100], got {self.loss_pct}")
         if self.rate_mbps is not None:
-            _check(math.isfinite(self.rate_mbps) and self.rate_mbps > 0, f"rate_mbps must be > 0 or None, got {self.rate_mbps}")
-        _check(isinstance(self.limit_pkts, int) and self.limit_pkts > 0, f"limit_pkts must be a positive int, got {self.limit_pkts}")
+            _check(math.isfinite(self.rate_mbps) and self.rate_mbps > 0,
+                   f"rate_mbps must be > 0 or None, got {self.rate_mbps}")
+        _check(isinstance(self.limit_pkts, int) and self.limit_pkts > 0,
+               f"limit_pkts must be a positive int, got {self.limit_pkts}")
 
     @property
     def has_impairment(self) -> bool:
@@ -73,7 +76,8 @@ def ns_prefix(netns: str | None) -> Cmd:
 
 def netem_cmds(dev: str, spec: NetemSpec, netns: str | None = None) -> list[Cmd]:
     """`tc qdisc replace dev DEV root netem delay Xms [Yms] [loss Z%] [rate Rmbit] limit N`."""
-    cmd = ns_prefix(netns) + ["tc", "qdisc", "replace", "dev", dev, "root", "netem", "delay", f"{_num(spec.delay_ms)}ms"]
+    cmd = ns_prefix(netns) + ["tc", "qdisc", "replace", "dev", dev, "root", "netem",
+                              "delay", f"{_num(spec.delay_ms)}ms"]
     if spec.jitter_ms > 0:
         cmd.append(f"{_num(spec.jitter_ms)}ms")
     if spec.loss_pct > 0:
@@ -210,7 +214,8 @@ def plan_link(spec: NetemSpec, dev: str, netns: str | None, have_netem: bool) ->
     apply = tbf_cmds(dev, spec.rate_mbps, netns=netns) if spec.rate_mbps is not None else []
     cleanup = clear_cmds(dev, netns) if apply else []
     rate = "rate via tbf" if apply else "no rate cap"
-    rest = f", {'/'.join(f.split('_')[0] for f in userspace)} via the user-space emulator ({EMULATOR})" if userspace else ""
+    rest = (f", {'/'.join(f.split('_')[0] for f in userspace)} via the user-space emulator ({EMULATOR})"
+            if userspace else "")
     return LinkPlan(dev, netns, spec, False, apply, cleanup, userspace,
                     f"kernel has no netem qdisc on {where}: {rate}{rest}")
 

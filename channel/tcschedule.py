@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from channel.csi import CSI
-from channel.tc import Cmd, NetemSpec, netem_cmds, ns_prefix, run_cmds, tbf_cmds
 from channel.csitrace import CSITrace
+from channel.tc import Cmd, NetemSpec, netem_cmds, ns_prefix, run_cmds, tbf_cmds
 
 
 @dataclass(frozen=True)

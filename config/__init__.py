@@ -26,9 +26,20 @@ Precedence: the dataclass defaults, then ``--config FILE.toml``, then the flags 
 """
 from __future__ import annotations
 
-from config.fields import (NONE_TEXT, ConfigError, Flag, check_value, coerce, field_help, flags, from_values, settable,
-                           to_dict, to_values)
 from config.cli import add_flags, cli_prog, one_line_errors, parse, resolve, to_argv
+from config.fields import (
+                           NONE_TEXT,
+                           ConfigError,
+                           Flag,
+                           check_value,
+                           coerce,
+                           field_help,
+                           flags,
+                           from_values,
+                           settable,
+                           to_dict,
+                           to_values,
+)
 from config.provenance import ROOT, provenance, write_config, write_config_beside
 from config.shell import run_reporting, run_subcommand
 from config.toml import load_toml, to_toml

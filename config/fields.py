@@ -46,7 +46,9 @@ class Flag:
 
 @functools.cache
 def field_help(cls: type) -> dict[str, str]:
-    """Each field's trailing ``# comment`` in the class source; a field without one is an error."""
+    """Each field's trailing ``# comment`` in the class source; a field without one is an error.
+
+    A field whose statement spans several lines may carry a comment on each; they are joined with spaces."""
     src = textwrap.dedent(inspect.getsource(cls))
     comments = {tok.start[0]: tok.string.lstrip("#").strip()
                 for tok in tokenize.generate_tokens(io.StringIO(src).readline) if tok.type == tokenize.COMMENT}
@@ -55,7 +57,7 @@ def field_help(cls: type) -> dict[str, str]:
     for node in body:
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             lines = [comments[n] for n in range(node.lineno, node.end_lineno + 1) if n in comments]
-            out[node.target.id] = lines[-1] if lines else ""
+            out[node.target.id] = " ".join(lines)
     missing = [f.name for f in fields(cls) if not out.get(f.name)]
     if missing:
         raise ConfigError(f"{cls.__qualname__}: fields {missing} have no trailing '# comment' (their --help text)")
@@ -120,6 +122,7 @@ BOUNDS = {"min": (">=", operator.ge), "max": ("<=", operator.le), "above": (">",
 
 def _help_text(doc: str, default: str, meta: Mapping) -> str:
     text = doc + (f"; one of: {', '.join(map(str, meta['choices']))}" if meta.get("choices") else "")
+    text += f"; also: {', '.join(map(str, meta['also']))}" if meta.get("also") else ""  # names added at run time
     text += "".join(f"; {sign} {meta[k]:g}" for k, (sign, _) in BOUNDS.items() if k in meta)
     text += "" if meta.get("positional") else f" (default: {default})"
     return text.replace("%", "%%")

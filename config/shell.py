@@ -6,8 +6,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from config.fields import from_values
 from config.cli import add_flags, resolve
+from config.fields import from_values
 
 
 def run_subcommand(prog: str, description: str, commands: Mapping[str, tuple[type, Callable[[Any], Any]]],

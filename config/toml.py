@@ -11,6 +11,7 @@ from typing import Any
 
 from config.fields import NONE_TEXT, ConfigError, to_dict, to_values
 
+
 def load_toml(cls: type, path: str | Path) -> dict:
     """A TOML file's checked values for cls; a missing file, bad syntax or unknown key is a ConfigError."""
     try:

@@ -1,5 +1,6 @@
-"""CLI of the labeling pipeline: ``python -m labeling {collect,label,relabel,train,evaluate,export,curve,offline,judges,peers,card,all}``.
+"""CLI of the labeling pipeline: ``python -m labeling STAGE``, one subcommand per stage.
 
+STAGE is one of ``{collect,label,relabel,train,evaluate,export,curve,offline,judges,peers,card,all}``.
 Each stage reads the previous stages' files from the run directory and writes its own, so any stage can
 be re-run alone.  ``all`` runs the five training and evaluation stages in order; ``export`` then copies
 the head, at evaluate's chosen tau and with its card, to a directory the edge loads (``--head PATH``).
@@ -54,7 +55,8 @@ def _run_all(cfg: AllConfig) -> None:
     relabel.run(RelabelConfig(run_dir=rd))
     for variant in VARIANTS:
         train.run(TrainConfig(run_dir=rd, variant=variant))
-    evaluate.run(EvalConfig(run_dir=rd, chat_template=ct, **({"prompts": cfg.eval_prompts} if cfg.eval_prompts else {})))
+    evaluate.run(EvalConfig(run_dir=rd, chat_template=ct,
+                            **({"prompts": cfg.eval_prompts} if cfg.eval_prompts else {})))
 
 
 if __name__ == "__main__":

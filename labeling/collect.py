@@ -4,8 +4,9 @@ Along the greedy path each round stops at its first mismatch, so these are exact
 decision head is asked about when it rejects everything.  Per mismatch (traces.npz, one row each):
 ``episode``, ``position`` (index of the mismatch in the generated tokens), ``round``, ``draft_id``,
 ``target_id``, ``h_d`` [N, d_d] and ``h_t`` [N, d_t] (fp16, the layer ``hidden_layer``), and what the edge knows
-there for free (wisv/head/features.py): ``edge`` [N, S] (the scalar features, float32) and ``h_after`` [N, d_t]
-(fp16, the target's hidden state after reading the draft token).  Per prompt
+there for free (wisv/head/features.py): ``edge`` [N, S] (the scalar features, float32; the ``sib_*`` columns NaN
+unless ``sibling`` recorded them) and ``h_after`` [N, d_t] (fp16, the target's hidden state after reading the draft
+token).  Per prompt
 (episodes.jsonl): prompt id and ids, reference answer, generated ids and text, the task outcome.
 With ``workers`` > 1 the prompts are dealt round-robin to that many processes (one torch thread each, each with
 its own copy of the pair) and their results merged in prompt order: the files equal a one-process run's.
@@ -22,11 +23,11 @@ from tqdm import tqdm
 
 from labeling.config import CollectConfig
 from labeling.store import EPISODES, TRACES, save_config, stage_path
-from wisv.tasks.jsonl import write_jsonl
-from wisv.models.loader import load_pair
-from wisv.tasks.prompts import prompt_rows
 from wisv.decoding.speculative import SpecOutput, speculative_generate
+from wisv.models.loader import load_pair
 from wisv.pairs import apply_pair
+from wisv.tasks.jsonl import write_jsonl
+from wisv.tasks.prompts import prompt_rows
 
 
 def episode_mismatches(out: SpecOutput) -> list[dict]:
@@ -42,7 +43,8 @@ def episode_mismatches(out: SpecOutput) -> list[dict]:
     return rows
 
 
-def collect_rows(cfg: CollectConfig, rows: list[dict], desc: str = "collect (greedy SD)") -> tuple[list[dict], list[dict]]:
+def collect_rows(cfg: CollectConfig, rows: list[dict],
+                 desc: str = "collect (greedy SD)") -> tuple[list[dict], list[dict]]:
     """Greedy SD over rows: (one episode dict per row, one mismatch dict per first-of-round mismatch, h as fp16
     numpy, ``episode`` = the row's index in ``rows``)."""
     torch.set_num_threads(1)
@@ -50,7 +52,8 @@ def collect_rows(cfg: CollectConfig, rows: list[dict], desc: str = "collect (gre
     episodes, mism = [], []
     for e, row in enumerate(tqdm(rows, desc=desc)):
         out = speculative_generate(pair.drafter, pair.target, row["prompt_ids"], max_new_tokens=cfg.max_new_tokens,
-                                   draft_len=cfg.draft_len, rule="greedy", hidden_layer=cfg.hidden_layer)
+                                   draft_len=cfg.draft_len, rule="greedy", hidden_layer=cfg.hidden_layer,
+                                   sibling=cfg.sibling)
         ms = episode_mismatches(out)
         mism += [{**m, "episode": e, "h_d": _half(m["h_d"]), "h_t": _half(m["h_t"]), "h_after": _half(m["h_after"])}
                  for m in ms]
@@ -106,7 +109,8 @@ def _half(h: torch.Tensor) -> np.ndarray:
 
 
 def _arrays(mism: list[dict]) -> dict[str, np.ndarray]:
-    ints = {k: np.array([m[k] for m in mism], np.int64) for k in ("episode", "position", "round", "draft_id", "target_id")}
+    ints = {k: np.array([m[k] for m in mism], np.int64)
+            for k in ("episode", "position", "round", "draft_id", "target_id")}
     hd = np.stack([m["h_d"] for m in mism])  # [N, d_d] fp16
     ht = np.stack([m["h_t"] for m in mism])  # [N, d_t] fp16
     edge = np.stack([m["edge"] for m in mism]).astype(np.float32)  # [N, S]

@@ -4,7 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from wisv.head.judges import LINK_BITS
+from wisv.pairs import PAIR_NAMES
 from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
+from wisv.timing.protodesc import round_names
 
 LABEL_ENGINES = ("cached", "batched")  # label stage: how the forced continuations run (labeling/label.py)
 VARIANTS = ("csi", "nocsi")  # the trained heads: relabeled with CSI, and the no-CSI ablation
@@ -37,7 +39,8 @@ class CollectConfig:
     """Stage 1: greedy SD traces on calibration prompts."""
 
     run_dir: str = "runs/labeling"  # where every stage reads and writes
-    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
+    pair: str | None = field(default=None, metadata={
+        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     drafter: str | None = None  # drafter model dir (None: built-in toy drafter)
     target: str | None = None  # target model dir (None: built-in toy target)
     prompts_file: str | None = None  # JSONL with prompt/answer rows (None: the toy calib split)
@@ -49,6 +52,7 @@ class CollectConfig:
     hidden_layer: int = -1  # hidden-state layer recorded for the head (-1: final, post-norm)
     workers: int = 1  # processes, one torch thread and one copy of the pair each (2: both cores of a 2-core machine)
     device: str = "cpu"  # torch device
+    sibling: bool = False  # record the sibling branch's edge features (sib_*: one more pass per mismatch round)
 
 
 @dataclass
@@ -58,9 +62,11 @@ class LabelConfig:
     run_dir: str = "runs/labeling"  # where every stage reads and writes
     checker: str = "wisv.tasks.qa:check_answer"  # task outcome checker module:function(text, answer) -> bool
     settled: str = "auto"  # outcome-known prefix test module:function (auto: the QA checker's; none: roll out all)
-    engine: str = field(default="cached", metadata={"choices": LABEL_ENGINES})  # forced continuations: cached (each episode's KV cache reused) or batched (prompt + prefix re-prefilled per mismatch)
+    engine: str = field(  # forced continuations: cached (each episode's KV cache reused)
+        default="cached", metadata={"choices": LABEL_ENGINES})  # or batched (prompt + prefix re-prefilled per mismatch)
     batch: int = field(default=32, metadata={"min": 1})  # continuations generated together (left-padded batch)
-    fluency_window: int = field(default=8, metadata={"min": 1})  # tokens from the mismatch on whose perplexity ratio decides "disfluent"
+    fluency_window: int = field(  # tokens from the mismatch on whose perplexity ratio
+        default=8, metadata={"min": 1})  # decides "disfluent"
     max_ppl_ratio: float = 2.0  # harmful if the forced tokens' perplexity exceeds this times the target's own
     limit: int | None = None  # label at most N mismatches, every k-th in trace order (spread over episodes); None: all
     threads: int = 2  # torch threads of the batched continuations and scoring (2: both cores of a 2-core machine)
@@ -107,7 +113,8 @@ class EvalConfig:
     """Stage 5: speculative decoding with the head on the held-out test split, tau x channel sweep."""
 
     run_dir: str = "runs/labeling"  # where every stage reads and writes
-    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
+    pair: str | None = field(default=None, metadata={
+        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     drafter: str | None = None  # drafter model dir (None: the collect stage's drafter)
     target: str | None = None  # target model dir (None: the collect stage's target)
     prompts_file: str | None = None  # JSONL test prompts (None: the toy test split)
@@ -115,14 +122,16 @@ class EvalConfig:
     chat_template: str = field(default="auto", metadata={
         "choices": CHAT_TEMPLATE_MODES})  # prompt text through the tokenizer's chat template (auto: if it has one)
     draft_len: int = 16  # K, draft tokens per round
-    taus: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # thresholds swept (greedy = tau 0 always runs)
+    taus: tuple[float, ...] = (
+        0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # thresholds swept (greedy = tau 0 always runs)
     channels: dict[str, tuple[float, float]] = field(
         default_factory=lambda: dict(CHANNELS), metadata=CHANNELS_TEXT)  # regimes NAME=RATE/RTT, Mbit/s and ms
     variants: tuple[str, ...] = field(default=VARIANTS, metadata={"choices": VARIANTS})  # trained heads to evaluate
     max_acc_drop_pts: float = 1.0  # tau choice: largest tau whose poor-channel accuracy is within this of greedy, pts
     max_fluency_ratio: float = 1.25  # tau choice: poor-channel perplexity ratio vs the target's own text at most this
     tau_max: float = 0.5  # tau choice: at most this (0.5 is the class-balanced head's decision boundary)
-    protocol: str = "fh"  # protocol whose payloads the predicted latency uses
+    protocol: str = field(default="fh", metadata={
+        "choices": round_names()})  # protocol whose payloads the predicted latency uses
     ue_profile: str = "jetson-agx-orin"  # hardware profile of the drafter (predicted latency)
     edge_profile: str = "a40"  # hardware profile of the verifier (predicted latency)
     max_new_tokens: int = 160  # generation budget per prompt, tokens
@@ -137,20 +146,30 @@ class JudgesConfig:
     out_dir: str = "runs/judges/heads"  # one judge directory per judge (edge, edge-blind, autojudge, ...)
     results_dir: str = "runs/judges"  # judges_sweep.csv, judges_curve.csv, judges.json and the config
     dev_every: int = field(default=5, metadata={"min": 2})  # every n-th prompt (episode) of each run dir is dev
-    dev_kinds: tuple[str, ...] = ()  # leave kinds out: the prompts of these kinds are dev, the rest train (overrides dev_every)
-    flip_budget: float | None = field(default=None, metadata={"min": 0.0, "max": 1.0})  # tau by a bound: the upper bound on answer flips among accepted checkable dev mismatches at most this (None: the point rule)
-    flip_delta: float = field(default=0.1, metadata={"min": 0.0, "max": 1.0})  # 1 - confidence of that bound (0.1: an upper 90% Clopper-Pearson bound)
-    guard_top1_min: float | None = None  # our judge never overrules a target whose top-1 probability is at least this (None: no guard)
-    guard_margin_nats: float | None = None  # nor one whose NLL margin of its token over the draft's is at least this, nats (None: off)
-    max_harm_frac: float = field(default=0.1, metadata={"min": 0.0, "max": 1.0})  # the dev rule: accepted dev mismatches at most this harmful
-    max_wrong_frac: float = field(default=0.01, metadata={"min": 0.0, "max": 1.0})  # the dev rule: and at most this turning a right answer wrong (of those with an answer to check)
+    dev_kinds: tuple[str, ...] = field(  # leave kinds out: the prompts of these kinds are dev,
+        default=())  # the rest train (overrides dev_every)
+    flip_budget: float | None = field(  # tau by a bound: the upper bound on answer flips among accepted checkable dev
+        default=None, metadata={"min": 0.0, "max": 1.0})  # mismatches at most this (None: the point rule)
+    flip_delta: float = field(  # 1 - confidence of that bound
+        default=0.1, metadata={"min": 0.0, "max": 1.0})  # (0.1: an upper 90% Clopper-Pearson bound)
+    guard_top1_min: float | None = field(  # our judge never overrules a target whose top-1 probability
+        default=None)  # is at least this (None: no guard)
+    guard_margin_nats: float | None = field(  # nor one whose NLL margin of its token over the draft's
+        default=None)  # is at least this, nats (None: off)
+    max_harm_frac: float = field(  # the dev rule: accepted dev mismatches
+        default=0.1, metadata={"min": 0.0, "max": 1.0})  # at most this harmful
+    max_wrong_frac: float = field(  # the dev rule: and at most this turning a right answer wrong
+        default=0.01, metadata={"min": 0.0, "max": 1.0})  # (of those with an answer to check)
     edge_inputs: tuple[str, ...] = ("edge", "h_after")  # what our edge judge reads (edge-side only: edge, h_after)
     edge_hidden: int = field(default=0, metadata={"min": 0})  # our edge judge's MLP width (0: logistic regression)
-    wrong_weight: float = field(default=10.0, metadata={"min": 1.0})  # our judge's training weight of a mismatch that turns a right answer wrong
-    fly_window: int = field(default=6, metadata={"min": 1})  # FLy-style judge: draft tokens after the mismatch that must agree (FLy: min(6, K - 1))
+    wrong_weight: float = field(  # our judge's training weight of a mismatch
+        default=10.0, metadata={"min": 1.0})  # that turns a right answer wrong
+    fly_window: int = field(  # FLy-style judge: draft tokens after the mismatch that must agree
+        default=6, metadata={"min": 1})  # (FLy: min(6, K - 1))
     epochs: int = field(default=300, metadata={"min": 1})  # full-batch Adam steps per linear judge
     curve_sizes: tuple[int, ...] = (100, 400, 1600)  # training labels of the learning curve (plus all of them)
-    poor_link: tuple[float, float] = (3.0, 45.0)  # the poor link (Mbit/s, RTT ms): our judge's tau at the full harm budget
+    poor_link: tuple[float, float] = (  # the poor link (Mbit/s, RTT ms):
+        3.0, 45.0)  # our judge's tau at the full harm budget
     good_link: tuple[float, float] = (200.0, 5.0)  # the good link (Mbit/s, RTT ms): tau at the budget scaled by t_link
     link_bits: tuple[float, float] = LINK_BITS  # (up, down) bits of the round t_link charges (saved with the judge)
     seed: int = 0  # init and curve-subset seed

@@ -32,22 +32,21 @@ from channel.csi import CSI
 from labeling.config import EvalConfig
 from labeling.plots import plot_fig3, plot_fig5, plot_sweep
 from labeling.store import EVAL_CSV, HEADS, load_config, require, save_config, stage_path
-from wisv.timing.compute import ModelDims, verify_flops
-from wisv.tasks.evaluate import accuracy
-from wisv.timing.hardware import get_profile
+from wisv.decoding.sessions import VerifySession
+from wisv.decoding.speculative import MismatchPolicy, RejectAll, SpecOutput, spec_rows, speculative_generate
 from wisv.head.model import HeadPolicy
 from wisv.head.store import load_head
-from wisv.timing.latency import PayloadBits
 from wisv.models.loader import ModelPair, load_pair
-from wisv.tasks.prompts import prompt_rows
-from wisv.decoding.speculative import spec_rows
-from wisv.records.rows import to_frame
-from wisv.timing.roundtime import Deployment, rounds_s
-from wisv.decoding.sessions import VerifySession
-from wisv.decoding.speculative import MismatchPolicy, RejectAll, SpecOutput, speculative_generate
-from wisv.records.summary import summarize_rounds
-from wisv.tasks.textquality import text_quality, token_nll
 from wisv.pairs import apply_pair
+from wisv.records.rows import to_frame
+from wisv.records.summary import summarize_rounds
+from wisv.tasks.evaluate import accuracy
+from wisv.tasks.prompts import prompt_rows
+from wisv.tasks.textquality import text_quality, token_nll
+from wisv.timing.compute import ModelDims, verify_flops
+from wisv.timing.hardware import get_profile
+from wisv.timing.latency import PayloadBits
+from wisv.timing.roundtime import Deployment, rounds_s
 
 
 def channel_csi(channels: dict) -> dict[str, CSI]:
@@ -89,9 +88,9 @@ def run_loop(pair: ModelPair, rows: list[dict], cfg: EvalConfig, policy: Mismatc
         if base is not None and mismatch_free(base[i]):
             outs.append(base[i])
             continue
-        outs.append(speculative_generate(pair.drafter, pair.target, row["prompt_ids"], max_new_tokens=cfg.max_new_tokens,
-                                         draft_len=cfg.draft_len, rule="wisv", policy=policy, tau=tau, csi=csi,
-                                         hidden_layer=layer))
+        outs.append(speculative_generate(pair.drafter, pair.target, row["prompt_ids"],
+                                         max_new_tokens=cfg.max_new_tokens, draft_len=cfg.draft_len, rule="wisv",
+                                         policy=policy, tau=tau, csi=csi, hidden_layer=layer))
     return outs
 
 
@@ -151,7 +150,8 @@ def sweep(pair: ModelPair, rows: list[dict], cfg: EvalConfig, heads: dict, chans
         for tau in tqdm(cfg.taus, desc=f"tau sweep ({variant})"):
             shared = None if head.cfg.csi_dim else run_loop(pair, rows, cfg, policy, tau, None, f"{variant} tau={tau}",
                                                             base)
-            shared_m = shared and metrics(shared, rows, pair.tokenizer, base, nll)  # a head without CSI: one run for all channels
+            # a head without CSI: one run for all channels
+            shared_m = shared and metrics(shared, rows, pair.tokenizer, base, nll)
             for ch, c in chans.items():
                 outs = shared or run_loop(pair, rows, cfg, policy, tau, c, f"{variant} {ch} tau={tau}", base)
                 recs.append({"variant": variant, "channel": ch, "tau": tau,
@@ -167,7 +167,8 @@ def headline(df: pd.DataFrame, cfg: EvalConfig, poor: str, good: str) -> dict:
     """The chosen tau (largest with poor-channel accuracy within max_acc_drop_pts of greedy) and the gains there;
     ``poor`` and ``good`` name the channels of lowest and highest quality q."""
     g = df[(df.variant == "greedy") & (df.channel == poor)].iloc[0]
-    ok = df[(df.variant == "csi") & (df.channel == poor) & (df.accuracy >= g.accuracy - cfg.max_acc_drop_pts / 100 - 1e-9)]
+    ok = df[(df.variant == "csi") & (df.channel == poor)
+            & (df.accuracy >= g.accuracy - cfg.max_acc_drop_pts / 100 - 1e-9)]
     if "fluency_ppl_ratio" in df:  # and a text the target finds nearly as likely as its own (nan: not measured)
         ok = ok[~(ok.fluency_ppl_ratio > cfg.max_fluency_ratio)]
     cand = ok[ok.tau <= cfg.tau_max + 1e-12]

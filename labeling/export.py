@@ -30,12 +30,13 @@ def card(headline: dict, configs: dict[str, dict]) -> str:
     """Markdown card of the head's numbers (from headline.json) and how it was made."""
     h = headline
     lines = ["# WISV decision head", "",
-             f"Chosen tau **{h['tau']}**: the largest swept tau <= {configs['evaluate']['tau_max']} (the class-balanced "
-             f"decision boundary) whose {h['poor_channel']}-channel accuracy stays within "
+             f"Chosen tau **{h['tau']}**: the largest swept tau <= {configs['evaluate']['tau_max']} "
+             f"(the class-balanced decision boundary) whose {h['poor_channel']}-channel accuracy stays within "
              f"{configs['evaluate']['max_acc_drop_pts']} point of greedy SD (the accuracy bound alone allows up to "
              f"{h['largest_tau_within_accuracy']}), at K = {h['draft_len']} on {configs['evaluate']['prompts']} "
              "held-out test prompts.", "",
-             "| head | channel | accuracy | AAL | AAL vs greedy | rounds/prompt | rounds vs greedy | predicted latency vs greedy |",
+             "| head | channel | accuracy | AAL | AAL vs greedy | rounds/prompt | rounds vs greedy "
+             "| predicted latency vs greedy |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |",
              f"| greedy SD | any | {h['greedy_accuracy']:.3f} | {h['greedy_aal']:.2f} | | "
              f"{h['greedy_rounds_per_prompt']:.2f} | | |"]
@@ -48,7 +49,8 @@ def card(headline: dict, configs: dict[str, dict]) -> str:
     if any("fluency_ppl_ratio" in h.get(k, {}) for k in ("csi_poor", "csi_good")):
         lines += ["", "Text against the target's own output (greedy SD's) at the chosen tau: matches_target, drift = "
                       "ROUGE-L F1, fluency = the target's perplexity ratio.", "",
-                  "| head | channel | matches_target | drift (ROUGE-L F1) | fluency (ppl ratio) | accepted mismatches/prompt |",
+                  "| head | channel | matches_target | drift (ROUGE-L F1) | fluency (ppl ratio) "
+                  "| accepted mismatches/prompt |",
                   "| --- | --- | --- | --- | --- | --- |"]
         for key in ("csi_poor", "csi_good", "nocsi_poor", "nocsi_good"):
             if key in h and "fluency_ppl_ratio" in h[key]:
@@ -59,9 +61,9 @@ def card(headline: dict, configs: dict[str, dict]) -> str:
     o = h.get("overhead", {})
     if o:
         lines += ["", f"Overhead: {o['head_flops_per_query']:.3g} FLOPs per queried mismatch, "
-                      f"{o['flops_ratio']:.2%} of one target verification pass ({o['verify_block_tokens']} tokens at prefix "
-                      f"{o['prefix_tokens']}); measured {o['head_s'] * 1e6:.0f} us vs {o['verify_s'] * 1e3:.2f} ms "
-                      f"({o['time_ratio']:.1%}) on this CPU."]
+                      f"{o['flops_ratio']:.2%} of one target verification pass ({o['verify_block_tokens']} tokens "
+                      f"at prefix {o['prefix_tokens']}); measured {o['head_s'] * 1e6:.0f} us "
+                      f"vs {o['verify_s'] * 1e3:.2f} ms ({o['time_ratio']:.1%}) on this CPU."]
     ch = configs["evaluate"]["channels"]
     lines += ["", "Channels: " + ", ".join(f"{k} = {v[0]:g} Mbit/s, {v[1]:g} ms RTT" for k, v in ch.items()) + ". "
               "Predicted latency: wisv.timing.roundtime with the pair's dimensions on the "
@@ -129,7 +131,8 @@ def evidence_section(run_dir: Path, configs: dict[str, dict]) -> str:
                   "| head | channel | tau | accepted | of harmful | of helpful | of harmless |",
                   "| --- | --- | --- | --- | --- | --- | --- |"]
         lines += [f"| {'CSI-aware' if r.variant == 'csi' else 'no-CSI ablation'} | {r.channel} | {r.tau:g} | "
-                  f"{r.accepted:.3f} | {r.accepted_harmful:.3f} | {r.accepted_helpful:.3f} | {r.accepted_harmless:.3f} |"
+                  f"{r.accepted:.3f} | {r.accepted_harmful:.3f} | {r.accepted_helpful:.3f} | "
+                  f"{r.accepted_harmless:.3f} |"
                   for r in off.itertuples()]
     lines += ["", "Figures: [Fig. 3 analog, accuracy vs tau per channel](fig3_accuracy_vs_tau.png); "
               "[Fig. 5 analog, CSI-aware vs CSI-blind](fig5_csi_vs_blind.png); [evaluate.csv](evaluate.csv)."]
@@ -143,7 +146,8 @@ def run(cfg: ExportConfig) -> Path:
     head = load_head(require(cfg.run_dir, HEADS, "train", variant=cfg.variant))
     head.cfg = replace(head.cfg, tau=headline["tau"])
     out = save_head(head, cfg.to)
-    configs = {s: load_config(cfg.run_dir, s) for s in ("collect", "label", "relabel", f"train_{cfg.variant}", "evaluate")}
+    configs = {s: load_config(cfg.run_dir, s)
+               for s in ("collect", "label", "relabel", f"train_{cfg.variant}", "evaluate")}
     (out / "configs.json").write_text(json.dumps(configs, indent=1))
     section = evidence_section(Path(cfg.run_dir), configs) if "harmful" in pd.read_csv(
         require(cfg.run_dir, LABELS, "label"), nrows=1) else ""

@@ -18,8 +18,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 REPO = Path(__file__).resolve().parents[1]
-LIVE_COLS = ["prompts", "accuracy", "aal", "rounds_per_prompt", "tokens_per_prompt", "rounds_per_100_tokens", "latency_s",
-             "uplink_bytes", "matches_target",
+LIVE_COLS = ["prompts", "accuracy", "aal", "rounds_per_prompt", "tokens_per_prompt", "rounds_per_100_tokens",
+             "latency_s", "uplink_bytes", "matches_target",
              "drift_rouge_l", "fluency_ppl_ratio", "fluency_ext_ppl_ratio"]
 
 
@@ -84,7 +84,8 @@ def curve_section(res: Path) -> str:
     plt.close(fig)
     return ("## Learning curve per feature set (dev AUC on the harm label)\n\n`edge`: the edge's scalar features; "
             "`h_after`: the target's hidden state after the draft token; `hd_ht`: the drafter's and the target's "
-            f"hidden states (WISV, AutoJudge).\n\n{md(piv.reset_index())}\n![curve]({rel(res / 'learning_curve.png')})\n")
+            f"hidden states (WISV, AutoJudge).\n\n{md(piv.reset_index())}\n"
+            f"![curve]({rel(res / 'learning_curve.png')})\n")
 
 
 def sweep_section(res: Path) -> str:
@@ -103,7 +104,8 @@ def sweep_section(res: Path) -> str:
     at = pd.DataFrame([sw[(sw.judge == n) & (sw.tau.round(4) == round(c["tau"], 4))].assign(chosen=True).iloc[0]
                        for n, c in chosen.items() if n in set(sw.judge) and c["tau"] > 0])
     return ("## tau sweep per judge on dev\n\nAt the chosen taus:\n\n" + (md(at) if len(at) else "(none)\n") +
-            "\nAt a few taus:\n\n" + md(pick.pivot(index="tau", columns="judge", values="accepted_frac").reset_index()) +
+            "\nAt a few taus:\n\n" +
+            md(pick.pivot(index="tau", columns="judge", values="accepted_frac").reset_index()) +
             f"\n(accepted fraction of dev mismatches; `judges_sweep.csv` has the harmful fractions)\n\n"
             f"![sweep]({rel(res / 'fig3_dev_sweep.png')})\n")
 

@@ -2,8 +2,8 @@
 
 Reads one or more run directories (``collect`` + ``label``: traces.npz with the edge features, labels.csv with the
 harm label), leaves out the mismatches whose draft token is the target's EOS (acceptance always rejects those: keeping
-one ends the output early, which the harm label cannot see), and splits each by prompt: every ``dev_every``-th episode is dev, the rest train.  Nothing here reads a
-test pool.  Judges (wisv/head/judges.py):
+one ends the output early, which the harm label cannot see), and splits each by prompt: every ``dev_every``-th episode
+is dev, the rest train.  Nothing here reads a test pool.  Judges (wisv/head/judges.py):
 
 - ``edge`` (ours): logistic regression (or an MLP) over what the edge knows for free, its scalar features and its
   hidden state after the draft token, trained with mismatches that turn a right answer wrong weighted
@@ -15,9 +15,9 @@ test pool.  Judges (wisv/head/judges.py):
 - ``nll-margin``: a threshold on the NLL margin, no training.
 
 One rule picks every tau on dev: the largest tau of the grid whose accepted dev mismatches (p < tau) are at most
-``max_harm_frac`` harmful and, of those with an answer to check, at most ``max_wrong_frac`` turn a right answer wrong.  Writes judges_sweep.csv (the tau sweep per judge on dev), judges_curve.csv (held-out AUC
-per feature set against training labels), judges.json (the choices), and one judge directory per judge under
-``out_dir``.
+``max_harm_frac`` harmful and, of those with an answer to check, at most ``max_wrong_frac`` turn a right answer wrong.
+Writes judges_sweep.csv (the tau sweep per judge on dev), judges_curve.csv (held-out AUC per feature set against
+training labels), judges.json (the choices), and one judge directory per judge under ``out_dir``.
 """
 from __future__ import annotations
 
@@ -32,16 +32,18 @@ import torch
 
 from channel.csi import CSI
 from labeling.config import JudgesConfig
-from labeling.store import EPISODES, LABELS, load_config, load_traces, require, save_config
 from labeling.risk import RiskConfig, ltt_sweep, ltt_tau
-from wisv.tasks.jsonl import read_jsonl
-from wisv.head.features import SCALARS, EdgeFeatures
+from labeling.store import EPISODES, LABELS, load_config, load_traces, require, save_config
+from wisv.head.features import BASE_SCALARS, SCALARS, EdgeFeatures
 from wisv.head.guard import guard
 from wisv.head.judges import JudgeConfig, JudgePolicy, LinearJudge, rule_probs, t_link_s
 from wisv.head.store import save_policy
+from wisv.tasks.jsonl import read_jsonl
 
 FEATURE_SETS = {"edge": ("edge",), "h_after": ("h_after",), "hd_ht": ("h_draft", "h_target"),
-                "edge_h_after": ("edge", "h_after")}  # the learning curve's input sets
+                "edge_h_after": ("edge", "h_after"), "edge_sib": ("edge",)}  # the learning curve's input sets
+SET_WIDTHS = {"edge_sib": {"edge": len(SCALARS)}}  # a set's input widths beyond run()'s (edge_sib: the sib_* columns
+# too; reported only where the traces recorded them: collect --sibling)
 TAUS = sorted({round(float(t), 4) for t in np.geomspace(0.002, 0.98, 48)})  # the dev sweep's grid, fine near 0
 SOURCES = {"edge": "edge", "h_after": "h_after", "h_draft": "h_d", "h_target": "h_t"}  # input -> traces.npz key
 
@@ -91,9 +93,18 @@ def prompt_files(run_dirs: list[str]) -> list[str]:
     return out
 
 
-def inputs(data: dict, names: tuple[str, ...], mask: np.ndarray) -> torch.Tensor:
-    """The concatenated named inputs of the masked mismatches: [n, d_in]."""
-    return torch.from_numpy(np.concatenate([data[SOURCES[n]][mask] for n in names], axis=1))
+def inputs(data: dict, names: tuple[str, ...], mask: np.ndarray, dims: dict[str, int] | None = None) -> torch.Tensor:
+    """The concatenated named inputs of the masked mismatches, each its first ``dims[name]`` columns (default all):
+    [n, d_in]."""
+    dims = dims or {}
+    return torch.from_numpy(np.concatenate([data[SOURCES[n]][mask][:, :dims.get(n)] for n in names], axis=1))
+
+
+def input_dims(data: dict) -> dict[str, int]:
+    """Each input's width as judges read it: ``edge`` its one-pass columns (BASE_SCALARS; the sib_* columns only
+    where a feature set asks, SET_WIDTHS), the others whole."""
+    dims = {n: data[SOURCES[n]].shape[1] for n in SOURCES}
+    return {**dims, "edge": min(dims["edge"], len(BASE_SCALARS))}
 
 
 def train_linear(cfg: JudgeConfig, x: torch.Tensor, y: torch.Tensor, epochs: int, seed: int,
@@ -169,9 +180,9 @@ def peer_configs(cfg: JudgesConfig, dims: dict[str, int]) -> list[JudgeConfig]:
     edge = replace(lin("edge", tuple(cfg.edge_inputs), cfg.edge_hidden), guard_top1_min=cfg.guard_top1_min,
                    guard_margin_nats=cfg.guard_margin_nats)  # ours, with the sure-target guard
     return [edge, lin("autojudge", ("h_draft", "h_target")),
-            lin("judge-decoding", ("h_after",)), JudgeConfig("fly", "fly", ("edge",), (len(SCALARS),),
+            lin("judge-decoding", ("h_after",)), JudgeConfig("fly", "fly", ("edge",), (dims["edge"],),
                                                              window=cfg.fly_window),
-            JudgeConfig("nll-margin", "nll-margin", ("edge",), (len(SCALARS),))]
+            JudgeConfig("nll-margin", "nll-margin", ("edge",), (dims["edge"],))]
 
 
 def fit_judge(jc: JudgeConfig, data: dict, cfg: JudgesConfig) -> tuple[JudgePolicy, np.ndarray]:
@@ -183,10 +194,12 @@ def fit_judge(jc: JudgeConfig, data: dict, cfg: JudgesConfig) -> tuple[JudgePoli
     weight = None
     if jc.name == "edge":  # ours: a mismatch that turns a right answer wrong costs wrong_weight times more
         weight = torch.from_numpy(1 + (cfg.wrong_weight - 1) * data["turns_wrong"][train])
-    model = train_linear(jc, inputs(data, jc.inputs, train), torch.from_numpy(data["y"][train]), cfg.epochs, cfg.seed,
+    widths = dict(zip(jc.inputs, jc.dims))
+    model = train_linear(jc, inputs(data, jc.inputs, train, widths), torch.from_numpy(data["y"][train]), cfg.epochs,
+                         cfg.seed,
                          weight)
     with torch.no_grad():
-        p = torch.sigmoid(model.logits(inputs(data, jc.inputs, dev)))
+        p = torch.sigmoid(model.logits(inputs(data, jc.inputs, dev, widths)))
     if jc.guard_config is not None:  # the guard as the edge applies it (JudgePolicy.reject_probs)
         p = guard(p, EdgeFeatures(torch.from_numpy(data["edge"][dev]), torch.zeros(int(dev.sum()), 0)),
                   jc.guard_config)
@@ -220,19 +233,26 @@ def link_judge(jc: JudgeConfig, tau: float, tau_good: float, cfg: JudgesConfig, 
 
 
 def learning_curve(data: dict, cfg: JudgesConfig, dims: dict[str, int]) -> pd.DataFrame:
-    """Dev AUC per feature set against the number of training labels (seeded subsets of the train slice)."""
+    """Dev AUC per feature set against the number of training labels (seeded subsets of the train slice); a set whose
+    columns the traces lack (edge_sib without collect --sibling) is left out."""
     rng = np.random.default_rng(cfg.seed)
+    sets = {}
+    for set_name, names in FEATURE_SETS.items():
+        widths = {**dims, **SET_WIDTHS.get(set_name, {})}
+        if all(widths[k] <= data[SOURCES[k]].shape[1] for k in names) and \
+                not np.isnan(inputs(data, names, np.ones(len(data["y"]), bool), widths).numpy()).any():
+            sets[set_name] = (names, widths)
     train_idx = np.flatnonzero(~data["dev"])
     rows = []
     for n in [s for s in cfg.curve_sizes if s <= len(train_idx)] + [len(train_idx)]:
         pick = np.zeros(len(data["y"]), bool)
         pick[rng.choice(train_idx, n, replace=False)] = True
-        for set_name, names in FEATURE_SETS.items():
-            jc = JudgeConfig(set_name, "linear", names, tuple(dims[k] for k in names))
-            model = train_linear(jc, inputs(data, names, pick), torch.from_numpy(data["y"][pick]), cfg.epochs,
+        for set_name, (names, widths) in sets.items():
+            jc = JudgeConfig(set_name, "linear", names, tuple(widths[k] for k in names))
+            model = train_linear(jc, inputs(data, names, pick, widths), torch.from_numpy(data["y"][pick]), cfg.epochs,
                                  cfg.seed)
             with torch.no_grad():
-                p = torch.sigmoid(model.logits(inputs(data, names, data["dev"]))).numpy()
+                p = torch.sigmoid(model.logits(inputs(data, names, data["dev"], widths))).numpy()
             rows.append({"labels": n, "features": set_name, "dev_auc": auc(p, data["y"][data["dev"]])})
     return pd.DataFrame(rows)
 
@@ -241,7 +261,7 @@ def run(cfg: JudgesConfig) -> dict:
     """Train, sweep and choose on dev; write the tables and the judge directories."""
     torch.set_num_threads(1)
     data = load_data(cfg.run_dirs, cfg.dev_every, tuple(cfg.dev_kinds))
-    dims = {n: data[SOURCES[n]].shape[1] for n in SOURCES}
+    dims = input_dims(data)
     out, taus = Path(cfg.results_dir), TAUS
     out.mkdir(parents=True, exist_ok=True)
     dev = data["dev"]

@@ -31,15 +31,17 @@ from labeling.config import LabelConfig
 from labeling.forced import Forced, Job, forced_cached
 from labeling.harm import harm_label, window_ppl_ratio
 from labeling.store import EPISODES, LABELS, load_config, load_traces, require, save_config, stage_path
-from wisv.tasks.evaluate import eos_id, mismatch_kind
-from wisv.models.loader import ModelPair, load_pair
-from wisv.tasks.jsonl import read_jsonl
 from wisv.decoding.speculative import truncate_output
+from wisv.models.loader import ModelPair, load_pair
+from wisv.tasks.evaluate import eos_id, mismatch_kind
+from wisv.tasks.jsonl import read_jsonl
+from wisv.tasks.qa import answer_settled, check_answer
 from wisv.tasks.textquality import token_nll
 
 DEFAULT_CHECKER = "wisv.tasks.qa:check_answer"
 Checker = Callable[[str, object], bool]
 Settled = Callable[[str, object], bool]  # (prefix text, answer) -> the verdict is True whatever follows
+BUILTIN_CHECKERS: dict[str, Checker] = {DEFAULT_CHECKER: check_answer, "wisv.tasks.qa:answer_settled": answer_settled}
 
 
 def resolve_settled(spec: str, checker_spec: str) -> Settled | None:
@@ -57,7 +59,10 @@ def free_form_aware(fn: Checker) -> Checker:
 
 
 def resolve_checker(spec: str) -> Checker:
-    """``module:function`` -> the function; a clear error when it cannot be imported."""
+    """``module:function`` -> the function (the project's own, BUILTIN_CHECKERS, by an ordinary import; a
+    researcher's module by name); a clear error when it cannot be imported."""
+    if spec in BUILTIN_CHECKERS:
+        return BUILTIN_CHECKERS[spec]
     mod, _, name = spec.partition(":")
     try:
         fn = getattr(importlib.import_module(mod), name)

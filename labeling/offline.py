@@ -35,7 +35,8 @@ class OfflineConfig:
 
 
 def accept_rates(p: np.ndarray, labels: pd.DataFrame, tau: float) -> dict[str, float]:
-    """Fraction accepted (p < tau) of all, harmful, helpful and harmless (neither) mismatches (nan for an empty class)."""
+    """Fraction accepted (p < tau) of all, harmful, helpful and harmless (neither) mismatches (nan for an empty
+    class)."""
     acc = p < tau
     harmful, helpful = labels[LABEL].to_numpy() == 1, labels["helpful"].to_numpy() == 1
     harmless = ~harmful & ~helpful

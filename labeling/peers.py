@@ -23,7 +23,7 @@ from labeling.store import save_config
 from wisv.decoding.speculative import RejectAll
 from wisv.head.store import is_policy_dir, load_policy_dir
 from wisv.models.loader import load_pair
-from wisv.pairs import apply_pair
+from wisv.pairs import PAIR_NAMES, apply_pair
 from wisv.pairs.scorer import SCORERS, resolve_scorer
 from wisv.tasks.prompts import prompt_rows
 from wisv.timing.protodesc import servable
@@ -37,15 +37,17 @@ class PeersConfig:
     heads: tuple[str, ...] = ()  # judge names to run (empty: every judge in heads_dir)
     paper_head: str | None = "wisv/assets/smollm2-head"  # the WISV-paper head run beside them as wisv-paper (None: not)
     results_dir: str = "runs/judges"  # where peers.csv goes
-    pair: str | None = "smollm2"  # named pair (python -m wisv.pairs build NAME)
+    pair: str | None = field(default="smollm2", metadata={
+        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME)
     drafter: str | None = None  # drafter model dir (None: the pair's)
     target: str | None = None  # target model dir (None: the pair's)
     prompts_file: str | None = None  # JSONL held-out prompts (None: the pair's test pool)
     prompts: int = field(default=40, metadata={"min": 1})  # held-out prompts
     draft_len: int = field(default=8, metadata={"min": 1})  # K
     max_new_tokens: int = field(default=128, metadata={"min": 1})  # generation budget per prompt
-    channels: dict[str, tuple[float, float]] = field(default_factory=lambda: {"good": (200.0, 5.0), "poor": (3.0, 45.0)},
-                                                     metadata=CHANNELS_TEXT)  # NAME=RATE_MBPS/RTT_MS
+    channels: dict[str, tuple[float, float]] = field(
+        default_factory=lambda: {"good": (200.0, 5.0), "poor": (3.0, 45.0)},
+        metadata=CHANNELS_TEXT)  # NAME=RATE_MBPS/RTT_MS
     ue_profile: str = "jetson-agx-orin"  # hardware profile of the drafter (predicted latency)
     edge_profile: str = "a40"  # hardware profile of the verifier (predicted latency)
     device: str = "cpu"  # torch device

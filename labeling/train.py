@@ -19,9 +19,9 @@ from tqdm import tqdm
 from labeling.config import TrainConfig
 from labeling.plots import plot_curves
 from labeling.store import HEADS, INSTANCES, load_config, load_traces, require, save_config, stage_path
-from wisv.tasks.evaluate import recall_fpr
 from wisv.head.model import DecisionHead, HeadConfig, build_inputs
 from wisv.head.store import save_head
+from wisv.tasks.evaluate import recall_fpr
 
 
 def make_dataset(traces: dict, inst: dict, use_csi: bool) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
@@ -103,6 +103,7 @@ def run(cfg: TrainConfig) -> DecisionHead:
     plot_curves(log, stage_path(cfg.run_dir, f"train_{cfg.variant}.png"), f"decision head ({cfg.variant})")
     save_config(cfg.run_dir, f"train_{cfg.variant}", cfg, {"use_csi": use_csi})
     best = log.loc[log["val_loss"].idxmin()]
-    print(f"train ({cfg.variant}): {len(a)} instances, best epoch {int(best['epoch'])}: val loss {best['val_loss']:.4f}, "
+    print(f"train ({cfg.variant}): {len(a)} instances, best epoch {int(best['epoch'])}: "
+          f"val loss {best['val_loss']:.4f}, "
           f"recall {best['val_recall']:.3f}, FPR {best['val_fpr']:.3f} -> {out}")
     return head

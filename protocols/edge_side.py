@@ -23,8 +23,8 @@ from protocols.wire import Message, MsgType, make
 from wisv.decoding.acceptance import Verdict, greedy_accept_ids, speculative_sampling_from_logits, wisv_accept
 from wisv.decoding.sessions import Block, VerifySession
 from wisv.decoding.speculative import MismatchPolicy, truncate_output
-from wisv.serving.engine import VerifyRequest
 from wisv.head.features import edge_features
+from wisv.serving.engine import VerifyRequest
 
 
 @dataclass
@@ -84,6 +84,7 @@ class EdgeSession:
         self.msg_t0 = time.perf_counter()  # set by the server when a message of this session arrives
         self.round_edge_s = 0.0  # edge handling time of the round so far (SH: the DRAFT part)
         self.token = ""  # the edge's token for this session (its server sets it; messages carry it)
+        self.sibling = False  # verify the target's own token beside each mismatch (edge sib_* features; server sets it)
         self.feature_rows = feature_grant(h.get("features", 0), verify)  # target-feature rows per VERDICT (0: none)
 
     def open_ok_fields(self) -> dict:
@@ -214,10 +215,12 @@ class EdgeSession:
             return self._sample(draft, p.block, probs), 0.0
         if p.protocol.rule == "greedy" or not p.mismatches:
             return greedy_accept_ids(draft, argmax), 0.0
+        sib = self.verify.verify_siblings(p.tokens, p.mismatches, argmax[p.mismatches].tolist()) if self.sibling \
+            else None  # verification work: counted in t_verify, not in the head's time
         t0 = time.perf_counter()
         hd = None if h_d is None else torch.from_numpy(np.asarray(h_d, dtype=np.float32))  # [m, d_d]
         ht = p.block.hidden[p.mismatches].cpu()  # [m, d_t]
-        ef = edge_features(p.block.logits.cpu(), p.block.hidden.cpu(), p.tokens, p.mismatches)
+        ef = edge_features(p.block.logits.cpu(), p.block.hidden.cpu(), p.tokens, p.mismatches, sib)
         reject = self.policy.reject_probs(hd, ht, p.mismatches, p.csi, ef)
         t_head = time.perf_counter() - t0
         return wisv_accept(draft, argmax, reject, self.policy.threshold(self.tau, p.csi), self.eos), t_head
@@ -299,7 +302,8 @@ def _check_head_width(policy: MismatchPolicy, protocol: str, drafter_hidden: int
         raise ProtocolError("unsupported", "this edge's decision head reads the drafter's hidden states, which ef does "
                                            "not upload: use fh, sh or auto")
     want = policy.d_draft
-    if want is not None and drafter_hidden is not None and get_protocol(protocol).rule == "wisv" and drafter_hidden != want:
+    if (want is not None and drafter_hidden is not None and get_protocol(protocol).rule == "wisv"
+            and drafter_hidden != want):
         raise ProtocolError("shape_mismatch", f"drafter hidden size mismatch: this edge's decision head takes drafter "
                                               f"hidden size {want}, the UE's drafter declared {drafter_hidden} at OPEN")
 

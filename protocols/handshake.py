@@ -1,8 +1,9 @@
 """What OPEN checks before a session starts: that the UE's drafter and the edge's target share one tokenizer.
 
-Each side describes its vocabulary as a ``Vocab`` (size and a hash, ``wisv.models.loader.vocab_facts``); the wire-protocol
-version is checked on every message by ``protocols.wire.decode`` and the hidden sizes by ``protocols.edge_side``.
-A refusal names both sides' values, so that a mismatched pair fails at connect time instead of producing garbage.
+Each side describes its vocabulary as a ``Vocab`` (size and a hash, ``wisv.models.loader.vocab_facts``); the
+wire-protocol version is checked on every message by ``protocols.wire.decode`` and the hidden sizes by
+``protocols.edge_side``.  A refusal names both sides' values, so that a mismatched pair fails at connect time instead
+of producing garbage.
 """
 from __future__ import annotations
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import enum
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -193,7 +194,8 @@ def check_tree(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: L
     for i, q in enumerate(p):
         depth[i] = 1 if q < 0 else depth[q] + 1
     if depth.size and int(depth.max()) > limits.max_tree_depth:
-        raise WireError("too_large", f"DRAFT tree depth {int(depth.max())} exceeds max_tree_depth={limits.max_tree_depth}")
+        raise WireError("too_large",
+                        f"DRAFT tree depth {int(depth.max())} exceeds max_tree_depth={limits.max_tree_depth}")
 
 
 def check_features(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
@@ -220,7 +222,8 @@ def check_path(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: L
     """A VERDICT's accepted tree path has one node per accepted token."""
     path = tensors.get("path")
     if path is not None and path.shape[0] != header["n_accepted"]:
-        raise WireError("shape_mismatch", f"VERDICT path has {path.shape[0]} nodes, n_accepted is {header['n_accepted']}")
+        raise WireError("shape_mismatch",
+                        f"VERDICT path has {path.shape[0]} nodes, n_accepted is {header['n_accepted']}")
 
 
 def check_target_features(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:

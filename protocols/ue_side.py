@@ -17,8 +17,8 @@ import torch
 from channel.csi import CSI
 from protocols.accounting import wire_payload_bits
 from protocols.auto import MismatchStats, choose
-from protocols.handshake import Vocab, vocab_refusal
 from protocols.errors import EdgeError
+from protocols.handshake import Vocab, vocab_refusal
 from protocols.registry import HIDDEN_PROTOCOLS, Protocol, get_protocol, servable
 from protocols.rounds import AutoWindow, RoundState, UEParams
 from protocols.typed import OpenOk, Verdict

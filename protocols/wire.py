@@ -10,14 +10,24 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import msgpack
 import numpy as np
 
 from protocols.schema import (
-    DTYPES, SCHEMAS, WIRE_VERSION, Limits, MsgType, Schema, Tensor, WireError, brief, type_names,
+    DTYPES,
+    SCHEMAS,
+    WIRE_VERSION,
+    Limits,
+    MsgType,
+    Schema,
+    Tensor,
+    WireError,
+    brief,
+    type_names,
 )
 
 __all__ = [

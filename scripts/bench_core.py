@@ -16,14 +16,13 @@ from tqdm import tqdm
 
 import config
 from testbed.common.machine import machine_info
+from wisv.decoding.lossless import check_lossless
+from wisv.decoding.speculative import spec_rows, speculative_generate
+from wisv.models.loader import load_pair
+from wisv.records.rows import to_frame
+from wisv.records.summary import summarize_rounds
 from wisv.tasks.evaluate import greedy_reference
 from wisv.tasks.prompts import encode_prompt
-from wisv.decoding.lossless import check_lossless
-from wisv.models.loader import load_pair
-from wisv.decoding.speculative import spec_rows
-from wisv.records.rows import to_frame
-from wisv.decoding.speculative import speculative_generate
-from wisv.records.summary import summarize_rounds
 from wisv.tasks.toydata import load_split
 
 

@@ -8,8 +8,9 @@ Usage: ``python -m scripts.bench_engine [--pair smollm2] [--engines transformers
 For each N, N sessions are opened on each engine on different prompts of ``--prefix-tokens`` random tokens and
 verified together round by round: one ``verify`` call over the N blocks (what the edge's batcher hands the engine
 when N DRAFTs wait), then each session commits K/2 drafted tokens and one more (the same for every engine, so the
-sequences stay equal).  A short warm-up goes first, discarded.  The engines take turns round by round, so a shared machine's drift hits them alike.  Round 0 (the prompts' prefill) is reported apart.  Per N: the median and p90 latency of a
-warm round, ms, and the throughput, verified blocks and scored positions (N x (K + 1)) per second.  Where both
+sequences stay equal).  A short warm-up goes first, discarded.  The engines take turns round by round, so a shared
+machine's drift hits them alike.  Round 0 (the prompts' prefill) is reported apart.  Per N: the median and p90 latency
+of a warm round, ms, and the throughput, verified blocks and scored positions (N x (K + 1)) per second.  Where both
 engines ran, ``argmax_agree`` is the share of positions whose target argmax the two engines agree on (correctness).
 On CPU this shows correctness and overhead; on a GPU it is the figure that counts.  A benchmark, not a test.
 """
@@ -28,7 +29,8 @@ import config
 from testbed.common.machine import machine_info
 from wisv.models.loader import builtin_paths, load_model, resolve_dtype
 from wisv.pairs import resolve_pair
-from wisv.serving.engine import ENGINE_CHOICES, EngineOptions, VerifyRequest, build_engine
+from wisv.serving.engine import EngineOptions, VerifyRequest
+from wisv.serving.engines import ENGINE_CHOICES, build_engine
 from wisv.serving.vllm_engine import VllmConfig
 
 

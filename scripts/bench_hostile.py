@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from protocols import wire
-from testbed.live.common.auth import write_keys
 from testbed.hostile.probes import AUTH_PROBES, PROBES, Target, good_ue_cmd, run_beside
+from testbed.live.common.auth import write_keys
 from testbed.live.orchestrate.procs import Child
 from wisv.models.loader import builtin_paths
 

@@ -56,7 +56,8 @@ def agreement(a: pd.DataFrame, b: pd.DataFrame, ca: dict[int, list[int]], cb: di
     """How two engines' first runs agree: rows with another label, rows whose continuations differ (over the
     shorter one: the batched engine may generate past a row's steps), within the ratio's window, and the largest
     relative differences of the float columns."""
-    diff_rows = [int(r) for r, x, y in zip(a["row"], a[list(EXACT)].values, b[list(EXACT)].values) if list(x) != list(y)]
+    diff_rows = [int(r) for r, x, y in zip(a["row"], a[list(EXACT)].values, b[list(EXACT)].values)
+                 if list(x) != list(y)]
     cont_rows = [i for i in ca if ca[i][:len(cb[i])] != cb[i][:len(ca[i])]]
     win_rows = [i for i in cont_rows if ca[i][:window] != cb[i][:window]]
     rel = {c: float(((a[c] - b[c]).abs() / b[c].abs().clip(lower=1e-12)).max()) for c in CLOSE}

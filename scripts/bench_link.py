@@ -36,11 +36,11 @@ import config
 from channel.csi import serialization_s  # wisv.timing.latency has the same formula but imports torch
 from channel.emulator import LinkConfig, LinkEmulator
 from protocols.registry import ALL_PROTOCOLS  # light: testbed.run itself is imported lazily
-from wisv.timing.protodesc import describe
 from testbed.common.link import LinkSpec
 from testbed.common.machine import machine_info
 from testbed.hostile.zmqfloor import round_floor
 from wisv.records.rows import read_records
+from wisv.timing.protodesc import describe
 
 REJECT_POINT = (2.0, 20.0)  # (Mbit/s, ms) where reject must be far slower than greedy
 REJECT_SLOWDOWN_MIN = 1.5  # reject trend passes when its mean latency >= this many times greedy's
@@ -198,8 +198,8 @@ def build_report(cfg: BenchConfig, grid: list[dict], overhead: dict, trends: dic
 
 def run_point(cfg: BenchConfig, link: LinkSpec, protocols: list[str], out: Path) -> dict[str, tuple[dict, Any]]:
     """Run the testbed on one link; {protocol: (summary, rounds)}.  From 4 protocols on, one "all" run (one edge)."""
-    from testbed.live.orchestrate.run import RunConfig, run
     from testbed.live.edge.serveconfig import ServeConfig
+    from testbed.live.orchestrate.run import RunConfig, run
     from testbed.live.ue.ueconfig import UEConfig
     names = ["all"] if len(set(protocols)) >= 4 else protocols
     res = {}
@@ -354,9 +354,9 @@ def print_report(report: dict) -> None:
     tables = {"fidelity (t_comm per round, ms)": report["grid"]} | {
         f"trend {k}": v if isinstance(v, list) else [v] for k, v in report["trends"].items() if v}
     if c := report.get("calibration"):
-        print(f"host overhead calibrated at {c['rate_mbps']:g} Mbps / {c['rtt_ms']:g} ms (greedy, {c['n_rounds']} rounds):"
-              f" {c['excess_exchange_ms']:.3f} ms per exchange over the model -> the emulator takes "
-              f"{c['host_overhead_ms']:.3f} ms out of each direction's delay")
+        print(f"host overhead calibrated at {c['rate_mbps']:g} Mbps / {c['rtt_ms']:g} ms "
+              f"(greedy, {c['n_rounds']} rounds): {c['excess_exchange_ms']:.3f} ms per exchange over the model "
+              f"-> the emulator takes {c['host_overhead_ms']:.3f} ms out of each direction's delay")
     else:
         print(f"host overhead: {report['config']['host_overhead_ms']:g} ms per direction (given, not calibrated)")
     for title, rows in tables.items():
@@ -368,7 +368,8 @@ def print_report(report: dict) -> None:
           f"{o['greedy_median_ms'] or math.nan:.3f} ms; relay ping-pong: direct "
           f"{r['direct_ms']:.3f} ms, via emulator fast path {r['relayed_ms']:.3f} ms")
     if f := o.get("zmq_floor"):
-        print(f"bare ZeroMQ round with the same idle pattern: mean {f['mean_ms']:.3f} ms, median {f['median_ms']:.3f} ms; "
+        print(f"bare ZeroMQ round with the same idle pattern: mean {f['mean_ms']:.3f} ms, "
+              f"median {f['median_ms']:.3f} ms; "
               f"the testbed adds {o['added_over_floor_ms']:.3f} ms over it (medians; target <= {o['target_ms']} ms; "
               f"means: {o['added_over_floor_mean_ms']:.3f} ms)")
     for e in report["errors"]:

@@ -30,11 +30,19 @@ import psutil
 import torch
 
 import config
-from scripts.gpucheck.scale_shapes import (PAIRS, ROUND_PROTOCOLS, Shape, compare_bytes, hf_config, param_count,
-                                           random_prompts)
+from scripts.gpucheck.scale_shapes import (
+    PAIRS,
+    ROUND_PROTOCOLS,
+    Shape,
+    compare_bytes,
+    hf_config,
+    param_count,
+    random_prompts,
+)
 from testbed.common.machine import machine_info
-from wisv.tasks.jsonl import write_jsonl
 from wisv.records.rows import read_records
+from wisv.tasks.jsonl import write_jsonl
+from wisv.timing.protodesc import round_names
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes per weight
 ROLES = {"testbed.serve": "edge", "testbed.ue": "ue"}  # module in a child's command line -> its role
@@ -48,7 +56,7 @@ class ScaleBenchConfig:
 
     shapes: str = field(default="qwen", metadata={"choices": tuple(PAIRS)})  # pair: qwen (0.5B/1.5B), llama (1B/8B)
     protocols: list[str] = field(default_factory=lambda: list(ROUND_PROTOCOLS), metadata={
-        "choices": ROUND_PROTOCOLS})  # protocols, one testbed.run each
+        "choices": round_names()})  # protocols, one testbed.run each
     prompts: int = 2  # random-token prompts per protocol
     prompt_len: int = 32  # tokens per prompt
     max_new_tokens: int = 12  # generation budget per prompt, tokens
@@ -74,7 +82,7 @@ class RssSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def __enter__(self) -> "RssSampler":
+    def __enter__(self) -> RssSampler:
         self._thread.start()
         return self
 
@@ -192,9 +200,9 @@ def numerics_check(target_dir: Path, prompts: list[dict], n: int, k: int, dtype:
     does); counted: positions whose block argmax is the reference token.  Random weights give flat logits, whose
     top two can swap under bf16 rounding when a block is scored instead of one token: then matches_target < 1
     though every protocol is exact."""
-    from wisv.tasks.evaluate import greedy_reference
-    from wisv.models.loader import load_model
     from wisv.decoding.sessions import VerifySession
+    from wisv.models.loader import load_model
+    from wisv.tasks.evaluate import greedy_reference
     model, same, total, gaps = load_model(target_dir, "target", "cpu", getattr(torch, dtype)), 0, 0, []
     for row in prompts:
         ref, sess, pos = greedy_reference(model, row["prompt_ids"], n), VerifySession(model, row["prompt_ids"]), 0

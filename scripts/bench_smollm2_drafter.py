@@ -16,19 +16,20 @@ import json
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
 
 import config
 from testbed.common.machine import machine_info
-from wisv.tasks.evaluate import eos_id, greedy_reference
+from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.models.loader import load_pair
 from wisv.pairs import resolve_pair
 from wisv.pairs.drafter import ASSET_DIR
-from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.records.rows import to_frame
 from wisv.records.summary import summarize_rounds
+from wisv.tasks.evaluate import eos_id, greedy_reference
 from wisv.tasks.pools import GENERIC_HELDOUT, pool_path
 from wisv.tasks.prompts import prompt_rows
 
@@ -55,6 +56,7 @@ class DrafterBenchConfig:
     out: str = "results/smollm2/bench_drafter.json"  # the benchmark's JSON
     card: str = str(ASSET_DIR / "MODEL_CARD.md")  # the pair's model card, written from the JSON ("": none)
     ceiling: str = "results/smollm2/drafter_ceiling.json"  # AAL vs tokens and depth (scripts/drafter_ceiling.py)
+    curve: str = "results/smollm2/drafter_curve.json"  # AAL per kind group vs tokens (scripts/drafter_curve.py)
 
 
 @torch.inference_mode()
@@ -106,7 +108,8 @@ def peer_generate(pair, prompt_ids: list[int], max_new_tokens: int, k: int | Non
     own = pair.drafter.generation_config
     gen = copy.deepcopy(own)  # a fresh copy per call: transformers adapts the confidence threshold in place
     if k is not None:
-        gen.num_assistant_tokens, gen.num_assistant_tokens_schedule, gen.assistant_confidence_threshold = k, "constant", 0.0
+        gen.num_assistant_tokens, gen.num_assistant_tokens_schedule, gen.assistant_confidence_threshold = (
+            k, "constant", 0.0)
     pair.drafter.generation_config = gen
     calls = CallCounter(pair.target)
     try:
@@ -135,20 +138,19 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
     peers = {str(k): {"s": 0.0, "calls": 0, "same": 0} for k in cfg.peer_draft_lens}
     peers |= {"defaults": {"s": 0.0, "calls": 0, "same": 0}} if cfg.peer_defaults else {}
     for i, r in enumerate(rows):
-        ref, s = timed(lambda: greedy_reference(pair.target, r["prompt_ids"], cfg.max_new_tokens))
+        ref, s = timed(partial(greedy_reference, pair.target, r["prompt_ids"], cfg.max_new_tokens))
         base_s, tokens = base_s + s, tokens + len(ref)
         covered += _coverage(ref, kept)[0]
         for k in cfg.draft_lens:
-            out, s = timed(lambda: speculative_generate(pair.drafter, pair.target, r["prompt_ids"],
-                                                        max_new_tokens=cfg.max_new_tokens, draft_len=k,
-                                                        eos_token_id=eos))
+            out, s = timed(partial(speculative_generate, pair.drafter, pair.target, r["prompt_ids"],
+                                   max_new_tokens=cfg.max_new_tokens, draft_len=k, eos_token_id=eos))
             acc = ours[k]
             acc["s"] += s
             acc["rows"] += spec_rows(out, str(i), len(r["prompt_ids"]))
             acc["same"] += int(out.tokens == ref)
         for name, acc in peers.items():
-            (out, calls), s = timed(lambda: peer_generate(pair, r["prompt_ids"], cfg.max_new_tokens,
-                                                          None if name == "defaults" else int(name)))
+            (out, calls), s = timed(partial(peer_generate, pair, r["prompt_ids"], cfg.max_new_tokens,
+                                            None if name == "defaults" else int(name)))
             acc["s"], acc["calls"], acc["same"] = acc["s"] + s, acc["calls"] + calls, acc["same"] + int(out == ref)
         print(f"[bench] prompt {i + 1}/{len(rows)}: {len(ref)} tokens", flush=True)
     by_k = {str(k): _k_row(v, base_s, len(rows)) for k, v in ours.items()}
@@ -222,7 +224,7 @@ def main(argv: list[str] | None = None) -> dict:
     Path(cfg.out).write_text(json.dumps(result, indent=1) + "\n")
     if cfg.card:
         from scripts.smollm2_card import model_card
-        Path(cfg.card).write_text(model_card(result, cfg.ceiling))
+        Path(cfg.card).write_text(model_card(result, cfg.ceiling, cfg.curve))
     print(json.dumps({"cost_ratio": c["cost_ratio"], "meets": result["meets"]}
                      | {n: {"by_k": v["by_k"], "peer": v["peer"], "coverage": v["head_coverage"]}
                         for n, v in by_set.items()}, indent=1))

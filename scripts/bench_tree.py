@@ -4,11 +4,11 @@ Usage: ``python -m scripts.bench_tree [--budgets 8 16 32] [--rtts-ms 5 20 50] [-
 On the built-in pair (or ``--drafter DIR --target DIR``), each test prompt is decoded in process by
 chain greedy SD (K = budget), tree SD (a best-first tree of ``budget`` tokens, wisv/decoding/tree.py) and tree SD with
 proactive expansion of the best leaf (``--proactive`` tokens).  With ``--calib-prompts`` > 0 two calibrated
-rankings are fitted on calib-split prompts (wisv/decoding/treecal.py: ``cal`` by drafter rank and probability, ``tokcal``
-per proposed token too), and each runs as a tree (``tree+cal``) and, for a fair baseline, as a chain of the
+rankings are fitted on calib-split prompts (wisv/decoding/treecal.py: ``cal`` by drafter rank and probability,
+``tokcal`` per proposed token too), and each runs as a tree (``tree+cal``) and, for a fair baseline, as a chain of the
 best-scored tokens at the same budget (``chain+cal``).  Per method and budget: accepted draft tokens per
-verification (``aal``, as wisv.records.summary), tokens committed per verification (``tokens_per_verification``, the bonus
-included), drafter calls, and whether every output equals target-only greedy.
+verification (``aal``, as wisv.records.summary), tokens committed per verification (``tokens_per_verification``, the
+bonus included), drafter calls, and whether every output equals target-only greedy.
 
 Latency per prompt is modelled from the measured compute of each round and the link (SPEC round time, stages
 sequential): ``t_draft + 8 (up + down) / rate + RTT + t_verify``, with the bytes of the round's DRAFT and VERDICT in
@@ -35,16 +35,16 @@ from protocols.registry import get_protocol
 from protocols.wire import MsgType, encode, frame_bytes, make
 from testbed.common.machine import machine_info
 from wisv.decoding.acceptance import greedy_accept_ids
-from wisv.tasks.evaluate import eos_id, greedy_reference
-from wisv.models.loader import load_pair
-from wisv.pairs import apply_pair, default_prompts_file
-from wisv.tasks.prompts import prompt_rows
 from wisv.decoding.sessions import Draft, DraftSession, VerifySession
 from wisv.decoding.speculative import truncate_output
-from wisv.records.summary import summarize_rounds
 from wisv.decoding.treecal import Calibration, collect, fit
 from wisv.decoding.treedraft import Score
 from wisv.decoding.treespec import tree_generate
+from wisv.models.loader import load_pair
+from wisv.pairs import apply_pair, default_prompts_file
+from wisv.records.summary import summarize_rounds
+from wisv.tasks.evaluate import eos_id, greedy_reference
+from wisv.tasks.prompts import prompt_rows
 
 GOAL_BUDGET, GOAL_RATIO = 16, 1.2  # the goal: tree >= 1.2x chain tokens per verification at budget 16
 
@@ -227,7 +227,8 @@ def write_report(cfg: BenchConfig, report: dict) -> None:
     (out / "bench_tree.json").write_text(json.dumps(report, indent=2) + "\n")
     g = report["goal"]
     if g["checked"]:
-        print(f"tree / chain at budget {g['budget']}: tokens per verification x{g['tree_over_chain_tokens_per_verification']:.3f}"
+        print(f"tree / chain at budget {g['budget']}: "
+              f"tokens per verification x{g['tree_over_chain_tokens_per_verification']:.3f}"
               f", aal x{g['tree_over_chain_aal']:.3f} (goal x{GOAL_RATIO}: {'met' if g['met'] else 'not met'})")
         for m, r in g["over_drafter_chain"].items():
             print(f"  {m:<12} / chain x{r:.3f}   / same-scoring chain x{g['over_same_scoring_chain'][m]:.3f}")

@@ -22,9 +22,9 @@ import torch
 
 import config
 from testbed.common.machine import machine_info
+from wisv.models.loader import builtin_paths, default_dtype, load_model
 from wisv.serving.batchverify import BatchVerifier, EngineConfig
 from wisv.serving.engine import VerifyRequest
-from wisv.models.loader import builtin_paths, default_dtype, load_model
 
 
 @dataclass

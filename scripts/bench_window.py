@@ -36,7 +36,8 @@ class BenchConfig:
 
     out: str = "results/bench_window"  # output directory (bench_window.json, runs/)
     pair: str = "toy"  # named pair: toy | smollm2
-    ks: list[int] = field(default_factory=lambda: [4, 8, 16, 32], metadata={"min": 1})  # the fixed windows compared, tokens
+    ks: list[int] = field(default_factory=lambda: [4, 8, 16, 32],
+                          metadata={"min": 1})  # the fixed windows compared, tokens
     repeats: int = field(default=3, metadata={"min": 1})  # interleaved repeats of every variant
     prompts: int = field(default=20, metadata={"min": 1})  # prompts per run
     max_new_tokens: int = field(default=160, metadata={"min": 1})  # generation budget per prompt, tokens

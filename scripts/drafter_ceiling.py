@@ -1,8 +1,9 @@
 """Where the SmolLM2 drafter's AAL ceiling is: greedy SD AAL at one K against distillation tokens (each epoch's
 checkpoint of scripts/train_smollm2_drafter.py, and the undistilled copy) and against exit depth (the target's
-first d layers, undistilled, and distilled where a run with ``--layers 0 .. d-1`` left checkpoints), and, for the last checkpoint, the head: the kept vocabulary (drafter.json's
-``head_vocab``) against the full one (AAL, per-token cost ratio, and the share of the target's greedy tokens the head
-can propose); on the first prompts of the long-form test pool and of the generic held-out set.
+first d layers, undistilled, and distilled where a run with ``--layers 0 .. d-1`` left checkpoints), and, for the
+last checkpoint, the head: the kept vocabulary (drafter.json's ``head_vocab``) against the full one (AAL, per-token
+cost ratio, and the share of the target's greedy tokens the head can propose); on the first prompts of the long-form
+test pool and of the generic held-out set.
 
 Usage: ``python -m scripts.drafter_ceiling [--prompts 4 4] [--depths 4 8 12] [--draft-len 8]``, after training (the
 checkpoints are under ``<cache>/distill/checkpoints/``) and ``python -m wisv.pairs build smollm2``.  Every drafter
@@ -20,17 +21,17 @@ import torch
 from transformers import LlamaForCausalLM
 
 import config
-from wisv.tasks.evaluate import eos_id, greedy_reference
+from scripts.bench_smollm2_drafter import per_token_ms
+from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.models.loader import load_pair
+from wisv.models.restricted_head import restrict
 from wisv.pairs import cache_dir, resolve_pair
 from wisv.pairs.drafter import apply_weights, early_exit, read_spec
-from wisv.tasks.prompts import prompt_rows
 from wisv.records.rows import to_frame
-from wisv.models.restricted_head import restrict
-from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.records.summary import summarize_rounds
-from scripts.bench_smollm2_drafter import per_token_ms
+from wisv.tasks.evaluate import eos_id, greedy_reference
 from wisv.tasks.pools import GENERIC_HELDOUT, pool_path
+from wisv.tasks.prompts import prompt_rows
 
 _CKPT_RE = re.compile(r"-e(\d+)-t(\d+)\.safetensors$")
 
@@ -44,10 +45,12 @@ class CeilingConfig:
     prompts: list[int] = field(default_factory=lambda: [4, 4], metadata={"min": 1})  # first N prompts of each set
     draft_len: int = field(default=8, metadata={"min": 1})  # K of the greedy SD runs
     max_new_tokens: int = field(default=64, metadata={"min": 1})  # generation budget per prompt, tokens
-    depths: list[int] = field(default_factory=lambda: [4, 8, 12], metadata={"min": 1})  # undistilled exits: the target's first d layers
+    depths: list[int] = field(default_factory=lambda: [4, 8, 12],
+                              metadata={"min": 1})  # undistilled exits: the target's first d layers
     seed: int = 1234  # the training run's seed (names its checkpoints)
     cost_steps: int = field(default=20, metadata={"min": 1})  # decode steps per per-token timing (head comparison)
-    cost_repeats: int = field(default=3, metadata={"min": 1})  # interleaved repeats of the per-token timings (median taken)
+    cost_repeats: int = field(default=3,
+                              metadata={"min": 1})  # interleaved repeats of the per-token timings (median taken)
     threads: int = field(default=1, metadata={"min": 1})  # torch intra-op threads
     out: str = "results/smollm2/drafter_ceiling.json"  # the JSON
 

@@ -23,10 +23,10 @@ from pathlib import Path
 import pandas as pd
 
 from channel.csi import CSI
+from channel.csitrace import CSITrace, save_trace
 from channel.netns import exec_prefix, topology
 from channel.tc import clear_cmds, run_all
 from channel.tcschedule import Side, play, schedule
-from channel.csitrace import CSITrace, save_trace
 
 PORT = 5555
 COLUMNS = ["prompts", "aal", "rounds_per_prompt", "latency_s", "throughput_tok_s", "t_comm_s_mean", "uplink_bytes",

@@ -69,8 +69,8 @@ def main() -> None:
     ext_nll = {k: [ext(c, t) for (_, c), t in zip(ctxs, v)] for k, v in texts.items()}
     res = {k: {"fluency_ppl_ratio": pooled_ppl_ratio(nll[k], nll["reference"]),
                "fluency_ext_ppl_ratio": pooled_ppl_ratio(ext_nll[k], ext_nll["reference"])} for k in texts}
-    print(f"{len(rows)} prompts of the long-form test pool, {args.max_new_tokens} new tokens; ratio against the target's "
-          f"greedy text")
+    print(f"{len(rows)} prompts of the long-form test pool, {args.max_new_tokens} new tokens; "
+          f"ratio against the target's greedy text")
     print(f"{'variant':<14} {'target-scored':>14} {'third LM (' + ext.name + ')':>24}")
     for k, v in res.items():
         print(f"{k:<14} {v['fluency_ppl_ratio']:>14.3f} {v['fluency_ext_ppl_ratio']:>24.3f}")

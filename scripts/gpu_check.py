@@ -54,6 +54,7 @@ def install_wheels(folder: str) -> None:
 
 def run(cfg: GpuCheckConfig) -> dict:
     import torch  # after --wheels: nothing below needs the wheels before here
+
     from scripts.gpucheck.env import environment
     from scripts.gpucheck.plan import plan_for
     from scripts.gpucheck.report import goals, markdown

@@ -2,12 +2,12 @@
 or package cycle, or a project module imported by name through importlib.
 
 Rooms, lowest first (docs/architecture.md draws them): config -> channel -> wisv.tasks | wisv.records |
-wisv.models -> wisv.timing -> wisv.head -> wisv.decoding -> wisv.serving | wisv.pairs -> wisv (its lazy facade)
--> protocols | labeling -> testbed -> scripts.  A module may import its own room or a lower-ranked one; rooms of
-one rank (tasks, records and models; serving and pairs; protocols and labeling) may not import each other.  A
-module's room is the longest entry of RANK that names it or a package above it.  Every import counts, also those
-inside functions, and those under ``if TYPE_CHECKING:`` too: they never run, but a cycle through one is still two
-modules that depend on each other (an interface that names one of its implementations), so it counts.
+wisv.models | wisv.plugins -> wisv.timing -> wisv.head -> wisv.decoding -> wisv.serving | wisv.pairs -> wisv (its
+lazy facade) -> protocols | labeling -> testbed -> scripts.  A module may import its own room or a lower-ranked one;
+rooms of one rank (tasks, records, models and plugins; serving and pairs; protocols and labeling) may not import each
+other.  A module's room is the longest entry of RANK that names it or a package above it.  Every import counts, also
+those inside functions, and those under ``if TYPE_CHECKING:`` too: they never run, but a cycle through one is still
+two modules that depend on each other (an interface that names one of its implementations), so it counts.
 ``importlib.import_module("a.b")`` with a literal name is an import of a.b like any other; outside a package's lazy
 ``__getattr__`` (its ``__init__.py``) it is also an error: it would hide the edge from a reader, and a cycle with it.
 A package cycle (packages are directories with an ``__init__.py``; a package's own modules are one node) is an error
@@ -30,12 +30,14 @@ ROOT = Path(__file__).resolve().parent.parent  # the repository this script lies
 
 PACKAGES = ("config", "channel", "wisv", "protocols", "labeling", "testbed", "scripts")
 RANK = {"config": 0, "channel": 1,  # rooms by rank: a room imports only its own modules and lower ranks
-        "wisv.tasks": 2, "wisv.records": 2, "wisv.models": 2, "wisv.timing": 3, "wisv.head": 4, "wisv.decoding": 5,
-        "wisv.serving": 6, "wisv.pairs": 6, "wisv": 7, "protocols": 8, "labeling": 8, "testbed": 9, "scripts": 10}
+        "wisv.tasks": 2, "wisv.records": 2, "wisv.models": 2, "wisv.plugins": 2, "wisv.timing": 3, "wisv.head": 4,
+        "wisv.decoding": 5, "wisv.serving": 6, "wisv.pairs": 6, "wisv": 7, "protocols": 8, "labeling": 8, "testbed": 9,
+        "scripts": 10}
 
 
 def room(module: str) -> str:
-    """The RANK entry that holds a module: wisv.timing.latency -> wisv.timing; wisv -> wisv; testbed.sim.x -> testbed."""
+    """The RANK entry that holds a module: wisv.timing.latency -> wisv.timing; wisv -> wisv;
+    testbed.sim.x -> testbed."""
     parts = module.split(".")
     for n in range(len(parts), 0, -1):
         if ".".join(parts[:n]) in RANK:
@@ -109,7 +111,8 @@ def _by_name(tree: ast.Module, is_package: bool) -> Iterable[tuple[str, bool]]:
 
 
 def _resolve(name: str, modules: Iterable[str]) -> str | None:
-    """The longest known module that `name` is or lies in (wisv.timing.latency.t_fh -> wisv.timing.latency), else None."""
+    """The longest known module that `name` is or lies in (wisv.timing.latency.t_fh -> wisv.timing.latency), else
+    None."""
     known = set(modules)
     parts = name.split(".")
     for n in range(len(parts), 0, -1):

@@ -17,8 +17,7 @@ import random
 from dataclasses import dataclass, field
 
 import config
-from scripts.make_qa import (CAPITAL_ALIASES, CAPITALS, CITIES, CITY_ALIASES, LANGUAGE_ALIASES,
-                             LANGUAGES, spread)
+from scripts.make_qa import CAPITAL_ALIASES, CAPITALS, CITIES, CITY_ALIASES, LANGUAGE_ALIASES, LANGUAGES, spread
 from wisv.tasks.jsonl import write_splits
 from wisv.tasks.pools import LONGFORM_DIR, POOLS
 

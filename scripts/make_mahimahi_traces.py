@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from channel.csi import CSI
-from channel.mahimahi import format_mahimahi, trace_duration_s, trace_to_mahimahi
 from channel.csitrace import CSITrace, save_trace
+from channel.mahimahi import format_mahimahi, trace_duration_s, trace_to_mahimahi
 
 OUT = Path(__file__).resolve().parent / "traces" / "mahimahi"
 

@@ -14,13 +14,12 @@ import torch
 from tqdm import tqdm
 
 import config
+from wisv.decoding.speculative import spec_rows, speculative_generate
+from wisv.models.loader import load_pair
+from wisv.records.rows import to_frame
+from wisv.records.summary import summarize_rounds
 from wisv.tasks.evaluate import accuracy, greedy_reference, mismatch_kind
 from wisv.tasks.prompts import encode_prompt
-from wisv.models.loader import load_pair
-from wisv.decoding.speculative import spec_rows
-from wisv.records.rows import to_frame
-from wisv.decoding.speculative import speculative_generate
-from wisv.records.summary import summarize_rounds
 from wisv.tasks.toydata import load_split
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,9 +82,11 @@ def card_markdown(r: dict, root: Path) -> str:
     lines = ["# Built-in toy pair", "",
              "Llama-architecture target and drafter sharing one byte-level BPE tokenizer (digits are single tokens),",
              "trained by `scripts/train_toy_pair.py` on the toy arithmetic task in `wisv/tasks/toydata.py`.",
-             "Numbers below are measured on the shipped fp16 weights (loaded as fp32 on CPU) by `scripts/model_card.py`.",
+             "Numbers below are measured on the shipped fp16 weights (loaded as fp32 on CPU) by "
+             "`scripts/model_card.py`.",
              "", "| | target | drafter |", "| --- | --- | --- |",
-             f"| accuracy on {r['n_accuracy_problems']} test problems | {r['target_accuracy']:.1%} | {r['drafter_accuracy']:.1%} |",
+             f"| accuracy on {r['n_accuracy_problems']} test problems | {r['target_accuracy']:.1%} | "
+             f"{r['drafter_accuracy']:.1%} |",
              f"| parameters | {r['target_params']:,} | {r['drafter_params']:,} |",
              f"| weights file (fp16) | {r['target_file_mb']} MB | {r['drafter_file_mb']} MB |",
              f"| width / layers / heads / d_ff | {'/'.join(str(v) for v in r['target_config'].values())} | "

@@ -31,11 +31,19 @@ import time
 from dataclasses import dataclass, field
 
 import config
-from channel.netns import NetnsTopology, ping_rtts, require_root, topology
-from channel.tc import (CommandError, LinkPlan, NetemSpec, applied, clear_cmds, direction_specs, kernel_has_netem,
-                        plan_link)
-from channel.tcschedule import Side, play, schedule
 from channel.csitrace import load_trace
+from channel.netns import NetnsTopology, ping_rtts, require_root, topology
+from channel.tc import (
+    CommandError,
+    LinkPlan,
+    NetemSpec,
+    applied,
+    clear_cmds,
+    direction_specs,
+    kernel_has_netem,
+    plan_link,
+)
+from channel.tcschedule import Side, play, schedule
 
 EXIT_OK, EXIT_CMD, EXIT_USAGE, EXIT_ROOT, EXIT_PING, EXIT_INTERRUPT, EXIT_TERM = 0, 1, 2, 3, 4, 130, 143
 
@@ -86,7 +94,8 @@ def show_plan(name: str, plan: LinkPlan) -> None:
     print(f"[{name}] {plan.message}")
     if plan.emulator_spec is not None:
         e = plan.emulator_spec
-        print(f"[{name}] user-space emulator must add: delay {e.delay_ms} ms, jitter {e.jitter_ms} ms, loss {e.loss_pct} %")
+        print(f"[{name}] user-space emulator must add: delay {e.delay_ms} ms, jitter {e.jitter_ms} ms, "
+              f"loss {e.loss_pct} %")
 
 
 def detect(dev: str, netns: str | None, args: NetemLinkConfig) -> bool:
@@ -128,7 +137,8 @@ def hold(hold_s: float) -> None:
 def run_topology(args: NetemLinkConfig) -> int:
     up, down = link_specs(args)
     with topology(dry_run=args.dry_run, echo=print) as topo:
-        print(f"topology: {topo.ue_ns} ({topo.ue_dev} {topo.ue_addr}) <-> {topo.edge_ns} ({topo.edge_dev} {topo.edge_addr})")
+        print(f"topology: {topo.ue_ns} ({topo.ue_dev} {topo.ue_addr}) <-> "
+              f"{topo.edge_ns} ({topo.edge_dev} {topo.edge_addr})")
         have = detect(topo.ue_dev, topo.ue_ns, args)
         if args.csi_trace:
             sides = [Side(topo.ue_dev, topo.ue_ns, "up"), Side(topo.edge_dev, topo.edge_ns, "down")]

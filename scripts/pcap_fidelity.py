@@ -21,11 +21,11 @@ from pathlib import Path
 
 from channel.capture import capturing
 from channel.csi import CSI
+from channel.csitrace import CSITrace, save_trace
 from channel.netns import exec_prefix, topology
 from channel.pcap import WindowStats, pcap_windows, stats_to_trace
 from channel.tc import clear_cmds, kernel_has_netem, run_all
 from channel.tcschedule import Side, play, schedule
-from channel.csitrace import CSITrace, save_trace
 
 PORT = 5601
 RATE_TOL, RTT_TOL_MS = 0.10, 5.0
@@ -44,7 +44,7 @@ def _bulk(sock: socket.socket, seconds: float) -> None:
     while time.monotonic() < end:
         try:
             sock.send(chunk)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             pass
 
 

@@ -22,9 +22,9 @@ import config
 from labeling.label import batched_greedy
 from wisv.tasks.evaluate import eos_id, greedy_reference
 from wisv.tasks.jsonl import read_jsonl, write_jsonl
-from wisv.tasks.qa import QA_DIR, SPLITS, check_answer
 from wisv.tasks.pools import POOLS
 from wisv.tasks.prompts import read_jsonl_prompts
+from wisv.tasks.qa import QA_DIR, SPLITS, check_answer
 
 
 @dataclass

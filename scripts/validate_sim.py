@@ -1,4 +1,5 @@
-"""Issue-5 check: calibrate `local`, testbed.run at two link settings for greedy and fh, simulate --validate each; one JSON.
+"""Issue-5 check: calibrate `local`, testbed.run at two link settings for greedy and fh, simulate --validate each;
+one JSON.
 
 The calibration runs first, in the same sitting, because this small VM's speed drifts by ~10% over hours: a
 profile measured yesterday under-predicts today's runs by about that much (pass ``--local-profile`` to reuse one).
@@ -14,8 +15,8 @@ from pathlib import Path
 
 import config
 from testbed.common.link import LinkSpec
-from testbed.live.orchestrate.run import RunConfig
 from testbed.live.edge.serveconfig import ServeConfig
+from testbed.live.orchestrate.run import RunConfig
 from testbed.live.ue.ueconfig import UEConfig
 from testbed.sim.calibrate import CalibrateConfig
 from testbed.sim.cli import SimConfig

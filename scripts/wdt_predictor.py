@@ -26,13 +26,13 @@ from tqdm import tqdm
 import config
 from testbed.common.machine import machine_info
 from wisv.decoding.acceptance import greedy_accept_ids
-from wisv.tasks.evaluate import eos_id
-from wisv.models.loader import load_pair
-from wisv.tasks.prompts import prompt_rows
-from wisv.records.rows import RoundRow, read_records, to_frame
-from wisv.serving.wdt import confidence_summary, evaluate, fit_wdt, split_prompts
 from wisv.decoding.sessions import DraftSession, VerifySession
 from wisv.decoding.speculative import truncate_output
+from wisv.models.loader import load_pair
+from wisv.records.rows import RoundRow, read_records, to_frame
+from wisv.serving.wdt import confidence_summary, evaluate, fit_wdt, split_prompts
+from wisv.tasks.evaluate import eos_id
+from wisv.tasks.prompts import prompt_rows
 
 GOAL_MAE_REDUCTION_PCT = 30.0  # the goal: g_i's MAE >= 30% below the running mean's
 
@@ -43,7 +43,8 @@ class WDTConfig:
 
     out: str = "results/wdt_predictor.json"  # the predictor; the report goes to <stem>_report.json
     prompts: int = field(default=120, metadata={"min": 1})  # prompts of the calib split logged (ignored with --rounds)
-    ks: list[int] = field(default_factory=lambda: [4, 8, 16, 32], metadata={"min": 1})  # K of each logged round, drawn uniformly
+    ks: list[int] = field(default_factory=lambda: [4, 8, 16, 32],
+                          metadata={"min": 1})  # K of each logged round, drawn uniformly
     max_new_tokens: int = field(default=160, metadata={"min": 1})  # generation budget per prompt, tokens
     rounds: list[str] = field(default_factory=list)  # round records (rounds.csv) to train from instead of logging
     test_frac: float = 0.3  # held-out share of the prompts
@@ -105,7 +106,8 @@ def run(cfg: WDTConfig) -> dict:
     h = report["held_out"]
     print(f"held-out rounds {h['rounds']} ({len(held)} prompts): g_i MAE predicted {h['mae_g_predicted']:.3f} vs "
           f"running mean {h['mae_g_running_mean']:.3f} tokens ({h['mae_reduction_pct']:.1f}% lower; goal >= "
-          f"{GOAL_MAE_REDUCTION_PCT:g}%; history alone, no draft features: {h['mae_g_history_only']:.3f}); WDT per round {h['wdt_tokens_per_round']:.2f} tokens measured, "
+          f"{GOAL_MAE_REDUCTION_PCT:g}%; history alone, no draft features: {h['mae_g_history_only']:.3f}); "
+          f"WDT per round {h['wdt_tokens_per_round']:.2f} tokens measured, "
           f"{h['wdt_predicted_per_round']:.2f} predicted (MAE {h['wdt_mae_tokens']:.2f})")
     for k, e in report["held_out_by_k"].items():
         print(f"  K={k}: {e['rounds']} rounds, MAE {e['mae_g_predicted']:.3f} vs {e['mae_g_running_mean']:.3f} "

@@ -1,14 +1,14 @@
 """``python -m testbed.profile``: time batches of cold, warm and mixed verification requests, fit WISP's estimator.
 
-The batches run on the actual target and device; the WISP verification-time estimator (wisv/serving/estimator.py) is fitted
-to them and its profile written.
+The batches run on the actual target and device; the WISP verification-time estimator (wisv/serving/estimator.py) is
+fitted to them and its profile written.
 
 Each sample builds a batch on the batched engine (wisv/serving/batchverify.py): *warm* requests have a cached
 prefix (16..--max-prefix tokens, prefilled untimed) and feed K + 1 tokens; *cold* requests feed a whole
-prompt (8..--max-prompt tokens) plus K.  The timed call is one ``verify`` of the batch.  Each of the ``--repeats`` timings of a batch comes from a
-separate pass over all batches (the batch rebuilt identically from its own seed, in a fresh order per pass),
-so a slow spell of a shared VM, which lasts seconds, hits one repeat of many batches rather than every
-repeat of a few.  The batch's time is the minimum of its repeats by default
+prompt (8..--max-prompt tokens) plus K.  The timed call is one ``verify`` of the batch.  Each of the ``--repeats``
+timings of a batch comes from a separate pass over all batches (the batch rebuilt identically from its own seed, in a
+fresh order per pass), so a slow spell of a shared VM, which lasts seconds, hits one repeat of many batches rather than
+every repeat of a few.  The batch's time is the minimum of its repeats by default
 (``--stat``): on a shared VM other work only ever adds time, so the minimum is the cost of the batch itself;
 the profile also reports the held-out errors against the median repeat, and the held-out R^2/MAPE had only
 the first 1, 2, ... repeats been used (how many repeats the machine needed).  Batches are split
@@ -30,11 +30,11 @@ from tqdm import tqdm
 
 import config
 from testbed.common.machine import machine_info
+from wisv.models.loader import builtin_paths, default_dtype, load_model
+from wisv.pairs import PAIR_NAMES, apply_pair
 from wisv.serving.batchverify import BatchVerifier, request_shape
 from wisv.serving.engine import VerifyRequest
 from wisv.serving.estimator import batch_features, fit_metrics, fit_ols, fit_profile
-from wisv.models.loader import builtin_paths, default_dtype, load_model
-from wisv.pairs import apply_pair
 
 STATS = ("min", "median")  # how a batch's repeats become its time
 
@@ -43,7 +43,8 @@ STATS = ("min", "median")  # how a batch's repeats become its time
 class ProfileConfig:
     """What to time and where to write the fitted profile."""
 
-    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
+    pair: str | None = field(default=None, metadata={
+        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     target: str | None = None  # local HF target directory (None: built-in toy target)
     device: str = "cpu"  # torch device
     batches: int = 150  # timed batches (>= 2)
@@ -137,7 +138,8 @@ def run(cfg: ProfileConfig) -> dict:
     reps = np.array(times)  # [batches, repeats], unrounded
     prof = fit_profile(x, df.seconds.to_numpy(), test, cfg.n_boot, cfg.seed,
                        meta={"config": asdict(cfg), "machine": machine_info(), "device": cfg.device,
-                             "batches_train": int((~test).sum()), "batches_test": int(test.sum()), "torch": torch.__version__,
+                             "batches_train": int((~test).sum()), "batches_test": int(test.sum()),
+                             "torch": torch.__version__,
                              "by_repeats": repeats_needed(x, reps, test, cfg.stat)})
     # the same fit against each batch's *median* repeat: what a loaded machine sees
     prof.meta["test_vs_median"] = fit_metrics(np.median(reps[test], axis=1), x[test] @ prof.coef_vector())

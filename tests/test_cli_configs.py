@@ -1,5 +1,5 @@
-"""Every CLI's config through the config package (config/): help on every option, TOML and argv round trips of default and
-changed configs, bad --config files refused naming the key and the file, and flags over the file (testbed.run)."""
+"""Every CLI's config through the config package (config/): help on every option, TOML and argv round trips of default
+and changed configs, bad --config files refused naming the key and the file, and flags over the file (testbed.run)."""
 from __future__ import annotations
 
 import argparse
@@ -12,10 +12,27 @@ import pytest
 import config
 from channel import emulator, probe
 from labeling import __main__ as labeling_cli
-from scripts import gpu_check
-from scripts import (bench_core, bench_link, bench_scale, bench_smollm2_drafter, bench_tree, bench_verify,
-                     import_graph, make_qa, model_card, netem_link, qa_accuracy, rejection_predictor, soak,
-                     train_smollm2_drafter, train_toy_pair, ue_controls, validate_sim)
+from scripts import (
+    bench_core,
+    bench_link,
+    bench_scale,
+    bench_smollm2_drafter,
+    bench_tree,
+    bench_verify,
+    drafter_curve,
+    gpu_check,
+    import_graph,
+    make_qa,
+    model_card,
+    netem_link,
+    qa_accuracy,
+    rejection_predictor,
+    soak,
+    train_smollm2_drafter,
+    train_toy_pair,
+    ue_controls,
+    validate_sim,
+)
 from testbed import keys, profile
 from testbed.live.edge import serve
 from testbed.live.orchestrate import run
@@ -52,6 +69,7 @@ PARSED: dict[str, tuple[type, Callable]] = {
     "scripts/bench_scale.py": (bench_scale.ScaleBenchConfig, bench_scale.parse_args),
     "scripts/train_smollm2_drafter.py": (train_smollm2_drafter.DistillConfig, train_smollm2_drafter.parse_args),
     "scripts/bench_smollm2_drafter.py": (bench_smollm2_drafter.DrafterBenchConfig, bench_smollm2_drafter.parse_args),
+    "scripts/drafter_curve.py": (drafter_curve.CurveConfig, drafter_curve.parse_args),
     "scripts/gpu_check.py": (gpu_check.GpuCheckConfig, gpu_check.parse_args),
 }
 
@@ -124,7 +142,9 @@ def _changed(value, tp, meta) -> object:
         return meta["example"] if value != meta["example"] else type(value)()
     if type(None) in args:
         inner = [a for a in args if a is not type(None)][0]
-        return _sample(inner) if value is None else None
+        if value is not None:
+            return None
+        return choices[0] if choices else _sample(inner)  # an optional field with choices (--pair) takes one
     if choices:
         if isinstance(value, (list, tuple)):
             return type(value)(reversed(value))
@@ -236,8 +256,9 @@ def test_run_keeps_its_flags_and_checks():
 
 
 def test_run_child_argv_rebuilds_the_ue_and_edge_configs():
-    from testbed.live.orchestrate.placement import Site
     from pathlib import Path
+
+    from testbed.live.orchestrate.placement import Site
     cfg = run.parse_args(["--draft-len", "80", "--device", "cpu", "--seed", "2", "--proactive", "3",
                           "--no-kv-reuse", "--tau", "0.2"])
     site = Site(connect="tcp://127.0.0.1:7", t0_epoch_s=123.25)

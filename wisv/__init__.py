@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 _LOOP = "wisv.decoding.speculative"
 _HOME = {"ModelPair": "wisv.models.loader", "PairError": "wisv.models.loader", "load_pair": "wisv.models.loader",
-         "AcceptAll": _LOOP, "RejectAll": _LOOP, "RoundRecord": _LOOP, "SpecOutput": _LOOP, "speculative_generate": _LOOP}
+         "AcceptAll": _LOOP, "RejectAll": _LOOP, "RoundRecord": _LOOP, "SpecOutput": _LOOP,
+         "speculative_generate": _LOOP}
 
 __all__ = sorted(_HOME)
 

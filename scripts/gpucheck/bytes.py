@@ -11,12 +11,10 @@ s_sh2 / s_req reuse o_up / o_dn.
 from __future__ import annotations
 
 import math
-
-import pandas as pd
-
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 
 from protocols.accounting import SESSION_TOKEN, message_bytes, wire_payload_bits
 from protocols.wire import MsgType, make

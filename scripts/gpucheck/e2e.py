@@ -10,8 +10,8 @@ import threading
 import time
 from pathlib import Path
 
-from scripts.gpucheck.bytes import bytes_check
 from scripts.gpucheck.build import write_random_dir
+from scripts.gpucheck.bytes import bytes_check
 from scripts.gpucheck.plan import Plan, prompt_ids
 from wisv.records.rows import read_records
 from wisv.tasks.jsonl import write_jsonl
@@ -41,7 +41,7 @@ class Edge:
         self.proc: subprocess.Popen | None = None
         self.endpoint = ""
 
-    def __enter__(self) -> "Edge":
+    def __enter__(self) -> Edge:
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         threading.Thread(target=self._pump, daemon=True).start()
         deadline = time.monotonic() + READY_TIMEOUT_S

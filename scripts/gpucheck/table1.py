@@ -15,10 +15,10 @@ import pandas as pd
 
 from channel.csi import CSI
 from testbed.sim.model import constant, prompt_latencies, summarize
+from testbed.sim.traces import trace_rule
 from wisv.timing.compute import get_architecture
 from wisv.timing.hardware import HardwareProfile, get_profile
 from wisv.timing.latency import PayloadBits
-from testbed.sim.traces import trace_rule
 from wisv.timing.protodesc import describe
 from wisv.timing.roundtime import Deployment
 

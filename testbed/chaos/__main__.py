@@ -9,7 +9,6 @@ probes.  Writes ``chaos.json`` (schedule, faults as run, recoveries, per-kind ta
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -18,8 +17,7 @@ from pathlib import Path
 import config
 from testbed.chaos import check
 from testbed.chaos.run import execute
-from testbed.common.files import prepare_out, write_json_atomic
-from testbed.common.files import complete_lines
+from testbed.common.files import complete_lines, prepare_out, write_json_atomic
 from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype
 from wisv.tasks.evaluate import greedy_reference
 from wisv.tasks.prompts import prompt_rows

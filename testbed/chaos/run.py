@@ -20,13 +20,13 @@ from pathlib import Path
 
 import zmq
 
+from channel.emulator import LinkEmulator
 from testbed.chaos.check import Wave
 from testbed.chaos.schedule import Draw, Fault, draw_schedule, link_trace, trace_csv
-from testbed.common.link import LinkSpec
 from testbed.common.files import complete_lines
+from testbed.common.link import LinkSpec
 from testbed.hostile.probes import PROBES, Target, rss_bytes
 from testbed.live.orchestrate.procs import Child
-from channel.emulator import LinkEmulator
 from wisv.tasks.jsonl import write_jsonl
 
 MIX = (("greedy", []), ("fh", []), ("sh", []), ("auto", []), ("tree", []),

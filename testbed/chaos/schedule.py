@@ -9,7 +9,6 @@ the emulator replays over a varying base (rate and RTT redrawn every ``BASE_STEP
 from __future__ import annotations
 
 import math
-
 import random
 from dataclasses import asdict, dataclass
 

@@ -5,7 +5,8 @@ edge judge wisv/assets/smollm2-judges/edge, which reads only what the edge compu
 built-in pair its paper head wisv/assets/toy-pair/head; for another target the greedy-equivalent policy, with a
 notice), ``wisv-paper`` (the paper's CSI-aware head over [h_d ; h_t ; csi], served by fh/sh), a peer judge's name
 shipped for the pair (``autojudge``, ``judge-decoding``, ``fly``, ``nll-margin``), ``none`` (reject every
-mismatch: greedy-equivalent), ``accept-all`` (commit every full draft), or the path of a head directory (a paper head
+mismatch: greedy-equivalent), ``accept-all`` (commit every full draft), a plugin's policy kind that needs no
+weights (wisv.head.store.named_policy), or the path of a head directory (a paper head
 from ``python -m labeling export`` or a judge from ``python -m labeling judges``).  ``--tau`` overrides the head's
 own operating threshold.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from wisv.head.policy import FIXED_TAU, AcceptAll, MismatchPolicy, RejectAll
-from wisv.head.store import is_policy_dir, load_policy_dir
+from wisv.head.store import PLUGIN_KINDS, is_policy_dir, load_policy_dir, named_policy
 from wisv.pairs import pair_default_head, pair_heads, pair_of_target
 
 FIXED: dict[str, type] = {
@@ -22,7 +23,8 @@ FIXED: dict[str, type] = {
     "accept-all": AcceptAll,  # the accept-everything limit (commits every full draft)
 }
 HEAD_HELP = ("decision head for ef/fh/sh/auto: default | wisv-paper | a peer judge shipped for the pair (autojudge, "
-             "judge-decoding, fly, nll-margin) | none (greedy-equivalent) | accept-all | PATH (a head or judge dir)")
+             "judge-decoding, fly, nll-margin) | none (greedy-equivalent) | accept-all | "
+             + "".join(f"{k} (plugin) | " for k in PLUGIN_KINDS) + "PATH (a head or judge dir)")
 FALLBACK_TAU = FIXED_TAU  # threshold for the fixed policies (they ignore it except at tau = 0)
 
 
@@ -49,7 +51,12 @@ def load_policy(head: str, tau: float | None = None, target: str | None = None,
         head = str(pair_heads(name)[head])
     if head in FIXED:
         return FIXED[head](), FALLBACK_TAU if tau is None else tau, head
+    plugin = named_policy(head)
+    if plugin is not None:
+        tau = plugin.tau if tau is None else tau
+        return plugin, tau, f"{head} (plugin, tau={tau})"
     if not Path(head).exists():
-        raise ValueError(f"unknown head {head!r}: not one of default, {', '.join(FIXED)} and not a directory")
+        raise ValueError(f"unknown head {head!r}: not one of default, {', '.join((*FIXED, *PLUGIN_KINDS))} and not "
+                         f"a directory")
     policy, tau = load_policy_dir(head, tau, d_target=target_hidden)
     return policy, tau, f"{head} (tau={tau})"

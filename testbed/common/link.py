@@ -6,9 +6,9 @@ import math
 from dataclasses import dataclass, field
 
 from channel.csi import CSI
+from channel.csitrace import CSITrace, load_trace
 from channel.emulator import LinkConfig
 from channel.outage import parse_outages
-from channel.csitrace import CSITrace, load_trace
 
 
 @dataclass
@@ -25,8 +25,8 @@ class LinkSpec:
     seed: int = 0  # seed of the loss and jitter draws
     host_overhead_ms: float = field(default=0.0, metadata={
         "min": 0})  # hosts' one-way cost taken out of each delay, ms (scripts/bench_link.py measures it)
-    outages: str = field(default="", metadata={
-        "example": "10:5"})  # outage periods START_S:DURATION_S[,...] from the link's start: nothing passes (bytes held)
+    outages: str = field(default="", metadata={  # outage periods START_S:DURATION_S[,...] from the link's start:
+        "example": "10:5"})  # nothing passes (bytes held)
 
     def __post_init__(self) -> None:
         parse_outages(self.outages)  # ValueError naming a bad period

@@ -24,11 +24,11 @@ TextScorer = Callable[[str, str], list[float]]  # (prompt text, output text) -> 
 def summarize(protocol: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompts: pd.DataFrame,
               decode, references: dict[str, list[int]] | None, nll: Scorer | None = None,
               ext: TextScorer | None = None) -> dict:
-    """One protocol's summary (decode None: no accuracy): accuracy, AAL, rounds, latency, throughput, bytes, losslessness (AAL, rounds,
-    latency, throughput, WDT and vLLM's spec-decode names from wisv.records.summary over the round records and the
-    successful prompts), and beside losslessness the text's drift and fluency against the reference
-    (wisv.tasks.textquality; fluency needs ``nll``, the target's scorer, and the external fluency ``ext``, the third
-    model's: wisv.pairs.scorer)."""
+    """One protocol's summary (decode None: no accuracy): accuracy, AAL, rounds, latency, throughput, bytes,
+    losslessness (AAL, rounds, latency, throughput, WDT and vLLM's spec-decode names from wisv.records.summary over the
+    round records and the successful prompts), and beside losslessness the text's drift and fluency against the
+    reference (wisv.tasks.textquality; fluency needs ``nll``, the target's scorer, and the external fluency ``ext``, the
+    third model's: wisv.pairs.scorer)."""
     ok = outputs[outputs["error"].isna()] if "error" in outputs else outputs
     merged = ok.merge(prompts[["prompt_id"] + (["answer"] if "answer" in prompts else [])], on="prompt_id")
     acc = None
@@ -95,7 +95,8 @@ def table(summaries: list[dict]) -> str:
            "throughput_tok_s": "{:.1f}", "matches_target": "{:.2f}",
            "drift_rouge_l": "{:.3f}", "fluency_ppl_ratio": "{:.3f}", "fluency_ext_ppl_ratio": "{:.3f}"}
     for col, f in fmt.items():
-        df[col] = df[col].map(lambda v, f=f: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f.format(v))
+        df[col] = df[col].map(
+            lambda v, f=f: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f.format(v))
     return df.to_string()
 
 

@@ -158,7 +158,7 @@ def endless_multipart(ctx, t: Target, stop, stats) -> None:
         while not stop.is_set() and not refused:  # held open until the edge hangs up or the probe stops
             try:
                 refused = not s.recv(4096)  # b"": the edge closed it
-            except socket.timeout:
+            except TimeoutError:
                 continue
     except OSError:  # the edge closed the connection
         refused = True

@@ -29,23 +29,29 @@ from tqdm import tqdm
 
 import config
 from protocols.wire import Limits
-from testbed.common.files import (CONFIG_FILES, OutDirError, mark_complete, prepare_out, write_csv_atomic,
-                                  write_json_atomic)
+from testbed.common.files import (
+    CONFIG_FILES,
+    OutDirError,
+    mark_complete,
+    prepare_out,
+    write_csv_atomic,
+    write_json_atomic,
+)
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
+from testbed.live.edge.serveconfig import ServeConfig
 from testbed.live.orchestrate import placement
 from testbed.live.orchestrate.interrupt import guarded
-from testbed.live.edge.serveconfig import ServeConfig
 from testbed.load.compare import capacity, mean_sweep
 from testbed.load.gen import Device, LoadLoop, Trace
-from wisv.tasks.prompts import prompt_rows
-from wisv.models.loader import load_pair
-from wisv.records.rows import read_records, to_frame
-from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
-from wisv.decoding.speculative import speculative_generate
-from wisv.records.summary import summarize_rounds
 from wisv.decoding.rejection import draft_features
-from wisv.pairs import apply_pair
+from wisv.decoding.speculative import speculative_generate
+from wisv.models.loader import load_pair
+from wisv.pairs import PAIR_NAMES, apply_pair
+from wisv.records.rows import read_records, to_frame
+from wisv.records.summary import summarize_rounds
+from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
+from wisv.tasks.prompts import prompt_rows
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -85,7 +91,8 @@ class LoadConfig:
     timeout_s: float = field(default=600.0, metadata={"above": 0})  # give up on a load run after this long, s
     out: str = ""  # output directory; default runs/load-<time>
     overwrite: bool = False  # empty a non-empty --out first (without it, a non-empty --out is refused)
-    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
+    pair: str | None = field(default=None, metadata={
+        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     target: str | None = None  # local HF target (None: built-in); the drafter must match it
     drafter: str | None = None  # local HF drafter matching the target (None: built-in)
     prompts_file: str | None = None  # JSONL prompts (None: the pair's default set; toy: the built-in test split)
@@ -263,9 +270,11 @@ def _sweep(cfg: LoadConfig, traces: list[Trace], max_batch: int, out: Path) -> p
         for rep, n in plan_runs(cfg.ns(), cfg.repeats):
             s = run_load(cfg, site, traces, n, run_dir(out, n, rep, cfg.repeats))
             rows.append(sweep_row(s) | {"repeat": rep})
-            print(f"max_batch {max_batch}, N={n}{f' (repeat {rep})' if cfg.repeats > 1 else ''}: goodput {s['goodput_tok_s']:.1f} tok/s, violations "
+            print(f"max_batch {max_batch}, N={n}{f' (repeat {rep})' if cfg.repeats > 1 else ''}: "
+                  f"goodput {s['goodput_tok_s']:.1f} tok/s, violations "
                   f"{_rates(s['violation_rate'])} (feasible requests: {_rates(s['violation_rate_feasible'])}), "
-                  f"WDT {s['wdt_tokens_mean']:.2f}, queue {s['t_queue_s_mean'] * 1e3:.1f} ms, errors {len(s['errors'])}")
+                  f"WDT {s['wdt_tokens_mean']:.2f}, queue {s['t_queue_s_mean'] * 1e3:.1f} ms, "
+                  f"errors {len(s['errors'])}")
     return pd.DataFrame(rows)
 
 

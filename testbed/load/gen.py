@@ -20,8 +20,8 @@ import zmq
 from channel.measure import ewma
 from protocols.schema import Verdict
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
-from wisv.records.rows import RoundRow
 from wisv.decoding.rejection import wasted_drafting
+from wisv.records.rows import RoundRow
 from wisv.serving.scheduler import deadline_s
 
 
@@ -94,7 +94,8 @@ class LoadLoop:
 
     def __init__(self, ctx: zmq.Context, endpoint: str, devices: list[Device], draft_len: int, max_new: int,
                  tau_d_s: float, limits: Limits, t_net0_s: float = 0.0):
-        self.devices, self.draft_len, self.max_new, self.tau_d_s, self.limits = devices, draft_len, max_new, tau_d_s, limits
+        self.devices, self.draft_len, self.max_new, self.tau_d_s, self.limits = (
+            devices, draft_len, max_new, tau_d_s, limits)
         self.poller = zmq.Poller()
         self.t0 = 0.0  # perf_counter when run() started
         self.by_sock = {}

@@ -1,1 +1,2 @@
-"""The trace-driven simulator (python -m testbed.simulate): traces, the round-time model over them, calibration, validation."""
+"""The trace-driven simulator (python -m testbed.simulate): traces, the round-time model over them, calibration,
+validation."""

@@ -28,15 +28,22 @@ import config
 from testbed.common.machine import machine_info
 from testbed.sim.staleness import now_utc
 from wisv.decoding.acceptance import greedy_accept_ids
-from wisv.timing.calibrate import (Calibration, CallTiming, ComputeFit, fit_compute, fit_exchange_overhead, profile_from_fit,
-                            save_calibration)
-from wisv.timing.compute import ModelDims, draft_flops, verify_flops
-from wisv.tasks.prompts import prompt_rows
-from wisv.timing.hardware import LOCAL_PROFILE_PATH
-from wisv.models.loader import load_pair
-from wisv.timing.roundtime import n_weights
 from wisv.decoding.sessions import DraftSession, VerifySession
-from wisv.pairs import apply_pair
+from wisv.models.loader import load_pair
+from wisv.pairs import PAIR_NAMES, apply_pair
+from wisv.tasks.prompts import prompt_rows
+from wisv.timing.calibrate import (
+    Calibration,
+    CallTiming,
+    ComputeFit,
+    fit_compute,
+    fit_exchange_overhead,
+    profile_from_fit,
+    save_calibration,
+)
+from wisv.timing.compute import ModelDims, draft_flops, verify_flops
+from wisv.timing.hardware import LOCAL_PROFILE_PATH
+from wisv.timing.roundtime import n_weights
 
 
 @dataclass
@@ -52,7 +59,8 @@ class CalibrateConfig:
     link_prompts: int = 3  # prompts of the short testbed run (20 Mbps / 20 ms, greedy, K = 8)
     no_link: bool = False  # skip the exchange-overhead measurement (writes 0)
     prompts_file: str | None = None  # JSONL prompts to time (None: the pair's default set, the built-in test split)
-    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
+    pair: str | None = field(default=None, metadata={
+        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     drafter: str | None = None  # local HF drafter directory (None: built-in)
     target: str | None = None  # local HF target directory (None: built-in)
 
@@ -125,8 +133,8 @@ def exchange_overhead(run_dir: Path, cal: Calibration, dims: tuple[ModelDims, Mo
 def short_link_run(cfg: CalibrateConfig) -> Path:
     """A small greedy testbed.run on an emulated 20 Mbps / 20 ms link; returns its directory."""
     from testbed.common.link import LinkSpec
-    from testbed.live.orchestrate.run import RunConfig, run
     from testbed.live.edge.serveconfig import ServeConfig
+    from testbed.live.orchestrate.run import RunConfig, run
     from testbed.live.ue.ueconfig import UEConfig
     out = Path("runs") / f"calibrate-link-{time.strftime('%Y%m%d-%H%M%S')}"
     run(RunConfig(protocol="greedy", prompts=cfg.link_prompts, prompts_file=cfg.prompts_file, out=str(out),

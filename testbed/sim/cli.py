@@ -34,11 +34,12 @@ from testbed.sim.resolve import Head, Link, PairCache, deployment, links_of, res
 from testbed.sim.staleness import check_profile, print_warnings
 from testbed.sim.traces import TraceKey, cached_trace, generate_trace, trace_rule
 from testbed.sim.trends import format_trends, trends
-from wisv.timing.hardware import LOCAL, LOCAL_PROFILE_PATH
+from wisv.head.store import PLUGIN_KINDS
+from wisv.pairs import PAIR_NAMES, apply_pair
 from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
+from wisv.timing.hardware import LOCAL, LOCAL_PROFILE_PATH
 from wisv.timing.protodesc import describe
 from wisv.timing.window import AUTO_DRAFT_LEN
-from wisv.pairs import apply_pair
 
 METHODS = ROUND_PROTOCOLS  # the simulator models every protocol a round can use
 
@@ -68,8 +69,8 @@ class SimConfig:
 
     out: str = "results/simulate"  # output directory
     methods: list[str] = field(default_factory=lambda: list(METHODS), metadata={"choices": METHODS})  # methods
-    draft_lens: list[int] = field(default_factory=lambda: [10, 16, 24, 32, 64], metadata={
-        **DRAFT_LENS_TEXT, "example": [8, AUTO_DRAFT_LEN]})  # draft windows K, tokens; auto: the per-round window policy
+    draft_lens: list[int] = field(default_factory=lambda: [10, 16, 24, 32, 64], metadata={  # draft windows K, tokens;
+        **DRAFT_LENS_TEXT, "example": [8, AUTO_DRAFT_LEN]})  # auto: the per-round window policy
     window_ks: list[int] = field(default_factory=lambda: [4, 8, 16, 32])  # auto: fixed K compared, oracle's choices
     window_k_max: int = 32  # auto: the largest K it may choose, tokens
     window_passes: int = 1  # auto: run the prompt set this many times back to back (to span a long trace)
@@ -90,12 +91,14 @@ class SimConfig:
     payload: str = field(default="paper", metadata={"choices": ("paper", "wire")})  # paper: ceil(log2 V)-bit ids
     target_features: int = 0  # target-feature rows each VERDICT carries down (the feature drafter's; 0: none)
     exchange_overhead_ms: float | None = None  # fixed time per exchange, ms (None: calibrated if both local, else 0)
-    head: str = "default"  # decision head for fh/sh/ef: default | wisv-paper | a judge shipped for the pair | none | PATH
+    head: str = field(default="default", metadata={  # decision head for fh/sh/ef:
+        "also": PLUGIN_KINDS})  # default | wisv-paper | a judge shipped for the pair | none | PATH
     tau: float | None = None  # head threshold (None: the head's own)
     seed: int = 0  # reject's sampling seed base
     temperature: float = 1.0  # reject's sampling temperature
     cache_dir: str = "runs/sim-cache"  # acceptance-trace cache directory
-    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
+    pair: str | None = field(default=None, metadata={
+        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     drafter: str | None = None  # local HF drafter directory (None: built-in)
     target: str | None = None  # local HF target directory (None: built-in)
     validate: str | None = None  # testbed.run directory: predict it and compare with what it measured

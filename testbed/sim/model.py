@@ -12,8 +12,8 @@ import pandas as pd
 
 from channel.csi import CSI
 from channel.outage import Outages
-from wisv.timing.roundtime import Deployment, rounds_s
 from wisv.records.summary import summarize_rounds
+from wisv.timing.roundtime import Deployment, rounds_s
 
 
 def prompt_latencies(trace: pd.DataFrame, protocol: str, csi_at: Callable[[float], CSI], dep: Deployment,

@@ -1,6 +1,7 @@
 """What ``testbed.simulate`` resolves from its config: the pair (lazily loaded), the head, the deployment, the links."""
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -9,19 +10,19 @@ import torch
 from transformers import AutoConfig
 
 from channel.csi import CSI, FEATURE_DIM
-from channel.outage import Outages
 from channel.csitrace import load_trace
+from channel.outage import Outages
 from protocols.accounting import wire_payload_bits
 from testbed.common.heads import default_head_dir
 from testbed.sim.model import constant
 from testbed.sim.traces import file_id
+from wisv.decoding.speculative import MismatchPolicy
+from wisv.models.loader import builtin_paths, load_pair
 from wisv.timing.calibrate import load_calibration
 from wisv.timing.compute import ModelDims, get_architecture
 from wisv.timing.hardware import LOCAL, LOCAL_PROFILE_PATH, get_profile
 from wisv.timing.latency import PayloadBits
-from wisv.models.loader import builtin_paths, load_pair
 from wisv.timing.roundtime import Deployment
-from wisv.decoding.speculative import MismatchPolicy
 
 
 class PairCache:
@@ -63,11 +64,16 @@ class Head:
 def resolve_head(head: str, tau: float | None, pair: PairCache) -> Head:
     """``default`` (the head shipped for the named pair simulated, the built-in one or ``--pair smollm2``; a clear
     notice when it is missing), a head shipped for the pair by name (``wisv-paper``, ``edge``, the peers), ``none``,
-    or a head or judge directory."""
-    from wisv.head.store import check_widths, is_policy_dir, load_policy_dir
+    a plugin's policy kind that needs no weights, or a head or judge directory."""
+    from wisv.head.store import check_widths, is_policy_dir, load_policy_dir, named_policy
     from wisv.pairs import pair_heads, pair_of_target
     if head == "none":
         return Head(None, 0.0, "", "none: fh/sh use greedy (lossless) acceptance")
+    plugin = named_policy(head)  # a plugin's kind that needs no weights (wisv.plugins)
+    if plugin is not None:
+        tau = plugin.tau if tau is None else tau
+        code = Path(inspect.getfile(type(plugin)))  # its defaults are its code's: cached traces follow that file
+        return Head(plugin, float(tau), f"{head}-{file_id(code)}", f"{head} (plugin, tau={tau})", *plugin.flops_dims)
     named = pair_of_target(None if pair.builtin else pair.t_dir)
     path = default_head_dir(None if pair.builtin else pair.t_dir) if head == "default" else Path(head)
     if named is not None and head in pair_heads(named):  # wisv-paper, edge, the peers: shipped for the pair
@@ -147,8 +153,8 @@ def links_of(cfg) -> list[Link]:
         n = len(tr.csis)
         mean = CSI(*(sum(getattr(c, f) for c in tr.csis) / n
                      for f in ("rate_up_mbps", "rate_down_mbps", "rtt_ms", "per_up", "per_down")))
-        return [Link(f"trace {Path(cfg.csi_trace).name}", mean.rate_up_mbps, mean.rtt_ms, mean.per_up, tr.at, mean, tr.outages,
-                     tuple(tr.csis))]
+        return [Link(f"trace {Path(cfg.csi_trace).name}", mean.rate_up_mbps, mean.rtt_ms, mean.per_up, tr.at, mean,
+                     tr.outages, tuple(tr.csis))]
     out = []
     for r in cfg.rates_mbps:
         for t in cfg.rtts_ms:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from testbed.common.machine import machine_info
@@ -37,7 +37,7 @@ class ProfileCheck:
 
 def now_utc() -> str:
     """The current time as calibration records store it."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def machine_differences(recorded: dict, current: dict) -> list[str]:
@@ -68,7 +68,7 @@ def staleness_warnings(profile_machine: dict | None, current: dict, measured_at:
 def run_time(run_dir: str | Path) -> str:
     """When a testbed.run directory was written: its config.json's modification time, ISO 8601 UTC."""
     mtime = (Path(run_dir) / "config.json").stat().st_mtime
-    return datetime.fromtimestamp(mtime, timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(mtime, UTC).isoformat(timespec="seconds")
 
 
 def check_profile(path: str | Path, run_at: str | None = None, current: dict | None = None) -> ProfileCheck:

@@ -14,18 +14,18 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 import torch
 
 from channel.csi import CSI
+from wisv.decoding.speculative import MismatchPolicy, SpecOutput, spec_rows, speculative_generate
+from wisv.decoding.treespec import tree_generate, tree_rows
+from wisv.records.rows import read_records, to_frame
 from wisv.tasks.prompts import prompt_rows
 from wisv.tasks.qa import check_answer
-from wisv.decoding.speculative import spec_rows
-from wisv.records.rows import read_records, to_frame
-from wisv.decoding.speculative import MismatchPolicy, SpecOutput, speculative_generate
-from wisv.decoding.treespec import tree_generate, tree_rows
 from wisv.timing.protodesc import ProtocolDesc
 
 TREE_RULE = "tree"  # greedy acceptance over a best-first tree of K tokens (a protocol that drafts trees)
@@ -94,16 +94,16 @@ def trace_rows(out: SpecOutput, prompt_id: str, prompt_len: int, correct: bool) 
 
 def generate_trace(pair, key: TraceKey, policy: MismatchPolicy | None = None, csi: CSI | None = None,
                    hidden_layer: int = -1) -> pd.DataFrame:
-    """Run speculative_generate (tree: wisv.decoding.treespec.tree_generate) on each prompt with the key's rule and K (tree:
-    its token budget); return the trace.
+    """Run speculative_generate (tree: wisv.decoding.treespec.tree_generate) on each prompt with the key's rule and K
+    (tree: its token budget); return the trace.
 
     ``policy``, ``csi`` and ``hidden_layer`` (the layer the head was trained on) matter for ``wisv`` only."""
     if key.rule not in RULES:
         raise ValueError(f"unknown rule {key.rule!r}; known: {RULES}")
     rows = []  # RoundRow
     for i, p in enumerate(trace_prompts(pair.tokenizer, key)):
-        ids, pid, correct = p["prompt_ids"], p["prompt_id"], lambda toks: check_answer(
-            pair.tokenizer.decode(toks), p["answer"])
+        ids, pid = p["prompt_ids"], p["prompt_id"]
+        correct = partial(_correct, pair.tokenizer, p["answer"])
         if key.rule == TREE_RULE:
             tree = tree_generate(pair.drafter, pair.target, ids, max_new_tokens=key.max_new_tokens, budget=key.k)
             rows += tree_rows(tree, pid, len(ids), correct(tree.tokens))
@@ -135,3 +135,8 @@ def cached_trace(cache_dir: Path, key: TraceKey, make: Callable[[], pd.DataFrame
     tmp.replace(path)  # atomic: an interrupted run never leaves a half-written trace
     path.with_suffix(".json").write_text(json.dumps(asdict(key), indent=1))
     return df, False
+
+
+def _correct(tokenizer, answer, tokens: list[int]) -> bool:
+    """Whether generated ``tokens`` state ``answer`` (wisv.tasks.qa.check_answer on their text)."""
+    return check_answer(tokenizer.decode(tokens), answer)

@@ -44,8 +44,8 @@ def _reject_vs_rate(table: pd.DataFrame) -> Trend | None:
     r_gre = gre.loc[(lo, rtt)] / gre.loc[(hi, rtt)]
     holds = bool((r_rej >= SEVERAL_FOLD).all() and (r_gre <= BARELY).all())
     return Trend("reject_grows_at_low_rate",
-                 f"reject's latency grows several-fold (>= {SEVERAL_FOLD}x) from {hi:g} to {lo:g} Mbps at RTT {rtt:g} ms "
-                 f"while greedy's barely changes (<= {BARELY}x)", holds,
+                 f"reject's latency grows several-fold (>= {SEVERAL_FOLD}x) from {hi:g} to {lo:g} Mbps "
+                 f"at RTT {rtt:g} ms while greedy's barely changes (<= {BARELY}x)", holds,
                  f"reject x{r_rej.min():.2f}..x{r_rej.max():.2f}, greedy x{r_gre.min():.3f}..x{r_gre.max():.3f} over K")
 
 
@@ -55,7 +55,8 @@ def _fh_beats_greedy(table: pd.DataFrame) -> Trend | None:
         return None
     ratio = (fh / gre).stack()
     return Trend("fh_beats_greedy", "WISV-FH is faster than greedy at every draft window and link",
-                 bool((ratio < 1).all()), f"FH/greedy latency x{ratio.min():.3f}..x{ratio.max():.3f} over {len(ratio)} cells")
+                 bool((ratio < 1).all()),
+                 f"FH/greedy latency x{ratio.min():.3f}..x{ratio.max():.3f} over {len(ratio)} cells")
 
 
 def _sh_over_fh(table: pd.DataFrame) -> pd.DataFrame | None:
@@ -90,9 +91,9 @@ def _fh_sh_crossover(table: pd.DataFrame) -> Trend | None:
     holds = bool(r.iloc[-1] < r.iloc[0] and r.iloc[-1] < 1)
     cross = next((k for k, v in r.items() if v < 1), None)
     return Trend("fh_slower_than_sh_at_low_rate_large_k",
-                 f"at {lo:g} Mbps / {rtt:g} ms FH's uplink of K hidden vectors makes it slower than SH at large windows "
-                 "(WISV paper, Fig. 4 discussion: 'under low-rate conditions (20 Mbps), FH becomes slightly slower than "
-                 "SH at large draft windows')", holds,
+                 f"at {lo:g} Mbps / {rtt:g} ms FH's uplink of K hidden vectors makes it slower than SH "
+                 "at large windows (WISV paper, Fig. 4 discussion: 'under low-rate conditions (20 Mbps), "
+                 "FH becomes slightly slower than SH at large draft windows')", holds,
                  "SH/FH " + ", ".join(f"K={k}: x{v:.3f}" for k, v in r.items())
                  + (f"; FH slower from K={cross}" if cross is not None else f"; no crossover up to K={ks[-1]}"))
 
@@ -108,7 +109,8 @@ def _u_shape(table: pd.DataFrame) -> Trend | None:
         interior = lat.index[0] < best < lat.index[-1]
         holds &= interior
         parts.append(f"{method} @ {link}: K*={best}{'' if interior else ' (at an end)'}")
-    return Trend("interior_optimum", f"swept over K in {ks[0]}..{ks[-1]}, every method's latency has an interior minimum "
+    return Trend("interior_optimum",
+                 f"swept over K in {ks[0]}..{ks[-1]}, every method's latency has an interior minimum "
                  "(the U-shape of Figs. 4 and 7)", bool(holds), "; ".join(parts))
 
 

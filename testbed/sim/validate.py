@@ -21,10 +21,10 @@ import config
 from channel.csi import CSI
 from testbed.common.link import LinkSpec
 from testbed.common.machine import machine_info
-from wisv.timing.compute import compute_s, verify_flops
-from wisv.tasks.jsonl import read_jsonl
-from wisv.timing.latency import t_single_exchange
 from wisv.records.rows import read_records
+from wisv.tasks.jsonl import read_jsonl
+from wisv.timing.compute import compute_s, verify_flops
+from wisv.timing.latency import t_single_exchange
 from wisv.timing.protodesc import describe
 from wisv.timing.roundtime import Deployment, RoundInputs, round_time_s, t_prefill_s
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from channel.csi import FEATURE_DIM, CSI, serialization_s
+from channel.csi import CSI, FEATURE_DIM, serialization_s
 
 GOOD = dict(rate_up_mbps=20.0, rate_down_mbps=50.0, rtt_ms=20.0, per_up=0.01, per_down=0.02)
 

@@ -14,9 +14,9 @@ import pytest
 import zmq
 
 from channel.csi import CSI
+from channel.csitrace import CSITrace
 from channel.emulator import ByteCounts, LinkConfig, LinkEmulator, parse_args
 from channel.linkmodel import DirParams, Link, dir_params, schedule
-from channel.csitrace import CSITrace
 
 # --- pure timing model ---------------------------------------------------------------------------
 

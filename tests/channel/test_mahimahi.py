@@ -7,9 +7,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from channel.csi import CSI
-from channel.mahimahi import (MTU_BITS, format_mahimahi, mahimahi_to_trace, parse_mahimahi, trace_duration_s,
-                              trace_to_mahimahi, window_counts)
 from channel.csitrace import CSITrace
+from channel.mahimahi import (
+    MTU_BITS,
+    format_mahimahi,
+    mahimahi_to_trace,
+    parse_mahimahi,
+    trace_duration_s,
+    trace_to_mahimahi,
+    window_counts,
+)
 
 
 def test_parse_repeats_and_errors():

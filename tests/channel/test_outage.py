@@ -1,4 +1,5 @@
-"""Link outages: the pure span arithmetic, trace rows and flags, the link model, the relay holding bytes, the simulator."""
+"""Link outages: the pure span arithmetic, trace rows and flags, the link model, the relay holding bytes, the
+simulator."""
 import math
 import time
 from pathlib import Path
@@ -8,10 +9,10 @@ import numpy as np
 import pytest
 
 from channel.csi import CSI
+from channel.csitrace import CSITrace, load_trace, save_trace
 from channel.emulator import EmulatorConfig, LinkConfig, LinkEmulator
 from channel.linkmodel import DirParams, Link
 from channel.outage import Outages, parse_outages
-from channel.csitrace import CSITrace, load_trace, save_trace
 from testbed.common.link import LinkSpec
 from tests.channel.test_emulator import connect, echo_port, recv_exactly  # noqa: F401  (echo_port: a fixture)
 
@@ -96,7 +97,8 @@ def test_link_holds_chunks_through_an_outage():
 
 
 def test_delivery_that_falls_in_an_outage_waits_for_its_end():
-    link = Link(lambda _t: DirParams(math.inf, 0.0, 100.0), np.random.default_rng(0), outages=Outages.make([(1.0, 2.0)]))
+    link = Link(lambda _t: DirParams(math.inf, 0.0, 100.0), np.random.default_rng(0),
+                outages=Outages.make([(1.0, 2.0)]))
     slot = link.admit(0.95, 100)  # leaves at once, would arrive at 1.05: in the outage
     assert slot.serialize_done_s == pytest.approx(0.95) and slot.deliver_at_s == pytest.approx(2.0)
 

@@ -93,7 +93,8 @@ def test_pcap_file_to_trace(tmp_path, capsys):
 def test_bad_captures_are_one_line(tmp_path, capsys):
     cap = tmp_path / "c.pcap"
     write_capture(cap, link(20.0)[:50])
-    assert main(["from-pcap", str(cap), "--ue", "10.9.9.9", "--edge", "10.0.0.2", "--out", str(tmp_path / "t.csv")]) == 2
+    assert main(["from-pcap", str(cap), "--ue", "10.9.9.9", "--edge", "10.0.0.2",
+                 "--out", str(tmp_path / "t.csv")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no TCP packet between UE 10.9.9.9 and edge 10.0.0.2" in err and "10.0.0.1" in err
     (tmp_path / "cut.pcap").write_bytes(cap.read_bytes()[:-700])

@@ -44,7 +44,8 @@ class FakeRunner:
     (NetemSpec(), None, TC + ["eth0", "root", "netem", "delay", "0ms", "limit", "1000"]),
     (NetemSpec(delay_ms=2.5, loss_pct=0.25, limit_pkts=50), "ns1",
      NS + TC + ["eth0", "root", "netem", "delay", "2.5ms", "loss", "0.25%", "limit", "50"]),
-    (NetemSpec(rate_mbps=0.5), None, TC + ["eth0", "root", "netem", "delay", "0ms", "rate", "0.5mbit", "limit", "1000"]),
+    (NetemSpec(rate_mbps=0.5), None,
+     TC + ["eth0", "root", "netem", "delay", "0ms", "rate", "0.5mbit", "limit", "1000"]),
 ])
 def test_netem_cmds(spec: NetemSpec, netns: str | None, expected: list[str]) -> None:
     assert netem_cmds("eth0", spec, netns) == [expected]

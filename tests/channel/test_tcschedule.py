@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 from channel.csi import CSI
-from channel.tcschedule import Side, play, row_times, schedule
 from channel.csitrace import CSITrace
+from channel.tcschedule import Side, play, row_times, schedule
 
 TRACE = CSITrace((0.0, 10.0), (CSI(200, 100, 5), CSI(3, 2, 60, 0.01, 0.02)))
 SIDES = [Side("u0", "ue", "up"), Side("e0", "edge", "down")]

@@ -1,5 +1,5 @@
-"""The config package (config/) on hand-built configs: flag types and help from the class, --config files under the flags,
-clear errors for bad files, TOML and argv round trips, and nested configs with skipped and renamed fields."""
+"""The config package (config/) on hand-built configs: flag types and help from the class, --config files under the
+flags, clear errors for bad files, TOML and argv round trips, and nested configs with skipped and renamed fields."""
 from __future__ import annotations
 
 import argparse
@@ -40,8 +40,8 @@ class Outer:
     ks: list[int] = field(default_factory=lambda: [1, 2], metadata={"flag": "grid-ks"})  # draft windows K, tokens
     pair: tuple[float, float] = (1.0, 2.0)  # a [lo, hi] range, ms
     mode: str = field(default="fast", metadata={"choices": ("fast", "slow")})  # how to run
-    table: dict[str, tuple[float, float]] = field(default_factory=lambda: {"good": (500.0, 5.0)},
-                                                  metadata=TABLE_TEXT)  # regimes, Mbit/s, ms
+    table: dict[str, tuple[float, float]] = field(default_factory=lambda: {"good": (500.0, 5.0)},  # regimes,
+                                                  metadata=TABLE_TEXT)  # Mbit/s, ms
     seed: int = 0  # the run's seed
     inner: Inner = field(default_factory=Inner, metadata={"skip": ("seed",)})  # the nested part
 

@@ -18,3 +18,17 @@ def test_two_workers_equal_one_process():
     for a, b in zip(ms1, ms2):
         assert (a["episode"], a["position"], a["draft_id"]) == (b["episode"], b["position"], b["draft_id"])
         assert np.array_equal(a["h_d"], b["h_d"]) and np.array_equal(a["h_t"], b["h_t"])
+
+
+def test_sibling_flag_records_the_sibling_columns_and_changes_nothing_else():
+    from wisv.head.features import BASE_SCALARS
+    rows = prompt_rows(load_pair().tokenizer, "calib", 3, need_answers=True)
+    off = collect_rows(CollectConfig(prompts=3, draft_len=4, max_new_tokens=32), rows)
+    on = collect_rows(CollectConfig(prompts=3, draft_len=4, max_new_tokens=32, sibling=True), rows)
+    assert [e["output_ids"] for e in off[0]] == [e["output_ids"] for e in on[0]]
+    assert len(off[1]) == len(on[1]) > 0
+    n = len(BASE_SCALARS)
+    for a, b in zip(off[1], on[1]):
+        assert np.array_equal(a["edge"][:n], b["edge"][:n])
+        assert np.isnan(a["edge"][n:]).all() and not np.isnan(b["edge"][n:]).any()
+        assert b["edge"][n] in (0.0, 1.0) and -1.0 <= b["edge"][n + 2] <= 1.0 + 1e-6

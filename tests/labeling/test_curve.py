@@ -36,8 +36,10 @@ def test_feature_sets_build_the_inputs_they_name():
     """hidden = [h_d ; h_t]; edge = the two target NLLs and their difference; both = concatenated; edge needs the
     label stage's NLL columns."""
     import pandas as pd
+
     from labeling.curve import feature_inputs
-    traces = {"h_d": np.arange(12, dtype=np.float16).reshape(3, 4), "h_t": -np.arange(12, dtype=np.float16).reshape(3, 4)}
+    traces = {"h_d": np.arange(12, dtype=np.float16).reshape(3, 4),
+              "h_t": -np.arange(12, dtype=np.float16).reshape(3, 4)}
     labels = pd.DataFrame({"row": [2, 0], "nll_draft": [3.0, 1.0], "nll_target": [0.5, 0.25]})
     hidden = feature_inputs(labels, traces, "hidden")
     assert hidden.shape == (2, 8) and hidden[0, 0] == 8 and hidden[0, 4] == -8

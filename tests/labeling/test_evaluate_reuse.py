@@ -9,7 +9,6 @@ from labeling.evaluate import mismatch_free, run_loop
 from tests.tiny_pair import make_pair
 from wisv.decoding.speculative import AcceptAll, RejectAll
 
-
 NOISE = 0.01
 
 

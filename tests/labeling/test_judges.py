@@ -12,8 +12,7 @@ from channel.csi import CSI
 from labeling.config import JudgesConfig
 from labeling.judges import auc, choose_tau, run, sweep
 from labeling.store import save_config
-from wisv.head.features import SCALARS
-from wisv.head.judges import link_tau
+from wisv.head.features import BASE_SCALARS, SCALARS
 from wisv.head.store import load_policy_dir
 from wisv.pairs import ASSETS_DIR, JUDGE_DIRS
 
@@ -39,13 +38,20 @@ def test_the_dev_rule_takes_the_largest_tau_within_the_harm_budget():
     assert choose_tau(sw, 1.0, 0.1) == 0.1 and choose_tau(sw, 1.0) == 0.3
 
 
-def fake_run(tmp_path, name: str, n_episodes: int, per: int, seed: int, answer: str | None = "x"):
-    """A run dir whose harm label depends on the NLL margin and the lookahead, as traces.npz + labels.csv."""
+def fake_run(tmp_path, name: str, n_episodes: int, per: int, seed: int, answer: str | None = "x",
+             sibling: str = "noise"):
+    """A run dir whose harm label depends on the NLL margin and the lookahead, as traces.npz + labels.csv; the sib_*
+    columns: ``noise``, ``nan`` (collected without the sibling pass) or ``signal`` (the label is sib_agree's)."""
     rng = np.random.default_rng(seed)
     n = n_episodes * per
     edge = rng.normal(size=(n, S)).astype(np.float32)
     margin, look = np.abs(edge[:, SCALARS.index("nll_margin")]), edge[:, SCALARS.index("lookahead")]
     y = (margin - 0.7 * look + 0.3 * rng.normal(size=n) > 0.8).astype(int)
+    if sibling == "nan":
+        edge[:, len(BASE_SCALARS):] = np.nan
+    if sibling == "signal":  # a changed fact leads elsewhere: harmful iff the branches disagree
+        y = rng.integers(0, 2, n)
+        edge[:, SCALARS.index("sib_agree")] = 1 - y
     run_dir = tmp_path / name
     run_dir.mkdir()
     np.savez_compressed(run_dir / "traces.npz", episode=np.repeat(np.arange(n_episodes), per),
@@ -71,7 +77,8 @@ def test_judges_stage_trains_chooses_on_dev_and_saves_loadable_judges(tmp_path):
     sw = pd.read_csv(tmp_path / "res" / "judges_sweep.csv")
     for name in ("edge", "nll-margin"):
         row = sw[(sw.judge == name) & (sw.tau.round(4) == round(chosen[name]["tau"], 4))]
-        assert row.empty or (row["harmful_of_accepted"].iloc[0] <= 0.1 and row["turns_wrong_of_accepted"].iloc[0] <= 0.01)
+        assert row.empty or (row["harmful_of_accepted"].iloc[0] <= 0.1
+                             and row["turns_wrong_of_accepted"].iloc[0] <= 0.01)
     edge, tau = load_policy_dir(tmp_path / "heads" / "edge")
     blind, _ = load_policy_dir(tmp_path / "heads" / "edge-blind")
     poor, good = CSI.symmetric(3, 45), CSI.symmetric(200, 5)
@@ -82,7 +89,7 @@ def test_judges_stage_trains_chooses_on_dev_and_saves_loadable_judges(tmp_path):
     assert json.loads((tmp_path / "res" / "judges.json").read_text())["edge"]["prompt_files"] == \
         ["wisv/assets/freeform/calib.jsonl"] * 2
     assert set(pd.read_csv(tmp_path / "res" / "judges_curve.csv")["features"]) == {"edge", "h_after", "hd_ht",
-                                                                                    "edge_h_after"}
+                                                                                    "edge_h_after", "edge_sib"}
 
 
 def test_shipped_judges_chose_nothing_on_a_test_pool():
@@ -142,3 +149,19 @@ def test_a_guarded_judge_never_keeps_a_sure_targets_mismatch():
     assert p[0] == 1 and p[1] == 1 and p[2] < 0.02
     with pytest.raises(ValueError, match="edge features"):
         JudgePolicy(cfg).reject_probs(None, None, [0], None, None)
+
+
+@pytest.mark.parametrize("sibling", ["nan", "signal"])
+def test_the_learning_curve_reports_edge_sib_only_where_collected(tmp_path, sibling):
+    dirs = [fake_run(tmp_path, "a", 40, 10, 0, sibling=sibling)]
+    cfg = JudgesConfig(run_dirs=tuple(dirs), out_dir=str(tmp_path / "heads"), results_dir=str(tmp_path / "res"),
+                       epochs=150, curve_sizes=(100,), max_harm_frac=0.1)
+    run(cfg)
+    curve = pd.read_csv(tmp_path / "res" / "judges_curve.csv")
+    edge, _ = load_policy_dir(tmp_path / "heads" / "edge")
+    assert dict(zip(edge.cfg.inputs, edge.cfg.dims))["edge"] == len(BASE_SCALARS)  # the judges read no sib_* column
+    if sibling == "nan":
+        assert "edge_sib" not in set(curve.features)
+        return
+    last = curve[curve.labels == curve.labels.max()].set_index("features")["dev_auc"]
+    assert last["edge_sib"] > 0.95 and last["edge"] < 0.7  # the signal only the sibling columns carry

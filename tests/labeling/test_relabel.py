@@ -7,8 +7,17 @@ import pytest
 
 from channel.csi import CSI
 from labeling.config import RelabelConfig
-from labeling.relabel import (budget, candidates, lagrangian_actions, no_csi_instances, relabel, relabel_episode,
-                              repair_probs, smoothed_importance, solve_mu)
+from labeling.relabel import (
+    budget,
+    candidates,
+    lagrangian_actions,
+    no_csi_instances,
+    relabel,
+    relabel_episode,
+    repair_probs,
+    smoothed_importance,
+    solve_mu,
+)
 
 
 def test_smoothed_importance_hand_values():

@@ -9,9 +9,8 @@ from protocols.auto import MismatchStats, choose
 from protocols.edge_side import ProtocolError
 from protocols.registry import get_protocol, servable
 from protocols.schema import OpenOk
-from protocols.wire import encode, make
-from protocols.wire import MsgType
-from tests.protocols.test_sessions import EOS, K, PROMPTS, drive, open_pair, reference, wire
+from protocols.wire import MsgType, encode, make
+from tests.protocols.test_sessions import EOS, PROMPTS, K, drive, open_pair, reference, wire
 from tests.tiny_pair import make_pair
 from wisv.head.features import SCALARS
 from wisv.head.judges import JudgeConfig, JudgePolicy

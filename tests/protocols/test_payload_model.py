@@ -9,9 +9,9 @@ from protocols.edge_side import EdgeSession
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, MsgType, decode, encode
 from tests.tiny_pair import make_pair
-from wisv.timing.latency import s_fh, s_greedy
 from wisv.decoding.sessions import DraftSession, VerifySession
 from wisv.decoding.speculative import RejectAll
+from wisv.timing.latency import s_fh, s_greedy
 
 VOCAB, EOS, K, D_D = 61, 60, 4, 32
 LIMITS = Limits(vocab_size=VOCAB, max_draft_len=16, max_positions=16)
@@ -43,8 +43,10 @@ def test_the_models_verdict_is_the_edges_verdict_and_its_draft_the_ues():
 
 def test_draft_features_are_counted_in_the_model_and_validated():
     import dataclasses
+
     import numpy as np
     import pytest
+
     from protocols.wire import WireError, make
     pb = wire_payload_bits(D_D, VOCAB, K, features=True)
     assert pb.b_feat == 48
@@ -56,8 +58,8 @@ def test_draft_features_are_counted_in_the_model_and_validated():
     f = draft.tensors["features"]
     assert f.shape == (K, 3) and f.dtype == np.float16 and ((0 <= f[:, 0]) & (f[:, 0] <= 1)).all()
     assert abs(message_bytes(draft) - s_greedy(K, pb) / 8) <= SLACK_BYTES
-    assert message_bytes(draft) - message_bytes(dataclasses.replace(draft, tensors={"tokens": draft.tensors["tokens"]})) \
-        >= K * 6  # 3 fp16 per token, plus its frame
+    tokens_only = dataclasses.replace(draft, tensors={"tokens": draft.tensors["tokens"]})
+    assert message_bytes(draft) - message_bytes(tokens_only) >= K * 6  # 3 fp16 per token, plus its frame
     bad = f.copy()
     bad[1, 0] = 1.5  # a probability above 1
     for tensors, code in (({"features": bad}, "bad_features"), ({"features": f[:2]}, "shape_mismatch"),

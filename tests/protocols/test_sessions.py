@@ -314,7 +314,7 @@ def test_auto_window_is_lossless_and_follows_the_link(pair, protocol) -> None:
                          max_new_tokens=40)
     assert wire(ue.open_message()).header["draft_len"] == 12  # OPEN declares the largest block
     windows = []
-    for i, log in enumerate(drive(edge, ue, lambda i: LONG_RTT if i % 2 else SHORT_RTT)):
+    for log in drive(edge, ue, lambda i: LONG_RTT if i % 2 else SHORT_RTT):
         windows.append(len(log.draft.tensors["tokens"]))
     assert ue.tokens == reference(pair, PROMPTS[1]).tokens
     assert windows[0] == 8 and all(1 <= w <= 12 for w in windows)  # the start window, then chosen per round

@@ -8,8 +8,8 @@ import pytest
 from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.ue_side import EdgeError
 from tests.protocols.test_sessions import EOS, MAX_NEW, PROMPTS, open_pair, pair, wire  # noqa: F401 (fixture)
-from wisv.tasks.evaluate import greedy_reference
 from wisv.decoding.speculative import RejectAll
+from wisv.tasks.evaluate import greedy_reference
 
 
 def run_tree(edge, ue, proactive: bool) -> list[dict]:
@@ -103,6 +103,7 @@ def test_a_batching_edge_serves_tree_sessions_losslessly(pair, kv_reuse):
 
 def test_a_tree_and_a_chain_in_one_engine_call_match_the_lone_sessions(pair):
     import torch
+
     from wisv.decoding.sessions import VerifySession
     from wisv.serving.batchverify import BatchVerifier
     from wisv.serving.engine import VerifyRequest

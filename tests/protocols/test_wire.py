@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import msgpack
 import numpy as np
 import pytest
 
 from protocols.wire import (
-    SCHEMAS, WIRE_VERSION, Limits, Message, MsgType, WireError, decode, encode, error_message, frame_bytes, make,
+    SCHEMAS,
+    WIRE_VERSION,
+    Limits,
+    Message,
+    MsgType,
+    WireError,
+    decode,
+    encode,
+    error_message,
+    frame_bytes,
+    make,
 )
 
 VOCAB = 100

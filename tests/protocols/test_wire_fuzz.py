@@ -38,8 +38,8 @@ descriptors = st.lists(
 )
 headers = st.dictionaries(st.sampled_from(FIELD_NAMES), values, max_size=10).flatmap(
     lambda h: st.fixed_dictionaries(
-        {"v": st.sampled_from([WIRE_VERSION, WIRE_VERSION, WIRE_VERSION + 1, 1, True]), "session": st.sampled_from(["s1", "", "a b"]),
-         "tensors": descriptors},
+        {"v": st.sampled_from([WIRE_VERSION, WIRE_VERSION, WIRE_VERSION + 1, 1, True]),
+         "session": st.sampled_from(["s1", "", "a b"]), "tensors": descriptors},
     ).map(lambda base: {**h, **base})
 )
 

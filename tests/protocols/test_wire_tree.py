@@ -77,7 +77,8 @@ def test_parents_and_tokens_must_agree_in_length():
     bad = encode(make(MsgType.DRAFT, "s1", {"tokens": np.asarray([1, 2, 3], np.int32)}, round=0, t_draft_s=0.0))
     assert "parents" not in decode(bad, LIMITS).tensors  # a chain DRAFT stays valid
     with pytest.raises(WireError):
-        encode(make(MsgType.DRAFT, "s1", {"tokens": np.asarray([1, 2], np.int32), "parents": np.asarray([-1], np.int32)},
+        encode(make(MsgType.DRAFT, "s1",
+                    {"tokens": np.asarray([1, 2], np.int32), "parents": np.asarray([-1], np.int32)},
                     round=0, t_draft_s=0.0))
     assert decode(frames, LIMITS).tensors["parents"].tolist() == [-1, 0, 1]
 

@@ -5,9 +5,21 @@ import math
 import pandas as pd
 import pytest
 
-from scripts.bench_link import (REJECT_POINT, BenchConfig, auto_vs_best, build_report, failures, fidelity_summary,
-                                host_overhead_from, parse_args, plan, predict_comm_s, protocol_time_s, reject_vs_greedy,
-                                sh_exchange_check)
+from scripts.bench_link import (
+    REJECT_POINT,
+    BenchConfig,
+    auto_vs_best,
+    build_report,
+    failures,
+    fidelity_summary,
+    host_overhead_from,
+    parse_args,
+    plan,
+    predict_comm_s,
+    protocol_time_s,
+    reject_vs_greedy,
+    sh_exchange_check,
+)
 
 
 def _row(up: int = 100, down: int = 50, ex: int = 1, rate: float | None = 2.0, rtt: float = 20.0,

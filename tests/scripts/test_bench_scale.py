@@ -11,8 +11,18 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from scripts import bench_scale
-from scripts.gpucheck.scale_shapes import (LLAMA_1B, LLAMA_8B, PAIRS, QWEN_05B, QWEN_15B, compare_bytes, hf_config,
-                                           model_round_bits, param_count, random_prompts)
+from scripts.gpucheck.scale_shapes import (
+    LLAMA_1B,
+    LLAMA_8B,
+    PAIRS,
+    QWEN_05B,
+    QWEN_15B,
+    compare_bytes,
+    hf_config,
+    model_round_bits,
+    param_count,
+    random_prompts,
+)
 from wisv.timing.latency import PayloadBits
 
 PUBLISHED = {LLAMA_1B: 1.236e9, LLAMA_8B: 8.030e9, QWEN_05B: 0.494e9, QWEN_15B: 1.544e9}  # their model cards

@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 import torch
 
-from scripts.gpucheck import build, bytes as gbytes, fits, hostfiles, report, table1
+from scripts.gpucheck import build, fits, hostfiles, report, table1
+from scripts.gpucheck import bytes as gbytes
 from scripts.gpucheck.env import profile_name
 from scripts.gpucheck.lossless import NEAR_TIE_GAP, near_tie_tolerance
 from scripts.gpucheck.plan import FULL, TINY, grid_points, prompt_ids

@@ -3,7 +3,16 @@ store-true switches, an empty --save-at, probe's positional host), and bad value
 import pytest
 
 from channel import probe
-from scripts import bench_core, bench_verify, model_card, netem_link, rejection_predictor, train_toy_pair
+from scripts import (
+    bench_core,
+    bench_verify,
+    drafter_curve,
+    model_card,
+    netem_link,
+    rejection_predictor,
+    train_smollm2_drafter,
+    train_toy_pair,
+)
 
 CASES = [
     (probe.parse_args, ["10.0.0.1", "--count", "2", "--udp"], {"host": "10.0.0.1", "count": 2, "udp": True}),
@@ -18,6 +27,10 @@ CASES = [
     (train_toy_pair.parse_args, ["--save-at", "10,20", "--steps", "30"], {"save_at": [10, 20], "steps": 30}),
     (netem_link.parse_args, ["--dry-run", "--no-netem", "--side", "edge", "--rate-up-mbps", "5"],
      {"dry_run": True, "no_netem": True, "side": "edge", "rate_up_mbps": 5.0, "rate_mbps": None, "limit_pkts": 1000}),
+    (train_smollm2_drafter.parse_args, ["--suite-rows", "500", "--no-head-top-k", "--milestone-tokens", "1000,2000"],
+     {"suite_rows": 500, "head_top_k": False, "milestone_tokens": [1000, 2000], "free_rows": -1, "fresh": False}),
+    (drafter_curve.parse_args, ["--per-group", "2", "--last", "1", "--no-built", "--plot", ""],
+     {"per_group": 2, "last": 1, "built": False, "plot": "", "draft_len": 8}),
 ]
 
 
@@ -33,6 +46,8 @@ def test_flag_forms(parse, argv, expected):
     (train_toy_pair.parse_args, ["--stages", "tokenizer,bogus"]),
     (netem_link.parse_args, ["--side", "bogus"]),
     (bench_core.parse_args, ["--draft-lens", "4,x"]),
+    (train_smollm2_drafter.parse_args, ["--free-rows", "-5"]),
+    (drafter_curve.parse_args, ["--per-group", "0"]),
 ])
 def test_bad_values_are_usage_errors(parse, argv):
     with pytest.raises(SystemExit) as e:

@@ -17,7 +17,8 @@ def scorer(prompt: str, text: str) -> list[float]:
 
 @pytest.fixture
 def run_dir(tmp_path):
-    write_jsonl(tmp_path / "prompts.jsonl", [{"prompt_id": "a", "prompt_ids": [1]}, {"prompt_id": "b", "prompt_ids": [2]}])
+    write_jsonl(tmp_path / "prompts.jsonl",
+                [{"prompt_id": "a", "prompt_ids": [1]}, {"prompt_id": "b", "prompt_ids": [2]}])
     write_jsonl(tmp_path / "reference.jsonl", [{"prompt_id": "a", "tokens": [1], "text": "red fox"},
                                                {"prompt_id": "b", "tokens": [2], "text": "blue sea"}])
     rows = {"greedy": [("a", "red fox", None), ("b", "blue sea", None)],

@@ -9,8 +9,8 @@ import pytest
 
 from protocols.schema import Verdict
 from testbed.live.orchestrate.procs import Child
-from testbed.live.ue.ueconfig import UEConfig
 from testbed.live.ue.ue import run as run_ue
+from testbed.live.ue.ueconfig import UEConfig
 from testbed.load.gen import Device, Trace, request_record
 from testbed.sim.traces import TraceKey, generate_trace
 from wisv.models.loader import load_pair

@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-PURE = ["wisv", "wisv.timing.latency", "wisv.serving.scheduler", "wisv.serving.estimator", "wisv.timing.roundtime", "wisv.timing.compute",
-        "wisv.timing.hardware", "wisv.timing.calibrate", "wisv.tasks.jsonl", "wisv.tasks.toydata", "wisv.decoding.specedge", "wisv.tasks.prompts",
-        "wisv.tasks.qa",
+PURE = ["wisv", "wisv.timing.latency", "wisv.serving.scheduler", "wisv.serving.estimator", "wisv.timing.roundtime",
+        "wisv.timing.compute", "wisv.timing.hardware", "wisv.timing.calibrate", "wisv.tasks.jsonl",
+        "wisv.tasks.toydata", "wisv.decoding.specedge", "wisv.tasks.prompts", "wisv.tasks.qa",
         "channel.csi", "channel.linkmodel", "channel.measure", "channel.csitrace"]
 
 BLOCKER = """

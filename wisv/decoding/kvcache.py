@@ -4,7 +4,6 @@ from __future__ import annotations
 import inspect
 
 import torch
-
 from transformers import Cache
 
 

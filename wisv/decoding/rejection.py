@@ -98,7 +98,8 @@ class PredictorMetrics:
     n_accepted: int
 
 
-def evaluate_predictor(model: RejectionPredictor, x: torch.Tensor, y: torch.Tensor, threshold: float) -> PredictorMetrics:
+def evaluate_predictor(model: RejectionPredictor, x: torch.Tensor, y: torch.Tensor,
+                       threshold: float) -> PredictorMetrics:
     with torch.no_grad():
         flag = model(x) >= threshold
     recall, fpr = recall_fpr(flag, y)
@@ -147,7 +148,8 @@ def load_predictor(path: str) -> RejectionPredictor:
         state.setdefault("threshold", torch.tensor(DEFAULT_THRESHOLD))  # saved before it carried one
         model.load_state_dict(state)
     except (OSError, KeyError, RuntimeError, SafetensorError) as e:
-        raise ValueError(f"{path}: not a rejection predictor ({e}); train one with scripts/rejection_predictor.py") from e
+        raise ValueError(f"{path}: not a rejection predictor ({e}); "
+                         "train one with scripts/rejection_predictor.py") from e
     return model.eval()
 
 

@@ -15,7 +15,9 @@ from transformers import DynamicCache, PreTrainedModel
 
 from wisv.decoding.kvcache import crop_to, keep_positions
 from wisv.decoding.rejection import draft_features
+from wisv.decoding.siblings import sibling_inputs
 from wisv.decoding.tree import node_mask, tree_positions, with_root
+from wisv.head.features import SiblingRows
 
 
 @dataclass
@@ -26,7 +28,7 @@ class Draft:
     hidden: torch.Tensor | None  # [K, d_d] hidden state that produced each token (float32)
     probs: torch.Tensor | None  # [K, V] drafter distributions (sampling only, float64)
     features: torch.Tensor | None = None  # [K, 4] rejection-predictor features of each step (wisv.decoding.rejection)
-    parents: list[int] | None = None  # [K] a tree draft's parent indices (-1: the last committed token; wisv.decoding.tree)
+    parents: list[int] | None = None  # [K] tree draft's parent indices (-1: last committed token; wisv.decoding.tree)
 
 
 @dataclass
@@ -154,9 +156,21 @@ class VerifySession(_CachedModel):
         logits, hidden = self.forward([self.seq[-1]] + list(draft))
         return Block(logits, hidden, logits.argmax(dim=-1))
 
+    def verify_siblings(self, draft: list[int], positions: list[int], tokens: list[int]) -> SiblingRows:
+        """After ``verify(draft)``, before the commit: the sibling branch (wisv/decoding/siblings.py), ``tokens[i]``
+        beside ``draft[positions[i]]``, in one pass fed after the chain's cached keys under the tree's mask.  The
+        siblings' cache slots follow the chain's: ``commit`` crops them away with the rejected tail."""
+        prefix = len(self.seq) - 1  # cache slots before the root
+        if self.cached_len != prefix + 1 + len(draft):
+            raise ValueError(f"verify_siblings needs the chain's pass first: the cache holds {self.cached_len} "
+                             f"positions, not {prefix + 1 + len(draft)}")
+        pos, mask = sibling_inputs(len(draft), positions, prefix, self.model.dtype)
+        logits, hidden = self.forward(list(tokens), pos, mask)
+        return SiblingRows(logits, hidden)
+
     def verify_tree(self, tokens: list[int], parents: list[int]) -> Block:
-        """One target pass over the last committed token and a draft tree (wisv.decoding.tree): a 4D tree attention mask and
-        position ids by depth.  Row 0 predicts after the root, row ``1 + i`` after node i."""
+        """One target pass over the last committed token and a draft tree (wisv.decoding.tree): a 4D tree attention
+        mask and position ids by depth.  Row 0 predicts after the root, row ``1 + i`` after node i."""
         rooted = with_root(parents)
         mask = node_mask(rooted, range(len(rooted)), range(len(rooted)), self.cached_len, self.model.dtype)
         pos = tree_positions(rooted, self.cached_len)

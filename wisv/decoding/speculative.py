@@ -12,14 +12,19 @@ import torch
 from transformers import PreTrainedModel
 
 from channel.csi import CSI
-from wisv.decoding.acceptance import (Verdict, greedy_accept_ids, mismatch_positions, speculative_sampling_from_logits,
-                             wisv_accept)
-from wisv.tasks.evaluate import eos_id
-from wisv.records.rows import RoundRow, to_frame
+from wisv.decoding.acceptance import (
+    Verdict,
+    greedy_accept_ids,
+    mismatch_positions,
+    speculative_sampling_from_logits,
+    wisv_accept,
+)
 from wisv.decoding.sessions import Block, DraftSession, VerifySession
-from wisv.records.summary import summarize_rounds
 from wisv.head.features import EdgeFeatures, edge_features
 from wisv.head.policy import AcceptAll, MismatchPolicy, RejectAll  # noqa: F401 (re-exported)
+from wisv.records.rows import RoundRow, to_frame
+from wisv.records.summary import summarize_rounds
+from wisv.tasks.evaluate import eos_id
 
 Rule = Literal["greedy", "sampling", "wisv"]
 
@@ -51,7 +56,8 @@ class SpecOutput:
 
     @property
     def aal(self) -> float:
-        """Accepted draft tokens per round (correction/bonus not counted), by wisv.records.summary (NaN with no round)."""
+        """Accepted draft tokens per round (correction/bonus not counted), by wisv.records.summary (NaN with no
+        round)."""
         return summarize_rounds(to_frame(spec_rows(self, "", 0)))["aal"]
 
 
@@ -59,7 +65,7 @@ def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prom
                          *, max_new_tokens: int, draft_len: int, rule: Rule = "greedy",
                          eos_token_id: int | None = None, policy: MismatchPolicy | None = None,
                          tau: float = 0.5, temperature: float = 1.0, generator: torch.Generator | None = None,
-                         hidden_layer: int = -1, csi: CSI | None = None,
+                         hidden_layer: int = -1, csi: CSI | None = None, sibling: bool = False,
                          make_draft: Callable[[list[int]], DraftSession] | None = None) -> SpecOutput:
     """Speculative decoding of ``prompt_ids`` with the drafter proposing ``draft_len`` tokens per round.
 
@@ -67,9 +73,12 @@ def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prom
     ``temperature``; pass a seeded ``generator``), "wisv" (semantic acceptance with ``policy`` and
     threshold ``tau``; RejectAll or tau=0 equals greedy).  Stops at EOS or ``max_new_tokens``.
     ``hidden_layer`` selects which hidden-state layer is recorded (-1: final, post-norm); ``csi`` is
-    passed to the policy (the link state the decision head conditions on).  ``make_draft(prompt)``: the UE's
-    DraftSession (default: ``DraftSession(drafter, prompt)``); one that reads target features (a FeatureDraftSession)
-    gets the target's final-layer state behind the last committed token after each round, as a VERDICT brings it.
+    passed to the policy (the link state the decision head conditions on).  ``sibling``: at each mismatch also
+    verify the target's own token beside the draft token (one more small pass; the edge features' ``sib_*`` columns,
+    wisv/decoding/siblings.py); the decisions read the chain's rows only, so the tokens are the same either way.
+    ``make_draft(prompt)``: the UE's DraftSession (default: ``DraftSession(drafter, prompt)``); one that reads target
+    features (a FeatureDraftSession) gets the target's final-layer state behind the last committed token after each
+    round, as a VERDICT brings it.
     """
     if rule not in ("greedy", "sampling", "wisv"):
         raise ValueError(f"unknown rule {rule!r}; use 'greedy', 'sampling' or 'wisv'")
@@ -87,7 +96,7 @@ def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prom
         raise ValueError("a drafter that reads target features needs the final layer's states (hidden_layer=-1)")
     t = VerifySession(target, seq, hidden_layer)
     ctx = RoundContext(rule=rule, eos=eos_token_id, policy=policy, tau=tau, temperature=temperature, gen=generator,
-                       csi=csi)
+                       csi=csi, sibling=sibling)
     out, rounds = [], []
     while len(out) < max_new_tokens:
         budget = max_new_tokens - len(out)
@@ -119,6 +128,7 @@ class RoundContext:
     temperature: float  # sampling temperature (sampling)
     gen: torch.Generator | None  # seeded generator (sampling)
     csi: CSI | None  # the link state the policy conditions on
+    sibling: bool = False  # verify the target's own token beside each mismatching draft token (edge sib_* features)
 
 
 def _verdict(ctx: RoundContext, *, draft: torch.Tensor, q: torch.Tensor | None, block: Block,
@@ -142,7 +152,8 @@ def _round(d: DraftSession, t: VerifySession, k: int, ctx: RoundContext, index: 
     mism = mismatch_positions(draft, blk.argmax)
     hd = dr.hidden[mism] if mism else None  # [m, d_d]
     ht = blk.hidden[mism] if mism else None  # [m, d_t]
-    ef = edge_features(blk.logits.cpu(), blk.hidden.cpu(), dr.tokens, mism) if mism else None
+    sib = t.verify_siblings(dr.tokens, mism, blk.argmax[mism].tolist()) if (ctx.sibling and mism) else None
+    ef = edge_features(blk.logits.cpu(), blk.hidden.cpu(), dr.tokens, mism, sib) if mism else None
     probs = ctx.policy.reject_probs(hd, ht, mism, ctx.csi, ef) if (rule == "wisv" and mism) else torch.zeros(0)
     tau = ctx.policy.threshold(ctx.tau, ctx.csi)
     v = _verdict(ctx, draft=draft, q=dr.probs, block=blk, mism_probs=probs, tau=tau)

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedModel
 
-from wisv.tasks.evaluate import eos_id
-from wisv.records.rows import RoundRow, to_frame
 from wisv.decoding.sessions import Draft, DraftSession, VerifySession
 from wisv.decoding.speculative import truncate_output
-from wisv.records.summary import summarize_rounds
 from wisv.decoding.tree import greedy_path
 from wisv.decoding.treedraft import Score, aligned, draft_tree, expand_leaf
+from wisv.records.rows import RoundRow, to_frame
+from wisv.records.summary import summarize_rounds
+from wisv.tasks.evaluate import eos_id
 
 
 @dataclass
@@ -50,8 +50,8 @@ def tree_generate(drafter: PreTrainedModel, target: PreTrainedModel, prompt_ids:
                   children: int | None = None) -> TreeOutput:
     """Greedy tree speculative decoding of ``prompt_ids`` (lossless w.r.t. target greedy decoding); ``proactive``
     expands the best leaf by that many tokens each round before the verdict is read; ``score`` ranks candidates
-    (None: drafter log-probabilities; wisv.decoding.treecal.Calibration.score: calibrated), ``children`` caps children per
-    node (1: a chain of the best-scored tokens)."""
+    (None: drafter log-probabilities; wisv.decoding.treecal.Calibration.score: calibrated), ``children`` caps children
+    per node (1: a chain of the best-scored tokens)."""
     if max_new_tokens < 1 or budget < 1:
         raise ValueError("max_new_tokens and budget must be >= 1")
     eos = eos_id(target) if eos_token_id is None else eos_token_id

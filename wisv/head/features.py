@@ -10,19 +10,35 @@ position ``i``.  At a mismatch ``j`` (draft[j] != argmax[j]) the edge reads, wit
 - ``lookahead``: how many draft tokens after ``j`` the target would also have chosen, in a row (the target reads
   the draft token at ``j`` there: a word fragment breaks this agreement, a synonym usually does not);
 - ``remaining``: draft tokens after ``j`` (the most ``lookahead`` can be), and ``lookahead_frac``, their ratio;
-- ``h_after`` [d_t]: the target's hidden state after reading the draft token (row ``j + 1``).
+- ``h_after`` [d_t]: the target's hidden state after reading the draft token (row ``j + 1``);
+- with the sibling branch (opt-in: the target's own token t* verified beside the draft token,
+  wisv/decoding/siblings.py), where the two branches lead: ``sib_agree`` (1 if the target's argmax after d_j
+  equals its argmax after t*), ``sib_js`` (nats, the Jensen-Shannon divergence of its next-token distributions after
+  each, <= ln 2) and ``sib_cos`` (the cosine of its hidden states after each).  A synonym leads to the same
+  continuation, a changed fact to another.  Without the sibling pass these columns are NaN.
 
 Judge Decoding (arXiv 2501.19309) reads ``h_after``; FLy (arXiv 2511.22972) the entropy and the lookahead;
 AutoJudge (arXiv 2504.20039) the drafter's and target's hidden states.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
-SCALARS = ("nll_draft", "nll_target", "nll_margin", "entropy", "top1", "log_rank", "lookahead", "remaining",
-           "lookahead_frac")  # the columns of EdgeFeatures.scalars, in order
+BASE_SCALARS = ("nll_draft", "nll_target", "nll_margin", "entropy", "top1", "log_rank", "lookahead", "remaining",
+                "lookahead_frac")  # the one-pass columns (judges shipped before the sibling columns read these)
+SIBLING_SCALARS = ("sib_agree", "sib_js", "sib_cos")  # the sibling branch's columns (NaN without its pass)
+SCALARS = BASE_SCALARS + SIBLING_SCALARS  # the columns of EdgeFeatures.scalars, in order: new ones only at the end
+
+
+@dataclass(frozen=True)
+class SiblingRows:
+    """The target's rows after the sibling branch: its own token t* at each mismatch, beside the draft token."""
+
+    logits: torch.Tensor  # [m, V] float32: the target's prediction after t*
+    hidden: torch.Tensor  # [m, d_t] float32: its hidden state after t*
 
 
 @dataclass(frozen=True)
@@ -58,9 +74,22 @@ def lookahead_runs(draft: list[int], argmax: list[int], positions: list[int]) ->
     return runs
 
 
+def sibling_columns(after_draft: torch.Tensor, h_draft: torch.Tensor, sib: SiblingRows) -> torch.Tensor:
+    """Where the two branches lead, per mismatch: [m, 3] (sib_agree, sib_js, sib_cos).  ``after_draft`` [m, V] and
+    ``h_draft`` [m, d_t]: the target's logits and hidden states after the draft token (block rows j + 1)."""
+    sib_logits, sib_hidden = sib.logits.to(after_draft.device), sib.hidden.to(h_draft.device)
+    agree = (after_draft.argmax(-1) == sib_logits.argmax(-1)).double()  # [m]
+    logp, logq = after_draft.double().log_softmax(-1), sib_logits.double().log_softmax(-1)  # [m, V]
+    logm = torch.logaddexp(logp, logq) - math.log(2.0)  # [m, V] the mixture's log-probabilities
+    js = 0.5 * ((logp.exp() * (logp - logm)).sum(-1) + (logq.exp() * (logq - logm)).sum(-1))  # [m]
+    cos = torch.nn.functional.cosine_similarity(h_draft.double(), sib_hidden.double(), dim=-1)  # [m]
+    return torch.stack([agree, js.clamp_min(0.0), cos], dim=1).float()
+
+
 def edge_features(logits: torch.Tensor, hidden: torch.Tensor, draft: list[int] | torch.Tensor,
-                  positions: list[int]) -> EdgeFeatures:
-    """Edge features at ``positions`` from one block.  logits [K+1, V], hidden [K+1, d_t], draft [K]."""
+                  positions: list[int], siblings: SiblingRows | None = None) -> EdgeFeatures:
+    """Edge features at ``positions`` from one block.  logits [K+1, V], hidden [K+1, d_t], draft [K]; ``siblings``:
+    the sibling pass's rows at the same positions (None: the sibling columns are NaN)."""
     draft = [int(t) for t in (draft.tolist() if torch.is_tensor(draft) else draft)]
     if not positions:
         return EdgeFeatures.empty(hidden.shape[-1])
@@ -80,4 +109,7 @@ def edge_features(logits: torch.Tensor, hidden: torch.Tensor, draft: list[int] |
     cols = [nll_draft, nll_target, nll_draft - nll_target, entropy, top_logp.exp(), torch.log1p(rank), look,
             remaining, frac]
     h_after = hidden[pos + 1].float()  # [m, d_t]; row j + 1 read the draft token at j
-    return EdgeFeatures(torch.stack([c.float() for c in cols], dim=1), h_after)
+    base = torch.stack([c.float() for c in cols], dim=1)  # [m, len(BASE_SCALARS)]
+    sib = torch.full((len(positions), len(SIBLING_SCALARS)), float("nan")) if siblings is None else \
+        sibling_columns(logits[pos + 1], h_after, siblings)
+    return EdgeFeatures(torch.cat([base, sib], dim=1), h_after)

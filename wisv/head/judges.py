@@ -4,7 +4,9 @@ Every judge is a ``MismatchPolicy`` (wisv.head.policy): it returns a repair prob
 verifier rejects iff p >= tau.  Its ``JudgeConfig`` names the inputs it reads, so the edge knows at OPEN whether the
 UE must upload the drafter's hidden states:
 
-- ``edge``: the scalar edge features of wisv/head/features.py (free: the verification pass computes them);
+- ``edge``: the scalar edge features of wisv/head/features.py (free: the verification pass computes them); a judge
+  reads their first ``dims`` columns, so one of the nine one-pass columns (every judge shipped before the sibling
+  columns) scores as before, and one that reads the ``sib_*`` columns needs the edge's sibling pass;
 - ``h_after``: the target's hidden state after reading the draft token (free);
 - ``h_target``, ``h_draft``: the target's and the drafter's hidden states at the mismatch (``h_draft`` costs uplink:
   fh or sh).
@@ -37,7 +39,7 @@ import torch
 from torch import nn
 
 from channel.csi import CSI
-from wisv.head.features import SCALARS, EdgeFeatures
+from wisv.head.features import BASE_SCALARS, EdgeFeatures
 from wisv.head.guard import GuardConfig, guard
 from wisv.head.model import Scorer
 from wisv.timing.latency import t_single_exchange
@@ -54,7 +56,7 @@ class JudgeConfig:
     name: str  # e.g. edge, autojudge, judge-decoding, fly, nll-margin
     kind: str = "linear"  # linear | fly | nll-margin
     inputs: tuple[str, ...] = ("edge",)  # named inputs (INPUTS), concatenated in this order
-    dims: tuple[int, ...] = (len(SCALARS),)  # width of each input
+    dims: tuple[int, ...] = (len(BASE_SCALARS),)  # width of each input (edge: its first dims columns, SCALARS order)
     hidden: int = 0  # MLP hidden width (0: logistic regression)
     window: int = 3  # fly: draft tokens after the mismatch the target must agree with
     tau: float = 0.5  # operating threshold (reject iff p >= tau); with tau_mode link: tau on the reference link
@@ -64,7 +66,8 @@ class JudgeConfig:
     tau_cap: float = 0.95  # link mode: the largest tau on any link
     link_bits: tuple[float, float] = LINK_BITS  # link mode: (up, down) bits of the round t_link charges
     guard_top1_min: float | None = None  # reject whenever the target's top-1 probability is at least this (None: off)
-    guard_margin_nats: float | None = None  # reject whenever NLL(draft) - NLL(target) is at least this, nats (None: off)
+    guard_margin_nats: float | None = field(  # reject whenever NLL(draft) - NLL(target) is at least this,
+        default=None)  # nats (None: off)
     notes: dict = field(default_factory=dict)  # provenance: training run, dev rule, counts
 
     @property
@@ -126,8 +129,13 @@ def gather_inputs(cfg: JudgeConfig, h_draft: torch.Tensor | None, h_target: torc
         if x is None:
             raise ValueError(f"judge {cfg.name!r} reads {name!r}, which this round does not carry"
                              + (" (serve it with fh or sh)" if name == "h_draft" else ""))
+        if name == "edge" and x.shape[-1] > dim:  # new columns come at the end: a narrower judge reads the first
+            x = x[:, :dim]
         if x.shape[-1] != dim:
             raise ValueError(f"judge {cfg.name!r} expects {name} of width {dim}, got {x.shape[-1]}")
+        if name == "edge" and bool(x.isnan().any()):
+            raise ValueError(f"judge {cfg.name!r} reads the sibling columns, which this round does not carry "
+                             "(turn the edge's sibling pass on)")
         parts.append(x.float().cpu())
     return torch.cat(parts, dim=-1)
 

@@ -1,4 +1,5 @@
-"""WISV decision head: a CSI-aware MLP that scores greedy mismatches, saved and loaded with its config (SPEC eqs. 23-27).
+"""WISV decision head: a CSI-aware MLP that scores greedy mismatches, saved and loaded with its config
+(SPEC eqs. 23-27).
 
 ``z_j = [h_d_j ; h_t_j ; csi.features()]`` (eq. 23) is standardised with the training set's mean and
 std (stored with the weights), then ``p_j = sigmoid(W2 dropout(relu(W1 z_j + b1)) + b2)`` (eqs. 24-25).
@@ -21,6 +22,7 @@ from channel import csi as csi_mod
 from channel.csi import CSI, FEATURE_DIM, FEATURE_NAMES
 from wisv.head.features import EdgeFeatures
 from wisv.timing.compute import head_flops
+
 
 def csi_normalisation() -> dict[str, object]:
     """The CSI feature definition the head is trained on (channel/csi.py constants), saved with it."""

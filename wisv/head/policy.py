@@ -4,10 +4,12 @@ A ``MismatchPolicy`` returns a repair (rejection) probability per greedy mismatc
 ``p >= threshold(tau, csi)``.  Its callers (the in-process loop, the edge's session, the edge server, the simulator,
 the labeling stages) read only the members declared here, never probe for others.  Implementations: ``RejectAll``
 and ``AcceptAll`` (here), the paper's head ``HeadPolicy`` (wisv/head/model.py) and the judges ``JudgePolicy``
-(wisv/head/judges.py), saved and loaded through one ``kind`` table (wisv/head/store.py).
+(wisv/head/judges.py), saved and loaded through one ``kind`` table (wisv/head/store.py) of ``Kind`` entries (here,
+so that a plugin's policy imports only this module: docs/extend.md).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -74,3 +76,12 @@ class AcceptAll(FixedPolicy):
     """Accepts every mismatch: commits the full draft every round (the accept-everything limit)."""
 
     p = 0.0
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How one kind of stored policy is built and named on disk (wisv.head.store's ``KINDS``; a plugin's
+    ``wisv_testbed.policies`` entry point loads one)."""
+
+    policy: type  # the policy class: from_config(raw, where) -> an untrained policy; .kind, .cfg, .model
+    stem: str  # its files: <stem>.json and <stem>.safetensors

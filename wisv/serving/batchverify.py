@@ -36,12 +36,14 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
 
+from wisv.decoding.kvcache import crop_to, keep_positions
+from wisv.decoding.sessions import Block, cached_forward
+from wisv.decoding.siblings import sibling_inputs
+from wisv.decoding.tree import node_mask, tree_positions, with_root
+from wisv.head.features import SiblingRows
+from wisv.serving.engine import EngineOptions, VerifyRequest
 from wisv.serving.kvbudget import MB, KVShape, refusal
 from wisv.serving.sessiontable import SessionTable
-from wisv.decoding.kvcache import crop_to, keep_positions
-from wisv.decoding.tree import node_mask, tree_positions, with_root
-from wisv.decoding.sessions import Block, cached_forward
-from wisv.serving.engine import EngineOptions, VerifyRequest
 
 
 @dataclass
@@ -182,6 +184,25 @@ class BatchVerifier(SessionTable):
         st.cached_len += len(rooted)
         return Block(logits, hidden, logits.argmax(dim=-1))
 
+    @torch.no_grad()
+    def verify_siblings(self, sid: str, positions: list[int], tokens: list[int]) -> SiblingRows:
+        """After a chain's pass, before its commit: the sibling branch ``tokens[i]`` beside the draft token at
+        ``positions[i]`` (as VerifySession.verify_siblings), a pass of this session's own after its chain's keys (fed
+        again first when the budget dropped them); ``commit`` crops the siblings away with the rejected tail."""
+        st = self._state(sid)
+        root = len(st.seq) - 1  # the root's cache slot
+        if st.cached_len != root + 1 + len(st.drafted):  # the chain's keys are gone (budget): feed them again
+            if st.cached_len > root:
+                crop_to(st.cache, root)
+                st.cached_len = root
+            self._forward_one(st, (st.seq + st.drafted)[st.cached_len:])
+        pos, mask = sibling_inputs(len(st.drafted), positions, root, self.model.dtype)
+        logits, hidden = cached_forward(self.model, st.cache, st.cached_len, list(tokens), self.cfg.hidden_layer,
+                                        pos, mask)
+        st.cached_len += len(tokens)
+        self._enforce_budget()
+        return SiblingRows(logits, hidden)
+
     def commit_path(self, sid: str, path: list[int], next_token: int) -> list[int]:
         """After a tree's pass: commit its accepted ``path`` (node indices, the root's child first) and ``next_token``;
         the cache keeps the prefix, the root and the path's positions (compacted), as VerifySession.commit_path."""
@@ -237,7 +258,8 @@ class BatchVerifier(SessionTable):
         st.cached_len += len(x)
         return out
 
-    def _forward_batch(self, states: list[SessionState], feeds: list[list[int]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def _forward_batch(self, states: list[SessionState],
+                       feeds: list[list[int]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         dev = self.model.device
         c_max, n_max, b = max(st.cached_len for st in states), max(len(x) for x in feeds), len(states)
         ids = torch.full((b, n_max), self.cfg.pad_id, dtype=torch.long, device=dev)  # [B, N]
@@ -352,6 +374,6 @@ def request_shape(session, k: int) -> tuple[int, int, int]:
 
 
 def from_options(target: PreTrainedModel, opts: EngineOptions) -> BatchVerifier:
-    """The engine ``--engine transformers`` builds (wisv/serving/engine.py ENGINES)."""
+    """The engine ``--engine transformers`` builds (wisv/serving/engines.py ENGINES)."""
     return BatchVerifier(target, EngineConfig(kv_reuse=opts.kv_reuse, session_timeout_s=opts.session_timeout_s,
                                               memory_budget_mb=opts.memory_budget_mb, hidden_layer=opts.hidden_layer))

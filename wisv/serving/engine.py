@@ -6,8 +6,8 @@ K + 1 positions ``[seq[-1]] + draft``; ``commit`` appends ``draft[:n_accepted] +
 sequence; ``close`` frees the session.  The edge's batcher (testbed/live/edge/edgebatch.py) and scheduler
 (wisv/serving/scheduler.py) choose which requests form a ``verify`` call; the engine runs it.
 
-This module imports no engine: ``ENGINES`` names each engine's builder by module path, and ``build_engine`` imports
-it when asked (so the edge that serves one engine never loads the other, e.g. vLLM).
+This module imports no engine: the engines by name and their builders are in wisv/serving/engines.py, which imports
+each one when asked (so the edge that serves one engine never loads the other, e.g. vLLM).
 
 Engines, by ``--engine`` name:
 - ``transformers``: the target as a transformers model, a KV cache per session, our batched pass
@@ -17,16 +17,12 @@ Engines, by ``--engine`` name:
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:  # for hints only: the interface imports without torch (the edge's config reads ENGINE_CHOICES)
+if TYPE_CHECKING:  # for hints only: the interface imports without torch (the edge's config reads engines.py)
     from wisv.decoding.sessions import Block
-
-ENGINES = {"transformers": "wisv.serving.batchverify:from_options",  # --engine name -> "module:builder"
-           "vllm": "wisv.serving.vllm_engine:from_options"}  # a builder: (target, EngineOptions) -> VerifyEngine
-ENGINE_CHOICES = tuple(ENGINES)  # --engine
+    from wisv.head.features import SiblingRows
 
 
 @dataclass(frozen=True)
@@ -51,7 +47,8 @@ class EngineOptions:
 
 
 class SessionLike(Protocol):
-    """What the edge reads of an engine's session (the scheduler's request shape, wisv.serving.batchverify.request_shape)."""
+    """What the edge reads of an engine's session (the scheduler's request shape,
+    wisv.serving.batchverify.request_shape)."""
 
     seq: list[int]  # committed tokens (prompt + output)
     cached_len: int  # positions of seq the engine expects to hold in its cache (an estimate for vLLM)
@@ -84,22 +81,10 @@ class VerifyEngine(Protocol):
         """KV-cache bytes this process holds for the sessions (0 where the engine owns its cache)."""
 
 
-def check_engine(name: str) -> str:
-    """The engine name, or ValueError naming the choices."""
-    if name not in ENGINE_CHOICES:
-        raise ValueError(f"unknown engine {name!r}; choose one of {ENGINE_CHOICES}")
-    return name
-
-
-def build_engine(name: str, target, opts: EngineOptions) -> VerifyEngine:
-    """The engine ``name`` over a loaded target (or, for vllm, the target's facts: TargetFacts), built by its module."""
-    module, builder = ENGINES[check_engine(name)].split(":")
-    return getattr(importlib.import_module(module), builder)(target, opts)
-
 
 class EngineView:
     """One engine session behind VerifySession's interface (verify alone, commit, free) for the edge's sessions; any
-    engine of ``ENGINES``."""
+    engine of wisv/serving/engines.py."""
 
     def __init__(self, engine: VerifyEngine, sid: str, prompt_ids: list[int]):
         self.engine, self.sid = engine, sid
@@ -133,6 +118,10 @@ class EngineView:
 
     def verify_tree(self, tokens: list[int], parents: list[int]) -> Block:
         return self.engine.verify([VerifyRequest(self.sid, list(tokens), list(parents))])[self.sid]
+
+    def verify_siblings(self, draft: list[int], positions: list[int], tokens: list[int]) -> SiblingRows:
+        """The sibling branch after the chain's pass (the transformers engine's BatchVerifier.verify_siblings)."""
+        return self.engine.verify_siblings(self.sid, list(positions), list(tokens))
 
     def commit(self, draft: list[int], n_accepted: int, next_token: int) -> list[int]:
         return self.engine.commit(self.sid, n_accepted, next_token)

@@ -30,8 +30,8 @@ import torch
 
 from wisv.decoding.sessions import Block
 from wisv.serving.engine import EngineOptions, VerifyRequest
-from wisv.serving.vllm_config import VllmConfig
 from wisv.serving.sessiontable import SessionTable
+from wisv.serving.vllm_config import VllmConfig
 
 LM_HEAD_KEYS = ("lm_head.weight", "model.embed_tokens.weight")  # the output embedding, untied then tied
 TREE_REFUSAL = ("the vllm engine (--engine vllm) verifies chains only: a draft tree needs a tree attention mask, "
@@ -73,9 +73,10 @@ class VllmVerifier(SessionTable):
     name = "vllm"
     tree_refusal = TREE_REFUSAL
 
-    def __init__(self, model_dir: str, lm_head: torch.Tensor, cfg: VllmConfig, *, lm_head_bias: torch.Tensor | None = None,
-                 dtype: str = "float32", kv_cache_mb: float = 2048.0, prefix_caching: bool = True, hidden_layer: int = -1,
-                 session_timeout_s: float = 120.0, seed: int = 0, llm=None):
+    def __init__(self, model_dir: str, lm_head: torch.Tensor, cfg: VllmConfig, *,
+                 lm_head_bias: torch.Tensor | None = None, dtype: str = "float32", kv_cache_mb: float = 2048.0,
+                 prefix_caching: bool = True, hidden_layer: int = -1, session_timeout_s: float = 120.0, seed: int = 0,
+                 llm=None):
         if hidden_layer not in (-1,):
             raise ValueError(f"the vllm engine returns the final hidden states only; the decision head wants layer "
                              f"{hidden_layer} (use --engine transformers, or a head trained on layer -1)")
@@ -110,7 +111,7 @@ class VllmVerifier(SessionTable):
             for i, o in zip(short, self._encode([prompts[i] for i in short], self._params[1])):
                 outs[i] = o
         blocks = {}
-        for r, st, o, p in zip(requests, states, outs, prompts):
+        for r, _st, o, p in zip(requests, states, outs, prompts):
             rows = o.outputs.data  # [n - num_cached_tokens, d]
             if rows.shape[0] != len(p) - o.num_cached_tokens or rows.shape[0] < len(r.draft) + 1:
                 raise RuntimeError(f"vLLM returned {rows.shape[0]} rows for {len(p)} positions "
@@ -216,7 +217,7 @@ def _make_llm(model_dir: str, cfg: VllmConfig, dtype: str, kv_cache_mb: float, p
 
 
 def from_options(target, opts: EngineOptions) -> VllmVerifier:
-    """The engine ``--engine vllm`` builds (wisv/serving/engine.py ENGINES): vLLM over the target's directory, with
+    """The engine ``--engine vllm`` builds (wisv/serving/engines.py ENGINES): vLLM over the target's directory, with
     its LM head (the dtype and memory budget passed through; no kv reuse turns prefix caching off)."""
     head = target.get_output_embeddings()
     return VllmVerifier(str(target.name_or_path), head.weight, opts.extra or VllmConfig(),

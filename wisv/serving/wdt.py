@@ -1,8 +1,8 @@
 """The edge's WDT predictor: each pending block's expected accepted length (``g_i``) and wasted draft tokens.
 
 WISP's rejection predictor runs on the UE and stops drafting at the first predicted rejection; the edge's scheduler
-(wisv/serving/scheduler.py, Algorithm 1: ``U_i = g_i / v_i``) needs ``g_i``, the tokens a pending request will commit.  Without
-a predictor it takes the session's running mean.  This predicts it per block from what the edge holds when the
+(wisv/serving/scheduler.py, Algorithm 1: ``U_i = g_i / v_i``) needs ``g_i``, the tokens a pending request will commit.
+Without a predictor it takes the session's running mean.  This predicts it per block from what the edge holds when the
 DRAFT arrives: the block length K, the session's history (rounds, accepted and drafted so far), and, when the DRAFT
 carries them (``features``: per token the drafter's max probability, entropy and top-1 minus top-2 margin), a
 summary of the drafter's confidence:
@@ -149,7 +149,7 @@ def design(rounds: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     """(X [N, F], y accepted [N], baseline g [N], has draft features [N]) of round records."""
     hist = history_frame(rounds)
     xs, base, has = [], [], []
-    for (i, r), (_, hr) in zip(rounds.iterrows(), hist.iterrows()):
+    for (_, r), (_, hr) in zip(rounds.iterrows(), hist.iterrows()):
         h = SessionHistory(*(int(hr[f"h_{k}"]) for k in ("rounds", "drafted", "accepted", "full", "committed")))
         conf = {c: float(r[c]) for c in CONF_COLUMNS} if all(c in r and pd.notna(r[c]) for c in CONF_COLUMNS) \
             else None
@@ -186,8 +186,9 @@ def evaluate(pred: WDTPredictor, rounds: pd.DataFrame) -> dict[str, float]:
     """On (held-out) round records: MAE of g_i, predicted vs the running mean, and WDT per round."""
     x, y, base, has = design(rounds)
     k = rounds["drafted"].to_numpy(float)
-    acc = np.array([np.clip(xi @ np.asarray(pred.coef_conf) if h else xi[:len(NO_FEATURES)] @ np.asarray(pred.coef_base),
-                            0, ki) for xi, h, ki in zip(x, has, k)])
+    acc = np.array([np.clip(xi @ np.asarray(pred.coef_conf) if h
+                            else xi[:len(NO_FEATURES)] @ np.asarray(pred.coef_base), 0, ki)
+                    for xi, h, ki in zip(x, has, k)])
     g_true = y + 1
     mae_pred, mae_mean = float(np.abs(acc + 1 - g_true).mean()), float(np.abs(base - g_true).mean())
     hist_only = np.clip(x[:, :len(NO_FEATURES)] @ np.asarray(pred.coef_base), 0, k)

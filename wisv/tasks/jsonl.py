@@ -11,7 +11,8 @@ def write_jsonl(path: Path, rows) -> None:
 
 
 def write_splits(out_dir: Path | str, splits: dict[str, list[dict]]) -> dict[str, list[dict]]:
-    """Each named split as ``out_dir/NAME.jsonl`` (the folder made if need be), one line printed per file; the splits."""
+    """Each named split as ``out_dir/NAME.jsonl`` (the folder made if need be), one line printed per file; the
+    splits."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name, rows in splits.items():

@@ -9,7 +9,6 @@ from wisv.tasks.jsonl import read_jsonl, write_jsonl  # noqa: F401 - re-exported
 from wisv.tasks.qa import accepted
 from wisv.tasks.toydata import format_prompt, load_split
 
-
 CHAT_TEMPLATE_MODES = ("auto", "on", "off")  # --chat-template: auto is on when the tokenizer has a chat template
 
 

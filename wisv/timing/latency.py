@@ -28,7 +28,7 @@ class PayloadBits:
     tf_bits: float = 0.0  # bits of target features per VERDICT: rows x d_t x 16 plus their frame (0: none asked)
 
     @classmethod
-    def paper(cls, vocab: int, d_d: int, b_h: int = 16, o_up: float = 0.0, o_dn: float = 0.0) -> "PayloadBits":
+    def paper(cls, vocab: int, d_d: int, b_h: int = 16, o_up: float = 0.0, o_dn: float = 0.0) -> PayloadBits:
         """The paper's packing: b_tok = ceil(log2 V) and b_idx = 8 (K <= 256)."""
         return cls(math.ceil(math.log2(vocab)), b_h, 8, d_d, vocab, o_up, o_dn)
 

@@ -2,7 +2,8 @@
 
 A protocol is this description plus the round class that runs it (protocols/registry.py binds the two: a chain's
 round, protocols/rounds.py, or a tree's, protocols/tree.py).  Adding a built-in protocol of either shape is one entry
-of ``DESCRIPTIONS`` below.  The
+of ``DESCRIPTIONS`` below; a package adds one through the ``wisv_testbed.protocols`` entry point, which this
+module's import loads last (wisv.plugins; docs/extend.md).  The
 description lives here, below everything that reads it: the latency model (wisv.timing.roundtime), the simulator,
 the payload model of the GPU check and of scale_shapes, the labeling peers, the batching edge and the CLIs' choices
 read its fields instead of comparing names.  It is plain Python (no numpy, no torch).
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from wisv import plugins
 from wisv.timing.latency import PayloadBits
 
 RULES = ("greedy", "sampling", "wisv")  # acceptance at the edge (wisv.decoding.speculative.Rule)
@@ -114,6 +116,9 @@ DESCRIPTIONS: dict[str, ProtocolDesc] = {d.name: d for d in (  # the built-ins, 
 )}
 
 
+RESERVED = ("all",)  # names a protocol may not take (testbed.run --protocol all runs each in turn)
+
+
 def register(d: ProtocolDesc) -> ProtocolDesc:
     """Add a protocol's description (one not built in); describing the same protocol twice is one entry."""
     if d.name in DESCRIPTIONS and DESCRIPTIONS[d.name] != d:
@@ -139,3 +144,20 @@ def servable(uploads_hidden: bool) -> tuple[str, ...]:
     """The round protocols a decision head can serve: those that upload the drafter's hidden states (fh, sh) for a head
     that reads them, else those that upload none (ef: cheaper, and all such a head needs)."""
     return tuple(n for n in round_names() if DESCRIPTIONS[n].head and DESCRIPTIONS[n].uploads_hidden == uploads_hidden)
+
+
+def add_plugin(name: str, loaded: object) -> None:
+    """Add what a ``wisv_testbed.protocols`` entry point loads (a ProtocolDesc or a list of them); a name that is
+    already described or reserved is refused (wisv.plugins reports it and skips the plugin)."""
+    descs = list(loaded) if isinstance(loaded, (list, tuple)) else [loaded]
+    bad = [d for d in descs if not isinstance(d, ProtocolDesc)]
+    if bad:
+        raise TypeError(f"entry point {name!r} loads {bad[0]!r}, not a ProtocolDesc (or a list of them)")
+    taken = [d.name for d in descs if d.name in DESCRIPTIONS or d.name in RESERVED]
+    if taken:
+        raise ValueError(f"protocol {taken[0]!r} already exists")
+    for d in descs:
+        DESCRIPTIONS[d.name] = d
+
+
+PLUGINS = plugins.load(plugins.PROTOCOLS, add_plugin)  # entry points that added protocols (wisv.plugins)

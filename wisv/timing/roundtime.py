@@ -8,14 +8,15 @@ What one round costs, by protocol (all stages sequential: no overlap of drafting
     sh      T_draft + T_SH  (eq. 10, m queried positions)     + T_verify + T_head   (eq. 19)
     tree    T_draft + T_comm(one exchange, uplink s_tree)     + T_verify
 
-A tree of K tokens (best-first, one node per drafter call: wisv/decoding/tree.py) costs the drafter K calls and the target
-one pass over K + 1 positions, as a chain of K; only its payload differs (K parent indices up, the path down).
+A tree of K tokens (best-first, one node per drafter call: wisv/decoding/tree.py) costs the drafter K calls and the
+target one pass over K + 1 positions, as a chain of K; only its payload differs (K parent indices up, the path down).
 
 ``m`` is the number of greedy-mismatch positions of the block: the decision head's candidate set,
 which SH also queries (``protocols.registry.Protocol.query``, for a description with ``hidden_query``).  The
 head runs only for the WISV protocols (a description's ``head``), ``T_head = m * head_flops(d_in, H) / (eta_ES F_ES)``
 with ``d_in = d_d + d_t + d_c``.  Greedy and reject return the same feedback as FH (index + token, ``S_fb + O_dn``).
-Each protocol's payloads come from its description (wisv.timing.protodesc).  Eq. 22 sums the rounds.  The hardware and model choices live in one ``Deployment``; a round is a ``RoundInputs``.
+Each protocol's payloads come from its description (wisv.timing.protodesc).  Eq. 22 sums the rounds.  The hardware
+and model choices live in one ``Deployment``; a round is a ``RoundInputs``.
 
 Fixed costs (all 0 by default, so the paper's equations are unchanged): a profile's fixed costs
 (``HardwareProfile.call_overhead_s``, with the model's ``n_weights``) are charged once per compute phase
@@ -30,8 +31,17 @@ from dataclasses import dataclass
 
 from channel.csi import CSI, FEATURE_DIM
 from channel.outage import Outages
-from wisv.timing.compute import (DEFAULT_CONSTANTS, FlopConstants, ModelDims, compute_s, draft_flops, flops_per_token,
-                          get_architecture, head_flops, verify_flops)
+from wisv.timing.compute import (
+    DEFAULT_CONSTANTS,
+    FlopConstants,
+    ModelDims,
+    compute_s,
+    draft_flops,
+    flops_per_token,
+    get_architecture,
+    head_flops,
+    verify_flops,
+)
 from wisv.timing.hardware import HardwareProfile, get_profile
 from wisv.timing.latency import PayloadBits, down_s, s_req, s_sh2, t_single_exchange, up_s
 from wisv.timing.protodesc import describe, downlink_bits, exchanges, round_names, uplink_bits

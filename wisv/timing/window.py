@@ -1,7 +1,7 @@
 """The draft window K that follows the channel: pick K to minimise the predicted time per committed token.
 
-A round that drafts K tokens costs ``T(K) = K tau_d + T_comm(K, CSI) + T_verify(K)`` (wisv/timing/roundtime.py's model, or
-the UE's live measurements of the same terms) and commits ``E[C(K)] = 1 + sum_{j<=K} prod_{i<=j} p_i`` tokens in
+A round that drafts K tokens costs ``T(K) = K tau_d + T_comm(K, CSI) + T_verify(K)`` (wisv/timing/roundtime.py's model,
+or the UE's live measurements of the same terms) and commits ``E[C(K)] = 1 + sum_{j<=K} prod_{i<=j} p_i`` tokens in
 expectation, where ``p_i`` is the chance that draft token i is accepted given that the ones before it were (the
 correction or bonus token is the ``1``).  ``choose_k`` returns the K of ``[k_min, k_max]`` with the least
 ``T(K) / E[C(K)]``: a long RTT (a large fixed cost per round) pushes K up, a slow uplink that carries per-token

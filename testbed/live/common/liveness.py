@@ -37,7 +37,8 @@ class Heartbeat:
     def apply(self, sock: zmq.Socket) -> zmq.Socket:
         """Set ZMQ_HEARTBEAT_IVL, _TIMEOUT and _TTL on ``sock`` (before it binds or connects); returns it."""
         if self.ivl_ms < 0 or self.timeout_ms <= 0:
-            raise ValueError(f"heartbeat interval must be >= 0 and timeout > 0 ms, got {self.ivl_ms}, {self.timeout_ms}")
+            raise ValueError(f"heartbeat interval must be >= 0 and timeout > 0 ms, "
+                             f"got {self.ivl_ms}, {self.timeout_ms}")
         sock.setsockopt(zmq.HEARTBEAT_IVL, self.ivl_ms)
         sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, self.timeout_ms)
         sock.setsockopt(zmq.HEARTBEAT_TTL, min(self.timeout_ms, 6_553_500))  # libzmq keeps TTL in deciseconds

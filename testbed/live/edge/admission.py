@@ -72,7 +72,8 @@ def stale(seats: dict[str, Seat], last_active_s: dict[str, float], now_s: float,
           undrafted_s: float) -> list[str]:
     """Tokens of the seats to free: idle longer than ``idle_s``, or never drafted ``undrafted_s`` after their OPEN."""
     return [t for t, s in seats.items()
-            if now_s - last_active_s.get(t, s.opened_s) > idle_s or (not s.drafted and now_s - s.opened_s > undrafted_s)]
+            if now_s - last_active_s.get(t, s.opened_s) > idle_s
+            or (not s.drafted and now_s - s.opened_s > undrafted_s)]
 
 
 @dataclass(frozen=True, kw_only=True)

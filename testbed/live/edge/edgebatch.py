@@ -1,7 +1,7 @@
-"""Batched DRAFT verification on the edge: the scheduler picks each batch, the engine verifies it in one pass,
-and every session in it finishes its round (wisv/serving/batchverify.py, wisv/serving/scheduler.py, protocols/edge_side.py).
-A request that fails (its scheduling view, or its verification: a KV budget refusal, an internal error) fails
-alone: after a failed pass the batch's requests are verified again one by one (``DraftBatcher.step``).
+"""Batched DRAFT verification on the edge: the scheduler picks each batch, the engine verifies it in one pass, and every
+session in it finishes its round (wisv/serving/batchverify.py, wisv/serving/scheduler.py, protocols/edge_side.py).  A
+request that fails (its scheduling view, or its verification: a KV budget refusal, an internal error) fails alone: after
+a failed pass the batch's requests are verified again one by one (``DraftBatcher.step``).
 
 A request's scheduling inputs: arrival = when its DRAFT reached the edge; deadline from the session's SLO
 class (``slo_tok_s`` in the OPEN ``meta``; none = best effort, no deadline) with the UE-reported drafting
@@ -19,12 +19,19 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 
 from protocols.edge_side import EdgeSession
+from wisv.decoding.sessions import Block
 from wisv.serving.batchverify import request_shape
 from wisv.serving.engine import VerifyEngine, VerifyRequest
 from wisv.serving.estimator import EstimatorProfile, LiveFit, live_update
-from wisv.serving.scheduler import (LOST_ORDER_CHOICES, SCHEDULER_CHOICES, Request, arrival_reserve_s, deadline_s,
-                                    select_fcfs, select_slo)
-from wisv.decoding.sessions import Block
+from wisv.serving.scheduler import (
+    LOST_ORDER_CHOICES,
+    SCHEDULER_CHOICES,
+    Request,
+    arrival_reserve_s,
+    deadline_s,
+    select_fcfs,
+    select_slo,
+)
 from wisv.serving.wdt import SessionHistory, WDTPredictor, confidence_summary, stop_depth, update_session
 
 log = logging.getLogger("testbed.serve")

@@ -7,6 +7,7 @@ testbed/live/edge/serve.py.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import asdict
@@ -16,18 +17,28 @@ import numpy as np
 from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.handshake import Vocab
 from protocols.wire import WIRE_VERSION, Message, MsgType, WireError, decode, encode, error_message, make
-from testbed.live.edge.admission import (OpenLimits, Quotas, Seat, admit_kv, budget_refusal, draft_refusal, stale,
-                                    vocab_check, why_refused)
 from testbed.live.common.auth import peer_address, user_id
+from testbed.live.common.keepalive import Liveness
+from testbed.live.edge.admission import (
+    OpenLimits,
+    Quotas,
+    Seat,
+    admit_kv,
+    budget_refusal,
+    draft_refusal,
+    stale,
+    vocab_check,
+    why_refused,
+)
 from testbed.live.edge.edgebatch import BatcherConfig, DraftBatcher
 from testbed.live.edge.intake import Bucket, caps, edge_limits
 from testbed.live.edge.journal import Journal
-from testbed.live.common.keepalive import Liveness
 from testbed.live.edge.references import Job, ReferenceCache, ReferenceWorker
 from testbed.live.edge.serveconfig import ServeConfig
 from wisv.decoding.sessions import VerifySession
 from wisv.models.loader import resolve_dtype, vocab_facts
-from wisv.serving.engine import EngineOptions, EngineView, VerifyEngine, build_engine
+from wisv.serving.engine import EngineOptions, EngineView, VerifyEngine
+from wisv.serving.engines import build_engine
 from wisv.serving.estimator import EstimatorProfile
 from wisv.serving.kvbudget import KVBudgetError, KVLedger, KVShape, session_tokens
 from wisv.serving.wdt import WDTPredictor
@@ -92,11 +103,15 @@ class EdgeServer:
         self.held = [(p, s) for p, s in self.held if self.sessions.get(s.token) is s]  # closed meanwhile: drop
         while self.held:
             for peer, sess, block, dt, n in self._step():
-                finish = lambda *_: self._suggest(sess, _end_draft(sess, block, dt, n))  # noqa: E731
+                finish = functools.partial(self._finish_batched, sess, block, dt, n)
                 replies.append((peer, self._guard(peer, None, finish, sess)))
             if one_batch:
                 break
         return replies
+
+    def _finish_batched(self, sess: EdgeSession, block, dt: float, n: int, *_) -> Message:
+        """A batched DRAFT's reply (``_guard``'s act: its peer, message and arrival are not needed here)."""
+        return self._suggest(sess, _end_draft(sess, block, dt, n))
 
     def _suggest(self, sess: EdgeSession, reply: Message) -> Message:
         """The VERDICT with a suggested stop depth for the next block, when the batcher has a WDT predictor."""
@@ -235,7 +250,7 @@ class EdgeServer:
         except Exception:
             self.kv.release(seat.token)
             raise
-        sess.token = seat.token
+        sess.token, sess.sibling = seat.token, self.cfg.sibling
         self.sessions[seat.token], self.seats[seat.token] = sess, seat
         self.alive.expect(seat.token, msg.header.get("keepalive_ms"))
         if self.journal is not None:
@@ -338,7 +353,8 @@ def edge_settings(cfg: ServeConfig, tau: float, head: str, hidden_layer: int, up
     vllm = {f"vllm_{k}": v for k, v in asdict(cfg.vllm).items()} if cfg.engine == "vllm" else {}  # flat on the wire
     return {"target": cfg.target or "built-in", "head": head, "tau": float(tau), "hidden_layer": hidden_layer,
             "uploads_hidden": bool(uploads_hidden),
-            "engine": cfg.engine, **vllm, "device": cfg.device, "dtype": cfg.dtype, "max_draft_len": cfg.max_draft_len, "max_session_tokens": cfg.max_session_tokens,
+            "engine": cfg.engine, **vllm, "device": cfg.device, "dtype": cfg.dtype, "max_draft_len": cfg.max_draft_len,
+            "max_session_tokens": cfg.max_session_tokens,
             "batch_verify": cfg.batch_verify, "scheduler": cfg.scheduler, "max_batch": cfg.max_batch,
             "kv_reuse": cfg.kv_reuse, "estimator": cfg.estimator, "wire_version": WIRE_VERSION}
 
@@ -370,6 +386,8 @@ def _end_draft(sess: EdgeSession, block, dt: float, batch: int) -> Message:
 def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[VerifyEngine | None, DraftBatcher | None]:
     """The engine (vLLM with --engine vllm; ours with --batch-verify or --no-kv-reuse, else none: a VerifySession per
     session), from the engine registry, and, when batching, its batcher."""
+    if cfg.sibling and cfg.engine != "transformers":
+        raise ValueError(f"--sibling needs --engine transformers (the {cfg.engine} engine verifies no sibling branch)")
     if cfg.engine == "transformers" and not cfg.batch_verify and cfg.kv_reuse:
         return None, None
     dtype = str(resolve_dtype(cfg.dtype, cfg.device)).removeprefix("torch.")

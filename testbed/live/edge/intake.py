@@ -50,7 +50,7 @@ def caps(limits: Limits) -> dict[int, Cap]:
     out = {}
     for mtype, schema in SCHEMAS.items():
         total = HEADER_SLACK + limits.max_header_bytes
-        for name, t in schema.tensors.items():
+        for t in schema.tensors.values():
             size = math.prod(getattr(limits, lim) for _, lim in t.dims) * max(DTYPES[d].itemsize for d in t.dtypes)
             if mtype == MsgType.PING:
                 size = limits.max_probe_bytes

@@ -40,16 +40,16 @@ import config
 from channel.capture import capturing, iface_for
 from testbed.common.heads import load_policy
 from testbed.live.common.auth import open_bind_refusal, open_bind_warning, serve_curve
+from testbed.live.common.liveness import Heartbeat, PeerWatch
+from testbed.live.common.sockbounds import bound_socket
 from testbed.live.edge.edgeserver import EdgeServer
 from testbed.live.edge.inbox import SWITCH_INTERVAL_S, Direct, Inbox
-from testbed.live.common.liveness import Heartbeat, PeerWatch
 from testbed.live.edge.ratelog import limit as rate_limit_warnings
 from testbed.live.edge.references import ReferenceWorker
 from testbed.live.edge.serveconfig import ServeConfig
-from testbed.live.common.sockbounds import bound_socket
 from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype
-from wisv.serving.vllm_engine import TargetFacts
 from wisv.pairs import apply_pair
+from wisv.serving.vllm_engine import TargetFacts
 
 __all__ = ["EdgeServer", "ServeConfig", "main", "parse_args", "serve"]  # EdgeServer, ServeConfig: their old home
 log = logging.getLogger("testbed.serve")

@@ -3,10 +3,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from testbed.live.common.defaults import (HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS, MAX_QUEUE_MSGS, PEER_QUEUE_BYTES,
-                                   TOTAL_QUEUE_BYTES)
+from testbed.live.common.defaults import (
+    HEARTBEAT_IVL_MS,
+    HEARTBEAT_TIMEOUT_MS,
+    MAX_QUEUE_MSGS,
+    PEER_QUEUE_BYTES,
+    TOTAL_QUEUE_BYTES,
+)
+from wisv.head.store import PLUGIN_KINDS
 from wisv.models.choices import DTYPE_CHOICES
-from wisv.serving.engine import ENGINE_CHOICES
+from wisv.pairs import PAIR_NAMES
+from wisv.serving.engines import ENGINE_CHOICES
 from wisv.serving.scheduler import LOST_ORDER_CHOICES, SCHEDULER_CHOICES
 from wisv.serving.vllm_config import VllmConfig
 
@@ -19,13 +26,15 @@ class ServeConfig:
         "pattern": r"tcp://[^:/\s]+:\d+",
         "example": "tcp://0.0.0.0:5556"})  # endpoint to bind, tcp://HOST:PORT (0.0.0.0: all interfaces; port 0: any)
     target: str | None = None  # local HF directory of the target; None = built-in toy target
-    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
+    pair: str | None = field(default=None, metadata={
+        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     device: str = "cpu"  # torch device of the target
     engine: str = field(default="transformers", metadata={
         "choices": ENGINE_CHOICES})  # verification engine: transformers (ours) | vllm (docs/engines.md)
     dtype: str = field(default="auto", metadata={
         "choices": DTYPE_CHOICES})  # the target's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
-    head: str = "default"  # decision head for fh/sh/auto: default | none | accept-all | PATH (a trained head dir)
+    head: str = field(default="default", metadata={
+        "also": PLUGIN_KINDS})  # decision head for fh/sh/auto: default | none | accept-all | PATH (a trained head dir)
     tau: float | None = field(default=None, metadata={
         "min": 0, "max": 1})  # decision threshold, reject a mismatch iff p >= tau (None: the head's own tau)
     session_timeout_s: float = field(default=120.0, metadata={"above": 0})  # idle sessions are freed after this long, s
@@ -41,7 +50,9 @@ class ServeConfig:
     undrafted_timeout_s: float = field(default=15.0, metadata={
         "above": 0})  # a session that has sent no DRAFT this long after its OPEN is freed, s
     max_draft_len: int = field(default=64, metadata={"min": 1})  # largest accepted block K, tokens
-    batch_verify: bool = False  # verify concurrent DRAFTs of many sessions in one target pass (wisv/serving/batchverify.py)
+    sibling: bool = False  # WISV: verify the target's token beside each mismatch too (sib_* features; transformers)
+    batch_verify: bool = field(  # verify concurrent DRAFTs of many sessions in one target pass
+        default=False)  # (wisv/serving/batchverify.py)
     scheduler: str = field(default="fcfs", metadata={"choices": SCHEDULER_CHOICES})  # batch selection (slo: WISP)
     max_batch: int = field(default=16, metadata={"min": 1})  # most requests in one verification pass
     kv_reuse: bool = True  # --no-kv-reuse: recompute each prefix every round (SLED baseline; uses the engine)

@@ -1,4 +1,5 @@
-"""SIGINT and SIGTERM for the orchestrators (testbed.run, testbed.load): unwind, stop the children, remove the namespaces.
+"""SIGINT and SIGTERM for the orchestrators (testbed.run, testbed.load): unwind, stop the children, remove the
+namespaces.
 
 ``guarded(prog, body)`` runs ``body`` with both signals raising ``Interrupted`` in the main thread, so that every
 ``finally`` on the way out runs (children stopped by PID, the link emulator stopped, namespaces deleted).  After

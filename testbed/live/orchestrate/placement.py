@@ -77,7 +77,8 @@ def netns(cfg, out: Path, edge_args: list[str]) -> Iterator[Site]:
         topo = stack.enter_context(topology())
         userspace = bool(link.csi_trace or link.outages)  # a trace or outages: all in user space, rate included
         plans = [] if userspace else _plans(link, topo)
-        stack.enter_context(applied([c for p in plans for c in p.apply_cmds], [c for p in plans for c in p.cleanup_cmds]))
+        stack.enter_context(applied([c for p in plans for c in p.apply_cmds],
+                                    [c for p in plans for c in p.cleanup_cmds]))
         private = [] if "--auth" in edge_args else ["--insecure"]  # the veth joins only this run's namespaces
         edge = Child("edge", edge_args + ["--bind", f"tcp://{topo.edge_addr}:{EDGE_PORT}", *private], out / "edge.log",
                      prefix=exec_prefix(topo.edge_ns))

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1  # prctl option: the signal this process gets when its parent dies (linux/prctl.h)
-_LIVE: dict[int, "Child"] = {}  # children started and not yet stopped, by PID
-ON_START: list[Callable[["Child"], None]] = []  # called with each child as it starts (orchestrate/cont.py records it)
+_LIVE: dict[int, Child] = {}  # children started and not yet stopped, by PID
+ON_START: list[Callable[[Child], None]] = []  # called with each child as it starts (orchestrate/cont.py records it)
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
@@ -85,7 +85,8 @@ class Child:
             if hit:
                 return hit[len(prefix):].strip()
             if self.proc.poll() is not None:
-                raise ChildError(f"{self.name} exited with {self.proc.returncode} before '{prefix}'; see {self.log_path}")
+                raise ChildError(f"{self.name} exited with {self.proc.returncode} before '{prefix}'; "
+                                 f"see {self.log_path}")
             time.sleep(0.02)
         raise ChildError(f"{self.name} printed no '{prefix}' within {timeout_s:.0f} s; see {self.log_path}")
 

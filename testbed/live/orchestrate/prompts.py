@@ -13,9 +13,9 @@ from protocols.handshake import Vocab
 from protocols.wire import Limits
 from testbed.common.text import decoder
 from testbed.live.ue.client import Client, fetch_references
+from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.tasks.evaluate import greedy_reference
 from wisv.tasks.jsonl import write_jsonl
-from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.tasks.prompts import prompt_rows
 from wisv.tasks.textquality import token_nll
 

@@ -37,38 +37,51 @@ from tqdm import tqdm
 import config
 from protocols.registry import ALL_PROTOCOLS, PROTOCOLS
 from protocols.ue_side import AUTO_DRAFT_LEN, EdgeError, HandshakeError
-from testbed.common.files import (CONFIG_FILES, mark_complete, prepare_out, write_csv_atomic, write_json_atomic,
-                                  write_text_atomic)
-from testbed.common.compare import (group_summaries, group_text, paired_rows, paired_text, prompt_correct,
-                                    prompt_groups, write_comparisons)
+from testbed.common.compare import (
+    group_summaries,
+    group_text,
+    paired_rows,
+    paired_text,
+    prompt_correct,
+    prompt_groups,
+    write_comparisons,
+)
+from testbed.common.files import (
+    CONFIG_FILES,
+    mark_complete,
+    prepare_out,
+    write_csv_atomic,
+    write_json_atomic,
+    write_text_atomic,
+)
 from testbed.common.heads import load_policy
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
 from testbed.common.plots import plot_run
 from testbed.common.summary import summarize, table, window_table
 from testbed.common.text import decoder, show
-from testbed.live.orchestrate import placement
-from testbed.live.orchestrate.interrupt import guarded
 from testbed.live.common.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
-from testbed.live.orchestrate.cont import RECORD_FILE, Recorder, continued, stop_leftovers
-from testbed.live.orchestrate.procs import ON_START, Child, ChildError, progress_handler, wait_with_edge
-from testbed.live.ue.retry import RetryExhausted
-from testbed.live.orchestrate.prompts import TargetScorer, load_prompts, reference_outputs
 from testbed.live.edge.serveconfig import ServeConfig
+from testbed.live.orchestrate import placement
+from testbed.live.orchestrate.cont import RECORD_FILE, Recorder, continued, stop_leftovers
+from testbed.live.orchestrate.interrupt import guarded
+from testbed.live.orchestrate.procs import ON_START, Child, ChildError, progress_handler, wait_with_edge
+from testbed.live.orchestrate.prompts import TargetScorer, load_prompts, reference_outputs
+from testbed.live.orchestrate.wakeup import cpu_wakeup_bound
+from testbed.live.ue.retry import RetryExhausted
 from testbed.live.ue.ue import PROG as UE_PROG
 from testbed.live.ue.ueconfig import UEConfig
-from testbed.live.orchestrate.wakeup import cpu_wakeup_bound
-from wisv.tasks.jsonl import read_jsonl, write_jsonl
 from wisv.models.loader import DTYPE_CHOICES
-from wisv.pairs import apply_pair
+from wisv.pairs import PAIR_NAMES, apply_pair
 from wisv.pairs.scorer import SCORERS, resolve_scorer
 from wisv.records.rows import read_records, read_round_log
-
+from wisv.tasks.jsonl import read_jsonl, write_jsonl
 
 PROG = "python -m testbed.run"  # as users type it: --help and error lines
 SHARED = ("auth", "heartbeat_ivl_ms", "heartbeat_timeout_ms", "dtype")  # RunConfig fields given to UEs and edge alike
+# UEConfig fields the run sets for each UE process
 UE_SET_BY_RUN = ("connect", "prompts", "prompts_file", "out", "ue_id", "protocol", "device", "seed", "link_json",
-                 "link_t0_epoch_s", "reference", "pair", "keep_done") + SHARED  # UEConfig fields the run sets for each UE process
+                 "link_t0_epoch_s", "reference", "pair", "keep_done") + SHARED
 EDGE_SET_BY_RUN = ("bind", "device", "max_draft_len", "max_session_tokens", "pair", "capture",
                    "capture_iface") + SHARED  # ServeConfig fields set
 
@@ -79,7 +92,8 @@ class RunConfig:
     ``[link]`` hold the UEs', the edge's and the link's settings, with the same flags as the top-level ones."""
 
     protocol: str = field(default="auto", metadata={"choices": (*PROTOCOLS, "all")})  # protocol; all: each in turn
-    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
+    pair: str | None = field(default=None, metadata={
+        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     prompts: int = field(default=20, metadata={
         "min": 1})  # first N problems of the built-in test split (or of --prompts-file)
     prompts_file: str | None = None  # JSONL with prompt (text) or prompt_ids, optional prompt_id and answer
@@ -91,7 +105,8 @@ class RunConfig:
     ues: int = field(default=1, metadata={
         "min": 1})  # UE processes sharing the edge and the link; prompts are dealt round-robin
     reference: bool = True  # compute target-only greedy outputs for matches_target (--no-reference: skip)
-    fluency_model: str = field(default="none", metadata={"choices": ("auto", "none", *SCORERS)})  # a third LM's fluency score beside the target's (docs/fluency.md; auto: where built)
+    fluency_model: str = field(  # a third LM's fluency score beside the target's
+        default="none", metadata={"choices": ("auto", "none", *SCORERS)})  # (docs/fluency.md; auto: where built)
     cpu_wakeup_us: int | None = field(default=None, metadata={
         "min": 0})  # hold /dev/cpu_dma_latency at this bound during the run, us (root; 0: poll)
     netns: bool = False  # edge and UEs in their own network namespaces joined by a veth (root), tc on the veth
@@ -323,7 +338,8 @@ def _edge_args(cfg: RunConfig) -> list[str]:
     """testbed.serve's argv (placement adds --bind)."""
     k_max = max(cfg.edge.max_draft_len, cfg.ue.draft_len, cfg.ue.draft_len_max)
     edge = dataclasses.replace(cfg.edge, device=cfg.device, max_draft_len=k_max,
-                               max_session_tokens=max(cfg.edge.max_session_tokens, cfg.ue.max_new_tokens), **_shared(cfg))
+                               max_session_tokens=max(cfg.edge.max_session_tokens, cfg.ue.max_new_tokens),
+                               **_shared(cfg))
     return ["testbed.serve", *config.to_argv(edge)]
 
 

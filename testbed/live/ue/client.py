@@ -24,8 +24,8 @@ from protocols.wire import Limits, Message, MsgType, decode, encode, make
 from testbed.live.common.auth import HANDSHAKE_WAIT_S, secure_connect
 from testbed.live.common.keepalive import Keepalive
 from testbed.live.common.liveness import Heartbeat
-from testbed.live.ue.retry import RETRYABLE, Window
 from testbed.live.common.sockbounds import bound_socket
+from testbed.live.ue.retry import RETRYABLE, Window
 
 UNKNOWN_SESSION = "unknown_session"  # the edge's ERROR code for a session it does not hold (restarted, or freed)
 IN_PROGRESS = "in_progress"  # the edge's ERROR code for a retransmitted DRAFT still being verified: keep waiting

@@ -27,33 +27,33 @@ import zmq
 from transformers import PreTrainedModel
 
 import config
-from channel.emulator import parse_hostport
-from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
 from channel.capture import capturing, iface_for
 from channel.csitrace import CSITrace
+from channel.emulator import parse_hostport
+from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
 from protocols.handshake import Vocab
 from protocols.ue_side import EdgeError, HandshakeError, UEParams, UESession
 from protocols.wire import Limits, MsgType, WireError, make
-from testbed.common.link import LinkSpec
 from testbed.common.files import write_csv_atomic, write_text_atomic
+from testbed.common.link import LinkSpec
 from testbed.common.summary import summarize, table, write_summary
 from testbed.common.text import decoder, progress_line, text_fields
-from testbed.live.ue.kept import Kept, in_prompt_order, keep_done
-from testbed.live.ue.client import Client, close_session, fetch_references, handshake, open_session
 from testbed.live.common.liveness import Heartbeat
+from testbed.live.ue.client import Client, close_session, fetch_references, handshake, open_session
+from testbed.live.ue.kept import Kept, in_prompt_order, keep_done
 from testbed.live.ue.retry import RetryExhausted
 from testbed.live.ue.ueconfig import UEConfig
 from testbed.live.ue.ueround import run_round
-from wisv.tasks.evaluate import eos_id
-from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
-from wisv.tasks.prompts import prompt_rows
-from wisv.records.rows import RoundLog, RoundRow, to_frame
-from wisv.records.summary import spec_decode_metrics
 from wisv.decoding.rejection import load_predictor, stop_rule
 from wisv.decoding.featdraft import FeatureDraftSession, FeatureHead, load_head
 from wisv.decoding.sessions import DraftSession
-from wisv.timing.window import WindowTracker
+from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.pairs import apply_pair
+from wisv.records.rows import RoundLog, RoundRow, to_frame
+from wisv.records.summary import spec_decode_metrics
+from wisv.tasks.evaluate import eos_id
+from wisv.tasks.prompts import prompt_rows
+from wisv.timing.window import WindowTracker
 
 PROG = "python -m testbed.ue"  # as users type it: --help and error lines
 
@@ -211,7 +211,8 @@ def run(cfg: UEConfig) -> dict:
     drafter = load_model(drafter_dir, "drafter", cfg.device, resolve_dtype(cfg.dtype, cfg.device))
     gc.collect()
     gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
-    stop = stop_rule(load_predictor(cfg.rejection_predictor), cfg.rejection_threshold) if cfg.rejection_predictor else None
+    stop = (stop_rule(load_predictor(cfg.rejection_predictor), cfg.rejection_threshold) if cfg.rejection_predictor
+            else None)
     ids = [str(p["prompt_id"]) for p in prompts]
     kept = keep_done(out, ids) if cfg.keep_done else Kept()  # testbed.run --continue: what an interrupted run did
     loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect,
@@ -219,7 +220,8 @@ def run(cfg: UEConfig) -> dict:
                 head=load_head(cfg.drafter_head) if cfg.drafter_head else None)
     ctx, est = zmq.Context(), CSIEstimator(probe_target_ms=cfg.probe_ms, first_probe_bytes=max(cfg.probe_bytes, 1))
     client = Client(ctx, cfg.connect, cfg.ue_id, Limits(vocab_size=int(drafter.config.vocab_size)),
-                    cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms), cfg.retry_s)
+                    cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms),
+                    cfg.retry_s)
     all_rows, recs, refs, decode = list(kept.rows), list(kept.recs), None, decoder(tok)
     try:
         client.exchange(make(MsgType.PING, cfg.ue_id, None, seq=0, t_send=time.time()))  # connect; not a sample

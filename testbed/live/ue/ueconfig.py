@@ -9,6 +9,7 @@ from protocols.auto import AUTO_RULES
 from protocols.registry import PROTOCOLS
 from testbed.live.common.defaults import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
 from wisv.models.choices import DTYPE_CHOICES
+from wisv.pairs import PAIR_NAMES
 from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
 from wisv.timing.window import AUTO_DRAFT_LEN
 
@@ -51,14 +52,15 @@ class UEConfig:
     out: str = "ue-out"  # output directory (rounds.csv, outputs.jsonl, summary.json, summary.csv)
     ue_id: str = "ue0"  # identity prefix of this UE's sessions
     drafter: str | None = None  # local HF drafter directory; None = built-in toy drafter
-    pair: str | None = None  # named pair: toy | smollm2 (python -m wisv.pairs build NAME); --drafter/--target win
+    pair: str | None = field(default=None, metadata={
+        "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     device: str = "cpu"  # torch device of the drafter
     dtype: str = field(default="auto", metadata={
         "choices": DTYPE_CHOICES})  # the drafter's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
     protocol: str = field(default="auto", metadata={"choices": tuple(PROTOCOLS)})  # protocol of every session
     auto_rule: str = field(default="cost", metadata={"choices": AUTO_RULES})  # auto's FH/SH rule
-    draft_len: int = field(default=8, metadata={
-        **DRAFT_LEN_TEXT, "example": 12})  # K, draft tokens per round (the largest, with pipeline_depth); auto: per round
+    draft_len: int = field(default=8, metadata={  # K, draft tokens per round (the largest, with pipeline_depth);
+        **DRAFT_LEN_TEXT, "example": 12})  # auto: per round
     draft_len_max: int = field(default=32, metadata={"min": 1})  # --draft-len auto: the largest K it may choose, tokens
     follow_stop_depth: bool = False  # without --rejection-predictor: draft at most the edge's suggested stop depth
     draft_features: bool = False  # each DRAFT carries the drafter's max prob, entropy and top-2 margin per token (fp16)
@@ -79,8 +81,10 @@ class UEConfig:
         "above": 0})  # per attempt: no reply within this long, reconnect and send again, s
     retry_s: float = field(default=60.0, metadata={
         "min": 0})  # retry window: resend (with backoff) and resume for this long, then the run fails, s
-    drafter_head: str | None = None  # an EAGLE-style feature head (scripts/train_feature_drafter.py): ask for target features and draft with it
-    rejection_predictor: str | None = None  # WISP predictor (safetensors): end each block at the first predicted rejection
+    drafter_head: str | None = field(  # an EAGLE-style feature head (scripts/train_feature_drafter.py):
+        default=None)  # ask the edge for the target's features and draft with it
+    rejection_predictor: str | None = field(  # WISP predictor (safetensors):
+        default=None)  # end each block at the first predicted rejection
     rejection_threshold: float | None = field(default=None, metadata={
         "min": 0, "max": 1})  # flag a token when p(rejected) >= this (None: the predictor's own)
     proactive: int = field(default=0, metadata={

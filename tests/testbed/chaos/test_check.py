@@ -2,8 +2,15 @@
 clean history (an edge restart, a resume, a UE restarted from round 0) passes."""
 from __future__ import annotations
 
-from testbed.chaos.check import (Wave, journal_commits, journal_violations, prompt_violations, recoveries, rss_growth,
-                                 sessions_left)
+from testbed.chaos.check import (
+    Wave,
+    journal_commits,
+    journal_violations,
+    prompt_violations,
+    recoveries,
+    rss_growth,
+    sessions_left,
+)
 
 
 def ev(t: float, kind: str, sid: str = "ue0w0-0", pid: int = 1, **kw) -> dict:

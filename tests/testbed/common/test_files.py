@@ -7,8 +7,15 @@ import stat
 import pandas as pd
 import pytest
 
-from testbed.common.files import (CONFIG_FILES, FILE_MODE, OutDirError, mark_complete, prepare_out, write_csv_atomic,
-                                  write_json_atomic)
+from testbed.common.files import (
+    CONFIG_FILES,
+    FILE_MODE,
+    OutDirError,
+    mark_complete,
+    prepare_out,
+    write_csv_atomic,
+    write_json_atomic,
+)
 
 
 def test_atomic_files_get_the_mode_plain_files_get(tmp_path):

@@ -2,14 +2,13 @@
 import pytest
 import torch
 
-from wisv.head.judges import JudgePolicy
-
 from protocols.edge_side import ProtocolError, _check_head_width
 from testbed.common.heads import default_head_dir, load_policy
 from wisv import pairs
+from wisv.decoding.speculative import AcceptAll, RejectAll
+from wisv.head.judges import JudgePolicy
 from wisv.head.model import DecisionHead, HeadConfig, HeadPolicy
 from wisv.head.store import load_head, save_head
-from wisv.decoding.speculative import AcceptAll, RejectAll
 
 
 def test_fixed_policies_and_tau_override():
@@ -36,9 +35,12 @@ def test_default_follows_the_named_pair_of_the_target(tmp_path, monkeypatch):
     monkeypatch.setenv(pairs.CACHE_ENV, str(tmp_path / "cache"))
     target = tmp_path / "cache" / "pairs" / "smollm2" / "target"
     assert pairs.pair_of_target(target) == "smollm2" and pairs.pair_of_target(tmp_path) is None
-    assert default_head_dir(target) == pairs.ASSETS_DIR / "smollm2-judges" / "edge" == pairs.pair_default_head("smollm2")
-    assert pairs.pair_heads("smollm2")["wisv-paper"] == pairs.ASSETS_DIR / "smollm2-head" == pairs.pair_head_dir("smollm2")
-    assert {"edge", "edge-blind", "autojudge", "judge-decoding", "fly", "nll-margin"} <= set(pairs.pair_heads("smollm2"))
+    assert (default_head_dir(target) == pairs.ASSETS_DIR / "smollm2-judges" / "edge"
+            == pairs.pair_default_head("smollm2"))
+    assert (pairs.pair_heads("smollm2")["wisv-paper"] == pairs.ASSETS_DIR / "smollm2-head"
+            == pairs.pair_head_dir("smollm2"))
+    assert ({"edge", "edge-blind", "autojudge", "judge-decoding", "fly", "nll-margin"}
+            <= set(pairs.pair_heads("smollm2")))
     p, _, desc = load_policy("wisv-paper", None, str(target))
     assert isinstance(p, HeadPolicy) and "smollm2-head" in desc and "h_draft" in p.inputs
     p, _, desc = load_policy("default", None, str(target))

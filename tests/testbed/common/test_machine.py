@@ -9,7 +9,8 @@ provenance = importlib.import_module("config.provenance")  # the module (the pac
 
 def test_machine_info_names_the_machine_and_the_code():
     info = machine.machine_info()
-    assert {"cpu_model", "cpu_count", "platform", "python", "torch", "transformers", "git_commit", "git_dirty"} <= set(info)
+    assert {"cpu_model", "cpu_count", "platform", "python", "torch", "transformers", "git_commit",
+            "git_dirty"} <= set(info)
     assert info["git_commit"] is None or re.fullmatch(r"[0-9a-f]{40}", info["git_commit"])
     assert isinstance(info["git_dirty"], bool)
 

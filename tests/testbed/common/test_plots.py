@@ -5,8 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from testbed.common.plots import (PROTOCOL_COLORS, latency_by_prompt, plot_run, protocol_color, run_title,
-                                  time_split_ms)
+from testbed.common.plots import PROTOCOL_COLORS, latency_by_prompt, plot_run, protocol_color, run_title, time_split_ms
 from wisv.records.rows import RoundRow, to_frame
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.keys import main as make_keys
 from testbed.hostile.probes import AUTH_PROBES, PROBES, Outcome, Target, good_ue_cmd, run_beside
+from testbed.keys import main as make_keys
 from testbed.live.orchestrate.procs import Child
 
 FACTOR, FLOOR_S = 20.0, 0.05  # round p95 under a probe <= FACTOR * max(baseline p95, FLOOR_S)

@@ -1,6 +1,6 @@
 """CurveZMQ: testbed.keys' layout; the right key runs (testbed.run --auth), a wrong or missing key is refused fast
-and clearly on the UE and logged on the edge; sessions are bound to the key that opened them; the open-bind warning and protected mode (refused without --auth
-beyond loopback unless --insecure)."""
+and clearly on the UE and logged on the edge; sessions are bound to the key that opened them; the open-bind warning
+and protected mode (refused without --auth beyond loopback unless --insecure)."""
 from __future__ import annotations
 
 import socket
@@ -19,10 +19,10 @@ from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, MsgType, decode, encode, make
 from testbed import keys
 from testbed.live.common.auth import open_bind_refusal, open_bind_warning, write_keys
-from testbed.live.orchestrate.procs import Child
 from testbed.live.edge.edgeserver import EdgeServer
 from testbed.live.edge.serve import main as serve_main
 from testbed.live.edge.serveconfig import ServeConfig
+from testbed.live.orchestrate.procs import Child
 from tests.tiny_pair import make_pair
 from wisv.decoding.sessions import DraftSession
 from wisv.decoding.speculative import RejectAll

@@ -12,9 +12,9 @@ from testbed.live.edge.edgeserver import INTERNAL_TEXT, EdgeServer
 from testbed.live.edge.serveconfig import ServeConfig
 from tests.edge_helpers import open_on, token_of
 from tests.tiny_pair import make_pair
-from wisv.serving.kvbudget import MB, KVShape, session_tokens
 from wisv.decoding.sessions import DraftSession
 from wisv.decoding.speculative import RejectAll, speculative_generate
+from wisv.serving.kvbudget import MB, KVShape, session_tokens
 
 VOCAB, EOS, K, MAX_NEW = 61, 60, 4, 12
 LIMITS = Limits(vocab_size=VOCAB, max_draft_len=16, max_positions=16)
@@ -33,7 +33,8 @@ def _server(pair, **cfg) -> EdgeServer:
 
 def _ues(pair) -> dict[bytes, UESession]:
     params = UEParams(protocol="greedy", draft_len=K, max_new_tokens=MAX_NEW)
-    return {f"peer{i}".encode(): UESession(f"s{i}", DraftSession(pair[0], p), params, EOS) for i, p in enumerate(PROMPTS)}
+    return {f"peer{i}".encode(): UESession(f"s{i}", DraftSession(pair[0], p), params, EOS)
+            for i, p in enumerate(PROMPTS)}
 
 
 def _open(server: EdgeServer, ues: dict[bytes, UESession]) -> None:
@@ -156,6 +157,7 @@ def test_open_beyond_the_kv_budget_is_refused_before_allocating(pair, batch_veri
         assert second.type == MsgType.OPEN_OK
         return
     assert second.header["code"] == "kv_budget"  # beside a's reservation it does not fit
-    assert decode(server.handle(b"p", encode(make(MsgType.CLOSE, "a", **token_of(server, "a")))), LIMITS).type == MsgType.CLOSED
+    reply = server.handle(b"p", encode(make(MsgType.CLOSE, "a", **token_of(server, "a"))))
+    assert decode(reply, LIMITS).type == MsgType.CLOSED
     assert decode(server.handle(b"q", encode(_open_msg("b", 8, 40))), LIMITS).type == MsgType.OPEN_OK
     assert server.kv.total == one

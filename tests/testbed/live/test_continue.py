@@ -15,8 +15,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from testbed.common.files import COMPLETE_FILE
-from testbed.common.files import complete_lines
+from testbed.common.files import COMPLETE_FILE, complete_lines
 from testbed.live.orchestrate.cont import differing_field, recorded, start_ticks, stop_leftovers
 from testbed.live.ue.kept import keep_done
 from wisv.records.rows import read_records

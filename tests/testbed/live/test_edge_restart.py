@@ -12,8 +12,8 @@ import pandas as pd
 import torch
 
 from testbed.live.orchestrate.procs import Child
-from wisv.tasks.evaluate import greedy_reference
 from wisv.models.loader import load_model
+from wisv.tasks.evaluate import greedy_reference
 
 PROMPTS = [[1, 51, 28, 223, 19, 20, 13, 21, 33], [1, 40, 41, 42, 43], [1, 60, 61, 62], [1, 70, 71, 72, 73, 74]]
 MAX_NEW, K = 160, 4  # tokens per prompt: long enough that the kill lands inside the second prompt's rounds
@@ -46,7 +46,8 @@ def test_edge_killed_mid_prompt_and_restarted_gives_the_uninterrupted_outputs(pa
     edge = start_edge(pair_dirs, port, tmp_path / "edge1.log")
     ue = Child("ue", ["testbed.ue", "--connect", f"tcp://127.0.0.1:{port}", "--drafter", str(pair_dirs.drafter),
                       "--prompts-file", str(f), "--protocol", "greedy", "--draft-len", str(K), "--max-new-tokens",
-                      str(MAX_NEW), "--probe-bytes", "0", "--recv-timeout-s", "1", "--retry-s", "90", "--out", str(out)],
+                      str(MAX_NEW), "--probe-bytes", "0", "--recv-timeout-s", "1", "--retry-s", "90",
+                      "--out", str(out)],
                tmp_path / "ue.log")
     edge2 = None
     try:

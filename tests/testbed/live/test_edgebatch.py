@@ -12,9 +12,9 @@ from testbed.live.edge.edgeserver import EdgeServer
 from testbed.live.edge.serveconfig import ServeConfig
 from tests.edge_helpers import open_on, token_of
 from tests.tiny_pair import make_pair
-from wisv.serving.estimator import EstimatorProfile, LiveFit
 from wisv.decoding.sessions import DraftSession
 from wisv.decoding.speculative import RejectAll, speculative_generate
+from wisv.serving.estimator import EstimatorProfile, LiveFit
 
 VOCAB, EOS, K, MAX_NEW = 61, 60, 4, 30
 LIMITS = Limits(vocab_size=VOCAB, max_draft_len=16, max_positions=16)

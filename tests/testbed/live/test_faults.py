@@ -1,4 +1,5 @@
-"""Fault tests: a run across 5 s link outages, SIGTERM to testbed.run, a non-empty --out, a killed UE, an orphaned child."""
+"""Fault tests: a run across 5 s link outages, SIGTERM to testbed.run, a non-empty --out, a killed UE, an orphaned
+child."""
 from __future__ import annotations
 
 import json
@@ -14,9 +15,9 @@ import pytest
 
 from testbed.common.files import COMPLETE_FILE, prepare_out
 from testbed.common.link import LinkSpec
+from testbed.live.edge.serveconfig import ServeConfig
 from testbed.live.orchestrate.procs import Child
 from testbed.live.orchestrate.run import RunConfig, _merge_rounds, run
-from testbed.live.edge.serveconfig import ServeConfig
 from testbed.live.ue.ueconfig import UEConfig
 from tests.channel.test_netns import needs_netns
 from wisv.records.rows import RECORD_FIELDS, read_records, read_round_log

@@ -20,10 +20,10 @@ from testbed.live.edge.serveconfig import ServeConfig
 from tests.edge_helpers import open_on
 from tests.testbed.conftest import TOKENIZER_DIR
 from tests.tiny_pair import make_pair
-from wisv.tasks.evaluate import greedy_reference
-from wisv.models.loader import vocab_facts, vocab_hash
 from wisv.decoding.sessions import DraftSession
 from wisv.decoding.speculative import RejectAll
+from wisv.models.loader import vocab_facts, vocab_hash
+from wisv.tasks.evaluate import greedy_reference
 
 K, MAX_NEW = 4, 12
 PROMPT = [1, 51, 28, 223, 19]

@@ -6,8 +6,8 @@ import pytest
 import zmq
 
 from protocols.wire import Limits
-from testbed.live.edge.inbox import Inbox
 from testbed.live.common.sockbounds import bound_socket, max_frame
+from testbed.live.edge.inbox import Inbox
 
 
 def busy(peer: bytes, frames: list) -> list[bytes]:

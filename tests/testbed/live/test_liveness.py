@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from testbed.live.common.auth import write_keys
-from testbed.live.orchestrate.procs import wait_with_edge
-from testbed.live.orchestrate.procs import Child, ChildError
+from testbed.live.orchestrate.procs import Child, ChildError, wait_with_edge
 
 IVL_MS, TIMEOUT_MS = 200, 1000  # the heartbeats of these tests
 SLACK_S = 1.0  # scheduling on a loaded 2-core CI runner

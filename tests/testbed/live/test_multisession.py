@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from testbed.common.link import LinkSpec
-from testbed.live.orchestrate.run import RunConfig, run
 from testbed.live.edge.serveconfig import ServeConfig
+from testbed.live.orchestrate.run import RunConfig, run
 from testbed.live.ue.ueconfig import UEConfig
 
 UES, PROMPTS = 4, 8

@@ -16,13 +16,13 @@ import torch
 import zmq
 
 from protocols.wire import MsgType
-from testbed.live.ue import ue
-from testbed.live.ue.retry import RetryExhausted, Window, backoff_s
 from testbed.live.edge.edgeserver import EdgeServer
 from testbed.live.edge.serveconfig import ServeConfig
-from wisv.tasks.evaluate import greedy_reference
-from wisv.models.loader import load_model, load_tokenizer
+from testbed.live.ue import ue
+from testbed.live.ue.retry import RetryExhausted, Window, backoff_s
 from wisv.decoding.speculative import RejectAll
+from wisv.models.loader import load_model, load_tokenizer
+from wisv.tasks.evaluate import greedy_reference
 
 PROMPT = [1, 51, 28, 223, 19, 20, 13, 21, 33]  # BOS + "Q: 12+3?" in the built-in tokenizer
 MAX_NEW, K, FAULT_AT = 32, 4, 3  # token budget, draft length, the DRAFT (counted from 1) that meets the fault

@@ -14,9 +14,9 @@ from protocols.schema import OpenOk
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import Limits, Message, MsgType, decode, encode, make
 from testbed.live.orchestrate.procs import Child
-from wisv.tasks.evaluate import greedy_reference
-from wisv.models.loader import load_model
 from wisv.decoding.sessions import DraftSession
+from wisv.models.loader import load_model
+from wisv.tasks.evaluate import greedy_reference
 
 K, MAX_NEW = 4, 24  # draft length and token budget of the valid session
 GOOD_SID = "good-0"

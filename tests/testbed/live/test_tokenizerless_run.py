@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from testbed.common.link import LinkSpec
-from testbed.live.orchestrate.run import RunConfig, run
 from testbed.live.edge.serveconfig import ServeConfig
+from testbed.live.orchestrate.run import RunConfig, run
 from testbed.live.ue.ueconfig import UEConfig
 from tests.tiny_pair import make_pair
 from wisv.models.loader import has_tokenizer

@@ -48,8 +48,8 @@ def test_summary_separates_infeasible_requests():
 
 def test_live_sweep_against_a_batched_edge(pair_dirs, tmp_path):
     cfg = LoadConfig(sweep="1,3", slo_mix="2,50", prompts_per_ue=1, draft_len=4, max_new_tokens=16, tau_d_ms=2.0,
-                     scheduler="fcfs", timeout_s=120, compare_max_batch=1, out=str(tmp_path), target=str(pair_dirs.target),
-                     drafter=str(pair_dirs.drafter), link=LinkSpec(None, None, 0.0))
+                     scheduler="fcfs", timeout_s=120, compare_max_batch=1, out=str(tmp_path),
+                     target=str(pair_dirs.target), drafter=str(pair_dirs.drafter), link=LinkSpec(None, None, 0.0))
     sweep = run(cfg)
     assert sweep["ues"].tolist() == [1, 3] and (sweep["errors"] == 0).all()
     reqs = pd.read_csv(tmp_path / "n3" / "requests.csv")

@@ -7,14 +7,14 @@ from transformers import AutoTokenizer
 
 import wisv.pairs
 from testbed.load.cli import LoadConfig
+from testbed.sim.calibrate import CalibrateConfig
 from testbed.sim.cli import SimConfig
 from testbed.sim.traces import TraceKey, trace_prompts
 from tests.testbed.conftest import TOKENIZER_DIR
-from wisv.tasks import toydata
 from wisv.pairs import PairPaths, apply_pair, default_prompts_file
-from wisv.tasks.qa import check_answer
+from wisv.tasks import toydata
 from wisv.tasks.pools import load_pool, pool_path
-from testbed.sim.calibrate import CalibrateConfig
+from wisv.tasks.qa import check_answer
 
 
 @pytest.fixture

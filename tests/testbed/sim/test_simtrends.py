@@ -17,7 +17,8 @@ def _by_name(table: pd.DataFrame) -> dict:
 def test_paper_like_table_holds_every_trend():
     lat = {}
     for k, (g, rej, fh_hi, sh_hi, fh_lo, sh_lo) in {
-            2: (3.0, 4.0, 2.5, 2.8, 2.6, 2.9), 8: (2.0, 3.0, 1.5, 1.7, 1.6, 1.7), 64: (2.5, 5.0, 2.0, 2.1, 2.4, 2.2)}.items():
+            2: (3.0, 4.0, 2.5, 2.8, 2.6, 2.9), 8: (2.0, 3.0, 1.5, 1.7, 1.6, 1.7),
+            64: (2.5, 5.0, 2.0, 2.1, 2.4, 2.2)}.items():
         lat |= {("greedy", 500.0, k): g, ("greedy", 20.0, k): g * 1.01, ("reject", 500.0, k): rej,
                 ("reject", 20.0, k): rej * 5, ("WISV-FH", 500.0, k): fh_hi, ("WISV-SH", 500.0, k): sh_hi,
                 ("WISV-FH", 20.0, k): fh_lo, ("WISV-SH", 20.0, k): sh_lo}

@@ -14,13 +14,13 @@ from testbed.sim.model import constant, prompt_latencies, summarize
 from testbed.sim.resolve import PairCache, links_of, resolve_head
 from testbed.sim.traces import TraceKey, cached_trace, trace_rows
 from testbed.sim.validate import load_run, prompt_residuals, with_prefix
+from wisv.decoding.speculative import RoundRecord, SpecOutput
+from wisv.models.loader import load_pair
 from wisv.timing.calibrate import Calibration, save_calibration
 from wisv.timing.compute import ModelDims, draft_flops, verify_flops
 from wisv.timing.hardware import HardwareProfile
 from wisv.timing.latency import PayloadBits
-from wisv.models.loader import load_pair
 from wisv.timing.roundtime import Deployment
-from wisv.decoding.speculative import RoundRecord, SpecOutput
 
 DIMS = ModelDims(n_layers=2, d_model=4, d_ff=8, vocab=10, n_heads=2, n_kv_heads=1)
 # per call 1 ms; FLOPs cost ~nothing (1e21 FLOP/s)

@@ -3,14 +3,13 @@ import pytest
 
 from channel.csi import CSI
 from channel.csitrace import CSITrace
-from testbed.sim.window import (MatchProfile, auto, by_state, compare, fixed, match_profile, passes, replay,
-                                run_length)
+from testbed.sim.window import MatchProfile, auto, by_state, compare, fixed, match_profile, passes, replay, run_length
 from tests.tiny_pair import make_pair
+from wisv.decoding.speculative import speculative_generate
 from wisv.timing.compute import ModelDims
 from wisv.timing.hardware import HardwareProfile
 from wisv.timing.latency import PayloadBits
 from wisv.timing.roundtime import Deployment
-from wisv.decoding.speculative import speculative_generate
 from wisv.timing.window import WindowTracker
 
 DIMS = ModelDims(n_layers=2, d_model=64, d_ff=128, vocab=100, n_heads=4, n_kv_heads=2)

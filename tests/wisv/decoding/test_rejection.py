@@ -5,8 +5,14 @@ import pytest
 import torch
 
 from tests.tiny_pair import make_pair
-from wisv.decoding.rejection import (draft_features, evaluate_predictor, round_labels, stop_length, train_predictor,
-                            wasted_drafting)
+from wisv.decoding.rejection import (
+    draft_features,
+    evaluate_predictor,
+    round_labels,
+    stop_length,
+    train_predictor,
+    wasted_drafting,
+)
 from wisv.decoding.sessions import DraftSession
 
 

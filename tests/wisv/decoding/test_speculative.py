@@ -4,10 +4,10 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from wisv.tasks.evaluate import greedy_reference
-from wisv.decoding.lossless import check_lossless
 from tests.tiny_pair import make_pair
+from wisv.decoding.lossless import check_lossless
 from wisv.decoding.speculative import AcceptAll, RejectAll, speculative_generate
+from wisv.tasks.evaluate import greedy_reference
 
 VOCAB, EOS = 61, 60
 SHAPES = [  # (family, hidden, layers, heads, kv_heads)
@@ -94,8 +94,9 @@ def test_wisv_records_hidden_states_at_mismatches():
 def test_sampling_is_seeded_and_matches_target_first_token():
     drafter, target = make_pair(*SHAPES[0])
     prompt = [4, 5]
-    run = lambda s: speculative_generate(drafter, target, prompt, max_new_tokens=12, draft_len=4, rule="sampling",
-                                         generator=torch.Generator().manual_seed(s)).tokens
+    def run(seed: int) -> list[int]:
+        return speculative_generate(drafter, target, prompt, max_new_tokens=12, draft_len=4, rule="sampling",
+                                    generator=torch.Generator().manual_seed(seed)).tokens
     assert run(3) == run(3)
     n = 1000
     firsts = np.bincount([speculative_generate(drafter, target, prompt, max_new_tokens=2, draft_len=1,

@@ -2,8 +2,18 @@
 import pytest
 import torch
 
-from wisv.decoding.tree import (DraftTree, ancestors, build_tree, check_parents, depths, greedy_path, node_mask, path_to,
-                       tree_positions, with_root)
+from wisv.decoding.tree import (
+    DraftTree,
+    ancestors,
+    build_tree,
+    check_parents,
+    depths,
+    greedy_path,
+    node_mask,
+    path_to,
+    tree_positions,
+    with_root,
+)
 
 # root -> 0 (a), 1 (b); 0 -> 2 (c); 1 -> 3 (d), 4 (e); 4 -> 5 (f)
 PARENTS = [-1, -1, 0, 1, 1, 4]

@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from tests.tiny_pair import make_pair
-from wisv.tasks.evaluate import greedy_reference
 from wisv.decoding.lossless import check_lossless
-from wisv.decoding.treecal import Calibration, collect, fit
 from wisv.decoding.tree import build_tree
+from wisv.decoding.treecal import Calibration, collect, fit
 from wisv.decoding.treespec import tree_generate
+from wisv.tasks.evaluate import greedy_reference
 
 
 def _positions(n: int = 40):

@@ -5,14 +5,14 @@ import torch
 from transformers import DynamicCache
 
 from tests.tiny_pair import make_pair
-from wisv.tasks.evaluate import encode_prompt, greedy_reference
 from wisv.decoding.lossless import check_lossless
-from wisv.models.loader import load_pair
 from wisv.decoding.sessions import DraftSession, VerifySession, cached_forward
-from wisv.tasks.toydata import load_split
 from wisv.decoding.tree import greedy_path
 from wisv.decoding.treedraft import draft_tree
 from wisv.decoding.treespec import tree_generate
+from wisv.models.loader import load_pair
+from wisv.tasks.evaluate import encode_prompt, greedy_reference
+from wisv.tasks.toydata import load_split
 
 IMPLS = ("eager", "sdpa")
 

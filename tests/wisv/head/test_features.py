@@ -6,7 +6,15 @@ import math
 import pytest
 import torch
 
-from wisv.head.features import SCALARS, EdgeFeatures, edge_features, lookahead_runs
+from wisv.head.features import (
+    BASE_SCALARS,
+    SCALARS,
+    EdgeFeatures,
+    SiblingRows,
+    edge_features,
+    lookahead_runs,
+    sibling_columns,
+)
 
 
 @pytest.mark.parametrize("draft, argmax, positions, want", [
@@ -50,3 +58,30 @@ def test_no_mismatch_gives_empty_features():
     ef = edge_features(torch.zeros(3, 5), torch.zeros(3, 7), [1, 2], [])
     assert len(ef) == 0 and ef.h_after.shape == (0, 7)
     assert len(EdgeFeatures.empty()) == 0
+
+
+def test_sibling_columns_tell_a_synonym_from_a_changed_continuation():
+    """Hand-built rows: after the draft token and after the target's token the target predicts the same next token
+    (a synonym: agreement 1, small JS, cosine 1) or another one (a changed fact: agreement 0, large JS)."""
+    after_draft = block([{3: 5.0, 4: 1.0}, {3: 5.0, 4: 1.0}])  # [2, V]: both predict token 3 next
+    sib = SiblingRows(block([{3: 4.0, 4: 1.5}, {4: 5.0, 3: 1.0}]),  # same argmax 3 | argmax 4: another continuation
+                      torch.tensor([[1.0, 2.0, 0.0], [-1.0, 0.0, 2.0]]))
+    h = torch.tensor([[2.0, 4.0, 0.0], [1.0, 0.0, 0.0]])  # parallel to the first sibling's state, not the second's
+    cols = sibling_columns(after_draft, h, sib)
+    agree, js, cos = cols.unbind(1)
+    assert agree.tolist() == [1.0, 0.0]
+    assert 0 <= js[0] < 0.05 < js[1] <= math.log(2)
+    assert cos[0] == pytest.approx(1.0) and cos[1] == pytest.approx(-1 / math.sqrt(5))
+    same = sibling_columns(after_draft, h, SiblingRows(after_draft, h))  # the same branch twice
+    assert same[:, 1].tolist() == pytest.approx([0, 0], abs=1e-7)
+
+
+def test_edge_features_sibling_columns_nan_without_the_pass_and_filled_with_it():
+    logits = block([{1: 3.0, 2: 2.0}, {3: 3.0}, {4: 3.0}])  # [3, V]; the draft [2, 3] mismatches at 0
+    hidden = torch.arange(21, dtype=torch.float32).reshape(3, 7)
+    off = edge_features(logits, hidden, [2, 3], [0])
+    n = len(BASE_SCALARS)
+    assert off.scalars.shape == (1, len(SCALARS)) and off.scalars[:, n:].isnan().all()
+    on = edge_features(logits, hidden, [2, 3], [0], SiblingRows(block([{3: 3.0}]), hidden[1:2] * 2))
+    assert torch.equal(on.scalars[:, :n], off.scalars[:, :n])
+    assert on.column("sib_agree").tolist() == [1.0] and on.column("sib_cos").item() == pytest.approx(1.0)

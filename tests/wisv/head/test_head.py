@@ -6,12 +6,12 @@ import torch
 
 from channel.csi import CSI, FEATURE_DIM
 from tests.tiny_pair import make_pair
-from wisv.timing.compute import head_flops
+from wisv.decoding.speculative import RejectAll, speculative_generate
 from wisv.head.model import DecisionHead, HeadConfig, HeadPolicy, build_inputs
 from wisv.head.store import load_head, save_head
+from wisv.timing.compute import head_flops
 
 CONFIG_FILE = "head.json"
-from wisv.decoding.speculative import RejectAll, speculative_generate
 
 
 def _head(csi_dim=FEATURE_DIM, seed=0, d_d=8, d_t=12):
@@ -56,7 +56,8 @@ def test_policy_checks_hidden_sizes_and_uses_the_csi():
     good, poor = pol.reject_probs(hd, ht, [0, 1, 2, 3], CSI.symmetric(500, 5)), pol.reject_probs(
         hd, ht, [0, 1, 2, 3], CSI.symmetric(2, 50))
     assert not torch.allclose(good, poor)
-    assert torch.equal(pol.reject_probs(hd, ht, [0, 1, 2, 3], None), pol.reject_probs(hd, ht, [0, 1, 2, 3], CSI.ideal()))
+    assert torch.equal(pol.reject_probs(hd, ht, [0, 1, 2, 3], None),
+                       pol.reject_probs(hd, ht, [0, 1, 2, 3], CSI.ideal()))
     with pytest.raises(ValueError, match="hidden sizes"):
         pol.reject_probs(torch.randn(1, 9), torch.randn(1, 12), [0])
 

@@ -64,3 +64,16 @@ def test_judge_round_trip_and_missing_inputs(tmp_path):
     (tmp_path / "bad" / "judge.json").write_text("{")
     with pytest.raises(ValueError, match="not a valid judge config"):
         load_policy_dir(tmp_path / "bad")
+
+
+def test_a_judge_reads_its_declared_edge_columns_and_refuses_missing_sibling_ones():
+    from wisv.head.features import BASE_SCALARS
+    from wisv.head.judges import gather_inputs
+    x = torch.arange(2 * S, dtype=torch.float32).reshape(2, S)
+    x[:, len(BASE_SCALARS):] = float("nan")  # no sibling pass this round
+    ef = EdgeFeatures(x, torch.zeros(2, 4))
+    narrow = JudgeConfig("old", "linear", ("edge",), (len(BASE_SCALARS),))
+    assert torch.equal(gather_inputs(narrow, None, None, ef), x[:, :len(BASE_SCALARS)])
+    wide = JudgeConfig("sib", "linear", ("edge",), (S,))
+    with pytest.raises(ValueError, match="sibling"):
+        gather_inputs(wide, None, None, ef)

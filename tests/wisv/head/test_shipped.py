@@ -4,7 +4,9 @@
 ``LINKS`` and the threshold in force there, computed by the code before heads and judges shared one save/load
 (commit "A test that every shipped head and judge directory scores a fixed input as recorded").  The shipped files
 predate the ``kind`` field (wisv/head/store.py): they load as their stem's legacy kind.  Regenerate only on
-purpose: ``python -m tests.wisv.head.test_shipped``.
+purpose: ``python -m tests.wisv.head.test_shipped``.  The shipped judges read the nine one-pass edge columns
+(``BASE_SCALARS``): the sibling columns appended after them (NaN without the sibling pass, values with it) must not
+change a single score.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 import torch
 
 from channel.csi import CSI
-from wisv.head.features import SCALARS, EdgeFeatures
+from wisv.head.features import BASE_SCALARS, SCALARS, SIBLING_SCALARS, EdgeFeatures
 from wisv.head.policy import MismatchPolicy
 from wisv.head.store import load_policy_dir
 from wisv.pairs import ASSETS_DIR
@@ -34,8 +36,14 @@ def wave(m: int, d: int, phase: float) -> torch.Tensor:
     return (2.0 * torch.sin(0.37 * i + phase)).float()
 
 
-def fixed_inputs(d_draft: int, d_target: int) -> tuple[torch.Tensor, torch.Tensor, EdgeFeatures]:
-    """h_draft [M, d_d], h_target [M, d_t] and the edge features (scalars of plausible range, h_after [M, d_t])."""
+SIBLING = {"off": torch.full((M, len(SIBLING_SCALARS)), float("nan")),  # no sibling pass
+           "on": torch.tensor([[1.0, 0.02, 0.97], [0.0, 0.6, 0.4], [1.0, 0.1, 0.9], [0.0, 0.69, 0.1],
+                               [1.0, 0.0, 1.0], [0.0, 0.3, 0.5]])}  # sib_agree, sib_js, sib_cos
+
+
+def fixed_inputs(d_draft: int, d_target: int, sibling: str = "off") -> tuple[torch.Tensor, torch.Tensor, EdgeFeatures]:
+    """h_draft [M, d_d], h_target [M, d_t] and the edge features (scalars of plausible range, the sibling columns
+    ``SIBLING[sibling]``, h_after [M, d_t])."""
     nll_draft = torch.tensor([0.3, 0.9, 1.6, 2.4, 3.3, 5.0])
     nll_target = torch.tensor([0.2, 0.5, 0.7, 1.1, 0.4, 0.9])
     entropy = torch.tensor([0.4, 1.2, 2.0, 2.9, 0.8, 3.6])
@@ -44,7 +52,8 @@ def fixed_inputs(d_draft: int, d_target: int) -> tuple[torch.Tensor, torch.Tenso
     frac = torch.where(remaining > 0, look / remaining.clamp_min(1), torch.zeros(M))
     scalars = torch.stack([nll_draft, nll_target, nll_draft - nll_target, entropy, torch.exp(-nll_target),
                            torch.log1p(torch.tensor([1.0, 2.0, 4.0, 9.0, 1.0, 30.0])), look, remaining, frac], 1)
-    assert scalars.shape == (M, len(SCALARS))
+    assert scalars.shape == (M, len(BASE_SCALARS))
+    scalars = torch.cat([scalars, SIBLING[sibling]], dim=1)  # [M, len(SCALARS)]
     return wave(M, d_draft, 0.1), wave(M, d_target, 0.7), EdgeFeatures(scalars, wave(M, d_target, 1.3))
 
 
@@ -52,11 +61,11 @@ def link(name: str) -> CSI | None:
     return None if LINKS[name] is None else CSI.symmetric(*LINKS[name])
 
 
-def scores(rel: str) -> dict:
+def scores(rel: str, sibling: str = "off") -> dict:
     """Per link: the repair probabilities on the fixed inputs and the threshold in force."""
     policy, tau = load_policy_dir(ASSETS_DIR / rel)
     assert isinstance(policy, MismatchPolicy) and tau == policy.tau
-    hd, ht, edge = fixed_inputs(policy.d_draft or 576, policy.d_target or 576)  # the SmolLM2 pair's widths
+    hd, ht, edge = fixed_inputs(policy.d_draft or 576, policy.d_target or 576, sibling)  # the SmolLM2 pair's widths
     out = {"tau": tau}
     for name in LINKS:
         threshold = policy.threshold(tau, link(name))
@@ -65,13 +74,20 @@ def scores(rel: str) -> dict:
     return out
 
 
+@pytest.mark.parametrize("sibling", SIBLING)
 @pytest.mark.parametrize("rel", DIRS)
-def test_shipped_directory_scores_as_recorded(rel):
-    want, got = json.loads(FIXTURE.read_text())[rel], scores(rel)
+def test_shipped_directory_scores_as_recorded(rel, sibling):
+    want, got = json.loads(FIXTURE.read_text())[rel], scores(rel, sibling)
     assert got["tau"] == want["tau"]
     for name in LINKS:
         assert got[name]["probs"] == pytest.approx(want[name]["probs"], abs=1e-6), name
         assert math.isclose(got[name]["threshold"], want[name]["threshold"], rel_tol=1e-12, abs_tol=1e-15), name
+
+
+def test_shipped_edge_judges_read_the_one_pass_columns():
+    for rel in ("smollm2-judges/edge", "smollm2-judges/fly", "smollm2-judges/nll-margin"):
+        policy, _ = load_policy_dir(ASSETS_DIR / rel)
+        assert dict(zip(policy.cfg.inputs, policy.cfg.dims))["edge"] == len(BASE_SCALARS) < len(SCALARS)
 
 
 if __name__ == "__main__":  # record the fixture (on purpose only)

@@ -2,11 +2,11 @@
 import pytest
 import torch
 
+from wisv.decoding.lossless import check_lossless
+from wisv.decoding.speculative import AcceptAll, speculative_generate
+from wisv.models.loader import load_pair
 from wisv.tasks.evaluate import greedy_reference
 from wisv.tasks.prompts import encode_prompt
-from wisv.decoding.lossless import check_lossless
-from wisv.models.loader import load_pair
-from wisv.decoding.speculative import AcceptAll, speculative_generate
 from wisv.tasks.toydata import load_split
 
 N_PROMPTS = 50

@@ -45,7 +45,8 @@ def test_a_template_wraps_the_text_as_a_user_turn(chat):
 
 def test_prompt_rows_encode_files_and_the_split_with_the_template(chat, tmp_path):
     f = tmp_path / "p.jsonl"
-    f.write_text(json.dumps({"prompt": TEXT, "raw": True, "answer": 3}) + "\n" + json.dumps({"prompt_ids": [1, 2]}) + "\n")
+    f.write_text(json.dumps({"prompt": TEXT, "raw": True, "answer": 3}) + "\n"
+                 + json.dumps({"prompt_ids": [1, 2]}) + "\n")
     on, off = (prompt_rows(chat, "test", None, str(f), chat_template=m) for m in ("on", "off"))
     assert on[0]["prompt_ids"] == encode_prompt(chat, TEXT, "on") and off[0]["prompt_ids"] == chat(TEXT).input_ids
     assert on[1]["prompt_ids"] == off[1]["prompt_ids"] == [1, 2]  # token ids are taken as they are

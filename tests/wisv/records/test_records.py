@@ -8,10 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from wisv.decoding.speculative import spec_rows
-
+from wisv.decoding.speculative import RoundRecord, SpecOutput, spec_rows
 from wisv.records.rows import RECORD_FIELDS, RoundRow, from_frame, read_records, to_frame
-from wisv.decoding.speculative import RoundRecord, SpecOutput
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -6,10 +6,10 @@ import torch
 
 from tests.tiny_pair import make_pair
 from wisv.decoding.acceptance import greedy_accept_ids
+from wisv.decoding.sessions import VerifySession
 from wisv.serving.batchverify import BatchVerifier, EngineConfig, pass_tokens
 from wisv.serving.engine import VerifyRequest
 from wisv.serving.kvbudget import MB, KVBudgetError
-from wisv.decoding.sessions import VerifySession
 
 NEAR_TIE = 1e-4
 

@@ -3,9 +3,9 @@ import pytest
 import torch
 
 from tests.tiny_pair import make_pair
+from wisv.decoding.sessions import VerifySession
 from wisv.serving.batchverify import pass_tokens
 from wisv.serving.kvbudget import MB, KVBudgetError, KVLedger, KVShape, refusal, session_tokens
-from wisv.decoding.sessions import VerifySession
 
 
 def test_bytes_for_is_keys_and_values_of_every_layer():
@@ -36,7 +36,8 @@ def test_refusal_names_the_need_and_the_budget():
     assert refusal(MB, MB, 2.0, "x") is None
     err = refusal(3 * MB, MB, 2.0, "session 's1'")
     assert isinstance(err, KVBudgetError) and err.code == "kv_budget"
-    assert str(err) == "session 's1' needs 3.0 MB of KV cache on top of 1.0 MB held; this edge's --memory-budget-mb is 2"
+    assert str(err) == ("session 's1' needs 3.0 MB of KV cache on top of 1.0 MB held; "
+                        "this edge's --memory-budget-mb is 2")
 
 
 def test_ledger_admits_while_the_reservations_fit():

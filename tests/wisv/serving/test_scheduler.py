@@ -4,8 +4,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wisv.serving.scheduler import (Request, arrival_reserve_s, deadline_s, latest_start_s, select_fcfs, select_slo,
-                            slo_order)
+from wisv.serving.scheduler import (
+    Request,
+    arrival_reserve_s,
+    deadline_s,
+    latest_start_s,
+    select_fcfs,
+    select_slo,
+    slo_order,
+)
 
 
 def R(rid, arrival=0.0, deadline=10.0, g=4.0, v=1.0, mem=1, cached=0, new=1):

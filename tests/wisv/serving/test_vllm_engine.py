@@ -55,7 +55,8 @@ def test_blocks_are_the_transformers_targets(engine_and_target):
     eng.open("same", prompt)
     got, want = eng.verify([VerifyRequest("same", draft)])["same"], VerifySession(target, prompt).verify(draft)
     assert torch.equal(got.argmax, want.argmax)
-    assert torch.allclose(got.hidden, want.hidden, atol=1e-3), (got.hidden - want.hidden).abs().max()  # the head's input
+    # the head's input
+    assert torch.allclose(got.hidden, want.hidden, atol=1e-3), (got.hidden - want.hidden).abs().max()
 
 
 @pytest.mark.slow

@@ -3,8 +3,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from wisv.serving.wdt import (FEATURES, NO_FEATURES, SessionHistory, WDTPredictor, confidence_summary, design,
-                              evaluate, fit_ridge, fit_wdt, running_mean_g, split_prompts, stop_depth, update_session)
+from wisv.serving.wdt import (
+    FEATURES,
+    NO_FEATURES,
+    SessionHistory,
+    WDTPredictor,
+    confidence_summary,
+    design,
+    evaluate,
+    fit_ridge,
+    fit_wdt,
+    running_mean_g,
+    split_prompts,
+    stop_depth,
+    update_session,
+)
 
 
 def test_confidence_summary_by_hand():
@@ -83,7 +96,7 @@ def test_split_prompts_is_seeded():
 
 
 def test_edge_batcher_uses_the_predictor_and_tracks_the_session():
-    from protocols.wire import make, MsgType
+    from protocols.wire import MsgType, make
     from testbed.live.edge.edgebatch import DraftBatcher
 
     class Sess:  # what expected_g reads of an EdgeSession

@@ -9,8 +9,8 @@ import pytest
 from scripts.make_longform import MakeLongformConfig, pools
 from scripts.smollm2_distill_prompts import distill_prompts, generic_pool
 from wisv.tasks.jsonl import read_jsonl
-from wisv.tasks.qa import check_answer
 from wisv.tasks.pools import GENERIC_HELDOUT, POOLS, load_pool, normalise_prompt, overlaps
+from wisv.tasks.qa import check_answer
 
 
 @pytest.mark.parametrize("a, b", [("What is 3 + 4?", "what is 3+4"), ("Hi,  there!", "hi there"),

@@ -5,13 +5,22 @@ import json
 
 import numpy as np
 import pytest
-
-from wisv.tasks.prompts import read_jsonl_prompts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wisv.tasks.qa import (SPLITS, accepted, accuracy, answer_settled, answer_span, check_answer, closing_span,
-                          is_correct, load_split, normalise)
+from wisv.tasks.prompts import read_jsonl_prompts
+from wisv.tasks.qa import (
+    SPLITS,
+    accepted,
+    accuracy,
+    answer_settled,
+    answer_span,
+    check_answer,
+    closing_span,
+    is_correct,
+    load_split,
+    normalise,
+)
 
 
 @pytest.mark.parametrize("text, want", [

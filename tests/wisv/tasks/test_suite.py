@@ -7,8 +7,18 @@ import random
 import pytest
 
 from wisv.tasks.qa import YES_NO, check_answer, normalise
-from wisv.tasks.suite import (DEV_KINDS, LONGFORM_KINDS, UNSEEN_KINDS, dev_split, family, is_dev, is_unseen,
-                              kind_of, kind_split, role)
+from wisv.tasks.suite import (
+    DEV_KINDS,
+    LONGFORM_KINDS,
+    UNSEEN_KINDS,
+    dev_split,
+    family,
+    is_dev,
+    is_unseen,
+    kind_of,
+    kind_split,
+    role,
+)
 from wisv.tasks.suite_free import FREE_KINDS
 from wisv.tasks.suite_kinds import QUESTION_KINDS, a
 

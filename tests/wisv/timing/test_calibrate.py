@@ -3,12 +3,30 @@
 import pytest
 
 from channel.csi import CSI
-from wisv.timing.calibrate import (Calibration, CallTiming, ComputeFit, design_matrix, fit_compute, fit_exchange_overhead,
-                            load_calibration, profile_from_fit, save_calibration)
+from wisv.timing.calibrate import (
+    Calibration,
+    CallTiming,
+    ComputeFit,
+    design_matrix,
+    fit_compute,
+    fit_exchange_overhead,
+    load_calibration,
+    profile_from_fit,
+    save_calibration,
+)
 from wisv.timing.compute import ModelDims
 from wisv.timing.hardware import HardwareProfile, get_profile, load_profile, save_profile
 from wisv.timing.latency import PayloadBits
-from wisv.timing.roundtime import Deployment, RoundInputs, comm_s, n_weights, round_times, t_draft_s, t_prefill_s, t_verify_s
+from wisv.timing.roundtime import (
+    Deployment,
+    RoundInputs,
+    comm_s,
+    n_weights,
+    round_times,
+    t_draft_s,
+    t_prefill_s,
+    t_verify_s,
+)
 
 A_PHASE, A_PASS, A_WEIGHT, RATE = 2e-3, 1e-3, 2e-9, 5e10  # 2 ms/phase, 1 ms/call, 2 ns/weight/call, 50 GFLOP/s
 

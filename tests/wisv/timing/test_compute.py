@@ -6,10 +6,26 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-from wisv.timing.compute import (ARCHITECTURES, FlopConstants, ModelDims, compute_s, draft_flops, flops_per_token,
-                          get_architecture, head_flops, verify_flops)
-from wisv.timing.hardware import (PROFILES, HardwareProfile, get_profile, load_profile, roofline_eta, save_profile,
-                           with_roofline_eta)
+from wisv.timing.compute import (
+    ARCHITECTURES,
+    FlopConstants,
+    ModelDims,
+    compute_s,
+    draft_flops,
+    flops_per_token,
+    get_architecture,
+    head_flops,
+    verify_flops,
+)
+from wisv.timing.hardware import (
+    PROFILES,
+    HardwareProfile,
+    get_profile,
+    load_profile,
+    roofline_eta,
+    save_profile,
+    with_roofline_eta,
+)
 
 # n_layers=2, d=4, d_ff=8, V=10, 2 heads, 1 kv head:
 #   f(l) = 2 * (4*l*4 + 8*4*4 + 6*4*8) + 2*4*10 = 2 * (16 l + 128 + 192) + 80 = 32 l + 720

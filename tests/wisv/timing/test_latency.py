@@ -4,8 +4,19 @@ import math
 import pytest
 
 from channel.csi import CSI
-from wisv.timing.latency import (PayloadBits, s_fh, s_greedy, s_reject, s_req, s_sh1, s_sh2, t_fh, t_sh, t_sh_expected,
-                          tx_s)
+from wisv.timing.latency import (
+    PayloadBits,
+    s_fh,
+    s_greedy,
+    s_reject,
+    s_req,
+    s_sh1,
+    s_sh2,
+    t_fh,
+    t_sh,
+    t_sh_expected,
+    tx_s,
+)
 
 PB = PayloadBits(b_tok=10, b_h=16, b_idx=4, d_d=100, vocab=1000, o_up=80, o_dn=40)
 

@@ -10,8 +10,18 @@ import pytest
 
 from channel.csi import CSI
 from wisv.timing import protodesc
-from wisv.timing.latency import (PayloadBits, s_fh, s_greedy, s_reject, s_sh1, s_tree, s_tree_fb, t_fh, t_sh,
-                                 t_single_exchange)
+from wisv.timing.latency import (
+    PayloadBits,
+    s_fh,
+    s_greedy,
+    s_reject,
+    s_sh1,
+    s_tree,
+    s_tree_fb,
+    t_fh,
+    t_sh,
+    t_single_exchange,
+)
 from wisv.timing.protodesc import DESCRIPTIONS, ProtocolDesc, describe, downlink_bits, exchanges, uplink_bits
 from wisv.timing.roundtime import comm_s, n_exchanges
 
@@ -93,4 +103,6 @@ def test_the_descriptions_import_without_torch() -> None:
     tree = ast.parse(open(protodesc.__file__).read())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | {
         n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert imported == {"__future__", "dataclasses", "wisv.timing.latency"}
+    assert imported == {"__future__", "dataclasses", "wisv", "wisv.timing.latency"}  # wisv: its plugins loader
+    assert [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "wisv"
+            for a in n.names] == ["plugins"]

@@ -5,8 +5,17 @@ from channel.csi import CSI
 from wisv.timing.compute import ModelDims
 from wisv.timing.hardware import HardwareProfile
 from wisv.timing.latency import PayloadBits
-from wisv.timing.roundtime import (Deployment, RoundInputs, e2e_s, round_time_s, round_times, rounds_s, t_draft_s, t_head_s,
-                            t_verify_s)
+from wisv.timing.roundtime import (
+    Deployment,
+    RoundInputs,
+    e2e_s,
+    round_time_s,
+    round_times,
+    rounds_s,
+    t_draft_s,
+    t_head_s,
+    t_verify_s,
+)
 
 # drafter: f_d(l) = 2 * (4*l*4 + 8*16 + 6*4*8) + 2*4*10 = 32 l + 720
 DRAFTER = ModelDims(n_layers=2, d_model=4, d_ff=8, vocab=10, n_heads=2, n_kv_heads=1)

@@ -3,8 +3,16 @@ import pytest
 
 from channel.csi import CSI
 from wisv.timing.latency import PayloadBits
-from wisv.timing.window import (AcceptanceHistory, VerifyFit, choose_k, expected_committed, keep_drafting, round_cost,
-                                update_history, update_verify)
+from wisv.timing.window import (
+    AcceptanceHistory,
+    VerifyFit,
+    choose_k,
+    expected_committed,
+    keep_drafting,
+    round_cost,
+    update_history,
+    update_verify,
+)
 
 PB = PayloadBits.paper(vocab=32000, d_d=2048)  # 15-bit ids, 32 kbit of fp16 hidden state per FH token
 TAU_D = 0.002  # s per drafted token
