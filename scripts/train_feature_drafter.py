@@ -22,14 +22,19 @@ import torch
 import torch.nn.functional as F
 
 import config
-from wisv.decoding.featdraft import FeatureDraftSession, FeatureHead, head_param_count, load_head, save_head
-from wisv.decoding.speculative import speculative_generate
+from wisv.decoding.featdraft import (
+    FeatureDraftSession,
+    FeatureHead,
+    head_param_count,
+    load_head,
+    save_head,
+)
+from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.models.loader import load_pair
 from wisv.records.rows import to_frame
 from wisv.records.summary import summarize_rounds
 from wisv.tasks.evaluate import eos_id, greedy_reference
 from wisv.tasks.prompts import prompt_rows
-from wisv.decoding.speculative import spec_rows
 
 
 @dataclass

@@ -7,12 +7,19 @@ import torch
 from protocols.edge_side import EdgeSession
 from protocols.typed import OpenOk
 from protocols.ue_side import UEParams, UESession
-from tests.protocols.test_sessions import EOS, K, MAX_NEW, drive, pair, reference, wire  # noqa: F401 (pair: fixture)
+from tests.protocols.test_sessions import EOS, MAX_NEW, K, drive, reference, wire
+from tests.tiny_pair import make_pair
 from wisv.decoding.featdraft import FeatureDraftSession, FeatureHead
 from wisv.decoding.sessions import VerifySession
 from wisv.decoding.speculative import RejectAll
 
 PROMPT = [3, 4, 5]
+
+
+@pytest.fixture(scope="module")
+def pair():
+    torch.set_num_threads(1)
+    return make_pair("llama", 32, 2, 4, 2, vocab=61, eos=EOS)
 
 
 def open_feature_pair(pair, **params) -> tuple[EdgeSession, UESession]:

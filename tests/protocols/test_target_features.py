@@ -5,12 +5,20 @@ import numpy as np
 import pytest
 import torch
 
-from channel.csi import CSI
 from protocols.edge_side import EdgeSession, feature_grant
 from protocols.errors import EdgeError
 from protocols.typed import OpenOk, Verdict
 from protocols.ue_side import HandshakeError, UEParams, UESession
-from protocols.wire import WIRE_VERSION, Limits, MsgType, WireError, decode, encode, make
+from protocols.wire import (
+    WIRE_VERSION,
+    Limits,
+    Message,
+    MsgType,
+    WireError,
+    decode,
+    encode,
+    make,
+)
 from tests.tiny_pair import make_pair
 from wisv.decoding.sessions import DraftSession, VerifySession
 from wisv.decoding.speculative import RejectAll
@@ -34,9 +42,6 @@ def session(asks: int, protocol: str = "greedy", hidden_layer: int = -1):
 def verdict(n_accepted: int = 1, **tensors) -> Message:
     return make(MsgType.VERDICT, "s1", tensors, round=0, n_accepted=n_accepted, next_token=7, mismatches=0, queried=0,
                 t_verify_s=0.0, t_head_s=0.0, done=False)
-
-
-Message = type(make(MsgType.CLOSE, "s"))
 
 
 def test_a_ue_that_does_not_ask_gets_the_messages_it_always_got():
@@ -85,7 +90,7 @@ def test_more_rows_follow_the_committed_positions():
 
 def test_an_edge_that_cannot_grants_none_and_the_ue_that_asked_stops():
     assert feature_grant(2, VerifySession(make_pair("llama", D, 2, 4, 2, vocab=VOCAB)[1], PROMPT, -2)) == 0
-    ue, edge, _, _, ok = session(1, hidden_layer=-2)
+    ue, _, _, _, ok = session(1, hidden_layer=-2)
     assert ok.header["features"] == 0
     with pytest.raises(HandshakeError, match="grants none"):
         ue.check_open_ok(OpenOk.of(ok.header))

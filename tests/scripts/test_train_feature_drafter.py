@@ -11,8 +11,8 @@ from wisv.decoding.featdraft import load_head
 
 def test_a_tiny_run_trains_resumes_stops_on_time_and_compares_aal(tmp_path, capsys):
     torch.set_num_threads(1)
-    base = dict(out=str(tmp_path / "h"), prompts=3, max_new_tokens=24, window=16, batch=3, save_every=2,
-                eval_prompts=1, draft_len=4)
+    base = {"out": str(tmp_path / "h"), "prompts": 3, "max_new_tokens": 24, "window": 16, "batch": 3,
+            "save_every": 2, "eval_prompts": 1, "draft_len": 4}
     first = run(FeatureDrafterConfig(**base, steps=4))
     assert first["last"]["step"] == 4 and (tmp_path / "h" / "pool.pt").is_file()
     again = run(FeatureDrafterConfig(**base, steps=6))
@@ -28,10 +28,9 @@ def test_a_tiny_run_trains_resumes_stops_on_time_and_compares_aal(tmp_path, caps
 
 def test_the_loss_falls_on_a_fixed_pool(tmp_path):
     """Twenty steps on three generations lower the feature regression and the token CE (the head learns)."""
-    from scripts.train_feature_drafter import batch_of, loss_of
+    from scripts.train_feature_drafter import batch_of, build_pool, loss_of
     from wisv.decoding.featdraft import FeatureHead
     from wisv.models.loader import load_pair
-    from scripts.train_feature_drafter import build_pool
     from wisv.tasks.prompts import prompt_rows
     _, target, tok = load_pair()
     pool = build_pool(target, prompt_rows(tok, "train", 3), 24)
@@ -53,8 +52,8 @@ def test_the_loss_falls_on_a_fixed_pool(tmp_path):
 def test_unroll_scores_the_head_on_its_own_features():
     """--unroll: the second pass reads the first pass's predictions, so the loss differs and reports acc_own."""
     from scripts.train_feature_drafter import loss_of
-    from wisv.decoding.featdraft import FeatureHead
     from tests.tiny_pair import make_pair
+    from wisv.decoding.featdraft import FeatureHead
     _, target = make_pair(vocab=61, eos=60)
     torch.manual_seed(0)
     head = FeatureHead.from_target(target, window=8)

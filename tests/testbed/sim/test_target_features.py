@@ -7,8 +7,7 @@ import pytest
 
 from channel.csi import CSI
 from testbed.sim.cli import SimConfig
-from testbed.sim.resolve import PairCache, deployment
-from testbed.sim.resolve import Head
+from testbed.sim.resolve import Head, PairCache, deployment
 from wisv.timing.latency import down_s
 from wisv.timing.roundtime import comm_s
 

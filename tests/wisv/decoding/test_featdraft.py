@@ -4,7 +4,12 @@ from __future__ import annotations
 import torch
 
 from tests.tiny_pair import make_pair
-from wisv.decoding.featdraft import FeatureDraftSession, FeatureHead, load_head, save_head
+from wisv.decoding.featdraft import (
+    FeatureDraftSession,
+    FeatureHead,
+    load_head,
+    save_head,
+)
 from wisv.decoding.speculative import speculative_generate
 from wisv.tasks.evaluate import greedy_reference
 
