@@ -265,7 +265,7 @@ SCHEMAS: dict[MsgType, Schema] = {
             "round": Field(INT, required=False, rng=NONNEG),  # the first DRAFT's round (resumed: past 0; default 0)
             "token": Field((str,), required=False, pattern=TOKEN_HEX),  # the session this OPEN resumes (replaces)
             "keepalive_ms": Field(INT, required=False, rng=NONNEG),  # the UE keeps the session alive this often (0: no)
-            "features": Field(INT, required=False, rng=FEATURE_ROWS),  # target-feature rows wanted per VERDICT (0: none)
+            "features": Field(INT, required=False, rng=FEATURE_ROWS),  # target-feature rows per VERDICT (0: none)
         },
         tensors={"prompt": Tensor(INT_IDS, ((1, "max_prompt_len"),), rng=TOKEN)},
     ),
@@ -275,7 +275,7 @@ SCHEMAS: dict[MsgType, Schema] = {
                 "vocab_hash": Field((str,), required=False, pattern=SHA256_HEX),  # the target tokenizer's hash
                 "edge": Field((dict,), required=False, values=SETTING, inf_ok=True),  # the edge's settings
                 "token": Field((str,), required=False, pattern=TOKEN_HEX),  # the session token (this edge: always)
-                "features": Field(INT, required=False, rng=FEATURE_ROWS)},  # target-feature rows granted (only if asked)
+                "features": Field(INT, required=False, rng=FEATURE_ROWS)},  # target-feature rows granted (if asked)
     ),
     MsgType.PING: Schema(
         fields={

@@ -157,7 +157,8 @@ def train(cfg: FeatureDrafterConfig, head: FeatureHead, pool: list[dict], out: P
         last = {"step": step, **m}
         if step % 50 == 0 or step == cfg.steps:
             own = f" acc on own features {m['acc_own']:.3f}" if "acc_own" in m else ""
-            print(f"step {step}: reg {m['reg']:.4f} ce {m['ce']:.3f} acc {m['acc']:.3f}{own} ({time.monotonic() - t0:.0f} s)")
+            took = time.monotonic() - t0
+            print(f"step {step}: reg {m['reg']:.4f} ce {m['ce']:.3f} acc {m['acc']:.3f}{own} ({took:.0f} s)")
         out_of_time = cfg.max_train_s and time.monotonic() - t0 > cfg.max_train_s
         if step % cfg.save_every == 0 or step == cfg.steps or out_of_time:
             torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "step": step},
@@ -201,7 +202,8 @@ def run(cfg: FeatureDrafterConfig) -> dict:
         t0 = time.monotonic()
         pool = build_pool(target, rows, cfg.max_new_tokens)
         torch.save(pool, pool_path)
-        print(f"pool: {len(pool)} generations, {sum(len(p['x']) for p in pool)} positions ({time.monotonic() - t0:.0f} s)")
+        n = sum(len(p["x"]) for p in pool)
+        print(f"pool: {len(pool)} generations, {n} positions ({time.monotonic() - t0:.0f} s)")
     torch.manual_seed(cfg.seed)
     head = FeatureHead.from_target(target, n_layers=cfg.layers, n_heads=cfg.heads, window=cfg.window)
     last = train(cfg, head, pool, out)
@@ -215,7 +217,8 @@ def run(cfg: FeatureDrafterConfig) -> dict:
         result["eval"]["prompts"], result["eval"]["k"] = len(ev), cfg.draft_len
         for name, r in result["eval"].items():
             if isinstance(r, dict):
-                print(f"{name}: AAL {r['aal']:.2f} at K={cfg.draft_len}, identical to target {r['identical_to_target']:.0%}")
+                same = r["identical_to_target"]
+                print(f"{name}: AAL {r['aal']:.2f} at K={cfg.draft_len}, identical to target {same:.0%}")
     (out / "eval.json").write_text(json.dumps(result, indent=1))
     return result
 

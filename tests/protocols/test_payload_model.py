@@ -73,7 +73,7 @@ def test_draft_features_are_counted_in_the_model_and_validated():
 def test_target_features_in_the_verdict_are_what_the_model_charges():
     """Every VERDICT of a session granted target features weighs what the payload model predicts (chain and tree)."""
     import dataclasses
-    from protocols.accounting import message_bytes
+
     from protocols.wire import Limits as L
     from wisv.timing.latency import down_s
     from wisv.timing.protodesc import describe, downlink_bits
@@ -96,7 +96,8 @@ def test_target_features_in_the_verdict_are_what_the_model_charges():
                 n = verdict.tensors["features"].shape[0]
                 assert n == min(rows, verdict.header["n_accepted"] + 1)
                 pbn = wire_payload_bits(D_D, VOCAB, K, target_features=n, d_t=D_D)
-                bare = dataclasses.replace(verdict, tensors={k: v for k, v in verdict.tensors.items() if k != "features"})
+                bare = dataclasses.replace(verdict, tensors={k: v for k, v in verdict.tensors.items()
+                                                             if k != "features"})
                 assert message_bytes(verdict) - message_bytes(bare) == pbn.tf_bits / 8  # exactly what features add
                 if not d.tree:  # a chain's whole VERDICT (a tree's path tensor is charged as K indices, no descriptor)
                     model = downlink_bits(d, K, pbn) / 8

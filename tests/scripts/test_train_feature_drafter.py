@@ -1,4 +1,5 @@
-"""scripts/train_feature_drafter.py on the built-in toy pair: a tiny run, resumed, stopped by --max-train-s, evaluated."""
+"""scripts/train_feature_drafter.py on the built-in toy pair: a tiny run, resumed, stopped by --max-train-s and
+evaluated."""
 from __future__ import annotations
 
 import json

@@ -93,7 +93,9 @@ class Local:
 
     def draft_session(self, ids: list[int]) -> DraftSession:
         """The prompt's DraftSession: the feature head's with --drafter-head, else the drafter's."""
-        return DraftSession(self.drafter, ids) if self.head is None else FeatureDraftSession(self.drafter, ids, self.head)
+        if self.head is None:
+            return DraftSession(self.drafter, ids)
+        return FeatureDraftSession(self.drafter, ids, self.head)
 
     def tcp(self) -> tuple[int, int] | None:
         """(data segments sent, retransmitted) of this host's TCP connections to the endpoint (None: unknown)."""
