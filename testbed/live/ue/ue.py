@@ -44,8 +44,8 @@ from testbed.live.ue.kept import Kept, in_prompt_order, keep_done
 from testbed.live.ue.retry import RetryExhausted
 from testbed.live.ue.ueconfig import UEConfig
 from testbed.live.ue.ueround import run_round
-from wisv.decoding.rejection import load_predictor, stop_rule
 from wisv.decoding.featdraft import FeatureDraftSession, FeatureHead, load_head
+from wisv.decoding.rejection import load_predictor, stop_rule
 from wisv.decoding.sessions import DraftSession
 from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.pairs import apply_pair
