@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -29,10 +30,12 @@ SESSION_TOKEN = "0" * 32  # a live edge's session token (testbed/live/edge/admis
 
 
 @lru_cache(maxsize=64)
-def wire_payload_bits(d_d: int, vocab: int, k: int = 8, features: bool = False, token: bool = False) -> PayloadBits:
+def wire_payload_bits(d_d: int, vocab: int, k: int = 8, features: bool = False, token: bool = False,
+                      target_features: int = 0, d_t: int = 0) -> PayloadBits:
     """PayloadBits of this testbed's wire format (int32 ids and positions, fp16 hidden/probs; with ``features``,
     each DRAFT also carries the [K, 3] fp16 draft features; with ``token``, the session token a live edge
-    (``testbed.serve``) requires in every uplink message of a session, which in-process sessions do without).
+    (``testbed.serve``) requires in every uplink message of a session, which in-process sessions do without; with
+    ``target_features`` rows of width ``d_t``, each VERDICT carries the target's features, fp16 [rows, d_t]).
 
     Overheads are measured by encoding representative messages, so the cost model predicts
     the bytes this testbed actually sends.
@@ -46,4 +49,9 @@ def wire_payload_bits(d_d: int, vocab: int, k: int = 8, features: bool = False, 
     verdict = make(MsgType.VERDICT, "ue-0000", None, round=100, n_accepted=3, next_token=300, mismatches=2,
                    queried=2, t_verify_s=0.01, t_head_s=0.001, t_edge_s=0.012, batch=1, done=False)  # as the edge's
     o_dn = message_bytes(verdict) * 8 - (32 + 32)  # s_fb carried as two ints in the header
-    return PayloadBits(b_tok=32, b_h=16, b_idx=32, d_d=d_d, vocab=vocab, o_up=o_up, o_dn=o_dn, b_feat=b_feat)
+    tf_bits = 0
+    if target_features:  # the features' payload, their descriptor in the header and their frame
+        rows = {"features": np.zeros((target_features, d_t), np.float16)}
+        tf_bits = (message_bytes(replace(verdict, tensors=rows)) - message_bytes(verdict)) * 8
+    return PayloadBits(b_tok=32, b_h=16, b_idx=32, d_d=d_d, vocab=vocab, o_up=o_up, o_dn=o_dn, b_feat=b_feat,
+                       tf_bits=tf_bits)

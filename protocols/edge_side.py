@@ -58,7 +58,7 @@ class EdgeSession:
 
     def __init__(self, sid: str, verify: VerifySession, open_msg: Message, policy: MismatchPolicy, tau: float,
                  eos_token_id: int | None):
-        h = open_msg.header
+        h = self.open_header = open_msg.header
         self.sid, self.verify, self.policy, self.tau, self.eos = sid, verify, policy, tau, eos_token_id
         self.protocol_name = h["protocol"]
         proto = get_protocol(self.protocol_name)  # checks the name
@@ -85,6 +85,12 @@ class EdgeSession:
         self.round_edge_s = 0.0  # edge handling time of the round so far (SH: the DRAFT part)
         self.token = ""  # the edge's token for this session (its server sets it; messages carry it)
         self.sibling = False  # verify the target's own token beside each mismatch (edge sib_* features; server sets it)
+        self.feature_rows = feature_grant(h.get("features", 0), verify)  # target-feature rows per VERDICT (0: none)
+
+    def open_ok_fields(self) -> dict:
+        """What OPEN_OK adds for this session: the target-feature grant, only to a UE that asked (else nothing, so a
+        UE that does not ask gets the OPEN_OK it always got)."""
+        return {"features": self.feature_rows} if "features" in self.open_header else {}
 
     def on_draft(self, msg: Message) -> Message:
         """Verify a block alone; reply HIDDEN_REQ (SH with mismatches) or VERDICT (a retransmission: the cached one)."""
@@ -179,7 +185,9 @@ class EdgeSession:
         now = time.perf_counter()
         t_verify = p.t_verify_s + (now - t0) - t_head
         t_edge, self.round_edge_s = self.round_edge_s + (now - self.msg_t0), 0.0
-        named = None if path is None else {"path": np.asarray(path, np.int32)}  # [n_accepted] a tree's path
+        named = {} if path is None else {"path": np.asarray(path, np.int32)}  # [n_accepted] a tree's path
+        if self.feature_rows:
+            named["features"] = target_features(p.block, v.n_accepted, path, self.feature_rows)  # [n, d_t] fp16
         return self._answer(p.round, make(
             MsgType.VERDICT, self.sid, named, round=p.round, n_accepted=v.n_accepted, next_token=v.next_token,
             mismatches=len(p.mismatches), queried=len(p.protocol.query(p.mismatches)), t_verify_s=t_verify,
@@ -259,6 +267,22 @@ class EdgeSession:
         if self.drafter_hidden is not None and hidden.shape[1] != self.drafter_hidden:
             raise ProtocolError("shape_mismatch", f"hidden width {hidden.shape[1]} != drafter_hidden "
                                                   f"{self.drafter_hidden} declared at OPEN")
+
+
+def feature_grant(asked: int, verify) -> int:
+    """Target-feature rows the edge grants a UE that asked for ``asked``: all of them when its verification pass
+    yields the target's final-layer hidden states (hidden_layer -1), else none."""
+    return asked if asked and getattr(verify, "hidden_layer", -1) == -1 else 0
+
+
+def target_features(block: Block, n_accepted: int, path: list[int] | None, rows: int) -> np.ndarray:
+    """The target's final-layer hidden states at the last ``rows`` committed positions of a round, [n, d_t] fp16.
+
+    Block row 0 is the state after the last committed token, row 1 + i the state after draft node i; a chain commits
+    rows 0..n_accepted, a tree row 0 and its path's nodes.  The last row is the state whose LM head gave the
+    VERDICT's next token: what an EAGLE-style drafter reads with that token's embedding to draft the next block."""
+    chain = list(range(n_accepted + 1)) if path is None else [0] + [1 + i for i in path]  # [n_accepted + 1]
+    return block.hidden[chain[-rows:]].cpu().numpy().astype(np.float16)
 
 
 def _slo_of(meta: dict | None) -> float | None:

@@ -52,6 +52,7 @@ class UEParams:
     draft_len_max: int = 32  # --draft-len auto: the largest K it may choose
     follow_stop_depth: bool = False  # without a local predictor: K <= the stop depth the edge's last VERDICT suggests
     features: bool = False  # DRAFT carries each token's draft features [K, 3] fp16 (the edge's WDT predictor)
+    target_features: int = 0  # target-feature rows asked for at OPEN, carried by each VERDICT (0: none; EAGLE head)
 
     @property
     def auto_window(self) -> bool:

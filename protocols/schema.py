@@ -14,9 +14,10 @@ import numpy as np
 from protocols.registry import ALL_PROTOCOLS
 from protocols.typed import OpenOk, Verdict  # noqa: F401 (the decoded messages' typed fields, read from here too)
 
-WIRE_VERSION = 4  # bump on any incompatible change to SCHEMAS or to the framing (2: OPEN's vocabulary facts,
+WIRE_VERSION = 5  # bump on any incompatible change to SCHEMAS or to the framing (2: OPEN's vocabulary facts,
 #                  REFERENCE; 3: OPEN's first round, for a session resumed with its committed prefix; 4: the edge's
-#                  session token, which DRAFT, HIDDEN and CLOSE carry)
+#                  session token, which DRAFT, HIDDEN and CLOSE carry; 5: target features, asked for in OPEN,
+#                  granted in OPEN_OK, carried by the VERDICT)
 UNBOUNDED = 2**63  # upper bound for ints that have no protocol limit
 
 
@@ -60,6 +61,7 @@ class Limits:
     max_tree_depth: int = 64  # max depth of a DRAFT tree (its size is bounded by max_draft_len)
     max_probe_bytes: int = 2**20  # max PING reply_bytes: a small PING must not buy a large PONG
     draft_features: int = 3  # columns of DRAFT "features": max probability, entropy, top-1 minus top-2 margin
+    max_feature_rows: int = 64  # max target-feature rows (positions) a UE may ask for and a VERDICT may carry
 
 
 # Wire dtypes, always little-endian and C-contiguous. numpy has no bfloat16:
@@ -89,6 +91,7 @@ POSITIVE = Range("bad_field", lambda lim: (1, UNBOUNDED))
 LAYER = Range("bad_field", lambda lim: (-1024, 1025))  # hidden-state layer index (negative: from the end)
 REPLY_BYTES = Range("too_large", lambda lim: (0, lim.max_probe_bytes + 1))
 PROTOCOL_NAME = "|".join(map(re.escape, ALL_PROTOCOLS))  # a protocol field names one in protocols/registry.py
+FEATURE_ROWS = Range("bad_field", lambda lim: (0, lim.max_feature_rows + 1))  # OPEN/OPEN_OK "features": 0 = none
 PARENT = Range("bad_tree", lambda lim: (-1, lim.max_draft_len))  # a tree node's parent index; -1: the root
 
 
@@ -223,6 +226,23 @@ def check_path(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: L
                         f"VERDICT path has {path.shape[0]} nodes, n_accepted is {header['n_accepted']}")
 
 
+def check_target_features(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
+    """A VERDICT's target features [n, d_t]: at most one row per committed token (n_accepted + 1), all finite."""
+    f = tensors.get("features")
+    if f is None:
+        return
+    if f.shape[0] > header["n_accepted"] + 1:
+        raise WireError("shape_mismatch", f"VERDICT features have {f.shape[0]} rows, the round committed "
+                                          f"{header['n_accepted'] + 1} tokens")
+    if not np.isfinite(f.astype(np.float32)).all():
+        raise WireError("bad_features", "VERDICT features hold a NaN or an infinity")
+
+
+def check_verdict(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
+    check_path(header, tensors, limits)
+    check_target_features(header, tensors, limits)
+
+
 INT = (int,)
 FLOAT = (float, int)
 SHA256_HEX = r"[0-9a-f]{64}"  # a sha256 digest in lowercase hex
@@ -245,6 +265,7 @@ SCHEMAS: dict[MsgType, Schema] = {
             "round": Field(INT, required=False, rng=NONNEG),  # the first DRAFT's round (resumed: past 0; default 0)
             "token": Field((str,), required=False, pattern=TOKEN_HEX),  # the session this OPEN resumes (replaces)
             "keepalive_ms": Field(INT, required=False, rng=NONNEG),  # the UE keeps the session alive this often (0: no)
+            "features": Field(INT, required=False, rng=FEATURE_ROWS),  # target-feature rows per VERDICT (0: none)
         },
         tensors={"prompt": Tensor(INT_IDS, ((1, "max_prompt_len"),), rng=TOKEN)},
     ),
@@ -253,7 +274,8 @@ SCHEMAS: dict[MsgType, Schema] = {
                 "hidden_layer": Field(INT, required=False, rng=LAYER),  # layer the edge's head reads (default -1)
                 "vocab_hash": Field((str,), required=False, pattern=SHA256_HEX),  # the target tokenizer's hash
                 "edge": Field((dict,), required=False, values=SETTING, inf_ok=True),  # the edge's settings
-                "token": Field((str,), required=False, pattern=TOKEN_HEX)},  # the session token (this edge: always)
+                "token": Field((str,), required=False, pattern=TOKEN_HEX),  # the session token (this edge: always)
+                "features": Field(INT, required=False, rng=FEATURE_ROWS)},  # target-feature rows granted (if asked)
     ),
     MsgType.PING: Schema(
         fields={
@@ -315,8 +337,12 @@ SCHEMAS: dict[MsgType, Schema] = {
             "stop_depth": Field(INT, required=False, rng=DRAFT_LEN),  # the edge's suggested K for the next block
             "done": Field((bool,)),
         },
-        tensors={"path": Tensor(("int32",), ((0, "max_draft_len"),), required=False, rng=POSITION)},  # tree: nodes
-        check=check_path,
+        tensors={
+            "path": Tensor(("int32",), ((0, "max_draft_len"),), required=False, rng=POSITION),  # tree: nodes
+            "features": Tensor(  # [n, d_t] the target's final-layer hidden states at the last n committed positions
+                ("float16",), ((1, "max_feature_rows"), (1, "max_hidden_dim")), required=False),
+        },
+        check=check_verdict,
     ),
     MsgType.CLOSE: Schema(fields={"token": Field((str,), required=False, pattern=TOKEN_HEX)}),
     MsgType.CLOSED: Schema(),

@@ -24,6 +24,7 @@ class Verdict:
     batch: int = 1  # requests verified in the same target pass
     stop_depth: int | None = None  # the edge's suggested K for the next block (None: none)
     path: tuple[int, ...] = ()  # tree: the accepted path's node indices, root first
+    features: np.ndarray | None = None  # [n, d_t] fp16 target features at the last n committed positions (if granted)
 
     @classmethod
     def of(cls, header: dict[str, Any], tensors: dict[str, np.ndarray] | None = None) -> Verdict:
@@ -32,7 +33,8 @@ class Verdict:
                    mismatches=h["mismatches"], queried=h["queried"], t_verify_s=h["t_verify_s"],
                    t_head_s=h["t_head_s"], t_edge_s=h.get("t_edge_s", h["t_verify_s"] + h["t_head_s"]),
                    done=h["done"], batch=h.get("batch", 1), stop_depth=h.get("stop_depth"),
-                   path=tuple(int(i) for i in (tensors or {}).get("path", ())))
+                   path=tuple(int(i) for i in (tensors or {}).get("path", ())),
+                   features=(tensors or {}).get("features"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,9 +47,11 @@ class OpenOk:
     vocab_hash: str | None = None  # sha256 of the target tokenizer's (token, id) pairs (None: not sent)
     edge: dict[str, Any] | None = None  # the edge's settings, a run records them (None: not sent)
     token: str | None = None  # the session token the session's later messages carry (None: not sent)
+    features: int = 0  # target-feature rows each VERDICT carries (granted only to a UE that asked; 0: none)
 
     @classmethod
     def of(cls, header: dict[str, Any]) -> OpenOk:
         h = header
         return cls(target_hidden=h["target_hidden"], vocab_size=h["vocab_size"], hidden_layer=h.get("hidden_layer", -1),
-                   vocab_hash=h.get("vocab_hash"), edge=h.get("edge"), token=h.get("token"))
+                   vocab_hash=h.get("vocab_hash"), edge=h.get("edge"), token=h.get("token"),
+                   features=h.get("features", 0))

@@ -82,22 +82,31 @@ class UESession:
         self.n_rounds = 0
         self.token: dict[str, str] = {}  # {"token": the edge's session token} once OPEN_OK gave one
         self.servable: tuple[str, ...] = HIDDEN_PROTOCOLS  # the WISV protocols the edge's head serves (OPEN_OK)
+        self.granted: tuple[int, int] = (0, 0)  # (target-feature rows per VERDICT, their width d_t) from OPEN_OK
 
     def open_message(self) -> Message:
         """OPEN with the committed prefix (the prompt, plus the tokens committed so far when the session is resumed
         after the edge lost it), the budget left, and the round in flight (or next) as the first round."""
         prompt = np.asarray(self.d.seq, dtype=np.int32)
         vocab = {} if self.p.vocab is None else self.p.vocab.header()
+        asks = {"features": self.p.target_features} if self.p.target_features else {}
         return make(MsgType.OPEN, self.sid, {"prompt": prompt}, protocol=self.p.protocol, draft_len=self._block_max(),
                     max_new_tokens=self.p.max_new_tokens - len(self.tokens),
-                    drafter_hidden=int(self.d.model.config.hidden_size), temperature=float(self.p.temperature),
-                    seed=self.p.seed + 1, round=self.n_rounds, **vocab, **self.token)
+                    drafter_hidden=self.d.hidden_size, temperature=float(self.p.temperature),
+                    seed=self.p.seed + 1, round=self.n_rounds, **vocab, **self.token, **asks)
 
     def check_open_ok(self, ok: OpenOk) -> None:
         """The UE's own check of the edge's OPEN_OK (the target's tokenizer hash, where both sides have one); keeps
         the session token, which the session's later messages carry."""
         if ok.token is not None:
             self.token = {"token": ok.token}
+        if ok.features > self.p.target_features:
+            raise HandshakeError(f"the edge grants {ok.features} target-feature rows, the UE asked for "
+                                 f"{self.p.target_features}")
+        if self.p.target_features and not ok.features:
+            raise HandshakeError("the UE's drafter reads the target's features, and this edge grants none (its "
+                                 "verification pass does not yield the target's final-layer hidden states)")
+        self.granted = (ok.features, ok.target_hidden)
         self.servable = servable(bool((ok.edge or {}).get("uploads_hidden", True)))
         theirs = ok.vocab_hash
         if self.p.vocab is not None and self.p.vocab.hash and theirs:
@@ -160,7 +169,7 @@ class UESession:
         rate = min(1.0, self.stats.m_mean / max(1, self.round.window or len(self.round.draft.tokens) or 1)) \
             if self.round is not None else 0.0
         name, features, rate = self.shape.cost_terms(self.proto.name, self.p.features, rate)
-        pb = wire_payload_bits(int(self.d.model.config.hidden_size), self.p.vocab_size or 1, features=features)
+        pb = wire_payload_bits(self.d.hidden_size, self.p.vocab_size or 1, features=features)
         return AutoWindow(tracker=self.window, csi=csi_est or CSI.ideal(), pb=pb, protocol=name, mismatch_rate=rate,
                           wisp=self.stop)
 
@@ -196,14 +205,25 @@ class UESession:
         done (at the budget or EOS)."""
         r = self.round
         committed = self.shape.settle(self.d, r, v)
+        if v.features is not None:
+            self._take_features(v.features)
         self.shape.learn(self.window, r, v, self.p)
         r.verdict = v
         r.columns = self.shape.columns(r)
+        if self.granted[0]:
+            r.columns["feature_bytes"] = 0 if v.features is None else int(v.features.nbytes)
         committed = truncate_output(committed, self.p.max_new_tokens - len(self.tokens), self.eos)
         self.tokens.extend(committed)
         self.stats.update(v.mismatches)
         self.n_rounds += 1
         self.done = v.done or len(self.tokens) >= self.p.max_new_tokens or committed[-1] == self.eos
+
+    def _take_features(self, f: np.ndarray) -> None:
+        """Hand the VERDICT's target features [n, d_t] to the drafter, after checking them against the grant."""
+        rows, width = self.granted
+        if f.shape[0] > rows or f.shape[1] != width:
+            raise EdgeError(f"VERDICT features of shape {list(f.shape)}; the edge granted {rows} rows of width {width}")
+        self.d.take_features(torch.from_numpy(f.astype(np.float32)))  # [n, d_t]
 
     def _block_max(self) -> int:
         """The most tokens one DRAFT carries (OPEN's draft_len)."""
@@ -214,5 +234,5 @@ class UESession:
             return self.proto
         if csi_est is None:
             return get_protocol(self.servable[0])
-        pb = wire_payload_bits(int(self.d.model.config.hidden_size), self.p.vocab_size or 1)
+        pb = wire_payload_bits(self.d.hidden_size, self.p.vocab_size or 1)
         return get_protocol(choose(self.p.auto_rule, csi_est, k, self.stats, pb, self.servable))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -111,6 +111,11 @@ def deployment(cfg, pair: PairCache, head: Head) -> tuple[Deployment, dict]:
         pb = wire_payload_bits(d.d_model, d.vocab)
     else:
         raise ValueError(f"unknown payload encoding {cfg.payload!r}; use paper or wire")
+    rows = getattr(cfg, "target_features", 0)
+    if rows:  # the feature drafter's downlink: rows of the target's width, fp16
+        tf = wire_payload_bits(d.d_model, d.vocab, target_features=rows, d_t=t.d_model).tf_bits \
+            if cfg.payload == "wire" else rows * t.d_model * 16
+        pb = replace(pb, tf_bits=tf)
     ex = exchange_overhead_s(cfg)
     dep = Deployment(d, t, ue, edge, pb, head_hidden=head.hidden, csi_dim=head.csi_dim, exchange_overhead_s=ex)
     resolved = {"dims": dims_desc, "drafter_dims": asdict(d), "target_dims": asdict(t), "ue": ue.to_dict(),

@@ -68,3 +68,46 @@ def test_draft_features_are_counted_in_the_model_and_validated():
         with pytest.raises(WireError) as e:
             decode(encode(msg), LIMITS)
         assert e.value.code == code, (code, e.value)
+
+
+def test_target_features_in_the_verdict_are_what_the_model_charges():
+    """Every VERDICT of a session granted target features weighs what the payload model predicts (chain and tree)."""
+    import dataclasses
+
+    from protocols.wire import Limits as L
+    from wisv.timing.latency import down_s
+    from wisv.timing.protodesc import describe, downlink_bits
+    from wisv.timing.roundtime import comm_s
+    limits = L(vocab_size=VOCAB, max_draft_len=16, max_positions=16)
+    for rows in (1, 2):
+        pb0, pb = wire_payload_bits(D_D, VOCAB, K), wire_payload_bits(D_D, VOCAB, K, target_features=rows, d_t=D_D)
+        assert pb.tf_bits >= rows * D_D * 16 and pb.tf_bits - rows * D_D * 16 <= 40 * 8  # payload + descriptor, frame
+        for protocol in ("greedy", "tree"):
+            torch.manual_seed(0)
+            drafter, target = make_pair("llama", D_D, 2, 4, 2, vocab=VOCAB, eos=EOS)
+            params = UEParams(protocol=protocol, draft_len=K, tree_budget=K, max_new_tokens=40, target_features=rows)
+            ue = UESession("ue-0", DraftSession(drafter, [3, 4, 5]), params, EOS)
+            edge = EdgeSession("ue-0", VerifySession(target, [3, 4, 5]), decode(encode(ue.open_message()), limits),
+                               RejectAll(), 0.5, EOS)
+            d, plain = describe(protocol), edge.feature_rows
+            assert plain == rows
+            for _ in range(3):  # rounds: each VERDICT's bytes against the model's
+                verdict = edge.on_draft(decode(encode(ue.next_draft(None)), limits))
+                n = verdict.tensors["features"].shape[0]
+                assert n == min(rows, verdict.header["n_accepted"] + 1)
+                pbn = wire_payload_bits(D_D, VOCAB, K, target_features=n, d_t=D_D)
+                bare = dataclasses.replace(verdict, tensors={k: v for k, v in verdict.tensors.items()
+                                                             if k != "features"})
+                assert message_bytes(verdict) - message_bytes(bare) == pbn.tf_bits / 8  # exactly what features add
+                if not d.tree:  # a chain's whole VERDICT (a tree's path tensor is charged as K indices, no descriptor)
+                    model = downlink_bits(d, K, pbn) / 8
+                    assert abs(message_bytes(verdict) - model) <= SLACK_BYTES, (protocol, rows, message_bytes(verdict))
+                ue.round.verdict = None
+                committed = edge.verify.seq[len(ue.d.seq):]
+                ue.d.commit(committed)
+                ue.n_rounds += 1
+                if edge.done:
+                    break
+        csi = CSI(2.0, 2.0, 20.0)
+        extra = comm_s("greedy", K, 0, csi, pb) - comm_s("greedy", K, 0, csi, pb0)
+        assert abs(extra - down_s(pb.tf_bits, csi)) < 1e-12 and extra > 0

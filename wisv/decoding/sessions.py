@@ -73,10 +73,17 @@ class _CachedModel:
 class DraftSession(_CachedModel):
     """The drafter's view of one sequence (UE side)."""
 
+    reads_features = 0  # target-feature rows it reads per round (take_features; wisv.decoding.featdraft: 1)
+
     def __init__(self, model: PreTrainedModel, prompt_ids: list[int], hidden_layer: int = -1):
         super().__init__(model, prompt_ids, hidden_layer)
         self.drafted: list[int] = []  # last block; all but its last token are in the cache after seq
         self.carry: Draft | None = None  # proactive tokens kept as the start of the next block (SpecEdge)
+
+    @property
+    def hidden_size(self) -> int:
+        """Width of the hidden states its drafts carry (``Draft.hidden``): what OPEN declares as drafter_hidden."""
+        return int(self.model.config.hidden_size)
 
     def draft(self, k: int, *, sample: bool = False, temperature: float = 1.0,
               generator: torch.Generator | None = None, eos_token_id: int | None = None,

@@ -4,6 +4,7 @@ Both models keep a KV cache across rounds (see wisv/decoding/sessions.py); the p
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -64,7 +65,8 @@ def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prom
                          *, max_new_tokens: int, draft_len: int, rule: Rule = "greedy",
                          eos_token_id: int | None = None, policy: MismatchPolicy | None = None,
                          tau: float = 0.5, temperature: float = 1.0, generator: torch.Generator | None = None,
-                         hidden_layer: int = -1, csi: CSI | None = None, sibling: bool = False) -> SpecOutput:
+                         hidden_layer: int = -1, csi: CSI | None = None, sibling: bool = False,
+                         make_draft: Callable[[list[int]], DraftSession] | None = None) -> SpecOutput:
     """Speculative decoding of ``prompt_ids`` with the drafter proposing ``draft_len`` tokens per round.
 
     rule: "greedy" (lossless w.r.t. target greedy decoding), "sampling" (speculative sampling at
@@ -74,6 +76,9 @@ def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prom
     passed to the policy (the link state the decision head conditions on).  ``sibling``: at each mismatch also
     verify the target's own token beside the draft token (one more small pass; the edge features' ``sib_*`` columns,
     wisv/decoding/siblings.py); the decisions read the chain's rows only, so the tokens are the same either way.
+    ``make_draft(prompt)``: the UE's DraftSession (default: ``DraftSession(drafter, prompt)``); one that reads target
+    features (a FeatureDraftSession) gets the target's final-layer state behind the last committed token after each
+    round, as a VERDICT brings it.
     """
     if rule not in ("greedy", "sampling", "wisv"):
         raise ValueError(f"unknown rule {rule!r}; use 'greedy', 'sampling' or 'wisv'")
@@ -86,7 +91,10 @@ def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prom
         raise ValueError("prompt_ids is empty")
     eos_token_id = eos_id(target) if eos_token_id is None else eos_token_id
     policy = policy or RejectAll()
-    d, t = DraftSession(drafter, seq, hidden_layer), VerifySession(target, seq, hidden_layer)
+    d = DraftSession(drafter, seq, hidden_layer) if make_draft is None else make_draft(seq)
+    if d.reads_features and hidden_layer != -1:
+        raise ValueError("a drafter that reads target features needs the final layer's states (hidden_layer=-1)")
+    t = VerifySession(target, seq, hidden_layer)
     ctx = RoundContext(rule=rule, eos=eos_token_id, policy=policy, tau=tau, temperature=temperature, gen=generator,
                        csi=csi, sibling=sibling)
     out, rounds = [], []
@@ -151,6 +159,9 @@ def _round(d: DraftSession, t: VerifySession, k: int, ctx: RoundContext, index: 
     v = _verdict(ctx, draft=draft, q=dr.probs, block=blk, mism_probs=probs, tau=tau)
     committed = t.commit(dr.tokens, v.n_accepted, v.next_token)
     d.commit(committed)
+    if d.reads_features:  # block row n_accepted: the state whose LM head gave the next token (the VERDICT's rows)
+        rows = blk.hidden[max(0, v.n_accepted + 1 - d.reads_features): v.n_accepted + 1]  # [n, d_t]
+        d.take_features(rows.float().cpu())
     return RoundRecord(index, len(dr.tokens), v.n_accepted, mism, v.next_token, dr.tokens, blk.argmax.tolist(),
                        committed, [float(x) for x in probs], hd, ht, ef)
 

@@ -31,6 +31,7 @@ class RoundRow:
     exchanges: int | None = None  # request/reply exchanges on the link this round
     uplink_bytes: int | None = None  # bytes sent UE -> edge this round, on the wire
     downlink_bytes: int | None = None  # bytes sent edge -> UE this round, on the wire
+    feature_bytes: int | None = None  # of downlink_bytes: the VERDICT's target features (n x d_t fp16 payload), bytes
     t_draft_s: float | None = None  # drafting time of the block, s
     t_comm_s: float | None = None  # link time: the round's socket-to-socket time minus the edge's time, s
     t_verify_s: float | None = None  # target verification pass, s

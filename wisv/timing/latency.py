@@ -25,6 +25,7 @@ class PayloadBits:
     o_up: float = 0.0  # fixed overhead per uplink message, bits
     o_dn: float = 0.0  # fixed overhead per downlink message, bits
     b_feat: float = 0.0  # bits of draft features per drafted token on a chain uplink (0: none; 3 fp16 = 48)
+    tf_bits: float = 0.0  # bits of target features per VERDICT: rows x d_t x 16 plus their frame (0: none asked)
 
     @classmethod
     def paper(cls, vocab: int, d_d: int, b_h: int = 16, o_up: float = 0.0, o_dn: float = 0.0) -> PayloadBits:
@@ -104,14 +105,14 @@ def t_single_exchange(up_bits: float, down_bits: float, csi: CSI) -> float:
 
 def t_fh(k: int, csi: CSI, pb: PayloadBits) -> float:
     """Eq. 6: FH round communication time."""
-    return t_single_exchange(s_fh(k, pb), pb.s_fb + pb.o_dn, csi)
+    return t_single_exchange(s_fh(k, pb), pb.s_fb + pb.tf_bits + pb.o_dn, csi)
 
 
 def t_sh(k: int, m: float, csi: CSI, pb: PayloadBits) -> float:
     """Eq. 10: SH round communication time; a round with no mismatch (m = 0) pays one RTT only.
 
     ``m`` may be fractional (an average number of queried positions)."""
-    t = t_single_exchange(s_sh1(k, pb), pb.s_fb + pb.o_dn, csi)
+    t = t_single_exchange(s_sh1(k, pb), pb.s_fb + pb.tf_bits + pb.o_dn, csi)
     if m > 0:
         t += down_s(s_req(m, pb), csi) + up_s(s_sh2(m, pb), csi) + csi.rtt_ms / 1e3
     return t

@@ -83,10 +83,11 @@ def uplink_bits(d: ProtocolDesc, k: int, pb: PayloadBits) -> float:
 
 def downlink_bits(d: ProtocolDesc, k: int, pb: PayloadBits) -> float:
     """The VERDICT: a chain's rejected index and next token (eq. 4); a tree's next token and its accepted path
-    (at most ``k`` node indices, charged as k: s_tree_fb)."""
+    (at most ``k`` node indices, charged as k: s_tree_fb); plus the target features a feature drafter asked for
+    (``pb.tf_bits``, 0 when none)."""
     if d.tree:
-        return pb.b_tok + k * pb.b_idx + pb.o_dn
-    return pb.s_fb + pb.o_dn
+        return pb.b_tok + k * pb.b_idx + pb.tf_bits + pb.o_dn
+    return pb.s_fb + pb.tf_bits + pb.o_dn
 
 
 def exchanges(d: ProtocolDesc, m: float) -> int:

@@ -259,7 +259,7 @@ class EdgeServer:
         vocab_hash = {"vocab_hash": self.vocab.hash} if self.vocab.hash else {}
         return make(MsgType.OPEN_OK, msg.session, target_hidden=int(self.target.config.hidden_size),
                     vocab_size=int(self.target.config.vocab_size), hidden_layer=self.hidden_layer, edge=self.settings,
-                    token=seat.token, **vocab_hash)
+                    token=seat.token, **vocab_hash, **sess.open_ok_fields())
 
     def _check_budget(self, max_new_tokens: int, prompt_len: int) -> None:
         if why := budget_refusal(self.open_limits, max_new_tokens, prompt_len):

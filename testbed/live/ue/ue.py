@@ -44,6 +44,7 @@ from testbed.live.ue.kept import Kept, in_prompt_order, keep_done
 from testbed.live.ue.retry import RetryExhausted
 from testbed.live.ue.ueconfig import UEConfig
 from testbed.live.ue.ueround import run_round
+from wisv.decoding.featdraft import FeatureDraftSession, FeatureHead, load_head
 from wisv.decoding.rejection import load_predictor, stop_rule
 from wisv.decoding.sessions import DraftSession
 from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
@@ -88,6 +89,13 @@ class Local:
     edge: dict = field(default_factory=dict)  # the edge's settings from its last OPEN_OK
     endpoint: str = ""  # tcp://HOST:PORT the UE connects to
     log: RoundLog | None = None  # every round appended as it happens (rounds.jsonl)
+    head: FeatureHead | None = None  # --drafter-head: the feature head that drafts, fed with the target's features
+
+    def draft_session(self, ids: list[int]) -> DraftSession:
+        """The prompt's DraftSession: the feature head's with --drafter-head, else the drafter's."""
+        if self.head is None:
+            return DraftSession(self.drafter, ids)
+        return FeatureDraftSession(self.drafter, ids, self.head)
 
     def tcp(self) -> tuple[int, int] | None:
         """(data segments sent, retransmitted) of this host's TCP connections to the endpoint (None: unknown)."""
@@ -117,7 +125,9 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
                       pipeline_depth=cfg.pipeline_depth, tree_budget=cfg.tree_budget, vocab=loc.vocab,
                       draft_len_max=cfg.draft_len_max, features=cfg.draft_features,
                       follow_stop_depth=cfg.follow_stop_depth)
-    sess = UESession(sid, DraftSession(loc.drafter, ids), params, eos_id(loc.drafter), loc.stop, loc.window)
+    d = loc.draft_session(ids)
+    params.target_features = d.reads_features
+    sess = UESession(sid, d, params, eos_id(loc.drafter), loc.stop, loc.window)
     loc.window = sess.window  # the first prompt's, by the protocol's round class (a tree's: TreeRounds.tracker)
     t1 = time.perf_counter()
     ok = open_session(client, sess)
@@ -208,7 +218,8 @@ def run(cfg: UEConfig) -> dict:
     ids = [str(p["prompt_id"]) for p in prompts]
     kept = keep_done(out, ids) if cfg.keep_done else Kept()  # testbed.run --continue: what an interrupted run did
     loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect,
-                log=RoundLog(out / "rounds.jsonl", append=cfg.keep_done))
+                log=RoundLog(out / "rounds.jsonl", append=cfg.keep_done),
+                head=load_head(cfg.drafter_head) if cfg.drafter_head else None)
     ctx, est = zmq.Context(), CSIEstimator(probe_target_ms=cfg.probe_ms, first_probe_bytes=max(cfg.probe_bytes, 1))
     client = Client(ctx, cfg.connect, cfg.ue_id, Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms),

@@ -81,6 +81,8 @@ class UEConfig:
         "above": 0})  # per attempt: no reply within this long, reconnect and send again, s
     retry_s: float = field(default=60.0, metadata={
         "min": 0})  # retry window: resend (with backoff) and resume for this long, then the run fails, s
+    drafter_head: str | None = field(  # an EAGLE-style feature head (scripts/train_feature_drafter.py):
+        default=None)  # ask the edge for the target's features and draft with it
     rejection_predictor: str | None = field(  # WISP predictor (safetensors):
         default=None)  # end each block at the first predicted rejection
     rejection_threshold: float | None = field(default=None, metadata={

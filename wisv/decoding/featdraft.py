@@ -1,0 +1,211 @@
+"""An EAGLE-style draft head on the UE that reads the target's features sent down the link (Li et al., EAGLE, 2024).
+
+The head predicts the target's next final-layer (post-norm) hidden state, its *feature*, and reads the token from it
+with a copy of the target's LM head.  At a sequence position p its input is ``fc([f_{p-1} ; e(x_p)])``: the feature
+that produced token x_p (the target's, where a VERDICT brought it; else the head's own prediction) beside x_p's
+embedding (a copy of the target's); one or two causal decoder layers over the last ``window`` positions give
+``f^_p``, and ``lm_head(f^_p)`` the next token.  Drafting a block runs it autoregressively: from the target's feature
+of the last VERDICT and its next token, then on its own predicted features.
+
+``FeatureDraftSession`` is a ``DraftSession`` (so every chain protocol drafts with it); its ``Draft.hidden``, what
+fh and sh upload as the "drafter's hidden states", are the head's own predicted features [K, d_t].  Before the first
+feature arrives (a session's first block) the head starts from a zero feature, as it was trained to.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+
+from wisv.decoding.rejection import draft_features
+from wisv.decoding.sessions import Draft, DraftSession
+
+
+@dataclass(frozen=True)
+class FeatureHeadConfig:
+    """Shape of a feature head."""
+
+    d_t: int  # the target's hidden width: features, embedding and LM head
+    vocab: int  # the target's vocabulary size
+    n_layers: int = 1  # decoder layers over [feature ; embedding]
+    n_heads: int = 4  # attention heads (d_t must divide by it)
+    d_ff: int = 0  # MLP width (0: 2 * d_t)
+    window: int = 64  # positions a layer attends to (training and drafting alike); no positional encoding
+    eps: float = 1e-6  # RMSNorm epsilon
+
+
+class _Layer(nn.Module):
+    """Pre-norm causal self-attention (no positional encoding) and a SiLU-gated MLP."""
+
+    def __init__(self, c: FeatureHeadConfig):
+        super().__init__()
+        d, ff = c.d_t, c.d_ff or 2 * c.d_t
+        self.h, self.window = c.n_heads, c.window
+        self.n1, self.n2 = nn.RMSNorm(d, eps=c.eps), nn.RMSNorm(d, eps=c.eps)
+        self.qkv, self.o = nn.Linear(d, 3 * d, bias=False), nn.Linear(d, d, bias=False)
+        self.gate, self.up = nn.Linear(d, ff, bias=False), nn.Linear(d, ff, bias=False)
+        self.down = nn.Linear(ff, d, bias=False)
+
+    def forward(self, x: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None = None
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """x [B, T, d] after ``past`` (k, v [B, h, P, d/h]); returns [B, T, d] and the (k, v) to pass on."""
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.n1(x)).view(b, t, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)  # 3 x [B, h, T, dh]
+        if past is not None:
+            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+        n = k.shape[2]  # P + T keys
+        i = torch.arange(n - t, n, device=x.device)[:, None]  # [T, 1] query positions
+        j = torch.arange(n, device=x.device)[None, :]  # [1, P + T] key positions
+        allowed = (j <= i) & (i - j < self.window)  # [T, P + T] causal, within the window
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # [B, h, T, dh]
+        x = x + self.o(a.transpose(1, 2).reshape(b, t, d))
+        h = self.n2(x)
+        x = x + self.down(F.silu(self.gate(h)) * self.up(h))
+        keep = self.window - 1  # keys a next position can still see
+        return x, (k[:, :, -keep:], v[:, :, -keep:])
+
+
+class FeatureHead(nn.Module):
+    """fc([f ; e(x)]) -> decoder layer(s) -> predicted feature f^ -> the target's LM head."""
+
+    def __init__(self, c: FeatureHeadConfig):
+        super().__init__()
+        self.cfg = c
+        self.embed = nn.Embedding(c.vocab, c.d_t)  # a frozen copy of the target's
+        self.lm_head = nn.Linear(c.d_t, c.vocab, bias=False)  # a frozen copy of the target's
+        self.fc = nn.Linear(2 * c.d_t, c.d_t, bias=False)
+        self.layers = nn.ModuleList(_Layer(c) for _ in range(c.n_layers))
+
+    def forward(self, feats: torch.Tensor, tokens: torch.Tensor, past: list | None = None) -> tuple[torch.Tensor, list]:
+        """feats [B, T, d_t] (f_{p-1}), tokens [B, T] (x_p) -> predicted features [B, T, d_t] (f^_p), new past."""
+        x = self.fc(torch.cat([feats, self.embed(tokens)], dim=-1))  # [B, T, d_t]
+        new = []
+        for i, layer in enumerate(self.layers):
+            x, kv = layer(x, None if past is None else past[i])
+            new.append(kv)
+        return x, new
+
+    @classmethod
+    def from_target(cls, target: PreTrainedModel, **shape) -> FeatureHead:
+        """A fresh head with frozen copies of ``target``'s input embedding and LM head."""
+        c = target.config
+        head = cls(FeatureHeadConfig(d_t=c.hidden_size, vocab=c.vocab_size, **shape))
+        with torch.no_grad():
+            head.embed.weight.copy_(target.get_input_embeddings().weight.float())
+            head.lm_head.weight.copy_(target.get_output_embeddings().weight.float())
+        head.embed.weight.requires_grad_(False)
+        head.lm_head.weight.requires_grad_(False)
+        return head
+
+
+def save_head(head: FeatureHead, path: Path | str, meta: dict | None = None) -> None:
+    """Write ``head.pt`` (weights) and ``head.json`` (its config and ``meta``) into the directory ``path``."""
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save(head.state_dict(), out / "head.pt")
+    (out / "head.json").write_text(json.dumps({"config": asdict(head.cfg), "meta": meta or {}}, indent=1))
+
+
+def load_head(path: Path | str) -> FeatureHead:
+    """A head written by ``save_head`` (weights only: ``torch.load(weights_only=True)``), in eval mode."""
+    src = Path(path)
+    doc = json.loads((src / "head.json").read_text())
+    head = FeatureHead(FeatureHeadConfig(**doc["config"]))
+    head.load_state_dict(torch.load(src / "head.pt", map_location="cpu", weights_only=True))
+    return head.eval()
+
+
+class FeatureDraftSession(DraftSession):
+    """A DraftSession whose blocks come from a FeatureHead fed with the target's features (``take_features``)."""
+
+    reads_features = 1  # target-feature rows it asks for per VERDICT
+
+    def __init__(self, model: PreTrainedModel, prompt_ids: list[int], head: FeatureHead, hidden_layer: int = -1):
+        super().__init__(model, prompt_ids, hidden_layer)  # the drafter model: its config, the tree protocol's drafts
+        if head.cfg.vocab != model.config.vocab_size:
+            raise ValueError(f"feature head vocabulary {head.cfg.vocab} != the drafter's {model.config.vocab_size}")
+        self.head = head
+        self.feats: dict[int, torch.Tensor] = {}  # best known feature [d_t] at a sequence position (target's, else own)
+
+    @property
+    def hidden_size(self) -> int:
+        """Its drafts' hidden states are predicted target features: the target's width."""
+        return self.head.cfg.d_t
+
+    def take_features(self, f: torch.Tensor) -> None:
+        """The target's features [n, d_t] at the last n committed positions but the newest (a VERDICT's)."""
+        end = len(self.seq) - 1  # the newest committed token has no feature yet: the target has not read it
+        for i in range(f.shape[0]):
+            self.feats[end - f.shape[0] + i] = f[i].float()
+
+    @torch.no_grad()
+    def draft(self, k: int, *, sample: bool = False, temperature: float = 1.0,
+              generator: torch.Generator | None = None, eos_token_id: int | None = None,
+              stop: Callable[[torch.Tensor], bool] | None = None) -> Draft:
+        """Up to ``k`` tokens after ``seq`` from the head (as DraftSession.draft: sampled for reject, ``stop`` asked
+        about every token after the first).  Draft.hidden [K, d_t]: the predicted feature that gave each token."""
+        self.carry = None  # the head drafts no proactive tokens to carry
+        f_in, x_in = self._context()  # [1, T, d_t], [1, T]
+        toks, probs, hids, feats = [], [], [], []
+        past = None
+        for _ in range(k):
+            f_hat, past = self.head(f_in, x_in, past)
+            f_last = f_hat[0, -1]  # [d_t]
+            logits = self.head.lm_head(f_last)  # [V]
+            feat = draft_features(logits[None])[0]  # [4]
+            if sample:
+                q = torch.softmax(logits.double() / temperature, dim=-1)  # [V]
+                y = int(torch.multinomial(q, 1, generator=generator))
+                probs.append(q)
+            else:
+                y = int(logits.argmax())
+            if stop is not None and toks and stop(feat):
+                probs = probs[: len(toks)]
+                break
+            toks.append(y)
+            hids.append(f_last)
+            feats.append(feat)
+            f_in, x_in = f_last[None, None], torch.tensor([[y]])
+            if eos_token_id is not None and y == eos_token_id:
+                break
+        base = len(self.seq) - 1
+        for j, f in enumerate(hids):  # the feature at position base + j is the one that gave token j
+            self.feats.setdefault(base + j, f)
+        self.drafted = list(toks)
+        return Draft(toks, torch.stack(hids) if hids else None, torch.stack(probs) if probs else None,
+                     torch.stack(feats) if feats else None)
+
+    def draft_more(self, m: int, should_stop: Callable[[], bool]) -> Draft:
+        """No proactive tokens: the next block starts from the target's feature of the VERDICT awaited."""
+        return Draft([], None, None, None)
+
+    def commit(self, tokens: list[int], carry: Draft | None = None) -> None:
+        """Append the committed tokens; forget the features of positions past the committed ones, and old ones."""
+        super().commit(tokens, None)
+        end = len(self.seq) - 1
+        for p in [p for p in self.feats if p >= end or p < end - self.head.cfg.window - 1]:
+            del self.feats[p]
+
+    def _context(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The head's inputs for the committed positions it can see, newest last: ([1, T, d_t] f_{p-1}, [1, T] x_p),
+        back from the newest token while the feature before a position is known (the newest: a zero feature if not)."""
+        end = len(self.seq) - 1
+        zero = torch.zeros(self.head.cfg.d_t)
+        f, x = [self.feats.get(end - 1, zero)], [self.seq[end]]
+        p = end - 1
+        while p >= 1 and len(x) < self.head.cfg.window and (p - 1) in self.feats:
+            f.append(self.feats[p - 1])
+            x.append(self.seq[p])
+            p -= 1
+        return torch.stack(f[::-1])[None], torch.tensor([x[::-1]])
+
+
+def head_param_count(head: FeatureHead) -> int:
+    """Trainable parameters (the frozen embedding and LM head copies not counted)."""
+    return sum(p.numel() for p in head.parameters() if p.requires_grad)
