@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -153,5 +154,5 @@ def main(argv: list[str] | None = None) -> dict:
     return result
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # bad input (a value, a missing or unwritable path) is one line and exit 2
+    sys.exit(config.run_reporting("python -m scripts.drafter_curve", main, (ValueError, OSError)))

@@ -14,6 +14,7 @@ A kind has at most ``max_entities`` entities (the generated kinds have hundreds)
 from __future__ import annotations
 
 import random
+import sys
 from dataclasses import dataclass, field
 
 import config
@@ -104,5 +105,5 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     return write_splits(cfg.out, pools(cfg))
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # bad input (a value, a missing or unwritable path) is one line and exit 2
+    sys.exit(config.run_reporting("python -m scripts.make_suite", main, (ValueError, OSError)))

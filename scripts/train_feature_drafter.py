@@ -14,8 +14,9 @@ Usage: ``python -m scripts.train_feature_drafter --out runs/feathead [--steps 60
 from __future__ import annotations
 
 import json
+import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -57,7 +58,8 @@ class FeatureDrafterConfig:
     noise: float = 0.05  # std of the Gaussian noise on input features (relative to their RMS), EAGLE's augmentation
     unroll: bool = False  # a second pass on the head's own (detached) predicted features, as it drafts (EAGLE-3's test)
     seed: int = 0  # torch seed: init, batch order, noise
-    max_train_s: float = 0.0  # stop training after this many seconds (0: no limit); a rerun resumes
+    max_train_s: float = field(default=0.0, metadata={  # stop training after this many seconds, s
+        "min": 0})  # (0: no limit); a rerun resumes
     save_every: int = 100  # checkpoint every N steps
     eval_prompts: int = 20  # test prompts for the AAL comparison (0: none)
     eval_split: str = "test"  # toy split of the eval prompts (with --prompts-file: its rows after the training ones)
@@ -232,5 +234,5 @@ def main(argv: list[str] | None = None) -> None:
     run(parse_args(argv))
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # bad input (a value, a missing or unwritable path) is one line and exit 2
+    sys.exit(config.run_reporting("python -m scripts.train_feature_drafter", main, (ValueError, OSError)))

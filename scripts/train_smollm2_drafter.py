@@ -24,6 +24,7 @@ import json
 import math
 import random
 import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -356,6 +357,7 @@ def main(argv: list[str] | None = None) -> dict:
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
     out_dir = run_dir(cfg)
+    out_dir.mkdir(parents=True, exist_ok=True)  # an unwritable --run-dir fails here, not after the generations
     print(f"[config] {json.dumps(asdict(cfg))}", flush=True)
     target_dir = pair_dir("smollm2") / "target"
     target = LlamaForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
@@ -383,5 +385,5 @@ def main(argv: list[str] | None = None) -> dict:
     return res | {"facts": facts}
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # bad input (a value, a missing or unwritable path) is one line and exit 2
+    sys.exit(config.run_reporting("python -m scripts.train_smollm2_drafter", main, (ValueError, OSError)))

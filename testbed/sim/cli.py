@@ -89,7 +89,8 @@ class SimConfig:
     arch_drafter: str | None = None  # named drafter architecture (wisv.timing.compute.ARCHITECTURES) for payloads/FLOPs
     arch_target: str | None = None  # named target architecture (give both or neither; None: the pair's own)
     payload: str = field(default="paper", metadata={"choices": ("paper", "wire")})  # paper: ceil(log2 V)-bit ids
-    target_features: int = 0  # target-feature rows each VERDICT carries down (the feature drafter's; 0: none)
+    target_features: int = field(default=0, metadata={  # target-feature rows each VERDICT carries down, rows
+        "min": 0})  # (the feature drafter's; 0: none)
     exchange_overhead_ms: float | None = None  # fixed time per exchange, ms (None: calibrated if both local, else 0)
     head: str = field(default="default", metadata={  # decision head for fh/sh/ef:
         "also": PLUGIN_KINDS})  # default | wisv-paper | a judge shipped for the pair | none | PATH

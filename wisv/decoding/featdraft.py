@@ -115,6 +115,9 @@ def save_head(head: FeatureHead, path: Path | str, meta: dict | None = None) -> 
 def load_head(path: Path | str) -> FeatureHead:
     """A head written by ``save_head`` (weights only: ``torch.load(weights_only=True)``), in eval mode."""
     src = Path(path)
+    if not ((src / "head.json").is_file() and (src / "head.pt").is_file()):
+        raise FileNotFoundError(f"{src}: not a feature head directory (head.json and head.pt, written by "
+                                "python -m scripts.train_feature_drafter)")
     doc = json.loads((src / "head.json").read_text())
     head = FeatureHead(FeatureHeadConfig(**doc["config"]))
     head.load_state_dict(torch.load(src / "head.pt", map_location="cpu", weights_only=True))

@@ -288,7 +288,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         with capturing(cfg.capture, iface_for(cfg.capture, cfg.capture_iface, cfg.connect)):
             s = run(cfg)
-    except (ValueError, EdgeError, HandshakeError, TimeoutError, WireError, RetryExhausted) as e:  # a refusal, no edge
+    except (ValueError, FileNotFoundError, EdgeError, HandshakeError, TimeoutError, WireError,
+            RetryExhausted) as e:  # a bad input path, a refusal, no edge
         print(f"{PROG}: error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
     print(table([s]), flush=True)
