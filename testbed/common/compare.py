@@ -9,8 +9,6 @@ the per-prompt outputs only (pandas).
 """
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -18,7 +16,6 @@ import pandas as pd
 from testbed.common.files import write_csv_atomic
 from testbed.common.summary import summarize
 from wisv.records.paired import paired_accuracy, paired_frame
-from wisv.tasks.qa import check_answer
 from wisv.tasks.suite import family, kind_split
 
 ALL = "all"  # the group of every prompt
@@ -26,18 +23,6 @@ GROUP_COLUMNS = ["protocol", "group", "prompts", "accuracy", "aal", "rounds_per_
                  "matches_target", "drift_rouge_l", "fluency_ppl_ratio"]
 PAIRED_COLUMNS = ["protocol", "against", "group", "n", "lost", "gained", "delta", "ci_low", "ci_high", "mcnemar_p"]
 
-
-def prompt_correct(outputs: pd.DataFrame, prompts: pd.DataFrame, decode: Callable | None) -> pd.DataFrame | None:
-    """[prompt_id, correct] for every finished prompt with an answer (None: no decoder or no answers)."""
-    ok = outputs[outputs["error"].isna()] if "error" in outputs else outputs
-    if decode is None or "answer" not in prompts or not len(ok):
-        return None
-    m = ok.merge(prompts[["prompt_id", "answer"]], on="prompt_id")
-    m = m[m["answer"].map(lambda a: a is not None and not (isinstance(a, float) and math.isnan(a)))]
-    if not len(m):
-        return None
-    return pd.DataFrame({"prompt_id": m["prompt_id"],
-                         "correct": [check_answer(decode(t), a) for t, a in zip(m["tokens"], m["answer"])]})
 
 
 def prompt_groups(prompts: pd.DataFrame) -> pd.Series | None:

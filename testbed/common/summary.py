@@ -30,10 +30,9 @@ def summarize(protocol: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompt
     reference (wisv.tasks.textquality; fluency needs ``nll``, the target's scorer, and the external fluency ``ext``, the
     third model's: wisv.pairs.scorer)."""
     ok = outputs[outputs["error"].isna()] if "error" in outputs else outputs
-    merged = ok.merge(prompts[["prompt_id"] + (["answer"] if "answer" in prompts else [])], on="prompt_id")
-    acc = None
-    if decode is not None and "answer" in merged and merged["answer"].notna().all() and len(merged):
-        acc = float(sum(check_answer(decode(t), a) for t, a in zip(merged["tokens"], merged["answer"])) / len(merged))
+    merged = ok.merge(prompts[["prompt_id"]], on="prompt_id")
+    correct = prompt_correct(ok, prompts, decode)  # accuracy only when every finished prompt has an answer
+    acc = float(correct["correct"].mean()) if correct is not None and len(correct) == len(merged) else None
     n_tok = int(ok["tokens"].map(len).sum())
     per_prompt = pd.DataFrame({"latency_s": ok["t_e2e_s"], "n_tokens": ok["tokens"].map(len)}) if len(ok) \
         else pd.DataFrame(columns=["latency_s", "n_tokens"])
@@ -57,6 +56,19 @@ def summarize(protocol: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompt
         "wdt_tokens_per_round": m["wdt_tokens_per_round"],
         **{k: m[k] for k in SPEC_DECODE_NAMES},  # vLLM's per-request names, over all the rounds (docs/results.md)
     }
+
+
+def prompt_correct(outputs: pd.DataFrame, prompts: pd.DataFrame, decode: Callable | None) -> pd.DataFrame | None:
+    """[prompt_id, correct] for every finished prompt with an answer (None: no decoder or no answers)."""
+    ok = outputs[outputs["error"].isna()] if "error" in outputs else outputs
+    if decode is None or "answer" not in prompts or not len(ok):
+        return None
+    m = ok.merge(prompts[["prompt_id", "answer"]], on="prompt_id")
+    m = m[m["answer"].map(lambda a: a is not None and not (isinstance(a, float) and math.isnan(a)))]
+    if not len(m):
+        return None
+    return pd.DataFrame({"prompt_id": m["prompt_id"],
+                         "correct": [check_answer(decode(t), a) for t, a in zip(m["tokens"], m["answer"])]})
 
 
 def reference_quality(ok: pd.DataFrame, references: dict[str, list[int]] | None, decode,

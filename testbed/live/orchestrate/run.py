@@ -42,7 +42,6 @@ from testbed.common.compare import (
     group_text,
     paired_rows,
     paired_text,
-    prompt_correct,
     prompt_groups,
     write_comparisons,
 )
@@ -58,7 +57,7 @@ from testbed.common.heads import load_policy
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag
 from testbed.common.machine import machine_info
 from testbed.common.plots import plot_run
-from testbed.common.summary import summarize, table, window_table
+from testbed.common.summary import prompt_correct, summarize, table, window_table
 from testbed.common.text import decoder, show
 from testbed.live.common.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
 from testbed.live.edge.serveconfig import ServeConfig

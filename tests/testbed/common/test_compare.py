@@ -2,7 +2,8 @@
 import pandas as pd
 import pytest
 
-from testbed.common.compare import group_summaries, paired_rows, paired_text, prompt_correct, prompt_groups
+from testbed.common.compare import group_summaries, paired_rows, paired_text, prompt_groups
+from testbed.common.summary import prompt_correct
 
 
 def decode(tokens):
