@@ -46,7 +46,7 @@ def add_flags(ap: argparse.ArgumentParser, cls: type) -> argparse.ArgumentParser
             continue
         if f.tp is bool:
             kw["action"] = _Switch
-        elif "parse" in f.meta or _is_seq(f.tp):
+        elif "parse" in f.meta or "sep" in f.meta or _is_seq(f.tp):
             kw |= {"nargs": "*", "metavar": _metavar(f)}
         else:
             kw["metavar"] = _metavar(f)
@@ -76,6 +76,9 @@ def _from_flag(f: Flag, raw: Any) -> Any:
     """A flag's parsed text as the field's value."""
     if "parse" in f.meta:
         return f.meta["parse"](raw)
+    if "sep" in f.meta:  # several choices in one str field: "--protocol greedy auto" or "--protocol greedy,auto"
+        parts = [t.strip() for tok in ([raw] if isinstance(raw, str) else raw) for t in tok.split(f.meta["sep"])]
+        return f.meta["sep"].join(dict.fromkeys(t for t in parts if t))
     if isinstance(raw, bool):
         return raw
     if isinstance(raw, str) and _is_seq(f.tp):  # a positional list

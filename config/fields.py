@@ -121,7 +121,8 @@ BOUNDS = {"min": (">=", operator.ge), "max": ("<=", operator.le), "above": (">",
 
 
 def _help_text(doc: str, default: str, meta: Mapping) -> str:
-    text = doc + (f"; one of: {', '.join(map(str, meta['choices']))}" if meta.get("choices") else "")
+    many = "one or more (comma or space separated)" if meta.get("sep") else "one"
+    text = doc + (f"; {many} of: {', '.join(map(str, meta['choices']))}" if meta.get("choices") else "")
     text += f"; also: {', '.join(map(str, meta['also']))}" if meta.get("also") else ""  # names added at run time
     text += "".join(f"; {sign} {meta[k]:g}" for k, (sign, _) in BOUNDS.items() if k in meta)
     text += "" if meta.get("positional") else f" (default: {default})"
@@ -163,17 +164,20 @@ def _scalar(value: Any, tp: Any, where: str) -> Any:
     return float(value) if tp is float else value
 
 
-def check_choices(value: Any, choices: Sequence | None, where: str) -> None:
-    items = value if isinstance(value, (list, tuple)) else [value]
+def check_choices(value: Any, choices: Sequence | None, where: str, sep: str | None = None) -> None:
+    """A ConfigError unless value (each element of a list; with ``sep``, each part of a str) is one of choices."""
+    items = value if isinstance(value, (list, tuple)) else value.split(sep) if sep and isinstance(value, str) \
+        else [value]
     bad = [v for v in items if choices and v is not None and v not in choices]
     if bad:
         raise ConfigError(f"{where}: {bad[0]!r} is not one of {list(choices)}")
 
 
 def check_value(value: Any, meta: Mapping, where: str) -> None:
-    """A ConfigError naming ``where`` when value (each element of a list) is not one of the field's ``choices``, is
+    """A ConfigError naming ``where`` when value (each element of a list; with ``sep``, of a str field holding several
+    choices) is not one of the field's ``choices``, is
     out of its bounds (``min``, ``max``, ``above``, ``below``) or does not match its ``pattern``; None passes."""
-    check_choices(value, meta.get("choices"), where)
+    check_choices(value, meta.get("choices"), where, meta.get("sep"))
     for v in value if isinstance(value, (list, tuple)) else [value]:
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             for key, (sign, ok) in BOUNDS.items():

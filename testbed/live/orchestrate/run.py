@@ -91,7 +91,8 @@ class RunConfig:
     """One testbed run (saved as config.json and config.toml next to the results); ``[ue]``, ``[edge]`` and
     ``[link]`` hold the UEs', the edge's and the link's settings, with the same flags as the top-level ones."""
 
-    protocol: str = field(default="auto", metadata={"choices": (*PROTOCOLS, "all")})  # protocol; all: each in turn
+    protocol: str = field(default="auto", metadata={
+        "choices": (*PROTOCOLS, "all"), "sep": ","})  # protocols, in turn on the same prompts and link, each paired against the first (paired.csv); all: every one
     pair: str | None = field(default=None, metadata={
         "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     prompts: int = field(default=20, metadata={
@@ -128,6 +129,8 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         self.link = dataclasses.replace(self.link, seed=self.seed)
+        if "all" in self.protocol.split(",") and self.protocol != "all":
+            raise ValueError(f"--protocol {self.protocol}: 'all' already runs every protocol; give it alone")
         if self.ue.rejection_threshold is not None and not self.ue.rejection_predictor:
             raise ValueError("--rejection-threshold needs --rejection-predictor")
         if self.cpu_wakeup_us is not None and self.cpu_wakeup_us < 0:
@@ -165,7 +168,7 @@ class RunConfig:
         """The protocols this run runs: ``all`` is every one the edge's head can serve (ef needs a head that reads no
         drafter hidden states; a remote edge's head is not known here, so all of them)."""
         if self.protocol != "all":
-            return [self.protocol]
+            return self.protocol.split(",")
         hidden = self.remote_edge is None and head_reads_drafter(self.edge.head, self.edge.tau, self.edge.target)
         reads = ("h_draft",) if hidden else ()
         return [p for p in ALL_PROTOCOLS if PROTOCOLS[p].desc.serves(reads)]
@@ -190,7 +193,7 @@ def run(cfg: RunConfig) -> list[dict]:
         _, tau, head_desc = load_policy(cfg.edge.head, cfg.edge.tau, cfg.edge.target)  # fail fast on a bad --head
     if cfg.ue.drafter_head:
         load_head(cfg.ue.drafter_head)  # fail fast on a bad --drafter-head, before any process starts
-    out, started = Path(cfg.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{cfg.protocol}"), time.time()
+    out, started = Path(cfg.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{cfg.protocol.replace(',', '+')}"), time.time()
     if cfg.continue_dir:
         print(f"continue {out}: stopped {', '.join(stop_leftovers(out)) or 'nothing (none left running)'}")
     else:
