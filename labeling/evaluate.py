@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import time
 
+import numpy as np
 import pandas as pd
 import torch
 from tqdm import tqdm
@@ -38,10 +39,12 @@ from wisv.head.model import HeadPolicy
 from wisv.head.store import load_head
 from wisv.models.loader import ModelPair, load_pair
 from wisv.pairs import apply_pair
+from wisv.records.paired import paired_accuracy
 from wisv.records.rows import to_frame
 from wisv.records.summary import summarize_rounds
 from wisv.tasks.evaluate import accuracy
 from wisv.tasks.prompts import prompt_rows
+from wisv.tasks.qa import check_answer
 from wisv.tasks.textquality import text_quality, token_nll
 from wisv.timing.compute import ModelDims, verify_flops
 from wisv.timing.hardware import get_profile
@@ -97,7 +100,8 @@ def run_loop(pair: ModelPair, rows: list[dict], cfg: EvalConfig, policy: Mismatc
 def metrics(outs: list[SpecOutput], rows: list[dict], tok, base: list[SpecOutput] | None = None,
             nll=None, ext=None) -> dict[str, float]:
     """Accuracy, AAL and rounds per prompt (wisv.records.summary over the runs' round records), accepted mismatches;
-    against ``base`` (greedy SD's outputs, equal to the target's own): matches_target, drift (ROUGE-L F1) and
+    against ``base`` (greedy SD's outputs, equal to the target's own): the prompts lost and gained with the bootstrap
+    95% interval of the accuracy delta (wisv.records.paired), matches_target, drift (ROUGE-L F1) and
     fluency (the target's perplexity ratio; ``nll(i, tokens)``: the target's per-token NLL for row i) and external
     fluency (a third LM's perplexity ratio; ``ext(prompt text, text)``: its per-token NLL, wisv.pairs.scorer)."""
     records = [rec for i, (o, r) in enumerate(zip(outs, rows)) for rec in spec_rows(o, str(i), len(r["prompt_ids"]))]
@@ -110,6 +114,10 @@ def metrics(outs: list[SpecOutput], rows: list[dict], tok, base: list[SpecOutput
     if base is not None:
         out["matches_target"] = sum(o.tokens == b.tokens for o, b in zip(outs, base)) / max(1, len(outs))
         refs = [tok.decode(b.tokens) for b in base]
+        answers = [r["answer"] for r in rows]
+        right = lambda ts: np.array([check_answer(t, a) for t, a in zip(ts, answers)])  # noqa: E731
+        pa = paired_accuracy(right(refs), right(texts))  # prompt by prompt against greedy SD
+        out |= {"lost": pa.lost, "gained": pa.gained, "delta_ci_low": pa.ci_low, "delta_ci_high": pa.ci_high}
         nlls = ref_nlls = ext_nlls = ext_ref_nlls = None
         if nll is not None:
             nlls = [nll(i, o.tokens) for i, o in enumerate(outs)]

@@ -82,9 +82,13 @@ def curve_section(res: Path) -> str:
     fig.tight_layout()
     fig.savefig(res / "learning_curve.png", dpi=110)
     plt.close(fig)
+    flip = (f"\nDev AUC on the flip label (the checkable dev mismatches that turn a right answer wrong):\n\n"
+            f"{md(curve.pivot(index='labels', columns='features', values='dev_flip_auc').reset_index())}"
+            if "dev_flip_auc" in curve else "")
     return ("## Learning curve per feature set (dev AUC on the harm label)\n\n`edge`: the edge's scalar features; "
             "`h_after`: the target's hidden state after the draft token; `hd_ht`: the drafter's and the target's "
-            f"hidden states (WISV, AutoJudge).\n\n{md(piv.reset_index())}\n"
+            "hidden states (WISV, AutoJudge); `edge_sib`: `edge` with the sibling branch's three features (collect "
+            f"--sibling).\n\n{md(piv.reset_index())}{flip}\n"
             f"![curve]({rel(res / 'learning_curve.png')})\n")
 
 

@@ -233,7 +233,8 @@ def link_judge(jc: JudgeConfig, tau: float, tau_good: float, cfg: JudgesConfig, 
 
 
 def learning_curve(data: dict, cfg: JudgesConfig, dims: dict[str, int]) -> pd.DataFrame:
-    """Dev AUC per feature set against the number of training labels (seeded subsets of the train slice); a set whose
+    """Dev AUC per feature set (on the harm label, and on the flip label among checkable dev mismatches) against the
+    number of training labels (seeded subsets of the train slice); a set whose
     columns the traces lack (edge_sib without collect --sibling) is left out."""
     rng = np.random.default_rng(cfg.seed)
     sets = {}
@@ -253,7 +254,9 @@ def learning_curve(data: dict, cfg: JudgesConfig, dims: dict[str, int]) -> pd.Da
                                  cfg.seed)
             with torch.no_grad():
                 p = torch.sigmoid(model.logits(inputs(data, names, data["dev"], widths))).numpy()
-            rows.append({"labels": n, "features": set_name, "dev_auc": auc(p, data["y"][data["dev"]])})
+            checkable = data["checkable"][data["dev"]]
+            rows.append({"labels": n, "features": set_name, "dev_auc": auc(p, data["y"][data["dev"]]),
+                         "dev_flip_auc": auc(p[checkable], data["turns_wrong"][data["dev"]][checkable])})
     return pd.DataFrame(rows)
 
 
@@ -294,5 +297,7 @@ def run(cfg: JudgesConfig) -> dict:
     (out / "judges.json").write_text(json.dumps(chosen, indent=1))
     save_config(out, "judges", cfg, {"labelled": len(data["y"]), "harmful": float(data["y"].mean()),
                                      "dev": int(dev.sum())})
-    print(curve.pivot(index="labels", columns="features", values="dev_auc").round(3).to_string())
+    for col in ("dev_auc", "dev_flip_auc"):
+        print(f"{col} by training labels and feature set:")
+        print(curve.pivot(index="labels", columns="features", values=col).round(3).to_string())
     return chosen

@@ -1,6 +1,7 @@
 """labeling peers on the built-in pair: every judge and the paper head side by side, one row per (judge, channel)."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -29,6 +30,10 @@ def test_peers_table_on_the_builtin_pair(tmp_path, monkeypatch):
     assert set(zip(df.judge, df.channel)) == {(j, c) for j in ("greedy SD", "wisv-paper", "fly", "nll-margin")
                                               for c in ("good", "poor")}
     assert (df.set_index(["judge", "channel"]).loc[("greedy SD", "poor"), "matches_target"]) == 1.0
+    greedy = df.set_index(["judge", "channel"]).loc[("greedy SD", "poor")]  # paired against itself: nothing moves
+    assert greedy["lost"] == greedy["gained"] == 0 and greedy["delta_ci_low"] == greedy["delta_ci_high"] == 0
+    acc = df["accuracy"] - greedy["accuracy"]  # the paired counts add up to the accuracy delta
+    assert np.allclose((df["gained"] - df["lost"]) / 3, acc) and (df["delta_ci_low"] <= acc + 1e-9).all()
     assert asked == ["auto"] and calls and all(isinstance(p, str) and isinstance(t, str) for p, t in calls)
     ext = df.set_index(["judge", "channel"])["fluency_ext_ppl_ratio"]  # the third LM's ratio: 1 for greedy SD itself
     assert ext.loc[("greedy SD", "poor")] == pytest.approx(1.0) and ext.notna().all()

@@ -91,8 +91,8 @@ class RunConfig:
     """One testbed run (saved as config.json and config.toml next to the results); ``[ue]``, ``[edge]`` and
     ``[link]`` hold the UEs', the edge's and the link's settings, with the same flags as the top-level ones."""
 
-    protocol: str = field(default="auto", metadata={
-        "choices": (*PROTOCOLS, "all"), "sep": ","})  # protocols, in turn on the same prompts and link, each paired against the first (paired.csv); all: every one
+    protocol: str = field(default="auto", metadata={  # protocols, in turn on the same prompts and link,
+        "choices": (*PROTOCOLS, "all"), "sep": ","})  # each paired against the first (paired.csv); all: every one
     pair: str | None = field(default=None, metadata={
         "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     prompts: int = field(default=20, metadata={
@@ -193,7 +193,8 @@ def run(cfg: RunConfig) -> list[dict]:
         _, tau, head_desc = load_policy(cfg.edge.head, cfg.edge.tau, cfg.edge.target)  # fail fast on a bad --head
     if cfg.ue.drafter_head:
         load_head(cfg.ue.drafter_head)  # fail fast on a bad --drafter-head, before any process starts
-    out, started = Path(cfg.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{cfg.protocol.replace(',', '+')}"), time.time()
+    name = cfg.protocol.replace(",", "+")
+    out, started = Path(cfg.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{name}"), time.time()
     if cfg.continue_dir:
         print(f"continue {out}: stopped {', '.join(stop_leftovers(out)) or 'nothing (none left running)'}")
     else:
