@@ -20,21 +20,26 @@ from wisv.tasks.suite import family, kind_split
 
 ALL = "all"  # the group of every prompt
 GROUP_COLUMNS = ["protocol", "group", "prompts", "accuracy", "aal", "rounds_per_prompt", "latency_s",
-                 "matches_target", "drift_rouge_l", "fluency_ppl_ratio"]
+                 "matches_target", "drift_rouge_l", "fluency_ppl_ratio", "fluency_ext_ppl_ratio"]
 PAIRED_COLUMNS = ["protocol", "against", "group", "n", "lost", "gained", "delta", "ci_low", "ci_high", "mcnemar_p"]
 
 
 
-def prompt_groups(prompts: pd.DataFrame) -> pd.Series | None:
-    """prompt_id -> its group ("<role> <family>", e.g. "unseen question"; "other" for a kind outside the suite);
-    None when the prompts carry no kind."""
+def prompt_groups(prompts: pd.DataFrame) -> dict[str, set[str]] | None:
+    """Group name -> its prompt ids: "<role> <family>" (e.g. "unseen question"; "other" for a kind outside the
+    suite) for every prompt, and also "<role> answer-last" for the questions asked answer last (the ``form`` column):
+    groups may overlap.  None when the prompts carry no kind."""
     if "kind" not in prompts or prompts["kind"].isna().all():
         return None
     split = kind_split()
-
-    def group(kind) -> str:
-        return f"{split[kind]} {family(kind)}" if isinstance(kind, str) and kind in split else "other"
-    return pd.Series([group(k) for k in prompts["kind"]], index=prompts["prompt_id"].to_numpy())
+    forms = prompts["form"] if "form" in prompts else pd.Series([None] * len(prompts), index=prompts.index)
+    groups: dict[str, set[str]] = {}
+    for pid, kind, form in zip(prompts["prompt_id"], prompts["kind"], forms):
+        known = isinstance(kind, str) and kind in split
+        groups.setdefault(f"{split[kind]} {family(kind)}" if known else "other", set()).add(pid)
+        if known and form == "last":
+            groups.setdefault(f"{split[kind]} answer-last", set()).add(pid)
+    return dict(sorted(groups.items()))
 
 
 def _subset(df: pd.DataFrame, ids: set[str]) -> pd.DataFrame:
@@ -42,18 +47,17 @@ def _subset(df: pd.DataFrame, ids: set[str]) -> pd.DataFrame:
 
 
 def group_summaries(proto: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompts: pd.DataFrame, decode,
-                    refs, groups: pd.Series, **scorers) -> list[dict]:
+                    refs, groups: dict[str, set[str]], **scorers) -> list[dict]:
     """One protocol's summary per group of kinds (``scorers``: summarize's nll and ext)."""
     rows = []
-    for g in sorted(set(groups)):
-        ids = set(groups.index[groups == g])
+    for g, ids in groups.items():
         s = summarize(proto, _subset(rounds, ids), _subset(outputs, ids), _subset(prompts, ids), decode, refs,
                       **scorers)
         rows.append({**s, "group": g})
     return rows
 
 
-def paired_rows(correct: dict[str, pd.DataFrame], groups: pd.Series | None) -> list[dict]:
+def paired_rows(correct: dict[str, pd.DataFrame], groups: dict[str, set[str]] | None) -> list[dict]:
     """Every method against the first, prompt by prompt, over all prompts and per group."""
     names = [n for n, c in correct.items() if c is not None]
     if len(names) < 2:
@@ -61,8 +65,7 @@ def paired_rows(correct: dict[str, pd.DataFrame], groups: pd.Series | None) -> l
     base, rows = names[0], []
     for name in names[1:]:
         b, n = correct[base], correct[name]
-        for g in [ALL] + (sorted(set(groups)) if groups is not None else []):
-            ids = set(b["prompt_id"]) if g == ALL else set(groups.index[groups == g])
+        for g, ids in {ALL: set(b["prompt_id"]), **(groups or {})}.items():
             pb, pn = paired_frame(_subset(b, ids), _subset(n, ids))
             if len(pb):
                 rows.append({"protocol": name, "against": base, "group": g,

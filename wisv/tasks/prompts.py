@@ -54,7 +54,7 @@ def read_jsonl_prompts(path: Path, tok, chat_template: str = "auto") -> list[dic
         else:
             raise ValueError(f"{path}:{i}: needs 'prompt' or 'prompt_ids'")
         answer = accepted(r) if "answers" in r else r.get("answer")  # QA rows: every accepted answer
-        kind = {"kind": str(r["kind"])} if "kind" in r else {}  # the task suite's kind of question (dev by kind)
+        kind = {k: str(r[k]) for k in ("kind", "form") if k in r}  # the suite's kind (dev by kind), its form
         rows.append({"prompt_id": str(r.get("prompt_id", f"line-{i}")), "prompt_ids": ids, "answer": answer, **kind})
     return rows
 

@@ -12,7 +12,8 @@ def decode(tokens):
 
 def frames():
     prompts = pd.DataFrame({"prompt_id": ["a", "b", "c", "d"], "answer": [["x"], ["y"], ["z"], ["w"]],
-                            "kind": ["author", "addition", "author", "advice"]})
+                            "kind": ["author", "addition", "author", "advice"],
+                            "form": ["first", "last", "last", "free"]})
     greedy = pd.DataFrame({"prompt_id": list("abcd"), "tokens": [["x is it."], ["y is it."], ["q."], ["w is."]],
                            "t_e2e_s": [1.0, 1.0, 1.0, 1.0]})
     ours = pd.DataFrame({"prompt_id": list("abcd"), "tokens": [["q."], ["y is it."], ["z is it."], ["q."]],
@@ -25,11 +26,12 @@ def test_paired_rows_count_lost_and_gained_per_group():
     correct = {"greedy": prompt_correct(greedy, prompts, decode), "auto": prompt_correct(ours, prompts, decode)}
     assert correct["greedy"]["correct"].tolist() == [True, True, False, True]
     groups = prompt_groups(prompts)
-    assert groups.to_dict() == {"a": "unseen question", "b": "seen question", "c": "unseen question",
-                                "d": "seen free"}
+    assert groups == {"seen answer-last": {"b"}, "seen free": {"d"}, "seen question": {"b"},
+                      "unseen answer-last": {"c"}, "unseen question": {"a", "c"}}  # answer-last overlaps
     rows = {r["group"]: r for r in paired_rows(correct, groups)}
     assert (rows["all"]["lost"], rows["all"]["gained"]) == (2, 1)
     assert (rows["unseen question"]["lost"], rows["unseen question"]["gained"]) == (1, 1)
+    assert (rows["unseen answer-last"]["lost"], rows["unseen answer-last"]["gained"]) == (0, 1)
     assert rows["all"]["delta"] == pytest.approx(-0.25)
     assert "greedy" in paired_text(list(rows.values()))
 
