@@ -100,3 +100,26 @@ def write_comparisons(out: Path, by_group: list[dict], paired: list[dict]) -> No
         write_csv_atomic(out / "summary_by_group.csv", pd.DataFrame(by_group))
     if paired:
         write_csv_atomic(out / "paired.csv", pd.DataFrame(paired)[PAIRED_COLUMNS])
+
+
+RELATIVE = ("aal", "rounds_per_prompt", "latency_s")  # the measures whose change the comparison gives in percent
+
+
+def relative_rows(by_group: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
+    """Per group and method (not the first): each of RELATIVE as a % change from the first method, its fluency and
+    ROUGE-L against the target, and the paired accuracy (lost, gained, the delta's interval).  ``by_group`` and
+    ``paired``: a run's summary_by_group.csv and paired.csv."""
+    rows = []
+    for r in paired.itertuples(index=False):
+        if r.group == ALL:
+            continue
+        key = by_group.set_index(["protocol", "group"])
+        new, base = key.loc[(r.protocol, r.group)], key.loc[(r.against, r.group)]
+        rows.append({"group": r.group, "protocol": r.protocol, "against": r.against, "prompts": int(new["prompts"]),
+                     **{f"{m}_change_pct": 100 * (new[m] / base[m] - 1) for m in RELATIVE},
+                     **{f"{m}_{w}": x[m] for m in RELATIVE for w, x in (("base", base), ("new", new))},
+                     "accuracy_base": base["accuracy"], "accuracy_new": new["accuracy"],
+                     "lost": r.lost, "gained": r.gained, "delta_ci_low": r.ci_low, "delta_ci_high": r.ci_high,
+                     **{m: new.get(m, float("nan")) for m in ("fluency_ppl_ratio", "fluency_ext_ppl_ratio",
+                                                              "drift_rouge_l")}})
+    return pd.DataFrame(rows)

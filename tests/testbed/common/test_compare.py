@@ -52,3 +52,29 @@ def test_group_summaries_split_the_rounds_by_kind():
                                                    prompt_groups(prompts))}
     assert rows["unseen question"]["prompts"] == 2 and rows["unseen question"]["aal"] == pytest.approx(4 / 3)
     assert rows["seen free"]["aal"] == 4 and rows["seen question"]["rounds_per_prompt"] == 1
+
+
+def test_relative_rows_and_the_report(tmp_path, capsys):
+    from testbed.common.compare import relative_rows
+    from testbed.report import main
+    prompts, greedy, ours = frames()
+    rounds = pd.DataFrame({"prompt_id": list("abcd"), "accepted": [1, 1, 1, 1], "drafted": [4] * 4,
+                           "uplink_bytes": 10, "downlink_bytes": 5, "t_comm_s": 0.1, "t_verify_s": 0.1,
+                           "t_draft_s": 0.1})
+    fast = rounds.assign(accepted=3)
+    groups = prompt_groups(prompts)
+    by_group = pd.DataFrame(group_summaries("greedy", rounds, greedy, prompts, decode, None, groups)
+                            + group_summaries("auto", fast, ours, prompts, decode, None, groups))
+    correct = {"greedy": prompt_correct(greedy, prompts, decode), "auto": prompt_correct(ours, prompts, decode)}
+    paired = pd.DataFrame(paired_rows(correct, groups))
+    rel = relative_rows(by_group, paired).set_index("group")
+    assert "all" not in rel.index and rel.loc["unseen question", "aal_change_pct"] == pytest.approx(200.0)
+    assert (rel.loc["unseen question", "lost"], rel.loc["unseen question", "gained"]) == (1, 1)
+    run = tmp_path / "run"
+    run.mkdir()
+    by_group.to_csv(run / "summary_by_group.csv", index=False)
+    paired.to_csv(run / "paired.csv", index=False)
+    main([str(run), "--out", str(tmp_path / "t.csv")])
+    assert "unseen question" in capsys.readouterr().out and len(pd.read_csv(tmp_path / "t.csv")) == len(rel)
+    with pytest.raises(SystemExit, match="no .*paired.csv"):
+        main([str(tmp_path)])
