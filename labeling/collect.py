@@ -49,38 +49,46 @@ def collect_rows(cfg: CollectConfig, rows: list[dict],
     numpy, ``episode`` = the row's index in ``rows``)."""
     torch.set_num_threads(1)
     pair = load_pair(cfg.drafter, cfg.target, cfg.device)
-    episodes, mism = [], []
-    for e, row in enumerate(tqdm(rows, desc=desc)):
-        out = speculative_generate(pair.drafter, pair.target, row["prompt_ids"], max_new_tokens=cfg.max_new_tokens,
-                                   draft_len=cfg.draft_len, rule="greedy", hidden_layer=cfg.hidden_layer,
-                                   sibling=cfg.sibling)
-        ms = episode_mismatches(out)
-        mism += [{**m, "episode": e, "h_d": _half(m["h_d"]), "h_t": _half(m["h_t"]), "h_after": _half(m["h_after"])}
-                 for m in ms]
-        episodes.append({**row, "episode": e, "output_ids": out.tokens, "text": pair.tokenizer.decode(out.tokens),
-                         "rounds": len(out.rounds), "mismatches": len(ms)})
-    return episodes, mism
+    parts = [collect_one(cfg, pair, e, row) for e, row in enumerate(tqdm(rows, desc=desc))]
+    return [ep for ep, _ in parts], [m for _, ms in parts for m in ms]
 
 
-def _worker(args: tuple[dict, list[dict], int]) -> tuple[list[dict], list[dict]]:
-    cfg, rows, w = args
-    return collect_rows(CollectConfig(**cfg), rows, desc=f"collect worker {w}")
+def collect_one(cfg: CollectConfig, pair, e: int, row: dict) -> tuple[dict, list[dict]]:
+    """One row's greedy SD: its episode dict and its mismatch dicts (``episode`` = e)."""
+    out = speculative_generate(pair.drafter, pair.target, row["prompt_ids"], max_new_tokens=cfg.max_new_tokens,
+                               draft_len=cfg.draft_len, rule="greedy", hidden_layer=cfg.hidden_layer,
+                               sibling=cfg.sibling)
+    ms = episode_mismatches(out)
+    mism = [{**m, "episode": e, "h_d": _half(m["h_d"]), "h_t": _half(m["h_t"]), "h_after": _half(m["h_after"])}
+            for m in ms]
+    episode = {**row, "episode": e, "output_ids": out.tokens, "text": pair.tokenizer.decode(out.tokens),
+               "rounds": len(out.rounds), "mismatches": len(ms)}
+    return episode, mism
+
+
+_WORKER: dict = {}  # the worker process's config and pair (loaded once by _init_worker)
+
+
+def _init_worker(cfg: dict) -> None:
+    torch.set_num_threads(1)
+    _WORKER["cfg"] = CollectConfig(**cfg)
+    _WORKER["pair"] = load_pair(_WORKER["cfg"].drafter, _WORKER["cfg"].target, _WORKER["cfg"].device)
+
+
+def _worker(job: tuple[int, dict]) -> tuple[dict, list[dict]]:
+    return collect_one(_WORKER["cfg"], _WORKER["pair"], *job)
 
 
 def collect_parallel(cfg: CollectConfig, rows: list[dict]) -> tuple[list[dict], list[dict]]:
-    """collect_rows over ``cfg.workers`` processes (rows dealt round-robin), merged back into row order."""
+    """collect_rows over ``cfg.workers`` processes, each taking the next row when it is free (prompts differ in
+    cost several-fold: a static split leaves one worker running long after the other), in row order."""
     n = min(cfg.workers, len(rows))
     if n <= 1:
         return collect_rows(cfg, rows)
-    with mp.get_context("spawn").Pool(n) as pool:
-        parts = pool.map(_worker, [(asdict(cfg), rows[w::n], w) for w in range(n)])
-    episodes, mism = [None] * len(rows), []
-    for w, (eps, ms) in enumerate(parts):
-        for e in eps:
-            episodes[w + n * e["episode"]] = {**e, "episode": w + n * e["episode"]}
-        mism += [{**m, "episode": w + n * m["episode"]} for m in ms]
-    mism.sort(key=lambda m: (m["episode"], m["position"]))
-    return episodes, mism
+    with mp.get_context("spawn").Pool(n, initializer=_init_worker, initargs=(asdict(cfg),)) as pool:
+        parts = list(tqdm(pool.imap(_worker, enumerate(rows), chunksize=1), total=len(rows),
+                          desc=f"collect ({n} workers)"))
+    return [ep for ep, _ in parts], [m for _, ms in parts for m in ms]
 
 
 def run(cfg: CollectConfig) -> Path:
