@@ -7,7 +7,8 @@ matches_target, ROUGE-L drift, the target's perplexity ratio and a third LM's (`
 wisv.pairs.scorer) against greedy SD's output, and the *predicted*
 latency per prompt under the latency model with the payloads of the protocol the judge needs (ef for a judge of
 edge features, fh for one that reads the drafter's hidden states; greedy's for greedy SD).  No choice is made here:
-the taus come from the judges' dev slice.  Writes peers.csv and its config.
+the taus come from the judges' dev slice (``--taus`` adds each judge's frontier over tau beside it, for a report
+of what a tau would cost, not to choose one).  Writes peers.csv and its config.
 """
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ class PeersConfig:
         metadata=CHANNELS_TEXT)  # NAME=RATE_MBPS/RTT_MS
     ue_profile: str = "jetson-agx-orin"  # hardware profile of the drafter (predicted latency)
     edge_profile: str = "a40"  # hardware profile of the verifier (predicted latency)
+    taus: tuple[float, ...] = field(default=(), metadata={  # also run each judge at these taus: its frontier over
+        "min": 0})  # tau (a link-mode judge: its tau on the poor link, scaled by t_link on the others)
     device: str = "cpu"  # torch device
     fluency_model: str = field(default="auto",  # the third LM of fluency_ext_ppl_ratio (auto: where built; none: off)
                                metadata={"choices": ("auto", "none", *SCORERS)})
@@ -94,11 +97,12 @@ def run(cfg: PeersConfig) -> pd.DataFrame:
     recs = [_row("greedy SD", "greedy", ch, 0.0, base, rows, pair, base, nll, plens, c, dep, ext)
             for ch, c in chans.items()]
     for name, (policy, tau, proto, per_link) in heads.items():
-        shared = None if per_link else run_loop(pair, rows, ecfg, policy, tau, None, name, base)
-        for ch, c in chans.items():
-            outs = shared or run_loop(pair, rows, ecfg, policy, tau, c, f"{name} {ch}", base)
-            in_force = policy.threshold(tau, c)
-            recs.append(_row(name, proto, ch, in_force, outs, rows, pair, base, nll, plens, c, dep, ext))
+        for t, label in [(tau, name)] + [(t, f"{name} tau={t:g}") for t in cfg.taus]:
+            shared = None if per_link else run_loop(pair, rows, ecfg, policy, t, None, label, base)
+            for ch, c in chans.items():
+                outs = shared or run_loop(pair, rows, ecfg, policy, t, c, f"{label} {ch}", base)
+                in_force = policy.threshold(t, c)
+                recs.append(_row(label, proto, ch, in_force, outs, rows, pair, base, nll, plens, c, dep, ext))
     df = pd.DataFrame(recs)
     out = Path(cfg.results_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -43,3 +43,16 @@ def test_peers_table_on_the_builtin_pair(tmp_path, monkeypatch):
     assert (df["rounds_per_100_tokens"] > 0).all() and pd.read_csv(tmp_path / "res" / "peers.csv").shape == df.shape
     with pytest.raises(ValueError, match="not in"):
         run(PeersConfig(heads_dir=str(tmp_path / "heads"), heads=("nope",), pair=None))
+
+
+def test_peers_frontier_over_tau(tmp_path, monkeypatch):
+    monkeypatch.setattr(peers, "resolve_scorer", lambda *a, **k: None)
+    save_policy(JudgePolicy(JudgeConfig("fly", "fly", ("edge",), (len(SCALARS),), tau=0.5)), tmp_path / "heads" / "fly")
+    cfg = PeersConfig(heads_dir=str(tmp_path / "heads"), results_dir=str(tmp_path / "res"), pair=None, prompts=2,
+                      draft_len=4, max_new_tokens=16, paper_head=None, channels={"poor": (3.0, 45.0)},
+                      taus=(0.0, 1.0))
+    df = run(cfg).set_index("judge")
+    assert list(df.index) == ["greedy SD", "fly", "fly tau=0", "fly tau=1"]
+    assert df.loc["fly tau=0", "tau_in_force"] == 0.0 and df.loc["fly tau=1", "tau_in_force"] == 1.0
+    assert df.loc["fly tau=0", "accepted_mismatches_per_prompt"] == 0  # tau 0 accepts nothing: greedy SD
+    assert df.loc["fly tau=0", "aal"] == df.loc["greedy SD", "aal"]
