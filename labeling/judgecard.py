@@ -14,6 +14,8 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
+from testbed.common.compare import RELATIVE_COLUMNS, relative_rows
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
@@ -121,7 +123,8 @@ def peers_section(res: Path) -> str:
     df = pd.read_csv(p)
     cols = ["judge", "protocol", "channel", "tau_in_force", "accuracy", "aal", "rounds_per_prompt", "tokens_per_prompt",
             "rounds_per_100_tokens", "accepted_mismatches_per_prompt", "matches_target", "drift_rouge_l",
-            "fluency_ppl_ratio", "fluency_ext_ppl_ratio", "latency_s"]
+            "fluency_ppl_ratio", "fluency_ext_ppl_ratio", "latency_s", "lost", "gained", "delta_ci_low",
+            "delta_ci_high"]
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
     for ax, metric in zip(axes, ("aal", "accuracy")):
         sub = df[df.judge.isin(["greedy SD", "edge", "edge-blind"])].pivot(index="judge", columns="channel",
@@ -131,7 +134,9 @@ def peers_section(res: Path) -> str:
     fig.tight_layout()
     fig.savefig(res / "fig5_csi_vs_blind.png", dpi=110)
     plt.close(fig)
-    return ("## Peers in-process (held-out test prompts; latency predicted: Orin/A40 profiles)\n\n"
+    return ("## Peers in-process (held-out test prompts; latency predicted: Orin/A40 profiles)\n\n`lost`, `gained`: "
+            "prompts right under greedy SD and wrong under the judge, and the other way round; `delta_ci_*`: the "
+            "bootstrap 95% interval of the accuracy delta (paired by prompt).\n\n"
             + md(df[[c for c in cols if c in df]].sort_values(["channel", "judge"])) +
             f"\n![fig5]({rel(res / 'fig5_csi_vs_blind.png')})\n")
 
@@ -139,7 +144,7 @@ def peers_section(res: Path) -> str:
 def live_section(live: tuple[str, ...]) -> str:
     if not live:
         return ""
-    rows = []
+    rows, paired = [], []
     for spec in live:
         name, _, run_dir = spec.partition("=")
         if not name or not (Path(run_dir) / "summary.csv").is_file():
@@ -149,7 +154,13 @@ def live_section(live: tuple[str, ...]) -> str:
         for _, r in s.iterrows():
             rows.append({"run": name, "protocol": r["protocol"], "head": Path(str(cfg.get("head_resolved", ""))).name
                          or cfg.get("head_resolved"), **{c: r[c] for c in LIVE_COLS if c in r}})
-    return "## Live testbed runs\n\n" + md(pd.DataFrame(rows)) + "\n"
+        if (Path(run_dir) / "paired.csv").is_file() and (Path(run_dir) / "summary_by_group.csv").is_file():
+            rel_rows = relative_rows(pd.read_csv(Path(run_dir) / "summary_by_group.csv"),
+                                     pd.read_csv(Path(run_dir) / "paired.csv"))
+            paired.append(rel_rows.assign(run=name)[["run", *RELATIVE_COLUMNS]])
+    by_group = ("\n### By group of kinds, against the first protocol of each run (paired by prompt)\n\n"
+                + md(pd.concat(paired, ignore_index=True)) if paired else "")
+    return "## Live testbed runs\n\n" + md(pd.DataFrame(rows)) + by_group + "\n"
 
 
 def table1_section(table1: str | None) -> str:

@@ -15,12 +15,10 @@ from pathlib import Path
 import pandas as pd
 
 from config import one_line_errors
-from testbed.common.compare import relative_rows
+from testbed.common.compare import RELATIVE_COLUMNS, relative_rows
 from testbed.common.files import write_csv_atomic
 
-SHOWN = ["run", "link", "group", "protocol", "prompts", "aal_change_pct", "rounds_per_prompt_change_pct",
-         "latency_s_change_pct", "accuracy_base", "accuracy_new", "lost", "gained", "delta_ci_low", "delta_ci_high",
-         "fluency_ppl_ratio", "fluency_ext_ppl_ratio", "drift_rouge_l"]
+SHOWN = ["run", "link", *RELATIVE_COLUMNS]
 
 
 def run_rows(run_dir: Path) -> pd.DataFrame:
@@ -44,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
         df = pd.concat([run_rows(r) for r in args.runs], ignore_index=True)
     except ValueError as e:
         sys.exit(f"python -m testbed.report: error: {e}")
-    df = df[[c for c in SHOWN if c in df]]
+    df = df[SHOWN]
     if args.out:
         write_csv_atomic(args.out, df)
     with pd.option_context("display.width", 250, "display.max_columns", 30):

@@ -103,6 +103,9 @@ def write_comparisons(out: Path, by_group: list[dict], paired: list[dict]) -> No
 
 
 RELATIVE = ("aal", "rounds_per_prompt", "latency_s")  # the measures whose change the comparison gives in percent
+RELATIVE_COLUMNS = ["group", "protocol", "against", "prompts", *(f"{m}_change_pct" for m in RELATIVE), "accuracy_base",
+                    "accuracy_new", "lost", "gained", "delta_ci_low", "delta_ci_high", "fluency_ppl_ratio",
+                    "fluency_ext_ppl_ratio", "drift_rouge_l"]  # the comparison's shown columns, in order
 
 
 def relative_rows(by_group: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
@@ -122,4 +125,4 @@ def relative_rows(by_group: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
                      "lost": r.lost, "gained": r.gained, "delta_ci_low": r.ci_low, "delta_ci_high": r.ci_high,
                      **{m: new.get(m, float("nan")) for m in ("fluency_ppl_ratio", "fluency_ext_ppl_ratio",
                                                               "drift_rouge_l")}})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=None if rows else RELATIVE_COLUMNS)
