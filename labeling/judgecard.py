@@ -68,9 +68,15 @@ def choices_section(res: Path) -> str:
 
 def dev_bound(c: dict) -> dict:
     """The bound rule's figures at the chosen tau (flips of accepted checkable dev mismatches and the upper bound)."""
-    b = c.get("dev_bound")
-    return {"dev flips / accepted": f"{b['flips']} / {b['accepted_checkable']}",
-            "flip upper bound": round(b["flip_upper"], 4)} if b else {}
+    b, best = c.get("dev_bound"), c.get("dev_bound_best")
+    if b:
+        return {"dev flips / accepted": f"{b['flips']} / {b['accepted_checkable']}",
+                "flip upper bound": round(b["flip_upper"], 4)}
+    if best:  # no tau passed: the tightest bound any tau reached, and where
+        return {"dev flips / accepted": f"none passes; tightest at tau {best['tau']:.4g}: "
+                                        f"{best['flips']} / {best['accepted_checkable']}",
+                "flip upper bound": round(best["flip_upper"], 4)}
+    return {}
 
 
 def curve_section(res: Path) -> str:

@@ -157,7 +157,9 @@ def choose_tau(sw: pd.DataFrame, max_harm_frac: float, max_wrong_frac: float = 1
 
 def tau_rule(p: np.ndarray, data: dict, sw: pd.DataFrame, cfg: JudgesConfig) -> tuple[float, dict]:
     """tau on dev and how it was chosen: with ``flip_budget`` the largest tau whose upper bound on answer flips among
-    the accepted checkable dev mismatches is within it (labeling/risk.py), else the point rule (``choose_tau``)."""
+    the accepted checkable dev mismatches is within it (labeling/risk.py), else the point rule (``choose_tau``).
+    With the bound, ``how`` also holds the tightest bound of any tau that accepts something (``dev_bound_best``:
+    what the budget would have to be for the rule to pass one) and the per-tau table (``ltt``, a DataFrame)."""
     dev = data["dev"]
     if cfg.flip_budget is None:
         return choose_tau(sw, cfg.max_harm_frac, cfg.max_wrong_frac), {
@@ -169,8 +171,13 @@ def tau_rule(p: np.ndarray, data: dict, sw: pd.DataFrame, cfg: JudgesConfig) -> 
     at = lt[lt["tau"] == tau]
     bound = {"flip_upper": float(at["flip_upper"].iloc[0]), "flips": int(at["flips"].iloc[0]),
              "accepted_checkable": int(at["accepted_checkable"].iloc[0])} if len(at) else {}
+    some = lt[lt["accepted_checkable"] > 0]
+    best = some.loc[some["flip_upper"].idxmin()] if len(some) else None
+    tightest = {"tau": float(best["tau"]), "flip_upper": float(best["flip_upper"]), "flips": int(best["flips"]),
+                "accepted_checkable": int(best["accepted_checkable"])} if best is not None else {}
     return tau, {"rule": f"largest tau whose upper {1 - cfg.flip_delta:.0%} Clopper-Pearson bound on answer flips "
-                         f"among accepted checkable dev mismatches is <= {cfg.flip_budget}", "dev_bound": bound}
+                         f"among accepted checkable dev mismatches is <= {cfg.flip_budget}", "dev_bound": bound,
+                 "dev_bound_best": tightest, "ltt": lt}
 
 
 def peer_configs(cfg: JudgesConfig, dims: dict[str, int]) -> list[JudgeConfig]:
@@ -273,6 +280,9 @@ def run(cfg: JudgesConfig) -> dict:
         policy, p = fit_judge(jc, data, cfg)
         sw = sweep(p, data["y"][dev], data["turns_wrong"][dev], taus, data["checkable"][dev]).assign(judge=jc.name)
         tau, how = tau_rule(p, data, sw, cfg)
+        lt = how.pop("ltt", None)
+        if lt is not None:  # the bound's figures per tau beside the sweep's fractions
+            sw = sw.merge(lt[["tau", "accepted_checkable", "flips", "flip_upper"]], on="tau", how="left")
         checkable = data["checkable"][dev]
         notes = {"dev_auc": auc(p, data["y"][dev]),
                  "dev_flip_auc": auc(p[checkable], data["turns_wrong"][dev][checkable]), **how,
@@ -280,7 +290,7 @@ def run(cfg: JudgesConfig) -> dict:
                  "run_dirs": [Path(r).name for r in cfg.run_dirs], "prompt_files": prompt_files(cfg.run_dirs)}
         variants = [(jc.name, replace(jc, tau=tau, notes=notes))]
         if jc.name == "edge":
-            tau_good, _ = tau_rule(p, data, sw, good_link_cfg(cfg))
+            tau_good = tau_rule(p, data, sw, good_link_cfg(cfg))[0]
             variants = [("edge", link_judge(jc, tau, tau_good, cfg, notes)),
                         ("edge-blind", replace(jc, name="edge-blind", tau=tau, notes=notes))]
         for name, final in variants:

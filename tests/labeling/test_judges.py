@@ -130,6 +130,12 @@ def test_dev_by_kind_the_bound_rule_and_the_guard(tmp_path):
     assert edge["dev_kinds"] == ["d", "e"] and "Clopper-Pearson" in edge["rule"]
     assert edge["dev_bound"]["flip_upper"] <= 0.05 or edge["tau"] == 0.0
     assert 0.0 <= edge["dev_flip_auc"] <= 1.0
+    best = edge["dev_bound_best"]  # the tightest bound of any tau: no chosen tau's bound is below it
+    assert best["flip_upper"] <= edge["dev_bound"].get("flip_upper", 1.0) and best["accepted_checkable"] > 0
+    sw = pd.read_csv(tmp_path / "res" / "judges_sweep.csv")  # the bound's counts per tau beside the fractions
+    e = sw[sw.judge == "edge"]
+    assert e["accepted_checkable"].is_monotonic_increasing and (e["flips"] <= e["accepted_checkable"]).all()
+    assert (e["flip_upper"] >= e["flips"] / e["accepted_checkable"].clip(lower=1) - 1e-12).all()
     policy, _ = load_policy_dir(tmp_path / "heads" / "edge")
     assert policy.cfg.guard_top1_min == 0.9 and policy.cfg.guard_margin_nats is None  # saved and loaded
     peer, _ = load_policy_dir(tmp_path / "heads" / "autojudge")
