@@ -5,9 +5,9 @@
 (commit "A test that every shipped head and judge directory scores a fixed input as recorded"); the SmolLM2 judges'
 rows were recorded again when the judges were retrained on the task suite (issue 42: dev kinds, the flip bound and
 the sure-target guard).  The shipped head files predate the ``kind`` field (wisv/head/store.py): they load as
-their stem's legacy kind.  Regenerate only on purpose: ``python -m tests.wisv.head.test_shipped``.  The shipped judges read the nine one-pass edge columns
-(``BASE_SCALARS``): the sibling columns appended after them (NaN without the sibling pass, values with it) must not
-change a single score.
+their stem's legacy kind.  Regenerate only on purpose: ``python -m tests.wisv.head.test_shipped``.  The shipped
+judges read the nine one-pass edge columns (``BASE_SCALARS``): the sibling columns appended after them (NaN
+without the sibling pass, values with it) must not change a single score.
 """
 from __future__ import annotations
 
