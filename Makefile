@@ -73,7 +73,7 @@ head-smollm2: setup
 	$(SMOL_LABELING) judges --run-dirs $(JUDGE_RUN)/su $(JUDGE_RUN)/sf $(JUDGE_RUN)/lf $(JUDGE_FLAGS) \
 		--out-dir wisv/assets/smollm2-judges --results-dir $(JUDGE_OUT)
 	$(SMOL_LABELING) peers --heads-dir wisv/assets/smollm2-judges --results-dir $(JUDGE_OUT) \
-		--prompts-file results/suite-live/prompts-unseen.jsonl --prompts 28 --channels poor=3/45
+		--prompts-file results/suite-live/prompts-unseen.jsonl --prompts 20 --channels poor=3/45
 	$(SMOL_LABELING) card --results-dir $(JUDGE_OUT) --heads-dir wisv/assets/smollm2-judges
 
 # Rebuild the SmolLM2 pair's WISV-paper head (`--head wisv-paper`; the pair must be built first: `make pair`): collect and label on the

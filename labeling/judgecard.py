@@ -160,9 +160,10 @@ def live_section(live: tuple[str, ...]) -> str:
         for _, r in s.iterrows():
             rows.append({"run": name, "protocol": r["protocol"], "head": Path(str(cfg.get("head_resolved", ""))).name
                          or cfg.get("head_resolved"), **{c: r[c] for c in LIVE_COLS if c in r}})
-        if (Path(run_dir) / "paired.csv").is_file() and (Path(run_dir) / "summary_by_group.csv").is_file():
+        if (Path(run_dir) / "summary_by_group.csv").is_file():
+            pp = Path(run_dir) / "paired.csv"
             rel_rows = relative_rows(pd.read_csv(Path(run_dir) / "summary_by_group.csv"),
-                                     pd.read_csv(Path(run_dir) / "paired.csv"))
+                                     pd.read_csv(pp) if pp.is_file() else None)
             paired.append(rel_rows.assign(run=name)[["run", *RELATIVE_COLUMNS]])
     by_group = ("\n### By group of kinds, against the first protocol of each run (paired by prompt)\n\n"
                 + md(pd.concat(paired, ignore_index=True)) if paired else "")

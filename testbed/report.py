@@ -3,7 +3,8 @@
 For each run (``testbed.run --protocol greedy auto ...`` on task-suite prompts) every method against the first:
 AAL, rounds per prompt and latency as % changes, fluency (both scores) and ROUGE-L against the target, and the
 paired accuracy (prompts lost and gained, the delta's bootstrap 95% interval).  Reads each run's
-``summary_by_group.csv`` and ``paired.csv`` only; writes one CSV and prints the table.
+``summary_by_group.csv`` and ``paired.csv`` (absent for prompts without answers) only; writes one CSV and prints
+the table.
 """
 from __future__ import annotations
 
@@ -23,13 +24,13 @@ SHOWN = ["run", "link", *RELATIVE_COLUMNS]
 
 def run_rows(run_dir: Path) -> pd.DataFrame:
     """One run's comparison rows, with the run's name and link."""
-    need = [run_dir / "summary_by_group.csv", run_dir / "paired.csv"]
-    missing = [str(p) for p in need if not p.exists()]
-    if missing:
-        raise ValueError(f"{run_dir}: no {', '.join(missing)} (a run of two or more protocols on prompts with kinds)")
+    need = run_dir / "summary_by_group.csv"
+    if not need.exists():
+        raise ValueError(f"{run_dir}: no {need} (a run on prompts with kinds)")
+    paired = pd.read_csv(run_dir / "paired.csv") if (run_dir / "paired.csv").exists() else None  # none: no answers
     link = json.loads((run_dir / "config.json").read_text()).get("link", {}) if (run_dir / "config.json").exists() \
         else {}
-    df = relative_rows(pd.read_csv(need[0]), pd.read_csv(need[1]))
+    df = relative_rows(pd.read_csv(need), paired)
     return df.assign(run=run_dir.name, link=f"{link.get('rate_up_mbps')}/{link.get('rtt_ms')}" if link else "")
 
 

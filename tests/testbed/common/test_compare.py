@@ -76,5 +76,9 @@ def test_relative_rows_and_the_report(tmp_path, capsys):
     paired.to_csv(run / "paired.csv", index=False)
     main([str(run), "--out", str(tmp_path / "t.csv")])
     assert "unseen question" in capsys.readouterr().out and len(pd.read_csv(tmp_path / "t.csv")) == len(rel)
-    with pytest.raises(SystemExit, match="no .*paired.csv"):
+    (run / "paired.csv").unlink()  # prompts without answers: no paired rows, the changes all the same
+    main([str(run)])
+    assert "unseen question" in capsys.readouterr().out
+    assert relative_rows(by_group, None)["lost"].isna().all()
+    with pytest.raises(SystemExit, match="no .*summary_by_group.csv"):
         main([str(tmp_path)])
