@@ -14,7 +14,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from testbed.common.compare import RELATIVE_COLUMNS, relative_rows
+from wisv.records.paired import RELATIVE_COLUMNS, relative_rows
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)

@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from config import one_line_errors
-from testbed.common.compare import RELATIVE_COLUMNS, relative_rows
 from testbed.common.files import write_csv_atomic
+from wisv.records.paired import RELATIVE_COLUMNS, relative_rows
 
 SHOWN = ["run", "link", *RELATIVE_COLUMNS]
 

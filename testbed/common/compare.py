@@ -101,33 +101,3 @@ def write_comparisons(out: Path, by_group: list[dict], paired: list[dict]) -> No
     if paired:
         write_csv_atomic(out / "paired.csv", pd.DataFrame(paired)[PAIRED_COLUMNS])
 
-
-RELATIVE = ("aal", "rounds_per_prompt", "latency_s")  # the measures whose change the comparison gives in percent
-RELATIVE_COLUMNS = ["group", "protocol", "against", "prompts", *(f"{m}_change_pct" for m in RELATIVE), "accuracy_base",
-                    "accuracy_new", "lost", "gained", "delta_ci_low", "delta_ci_high", "fluency_ppl_ratio",
-                    "fluency_ext_ppl_ratio", "drift_rouge_l"]  # the comparison's shown columns, in order
-
-
-def relative_rows(by_group: pd.DataFrame, paired: pd.DataFrame | None) -> pd.DataFrame:
-    """Per group and method (not the first): each of RELATIVE as a % change from the first method, its fluency and
-    ROUGE-L against the target, and the paired accuracy (lost, gained, the delta's interval; NaN where the prompts
-    have no answer to check, so the run wrote no ``paired``).  ``by_group`` and ``paired``: a run's
-    summary_by_group.csv and paired.csv."""
-    protocols = list(dict.fromkeys(by_group["protocol"]))
-    key = by_group.set_index(["protocol", "group"])
-    pairs = paired.set_index(["protocol", "group"]) if paired is not None and len(paired) else None
-    rows = []
-    for proto in protocols[1:]:
-        for g in dict.fromkeys(by_group.loc[by_group["protocol"] == proto, "group"]):
-            new, base = key.loc[(proto, g)], key.loc[(protocols[0], g)]
-            pa = pairs.loc[(proto, g)] if pairs is not None and (proto, g) in pairs.index else None
-            acc = {"lost": pa["lost"], "gained": pa["gained"], "delta_ci_low": pa["ci_low"],
-                   "delta_ci_high": pa["ci_high"]} if pa is not None else dict.fromkeys(
-                       ("lost", "gained", "delta_ci_low", "delta_ci_high"), float("nan"))
-            rows.append({"group": g, "protocol": proto, "against": protocols[0], "prompts": int(new["prompts"]),
-                         **{f"{m}_change_pct": 100 * (new[m] / base[m] - 1) for m in RELATIVE},
-                         **{f"{m}_{w}": x[m] for m in RELATIVE for w, x in (("base", base), ("new", new))},
-                         "accuracy_base": base["accuracy"], "accuracy_new": new["accuracy"], **acc,
-                         **{m: new.get(m, float("nan")) for m in ("fluency_ppl_ratio", "fluency_ext_ppl_ratio",
-                                                                  "drift_rouge_l")}})
-    return pd.DataFrame(rows, columns=None if rows else RELATIVE_COLUMNS)

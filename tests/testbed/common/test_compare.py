@@ -55,8 +55,8 @@ def test_group_summaries_split_the_rounds_by_kind():
 
 
 def test_relative_rows_and_the_report(tmp_path, capsys):
-    from testbed.common.compare import relative_rows
     from testbed.report import main
+    from wisv.records.paired import relative_rows
     prompts, greedy, ours = frames()
     rounds = pd.DataFrame({"prompt_id": list("abcd"), "accepted": [1, 1, 1, 1], "drafted": [4] * 4,
                            "uplink_bytes": 10, "downlink_bytes": 5, "t_comm_s": 0.1, "t_verify_s": 0.1,
