@@ -57,6 +57,7 @@ class DrafterBenchConfig:
     card: str = str(ASSET_DIR / "MODEL_CARD.md")  # the pair's model card, written from the JSON ("": none)
     ceiling: str = "results/smollm2/drafter_ceiling.json"  # AAL vs tokens and depth (scripts/drafter_ceiling.py)
     curve: str = "results/smollm2/drafter_curve.json"  # AAL per kind group vs tokens (scripts/drafter_curve.py)
+    kinds: str = "results/smollm2/drafter_kinds.json"  # AAL per kind of both drafters (drafter_curve.py --last 1)
 
 
 @torch.inference_mode()
@@ -224,7 +225,7 @@ def main(argv: list[str] | None = None) -> dict:
     Path(cfg.out).write_text(json.dumps(result, indent=1) + "\n")
     if cfg.card:
         from scripts.smollm2_card import model_card
-        Path(cfg.card).write_text(model_card(result, cfg.ceiling, cfg.curve))
+        Path(cfg.card).write_text(model_card(result, cfg.ceiling, cfg.curve, cfg.kinds))
     print(json.dumps({"cost_ratio": c["cost_ratio"], "meets": result["meets"]}
                      | {n: {"by_k": v["by_k"], "peer": v["peer"], "coverage": v["head_coverage"]}
                         for n, v in by_set.items()}, indent=1))

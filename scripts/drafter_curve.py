@@ -25,6 +25,7 @@ import config
 from scripts.distill_state import milestones, read_run
 from scripts.drafter_ceiling import variant
 from scripts.train_smollm2_drafter import DistillConfig, run_dir
+from wisv.decoding.featdraft import FeatureDraftSession, load_head
 from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.models.loader import load_pair
 from wisv.pairs import resolve_pair
@@ -50,6 +51,7 @@ class CurveConfig:
     last: int = field(default=0, metadata={"min": 0})  # evaluate only the last N milestones (0: all)
     undistilled: bool = True  # also the undistilled copy of the target's layers (tokens 0)
     built: bool = True  # also the pair's built drafter (a reference line)
+    feature_head: str = ""  # also this EAGLE-style feature head (scripts/train_feature_drafter.py; "": none)
     threads: int = field(default=1, metadata={"min": 1})  # torch intra-op threads
     out: str = "results/smollm2/drafter_curve.json"  # the JSON
     plot: str = "results/smollm2/drafter_curve.png"  # the PNG ("": none)
@@ -79,19 +81,27 @@ def suite_test_sample(n: int, seed: int) -> dict[str, list[dict]]:
     return sample_groups(suite.load_suite("test") + suite.load_suite("test", "free"), n, seed)
 
 
-def group_aal(drafter, target, groups: dict[str, list[dict]], cfg: CurveConfig) -> dict[str, float]:
-    """Greedy SD AAL at ``draft_len`` per group (prompt_ids rows), and per pooled group."""
-    recs = {}
+def group_aal(drafter, target, groups: dict[str, list[dict]], cfg: CurveConfig,
+              make_draft=None) -> dict[str, dict[str, float]]:
+    """Greedy SD AAL at ``draft_len`` per group (prompt_ids rows) and per pooled group ("aal"), and per kind
+    ("aal_kind"); ``make_draft`` (prompt ids -> DraftSession) drafts with another session, e.g. a feature head."""
+    recs, kind_of = {}, {}
     for name, rows in groups.items():
         recs[name] = []
         for r in rows:
             o = speculative_generate(drafter, target, r["prompt_ids"], max_new_tokens=cfg.max_new_tokens,
-                                     draft_len=cfg.draft_len, eos_token_id=eos_id(target))
+                                     draft_len=cfg.draft_len, eos_token_id=eos_id(target), make_draft=make_draft)
             recs[name] += spec_rows(o, r["prompt_id"], len(r["prompt_ids"]))
+            kind_of[r["prompt_id"]] = r["kind"]
     for name, parts in POOLED.items():
         if all(p in recs for p in parts):
             recs[name] = [x for p in parts for x in recs[p]]
-    return {name: round(summarize_rounds(to_frame(rs))["aal"], 4) for name, rs in recs.items()}
+    by_kind = {}
+    for x in (x for name in groups for x in recs[name]):
+        by_kind.setdefault(kind_of[x.prompt_id], []).append(x)
+    aal = {name: round(summarize_rounds(to_frame(rs))["aal"], 4) for name, rs in recs.items()}
+    return {"aal": aal, "aal_kind": {k: round(summarize_rounds(to_frame(rs))["aal"], 4)
+                                     for k, rs in sorted(by_kind.items())}}
 
 
 def plot(result: dict, path: str) -> None:
@@ -105,11 +115,14 @@ def plot(result: dict, path: str) -> None:
         ax.plot([p["tokens"] for p in pts], [p["aal"][g] for p in pts], "o-", color=f"C{i}", label=g)
         if result.get("built"):
             ax.axhline(result["built"]["aal"][g], color=f"C{i}", ls="--", lw=0.8)
+        if result.get("feature_head"):
+            ax.axhline(result["feature_head"]["aal"][g], color=f"C{i}", ls=":", lw=1.2)
     positive = [p["tokens"] for p in pts if p["tokens"] > 0]
     ax.set_xscale("symlog", linthresh=min(positive) if positive else 1)
     c = result["config"]
     ax.set(xlabel="generated tokens seen in distillation", ylabel=f"AAL (greedy SD, K={c['draft_len']})",
-           title=f"SmolLM2 drafter: {c['per_group']} suite test prompts per group (dashed: built drafter)")
+           title=f"SmolLM2 drafter: {c['per_group']} suite test prompts per group "
+                 "(dashed: built drafter; dotted: feature head)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -139,13 +152,19 @@ def main(argv: list[str] | None = None) -> dict:
     for tokens, step, path in todo:
         drafter = variant(pair.target, run["layers"], run["head_vocab"], path)
         points.append({"tokens": tokens, "step": step, "checkpoint": path and path.name,
-                       "aal": group_aal(drafter, pair.target, groups, cfg)})
+                       **group_aal(drafter, pair.target, groups, cfg)})
         print(f"[curve] {points[-1]} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    built = {"drafter": str(paths.drafter), "aal": group_aal(pair.drafter, pair.target, groups, cfg)} \
+    built = {"drafter": str(paths.drafter), **group_aal(pair.drafter, pair.target, groups, cfg)} \
         if cfg.built else None
+    feat = None
+    if cfg.feature_head:
+        head = load_head(cfg.feature_head)
+        feat = {"head": cfg.feature_head, **group_aal(pair.drafter, pair.target, groups, cfg,
+                                                       lambda ids: FeatureDraftSession(pair.drafter, ids, head))}
+        print(f"[curve] feature head {feat['aal']} ({time.perf_counter() - t0:.0f} s)", flush=True)
     result = {"config": asdict(cfg), "run_dir": str(rdir), "run_config": run["config"],
               "groups": {g: {"n": len(v), "kinds": sorted({r["kind"] for r in v})} for g, v in groups.items()},
-              "points": points, "built": built, "wall_s": round(time.perf_counter() - t0, 1)}
+              "points": points, "built": built, "feature_head": feat, "wall_s": round(time.perf_counter() - t0, 1)}
     Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
     Path(cfg.out).write_text(json.dumps(result, indent=1) + "\n")
     if cfg.plot:

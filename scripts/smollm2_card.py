@@ -139,6 +139,30 @@ checkpoints of the training run `{c['run_dir']}` by generated tokens seen (`scri
 """
 
 
+def _per_kind(path: str) -> str:
+    """AAL per kind of the built drafter, the run's last checkpoint and the feature head, on the same prompts."""
+    if not path or not Path(path).is_file():
+        return "No per-kind measurement (`scripts/drafter_curve.py --last 1 --feature-head DIR`) was found.\n"
+    c = json.loads(Path(path).read_text())
+    cols = ([("built drafter", c["built"])] if c.get("built") else []) + \
+        [(f"step {p['step']} ({p['tokens']:,} tokens)" if p["tokens"] else "undistilled", p) for p in c["points"]] + \
+        ([("feature head", c["feature_head"])] if c.get("feature_head") else [])
+    kinds = {k: g for g, v in c["groups"].items() for k in v["kinds"]}
+    rows = [f"| {GROUP_TEXT.get(g, g)} | {k} | " + " | ".join(str(col["aal_kind"].get(k, "")) for _, col in cols) + " |"
+            for k, g in sorted(kinds.items(), key=lambda kg: (list(c["groups"]).index(kg[1]), kg[0]))]
+    rows += [f"| **{GROUP_TEXT.get(g, g)}** | all | " + " | ".join(f"**{col['aal'][g]}**" for _, col in cols) + " |"
+             for g in cols[0][1]["aal"]]
+    cc = c["config"]
+    return f"""Greedy SD AAL at K={cc['draft_len']} ({cc['max_new_tokens']} new tokens at most), per kind of the
+broad suite's test pools, {cc['per_group']} prompts per group spread over its kinds (so 1-5 prompts a kind: read
+a kind's figure as a sign, the group's as the measure); every drafter on the same prompts (JSON `{cc['out']}`).
+
+| group | kind | {' | '.join(n for n, _ in cols)} |
+| --- | --- | {' | '.join('---' for _ in cols)} |
+{chr(10).join(rows)}
+"""
+
+
 def _sources(tr: dict, tc: dict) -> str:
     """What the drafter was distilled on, from drafter.json's training facts."""
     by = tr.get("generated_tokens_by_source")
@@ -158,7 +182,7 @@ def _sources(tr: dict, tc: dict) -> str:
             "held-out set)")
 
 
-def model_card(r: dict, ceiling: str = "", curve: str = "") -> str:
+def model_card(r: dict, ceiling: str = "", curve: str = "", kinds: str = "") -> str:
     """MODEL_CARD.md of the pair from the benchmark's result."""
     spec = json.loads((ASSET_DIR / "drafter.json").read_text())
     tr, c = spec.get("training", {}), r["config"]
@@ -198,6 +222,9 @@ AAL counts accepted draft tokens per round (the correction or bonus token is not
 ## AAL per kind group
 
 {_kind_groups(curve)}
+## AAL per kind: both drafters
+
+{_per_kind(kinds)}
 ## Where the ceiling is
 
 {_ceiling(ceiling)}
@@ -213,11 +240,13 @@ def main(argv: list[str] | None = None) -> Path:
     ap.add_argument("--bench", default="results/smollm2/bench_drafter.json", help="the benchmark's JSON")
     ap.add_argument("--ceiling", default="results/smollm2/drafter_ceiling.json", help="the ceiling's JSON")
     ap.add_argument("--curve", default="results/smollm2/drafter_curve.json", help="the learning curve's JSON")
+    ap.add_argument("--kinds", default="results/smollm2/drafter_kinds.json",
+                    help="per-kind AAL of the drafters (scripts/drafter_curve.py --last 1 --feature-head DIR)")
     ap.add_argument("--card", default=str(ASSET_DIR / "MODEL_CARD.md"), help="the card written")
     a = ap.parse_args(argv)
     if not Path(a.bench).is_file():
         raise SystemExit(f"error: no benchmark JSON at {a.bench} (run scripts/bench_smollm2_drafter.py)")
-    Path(a.card).write_text(model_card(json.loads(Path(a.bench).read_text()), a.ceiling, a.curve))
+    Path(a.card).write_text(model_card(json.loads(Path(a.bench).read_text()), a.ceiling, a.curve, a.kinds))
     print(f"wrote {a.card}")
     return Path(a.card)
 

@@ -45,8 +45,10 @@ class FeatureDrafterConfig:
     out: str = "runs/feature-drafter"  # output directory: pool, checkpoint, head, eval
     drafter: str | None = None  # local HF drafter directory (None: built-in toy pair)
     target: str | None = None  # local HF target directory (None: built-in toy pair)
-    prompts_file: str | None = None  # JSONL training prompts (None: the toy train split)
-    prompts: int = 200  # training prompts (first N)
+    prompts_file: str | None = None  # JSONL training prompts (None: toy train split; with --pool-files: eval prompts)
+    prompts: int = 200  # training prompts (first N); with --pool-files, generations taken from them
+    pool_files: list[str] = field(default_factory=list, metadata={  # the pool: target features over the cached
+        "pattern": r".+\.jsonl"})  # generations of these files (<cache>/distill/gen/*.jsonl), in turn (none: generate)
     max_new_tokens: int = 160  # target generation per training prompt, tokens
     layers: int = 1  # decoder layers of the head
     heads: int = 4  # attention heads
@@ -55,6 +57,8 @@ class FeatureDrafterConfig:
     batch: int = 16  # sequences per step
     lr: float = 1e-3  # AdamW learning rate (cosine to 10%)
     w_token: float = 0.1  # weight of the token CE beside the feature regression
+    ce_positions: int = field(default=0, metadata={  # loss positions per step, a seeded sample of the batch's
+        "min": 0})  # (0: all); the LM head over a large vocabulary is the costly part
     noise: float = 0.05  # std of the Gaussian noise on input features (relative to their RMS), EAGLE's augmentation
     unroll: bool = False  # a second pass on the head's own (detached) predicted features, as it drafts (EAGLE-3's test)
     seed: int = 0  # torch seed: init, batch order, noise
@@ -81,6 +85,36 @@ def build_pool(target, rows: list[dict], max_new: int) -> list[dict]:
     return pool
 
 
+@torch.no_grad()
+def pool_from_cache(target, seqs: list[tuple[int, list[int]]], batch: int = 16) -> list[dict]:
+    """As ``build_pool``, from generations already made: (prompt length, prompt + greedy continuation ids) each; the
+    target's features come from one teacher-forced pass per batch (right-padded, so a row's states are its own)."""
+    pool = []
+    for i in range(0, len(seqs), batch):
+        part = seqs[i:i + batch]
+        n = max(len(ids) for _, ids in part)
+        x = torch.zeros(len(part), n, dtype=torch.long)
+        mask = torch.zeros(len(part), n, dtype=torch.long)
+        for b, (_, ids) in enumerate(part):
+            x[b, :len(ids)], mask[b, :len(ids)] = torch.tensor(ids), 1
+        h = target(x, attention_mask=mask, output_hidden_states=True).hidden_states[-1]  # [B, n, d_t] post-norm
+        for b, (plen, ids) in enumerate(part):
+            pool.append({"x": torch.tensor(ids[plen - 1:]), "f": h[b, plen - 1:len(ids)].half()})
+    return pool
+
+
+def cached_generations(files: list[str], n: int) -> list[tuple[int, list[int]]]:
+    """Up to ``n`` (prompt length, ids) generations from the distillation caches, taken from the files in turn."""
+    from scripts.distill_cache import read_cache
+    per_file = []
+    for f in files:
+        if not Path(f).is_file():
+            raise FileNotFoundError(f"{f}: no such generation cache (scripts.train_smollm2_drafter writes them)")
+        per_file.append([(int(r[0]), [int(t) for t in r[1]]) for r in read_cache(Path(f)).values()])
+    out = [rows[i] for i in range(max(map(len, per_file), default=0)) for rows in per_file if i < len(rows)]
+    return [g for g in out if len(g[1]) > g[0]][:n]
+
+
 def batch_of(pool: list[dict], idx: list[int], window: int, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
     """Inputs and targets of ``idx``'s sequences, one random crop of at most 2 x window each, padded:
     f_in [B, T, d] (f_{p-1}; zero at a sequence's start), x_in [B, T], f_out [B, T, d], y [B, T] (-100: none)."""
@@ -101,7 +135,7 @@ def batch_of(pool: list[dict], idx: list[int], window: int, gen: torch.Generator
 
 
 def loss_of(head: FeatureHead, batch: tuple[torch.Tensor, ...], noise: float, gen: torch.Generator,
-            unroll: bool = False) -> tuple[torch.Tensor, dict]:
+            unroll: bool = False, ce_positions: int = 0) -> tuple[torch.Tensor, dict]:
     """EAGLE's loss: smooth L1 on the predicted features + w x token CE (the caller weights), on real positions.
     ``unroll``: averaged with a second pass whose input features are the first pass's predictions (detached; the
     first position keeps its own), as the head drafts past its first token."""
@@ -109,6 +143,10 @@ def loss_of(head: FeatureHead, batch: tuple[torch.Tensor, ...], noise: float, ge
     rms = f_out.pow(2).mean().sqrt()
     f_in = f_in + noise * rms * torch.randn(f_in.shape, generator=gen)
     mask = y >= 0  # [B, T]
+    if ce_positions and int(mask.sum()) > ce_positions:  # the CE (and the regression) on a seeded sample
+        real = mask.flatten().nonzero()[:, 0]
+        keep = real[torch.randperm(len(real), generator=gen)[:ce_positions]]
+        mask = torch.zeros_like(mask).flatten().index_fill_(0, keep, True).view_as(mask)
     f_hat, _ = head(f_in, x_in)  # [B, T, d]
     reg, ce, acc = _terms(head, f_hat, f_out, y, mask)
     m = {"reg": reg.item(), "ce": ce.item(), "acc": acc.item()}
@@ -148,7 +186,7 @@ def train(cfg: FeatureDrafterConfig, head: FeatureHead, pool: list[dict], out: P
     while step < cfg.steps:
         gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)  # the batch and noise of this step
         idx = torch.randint(0, len(pool), (min(cfg.batch, len(pool)),), generator=gen).tolist()
-        reg, m = loss_of(head, batch_of(pool, idx, cfg.window, gen), cfg.noise, gen, cfg.unroll)
+        reg, m = loss_of(head, batch_of(pool, idx, cfg.window, gen), cfg.noise, gen, cfg.unroll, cfg.ce_positions)
         loss = reg + cfg.w_token * m.pop("_ce")
         opt.zero_grad()
         loss.backward()
@@ -195,14 +233,20 @@ def run(cfg: FeatureDrafterConfig) -> dict:
     config.write_config_beside(out / "train.json", cfg)
     drafter, target, tok = load_pair(cfg.drafter, cfg.target)
     target.eval()
-    rows = prompt_rows(tok, "train", cfg.prompts + (cfg.eval_prompts if cfg.prompts_file else 0), cfg.prompts_file)
-    rows, held_out = rows[:cfg.prompts], rows[cfg.prompts:]  # a prompts file: the rows after the training ones
+    if cfg.pool_files and cfg.eval_prompts and not cfg.prompts_file:
+        raise ValueError("--pool-files with --eval-prompts needs --prompts-file (its first rows are the eval prompts)")
+    if cfg.pool_files:  # the pool comes from the caches; a prompts file gives only the eval prompts
+        rows, held_out = [], prompt_rows(tok, "test", cfg.eval_prompts, cfg.prompts_file) if cfg.eval_prompts else []
+    else:
+        rows = prompt_rows(tok, "train", cfg.prompts + (cfg.eval_prompts if cfg.prompts_file else 0), cfg.prompts_file)
+        rows, held_out = rows[:cfg.prompts], rows[cfg.prompts:]  # a prompts file: the rows after the training ones
     pool_path = out / "pool.pt"
     if pool_path.is_file():
         pool = torch.load(pool_path, weights_only=True)
     else:
         t0 = time.monotonic()
-        pool = build_pool(target, rows, cfg.max_new_tokens)
+        pool = pool_from_cache(target, cached_generations(cfg.pool_files, cfg.prompts)) if cfg.pool_files \
+            else build_pool(target, rows, cfg.max_new_tokens)
         torch.save(pool, pool_path)
         n = sum(len(p["x"]) for p in pool)
         print(f"pool: {len(pool)} generations, {n} positions ({time.monotonic() - t0:.0f} s)")

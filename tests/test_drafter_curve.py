@@ -52,3 +52,49 @@ def test_the_card_tabulates_aal_per_kind_group(tmp_path):
     assert "| step 40 | 25,000 | 1.2 | 0.7 | 0.5 | 0.4 | 0.45 |" in text
     assert "| undistilled | 0 |" in text and "| built drafter (`drafter`) | |" in text
     assert "No learning-curve" in smollm2_card._kind_groups(str(tmp_path / "none.json"))
+
+
+def test_group_aal_gives_each_group_and_kind_and_drafts_with_a_given_session():
+    """Per group, pooled group and kind; a kind alone in its group has the group's AAL; a feature head (make_draft)
+    drafts instead of the drafter and the output stays the target's (AAL differs, rounds are counted)."""
+    import torch
+
+    from scripts.drafter_curve import CurveConfig, group_aal
+    from wisv.decoding.featdraft import FeatureDraftSession, FeatureHead
+    from wisv.models.loader import load_pair
+    from wisv.tasks.prompts import prompt_rows
+    torch.set_num_threads(1)
+    drafter, target, tok = load_pair()
+    ids = [r["prompt_ids"] for r in prompt_rows(tok, "test", 3)]
+    groups = {"free-seen": [{"prompt_id": "a", "kind": "speech", "prompt_ids": ids[0]}],
+              "free-unseen": [{"prompt_id": "b", "kind": "dialogue", "prompt_ids": ids[1]},
+                              {"prompt_id": "c", "kind": "thank_you", "prompt_ids": ids[2]}]}
+    cfg = CurveConfig(max_new_tokens=16, draft_len=4)
+    got = group_aal(drafter, target, groups, cfg)
+    assert set(got["aal"]) == {"free-seen", "free-unseen", "free"}
+    assert set(got["aal_kind"]) == {"speech", "dialogue", "thank_you"}
+    assert got["aal_kind"]["speech"] == got["aal"]["free-seen"]
+    assert min(got["aal"].values()) <= got["aal"]["free"] <= max(got["aal"].values())
+    torch.manual_seed(0)
+    head = FeatureHead.from_target(target, window=8)
+    feat = group_aal(drafter, target, groups, cfg, lambda p: FeatureDraftSession(drafter, p, head))
+    assert feat["aal"]["free"] < got["aal"]["free"]  # an untrained head drafts worse than the distilled drafter
+
+
+def test_the_card_tabulates_aal_per_kind_for_each_drafter(tmp_path):
+    groups = {"question-unseen": {"n": 2, "kinds": ["author", "currency"]},
+              "free-unseen": {"n": 1, "kinds": ["dialogue"]}}
+    col = {"aal": {"question-unseen": 0.9, "free-unseen": 0.4}, "aal_kind": {"author": 1.1, "currency": 0.7,
+                                                                              "dialogue": 0.4}}
+    kinds = {"config": {"draft_len": 8, "max_new_tokens": 64, "per_group": 2, "out": "k.json"}, "groups": groups,
+             "points": [{"tokens": 437_000, "step": 1209, **col}], "built": {"drafter": "d", **col},
+             "feature_head": {"head": "h", "aal": {"question-unseen": 1.5, "free-unseen": 1.0},
+                              "aal_kind": {"author": 2.0, "currency": 1.0, "dialogue": 1.0}}}
+    path = tmp_path / "kinds.json"
+    path.write_text(json.dumps(kinds))
+    text = smollm2_card._per_kind(str(path))
+    assert "| group | kind | built drafter | step 1209 (437,000 tokens) | feature head |" in text
+    assert "| questions, unseen kinds | author | 1.1 | 1.1 | 2.0 |" in text
+    assert text.index("| author |") < text.index("| currency |") < text.index("| dialogue |")  # questions first
+    assert "| **free form, unseen kinds** | all | **0.4** | **0.4** | **1.0** |" in text
+    assert "No per-kind" in smollm2_card._per_kind(str(tmp_path / "none.json"))

@@ -64,3 +64,27 @@ def test_unroll_scores_the_head_on_its_own_features():
     plain, m = loss_of(head, batch, 0.0, torch.Generator().manual_seed(0))
     both, mu = loss_of(head, batch, 0.0, torch.Generator().manual_seed(0), unroll=True)
     assert "acc_own" in mu and "acc_own" not in m and not torch.isclose(plain, both)
+
+
+def test_a_pool_from_cached_generations_matches_one_built_by_generating(tmp_path):
+    """--pool-files: the distillation caches' generations, read in turn from each file, give the same tokens and (to
+    fp16) the same features as generating them; a padded batch does not change a row's features."""
+    from scripts.distill_cache import append_cache
+    from scripts.train_feature_drafter import build_pool, cached_generations, pool_from_cache
+    from wisv.models.loader import load_pair
+    from wisv.tasks.evaluate import greedy_reference
+    from wisv.tasks.prompts import prompt_rows
+    _, target, tok = load_pair()
+    rows = prompt_rows(tok, "train", 3)
+    built = build_pool(target, rows, 12)
+    gens = [(len(r["prompt_ids"]), r["prompt_ids"] + greedy_reference(target, r["prompt_ids"], 12)) for r in rows]
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    append_cache(a, [("k0", [gens[0][0], gens[0][1], [], []]), ("k2", [gens[2][0], gens[2][1], [], []])])
+    append_cache(b, [("k1", [gens[1][0], gens[1][1], [], []])])
+    taken = cached_generations([str(a), str(b)], 3)
+    assert taken == gens  # a, b, a: the files in turn
+    assert cached_generations([str(a), str(b)], 2) == gens[:2]
+    pool = pool_from_cache(target, taken, batch=2)
+    for p, q in zip(pool, built):
+        assert torch.equal(p["x"], q["x"])
+        torch.testing.assert_close(p["f"].float(), q["f"].float(), atol=2e-2, rtol=1e-2)
