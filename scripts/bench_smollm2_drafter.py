@@ -42,6 +42,7 @@ class DrafterBenchConfig:
     """One benchmark (written into the JSON)."""
 
     pair: str = "smollm2"  # the named pair (python -m wisv.pairs build NAME)
+    drafter: str | None = None  # a local HF drafter directory instead of the pair's (None: the pair's)
     prompts_files: list[str] = field(default_factory=lambda: [str(pool_path("test")), str(
         GENERIC_HELDOUT)])  # held-out prompt sets (none used in distillation); the first is the headline
     prompts: list[int] = field(default_factory=lambda: [20, 10])  # first N prompts of each set, in order
@@ -57,7 +58,8 @@ class DrafterBenchConfig:
     card: str = str(ASSET_DIR / "MODEL_CARD.md")  # the pair's model card, written from the JSON ("": none)
     ceiling: str = "results/smollm2/drafter_ceiling.json"  # AAL vs tokens and depth (scripts/drafter_ceiling.py)
     curve: str = "results/smollm2/drafter_curve.json"  # AAL per kind group vs tokens (scripts/drafter_curve.py)
-    kinds: str = "results/smollm2/drafter_kinds.json"  # AAL per kind of both drafters (drafter_curve.py --last 1)
+    kinds: list[str] = field(default_factory=lambda: ["results/smollm2/drafter_kinds.json", "results/smollm2/"
+                             "drafter_kinds_feature.json"])  # AAL per kind of the drafters (drafter_curve.py JSONs)
 
 
 @torch.inference_mode()
@@ -208,7 +210,7 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = parse_args(argv)
     torch.set_num_threads(cfg.threads)
     paths = resolve_pair(cfg.pair)
-    pair = load_pair(paths.drafter, paths.target)
+    pair = load_pair(cfg.drafter or paths.drafter, paths.target)
     sets = prompt_sets(pair.tokenizer, cfg)
     c = cost(pair, cfg)
     print(f"[bench] cost: {c}", flush=True)

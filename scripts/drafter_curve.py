@@ -49,6 +49,7 @@ class CurveConfig:
     draft_len: int = field(default=8, metadata={"min": 1})  # K of the greedy SD runs
     max_new_tokens: int = field(default=64, metadata={"min": 1})  # generation budget per prompt, tokens
     last: int = field(default=0, metadata={"min": 0})  # evaluate only the last N milestones (0: all)
+    milestones: bool = True  # evaluate the run's milestones (--last of them)
     undistilled: bool = True  # also the undistilled copy of the target's layers (tokens 0)
     built: bool = True  # also the pair's built drafter (a reference line)
     feature_head: str = ""  # also this EAGLE-style feature head (scripts/train_feature_drafter.py; "": none)
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> dict:
     groups = {g: [{"prompt_id": r["prompt_id"], "kind": r["kind"],
                    "prompt_ids": encode_prompt(pair.tokenizer, r["prompt"])} for r in rows]
               for g, rows in suite_test_sample(cfg.per_group, cfg.seed).items()}
-    ckpts = milestones(rdir)[-cfg.last:] if cfg.last else milestones(rdir)
+    ckpts = (milestones(rdir)[-cfg.last:] if cfg.last else milestones(rdir)) if cfg.milestones else []
     todo = ([(0, 0, None)] if cfg.undistilled else []) + ckpts
     print(f"[curve] {rdir}: {len(ckpts)} milestones; groups { {g: len(v) for g, v in groups.items()} }", flush=True)
     t0, points = time.perf_counter(), []

@@ -139,23 +139,28 @@ checkpoints of the training run `{c['run_dir']}` by generated tokens seen (`scri
 """
 
 
-def _per_kind(path: str) -> str:
-    """AAL per kind of the built drafter, the run's last checkpoint and the feature head, on the same prompts."""
-    if not path or not Path(path).is_file():
+def _per_kind(paths: list[str]) -> str:
+    """AAL per kind of the built drafter, the run's last checkpoint and the feature head, on the same prompts: the
+    columns of one or more scripts/drafter_curve.py JSONs measured on the same sample (same groups)."""
+    docs = [json.loads(Path(p).read_text()) for p in paths if p and Path(p).is_file()]
+    if not docs:
         return "No per-kind measurement (`scripts/drafter_curve.py --last 1 --feature-head DIR`) was found.\n"
-    c = json.loads(Path(path).read_text())
-    cols = ([("built drafter", c["built"])] if c.get("built") else []) + \
-        [(f"step {p['step']} ({p['tokens']:,} tokens)" if p["tokens"] else "undistilled", p) for p in c["points"]] + \
-        ([("feature head", c["feature_head"])] if c.get("feature_head") else [])
+    c = docs[0]
+    if any(d["groups"] != c["groups"] for d in docs):
+        raise ValueError(f"{paths}: measured on different prompt samples (their groups differ)")
+    cols = [col for d in docs for col in
+            ([("built drafter", d["built"])] if d.get("built") else []) +
+            [(f"step {p['step']} ({p['tokens']:,} tokens)" if p["tokens"] else "undistilled", p) for p in d["points"]] +
+            ([("feature head", d["feature_head"])] if d.get("feature_head") else [])]
     kinds = {k: g for g, v in c["groups"].items() for k in v["kinds"]}
     rows = [f"| {GROUP_TEXT.get(g, g)} | {k} | " + " | ".join(str(col["aal_kind"].get(k, "")) for _, col in cols) + " |"
             for k, g in sorted(kinds.items(), key=lambda kg: (list(c["groups"]).index(kg[1]), kg[0]))]
     rows += [f"| **{GROUP_TEXT.get(g, g)}** | all | " + " | ".join(f"**{col['aal'][g]}**" for _, col in cols) + " |"
              for g in cols[0][1]["aal"]]
-    cc = c["config"]
+    cc, outs = c["config"], ", ".join(f"`{o}`" for o in dict.fromkeys(d["config"]["out"] for d in docs))
     return f"""Greedy SD AAL at K={cc['draft_len']} ({cc['max_new_tokens']} new tokens at most), per kind of the
 broad suite's test pools, {cc['per_group']} prompts per group spread over its kinds (so 1-5 prompts a kind: read
-a kind's figure as a sign, the group's as the measure); every drafter on the same prompts (JSON `{cc['out']}`).
+a kind's figure as a sign, the group's as the measure); every drafter on the same prompts (JSON {outs}).
 
 | group | kind | {' | '.join(n for n, _ in cols)} |
 | --- | --- | {' | '.join('---' for _ in cols)} |
@@ -182,7 +187,7 @@ def _sources(tr: dict, tc: dict) -> str:
             "held-out set)")
 
 
-def model_card(r: dict, ceiling: str = "", curve: str = "", kinds: str = "") -> str:
+def model_card(r: dict, ceiling: str = "", curve: str = "", kinds: list[str] | None = None) -> str:
     """MODEL_CARD.md of the pair from the benchmark's result."""
     spec = json.loads((ASSET_DIR / "drafter.json").read_text())
     tr, c = spec.get("training", {}), r["config"]
@@ -224,7 +229,7 @@ AAL counts accepted draft tokens per round (the correction or bonus token is not
 {_kind_groups(curve)}
 ## AAL per kind: both drafters
 
-{_per_kind(kinds)}
+{_per_kind(kinds or [])}
 ## Where the ceiling is
 
 {_ceiling(ceiling)}
@@ -240,7 +245,8 @@ def main(argv: list[str] | None = None) -> Path:
     ap.add_argument("--bench", default="results/smollm2/bench_drafter.json", help="the benchmark's JSON")
     ap.add_argument("--ceiling", default="results/smollm2/drafter_ceiling.json", help="the ceiling's JSON")
     ap.add_argument("--curve", default="results/smollm2/drafter_curve.json", help="the learning curve's JSON")
-    ap.add_argument("--kinds", default="results/smollm2/drafter_kinds.json",
+    ap.add_argument("--kinds", nargs="*", default=["results/smollm2/drafter_kinds.json",
+                                                   "results/smollm2/drafter_kinds_feature.json"],
                     help="per-kind AAL of the drafters (scripts/drafter_curve.py --last 1 --feature-head DIR)")
     ap.add_argument("--card", default=str(ASSET_DIR / "MODEL_CARD.md"), help="the card written")
     a = ap.parse_args(argv)

@@ -92,9 +92,17 @@ def test_the_card_tabulates_aal_per_kind_for_each_drafter(tmp_path):
                               "aal_kind": {"author": 2.0, "currency": 1.0, "dialogue": 1.0}}}
     path = tmp_path / "kinds.json"
     path.write_text(json.dumps(kinds))
-    text = smollm2_card._per_kind(str(path))
+    text = smollm2_card._per_kind([str(path)])
     assert "| group | kind | built drafter | step 1209 (437,000 tokens) | feature head |" in text
     assert "| questions, unseen kinds | author | 1.1 | 1.1 | 2.0 |" in text
     assert text.index("| author |") < text.index("| currency |") < text.index("| dialogue |")  # questions first
     assert "| **free form, unseen kinds** | all | **0.4** | **0.4** | **1.0** |" in text
-    assert "No per-kind" in smollm2_card._per_kind(str(tmp_path / "none.json"))
+    assert "No per-kind" in smollm2_card._per_kind([str(tmp_path / "none.json")])
+    feat = {k: kinds[k] for k in ("config", "groups", "feature_head")} | {"points": []}
+    kinds.pop("feature_head")
+    (tmp_path / "feat.json").write_text(json.dumps(feat))
+    path.write_text(json.dumps(kinds))
+    assert smollm2_card._per_kind([str(path), str(tmp_path / "feat.json")]) == text  # two JSONs, the same columns
+    (tmp_path / "feat.json").write_text(json.dumps(feat | {"groups": {}}))
+    with pytest.raises(ValueError, match="different prompt samples"):
+        smollm2_card._per_kind([str(path), str(tmp_path / "feat.json")])
