@@ -23,6 +23,7 @@ import torch
 
 import config
 from testbed.common.machine import machine_info
+from wisv.decoding.featdraft import FeatureDraftSession, load_head
 from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.models.loader import load_pair
 from wisv.pairs import resolve_pair
@@ -43,6 +44,7 @@ class DrafterBenchConfig:
 
     pair: str = "smollm2"  # the named pair (python -m wisv.pairs build NAME)
     drafter: str | None = None  # a local HF drafter directory instead of the pair's (None: the pair's)
+    feature_head: str | None = None  # also time greedy SD drafting with this feature head at the largest K (None: no)
     prompts_files: list[str] = field(default_factory=lambda: [str(pool_path("test")), str(
         GENERIC_HELDOUT)])  # held-out prompt sets (none used in distillation); the first is the headline
     prompts: list[int] = field(default_factory=lambda: [20, 10])  # first N prompts of each set, in order
@@ -53,6 +55,8 @@ class DrafterBenchConfig:
     max_new_tokens: int = 96  # generation budget per prompt, tokens
     threads: int = 1  # torch intra-op threads (drafter and target alike; the testbed's processes use 1)
     cost_steps: int = 40  # decode steps per per-token timing
+    profile: int = field(default=0, metadata={  # cProfile our greedy SD loop at the largest K on the first N
+        "min": 0})  # prompts of the first set, after the timings: top functions by own time into the JSON (0: none)
     cost_repeats: int = 5  # interleaved repeats of the per-token timings (median taken)
     out: str = "results/smollm2/bench_drafter.json"  # the benchmark's JSON
     card: str = str(ASSET_DIR / "MODEL_CARD.md")  # the pair's model card, written from the JSON ("": none)
@@ -132,7 +136,7 @@ def _coverage(tokens: list[int], kept: set[int] | None) -> tuple[int, int]:
     return (len(tokens) if kept is None else sum(t in kept for t in tokens)), len(tokens)
 
 
-def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | None) -> dict:
+def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | None, head=None) -> dict:
     """Per prompt, in turns: target-only, our greedy SD at each K, the peer at each fixed K and at its defaults. AAL,
     lossless checks, wall times and the share of the target's tokens the drafter's head can propose."""
     eos = eos_id(pair.target)
@@ -140,6 +144,7 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
     ours = {k: {"s": 0.0, "rows": [], "same": 0} for k in cfg.draft_lens}
     peers = {str(k): {"s": 0.0, "calls": 0, "same": 0} for k in cfg.peer_draft_lens}
     peers |= {"defaults": {"s": 0.0, "calls": 0, "same": 0}} if cfg.peer_defaults else {}
+    feat = {"s": 0.0, "rows": [], "same": 0}  # greedy SD with the feature head (``head``), at the largest K
     for i, r in enumerate(rows):
         ref, s = timed(partial(greedy_reference, pair.target, r["prompt_ids"], cfg.max_new_tokens))
         base_s, tokens = base_s + s, tokens + len(ref)
@@ -151,6 +156,13 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
             acc["s"] += s
             acc["rows"] += spec_rows(out, str(i), len(r["prompt_ids"]))
             acc["same"] += int(out.tokens == ref)
+        if head is not None:
+            out, s = timed(partial(speculative_generate, pair.drafter, pair.target, r["prompt_ids"],
+                                   max_new_tokens=cfg.max_new_tokens, draft_len=max(cfg.draft_lens), eos_token_id=eos,
+                                   make_draft=lambda ids: FeatureDraftSession(pair.drafter, ids, head)))
+            feat["s"] += s
+            feat["rows"] += spec_rows(out, str(i), len(r["prompt_ids"]))
+            feat["same"] += int(out.tokens == ref)
         for name, acc in peers.items():
             (out, calls), s = timed(partial(peer_generate, pair, r["prompt_ids"], cfg.max_new_tokens,
                                             None if name == "defaults" else int(name)))
@@ -164,7 +176,28 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
     best = max(by_k, key=lambda k: by_k[k]["speedup"])
     return {"target_only_s": round(base_s, 3), "tokens": tokens, "target_only_tok_per_s": round(tokens / base_s, 2),
             "head_coverage": round(covered / max(1, tokens), 4), "by_k": by_k, "peer": peer, "best_k": int(best),
-            "best_speedup": by_k[best]["speedup"]}
+            "best_speedup": by_k[best]["speedup"],
+            **({"feature_head": _k_row(feat, base_s, len(rows)) | {"k": max(cfg.draft_lens)}} if head is not None
+               else {})}
+
+
+def profile_loop(pair, rows: list[dict], cfg: DrafterBenchConfig, top: int = 20) -> dict:
+    """Our greedy SD loop at the largest K under cProfile: wall time, and the ``top`` functions by own time."""
+    import cProfile
+    import pstats
+    prof, k, eos = cProfile.Profile(), max(cfg.draft_lens), eos_id(pair.target)
+    t0 = time.perf_counter()
+    prof.enable()
+    for r in rows:
+        speculative_generate(pair.drafter, pair.target, r["prompt_ids"], max_new_tokens=cfg.max_new_tokens,
+                             draft_len=k, eos_token_id=eos)
+    prof.disable()
+    wall = time.perf_counter() - t0
+    st = pstats.Stats(prof)
+    funcs = sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:top]  # (file, line, name) -> (cc, nc, tt, ct, ..)
+    return {"prompts": len(rows), "k": k, "wall_s": round(wall, 3), "calls": st.total_calls,
+            "top_by_own_time": [{"function": f"{Path(f).name}:{line}:{name}", "calls": nc, "own_s": round(tt, 3),
+                                 "cum_s": round(ct, 3)} for (f, line, name), (_, nc, tt, ct, _) in funcs]}
 
 
 def _k_row(acc: dict, base_s: float, n: int) -> dict:
@@ -215,14 +248,16 @@ def main(argv: list[str] | None = None) -> dict:
     c = cost(pair, cfg)
     print(f"[bench] cost: {c}", flush=True)
     kept = kept_ids(pair.drafter)
-    by_set = {name: sd_runs(pair, rows, cfg, kept) for name, rows in sets.items()}
+    head = load_head(cfg.feature_head) if cfg.feature_head else None
+    by_set = {name: sd_runs(pair, rows, cfg, kept, head) for name, rows in sets.items()}
+    prof = profile_loop(pair, next(iter(sets.values()))[:cfg.profile], cfg) if cfg.profile else None
     result = {"config": asdict(cfg), **c, "headline_set": next(iter(by_set)), "by_set": by_set,
               "goals": GOALS, "meets": {n: goals(sd, c["cost_ratio"]) for n, sd in by_set.items()},
               "drafter": {"layers": pair.drafter.config.num_hidden_layers, "params": pair.drafter.num_parameters(),
                           "vocab_size": int(pair.drafter.config.vocab_size),
                           "head_rows": int(pair.drafter.get_output_embeddings().weight.shape[0]),
                           "target_params": pair.target.num_parameters()},
-              "machine": machine_info()}
+              "profile": prof, "machine": machine_info()}
     Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
     Path(cfg.out).write_text(json.dumps(result, indent=1) + "\n")
     if cfg.card:
@@ -230,6 +265,7 @@ def main(argv: list[str] | None = None) -> dict:
         Path(cfg.card).write_text(model_card(result, cfg.ceiling, cfg.curve, cfg.kinds))
     print(json.dumps({"cost_ratio": c["cost_ratio"], "meets": result["meets"]}
                      | {n: {"by_k": v["by_k"], "peer": v["peer"], "coverage": v["head_coverage"]}
+                        | ({"feature_head": v["feature_head"]} if "feature_head" in v else {})
                         for n, v in by_set.items()}, indent=1))
     return result
 

@@ -52,6 +52,7 @@ class CurveConfig:
     milestones: bool = True  # evaluate the run's milestones (--last of them)
     undistilled: bool = True  # also the undistilled copy of the target's layers (tokens 0)
     built: bool = True  # also the pair's built drafter (a reference line)
+    drafter: str | None = None  # that reference drafter's HF directory instead of the pair's (None: the pair's)
     feature_head: str = ""  # also this EAGLE-style feature head (scripts/train_feature_drafter.py; "": none)
     threads: int = field(default=1, metadata={"min": 1})  # torch intra-op threads
     out: str = "results/smollm2/drafter_curve.json"  # the JSON
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> dict:
     rdir = Path(cfg.run_dir) if cfg.run_dir else run_dir(DistillConfig(seed=cfg.seed))
     run = read_run(rdir)
     paths = resolve_pair(cfg.pair)
-    pair = load_pair(paths.drafter, paths.target)
+    pair = load_pair(cfg.drafter or paths.drafter, paths.target)
     groups = {g: [{"prompt_id": r["prompt_id"], "kind": r["kind"],
                    "prompt_ids": encode_prompt(pair.tokenizer, r["prompt"])} for r in rows]
               for g, rows in suite_test_sample(cfg.per_group, cfg.seed).items()}
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> dict:
         points.append({"tokens": tokens, "step": step, "checkpoint": path and path.name,
                        **group_aal(drafter, pair.target, groups, cfg)})
         print(f"[curve] {points[-1]} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    built = {"drafter": str(paths.drafter), **group_aal(pair.drafter, pair.target, groups, cfg)} \
+    built = {"drafter": cfg.drafter or str(paths.drafter), **group_aal(pair.drafter, pair.target, groups, cfg)} \
         if cfg.built else None
     feat = None
     if cfg.feature_head:

@@ -149,7 +149,7 @@ def _per_kind(paths: list[str]) -> str:
     if any(d["groups"] != c["groups"] for d in docs):
         raise ValueError(f"{paths}: measured on different prompt samples (their groups differ)")
     cols = [col for d in docs for col in
-            ([("built drafter", d["built"])] if d.get("built") else []) +
+            ([(f"built drafter (`{Path(d['built']['drafter']).name}`)", d["built"])] if d.get("built") else []) +
             [(f"step {p['step']} ({p['tokens']:,} tokens)" if p["tokens"] else "undistilled", p) for p in d["points"]] +
             ([("feature head", d["feature_head"])] if d.get("feature_head") else [])]
     kinds = {k: g for g, v in c["groups"].items() for k in v["kinds"]}

@@ -93,7 +93,7 @@ def test_the_card_tabulates_aal_per_kind_for_each_drafter(tmp_path):
     path = tmp_path / "kinds.json"
     path.write_text(json.dumps(kinds))
     text = smollm2_card._per_kind([str(path)])
-    assert "| group | kind | built drafter | step 1209 (437,000 tokens) | feature head |" in text
+    assert "| group | kind | built drafter (`d`) | step 1209 (437,000 tokens) | feature head |" in text
     assert "| questions, unseen kinds | author | 1.1 | 1.1 | 2.0 |" in text
     assert text.index("| author |") < text.index("| currency |") < text.index("| dialogue |")  # questions first
     assert "| **free form, unseen kinds** | all | **0.4** | **0.4** | **1.0** |" in text

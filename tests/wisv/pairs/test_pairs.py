@@ -159,6 +159,10 @@ def test_build_smollm2_from_the_cached_wheel(cache):
     spec = json.loads((ASSET_DIR / SPEC_FILE).read_text())
     assert isinstance(pair.drafter.lm_head, RestrictedHead)
     assert pair.drafter.lm_head.kept_ids.tolist() == spec["head_vocab"]
+    from wisv.pairs.drafter import DRAFTERS
+    for name, asset in DRAFTERS.items():  # every named drafter is built beside the default, from its own spec
+        assert json.loads((root / name / "converted.json").read_text())["spec"] == json.loads(
+            (asset / SPEC_FILE).read_text())
 
 
 def _entries():

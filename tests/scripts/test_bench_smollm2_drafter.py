@@ -1,0 +1,36 @@
+"""scripts/bench_smollm2_drafter.py's measuring functions on the built-in toy pair: every method lossless, the
+feature head timed beside the drafter, and the profile of our loop."""
+from __future__ import annotations
+
+import torch
+
+from scripts.bench_smollm2_drafter import DrafterBenchConfig, profile_loop, sd_runs
+from wisv.decoding.featdraft import FeatureHead
+from wisv.models.loader import load_pair
+from wisv.tasks.prompts import prompt_rows
+
+
+def test_sd_runs_times_every_method_and_the_feature_head_losslessly():
+    torch.set_num_threads(1)
+    pair = load_pair()
+    rows = prompt_rows(pair.tokenizer, "test", 2)
+    cfg = DrafterBenchConfig(draft_lens=[2, 4], peer_draft_lens=[4], peer_defaults=False, max_new_tokens=12)
+    torch.manual_seed(0)
+    head = FeatureHead.from_target(pair.target, window=8)
+    got = sd_runs(pair, rows, cfg, None, head)
+    assert set(got["by_k"]) == {"2", "4"} and set(got["peer"]) == {"4"}
+    assert all(v["matches_target"] == 1.0 for v in [*got["by_k"].values(), *got["peer"].values()])
+    fh = got["feature_head"]
+    assert fh["k"] == 4 and fh["matches_target"] == 1.0 and fh["rounds"] > 0 and fh["speedup"] > 0
+    assert "feature_head" not in sd_runs(pair, rows[:1], cfg, None)
+
+
+def test_the_profile_names_the_loop_functions():
+    torch.set_num_threads(1)
+    pair = load_pair()
+    rows = prompt_rows(pair.tokenizer, "test", 1)
+    prof = profile_loop(pair, rows, DrafterBenchConfig(draft_lens=[4], max_new_tokens=8), top=40)
+    assert prof["prompts"] == 1 and prof["k"] == 4 and prof["calls"] > 0 and prof["wall_s"] > 0
+    names = [f["function"] for f in prof["top_by_own_time"]]
+    assert len(names) == 40 and all(f["own_s"] >= 0 and f["calls"] > 0 for f in prof["top_by_own_time"])
+    assert any("linear" in n for n in names)
