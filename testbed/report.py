@@ -5,6 +5,10 @@ AAL, rounds per prompt and latency as % changes, fluency (both scores) and ROUGE
 paired accuracy (prompts lost and gained, the delta's bootstrap 95% interval).  Reads each run's
 ``summary_by_group.csv`` and ``paired.csv`` (absent for prompts without answers) only; writes one CSV and prints
 the table.
+
+``--against BASE_RUN``: instead, each run against BASE_RUN protocol by protocol, prompt by prompt (two drafters,
+say, on the same prompts and link): identical outputs, AAL, rounds and latency changes with the latter's paired
+interval (``wisv.records.paired.run_vs_run``, from each protocol's ``outputs.jsonl``).
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import pandas as pd
 
 from config import one_line_errors
 from testbed.common.files import write_csv_atomic
-from wisv.records.paired import RELATIVE_COLUMNS, relative_rows
+from wisv.records.paired import RELATIVE_COLUMNS, RUN_VS_RUN_COLUMNS, relative_rows, run_vs_run
 
 SHOWN = ["run", "link", *RELATIVE_COLUMNS]
 
@@ -34,16 +38,31 @@ def run_rows(run_dir: Path) -> pd.DataFrame:
     return df.assign(run=run_dir.name, link=f"{link.get('rate_up_mbps')}/{link.get('rtt_ms')}" if link else "")
 
 
+def against_rows(base_dir: Path, run_dir: Path) -> pd.DataFrame:
+    """``run_dir`` against ``base_dir``, one row per protocol both ran (their outputs.jsonl, paired by prompt)."""
+    rows = []
+    for proto in sorted(d.name for d in run_dir.iterdir() if (d / "outputs.jsonl").is_file()):
+        if not (base_dir / proto / "outputs.jsonl").is_file():
+            continue
+        base, new = (pd.read_json(d / proto / "outputs.jsonl", lines=True) for d in (base_dir, run_dir))
+        rows.append({"run": run_dir.name, "against": base_dir.name, "protocol": proto, **run_vs_run(base, new)})
+    if not rows:
+        raise ValueError(f"{run_dir} and {base_dir} share no protocol with an outputs.jsonl")
+    return pd.DataFrame(rows)[["run", "against", *RUN_VS_RUN_COLUMNS]]
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = one_line_errors(argparse.ArgumentParser(prog="python -m testbed.report", description=__doc__.splitlines()[0]))
     ap.add_argument("runs", nargs="+", type=Path, help="run directories of testbed.run (two or more protocols)")
     ap.add_argument("--out", type=Path, default=None, help="CSV of the table (default: none, print only)")
+    ap.add_argument("--against", type=Path, default=None,
+                    help="a base run: each run against it, same protocol, prompt by prompt (default: none)")
     args = ap.parse_args(argv)
     try:
-        df = pd.concat([run_rows(r) for r in args.runs], ignore_index=True)
-    except ValueError as e:
+        df = pd.concat([against_rows(args.against, r) for r in args.runs] if args.against else
+                       [run_rows(r)[SHOWN] for r in args.runs], ignore_index=True)
+    except (ValueError, OSError) as e:
         sys.exit(f"python -m testbed.report: error: {e}")
-    df = df[SHOWN]
     if args.out:
         write_csv_atomic(args.out, df)
     with pd.option_context("display.width", 250, "display.max_columns", 30):

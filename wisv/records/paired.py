@@ -93,3 +93,34 @@ def relative_rows(by_group: pd.DataFrame, paired: pd.DataFrame | None) -> pd.Dat
                          **{m: new.get(m, float("nan")) for m in ("fluency_ppl_ratio", "fluency_ext_ppl_ratio",
                                                                   "drift_rouge_l")}})
     return pd.DataFrame(rows, columns=None if rows else RELATIVE_COLUMNS)
+
+
+RUN_VS_RUN_COLUMNS = ["protocol", "prompts", "identical_outputs", "aal_base", "aal_new", "rounds_change_pct",
+                      "latency_change_pct", "latency_ci_low_pct", "latency_ci_high_pct", "faster", "slower"]
+
+
+def run_vs_run(base: pd.DataFrame, new: pd.DataFrame, n_boot: int = 10_000, seed: int = 0) -> dict:
+    """One protocol in two runs on the same prompts (say, two drafters), prompt by prompt: outputs identical, AAL of
+    each (accepted draft tokens per round), the % change of total rounds and of mean latency with a paired bootstrap
+    95% interval of the latter (prompts resampled in pairs), and the prompts faster and slower.  ``base``, ``new``:
+    a run's outputs.jsonl rows (prompt_id, tokens, rounds, t_e2e_s, acceptance_histogram)."""
+    both = base.merge(new, on="prompt_id", suffixes=("_b", "_n"))
+    if both.empty:
+        raise ValueError("the two runs share no prompt")
+    lat_b, lat_n = both["t_e2e_s_b"].to_numpy(float), both["t_e2e_s_n"].to_numpy(float)  # [n]
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(both), size=(n_boot, len(both)))  # [B, n]
+    ratio = lat_n[idx].sum(axis=1) / lat_b[idx].sum(axis=1)  # [B]
+    return {"prompts": len(both), "identical_outputs": int((both["tokens_b"] == both["tokens_n"]).sum()),
+            "aal_base": _aal(both, "_b"), "aal_new": _aal(both, "_n"),
+            "rounds_change_pct": 100 * (both["rounds_n"].sum() / both["rounds_b"].sum() - 1),
+            "latency_change_pct": 100 * (lat_n.sum() / lat_b.sum() - 1),
+            "latency_ci_low_pct": 100 * (float(np.quantile(ratio, 0.025)) - 1),
+            "latency_ci_high_pct": 100 * (float(np.quantile(ratio, 0.975)) - 1),
+            "faster": int((lat_n < lat_b).sum()), "slower": int((lat_n > lat_b).sum())}
+
+
+def _aal(df: pd.DataFrame, sfx: str) -> float:
+    """Accepted draft tokens per round over the prompts, from each prompt's histogram (index = tokens accepted)."""
+    hist = [np.asarray(h, float) for h in df[f"acceptance_histogram{sfx}"]]
+    return float(sum((h * np.arange(len(h))).sum() for h in hist) / sum(h.sum() for h in hist))

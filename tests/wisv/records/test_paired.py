@@ -44,3 +44,23 @@ def test_frames_are_aligned_by_prompt_and_unequal_lengths_refused():
     assert list(b) == [True, True] and list(n) == [True, False]
     with pytest.raises(ValueError, match="same prompts"):
         paired_accuracy(np.ones(3), np.ones(4))
+
+
+def test_run_vs_run_pairs_two_runs_of_one_protocol_by_prompt():
+    """Two drafters on the same prompts: outputs compared, AAL from the histograms, the latency change of the totals
+    with a paired interval that holds it, faster and slower prompts; no shared prompt is an error."""
+    from wisv.records.paired import run_vs_run
+    base = pd.DataFrame({"prompt_id": ["a", "b", "c"], "tokens": [[1, 2], [3], [4]], "rounds": [4, 2, 4],
+                         "t_e2e_s": [4.0, 2.0, 2.0], "acceptance_histogram": [[2, 2], [2], [4]]})
+    new = pd.DataFrame({"prompt_id": ["c", "b", "a", "z"], "tokens": [[4], [3], [1, 2], [9]], "rounds": [2, 2, 1, 9],
+                        "t_e2e_s": [1.0, 2.5, 2.5, 9.0], "acceptance_histogram": [[0, 2], [1, 1], [0, 0, 1], [9]]})
+    got = run_vs_run(base, new, n_boot=2000)
+    assert got["prompts"] == 3 and got["identical_outputs"] == 3  # z is only in the new run
+    assert got["aal_base"] == pytest.approx(2 / 10) and got["aal_new"] == pytest.approx((2 + 1 + 2) / 5)
+    assert got["rounds_change_pct"] == pytest.approx(100 * (5 / 10 - 1))
+    assert got["latency_change_pct"] == pytest.approx(100 * (6 / 8 - 1))
+    assert got["latency_ci_low_pct"] <= got["latency_change_pct"] <= got["latency_ci_high_pct"]
+    assert (got["faster"], got["slower"]) == (2, 1)
+    assert run_vs_run(base, new, n_boot=2000) == got  # seeded
+    with pytest.raises(ValueError, match="share no prompt"):
+        run_vs_run(base, new[new.prompt_id == "z"])
