@@ -34,21 +34,24 @@ pair: setup
 	$(BIN)/python -m wisv.pairs scorer
 
 # Distil the SmolLM2 pair's drafter on the broad suite (`make pair` first; docs/pairs.md#the-drafter): the target's
-# greedy generations of generic text, the long-form distill pool and the suite's question and free-form distill pools
-# (seen kinds; never a calib or test pool), cached prompt by prompt; 4 epochs of layers 0-3 with milestone
-# checkpoints; resumable: after a kill, run it again.  Then the learning curve on the suite's test pools (seen,
-# unseen, free form; "built" is the previous drafter), the pair rebuilt with the new drafter, and the benchmark with
-# the model card.  About 1 h for the distillation (2 threads) and 3 h for the curve (1 thread) on a quiet machine.
-DISTILL_FLAGS ?=
+# greedy generations of 196 generic instructions, 150 long-form distill prompts and the suite's whole question and
+# free-form distill pools (seen kinds; never a calib or test pool), cached prompt by prompt; 3 epochs of layers 0-3
+# with milestone checkpoints; resumable: after a kill, run it again (the shipped run, issue 43).  Then the learning
+# curve on the suite's test pools (seen, unseen, free form), the pair rebuilt with the new drafter, and the benchmark
+# with the model card.  On 2 quiet cores: 22 min of generation, 18 min of training, about 20 min for the curve.
+DISTILL_FLAGS ?= --epochs 3 --prompts 196 --pool-rows 150
 drafter-smollm2: setup
-	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train_smollm2_drafter --threads 2 --epochs 4 $(DISTILL_FLAGS)
-	OMP_NUM_THREADS=1 $(BIN)/python -m scripts.drafter_curve --per-group 24
+	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train_smollm2_drafter --threads 2 $(DISTILL_FLAGS)
+	OMP_NUM_THREADS=1 $(BIN)/python -m scripts.drafter_curve --per-group 6 --no-built
 	$(BIN)/python -m wisv.pairs build smollm2
-	OMP_NUM_THREADS=1 $(BIN)/python -m scripts.bench_smollm2_drafter
+	OMP_NUM_THREADS=1 $(BIN)/python -m scripts.bench_smollm2_drafter --prompts-files \
+	  results/suite-live/prompts-unseen.jsonl results/suite-live/prompts-free_unseen.jsonl --prompts 14 12 \
+	  --draft-lens 8 --peer-draft-lens 8 --max-new-tokens 96 --profile 3 --out results/smollm2/bench_drafter_suite.json
 
 # The EAGLE-style feature head for the SmolLM2 pair (docs/feature-drafter.md), after `make drafter-smollm2` (whose
 # generation caches it reads: the target's features over 1,500 of those generations, seen kinds only), then the
-# per-kind AAL of the built drafter, the distillation's last checkpoint and the head on the same suite test prompts.
+# per-kind AAL of the earlier drafter (drafter-geo), the distillation's last checkpoint and the head on the same suite
+# test prompts (the model card's table).  About 12 min for the pool, 40 min for 1,500 steps, 25 min for the AAL.
 GEN = $(HOME)/.cache/wisv-testbed/distill/gen
 SMOL = $(HOME)/.cache/wisv-testbed/pairs/smollm2
 feature-drafter-smollm2: setup
@@ -57,7 +60,9 @@ feature-drafter-smollm2: setup
 	  $(GEN)/longform-*.jsonl --prompts 1500 --layers 1 --heads 8 --steps 1500 --batch 16 --ce-positions 512 \
 	  --unroll --eval-prompts 0
 	OMP_NUM_THREADS=1 $(BIN)/python -m scripts.drafter_curve --per-group 16 --last 1 --no-undistilled \
-	  --feature-head runs/feature-smollm2 --out results/smollm2/drafter_kinds.json --plot ""
+	  --drafter $(SMOL)/drafter-geo --out results/smollm2/drafter_kinds.json --plot ""
+	OMP_NUM_THREADS=1 $(BIN)/python -m scripts.drafter_curve --per-group 16 --no-milestones --no-undistilled \
+	  --no-built --feature-head runs/feature-smollm2 --out results/smollm2/drafter_kinds_feature.json --plot ""
 
 # Rebuild the built-in pair's default decision head (about 25 min on 2 cores): the whole labeling pipeline.
 HEAD_RUN ?= runs/labeling-default

@@ -49,6 +49,10 @@ def _set_section(name: str, sd: dict, meets: dict) -> str:
                      f"{v['target_calls']} target calls | {v['speedup']} | {100 * v['matches_target']:.0f}% |"
                      for k, v in sd["peer"].items())
     vs = ", ".join(f"K={k}: {v['ours_vs_peer']}" for k, v in sd["peer"].items() if "ours_vs_peer" in v)
+    if sd.get("feature_head"):
+        f = sd["feature_head"]
+        ours += (f"\n| ours with the feature head, K={f['k']} | {f['aal']} | {f['rounds']} | {f['speedup']} | "
+                 f"{100 * f['matches_target']:.0f}% |")
     return f"""### {name}
 
 {sd['tokens']} target tokens, target-only {sd['target_only_tok_per_s']} tok/s; the drafter's head covers
@@ -139,6 +143,23 @@ checkpoints of the training run `{c['run_dir']}` by generated tokens seen (`scri
 """
 
 
+def _profile(prof: dict | None) -> str:
+    """Our loop's cProfile (the benchmark's --profile): the top functions by own time."""
+    if not prof:
+        return ""
+    rows = "\n".join(f"| `{f['function']}` | {f['calls']:,} | {f['own_s']} | {f['cum_s']} |"
+                     for f in prof["top_by_own_time"][:10])
+    return f"""## Where our loop spends its time
+
+cProfile of our greedy SD at K={prof['k']} on the headline set's first {prof['prompts']} prompts ({prof['wall_s']} s
+wall under the profiler, {prof['calls']:,} calls); the top functions by own time:
+
+| function | calls | own s | cumulative s |
+| --- | --- | --- | --- |
+{rows}
+"""
+
+
 def _per_kind(paths: list[str]) -> str:
     """AAL per kind of the built drafter, the run's last checkpoint and the feature head, on the same prompts: the
     columns of one or more scripts/drafter_curve.py JSONs measured on the same sample (same groups)."""
@@ -159,7 +180,7 @@ def _per_kind(paths: list[str]) -> str:
              for g in cols[0][1]["aal"]]
     cc, outs = c["config"], ", ".join(f"`{o}`" for o in dict.fromkeys(d["config"]["out"] for d in docs))
     return f"""Greedy SD AAL at K={cc['draft_len']} ({cc['max_new_tokens']} new tokens at most), per kind of the
-broad suite's test pools, {cc['per_group']} prompts per group spread over its kinds (so 1-5 prompts a kind: read
+broad suite's test pools, {cc['per_group']} prompts per group spread over its kinds (so 1-3 prompts a kind: read
 a kind's figure as a sign, the group's as the measure); every drafter on the same prompts (JSON {outs}).
 
 | group | kind | {' | '.join(n for n, _ in cols)} |
@@ -218,12 +239,13 @@ most, first {c['prompts']} prompts of each set; JSON: `{c['out']}`). Per-token d
 All methods run in turns prompt by prompt on one thread; the machine was shared with other jobs, so compare ratios,
 not times.
 
-## {r['headline_set']} (headline) and the generic held-out set
+## Speed: {', '.join(r['by_set'])} (the first is the headline)
 
 {sets}
 AAL counts accepted draft tokens per round (the correction or bonus token is not counted). Parameters: drafter
 {r['drafter']['params']:,} (head rows {r['drafter']['head_rows']:,}), target {r['drafter']['target_params']:,}.
 
+{_profile(r.get('profile'))}
 ## AAL per kind group
 
 {_kind_groups(curve)}
