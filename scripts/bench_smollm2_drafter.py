@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import statistics
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -242,13 +243,13 @@ def kept_ids(drafter) -> set[int] | None:
 def main(argv: list[str] | None = None) -> dict:
     cfg = parse_args(argv)
     torch.set_num_threads(cfg.threads)
+    head = load_head(cfg.feature_head) if cfg.feature_head else None  # a bad directory fails before any timing
     paths = resolve_pair(cfg.pair)
     pair = load_pair(cfg.drafter or paths.drafter, paths.target)
     sets = prompt_sets(pair.tokenizer, cfg)
     c = cost(pair, cfg)
     print(f"[bench] cost: {c}", flush=True)
     kept = kept_ids(pair.drafter)
-    head = load_head(cfg.feature_head) if cfg.feature_head else None
     by_set = {name: sd_runs(pair, rows, cfg, kept, head) for name, rows in sets.items()}
     prof = profile_loop(pair, next(iter(sets.values()))[:cfg.profile], cfg) if cfg.profile else None
     result = {"config": asdict(cfg), **c, "headline_set": next(iter(by_set)), "by_set": by_set,
@@ -270,5 +271,5 @@ def main(argv: list[str] | None = None) -> dict:
     return result
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # bad input (a value, a missing or unwritable path, an unbuilt pair) is one line, exit 2
+    sys.exit(config.run_reporting("python -m scripts.bench_smollm2_drafter", main, (ValueError, OSError)))

@@ -140,6 +140,7 @@ def parse_args(argv: list[str] | None = None) -> CurveConfig:
 def main(argv: list[str] | None = None) -> dict:
     cfg = parse_args(argv)
     torch.set_num_threads(cfg.threads)
+    head = load_head(cfg.feature_head) if cfg.feature_head else None  # a bad directory fails before any evaluation
     rdir = Path(cfg.run_dir) if cfg.run_dir else run_dir(DistillConfig(seed=cfg.seed))
     run = read_run(rdir)
     paths = resolve_pair(cfg.pair)
@@ -159,8 +160,7 @@ def main(argv: list[str] | None = None) -> dict:
     built = {"drafter": cfg.drafter or str(paths.drafter), **group_aal(pair.drafter, pair.target, groups, cfg)} \
         if cfg.built else None
     feat = None
-    if cfg.feature_head:
-        head = load_head(cfg.feature_head)
+    if head is not None:
         feat = {"head": cfg.feature_head, **group_aal(pair.drafter, pair.target, groups, cfg,
                                                        lambda ids: FeatureDraftSession(pair.drafter, ids, head))}
         print(f"[curve] feature head {feat['aal']} ({time.perf_counter() - t0:.0f} s)", flush=True)

@@ -5,8 +5,10 @@ curve run): ``python -m scripts.smollm2_card [--bench J] [--ceiling J] [--curve 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
+from config import run_reporting
 from wisv.pairs.drafter import ASSET_DIR
 
 MARK = {True: "met", False: "missed"}
@@ -143,6 +145,14 @@ checkpoints of the training run `{c['run_dir']}` by generated tokens seen (`scri
 """
 
 
+def _read_json(path: str | Path) -> dict:
+    """A JSON file's object; a file that is not JSON is a ValueError naming it."""
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not a JSON file ({e})") from None
+
+
 def _profile(prof: dict | None) -> str:
     """Our loop's cProfile (the benchmark's --profile): the top functions by own time."""
     if not prof:
@@ -163,7 +173,7 @@ wall under the profiler, {prof['calls']:,} calls); the top functions by own time
 def _per_kind(paths: list[str]) -> str:
     """AAL per kind of the built drafter, the run's last checkpoint and the feature head, on the same prompts: the
     columns of one or more scripts/drafter_curve.py JSONs measured on the same sample (same groups)."""
-    docs = [json.loads(Path(p).read_text()) for p in paths if p and Path(p).is_file()]
+    docs = [_read_json(p) for p in paths if p and Path(p).is_file()]
     if not docs:
         return "No per-kind measurement (`scripts/drafter_curve.py --last 1 --feature-head DIR`) was found.\n"
     c = docs[0]
@@ -273,11 +283,11 @@ def main(argv: list[str] | None = None) -> Path:
     ap.add_argument("--card", default=str(ASSET_DIR / "MODEL_CARD.md"), help="the card written")
     a = ap.parse_args(argv)
     if not Path(a.bench).is_file():
-        raise SystemExit(f"error: no benchmark JSON at {a.bench} (run scripts/bench_smollm2_drafter.py)")
-    Path(a.card).write_text(model_card(json.loads(Path(a.bench).read_text()), a.ceiling, a.curve, a.kinds))
+        raise FileNotFoundError(f"no benchmark JSON at {a.bench} (run scripts/bench_smollm2_drafter.py)")
+    Path(a.card).write_text(model_card(_read_json(a.bench), a.ceiling, a.curve, a.kinds))
     print(f"wrote {a.card}")
     return Path(a.card)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # a missing file or one that is not the JSON expected is one line and exit 2
+    sys.exit(run_reporting("python -m scripts.smollm2_card", main, (ValueError, OSError, KeyError, TypeError)))
