@@ -87,20 +87,18 @@ def group_aal(drafter, target, groups: dict[str, list[dict]], cfg: CurveConfig,
               make_draft=None) -> dict[str, dict[str, float]]:
     """Greedy SD AAL at ``draft_len`` per group (prompt_ids rows) and per pooled group ("aal"), and per kind
     ("aal_kind"); ``make_draft`` (prompt ids -> DraftSession) drafts with another session, e.g. a feature head."""
-    recs, kind_of = {}, {}
+    recs, by_kind = {}, {}
     for name, rows in groups.items():
         recs[name] = []
         for r in rows:
             o = speculative_generate(drafter, target, r["prompt_ids"], max_new_tokens=cfg.max_new_tokens,
                                      draft_len=cfg.draft_len, eos_token_id=eos_id(target), make_draft=make_draft)
-            recs[name] += spec_rows(o, r["prompt_id"], len(r["prompt_ids"]))
-            kind_of[r["prompt_id"]] = r["kind"]
+            got = spec_rows(o, r["prompt_id"], len(r["prompt_ids"]))
+            recs[name] += got
+            by_kind.setdefault(r["kind"], []).extend(got)
     for name, parts in POOLED.items():
         if all(p in recs for p in parts):
             recs[name] = [x for p in parts for x in recs[p]]
-    by_kind = {}
-    for x in (x for name in groups for x in recs[name]):
-        by_kind.setdefault(kind_of[x.prompt_id], []).append(x)
     aal = {name: round(summarize_rounds(to_frame(rs))["aal"], 4) for name, rs in recs.items()}
     return {"aal": aal, "aal_kind": {k: round(summarize_rounds(to_frame(rs))["aal"], 4)
                                      for k, rs in sorted(by_kind.items())}}

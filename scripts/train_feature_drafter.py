@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 import config
+from scripts.distill_cache import read_cache
 from wisv.decoding.featdraft import (
     FeatureDraftSession,
     FeatureHead,
@@ -73,16 +74,10 @@ class FeatureDrafterConfig:
 
 @torch.no_grad()
 def build_pool(target, rows: list[dict], max_new: int) -> list[dict]:
-    """Per prompt: tokens x [T+1] from the last prompt token on and features f [T+1, d_t] fp16 (f[0]: that token's)."""
-    pool = []
-    for r in rows:
-        ids = r["prompt_ids"]
-        gen = greedy_reference(target, ids, max_new)
-        seq = ids + gen
-        h = target(torch.tensor([seq]), output_hidden_states=True).hidden_states[-1][0]  # [L, d_t] post-norm
-        start = len(ids) - 1
-        pool.append({"x": torch.tensor(seq[start:]), "f": h[start:].half()})
-    return pool
+    """Per prompt: tokens x [T+1] from the last prompt token on and features f [T+1, d_t] fp16 (f[0]: that token's):
+    the target's greedy generation, then its features as ``pool_from_cache`` reads them."""
+    gens = [(len(r["prompt_ids"]), r["prompt_ids"] + greedy_reference(target, r["prompt_ids"], max_new)) for r in rows]
+    return pool_from_cache(target, gens, batch=1)
 
 
 @torch.no_grad()
@@ -105,7 +100,6 @@ def pool_from_cache(target, seqs: list[tuple[int, list[int]]], batch: int = 16) 
 
 def cached_generations(files: list[str], n: int) -> list[tuple[int, list[int]]]:
     """Up to ``n`` (prompt length, ids) generations from the distillation caches, taken from the files in turn."""
-    from scripts.distill_cache import read_cache
     per_file = []
     for f in files:
         if not Path(f).is_file():
