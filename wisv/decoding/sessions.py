@@ -22,7 +22,8 @@ from wisv.head.features import SiblingRows
 
 @dataclass
 class Draft:
-    """One drafted block."""
+    """One drafted block.  Its tensors live on the host, whatever the drafter's device: they go on the wire (numpy),
+    feed the host-side predictors, and a proactive block carried over joins the next one."""
 
     tokens: list[int]  # [K] drafted token ids
     hidden: torch.Tensor | None  # [K, d_d] hidden state that produced each token (float32)
@@ -98,18 +99,18 @@ class DraftSession(_CachedModel):
         for _ in range(k - len(toks)):
             logits, hidden = self.forward(feed, keep=1)  # only the last position's logits are read
             last = logits[-1]  # [V]
-            feat = draft_features(last[None])[0]  # [4]
+            feat = draft_features(last[None])[0].cpu()  # [4]; a Draft's tensors live on the host (see Draft)
             if sample:
                 q = torch.softmax(last.double() / temperature, dim=-1)  # [V]
                 y = int(torch.multinomial(q, 1, generator=generator))
-                probs.append(q)
+                probs.append(q.cpu())
             else:
                 y = int(last.argmax())
             if stop is not None and toks and stop(feat):
                 probs = probs[: len(toks)]
                 break
             toks.append(y)
-            hids.append(hidden[-1])
+            hids.append(hidden[-1].cpu())
             feats.append(feat)
             feed = [y]
             if eos_token_id is not None and y == eos_token_id:
@@ -126,8 +127,8 @@ class DraftSession(_CachedModel):
             logits, hidden = self.forward((self.seq + self.drafted)[self.cached_len:], keep=1)
             y = int(logits[-1].argmax())
             toks.append(y)
-            hids.append(hidden[-1])
-            feats.append(draft_features(logits[-1][None])[0])
+            hids.append(hidden[-1].cpu())
+            feats.append(draft_features(logits[-1][None])[0].cpu())
             self.drafted.append(y)
         return Draft(toks, torch.stack(hids) if hids else None, None, torch.stack(feats) if feats else None)
 
