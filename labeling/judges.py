@@ -17,7 +17,8 @@ is dev, the rest train.  Nothing here reads a test pool.  Judges (wisv/head/judg
 One rule picks every tau on dev: the largest tau of the grid whose accepted dev mismatches (p < tau) are at most
 ``max_harm_frac`` harmful and, of those with an answer to check, at most ``max_wrong_frac`` turn a right answer wrong.
 Writes judges_sweep.csv (the tau sweep per judge on dev), judges_curve.csv (held-out AUC per feature set against
-training labels), judges.json (the choices), and one judge directory per judge under ``out_dir``.
+training labels), judges_signals.csv (each edge scalar alone: its dev AUC on the harm and the flip label),
+judges.json (the choices), and one judge directory per judge under ``out_dir``.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from channel.csi import CSI
 from labeling.config import JudgesConfig
 from labeling.risk import RiskConfig, ltt_sweep, ltt_tau
 from labeling.store import EPISODES, LABELS, load_config, load_traces, require, save_config
-from wisv.head.features import BASE_SCALARS, SCALARS, EdgeFeatures
+from wisv.head.features import BASE_SCALARS, SCALARS, EdgeFeatures, with_out_pos
 from wisv.head.guard import guard
 from wisv.head.judges import JudgeConfig, JudgePolicy, LinearJudge, rule_probs, t_link_s
 from wisv.head.store import save_policy
@@ -62,6 +63,7 @@ def load_data(run_dirs: list[str], dev_every: int, dev_kinds: tuple[str, ...] = 
         rows = rows[tr["draft_id"][rows] != target_eos(run_dir)]  # a draft EOS is always rejected (wisv_accept)
         lab = lab.loc[rows]
         part = {key: tr[key][rows].astype(np.float32) for key in SOURCES.values()}
+        part["edge"] = with_out_pos(part["edge"], tr["position"][rows])  # traces recorded before out_pos
         part["y"] = lab["harmful"].to_numpy(np.float32)
         part["turns_wrong"] = lab["turns_wrong"].to_numpy(np.float32)
         episodes = read_jsonl(require(run_dir, EPISODES, "collect"))
@@ -185,7 +187,8 @@ def peer_configs(cfg: JudgesConfig, dims: dict[str, int]) -> list[JudgeConfig]:
     def lin(name: str, names: tuple[str, ...], hidden: int = 0) -> JudgeConfig:
         return JudgeConfig(name, "linear", names, tuple(dims[n] for n in names), hidden=hidden)
     edge = replace(lin("edge", tuple(cfg.edge_inputs), cfg.edge_hidden), guard_top1_min=cfg.guard_top1_min,
-                   guard_margin_nats=cfg.guard_margin_nats)  # ours, with the sure-target guard
+                   guard_margin_nats=cfg.guard_margin_nats,
+                   guard_protect_tokens=cfg.guard_protect_tokens)  # ours, with the guard
     return [edge, lin("autojudge", ("h_draft", "h_target")),
             lin("judge-decoding", ("h_after",)), JudgeConfig("fly", "fly", ("edge",), (dims["edge"],),
                                                              window=cfg.fly_window),
@@ -267,6 +270,22 @@ def learning_curve(data: dict, cfg: JudgesConfig, dims: dict[str, int]) -> pd.Da
     return pd.DataFrame(rows)
 
 
+def signal_aucs(data: dict) -> pd.DataFrame:
+    """Each edge scalar alone as a score on dev: its AUC on the harm label, and on the flip label among checkable dev
+    mismatches (below 0.5: smaller values flip more; out_pos's is about where in the output answers change).  The
+    columns the traces lack (the sibling ones without collect --sibling) are left out."""
+    dev = data["dev"]
+    checkable = data["checkable"][dev]
+    rows = []
+    for i, name in enumerate(SCALARS):
+        x = data["edge"][dev][:, i]
+        if np.isnan(x).any():
+            continue
+        rows.append({"signal": name, "dev_auc": auc(x, data["y"][dev]),
+                     "dev_flip_auc": auc(x[checkable], data["turns_wrong"][dev][checkable])})
+    return pd.DataFrame(rows)
+
+
 def run(cfg: JudgesConfig) -> dict:
     """Train, sweep and choose on dev; write the tables and the judge directories."""
     torch.set_num_threads(1)
@@ -304,6 +323,9 @@ def run(cfg: JudgesConfig) -> dict:
     pd.concat(sweeps).to_csv(out / "judges_sweep.csv", index=False)
     curve = learning_curve(data, cfg, dims)
     curve.to_csv(out / "judges_curve.csv", index=False)
+    signals = signal_aucs(data)
+    signals.to_csv(out / "judges_signals.csv", index=False)
+    print(f"each edge signal alone on dev:\n{signals.round(3).to_string(index=False)}")
     (out / "judges.json").write_text(json.dumps(chosen, indent=1))
     save_config(out, "judges", cfg, {"labelled": len(data["y"]), "harmful": float(data["y"].mean()),
                                      "dev": int(dev.sum())})

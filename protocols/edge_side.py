@@ -220,7 +220,7 @@ class EdgeSession:
         t0 = time.perf_counter()
         hd = None if h_d is None else torch.from_numpy(np.asarray(h_d, dtype=np.float32))  # [m, d_d]
         ht = p.block.hidden[p.mismatches].cpu()  # [m, d_t]
-        ef = edge_features(p.block.logits.cpu(), p.block.hidden.cpu(), p.tokens, p.mismatches, sib)
+        ef = edge_features(p.block.logits.cpu(), p.block.hidden.cpu(), p.tokens, p.mismatches, sib, self.generated)
         reject = self.policy.reject_probs(hd, ht, p.mismatches, p.csi, ef)
         t_head = time.perf_counter() - t0
         return wisv_accept(draft, argmax, reject, self.policy.threshold(self.tau, p.csi), self.eos), t_head

@@ -21,14 +21,15 @@ def test_two_workers_equal_one_process():
 
 
 def test_sibling_flag_records_the_sibling_columns_and_changes_nothing_else():
-    from wisv.head.features import BASE_SCALARS
+    from wisv.head.features import BASE_SCALARS, SCALARS, SIBLING_SCALARS
     rows = prompt_rows(load_pair().tokenizer, "calib", 3, need_answers=True)
     off = collect_rows(CollectConfig(prompts=3, draft_len=4, max_new_tokens=32), rows)
     on = collect_rows(CollectConfig(prompts=3, draft_len=4, max_new_tokens=32, sibling=True), rows)
     assert [e["output_ids"] for e in off[0]] == [e["output_ids"] for e in on[0]]
     assert len(off[1]) == len(on[1]) > 0
-    n = len(BASE_SCALARS)
+    n, sib = len(BASE_SCALARS), slice(len(BASE_SCALARS), len(BASE_SCALARS) + len(SIBLING_SCALARS))
     for a, b in zip(off[1], on[1]):
         assert np.array_equal(a["edge"][:n], b["edge"][:n])
-        assert np.isnan(a["edge"][n:]).all() and not np.isnan(b["edge"][n:]).any()
+        assert np.isnan(a["edge"][sib]).all() and not np.isnan(b["edge"][sib]).any()
         assert b["edge"][n] in (0.0, 1.0) and -1.0 <= b["edge"][n + 2] <= 1.0 + 1e-6
+        assert a["edge"][SCALARS.index("out_pos")] == a["position"] == b["edge"][SCALARS.index("out_pos")]

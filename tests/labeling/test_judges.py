@@ -44,11 +44,12 @@ def fake_run(tmp_path, name: str, n_episodes: int, per: int, seed: int, answer: 
     columns: ``noise``, ``nan`` (collected without the sibling pass) or ``signal`` (the label is sib_agree's)."""
     rng = np.random.default_rng(seed)
     n = n_episodes * per
-    edge = rng.normal(size=(n, S)).astype(np.float32)
+    edge = rng.normal(size=(n, S - 1)).astype(np.float32)  # every column but out_pos (the last), drawn first
+    edge = np.concatenate([edge, np.tile(np.arange(per), n_episodes)[:, None].astype(np.float32)], axis=1)
     margin, look = np.abs(edge[:, SCALARS.index("nll_margin")]), edge[:, SCALARS.index("lookahead")]
     y = (margin - 0.7 * look + 0.3 * rng.normal(size=n) > 0.8).astype(int)
     if sibling == "nan":
-        edge[:, len(BASE_SCALARS):] = np.nan
+        edge[:, len(BASE_SCALARS):len(BASE_SCALARS) + 3] = np.nan  # the sib_* columns
     if sibling == "signal":  # a changed fact leads elsewhere: harmful iff the branches disagree
         y = rng.integers(0, 2, n)
         edge[:, SCALARS.index("sib_agree")] = 1 - y
@@ -123,7 +124,7 @@ def test_dev_by_kind_the_bound_rule_and_the_guard(tmp_path):
     d = kinds_run(tmp_path, "k", kinds, 10, 3)
     cfg = JudgesConfig(run_dirs=(d,), out_dir=str(tmp_path / "heads"), results_dir=str(tmp_path / "res"), epochs=100,
                        curve_sizes=(100,), dev_kinds=("d", "e"), flip_budget=0.05, flip_delta=0.1,
-                       guard_top1_min=0.9)
+                       guard_top1_min=0.9, guard_protect_tokens=3)
     chosen = run(cfg)
     edge = chosen["edge"]
     assert edge["dev"] == 2 * 16 * 10 and edge["train"] == 3 * 16 * 10  # kinds d and e are dev, whole
@@ -138,6 +139,12 @@ def test_dev_by_kind_the_bound_rule_and_the_guard(tmp_path):
     assert (e["flip_upper"] >= e["flips"] / e["accepted_checkable"].clip(lower=1) - 1e-12).all()
     policy, _ = load_policy_dir(tmp_path / "heads" / "edge")
     assert policy.cfg.guard_top1_min == 0.9 and policy.cfg.guard_margin_nats is None  # saved and loaded
+    assert policy.cfg.guard_protect_tokens == 3
+    kept = sw[sw.judge == "edge"]["accepted_frac"].max()  # at the largest tau of the sweep
+    assert 0 < kept <= 7 / 10 + 1e-9  # the first 3 of each prompt's 10 mismatches (out_pos 0-2) are never accepted
+    signals = pd.read_csv(tmp_path / "res" / "judges_signals.csv").set_index("signal")
+    assert "out_pos" in signals.index and "sib_agree" in signals.index  # every recorded scalar, alone
+    assert 0.0 <= signals.loc["out_pos", "dev_flip_auc"] <= 1.0
     peer, _ = load_policy_dir(tmp_path / "heads" / "autojudge")
     assert peer.cfg.guard_config is None  # the peers are as published
 

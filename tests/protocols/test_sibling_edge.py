@@ -11,7 +11,7 @@ from protocols.ue_side import UESession
 from tests.protocols.test_sessions import EOS, MAX_NEW, PROMPTS, K, drive, wire
 from tests.tiny_pair import make_pair
 from wisv.decoding.sessions import DraftSession, VerifySession
-from wisv.head.features import BASE_SCALARS, EdgeFeatures
+from wisv.head.features import BASE_SCALARS, SIBLING_SCALARS, EdgeFeatures
 from wisv.head.judges import JudgeConfig, JudgePolicy
 from wisv.serving.batchverify import BatchVerifier
 from wisv.serving.engine import EngineView
@@ -54,7 +54,8 @@ def test_sibling_fills_the_sib_columns_and_commits_the_same_tokens(pair, engine)
         on_tokens, on = run(pair, prompt, True, engine)
         assert on_tokens == off_tokens
         assert len(on.seen) == len(off.seen) > 0
-        n = len(BASE_SCALARS)
+        n, sib = len(BASE_SCALARS), slice(len(BASE_SCALARS), len(BASE_SCALARS) + len(SIBLING_SCALARS))
         for a, b in zip(off.seen, on.seen):
             torch.testing.assert_close(b.scalars[:, :n], a.scalars[:, :n], rtol=1e-5, atol=1e-5)
-            assert a.scalars[:, n:].isnan().all() and not b.scalars[:, n:].isnan().any()
+            assert a.scalars[:, sib].isnan().all() and not b.scalars[:, sib].isnan().any()
+            assert torch.equal(b.scalars[:, -1], a.scalars[:, -1])  # out_pos

@@ -100,7 +100,7 @@ def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prom
     out, rounds = [], []
     while len(out) < max_new_tokens:
         budget = max_new_tokens - len(out)
-        rec = _round(d, t, min(draft_len, budget - 1), ctx, len(rounds))
+        rec = _round(d, t, min(draft_len, budget - 1), ctx, len(rounds), len(out))
         rounds.append(rec)
         rec.committed = truncate_output(rec.committed, budget, eos_token_id)
         out.extend(rec.committed)
@@ -143,8 +143,9 @@ def _verdict(ctx: RoundContext, *, draft: torch.Tensor, q: torch.Tensor | None, 
     return greedy_accept_ids(draft, block.argmax)
 
 
-def _round(d: DraftSession, t: VerifySession, k: int, ctx: RoundContext, index: int) -> RoundRecord:
-    """Draft, verify in one pass, decide, and roll both caches back to the committed prefix."""
+def _round(d: DraftSession, t: VerifySession, k: int, ctx: RoundContext, index: int, out_len: int) -> RoundRecord:
+    """Draft, verify in one pass, decide, and roll both caches back to the committed prefix (``out_len``: tokens
+    generated before this round)."""
     rule, gen = ctx.rule, ctx.gen
     dr = d.draft(k, sample=rule == "sampling", temperature=ctx.temperature, generator=gen, eos_token_id=ctx.eos)
     blk = t.verify(dr.tokens)
@@ -153,7 +154,7 @@ def _round(d: DraftSession, t: VerifySession, k: int, ctx: RoundContext, index: 
     hd = dr.hidden[mism] if mism else None  # [m, d_d]
     ht = blk.hidden[mism] if mism else None  # [m, d_t]
     sib = t.verify_siblings(dr.tokens, mism, blk.argmax[mism].tolist()) if (ctx.sibling and mism) else None
-    ef = edge_features(blk.logits.cpu(), blk.hidden.cpu(), dr.tokens, mism, sib) if mism else None
+    ef = edge_features(blk.logits.cpu(), blk.hidden.cpu(), dr.tokens, mism, sib, out_len) if mism else None
     probs = ctx.policy.reject_probs(hd, ht, mism, ctx.csi, ef) if (rule == "wisv" and mism) else torch.zeros(0)
     tau = ctx.policy.threshold(ctx.tau, ctx.csi)
     v = _verdict(ctx, draft=draft, q=dr.probs, block=blk, mism_probs=probs, tau=tau)

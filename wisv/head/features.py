@@ -15,7 +15,9 @@ position ``i``.  At a mismatch ``j`` (draft[j] != argmax[j]) the edge reads, wit
   wisv/decoding/siblings.py), where the two branches lead: ``sib_agree`` (1 if the target's argmax after d_j
   equals its argmax after t*), ``sib_js`` (nats, the Jensen-Shannon divergence of its next-token distributions after
   each, <= ln 2) and ``sib_cos`` (the cosine of its hidden states after each).  A synonym leads to the same
-  continuation, a changed fact to another.  Without the sibling pass these columns are NaN.
+  continuation, a changed fact to another.  Without the sibling pass these columns are NaN;
+- ``out_pos``: where the mismatch falls in the output (tokens generated before it).  An answer-first reply states
+  its answer in its first tokens, so a mismatch there can change the answer; later ones mostly change wording.
 
 Judge Decoding (arXiv 2501.19309) reads ``h_after``; FLy (arXiv 2511.22972) the entropy and the lookahead;
 AutoJudge (arXiv 2504.20039) the drafter's and target's hidden states.
@@ -25,12 +27,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 BASE_SCALARS = ("nll_draft", "nll_target", "nll_margin", "entropy", "top1", "log_rank", "lookahead", "remaining",
                 "lookahead_frac")  # the one-pass columns (judges shipped before the sibling columns read these)
 SIBLING_SCALARS = ("sib_agree", "sib_js", "sib_cos")  # the sibling branch's columns (NaN without its pass)
-SCALARS = BASE_SCALARS + SIBLING_SCALARS  # the columns of EdgeFeatures.scalars, in order: new ones only at the end
+OUTPUT_SCALARS = ("out_pos",)  # where in the output the mismatch falls (tokens generated before it)
+SCALARS = BASE_SCALARS + SIBLING_SCALARS + OUTPUT_SCALARS  # EdgeFeatures.scalars' columns, in order: new ones last
 
 
 @dataclass(frozen=True)
@@ -87,9 +91,10 @@ def sibling_columns(after_draft: torch.Tensor, h_draft: torch.Tensor, sib: Sibli
 
 
 def edge_features(logits: torch.Tensor, hidden: torch.Tensor, draft: list[int] | torch.Tensor,
-                  positions: list[int], siblings: SiblingRows | None = None) -> EdgeFeatures:
+                  positions: list[int], siblings: SiblingRows | None = None, out_offset: int = 0) -> EdgeFeatures:
     """Edge features at ``positions`` from one block.  logits [K+1, V], hidden [K+1, d_t], draft [K]; ``siblings``:
-    the sibling pass's rows at the same positions (None: the sibling columns are NaN)."""
+    the sibling pass's rows at the same positions (None: the sibling columns are NaN); ``out_offset``: tokens of
+    the output generated before the block (out_pos = out_offset + position)."""
     draft = [int(t) for t in (draft.tolist() if torch.is_tensor(draft) else draft)]
     if not positions:
         return EdgeFeatures.empty(hidden.shape[-1])
@@ -112,4 +117,14 @@ def edge_features(logits: torch.Tensor, hidden: torch.Tensor, draft: list[int] |
     base = torch.stack([c.float() for c in cols], dim=1)  # [m, len(BASE_SCALARS)]
     sib = torch.full((len(positions), len(SIBLING_SCALARS)), float("nan")) if siblings is None else \
         sibling_columns(logits[pos + 1], h_after, siblings)
-    return EdgeFeatures(torch.cat([base, sib], dim=1), h_after)
+    out_pos = torch.tensor([[out_offset + j] for j in positions], dtype=torch.float32)  # [m, 1]
+    return EdgeFeatures(torch.cat([base, sib, out_pos], dim=1), h_after)
+
+
+def with_out_pos(edge: np.ndarray, out_pos: np.ndarray) -> np.ndarray:
+    """Scalar rows recorded before the out_pos column [n, <= len(SCALARS)] widened to every column: the sibling
+    columns NaN where missing, out_pos from the record's own position [n] (a recorded row keeps its own)."""
+    if edge.shape[1] >= len(SCALARS):
+        return edge
+    pad = np.full((len(edge), len(SCALARS) - 1 - edge.shape[1]), np.nan, edge.dtype)
+    return np.concatenate([edge, pad, np.asarray(out_pos, edge.dtype)[:, None]], axis=1)

@@ -68,6 +68,8 @@ class JudgeConfig:
     guard_top1_min: float | None = None  # reject whenever the target's top-1 probability is at least this (None: off)
     guard_margin_nats: float | None = field(  # reject whenever NLL(draft) - NLL(target) is at least this,
         default=None)  # nats (None: off)
+    guard_protect_tokens: int | None = field(  # reject every mismatch among the output's first this many
+        default=None)  # tokens (None: off)
     notes: dict = field(default_factory=dict)  # provenance: training run, dev rule, counts
 
     @property
@@ -77,10 +79,11 @@ class JudgeConfig:
     @property
     def guard_config(self) -> GuardConfig | None:
         """The sure-target guard (wisv/head/guard.py), None when the judge has none."""
-        if self.guard_top1_min is None and self.guard_margin_nats is None:
+        if self.guard_top1_min is None and self.guard_margin_nats is None and not self.guard_protect_tokens:
             return None
         return GuardConfig(1.01 if self.guard_top1_min is None else self.guard_top1_min,
-                           float("inf") if self.guard_margin_nats is None else self.guard_margin_nats)
+                           float("inf") if self.guard_margin_nats is None else self.guard_margin_nats,
+                           self.guard_protect_tokens or 0)
 
     @property
     def uploads_hidden(self) -> bool:

@@ -3,17 +3,20 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
 from wisv.head.features import (
     BASE_SCALARS,
     SCALARS,
+    SIBLING_SCALARS,
     EdgeFeatures,
     SiblingRows,
     edge_features,
     lookahead_runs,
     sibling_columns,
+    with_out_pos,
 )
 
 
@@ -80,8 +83,24 @@ def test_edge_features_sibling_columns_nan_without_the_pass_and_filled_with_it()
     logits = block([{1: 3.0, 2: 2.0}, {3: 3.0}, {4: 3.0}])  # [3, V]; the draft [2, 3] mismatches at 0
     hidden = torch.arange(21, dtype=torch.float32).reshape(3, 7)
     off = edge_features(logits, hidden, [2, 3], [0])
-    n = len(BASE_SCALARS)
-    assert off.scalars.shape == (1, len(SCALARS)) and off.scalars[:, n:].isnan().all()
+    n, sib = len(BASE_SCALARS), slice(len(BASE_SCALARS), len(BASE_SCALARS) + len(SIBLING_SCALARS))
+    assert off.scalars.shape == (1, len(SCALARS)) and off.scalars[:, sib].isnan().all()
     on = edge_features(logits, hidden, [2, 3], [0], SiblingRows(block([{3: 3.0}]), hidden[1:2] * 2))
     assert torch.equal(on.scalars[:, :n], off.scalars[:, :n])
     assert on.column("sib_agree").tolist() == [1.0] and on.column("sib_cos").item() == pytest.approx(1.0)
+
+
+def test_out_pos_is_where_in_the_output_each_mismatch_falls():
+    logits = block([{1: 3.0}, {3: 3.0}, {4: 3.0}, {5: 3.0}])  # [4, V]: the draft [2, 3, 0] mismatches at 0 and 2
+    hidden = torch.zeros(4, 3)
+    assert edge_features(logits, hidden, [2, 3, 0], [0, 2]).column("out_pos").tolist() == [0.0, 2.0]
+    assert edge_features(logits, hidden, [2, 3, 0], [0, 2], out_offset=17).column("out_pos").tolist() == [17.0, 19.0]
+
+
+def test_with_out_pos_widens_rows_recorded_before_the_column():
+    old = np.arange(2 * len(BASE_SCALARS), dtype=np.float32).reshape(2, -1)  # no sibling, no out_pos columns
+    wide = with_out_pos(old, np.array([4, 9]))
+    assert wide.shape == (2, len(SCALARS))
+    assert np.array_equal(wide[:, :len(BASE_SCALARS)], old) and np.isnan(wide[:, len(BASE_SCALARS):-1]).all()
+    assert wide[:, SCALARS.index("out_pos")].tolist() == [4.0, 9.0]
+    assert with_out_pos(wide, np.array([0, 0])) is wide  # a row that has the column keeps its own

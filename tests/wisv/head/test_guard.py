@@ -7,10 +7,11 @@ from wisv.head.features import SCALARS, EdgeFeatures
 from wisv.head.guard import GuardConfig, guard, sure_target
 
 
-def feats(top1: list[float], margin: list[float]) -> EdgeFeatures:
+def feats(top1: list[float], margin: list[float], out_pos: list[float] | None = None) -> EdgeFeatures:
     s = torch.zeros(len(top1), len(SCALARS))
     s[:, SCALARS.index("top1")] = torch.tensor(top1)
     s[:, SCALARS.index("nll_margin")] = torch.tensor(margin)
+    s[:, SCALARS.index("out_pos")] = torch.tensor(out_pos or [100.0] * len(top1))
     return EdgeFeatures(s, torch.zeros(len(top1), 4))
 
 
@@ -31,3 +32,11 @@ def test_no_guard_and_a_guard_that_never_fires_leave_the_scores():
 
 def test_no_mismatch():
     assert guard(torch.zeros(0), EdgeFeatures.empty(4), GuardConfig()).shape == (0,)
+
+
+def test_the_output_s_first_tokens_are_protected():
+    e = feats([0.3, 0.3, 0.3], [0.1, 0.1, 0.1], out_pos=[0.0, 7.0, 8.0])
+    p = torch.tensor([0.01, 0.02, 0.03])
+    cfg = GuardConfig(top1_min=1.01, nll_margin_min_nats=math.inf, protect_tokens=8)
+    assert guard(p, e, cfg).tolist() == [1.0, 1.0, p[2].item()]  # out_pos 8 is the ninth token: not protected
+    assert torch.equal(guard(p, e, GuardConfig(1.01, math.inf, protect_tokens=0)), p)

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 
 import pytest
 import torch
 
 from channel.csi import CSI
-from wisv.head.features import SCALARS, EdgeFeatures
+from wisv.head.features import BASE_SCALARS, SCALARS, EdgeFeatures
 from wisv.head.judges import JudgeConfig, JudgePolicy, LinearJudge, link_tau, rule_probs, t_link_s
 from wisv.head.store import load_policy_dir, save_policy
 
@@ -77,3 +78,12 @@ def test_a_judge_reads_its_declared_edge_columns_and_refuses_missing_sibling_one
     wide = JudgeConfig("sib", "linear", ("edge",), (S,))
     with pytest.raises(ValueError, match="sibling"):
         gather_inputs(wide, None, None, ef)
+
+
+def test_guard_protect_tokens_makes_a_guard_and_round_trips():
+    cfg = JudgeConfig("edge", "linear", ("edge",), (len(BASE_SCALARS),), guard_protect_tokens=12)
+    assert cfg.guard_config.protect_tokens == 12
+    assert cfg.guard_config.top1_min > 1 and math.isinf(cfg.guard_config.nll_margin_min_nats)
+    assert JudgeConfig("edge", "linear", ("edge",), (len(BASE_SCALARS),)).guard_config is None
+    again = JudgePolicy.from_config(asdict(cfg), "test")
+    assert again.cfg.guard_config.protect_tokens == 12

@@ -54,7 +54,8 @@ def fixed_inputs(d_draft: int, d_target: int, sibling: str = "off") -> tuple[tor
     scalars = torch.stack([nll_draft, nll_target, nll_draft - nll_target, entropy, torch.exp(-nll_target),
                            torch.log1p(torch.tensor([1.0, 2.0, 4.0, 9.0, 1.0, 30.0])), look, remaining, frac], 1)
     assert scalars.shape == (M, len(BASE_SCALARS))
-    scalars = torch.cat([scalars, SIBLING[sibling]], dim=1)  # [M, len(SCALARS)]
+    out_pos = torch.tensor([[0.0], [3.0], [9.0], [20.0], [40.0], [100.0]])  # where in the output each falls
+    scalars = torch.cat([scalars, SIBLING[sibling], out_pos], dim=1)  # [M, len(SCALARS)]
     return wave(M, d_draft, 0.1), wave(M, d_target, 0.7), EdgeFeatures(scalars, wave(M, d_target, 1.3))
 
 
