@@ -286,6 +286,29 @@ def signal_aucs(data: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def choose_protect(cfg: JudgesConfig, data: dict, dims: dict[str, int]) -> tuple[JudgesConfig, list[dict]]:
+    """``guard_protect_grid``: our judge's protected prefix chosen on dev.  Each N is tested at flip_delta / len(grid)
+    (Bonferroni over the grid: the bound holds for whichever N is chosen); the N whose dev-chosen tau keeps the most
+    dev mismatches wins, ties to the larger N.  Returns the config our judge is then trained and set with, and the
+    table per N.  Without a grid: cfg as it is, no table."""
+    grid = sorted(set(cfg.guard_protect_grid))
+    if not grid:
+        return cfg, []
+    strict = replace(cfg, flip_delta=cfg.flip_delta / len(grid))
+    dev, rows = data["dev"], []
+    for n in grid:
+        c = replace(strict, guard_protect_tokens=n)
+        _, p = fit_judge(peer_configs(c, dims)[0], data, c)
+        sw = sweep(p, data["y"][dev], data["turns_wrong"][dev], TAUS, data["checkable"][dev])
+        tau, how = tau_rule(p, data, sw, c)
+        rows.append({"protect_tokens": n, "tau": tau, "kept_frac": float((p < tau).mean()),
+                     **{f"bound_{k}": v for k, v in how.get("dev_bound", {}).items()},
+                     **{f"best_{k}": v for k, v in how.get("dev_bound_best", {}).items()}})
+        print(f"judges: protect {n:3d} tokens  tau {tau:.4f}  keeps {rows[-1]['kept_frac']:.1%} of dev mismatches")
+    best = max(rows, key=lambda r: (r["kept_frac"], r["protect_tokens"]))
+    return replace(strict, guard_protect_tokens=best["protect_tokens"]), rows
+
+
 def run(cfg: JudgesConfig) -> dict:
     """Train, sweep and choose on dev; write the tables and the judge directories."""
     torch.set_num_threads(1)
@@ -295,10 +318,14 @@ def run(cfg: JudgesConfig) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     dev = data["dev"]
     sweeps, chosen = [], {}
-    for jc in peer_configs(cfg, dims):
-        policy, p = fit_judge(jc, data, cfg)
+    ours, protect = choose_protect(cfg, data, dims)  # our judge's config: its protected prefix chosen on dev
+    if protect:
+        pd.DataFrame(protect).to_csv(out / "judges_protect.csv", index=False)
+    for jc in peer_configs(ours, dims):
+        c = ours if jc.name == "edge" else cfg
+        policy, p = fit_judge(jc, data, c)
         sw = sweep(p, data["y"][dev], data["turns_wrong"][dev], taus, data["checkable"][dev]).assign(judge=jc.name)
-        tau, how = tau_rule(p, data, sw, cfg)
+        tau, how = tau_rule(p, data, sw, c)
         lt = how.pop("ltt", None)
         if lt is not None:  # the bound's figures per tau beside the sweep's fractions
             sw = sw.merge(lt[["tau", "accepted_checkable", "flips", "flip_upper"]], on="tau", how="left")
@@ -309,8 +336,9 @@ def run(cfg: JudgesConfig) -> dict:
                  "run_dirs": [Path(r).name for r in cfg.run_dirs], "prompt_files": prompt_files(cfg.run_dirs)}
         variants = [(jc.name, replace(jc, tau=tau, notes=notes))]
         if jc.name == "edge":
-            tau_good = tau_rule(p, data, sw, good_link_cfg(cfg))[0]
-            variants = [("edge", link_judge(jc, tau, tau_good, cfg, notes)),
+            notes = {**notes, "protect_grid": protect} if protect else notes
+            tau_good = tau_rule(p, data, sw, good_link_cfg(c))[0]
+            variants = [("edge", link_judge(jc, tau, tau_good, c, notes)),
                         ("edge-blind", replace(jc, name="edge-blind", tau=tau, notes=notes))]
         for name, final in variants:
             save_policy(JudgePolicy(final, policy.model), Path(cfg.out_dir) / name)
@@ -318,7 +346,7 @@ def run(cfg: JudgesConfig) -> dict:
                                                      "tau_good": final.notes["tau_good"]}
                                                     if final.tau_mode == "link" else {})}
         sweeps.append(sw)
-        print(f"judges: {jc.name:15s} dev AUC {notes['dev_auc']:.3f}  tau {tau:.2f}  "
+        print(f"judges: {jc.name:15s} dev AUC {notes['dev_auc']:.3f}  tau {tau:.4f}  "
               f"accepts {float((p < tau).mean()):.1%} of dev mismatches")
     pd.concat(sweeps).to_csv(out / "judges_sweep.csv", index=False)
     curve = learning_curve(data, cfg, dims)

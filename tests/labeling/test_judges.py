@@ -124,7 +124,7 @@ def test_dev_by_kind_the_bound_rule_and_the_guard(tmp_path):
     d = kinds_run(tmp_path, "k", kinds, 10, 3)
     cfg = JudgesConfig(run_dirs=(d,), out_dir=str(tmp_path / "heads"), results_dir=str(tmp_path / "res"), epochs=100,
                        curve_sizes=(100,), dev_kinds=("d", "e"), flip_budget=0.05, flip_delta=0.1,
-                       guard_top1_min=0.9, guard_protect_tokens=3)
+                       guard_top1_min=0.9, guard_protect_grid=(5, 3))
     chosen = run(cfg)
     edge = chosen["edge"]
     assert edge["dev"] == 2 * 16 * 10 and edge["train"] == 3 * 16 * 10  # kinds d and e are dev, whole
@@ -132,14 +132,19 @@ def test_dev_by_kind_the_bound_rule_and_the_guard(tmp_path):
     assert edge["dev_bound"]["flip_upper"] <= 0.05 or edge["tau"] == 0.0
     assert 0.0 <= edge["dev_flip_auc"] <= 1.0
     best = edge["dev_bound_best"]  # the tightest bound of any tau: no chosen tau's bound is below it
-    assert best["flip_upper"] <= edge["dev_bound"].get("flip_upper", 1.0) and best["accepted_checkable"] > 0
+    assert best["accepted_checkable"] > 0
+    assert best["flip_upper"] <= edge["dev_bound"].get("flip_upper", 1.0) or \
+        edge["dev_bound"]["accepted_checkable"] == 0  # an empty acceptance has risk 0 by definition
     sw = pd.read_csv(tmp_path / "res" / "judges_sweep.csv")  # the bound's counts per tau beside the fractions
     e = sw[sw.judge == "edge"]
     assert e["accepted_checkable"].is_monotonic_increasing and (e["flips"] <= e["accepted_checkable"]).all()
     assert (e["flip_upper"] >= e["flips"] / e["accepted_checkable"].clip(lower=1) - 1e-12).all()
     policy, _ = load_policy_dir(tmp_path / "heads" / "edge")
     assert policy.cfg.guard_top1_min == 0.9 and policy.cfg.guard_margin_nats is None  # saved and loaded
-    assert policy.cfg.guard_protect_tokens == 3
+    grid = pd.read_csv(tmp_path / "res" / "judges_protect.csv")  # N chosen on dev: the most kept, ties to larger
+    assert grid["protect_tokens"].tolist() == [3, 5] and (grid["kept_frac"] <= 7 / 10 + 1e-9).all()
+    best = grid.sort_values(["kept_frac", "protect_tokens"]).iloc[-1]
+    assert policy.cfg.guard_protect_tokens == best["protect_tokens"] and edge["tau"] == best["tau"]
     kept = sw[sw.judge == "edge"]["accepted_frac"].max()  # at the largest tau of the sweep
     assert 0 < kept <= 7 / 10 + 1e-9  # the first 3 of each prompt's 10 mismatches (out_pos 0-2) are never accepted
     signals = pd.read_csv(tmp_path / "res" / "judges_signals.csv").set_index("signal")
