@@ -100,6 +100,21 @@ def curve_section(res: Path) -> str:
             f"![curve]({rel(res / 'learning_curve.png')})\n")
 
 
+def signals_section(res: Path) -> str:
+    """Each edge signal alone on dev (judges_signals.csv), and the protected prefix per N (judges_protect.csv)."""
+    parts = []
+    if (res / "judges_signals.csv").exists():
+        parts.append("## Each edge signal alone on dev\n\nAUC of the signal as a score, on the harm label and on "
+                     "the flip label among checkable dev mismatches (below 0.5: smaller values go with flips; "
+                     "`out_pos` is where in the output the mismatch falls).\n\n"
+                     + md(pd.read_csv(res / "judges_signals.csv")))
+    if (res / "judges_protect.csv").exists():
+        parts.append("## The protected prefix, chosen on dev\n\nOur judge never overrules the target on the "
+                     "output's first N tokens; per N of the grid, its tau by the bound (at delta / grid size) and "
+                     "the dev mismatches kept:\n\n" + md(pd.read_csv(res / "judges_protect.csv")))
+    return "\n".join(parts)
+
+
 def sweep_section(res: Path) -> str:
     sw = pd.read_csv(res / "judges_sweep.csv")
     chosen = json.loads((res / "judges.json").read_text())
@@ -186,7 +201,8 @@ def run(cfg: CardConfig) -> Path:
     parts = ["# The SmolLM2 pair's judges: the edge judge (default) and its peers\n",
              "Made by `make head-smollm2` (commands in `Makefile`; stages in `labeling/judges.py`, "
              f"`labeling/peers.py`); result files in `{rel(res)}`.\n",
-             choices_section(res), curve_section(res), sweep_section(res), peers_section(res), live_section(cfg.live),
+             choices_section(res), curve_section(res), signals_section(res), sweep_section(res), peers_section(res),
+             live_section(cfg.live),
              table1_section(cfg.table1)]
     if cfg.notes:
         parts.append(Path(cfg.notes).read_text())
