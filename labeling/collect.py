@@ -91,6 +91,17 @@ def collect_parallel(cfg: CollectConfig, rows: list[dict]) -> tuple[list[dict], 
     return [ep for ep, _ in parts], [m for _, ms in parts for m in ms]
 
 
+def pick_rows(cfg: CollectConfig, rows: list[dict]) -> list[dict]:
+    """The rows a collect run takes: past the first ``skip_prompts``, of ``kinds`` only (if any), the first
+    ``prompts`` of those; ValueError when none is left."""
+    kinds = set(cfg.kinds)
+    picked = [r for r in rows[cfg.skip_prompts:] if not kinds or r.get("kind") in kinds][: cfg.prompts]
+    if not picked:
+        raise ValueError(f"no prompts left: {len(rows)} rows, --skip-prompts {cfg.skip_prompts}, "
+                         f"--kinds {' '.join(cfg.kinds) or '(all)'}")
+    return picked
+
+
 def run(cfg: CollectConfig) -> Path:
     """Collect traces into cfg.run_dir; returns the traces file."""
     torch.set_num_threads(1)
@@ -98,7 +109,7 @@ def run(cfg: CollectConfig) -> Path:
     if cfg.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {cfg.workers}")
     tok = load_pair(cfg.drafter, cfg.target, cfg.device).tokenizer  # the workers load their own pair
-    rows = prompt_rows(tok, "calib", cfg.prompts, cfg.prompts_file, chat_template=cfg.chat_template)
+    rows = pick_rows(cfg, prompt_rows(tok, "calib", None, cfg.prompts_file, chat_template=cfg.chat_template))
     episodes, mism = collect_parallel(replace(cfg), rows)
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)

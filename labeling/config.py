@@ -45,6 +45,9 @@ class CollectConfig:
     target: str | None = None  # target model dir (None: built-in toy target)
     prompts_file: str | None = None  # JSONL with prompt/answer rows (None: the toy calib split)
     prompts: int = 600  # number of calibration prompts
+    skip_prompts: int = field(default=0, metadata={  # leave out the file's first this many rows (a second run
+        "min": 0})  # goes on where an earlier one stopped)
+    kinds: tuple[str, ...] = ()  # only the rows of these kinds (a prompts file's "kind"; empty: every row)
     chat_template: str = field(default="auto", metadata={
         "choices": CHAT_TEMPLATE_MODES})  # prompt text through the tokenizer's chat template (auto: if it has one)
     draft_len: int = 16  # K of the greedy SD run that finds the mismatches

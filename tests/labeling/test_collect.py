@@ -33,3 +33,15 @@ def test_sibling_flag_records_the_sibling_columns_and_changes_nothing_else():
         assert np.isnan(a["edge"][sib]).all() and not np.isnan(b["edge"][sib]).any()
         assert b["edge"][n] in (0.0, 1.0) and -1.0 <= b["edge"][n + 2] <= 1.0 + 1e-6
         assert a["edge"][SCALARS.index("out_pos")] == a["position"] == b["edge"][SCALARS.index("out_pos")]
+
+
+def test_pick_rows_skips_filters_by_kind_then_takes_the_first_n():
+    import pytest
+
+    from labeling.collect import pick_rows
+    rows = [{"prompt_id": str(i), "kind": "ab"[i % 2]} for i in range(10)]
+    cfg = CollectConfig(prompts=2, skip_prompts=3, kinds=("b",))
+    assert [r["prompt_id"] for r in pick_rows(cfg, rows)] == ["3", "5"]
+    assert [r["prompt_id"] for r in pick_rows(CollectConfig(prompts=3), rows)] == ["0", "1", "2"]
+    with pytest.raises(ValueError, match="no prompts left"):
+        pick_rows(CollectConfig(prompts=3, kinds=("c",)), rows)
