@@ -70,25 +70,30 @@ head: setup
 	OMP_NUM_THREADS=1 $(BIN)/python -m labeling all --run-dir $(HEAD_RUN)
 	$(BIN)/python -m labeling export --run-dir $(HEAD_RUN) --to wisv/assets/toy-pair/head
 
-# Rebuild the SmolLM2 pair's default head, the edge judge, and its peers (`make pair` first): collect (with the
-# sibling branch) and label the task suite's calib pools (questions, free form; docs/tasks.md) and a slice of the
-# long-form calib pool (never a distill or test pool; labels capped per run dir), train every judge, choose its tau
-# on the dev kinds (left out of training: kinds neither the judge nor the drafter saw) by the flip bound, with the
-# sure-target guard on ours, run the peer table in-process on the unseen kinds of the test pool (poor link, with the
-# edge judge's frontier over tau), and write HEAD_CARD.md.  Timing: docs/decision-head.md.
+# Rebuild the SmolLM2 pair's default head, the edge judge, and its peers (`make pair` first): collect and label the
+# task suite's calib pools (questions, free form; docs/tasks.md) with the pair's default drafter, the rest of the
+# question pool's dev kinds labelled whole (sd: the bound needs dev mismatches), and a slice of the long-form calib
+# pool (never a distill or test pool; labels capped per run dir); train every judge, choose its tau on the dev kinds
+# (left out of training: kinds neither the judge nor the drafter saw) by the flip bound, with the guard on ours (a
+# sure target; the output's first N tokens, N chosen on dev); run the peer table in-process on the unseen kinds of
+# the test pool (poor link), and write HEAD_CARD.md.  Timing: docs/decision-head.md.
 JUDGE_RUN ?= runs/judges-smollm2
 JUDGE_OUT ?= results/smollm2-judges
-JUDGE_COLLECT := --pair smollm2 --draft-len 8 --max-new-tokens 128 --workers 2 --sibling
-JUDGE_FLAGS ?= --dev-kinds geometry landmark division plural sport_term even_odd speech review --flip-budget 0.01 \
-	--guard-top1-min 0.9 --guard-margin-nats 4
+JUDGE_COLLECT := --pair smollm2 --draft-len 8 --max-new-tokens 128 --workers 2
+DEV_KINDS := geometry landmark division plural sport_term even_odd speech review
+JUDGE_FLAGS ?= --dev-kinds $(DEV_KINDS) --flip-budget 0.01 --guard-top1-min 0.9 --guard-margin-nats 4 \
+	--guard-protect-grid 0 16 32
 head-smollm2: setup
 	$(SMOL_LABELING) collect $(JUDGE_COLLECT) --run-dir $(JUDGE_RUN)/su --prompts-file wisv/assets/suite/calib.jsonl --prompts 200
-	$(SMOL_LABELING) collect $(JUDGE_COLLECT) --run-dir $(JUDGE_RUN)/sf --prompts-file wisv/assets/suite/free_calib.jsonl --prompts 50
+	$(SMOL_LABELING) collect $(JUDGE_COLLECT) --run-dir $(JUDGE_RUN)/sd --prompts-file wisv/assets/suite/calib.jsonl \
+		--skip-prompts 200 --kinds $(DEV_KINDS) --prompts 66
+	$(SMOL_LABELING) collect $(JUDGE_COLLECT) --run-dir $(JUDGE_RUN)/sf --prompts-file wisv/assets/suite/free_calib.jsonl --prompts 70
 	$(SMOL_LABELING) collect $(JUDGE_COLLECT) --run-dir $(JUDGE_RUN)/lf --prompts-file wisv/assets/longform/calib.jsonl --prompts 60
+	OMP_NUM_THREADS=2 $(BIN)/python -m labeling label --run-dir $(JUDGE_RUN)/sd --threads 2
 	OMP_NUM_THREADS=2 $(BIN)/python -m labeling label --run-dir $(JUDGE_RUN)/su --threads 2 --limit 3000
 	OMP_NUM_THREADS=2 $(BIN)/python -m labeling label --run-dir $(JUDGE_RUN)/sf --threads 2 --limit 700
 	OMP_NUM_THREADS=2 $(BIN)/python -m labeling label --run-dir $(JUDGE_RUN)/lf --threads 2 --limit 400
-	$(SMOL_LABELING) judges --run-dirs $(JUDGE_RUN)/su $(JUDGE_RUN)/sf $(JUDGE_RUN)/lf $(JUDGE_FLAGS) \
+	$(SMOL_LABELING) judges --run-dirs $(JUDGE_RUN)/su $(JUDGE_RUN)/sd $(JUDGE_RUN)/sf $(JUDGE_RUN)/lf $(JUDGE_FLAGS) \
 		--out-dir wisv/assets/smollm2-judges --results-dir $(JUDGE_OUT)
 	$(SMOL_LABELING) peers --heads-dir wisv/assets/smollm2-judges --results-dir $(JUDGE_OUT) \
 		--prompts-file results/suite-live/prompts-unseen.jsonl --prompts 20 --channels poor=3/45
