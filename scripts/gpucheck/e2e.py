@@ -102,6 +102,28 @@ def protocol_result(protocol: str, out: Path, plan: Plan, wall_s: float) -> dict
                                                     "generated_tokens", "errors")}}
 
 
+def certify_outputs(results: list[dict], work: Path, target_dir: Path, device: str, dtype: str) -> None:
+    """Each protocol's outputs against the edge's target-only reference, a divergence certified as a near-tie the
+    way the lossless stage does (scripts/gpucheck/lossless.py: the target in-process, the two tokens' logits at the
+    first divergence within a few ulps): ``certified`` per protocol (prompts, identical, ok)."""
+    import torch
+
+    from scripts.gpucheck.lossless import certify
+    from wisv.models.loader import load_model
+    from wisv.tasks.jsonl import read_jsonl
+    target = load_model(target_dir, "target", device, getattr(torch, dtype))
+    for res in (r for r in results if "summary" in r):
+        out = work / "runs" / res["protocol"]
+        prompts = {r["prompt_id"]: r["prompt_ids"] for r in read_jsonl(out / "prompts.jsonl")}
+        ref = {r["prompt_id"]: r["tokens"] for r in read_jsonl(out / "reference.jsonl")}
+        checks = [certify(target, prompts[r["prompt_id"]], ref[r["prompt_id"]], r["tokens"])
+                  for r in read_jsonl(out / res["protocol"] / "outputs.jsonl")]
+        res["certified"] = {"prompts": len(checks), "identical": sum(c["identical"] for c in checks),
+                            "ok": sum(c["ok"] for c in checks),
+                            "divergences": [c for c in checks if not c["identical"]]}
+    del target
+
+
 def run_e2e(plan: Plan, work: Path, device: str, dtype: str, seed: int, protocols: tuple[str, ...],
             rate_mbps: float, rtt_ms: float) -> dict:
     """Serve the target once; run each protocol's UE against it over the emulated link."""
@@ -123,5 +145,6 @@ def run_e2e(plan: Plan, work: Path, device: str, dtype: str, seed: int, protocol
                                 "error": f"testbed.run exited {rc}: {log.strip().splitlines()[-1:]}"})
                 continue
             results.append(protocol_result(proto, out, plan, time.perf_counter() - t1))
+    certify_outputs(results, work, target_dir, device, dtype)  # after the edge is gone: its memory is free again
     return {"link": {"rate_mbps": rate_mbps, "rtt_ms": rtt_ms}, "edge_ready_s": edge_s, "protocols": results,
             "target": plan.target.name, "drafter": plan.drafter.name, "d_drafter": plan.drafter.hidden}
