@@ -72,9 +72,10 @@ head: setup
 
 # Rebuild the SmolLM2 pair's default head, the edge judge, and its peers (`make pair` first): collect and label the
 # task suite's calib pools (questions, free form; docs/tasks.md) with the pair's default drafter, the rest of the
-# question pool's dev kinds labelled whole (sd: the bound needs dev mismatches), and a slice of the long-form calib
-# pool (never a distill or test pool; labels capped per run dir); train every judge, choose its tau on the dev kinds
-# (left out of training: kinds neither the judge nor the drafter saw) by the flip bound, with the guard on ours (a
+# question pool's dev kinds labelled whole (sd: the bound needs dev mismatches); never a distill or test pool, labels
+# capped per run dir (the long-form templates' pool is left out: the suite holds its kinds' questions); train every
+# judge, choose its tau on the dev kinds (left out of training: kinds neither the judge nor the drafter saw) by the
+# flip bound, with the guard on ours (a
 # sure target; the output's first N tokens, N chosen on dev); run the peer table in-process on the unseen kinds of
 # the test pool (poor link), and write HEAD_CARD.md.  Timing: docs/decision-head.md.
 JUDGE_RUN ?= runs/judges-smollm2
@@ -88,12 +89,10 @@ head-smollm2: setup
 	$(SMOL_LABELING) collect $(JUDGE_COLLECT) --run-dir $(JUDGE_RUN)/sd --prompts-file wisv/assets/suite/calib.jsonl \
 		--skip-prompts 200 --kinds $(DEV_KINDS) --prompts 66
 	$(SMOL_LABELING) collect $(JUDGE_COLLECT) --run-dir $(JUDGE_RUN)/sf --prompts-file wisv/assets/suite/free_calib.jsonl --prompts 70
-	$(SMOL_LABELING) collect $(JUDGE_COLLECT) --run-dir $(JUDGE_RUN)/lf --prompts-file wisv/assets/longform/calib.jsonl --prompts 60
 	OMP_NUM_THREADS=2 $(BIN)/python -m labeling label --run-dir $(JUDGE_RUN)/sd --threads 2
-	OMP_NUM_THREADS=2 $(BIN)/python -m labeling label --run-dir $(JUDGE_RUN)/su --threads 2 --limit 3000
-	OMP_NUM_THREADS=2 $(BIN)/python -m labeling label --run-dir $(JUDGE_RUN)/sf --threads 2 --limit 700
-	OMP_NUM_THREADS=2 $(BIN)/python -m labeling label --run-dir $(JUDGE_RUN)/lf --threads 2 --limit 400
-	$(SMOL_LABELING) judges --run-dirs $(JUDGE_RUN)/su $(JUDGE_RUN)/sd $(JUDGE_RUN)/sf $(JUDGE_RUN)/lf $(JUDGE_FLAGS) \
+	OMP_NUM_THREADS=2 $(BIN)/python -m labeling label --run-dir $(JUDGE_RUN)/su --threads 2 --limit 1500
+	OMP_NUM_THREADS=2 $(BIN)/python -m labeling label --run-dir $(JUDGE_RUN)/sf --threads 2 --limit 400
+	$(SMOL_LABELING) judges --run-dirs $(JUDGE_RUN)/su $(JUDGE_RUN)/sd $(JUDGE_RUN)/sf $(JUDGE_FLAGS) \
 		--out-dir wisv/assets/smollm2-judges --results-dir $(JUDGE_OUT)
 	$(SMOL_LABELING) peers --heads-dir wisv/assets/smollm2-judges --results-dir $(JUDGE_OUT) \
 		--prompts-file results/suite-live/prompts-unseen.jsonl --prompts 20 --channels poor=3/45
