@@ -5,10 +5,10 @@
 (commit "A test that every shipped head and judge directory scores a fixed input as recorded"); the SmolLM2 judges'
 rows were recorded again when the judges were retrained on the task suite (issue 42: dev kinds, the flip bound and
 the sure-target guard), and again with the shipped drafter's data and the protected prefix (the edge judge rejects
-the fixed inputs' first four mismatches: their out_pos is under its 32).  The shipped head files predate the ``kind`` field (wisv/head/store.py): they load as
-their stem's legacy kind.  Regenerate only on purpose: ``python -m tests.wisv.head.test_shipped``.  The shipped
-judges read the nine one-pass edge columns (``BASE_SCALARS``): the sibling columns appended after them (NaN
-without the sibling pass, values with it) must not change a single score.
+the fixed inputs' first four mismatches: their out_pos is under its 32). The shipped head files predate the ``kind``
+field (wisv/head/store.py): they load as their stem's legacy kind. Regenerate only on purpose: ``python -m
+tests.wisv.head.test_shipped``. The shipped judges read the nine one-pass edge columns (``BASE_SCALARS``): the
+sibling columns appended after them (NaN without the sibling pass, values with it) must not change a single score.
 """
 from __future__ import annotations
 
