@@ -161,8 +161,8 @@ class JudgesConfig:
         default=None)  # is at least this, nats (None: off)
     guard_protect_tokens: int | None = field(  # nor any mismatch among the output's first this many tokens,
         default=None, metadata={"min": 0})  # where an answer-first reply states its answer (None: off)
-    guard_protect_grid: tuple[int, ...] = ()  # choose that N on dev among these (overrides the above; each N's bound
-    # at flip_delta / len(grid)): the N whose dev-chosen tau keeps the most dev mismatches, ties to the larger
+    guard_protect_grid: tuple[int, ...] = field(  # choose that N, tokens, on dev among these (overrides the above;
+        default=(), metadata={"min": 0})  # each N's bound at flip_delta / len(grid)): the most dev mismatches kept wins
     max_harm_frac: float = field(  # the dev rule: accepted dev mismatches
         default=0.1, metadata={"min": 0.0, "max": 1.0})  # at most this harmful
     max_wrong_frac: float = field(  # the dev rule: and at most this turning a right answer wrong
