@@ -15,7 +15,7 @@ TEST_FRAC = 0.25  # held-out share of the grid points
 
 def fit_estimator(rows: list[dict], seed: int, n_boot: int = 200) -> dict:
     """WISP's estimator (wisv.serving.estimator) on the grid: coefficients, train and held-out R^2 / MAPE."""
-    x = np.stack([batch_features(r["cached"], r["new"], r["block"]) for r in rows])  # [N, 4]
+    x = np.stack([batch_features(r["cached"], r["new"], r["block"]) for r in rows])  # [N, 5]
     y = np.array([r["seconds"] for r in rows])  # [N]
     test = np.random.default_rng(seed).random(len(rows)) < TEST_FRAC
     if test.all() or not test.any():

@@ -221,3 +221,11 @@ def test_the_tiny_check_runs_every_stage_on_cuda(tmp_path):
     proc, rep, _ = _run_check(tmp_path, "cuda")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     _check_tiny_report(rep)
+
+
+def test_the_estimator_on_the_h200_grid_needs_its_per_sequence_term():
+    # the first GPU check's grid (results/gpu/h200): time grew with the batch, not with K
+    from scripts.gpucheck.fits import fit_estimator
+    rows = json.loads((ROOT / "results/gpu/h200/gpu_check.json").read_text())["grid"]
+    fit = fit_estimator(rows, seed=0, n_boot=10)
+    assert fit["test_points"] == 9 and fit["test"]["r2"] > 0.7 and fit["coef"]["d_seq"] > 1e-3

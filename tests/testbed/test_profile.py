@@ -20,7 +20,7 @@ def test_profile_run_writes_a_profile_the_scheduler_can_load(pair_dirs, tmp_path
     run(ProfileConfig(target=str(pair_dirs.target), batches=12, max_batch=3, max_prefix=48, max_prompt=24,
                       max_draft_len=4, n_boot=10, test_frac=0.3, repeats=3, out=str(out)))
     prof = EstimatorProfile.load(out)
-    assert set(prof.coef) == {"a", "b_compute", "b_read", "c"} and prof.train["r2"] <= 1
+    assert set(prof.coef) == {"a", "b_compute", "b_read", "d_seq", "c"} and prof.train["r2"] <= 1
     samples = pd.read_csv(tmp_path / "prof_samples.csv")
     assert len(samples) == 12 and set(samples["kind"]) == {"cold", "warm", "mixed"}
     assert prof.meta["batches_train"] + prof.meta["batches_test"] == 12

@@ -1,8 +1,11 @@
 """WISP verification-time estimator (SPEC WISP eq. 19): batch features, OLS fit, bootstrap CIs, fit metrics.
 
-``T_batch = a * N_linear + b_compute * N_interactions + b_read * N_cached + c`` with, over the forward
-passes of a batch, ``N_linear = sum L_new``, ``N_interactions = sum (L_cached + L_new) * L_new`` and
-``N_cached = sum L_cached``.
+``T_batch = a * N_linear + b_compute * N_interactions + b_read * N_cached + d_seq * N_seq + c`` with, over the
+forward passes of a batch, ``N_linear = sum L_new``, ``N_interactions = sum (L_cached + L_new) * L_new``,
+``N_cached = sum L_cached`` and ``N_seq`` the batch's requests.  ``d_seq`` is not in the SPEC: it is the engine's
+per-sequence host work (one KV cache per session, gathered and scattered each pass), which the first GPU check
+found to dominate on an H200 (28 ms at batch 1, 90-151 ms at batch 32, whatever K; results/gpu/README.md).  A
+profile saved before the term loads with ``d_seq`` = 0.
 
 The sums run over what the engine (wisv/serving/batchverify.py) actually computes.  Without ``block`` (or for a
 batch of one, which is a single pass) that is the SPEC's per-request sum.  With ``block`` (each request's
@@ -21,11 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-COEFS = ("a", "b_compute", "b_read", "c")
+COEFS = ("a", "b_compute", "b_read", "d_seq", "c")
+ADDED_COEFS = ("d_seq",)  # coefficients a profile saved before them may lack (read as 0)
 
 
 def batch_features(cached: list[int], new: list[int], block: list[int] | None = None) -> np.ndarray:
-    """[N_linear, N_interactions, N_cached, 1] of one batch: per-request cached and new token counts, and
+    """[N_linear, N_interactions, N_cached, N_seq, 1] of one batch: per-request cached and new token counts, and
     optionally the positions of each request that the batched pass feeds (``block``, <= new)."""
     if len(cached) != len(new) or not new or (block is not None and len(block) != len(new)):
         raise ValueError("need one (cached, new[, block]) per request, at least one request")
@@ -33,7 +37,7 @@ def batch_features(cached: list[int], new: list[int], block: list[int] | None = 
         raise ValueError("cached must be >= 0 and new >= 1")
     c, n = np.asarray(cached, float), np.asarray(new, float)
     if block is None or len(new) == 1:
-        return np.array([n.sum(), ((c + n) * n).sum(), c.sum(), 1.0])
+        return np.array([n.sum(), ((c + n) * n).sum(), c.sum(), float(len(new)), 1.0])
     b = np.asarray(block, float)
     if b.min() < 1 or np.any(b > n):
         raise ValueError("block must be in 1..new for every request")
@@ -41,18 +45,19 @@ def batch_features(cached: list[int], new: list[int], block: list[int] | None = 
     rows, big_c, big_n = len(new), float((c + tail).max()), float(b.max())  # the padded batched pass
     prefill = np.array([tail.sum(), ((c + tail) * tail).sum(), (c * (tail > 0)).sum()])
     batched = np.array([rows * big_n, rows * big_n * (big_c + big_n), rows * big_c])
-    return np.append(prefill + batched, 1.0)
+    return np.append(prefill + batched, [float(rows), 1.0])
 
 
 def fit_ols(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Least-squares coefficients for x [N, 4] (features with the constant column), y [N] seconds."""
+    """Least-squares coefficients for x [N, 5] (features with the constant column), y [N] seconds; where columns are
+    collinear (every batch of one size: N_seq is a constant), the minimum-norm solution, which predicts the same."""
     coef, *_ = np.linalg.lstsq(x, y, rcond=None)
     return coef
 
 
 def bootstrap_ci(x: np.ndarray, y: np.ndarray, n_boot: int = 200, alpha: float = 0.05,
                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile bootstrap (resampling batches) confidence intervals of the coefficients: (lo [4], hi [4])."""
+    """Percentile bootstrap (resampling batches) confidence intervals of the coefficients: (lo [5], hi [5])."""
     rng = np.random.default_rng(seed)
     boots = np.stack([fit_ols(x[idx], y[idx]) for idx in (rng.integers(0, len(y), len(y)) for _ in range(n_boot))])
     return np.quantile(boots, alpha / 2, axis=0), np.quantile(boots, 1 - alpha / 2, axis=0)
@@ -69,15 +74,21 @@ def fit_metrics(y: np.ndarray, y_hat: np.ndarray) -> dict[str, float]:
 class EstimatorProfile:
     """Fitted coefficients (seconds per unit), their CIs and fit quality; what the scheduler loads."""
 
-    coef: dict[str, float]  # a, b_compute, b_read, c
+    coef: dict[str, float]  # a, b_compute, b_read, d_seq, c (seconds per feature unit)
     ci_lo: dict[str, float] = field(default_factory=dict)
     ci_hi: dict[str, float] = field(default_factory=dict)
     train: dict[str, float] = field(default_factory=dict)  # r2, mae_s, mape_pct on the training batches
     test: dict[str, float] = field(default_factory=dict)  # the same on held-out batches
     meta: dict = field(default_factory=dict)  # device, model, batch counts
 
+    def __post_init__(self) -> None:
+        missing = set(COEFS) - set(self.coef)
+        if set(self.coef) - set(COEFS) or missing - set(ADDED_COEFS):
+            raise ValueError(f"coefficients {sorted(self.coef)}, expected {list(COEFS)}")
+        self.coef = {k: float(self.coef.get(k, 0.0)) for k in COEFS}  # saved before a term: its fit had none
+
     def coef_vector(self) -> np.ndarray:
-        """The coefficients in feature order (a, b_compute, b_read, c)."""
+        """The coefficients in feature order (a, b_compute, b_read, d_seq, c)."""
         return np.array([self.coef[k] for k in COEFS])
 
     def predict_s(self, cached: list[int], new: list[int], block: list[int] | None = None) -> float:
@@ -94,12 +105,9 @@ class EstimatorProfile:
     def load(cls, path: str | Path) -> EstimatorProfile:
         try:
             d = json.loads(Path(path).read_text())
-            prof = cls(**d)
-        except (OSError, json.JSONDecodeError, TypeError) as e:
+            return cls(**d)
+        except (OSError, json.JSONDecodeError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"{path}: not an estimator profile ({e}); run python -m testbed.profile") from e
-        if set(prof.coef) != set(COEFS):
-            raise ValueError(f"{path}: coefficients {sorted(prof.coef)}, expected {list(COEFS)}")
-        return prof
 
 
 PRIOR_POINTS_S = (0.005, 0.040)  # profile predictions at which the prior pins measured = predicted (s = 1, o = 0)
