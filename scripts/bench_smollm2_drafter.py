@@ -24,7 +24,7 @@ import torch
 
 import config
 from testbed.common.machine import machine_info
-from wisv.decoding.featdraft import FeatureDraftSession, load_head
+from wisv.decoding.featdraft import FeatureDraftSession, load_head, read_head_config
 from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.models.loader import load_pair
 from wisv.pairs import resolve_pair
@@ -243,9 +243,11 @@ def kept_ids(drafter) -> set[int] | None:
 def main(argv: list[str] | None = None) -> dict:
     cfg = parse_args(argv)
     torch.set_num_threads(cfg.threads)
-    head = load_head(cfg.feature_head) if cfg.feature_head else None  # a bad directory fails before any timing
+    if cfg.feature_head:
+        read_head_config(cfg.feature_head)  # a bad directory fails before any timing
     paths = resolve_pair(cfg.pair)
     pair = load_pair(cfg.drafter or paths.drafter, paths.target)
+    head = load_head(cfg.feature_head, pair.drafter) if cfg.feature_head else None
     sets = prompt_sets(pair.tokenizer, cfg)
     c = cost(pair, cfg)
     print(f"[bench] cost: {c}", flush=True)

@@ -25,7 +25,7 @@ import config
 from scripts.distill_state import milestones, read_run
 from scripts.drafter_ceiling import variant
 from scripts.train_smollm2_drafter import DistillConfig, run_dir
-from wisv.decoding.featdraft import FeatureDraftSession, load_head
+from wisv.decoding.featdraft import FeatureDraftSession, load_head, read_head_config
 from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.models.loader import load_pair
 from wisv.pairs import resolve_pair
@@ -138,11 +138,13 @@ def parse_args(argv: list[str] | None = None) -> CurveConfig:
 def main(argv: list[str] | None = None) -> dict:
     cfg = parse_args(argv)
     torch.set_num_threads(cfg.threads)
-    head = load_head(cfg.feature_head) if cfg.feature_head else None  # a bad directory fails before any evaluation
+    if cfg.feature_head:
+        read_head_config(cfg.feature_head)  # a bad directory fails before any evaluation
     rdir = Path(cfg.run_dir) if cfg.run_dir else run_dir(DistillConfig(seed=cfg.seed))
     run = read_run(rdir)
     paths = resolve_pair(cfg.pair)
     pair = load_pair(cfg.drafter or paths.drafter, paths.target)
+    head = load_head(cfg.feature_head, pair.drafter) if cfg.feature_head else None
     groups = {g: [{"prompt_id": r["prompt_id"], "kind": r["kind"],
                    "prompt_ids": encode_prompt(pair.tokenizer, r["prompt"])} for r in rows]
               for g, rows in suite_test_sample(cfg.per_group, cfg.seed).items()}

@@ -249,11 +249,11 @@ def run(cfg: FeatureDrafterConfig) -> dict:
     last = train(cfg, head, pool, out)
     meta = {"train": asdict(cfg), "last": last, "trainable_params": head_param_count(head),
             "pool_positions": sum(len(p["x"]) - 1 for p in pool)}
-    save_head(head, out, meta)
+    save_head(head, out, meta, base=drafter)  # the embedding stays out where the drafter has the target's
     result = {"last": last, "trainable_params": meta["trainable_params"], "pool_positions": meta["pool_positions"]}
     if cfg.eval_prompts:
         ev = held_out if cfg.prompts_file else prompt_rows(tok, cfg.eval_split, cfg.eval_prompts)
-        result["eval"] = evaluate(cfg, drafter, target, load_head(out), ev)
+        result["eval"] = evaluate(cfg, drafter, target, load_head(out, drafter), ev)
         result["eval"]["prompts"], result["eval"]["k"] = len(ev), cfg.draft_len
         for name, r in result["eval"].items():
             if isinstance(r, dict):

@@ -13,6 +13,7 @@ feature arrives (a session's first block) the head starts from a zero feature, a
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -104,23 +105,74 @@ class FeatureHead(nn.Module):
         return head
 
 
-def save_head(head: FeatureHead, path: Path | str, meta: dict | None = None) -> None:
-    """Write ``head.pt`` (weights) and ``head.json`` (its config and ``meta``) into the directory ``path``."""
+FROZEN = ("embed.weight", "lm_head.weight")  # the copies of the target's, left out of head.pt
+
+
+def embedding_digest(weight: torch.Tensor) -> str:
+    """sha256 of an embedding matrix's float32 bytes: which target (or early-exit drafter) a head was trained on."""
+    return hashlib.sha256(weight.detach().float().contiguous().numpy().tobytes()).hexdigest()
+
+
+def save_head(head: FeatureHead, path: Path | str, meta: dict | None = None,
+              base: PreTrainedModel | None = None) -> None:
+    """Write ``head.pt`` (the trained weights in float16, frozen copies as they are) and ``head.json`` (its config,
+    ``meta``, and the frozen copies' provenance) into the directory ``path``.  The embedding is left out where
+    ``base``, the drafter the UE will run beside the head, has the same one (an early-exit drafter of the target:
+    ``load_head`` takes it from there and checks its digest); the LM head is left out where it is tied to the
+    embedding.  On SmolLM2 a head is then 8 MB instead of 232 MB."""
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
-    torch.save(head.state_dict(), out / "head.pt")
-    (out / "head.json").write_text(json.dumps({"config": asdict(head.cfg), "meta": meta or {}}, indent=1))
+    emb = head.embed.weight.detach()
+    shared = base is not None and tuple(base.get_input_embeddings().weight.shape) == tuple(emb.shape) and \
+        torch.equal(base.get_input_embeddings().weight.detach().float(), emb.float())
+    tied = torch.equal(emb, head.lm_head.weight.detach())
+    drop = {k for k, left in zip(FROZEN, (shared, tied)) if left}
+    state = {k: v if k in FROZEN else v.half() for k, v in head.state_dict().items() if k not in drop}  # trained: fp16
+    torch.save(state, out / "head.pt")
+    frozen = {"embedding": "the drafter's" if shared else "in head.pt", "lm_head": "tied" if tied else "in head.pt",
+              "embedding_sha256": embedding_digest(emb)}
+    (out / "head.json").write_text(json.dumps({"config": asdict(head.cfg), "frozen": frozen, "meta": meta or {}},
+                                              indent=1))
 
 
-def load_head(path: Path | str) -> FeatureHead:
-    """A head written by ``save_head`` (weights only: ``torch.load(weights_only=True)``), in eval mode."""
+def read_head_config(path: Path | str) -> dict:
+    """head.json of a feature head directory (checks both files are there); raises FileNotFoundError / ValueError."""
     src = Path(path)
     if not ((src / "head.json").is_file() and (src / "head.pt").is_file()):
         raise FileNotFoundError(f"{src}: not a feature head directory (head.json and head.pt, written by "
                                 "python -m scripts.train_feature_drafter)")
-    doc = json.loads((src / "head.json").read_text())
+    try:
+        doc = json.loads((src / "head.json").read_text())
+        FeatureHeadConfig(**doc["config"])
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ValueError(f"{src}/head.json: not a feature head's ({e})") from e
+    return doc
+
+
+def load_head(path: Path | str, base: PreTrainedModel | None = None) -> FeatureHead:
+    """A head written by ``save_head`` (weights only: ``torch.load(weights_only=True)``), in eval mode, float32.
+
+    Where the head left its embedding out, ``base`` (the UE's drafter) gives it, and must have the very embedding the
+    head was trained with (its digest is checked).  A tied LM head is the embedding itself (one matrix in memory)."""
+    doc = read_head_config(path)
     head = FeatureHead(FeatureHeadConfig(**doc["config"]))
-    head.load_state_dict(torch.load(src / "head.pt", map_location="cpu", weights_only=True))
+    state = {k: v.float() for k, v in torch.load(Path(path) / "head.pt", map_location="cpu", weights_only=True).items()}
+    if FROZEN[0] not in state:
+        if base is None:
+            raise ValueError(f"{path}: this feature head takes its embedding from the drafter it was trained beside")
+        emb = base.get_input_embeddings().weight.detach().float()
+        if tuple(emb.shape) != (head.cfg.vocab, head.cfg.d_t) or \
+                embedding_digest(emb) != doc.get("frozen", {}).get("embedding_sha256"):
+            raise ValueError(f"{path}: trained beside another embedding than this drafter's (head.json frozen."
+                             "embedding_sha256); use the pair it was trained on")
+        state[FROZEN[0]] = emb
+    tied = FROZEN[1] not in state
+    if tied:
+        state[FROZEN[1]] = state[FROZEN[0]]
+    head.load_state_dict(state)
+    if tied:  # one matrix, not two copies, in the UE's memory
+        head.lm_head.weight = head.embed.weight
+    head.embed.weight.requires_grad_(False)
     return head.eval()
 
 

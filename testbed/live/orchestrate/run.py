@@ -70,7 +70,7 @@ from testbed.live.orchestrate.wakeup import cpu_wakeup_bound
 from testbed.live.ue.retry import RetryExhausted
 from testbed.live.ue.ue import PROG as UE_PROG
 from testbed.live.ue.ueconfig import UEConfig
-from wisv.decoding.featdraft import load_head
+from wisv.decoding.featdraft import read_head_config
 from wisv.models.loader import DTYPE_CHOICES
 from wisv.pairs import PAIR_NAMES, apply_pair
 from wisv.pairs.scorer import SCORERS, resolve_scorer
@@ -192,7 +192,7 @@ def run(cfg: RunConfig) -> list[dict]:
     if cfg.remote_edge is None:
         _, tau, head_desc = load_policy(cfg.edge.head, cfg.edge.tau, cfg.edge.target)  # fail fast on a bad --head
     if cfg.ue.drafter_head:
-        load_head(cfg.ue.drafter_head)  # fail fast on a bad --drafter-head, before any process starts
+        read_head_config(cfg.ue.drafter_head)  # fail fast on a bad --drafter-head, before any process starts
     name = cfg.protocol.replace(",", "+")
     out, started = Path(cfg.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{name}"), time.time()
     if cfg.continue_dir:

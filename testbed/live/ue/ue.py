@@ -219,7 +219,7 @@ def run(cfg: UEConfig) -> dict:
     kept = keep_done(out, ids) if cfg.keep_done else Kept()  # testbed.run --continue: what an interrupted run did
     loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect,
                 log=RoundLog(out / "rounds.jsonl", append=cfg.keep_done),
-                head=load_head(cfg.drafter_head) if cfg.drafter_head else None)
+                head=load_head(cfg.drafter_head, drafter) if cfg.drafter_head else None)
     ctx, est = zmq.Context(), CSIEstimator(probe_target_ms=cfg.probe_ms, first_probe_bytes=max(cfg.probe_bytes, 1))
     client = Client(ctx, cfg.connect, cfg.ue_id, Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms),

@@ -1,6 +1,9 @@
 """The EAGLE-style feature head and its DraftSession (wisv/decoding/featdraft.py)."""
 from __future__ import annotations
 
+import json
+
+import pytest
 import torch
 
 from tests.tiny_pair import make_pair
@@ -72,9 +75,41 @@ def test_greedy_sd_with_the_head_is_the_target_s_output_whatever_the_head():
 
 
 def test_a_saved_head_loads_to_the_same_drafts(tmp_path):
-    drafter, _, head = pair_and_head()
-    save_head(head, tmp_path, {"note": "test"})
-    again = load_head(tmp_path)
-    a = FeatureDraftSession(drafter, [3, 4, 5], head).draft(5)
-    b = FeatureDraftSession(drafter, [3, 4, 5], again).draft(5)
+    drafter, target, head = pair_and_head()
+    save_head(head, tmp_path / "a", {"note": "test"}, base=target)  # base shares the embedding: it stays out
+    assert json.loads((tmp_path / "a" / "head.json").read_text())["frozen"]["embedding"] == "the drafter's"
+    once = load_head(tmp_path / "a", target)
+    save_head(once, tmp_path / "b", base=target)
+    twice = load_head(tmp_path / "b", target)  # float16 on disk: a second round trip changes nothing
+    a, b = (FeatureDraftSession(drafter, [3, 4, 5], h).draft(5) for h in (once, twice))
     assert a.tokens == b.tokens and torch.equal(a.hidden, b.hidden)
+    c = FeatureDraftSession(drafter, [3, 4, 5], head).draft(5)
+    assert torch.allclose(a.hidden[:1], c.hidden[:1], atol=2e-2)  # the trained weights, to float16
+    assert torch.equal(once.embed.weight, target.get_input_embeddings().weight)
+
+
+def test_a_slim_head_needs_the_drafter_it_was_trained_beside(tmp_path):
+    drafter, target, head = pair_and_head()
+    save_head(head, tmp_path / "slim", base=target)
+    save_head(head, tmp_path / "whole")  # no base: the embedding is kept
+    slim, whole = (sum(v.numel() for v in torch.load(tmp_path / n / "head.pt").values()) for n in ("slim", "whole"))
+    assert whole - slim == VOCAB * D
+    with pytest.raises(ValueError, match="takes its embedding"):
+        load_head(tmp_path / "slim")
+    with pytest.raises(ValueError, match="another embedding"):
+        load_head(tmp_path / "slim", drafter)  # a noisy copy: not the embedding it was trained beside
+    assert torch.equal(load_head(tmp_path / "whole").embed.weight, load_head(tmp_path / "slim", target).embed.weight)
+
+
+def test_a_tied_lm_head_is_the_embedding_itself(tmp_path):
+    _, target, head = pair_and_head()
+    with torch.no_grad():
+        head.lm_head.weight.copy_(head.embed.weight)
+    save_head(head, tmp_path, base=target)
+    assert set(torch.load(tmp_path / "head.pt")) & {"embed.weight", "lm_head.weight"} == set()
+    back = load_head(tmp_path, target)
+    assert back.lm_head.weight.data_ptr() == back.embed.weight.data_ptr()
+    with pytest.raises(FileNotFoundError, match="not a feature head"):
+        load_head(tmp_path / "nowhere", target)
+
+
