@@ -25,6 +25,7 @@ import torch
 import config
 from testbed.common.machine import machine_info
 from wisv.decoding.featdraft import FeatureDraftSession, load_head, read_head_config
+from wisv.decoding.rejection import confidence_stop
 from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.models.loader import load_pair
 from wisv.pairs import resolve_pair
@@ -53,6 +54,8 @@ class DrafterBenchConfig:
     peer_draft_lens: list[int] = field(default_factory=lambda: [4, 8])  # fixed K values of the peer (a subset of
     #   --draft-lens); it also runs at its defaults
     peer_defaults: bool = True  # also time the peer at transformers' defaults (its own K and confidence stop)
+    stop_below: list[float] = field(default_factory=list, metadata={  # also time our loop at the largest K with
+        "min": 0.0, "max": 1.0})  # the peer's confidence stop at each of these top-1 probabilities (none: no)
     max_new_tokens: int = 96  # generation budget per prompt, tokens
     threads: int = 1  # torch intra-op threads (drafter and target alike; the testbed's processes use 1)
     cost_steps: int = 40  # decode steps per per-token timing
@@ -146,6 +149,7 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
     peers = {str(k): {"s": 0.0, "calls": 0, "same": 0} for k in cfg.peer_draft_lens}
     peers |= {"defaults": {"s": 0.0, "calls": 0, "same": 0}} if cfg.peer_defaults else {}
     feat = {"s": 0.0, "rows": [], "same": 0}  # greedy SD with the feature head (``head``), at the largest K
+    stops = {p: {"s": 0.0, "rows": [], "same": 0} for p in cfg.stop_below}  # ours with a confidence stop
     for i, r in enumerate(rows):
         ref, s = timed(partial(greedy_reference, pair.target, r["prompt_ids"], cfg.max_new_tokens))
         base_s, tokens = base_s + s, tokens + len(ref)
@@ -157,6 +161,12 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
             acc["s"] += s
             acc["rows"] += spec_rows(out, str(i), len(r["prompt_ids"]))
             acc["same"] += int(out.tokens == ref)
+        for p, acc in stops.items():
+            out, s = timed(partial(speculative_generate, pair.drafter, pair.target, r["prompt_ids"],
+                                   max_new_tokens=cfg.max_new_tokens, draft_len=max(cfg.draft_lens), eos_token_id=eos,
+                                   stop=confidence_stop(p)))
+            acc["s"], acc["rows"], acc["same"] = acc["s"] + s, acc["rows"] + spec_rows(out, str(i), len(
+                r["prompt_ids"])), acc["same"] + int(out.tokens == ref)
         if head is not None:
             out, s = timed(partial(speculative_generate, pair.drafter, pair.target, r["prompt_ids"],
                                    max_new_tokens=cfg.max_new_tokens, draft_len=max(cfg.draft_lens), eos_token_id=eos,
@@ -178,6 +188,9 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
     return {"target_only_s": round(base_s, 3), "tokens": tokens, "target_only_tok_per_s": round(tokens / base_s, 2),
             "head_coverage": round(covered / max(1, tokens), 4), "by_k": by_k, "peer": peer, "best_k": int(best),
             "best_speedup": by_k[best]["speedup"],
+            **({"confidence_stop": {str(p): _k_row(v, base_s, len(rows)) | {"k": max(cfg.draft_lens)} | (
+                {"ours_vs_peer_defaults": round(peers["defaults"]["s"] / v["s"], 4)} if "defaults" in peers else {})
+                for p, v in stops.items()}} if stops else {}),
             **({"feature_head": _k_row(feat, base_s, len(rows)) | {"k": max(cfg.draft_lens)}} if head is not None
                else {})}
 
@@ -269,6 +282,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(json.dumps({"cost_ratio": c["cost_ratio"], "meets": result["meets"]}
                      | {n: {"by_k": v["by_k"], "peer": v["peer"], "coverage": v["head_coverage"]}
                         | ({"feature_head": v["feature_head"]} if "feature_head" in v else {})
+                        | ({"confidence_stop": v["confidence_stop"]} if "confidence_stop" in v else {})
                         for n, v in by_set.items()}, indent=1))
     return result
 

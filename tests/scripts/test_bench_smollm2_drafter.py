@@ -22,7 +22,12 @@ def test_sd_runs_times_every_method_and_the_feature_head_losslessly():
     assert all(v["matches_target"] == 1.0 for v in [*got["by_k"].values(), *got["peer"].values()])
     fh = got["feature_head"]
     assert fh["k"] == 4 and fh["matches_target"] == 1.0 and fh["rounds"] > 0 and fh["speedup"] > 0
-    assert "feature_head" not in sd_runs(pair, rows[:1], cfg, None)
+    assert "feature_head" not in sd_runs(pair, rows[:1], cfg, None) and "confidence_stop" not in got
+    stopped = sd_runs(pair, rows[:1], DrafterBenchConfig(draft_lens=[4], peer_draft_lens=[], stop_below=[0.4, 1.0],
+                                                         max_new_tokens=12), None)
+    cs = stopped["confidence_stop"]
+    assert set(cs) == {"0.4", "1.0"} and all(v["matches_target"] == 1.0 and v["k"] == 4 for v in cs.values())
+    assert cs["1.0"]["rounds"] >= cs["0.4"]["rounds"] and cs["1.0"]["ours_vs_peer_defaults"] > 0
 
 
 def test_the_profile_names_the_loop_functions():

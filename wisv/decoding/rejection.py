@@ -8,6 +8,7 @@ after the first rejection never reached verification on the greedy path and are 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -151,6 +152,15 @@ def load_predictor(path: str) -> RejectionPredictor:
         raise ValueError(f"{path}: not a rejection predictor ({e}); "
                          "train one with scripts/rejection_predictor.py") from e
     return model.eval()
+
+
+def confidence_stop(min_top_prob: float) -> Callable[[torch.Tensor], bool]:
+    """The DraftSession.draft ``stop`` callback of ``transformers``' assisted generation (its
+    ``assistant_confidence_threshold``): True when the drafter's top-1 probability for the token is below
+    ``min_top_prob`` (features as ``draft_features``).  Unlike transformers' rule, the unsure token is not sent."""
+    if not 0.0 <= min_top_prob <= 1.0:
+        raise ValueError(f"min_top_prob must be in [0, 1], got {min_top_prob}")
+    return lambda features: float(features[0]) < min_top_prob
 
 
 def stop_rule(model: RejectionPredictor, threshold: float | None = None):

@@ -66,7 +66,8 @@ def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prom
                          eos_token_id: int | None = None, policy: MismatchPolicy | None = None,
                          tau: float = 0.5, temperature: float = 1.0, generator: torch.Generator | None = None,
                          hidden_layer: int = -1, csi: CSI | None = None, sibling: bool = False,
-                         make_draft: Callable[[list[int]], DraftSession] | None = None) -> SpecOutput:
+                         make_draft: Callable[[list[int]], DraftSession] | None = None,
+                         stop: Callable[[torch.Tensor], bool] | None = None) -> SpecOutput:
     """Speculative decoding of ``prompt_ids`` with the drafter proposing ``draft_len`` tokens per round.
 
     rule: "greedy" (lossless w.r.t. target greedy decoding), "sampling" (speculative sampling at
@@ -78,7 +79,8 @@ def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prom
     wisv/decoding/siblings.py); the decisions read the chain's rows only, so the tokens are the same either way.
     ``make_draft(prompt)``: the UE's DraftSession (default: ``DraftSession(drafter, prompt)``); one that reads target
     features (a FeatureDraftSession) gets the target's final-layer state behind the last committed token after each
-    round, as a VERDICT brings it.
+    round, as a VERDICT brings it.  ``stop(features [4])``: asked about every drafted token after a block's first
+    (wisv.decoding.rejection: ``stop_rule`` of a rejection predictor, ``confidence_stop``); True ends the block there.
     """
     if rule not in ("greedy", "sampling", "wisv"):
         raise ValueError(f"unknown rule {rule!r}; use 'greedy', 'sampling' or 'wisv'")
@@ -96,7 +98,7 @@ def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prom
         raise ValueError("a drafter that reads target features needs the final layer's states (hidden_layer=-1)")
     t = VerifySession(target, seq, hidden_layer)
     ctx = RoundContext(rule=rule, eos=eos_token_id, policy=policy, tau=tau, temperature=temperature, gen=generator,
-                       csi=csi, sibling=sibling)
+                       csi=csi, sibling=sibling, stop=stop)
     out, rounds = [], []
     while len(out) < max_new_tokens:
         budget = max_new_tokens - len(out)
@@ -129,6 +131,7 @@ class RoundContext:
     gen: torch.Generator | None  # seeded generator (sampling)
     csi: CSI | None  # the link state the policy conditions on
     sibling: bool = False  # verify the target's own token beside each mismatching draft token (edge sib_* features)
+    stop: Callable[[torch.Tensor], bool] | None = None  # DraftSession.draft's stop: ends a block early (None: K always)
 
 
 def _verdict(ctx: RoundContext, *, draft: torch.Tensor, q: torch.Tensor | None, block: Block,
@@ -147,7 +150,8 @@ def _round(d: DraftSession, t: VerifySession, k: int, ctx: RoundContext, index: 
     """Draft, verify in one pass, decide, and roll both caches back to the committed prefix (``out_len``: tokens
     generated before this round)."""
     rule, gen = ctx.rule, ctx.gen
-    dr = d.draft(k, sample=rule == "sampling", temperature=ctx.temperature, generator=gen, eos_token_id=ctx.eos)
+    dr = d.draft(k, sample=rule == "sampling", temperature=ctx.temperature, generator=gen, eos_token_id=ctx.eos,
+                 stop=ctx.stop)
     blk = t.verify(dr.tokens)
     draft = torch.tensor(dr.tokens, dtype=torch.long, device=blk.argmax.device)  # [K]
     mism = mismatch_positions(draft, blk.argmax)

@@ -116,3 +116,19 @@ def test_choose_threshold_weighs_wasted_drafting_against_extra_rounds():
     assert choose_threshold(probs, accepted, 4, tau_d_s=0.0, round_s=1.0, grid=(0.5, 0.95))[0] == 0.95
     with pytest.raises(ValueError):
         choose_threshold(probs, [1], 4, 1.0, 1.0)
+
+
+def test_confidence_stop_is_the_peers_rule_and_speculative_generate_takes_it():
+    from wisv.decoding.rejection import confidence_stop
+    from wisv.decoding.speculative import speculative_generate
+    from wisv.tasks.evaluate import greedy_reference
+    rule = confidence_stop(0.4)
+    assert rule(torch.tensor([0.39, 1.0, 0.1, 1.0])) is True and rule(torch.tensor([0.4, 1.0, 0.1, 1.0])) is False
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        confidence_stop(1.2)
+    drafter, target = make_pair()
+    ref = greedy_reference(target, [4, 5, 6], 24)
+    full = speculative_generate(drafter, target, [4, 5, 6], max_new_tokens=24, draft_len=6)
+    cut = speculative_generate(drafter, target, [4, 5, 6], max_new_tokens=24, draft_len=6, stop=confidence_stop(1.0))
+    assert full.tokens == cut.tokens == ref  # lossless either way
+    assert all(r.drafted <= 1 for r in cut.rounds) and max(r.drafted for r in full.rounds) > 1  # 1.0: one per block
