@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from transformers import PreTrainedModel
 
 from wisv.decoding.rejection import draft_features
 from wisv.decoding.sessions import Draft, DraftSession
+from wisv.models.restricted_head import RestrictedHead
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,29 @@ def load_head(path: Path | str, base: PreTrainedModel | None = None) -> FeatureH
     return head.eval()
 
 
+def draft_lm_head(head: FeatureHead, model: PreTrainedModel) -> nn.Module:
+    """What reads a token from a predicted feature while drafting: the drafter's ``RestrictedHead`` where its rows are
+    the head's LM head's own at its kept ids (an early-exit drafter of the target; n_kept rows instead of the whole
+    vocabulary, and the drafter's tokens: no excluded id is ever proposed), else the head's LM head.  The check
+    (~80 ms on SmolLM2) runs once per head and drafter module."""
+    lm = model.get_output_embeddings()
+    seen = _DRAFT_LM.setdefault(head, weakref.WeakKeyDictionary())
+    if lm not in seen:
+        seen[lm] = _same_rows(head, lm)
+    return lm if seen[lm] else head.lm_head
+
+
+_DRAFT_LM: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # head -> {drafter's LM head: same rows}
+
+
+def _same_rows(head: FeatureHead, lm: nn.Module) -> bool:
+    """Whether ``lm`` is a RestrictedHead whose rows are the head's LM head's at its kept ids."""
+    if not (isinstance(lm, RestrictedHead) and lm.vocab_size == head.cfg.vocab and lm.in_features == head.cfg.d_t):
+        return False
+    ids = lm.kept_ids.to(head.lm_head.weight.device)
+    return torch.equal(lm.weight.detach().float().to(ids.device), head.lm_head.weight.detach()[ids].float())
+
+
 class FeatureDraftSession(DraftSession):
     """A DraftSession whose blocks come from a FeatureHead fed with the target's features (``take_features``)."""
 
@@ -186,6 +211,7 @@ class FeatureDraftSession(DraftSession):
         if head.cfg.vocab != model.config.vocab_size:
             raise ValueError(f"feature head vocabulary {head.cfg.vocab} != the drafter's {model.config.vocab_size}")
         self.head = head
+        self.lm = draft_lm_head(head, model)  # the drafter's restricted head where it is the same rows: cheaper
         self.feats: dict[int, torch.Tensor] = {}  # best known feature [d_t] at a sequence position (target's, else own)
 
     @property
@@ -212,7 +238,7 @@ class FeatureDraftSession(DraftSession):
         for _ in range(k):
             f_hat, past = self.head(f_in, x_in, past)
             f_last = f_hat[0, -1]  # [d_t]
-            logits = self.head.lm_head(f_last)  # [V]
+            logits = self.lm(f_last)  # [V]
             feat = draft_features(logits[None])[0]  # [4]
             if sample:
                 q = torch.softmax(logits.double() / temperature, dim=-1)  # [V]

@@ -113,3 +113,27 @@ def test_a_tied_lm_head_is_the_embedding_itself(tmp_path):
         load_head(tmp_path / "nowhere", target)
 
 
+
+
+def test_drafting_reads_tokens_through_the_drafters_restricted_head_where_it_is_the_targets_rows():
+    import copy
+
+    from wisv.decoding.featdraft import draft_lm_head
+    from wisv.models.restricted_head import RestrictedHead, restrict
+    drafter, target, head = pair_and_head()
+    with torch.no_grad():  # a head trained beside a target whose LM head is its embedding (SmolLM2)
+        head.lm_head.weight.copy_(target.get_input_embeddings().weight)
+    early = copy.deepcopy(target)  # an early-exit drafter: the target's embedding and LM head rows
+    early.get_output_embeddings().weight.data.copy_(target.get_input_embeddings().weight)
+    kept = list(range(0, VOCAB, 2))
+    restrict(early, kept)
+    assert isinstance(draft_lm_head(head, early), RestrictedHead)
+    assert draft_lm_head(head, drafter) is head.lm_head  # a full head: the head's own
+    restrict(drafter, kept)  # restricted, but other rows (a noisy copy): the head's own
+    assert draft_lm_head(head, drafter) is head.lm_head
+    d = FeatureDraftSession(early, [3, 4, 5], head).draft(6)
+    assert d.tokens and all(t in kept for t in d.tokens)
+    prompt = [3, 4, 5]
+    out = speculative_generate(early, target, prompt, max_new_tokens=20, draft_len=4,
+                               make_draft=lambda s: FeatureDraftSession(early, s, head))
+    assert out.tokens == greedy_reference(target, prompt, 20)
