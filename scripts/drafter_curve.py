@@ -161,7 +161,9 @@ def main(argv: list[str] | None = None) -> dict:
         if cfg.built else None
     feat = None
     if head is not None:
-        feat = {"head": cfg.feature_head, **group_aal(pair.drafter, pair.target, groups, cfg,
+        meta = read_head_config(cfg.feature_head).get("meta", {})
+        feat = {"head": cfg.feature_head, "steps": meta.get("last", {}).get("step"),
+                "pool_positions": meta.get("pool_positions"), **group_aal(pair.drafter, pair.target, groups, cfg,
                                                        lambda ids: FeatureDraftSession(pair.drafter, ids, head))}
         print(f"[curve] feature head {feat['aal']} ({time.perf_counter() - t0:.0f} s)", flush=True)
     result = {"config": asdict(cfg), "run_dir": str(rdir), "run_config": run["config"],

@@ -170,6 +170,13 @@ wall under the profiler, {prof['calls']:,} calls); the top functions by own time
 """
 
 
+def _head_label(feat: dict) -> str:
+    """A feature head's column: its training (steps, pool positions) where recorded, else its directory's name."""
+    if feat.get("steps"):
+        return f"feature head ({feat['steps']:,} steps, {feat['pool_positions']:,} positions)"
+    return f"feature head (`{Path(feat['head']).name}`)"
+
+
 def _per_kind(paths: list[str]) -> str:
     """AAL per kind of the built drafter, the run's last checkpoint and the feature head, on the same prompts: the
     columns of one or more scripts/drafter_curve.py JSONs measured on the same sample (same groups)."""
@@ -182,7 +189,7 @@ def _per_kind(paths: list[str]) -> str:
     cols = [col for d in docs for col in
             ([(f"built drafter (`{Path(d['built']['drafter']).name}`)", d["built"])] if d.get("built") else []) +
             [(f"step {p['step']} ({p['tokens']:,} tokens)" if p["tokens"] else "undistilled", p) for p in d["points"]] +
-            ([("feature head", d["feature_head"])] if d.get("feature_head") else [])]
+            ([(_head_label(d["feature_head"]), d["feature_head"])] if d.get("feature_head") else [])]
     kinds = {k: g for g, v in c["groups"].items() for k in v["kinds"]}
     rows = [f"| {GROUP_TEXT.get(g, g)} | {k} | " + " | ".join(str(col["aal_kind"].get(k, "")) for _, col in cols) + " |"
             for k, g in sorted(kinds.items(), key=lambda kg: (list(c["groups"]).index(kg[1]), kg[0]))]

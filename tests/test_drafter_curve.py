@@ -93,7 +93,7 @@ def test_the_card_tabulates_aal_per_kind_for_each_drafter(tmp_path):
     path = tmp_path / "kinds.json"
     path.write_text(json.dumps(kinds))
     text = smollm2_card._per_kind([str(path)])
-    assert "| group | kind | built drafter (`d`) | step 1209 (437,000 tokens) | feature head |" in text
+    assert "| group | kind | built drafter (`d`) | step 1209 (437,000 tokens) | feature head (`h`) |" in text
     assert "| questions, unseen kinds | author | 1.1 | 1.1 | 2.0 |" in text
     assert text.index("| author |") < text.index("| currency |") < text.index("| dialogue |")  # questions first
     assert "| **free form, unseen kinds** | all | **0.4** | **0.4** | **1.0** |" in text
@@ -106,3 +106,6 @@ def test_the_card_tabulates_aal_per_kind_for_each_drafter(tmp_path):
     (tmp_path / "feat.json").write_text(json.dumps(feat | {"groups": {}}))
     with pytest.raises(ValueError, match="different prompt samples"):
         smollm2_card._per_kind([str(path), str(tmp_path / "feat.json")])
+    trained = feat | {"feature_head": feat["feature_head"] | {"steps": 3000, "pool_positions": 134_814}}
+    (tmp_path / "feat.json").write_text(json.dumps(trained))
+    assert "| feature head (3,000 steps, 134,814 positions) |" in smollm2_card._per_kind([str(tmp_path / "feat.json")])
