@@ -175,7 +175,7 @@ def train(cfg: FeatureDrafterConfig, head: FeatureHead, pool: list[dict], out: P
         sched.load_state_dict(st["sched"])
         step = st["step"]
         print(f"resumed at step {step}")
-    t0, last = time.monotonic(), {}
+    t0, last = time.monotonic(), {"step": step}
     head.train()
     while step < cfg.steps:
         gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)  # the batch and noise of this step

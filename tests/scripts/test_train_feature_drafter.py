@@ -22,6 +22,9 @@ def test_a_tiny_run_trains_resumes_stops_on_time_and_compares_aal(tmp_path, caps
     assert ev["feature_head"]["identical_to_target"] == 1.0 and ev["drafter"]["identical_to_target"] == 1.0
     assert ev["feature_head"]["rounds"] > 0 and ev["k"] == 4
     assert load_head(tmp_path / "h").cfg.window == 16
+    done = run(FeatureDrafterConfig(**base | {"eval_prompts": 0}, steps=6))  # nothing left: it only saves the head
+    meta = json.loads((tmp_path / "h" / "head.json").read_text())["meta"]
+    assert done["last"]["step"] == 6 and meta["last"]["step"] == 6 and meta["pool_positions"] > 0
     capped = run(FeatureDrafterConfig(**base | {"out": str(tmp_path / "c"), "eval_prompts": 0}, steps=1000,
                                       max_train_s=1e-3))
     assert capped["last"]["step"] == 1 and torch.load(tmp_path / "c" / "ckpt.pt", weights_only=True)["step"] == 1
