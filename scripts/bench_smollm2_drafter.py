@@ -66,8 +66,8 @@ class DrafterBenchConfig:
     card: str = str(ASSET_DIR / "MODEL_CARD.md")  # the pair's model card, written from the JSON ("": none)
     ceiling: str = "results/smollm2/drafter_ceiling.json"  # AAL vs tokens and depth (scripts/drafter_ceiling.py)
     curve: str = "results/smollm2/drafter_curve.json"  # AAL per kind group vs tokens (scripts/drafter_curve.py)
-    kinds: list[str] = field(default_factory=lambda: ["results/smollm2/drafter_kinds.json", "results/smollm2/"
-                             "drafter_kinds_feature.json"])  # AAL per kind of the drafters (drafter_curve.py JSONs)
+    kinds: list[str] = field(default_factory=lambda: [f"results/smollm2/drafter_kinds{s}.json" for s in (
+        "", "_feature", "_feature_full")])  # AAL per kind of the drafters (drafter_curve.py JSONs)
 
 
 @torch.inference_mode()

@@ -51,6 +51,11 @@ def _set_section(name: str, sd: dict, meets: dict) -> str:
                      f"{v['target_calls']} target calls | {v['speedup']} | {100 * v['matches_target']:.0f}% |"
                      for k, v in sd["peer"].items())
     vs = ", ".join(f"K={k}: {v['ours_vs_peer']}" for k, v in sd["peer"].items() if "ours_vs_peer" in v)
+    for p, c in sd.get("confidence_stop", {}).items():
+        ours += (f"\n| ours with the peer's confidence stop at {p}, K<={c['k']} | {c['aal']} | {c['rounds']} | "
+                 f"{c['speedup']} | {100 * c['matches_target']:.0f}% |")
+        if "ours_vs_peer_defaults" in c:
+            vs += f"; with the confidence stop at {p} against the peer's defaults: {c['ours_vs_peer_defaults']}"
     if sd.get("feature_head"):
         f = sd["feature_head"]
         ours += (f"\n| ours with the feature head, K={f['k']} | {f['aal']} | {f['rounds']} | {f['speedup']} | "
@@ -284,8 +289,8 @@ def main(argv: list[str] | None = None) -> Path:
     ap.add_argument("--bench", default="results/smollm2/bench_drafter.json", help="the benchmark's JSON")
     ap.add_argument("--ceiling", default="results/smollm2/drafter_ceiling.json", help="the ceiling's JSON")
     ap.add_argument("--curve", default="results/smollm2/drafter_curve.json", help="the learning curve's JSON")
-    ap.add_argument("--kinds", nargs="*", default=["results/smollm2/drafter_kinds.json",
-                                                   "results/smollm2/drafter_kinds_feature.json"],
+    ap.add_argument("--kinds", nargs="*", default=[f"results/smollm2/drafter_kinds{s}.json"
+                                                   for s in ("", "_feature", "_feature_full")],
                     help="per-kind AAL of the drafters (scripts/drafter_curve.py --last 1 --feature-head DIR)")
     ap.add_argument("--card", default=str(ASSET_DIR / "MODEL_CARD.md"), help="the card written")
     a = ap.parse_args(argv)

@@ -1,0 +1,17 @@
+"""scripts/smollm2_card.py: a prompt set's section lists every method the benchmark timed, the confidence stop too."""
+from __future__ import annotations
+
+from scripts import smollm2_card
+
+
+def test_a_sets_section_has_the_confidence_stop_beside_the_peers_defaults():
+    row = {"aal": 0.9, "rounds": 10, "speedup": 0.53, "matches_target": 1.0}
+    sd = {"tokens": 100, "target_only_tok_per_s": 16.0, "head_coverage": 0.98, "by_k": {"8": row},
+          "peer": {"8": {"target_calls": 10, "speedup": 0.54, "matches_target": 1.0, "ours_vs_peer": 0.98},
+                   "defaults": {"target_calls": 11, "speedup": 0.75, "matches_target": 1.0}},
+          "confidence_stop": {"0.4": row | {"aal": 0.8, "speedup": 0.72, "k": 8, "ours_vs_peer_defaults": 0.96}}}
+    text = smollm2_card._set_section("s", sd, {})
+    assert "| ours with the peer's confidence stop at 0.4, K<=8 | 0.8 | 10 | 0.72 | 100% |" in text
+    assert "K=8: 0.98; with the confidence stop at 0.4 against the peer's defaults: 0.96." in text
+    assert "confidence stop" not in smollm2_card._set_section("s", {k: v for k, v in sd.items()
+                                                                    if k != "confidence_stop"}, {})
