@@ -3,6 +3,7 @@ through a real testbed.run; skipped where the pair is not built, a failure where
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -79,3 +80,20 @@ def test_testbed_run_on_smollm2_matches_target(tmp_path, protocol):
     summary = pd.read_csv(out / "summary.csv")
     assert list(summary["protocol"]) == [protocol]
     assert (summary["matches_target"] == 1.0).all(), summary.to_string()
+
+
+FEATURE_HEAD = Path(__file__).resolve().parents[3] / "wisv/assets/smollm2-feature-head"
+
+
+def test_the_shipped_feature_head_is_slim_and_drafts_losslessly_beside_the_pairs_drafter(setup):
+    from wisv.decoding.featdraft import FeatureDraftSession, draft_lm_head, load_head, read_head_config
+    from wisv.decoding.speculative import speculative_generate
+    from wisv.models.restricted_head import RestrictedHead
+    doc = read_head_config(FEATURE_HEAD)
+    assert doc["frozen"]["embedding"] == "the drafter's" and (FEATURE_HEAD / "head.pt").stat().st_size < 10_000_000
+    drafter, target, prompts, refs = setup
+    head = load_head(FEATURE_HEAD, drafter)  # the embedding's digest is the pair's
+    assert isinstance(draft_lm_head(head, drafter), RestrictedHead)
+    out = speculative_generate(drafter, target, prompts[0], max_new_tokens=MAX_NEW, draft_len=8,
+                               make_draft=lambda ids: FeatureDraftSession(drafter, ids, head))
+    assert out.tokens == refs[0]
