@@ -150,6 +150,7 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
     peers |= {"defaults": {"s": 0.0, "calls": 0, "same": 0}} if cfg.peer_defaults else {}
     feat = {"s": 0.0, "rows": [], "same": 0}  # greedy SD with the feature head (``head``), at the largest K
     stops = {p: {"s": 0.0, "rows": [], "same": 0} for p in cfg.stop_below}  # ours with a confidence stop
+    head_stops = {p: {"s": 0.0, "rows": [], "same": 0} for p in (cfg.stop_below if head is not None else [])}
     for i, r in enumerate(rows):
         ref, s = timed(partial(greedy_reference, pair.target, r["prompt_ids"], cfg.max_new_tokens))
         base_s, tokens = base_s + s, tokens + len(ref)
@@ -174,6 +175,13 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
             feat["s"] += s
             feat["rows"] += spec_rows(out, str(i), len(r["prompt_ids"]))
             feat["same"] += int(out.tokens == ref)
+        for p, acc in head_stops.items():  # the feature head with the same confidence stop
+            out, s = timed(partial(speculative_generate, pair.drafter, pair.target, r["prompt_ids"],
+                                   max_new_tokens=cfg.max_new_tokens, draft_len=max(cfg.draft_lens), eos_token_id=eos,
+                                   make_draft=lambda ids: FeatureDraftSession(pair.drafter, ids, head),
+                                   stop=confidence_stop(p)))
+            acc["s"], acc["rows"], acc["same"] = acc["s"] + s, acc["rows"] + spec_rows(out, str(i), len(
+                r["prompt_ids"])), acc["same"] + int(out.tokens == ref)
         for name, acc in peers.items():
             (out, calls), s = timed(partial(peer_generate, pair, r["prompt_ids"], cfg.max_new_tokens,
                                             None if name == "defaults" else int(name)))
@@ -192,7 +200,9 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
                 {"ours_vs_peer_defaults": round(peers["defaults"]["s"] / v["s"], 4)} if "defaults" in peers else {})
                 for p, v in stops.items()}} if stops else {}),
             **({"feature_head": _k_row(feat, base_s, len(rows)) | {"k": max(cfg.draft_lens)}} if head is not None
-               else {})}
+               else {}),
+            **({"feature_head_stop": {str(p): _k_row(v, base_s, len(rows)) | {"k": max(cfg.draft_lens)}
+                                      for p, v in head_stops.items()}} if head_stops else {})}
 
 
 def profile_loop(pair, rows: list[dict], cfg: DrafterBenchConfig, top: int = 20) -> dict:
@@ -282,7 +292,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(json.dumps({"cost_ratio": c["cost_ratio"], "meets": result["meets"]}
                      | {n: {"by_k": v["by_k"], "peer": v["peer"], "coverage": v["head_coverage"]}
                         | ({"feature_head": v["feature_head"]} if "feature_head" in v else {})
-                        | ({"confidence_stop": v["confidence_stop"]} if "confidence_stop" in v else {})
+                        | ({k: v[k] for k in ("confidence_stop", "feature_head_stop") if k in v})
                         for n, v in by_set.items()}, indent=1))
     return result
 

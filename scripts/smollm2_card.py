@@ -60,6 +60,9 @@ def _set_section(name: str, sd: dict, meets: dict) -> str:
         f = sd["feature_head"]
         ours += (f"\n| ours with the feature head, K={f['k']} | {f['aal']} | {f['rounds']} | {f['speedup']} | "
                  f"{100 * f['matches_target']:.0f}% |")
+    for p, c in sd.get("feature_head_stop", {}).items():
+        ours += (f"\n| ours with the feature head and the confidence stop at {p}, K<={c['k']} | {c['aal']} | "
+                 f"{c['rounds']} | {c['speedup']} | {100 * c['matches_target']:.0f}% |")
     return f"""### {name}
 
 {sd['tokens']} target tokens, target-only {sd['target_only_tok_per_s']} tok/s; the drafter's head covers

@@ -28,6 +28,11 @@ def test_sd_runs_times_every_method_and_the_feature_head_losslessly():
     cs = stopped["confidence_stop"]
     assert set(cs) == {"0.4", "1.0"} and all(v["matches_target"] == 1.0 and v["k"] == 4 for v in cs.values())
     assert cs["1.0"]["rounds"] >= cs["0.4"]["rounds"] and cs["1.0"]["ours_vs_peer_defaults"] > 0
+    assert "feature_head_stop" not in stopped  # no head: no head rows
+    both = sd_runs(pair, rows[:1], DrafterBenchConfig(draft_lens=[4], peer_draft_lens=[], peer_defaults=False,
+                                                      stop_below=[1.0], max_new_tokens=12), None, head)
+    hs = both["feature_head_stop"]["1.0"]
+    assert hs["matches_target"] == 1.0 and hs["rounds"] >= both["feature_head"]["rounds"] and hs["k"] == 4
 
 
 def test_the_profile_names_the_loop_functions():

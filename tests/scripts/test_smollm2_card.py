@@ -10,7 +10,8 @@ def test_a_sets_section_has_the_confidence_stop_beside_the_peers_defaults():
           "peer": {"8": {"target_calls": 10, "speedup": 0.54, "matches_target": 1.0, "ours_vs_peer": 0.98},
                    "defaults": {"target_calls": 11, "speedup": 0.75, "matches_target": 1.0}},
           "confidence_stop": {"0.4": row | {"aal": 0.8, "speedup": 0.72, "k": 8, "ours_vs_peer_defaults": 0.96}}}
-    text = smollm2_card._set_section("s", sd, {})
+    text = smollm2_card._set_section("s", sd | {"feature_head_stop": {"0.4": row | {"k": 8}}}, {})
+    assert "| ours with the feature head and the confidence stop at 0.4, K<=8 | 0.9 | 10 | 0.53 | 100% |" in text
     assert "| ours with the peer's confidence stop at 0.4, K<=8 | 0.8 | 10 | 0.72 | 100% |" in text
     assert "K=8: 0.98; with the confidence stop at 0.4 against the peer's defaults: 0.96." in text
     assert "confidence stop" not in smollm2_card._set_section("s", {k: v for k, v in sd.items()
