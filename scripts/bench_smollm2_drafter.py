@@ -140,6 +140,15 @@ def _coverage(tokens: list[int], kept: set[int] | None) -> tuple[int, int]:
     return (len(tokens) if kept is None else sum(t in kept for t in tokens)), len(tokens)
 
 
+def _time_sd(pair, ids: list[int], pid: str, ref: list[int], max_new: int, eos: int, acc: dict, k: int, **kw) -> None:
+    """One timed greedy SD run of a prompt at K = ``k`` (``kw``: speculative_generate's make_draft / stop), added
+    into ``acc`` (seconds, round rows, outputs equal to ``ref``)."""
+    out, s = timed(partial(speculative_generate, pair.drafter, pair.target, ids, max_new_tokens=max_new, draft_len=k,
+                           eos_token_id=eos, **kw))
+    acc["s"], acc["rows"], acc["same"] = acc["s"] + s, acc["rows"] + spec_rows(out, pid, len(ids)), acc["same"] + int(
+        out.tokens == ref)
+
+
 def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | None, head=None) -> dict:
     """Per prompt, in turns: target-only, our greedy SD at each K, the peer at each fixed K and at its defaults. AAL,
     lossless checks, wall times and the share of the target's tokens the drafter's head can propose."""
@@ -155,33 +164,17 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
         ref, s = timed(partial(greedy_reference, pair.target, r["prompt_ids"], cfg.max_new_tokens))
         base_s, tokens = base_s + s, tokens + len(ref)
         covered += _coverage(ref, kept)[0]
+        ids, kmax = r["prompt_ids"], max(cfg.draft_lens)
+        one = partial(_time_sd, pair, ids, str(i), ref, cfg.max_new_tokens, eos)
+        make_feat = lambda x: FeatureDraftSession(pair.drafter, x, head)  # noqa: E731
         for k in cfg.draft_lens:
-            out, s = timed(partial(speculative_generate, pair.drafter, pair.target, r["prompt_ids"],
-                                   max_new_tokens=cfg.max_new_tokens, draft_len=k, eos_token_id=eos))
-            acc = ours[k]
-            acc["s"] += s
-            acc["rows"] += spec_rows(out, str(i), len(r["prompt_ids"]))
-            acc["same"] += int(out.tokens == ref)
+            one(ours[k], k)
         for p, acc in stops.items():
-            out, s = timed(partial(speculative_generate, pair.drafter, pair.target, r["prompt_ids"],
-                                   max_new_tokens=cfg.max_new_tokens, draft_len=max(cfg.draft_lens), eos_token_id=eos,
-                                   stop=confidence_stop(p)))
-            acc["s"], acc["rows"], acc["same"] = acc["s"] + s, acc["rows"] + spec_rows(out, str(i), len(
-                r["prompt_ids"])), acc["same"] + int(out.tokens == ref)
+            one(acc, kmax, stop=confidence_stop(p))
         if head is not None:
-            out, s = timed(partial(speculative_generate, pair.drafter, pair.target, r["prompt_ids"],
-                                   max_new_tokens=cfg.max_new_tokens, draft_len=max(cfg.draft_lens), eos_token_id=eos,
-                                   make_draft=lambda ids: FeatureDraftSession(pair.drafter, ids, head)))
-            feat["s"] += s
-            feat["rows"] += spec_rows(out, str(i), len(r["prompt_ids"]))
-            feat["same"] += int(out.tokens == ref)
+            one(feat, kmax, make_draft=make_feat)
         for p, acc in head_stops.items():  # the feature head with the same confidence stop
-            out, s = timed(partial(speculative_generate, pair.drafter, pair.target, r["prompt_ids"],
-                                   max_new_tokens=cfg.max_new_tokens, draft_len=max(cfg.draft_lens), eos_token_id=eos,
-                                   make_draft=lambda ids: FeatureDraftSession(pair.drafter, ids, head),
-                                   stop=confidence_stop(p)))
-            acc["s"], acc["rows"], acc["same"] = acc["s"] + s, acc["rows"] + spec_rows(out, str(i), len(
-                r["prompt_ids"])), acc["same"] + int(out.tokens == ref)
+            one(acc, kmax, make_draft=make_feat, stop=confidence_stop(p))
         for name, acc in peers.items():
             (out, calls), s = timed(partial(peer_generate, pair, r["prompt_ids"], cfg.max_new_tokens,
                                             None if name == "defaults" else int(name)))
