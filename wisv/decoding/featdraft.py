@@ -175,7 +175,7 @@ def load_head(path: Path | str, base: PreTrainedModel | None = None) -> FeatureH
     if tied:  # one matrix, not two copies, in the UE's memory
         head.lm_head.weight = head.embed.weight
     head.embed.weight.requires_grad_(False)
-    return head.eval()
+    return head.to(base.device if base is not None else "cpu").eval()  # beside the drafter that feeds it
 
 
 def draft_lm_head(head: FeatureHead, model: PreTrainedModel) -> nn.Module:
@@ -211,6 +211,7 @@ class FeatureDraftSession(DraftSession):
         if head.cfg.vocab != model.config.vocab_size:
             raise ValueError(f"feature head vocabulary {head.cfg.vocab} != the drafter's {model.config.vocab_size}")
         self.head = head
+        self.device = head.embed.weight.device  # where its inputs are made: the head's (and the drafter's) device
         self.lm = draft_lm_head(head, model)  # the drafter's restricted head where it is the same rows: cheaper
         self.feats: dict[int, torch.Tensor] = {}  # best known feature [d_t] at a sequence position (target's, else own)
 
@@ -223,7 +224,7 @@ class FeatureDraftSession(DraftSession):
         """The target's features [n, d_t] at the last n committed positions but the newest (a VERDICT's)."""
         end = len(self.seq) - 1  # the newest committed token has no feature yet: the target has not read it
         for i in range(f.shape[0]):
-            self.feats[end - f.shape[0] + i] = f[i].float()
+            self.feats[end - f.shape[0] + i] = f[i].float().to(self.device)
 
     @torch.no_grad()
     def draft(self, k: int, *, sample: bool = False, temperature: float = 1.0,
@@ -252,7 +253,7 @@ class FeatureDraftSession(DraftSession):
             toks.append(y)
             hids.append(f_last)
             feats.append(feat)
-            f_in, x_in = f_last[None, None], torch.tensor([[y]])
+            f_in, x_in = f_last[None, None], torch.tensor([[y]], device=self.device)
             if eos_token_id is not None and y == eos_token_id:
                 break
         base = len(self.seq) - 1
@@ -277,14 +278,14 @@ class FeatureDraftSession(DraftSession):
         """The head's inputs for the committed positions it can see, newest last: ([1, T, d_t] f_{p-1}, [1, T] x_p),
         back from the newest token while the feature before a position is known (the newest: a zero feature if not)."""
         end = len(self.seq) - 1
-        zero = torch.zeros(self.head.cfg.d_t)
+        zero = torch.zeros(self.head.cfg.d_t, device=self.device)
         f, x = [self.feats.get(end - 1, zero)], [self.seq[end]]
         p = end - 1
         while p >= 1 and len(x) < self.head.cfg.window and (p - 1) in self.feats:
             f.append(self.feats[p - 1])
             x.append(self.seq[p])
             p -= 1
-        return torch.stack(f[::-1])[None], torch.tensor([x[::-1]])
+        return torch.stack(f[::-1])[None], torch.tensor([x[::-1]], device=self.device)
 
 
 def head_param_count(head: FeatureHead) -> int:

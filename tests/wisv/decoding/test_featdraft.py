@@ -113,6 +113,17 @@ def test_a_tied_lm_head_is_the_embedding_itself(tmp_path):
         load_head(tmp_path / "nowhere", target)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: the head follows its drafter there")
+def test_a_head_loaded_beside_a_drafter_on_the_gpu_drafts_there(tmp_path):
+    drafter, target, head = pair_and_head()
+    save_head(head, tmp_path, base=target)
+    drafter, target = drafter.cuda(), target.cuda()
+    back = load_head(tmp_path, target)
+    assert back.embed.weight.is_cuda
+    prompt = [3, 4, 5]
+    out = speculative_generate(drafter, target, prompt, max_new_tokens=20, draft_len=4,
+                               make_draft=lambda s: FeatureDraftSession(drafter, s, back))
+    assert out.tokens == greedy_reference(target, prompt, 20)
 
 
 def test_drafting_reads_tokens_through_the_drafters_restricted_head_where_it_is_the_targets_rows():
