@@ -178,6 +178,9 @@ wall under the profiler, {prof['calls']:,} calls); the top functions by own time
 """
 
 
+DEFAULT_KINDS = [f"results/smollm2/drafter_kinds{s}.json" for s in ("", "_feature", "_feature_full")]  # read if there
+
+
 def _head_label(feat: dict) -> str:
     """A feature head's column: its training (steps, pool positions) where recorded, else its directory's name."""
     if feat.get("steps"):
@@ -292,13 +295,16 @@ def main(argv: list[str] | None = None) -> Path:
     ap.add_argument("--bench", default="results/smollm2/bench_drafter.json", help="the benchmark's JSON")
     ap.add_argument("--ceiling", default="results/smollm2/drafter_ceiling.json", help="the ceiling's JSON")
     ap.add_argument("--curve", default="results/smollm2/drafter_curve.json", help="the learning curve's JSON")
-    ap.add_argument("--kinds", nargs="*", default=[f"results/smollm2/drafter_kinds{s}.json"
-                                                   for s in ("", "_feature", "_feature_full")],
-                    help="per-kind AAL of the drafters (scripts/drafter_curve.py --last 1 --feature-head DIR)")
+    ap.add_argument("--kinds", nargs="*", default=DEFAULT_KINDS,
+                    help="per-kind AAL of the drafters (scripts/drafter_curve.py --last 1 --feature-head DIR); "
+                         "the defaults that exist are read, a path named here must exist")
     ap.add_argument("--card", default=str(ASSET_DIR / "MODEL_CARD.md"), help="the card written")
     a = ap.parse_args(argv)
     if not Path(a.bench).is_file():
         raise FileNotFoundError(f"no benchmark JSON at {a.bench} (run scripts/bench_smollm2_drafter.py)")
+    missing = [k for k in a.kinds if k not in DEFAULT_KINDS and not Path(k).is_file()]
+    if missing:
+        raise FileNotFoundError(f"--kinds: no per-kind JSON at {missing[0]} (run scripts/drafter_curve.py)")
     Path(a.card).write_text(model_card(_read_json(a.bench), a.ceiling, a.curve, a.kinds))
     print(f"wrote {a.card}")
     return Path(a.card)

@@ -109,3 +109,12 @@ def test_the_card_tabulates_aal_per_kind_for_each_drafter(tmp_path):
     trained = feat | {"feature_head": feat["feature_head"] | {"steps": 3000, "pool_positions": 134_814}}
     (tmp_path / "feat.json").write_text(json.dumps(trained))
     assert "| feature head (3,000 steps, 134,814 positions) |" in smollm2_card._per_kind([str(tmp_path / "feat.json")])
+
+
+def test_the_card_fails_on_a_named_per_kind_file_that_is_not_there(tmp_path):
+    bench = tmp_path / "bench.json"
+    bench.write_text("{}")
+    with pytest.raises(FileNotFoundError, match="--kinds: no per-kind JSON at .*nowhere.json"):
+        smollm2_card.main(["--bench", str(bench), "--kinds", str(tmp_path / "nowhere.json"),
+                           "--card", str(tmp_path / "card.md")])
+    assert not (tmp_path / "card.md").exists()
