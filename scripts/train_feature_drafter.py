@@ -167,15 +167,17 @@ def train(cfg: FeatureDrafterConfig, head: FeatureHead, pool: list[dict], out: P
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.1 + 0.9 * 0.5 * (1 + torch.cos(
         torch.tensor(torch.pi * min(s, cfg.steps) / cfg.steps)).item()))
-    step, ckpt = 0, out / "ckpt.pt"
+    step, ckpt, runs = 0, out / "ckpt.pt", []
     if ckpt.is_file():
         st = torch.load(ckpt, weights_only=True)
         head.load_state_dict(st["head"])
         opt.load_state_dict(st["opt"])
         sched.load_state_dict(st["sched"])
         step = st["step"]
+        runs = st.get("runs") or [{"from_step": 0, "to_step": step, "recorded": False}]  # older checkpoints
         print(f"resumed at step {step}")
-    t0, last = time.monotonic(), {"step": step}
+    runs.append(_segment(cfg, step, step, len(pool)))
+    t0, last = time.monotonic(), {"step": step, "runs": runs}
     head.train()
     while step < cfg.steps:
         gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)  # the batch and noise of this step
@@ -188,20 +190,28 @@ def train(cfg: FeatureDrafterConfig, head: FeatureHead, pool: list[dict], out: P
         opt.step()
         sched.step()
         step += 1
-        last = {"step": step, **m}
+        runs[-1]["to_step"] = step
+        last = {"step": step, **m, "runs": runs}
         if step % 50 == 0 or step == cfg.steps:
             own = f" acc on own features {m['acc_own']:.3f}" if "acc_own" in m else ""
             took = time.monotonic() - t0
             print(f"step {step}: reg {m['reg']:.4f} ce {m['ce']:.3f} acc {m['acc']:.3f}{own} ({took:.0f} s)")
         out_of_time = cfg.max_train_s and time.monotonic() - t0 > cfg.max_train_s
         if step % cfg.save_every == 0 or step == cfg.steps or out_of_time:
-            torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "step": step},
-                       ckpt)
+            torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "step": step,
+                        "runs": runs}, ckpt)
         if out_of_time:
             print(f"stopped at step {step}: --max-train-s {cfg.max_train_s} reached (a rerun resumes)")
             break
     head.eval()
     return last
+
+
+def _segment(cfg: FeatureDrafterConfig, from_step: int, to_step: int, generations: int) -> dict:
+    """One training run's part of a head's history (a rerun resumes and adds its own): the steps it took, and the
+    settings that may differ between runs."""
+    return {"from_step": from_step, "to_step": to_step, "steps": cfg.steps, "lr": cfg.lr, "batch": cfg.batch,
+            "generations": generations, "pool_files": list(cfg.pool_files or []), "recorded": True}
 
 
 def evaluate(cfg: FeatureDrafterConfig, drafter, target, head: FeatureHead, rows: list[dict]) -> dict:
@@ -247,7 +257,9 @@ def run(cfg: FeatureDrafterConfig) -> dict:
     torch.manual_seed(cfg.seed)
     head = FeatureHead.from_target(target, n_layers=cfg.layers, n_heads=cfg.heads, window=cfg.window)
     last = train(cfg, head, pool, out)
-    meta = {"train": asdict(cfg), "last": last, "trainable_params": head_param_count(head),
+    runs = [r for r in last.pop("runs") if r["to_step"] > r["from_step"]]  # the runs that trained it, oldest first
+    # ("train" is the last run's whole config)
+    meta = {"train": asdict(cfg), "last": last, "runs": runs, "trainable_params": head_param_count(head),
             "pool_positions": sum(len(p["x"]) - 1 for p in pool)}
     save_head(head, out, meta, base=drafter)  # the embedding stays out where the drafter has the target's
     result = {"last": last, "trainable_params": meta["trainable_params"], "pool_positions": meta["pool_positions"]}
