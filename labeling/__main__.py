@@ -1,6 +1,6 @@
 """CLI of the labeling pipeline: ``python -m labeling STAGE``, one subcommand per stage.
 
-STAGE is one of ``{collect,label,relabel,train,evaluate,export,curve,offline,judges,peers,card,all}``.
+STAGE is one of ``{collect,label,relabel,train,evaluate,export,curve,offline,judges,peers,card,anatomy,all}``.
 Each stage reads the previous stages' files from the run directory and writes its own, so any stage can
 be re-run alone.  ``all`` runs the five training and evaluation stages in order; ``export`` then copies
 the head, at evaluate's chosen tau and with its card, to a directory the edge loads (``--head PATH``).
@@ -11,8 +11,17 @@ import sys
 from dataclasses import dataclass, field
 
 import config
-from labeling import collect, curve, evaluate, export, judgecard, judges, label, offline, peers, relabel, train
-from labeling.config import VARIANTS, CollectConfig, EvalConfig, JudgesConfig, LabelConfig, RelabelConfig, TrainConfig
+from labeling import anatomy, collect, curve, evaluate, export, judgecard, judges, label, offline, peers, relabel, train
+from labeling.config import (
+    VARIANTS,
+    AnatomyConfig,
+    CollectConfig,
+    EvalConfig,
+    JudgesConfig,
+    LabelConfig,
+    RelabelConfig,
+    TrainConfig,
+)
 from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
 
 
@@ -32,13 +41,14 @@ STAGES = {"collect": (CollectConfig, collect.run), "label": (LabelConfig, label.
           "evaluate": (EvalConfig, evaluate.run), "export": (export.ExportConfig, export.run),
           "curve": (curve.CurveConfig, curve.run), "offline": (offline.OfflineConfig, offline.run),
           "judges": (JudgesConfig, judges.run), "peers": (peers.PeersConfig, peers.run),
-          "card": (judgecard.CardConfig, judgecard.run),
+          "card": (judgecard.CardConfig, judgecard.run), "anatomy": (AnatomyConfig, anatomy.run),
           "all": (AllConfig, lambda cfg: _run_all(cfg))}  # _run_all is defined below
 HELP = {"all": "collect, label, relabel, train (csi and nocsi), evaluate",
         "curve": "learning curve: held-out AUC on the harmful label vs labelled mismatches",
         "offline": "what the trained heads accept of held-out labelled mismatches, per channel and tau",
         "judges": "our edge judge and the peer judges (AutoJudge-, Judge-Decoding-, FLy-style, NLL margin), tau on dev",
         "peers": "every judge side by side in-process on held-out prompts and links, against greedy SD",
+        "anatomy": "where the labelled answer flips fall: dev or not, answer form, first sentence or after, guarded",
         "card": "HEAD_CARD.md of the shipped judges from the judges, peers, live and Table I files"}
 
 

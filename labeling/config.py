@@ -180,3 +180,15 @@ class JudgesConfig:
     good_link: tuple[float, float] = (200.0, 5.0)  # the good link (Mbit/s, RTT ms): tau at the budget scaled by t_link
     link_bits: tuple[float, float] = LINK_BITS  # (up, down) bits of the round t_link charges (saved with the judge)
     seed: int = 0  # init and curve-subset seed
+
+
+@dataclass
+class AnatomyConfig:
+    """Stage (anatomy): where the labelled answer flips fall (part, answer form, first sentence or after, guarded)."""
+
+    run_dirs: tuple[str, ...] = ("runs/labeling",)  # run directories with collect + label
+    results_dir: str = "runs/anatomy"  # anatomy.csv, anatomy_kinds.csv and the config
+    dev_kinds: tuple[str, ...] = ()  # the prompts of these kinds are the "dev" part, the rest "train"
+    guard_top1_min: float = 0.9  # the guard: the target's top-1 probability at least this rejects (1.01: never)
+    guard_margin_nats: float = 4.0  # or its NLL margin over the draft's token at least this, nats (inf: never)
+    delta: float = field(default=0.1, metadata={"min": 0.0, "max": 1.0})  # 1 - confidence of each cell's flip bound
