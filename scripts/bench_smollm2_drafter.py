@@ -47,6 +47,7 @@ class DrafterBenchConfig:
     pair: str = "smollm2"  # the named pair (python -m wisv.pairs build NAME)
     drafter: str | None = None  # a local HF drafter directory instead of the pair's (None: the pair's)
     feature_head: str | None = None  # also time greedy SD drafting with this feature head at the largest K (None: no)
+    head_recompute: bool = False  # also time the head re-reading its whole window every block (no kept cache)
     prompts_files: list[str] = field(default_factory=lambda: [str(pool_path("test")), str(
         GENERIC_HELDOUT)])  # held-out prompt sets (none used in distillation); the first is the headline
     prompts: list[int] = field(default_factory=lambda: [20, 10])  # first N prompts of each set, in order
@@ -158,6 +159,7 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
     peers = {str(k): {"s": 0.0, "calls": 0, "same": 0} for k in cfg.peer_draft_lens}
     peers |= {"defaults": {"s": 0.0, "calls": 0, "same": 0}} if cfg.peer_defaults else {}
     feat = {"s": 0.0, "rows": [], "same": 0}  # greedy SD with the feature head (``head``), at the largest K
+    recompute = {"s": 0.0, "rows": [], "same": 0}  # the same, re-reading the window every block (head_recompute)
     stops = {p: {"s": 0.0, "rows": [], "same": 0} for p in cfg.stop_below}  # ours with a confidence stop
     head_stops = {p: {"s": 0.0, "rows": [], "same": 0} for p in (cfg.stop_below if head is not None else [])}
     for i, r in enumerate(rows):
@@ -173,6 +175,8 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
             one(acc, kmax, stop=confidence_stop(p))
         if head is not None:
             one(feat, kmax, make_draft=make_feat)
+        if head is not None and cfg.head_recompute:
+            one(recompute, kmax, make_draft=lambda x: FeatureDraftSession(pair.drafter, x, head, cache_rounds=False))
         for p, acc in head_stops.items():  # the feature head with the same confidence stop
             one(acc, kmax, make_draft=make_feat, stop=confidence_stop(p))
         for name, acc in peers.items():
@@ -194,6 +198,8 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
                 for p, v in stops.items()}} if stops else {}),
             **({"feature_head": _k_row(feat, base_s, len(rows)) | {"k": max(cfg.draft_lens)}} if head is not None
                else {}),
+            **({"feature_head_recompute": _k_row(recompute, base_s, len(rows)) | {"k": max(cfg.draft_lens)}}
+               if head is not None and cfg.head_recompute else {}),
             **({"feature_head_stop": {str(p): _k_row(v, base_s, len(rows)) | {"k": max(cfg.draft_lens)}
                                       for p, v in head_stops.items()}} if head_stops else {})}
 
@@ -285,7 +291,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(json.dumps({"cost_ratio": c["cost_ratio"], "meets": result["meets"]}
                      | {n: {"by_k": v["by_k"], "peer": v["peer"], "coverage": v["head_coverage"]}
                         | ({"feature_head": v["feature_head"]} if "feature_head" in v else {})
-                        | ({k: v[k] for k in ("confidence_stop", "feature_head_stop") if k in v})
+                        | ({k: v[k] for k in ("confidence_stop", "feature_head_stop", "feature_head_recompute")
+                            if k in v})
                         for n, v in by_set.items()}, indent=1))
     return result
 

@@ -33,6 +33,12 @@ def test_sd_runs_times_every_method_and_the_feature_head_losslessly():
                                                       stop_below=[1.0], max_new_tokens=12), None, head)
     hs = both["feature_head_stop"]["1.0"]
     assert hs["matches_target"] == 1.0 and hs["rounds"] >= both["feature_head"]["rounds"] and hs["k"] == 4
+    assert "feature_head_recompute" not in both
+    again = sd_runs(pair, rows[:1], DrafterBenchConfig(draft_lens=[4], peer_draft_lens=[], peer_defaults=False,
+                                                       head_recompute=True, max_new_tokens=12), None, head)
+    rc = again["feature_head_recompute"]  # the window re-read every block: the same drafts, the same rounds
+    assert rc["matches_target"] == 1.0 and rc["rounds"] == again["feature_head"]["rounds"]
+    assert rc["aal"] == again["feature_head"]["aal"]
 
 
 def test_the_profile_names_the_loop_functions():

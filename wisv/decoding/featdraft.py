@@ -55,9 +55,10 @@ class _Layer(nn.Module):
         self.gate, self.up = nn.Linear(d, ff, bias=False), nn.Linear(d, ff, bias=False)
         self.down = nn.Linear(ff, d, bias=False)
 
-    def forward(self, x: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None = None
+    def forward(self, x: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None = None, keep: int = 0
                 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """x [B, T, d] after ``past`` (k, v [B, h, P, d/h]); returns [B, T, d] and the (k, v) to pass on."""
+        """x [B, T, d] after ``past`` (k, v [B, h, P, d/h]); returns [B, T, d] and the (k, v) to pass on: the last
+        ``keep`` positions' (0: window - 1, the keys a next position can still see)."""
         b, t, d = x.shape
         q, k, v = self.qkv(self.n1(x)).view(b, t, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)  # 3 x [B, h, T, dh]
         if past is not None:
@@ -70,7 +71,7 @@ class _Layer(nn.Module):
         x = x + self.o(a.transpose(1, 2).reshape(b, t, d))
         h = self.n2(x)
         x = x + self.down(F.silu(self.gate(h)) * self.up(h))
-        keep = self.window - 1  # keys a next position can still see
+        keep = keep or self.window - 1
         return x, (k[:, :, -keep:], v[:, :, -keep:])
 
 
@@ -85,12 +86,14 @@ class FeatureHead(nn.Module):
         self.fc = nn.Linear(2 * c.d_t, c.d_t, bias=False)
         self.layers = nn.ModuleList(_Layer(c) for _ in range(c.n_layers))
 
-    def forward(self, feats: torch.Tensor, tokens: torch.Tensor, past: list | None = None) -> tuple[torch.Tensor, list]:
-        """feats [B, T, d_t] (f_{p-1}), tokens [B, T] (x_p) -> predicted features [B, T, d_t] (f^_p), new past."""
+    def forward(self, feats: torch.Tensor, tokens: torch.Tensor, past: list | None = None, keep: int = 0
+                ) -> tuple[torch.Tensor, list]:
+        """feats [B, T, d_t] (f_{p-1}), tokens [B, T] (x_p) -> predicted features [B, T, d_t] (f^_p), new past (the
+        last ``keep`` positions' keys and values; 0: window - 1)."""
         x = self.fc(torch.cat([feats, self.embed(tokens)], dim=-1))  # [B, T, d_t]
         new = []
         for i, layer in enumerate(self.layers):
-            x, kv = layer(x, None if past is None else past[i])
+            x, kv = layer(x, None if past is None else past[i], keep)
             new.append(kv)
         return x, new
 
@@ -202,11 +205,18 @@ def _same_rows(head: FeatureHead, lm: nn.Module) -> bool:
 
 
 class FeatureDraftSession(DraftSession):
-    """A DraftSession whose blocks come from a FeatureHead fed with the target's features (``take_features``)."""
+    """A DraftSession whose blocks come from a FeatureHead fed with the target's features (``take_features``).
+
+    The head's keys and values of committed positions are kept from one block to the next (``cache_rounds``), so a
+    block feeds only the positions committed since the last one, not the whole window again: a position's keys and
+    values are fixed once its input (the feature before it and its token) is.  For a head of one layer (the shipped
+    one) the drafts are those of a recompute over the window; in a deeper head an earlier position keeps the keys it
+    saw when it was fed, as in training's later positions."""
 
     reads_features = 1  # target-feature rows it asks for per VERDICT
 
-    def __init__(self, model: PreTrainedModel, prompt_ids: list[int], head: FeatureHead, hidden_layer: int = -1):
+    def __init__(self, model: PreTrainedModel, prompt_ids: list[int], head: FeatureHead, hidden_layer: int = -1,
+                 cache_rounds: bool = True):
         super().__init__(model, prompt_ids, hidden_layer)  # the drafter model: its config, the tree protocol's drafts
         if head.cfg.vocab != model.config.vocab_size:
             raise ValueError(f"feature head vocabulary {head.cfg.vocab} != the drafter's {model.config.vocab_size}")
@@ -214,6 +224,10 @@ class FeatureDraftSession(DraftSession):
         self.device = head.embed.weight.device  # where its inputs are made: the head's (and the drafter's) device
         self.lm = draft_lm_head(head, model)  # the drafter's restricted head where it is the same rows: cheaper
         self.feats: dict[int, torch.Tensor] = {}  # best known feature [d_t] at a sequence position (target's, else own)
+        self.cache_rounds = cache_rounds  # keep the head's keys and values of committed positions between blocks
+        self.kv: list | None = None  # per layer (k, v) of the positions up to kv_end, their inputs final
+        self.kv_end = -1  # the last sequence position in kv
+        self.fed_end = -1  # the last position the last block fed to the head (kv covers up to it after draft)
 
     @property
     def hidden_size(self) -> int:
@@ -233,18 +247,19 @@ class FeatureDraftSession(DraftSession):
         """Up to ``k`` tokens after ``seq`` from the head (as DraftSession.draft: sampled for reject, ``stop`` asked
         about every token after the first).  Draft.hidden [K, d_t]: the predicted feature that gave each token."""
         self.carry = None  # the head drafts no proactive tokens to carry
-        f_in, x_in = self._context()  # [1, T, d_t], [1, T]
+        f_in, x_in, past = self._inputs()  # the positions not in the kept cache (all of the window without it)
         toks, probs, hids, feats = [], [], [], []
-        past = None
-        for _ in range(k):
-            f_hat, past = self.head(f_in, x_in, past)
+        calls = 0
+        for _ in range(k):  # the block's positions stay in the past too: they are trimmed back after the VERDICT
+            f_hat, past = self.head(f_in, x_in, past, keep=self.head.cfg.window - 1 + k)
+            calls += 1
             f_last = f_hat[0, -1]  # [d_t]
             logits = self.lm(f_last)  # [V]
-            feat = draft_features(logits[None])[0]  # [4]
+            feat = draft_features(logits[None])[0].cpu()  # [4]; a Draft's tensors live on the host (see Draft)
             if sample:
                 q = torch.softmax(logits.double() / temperature, dim=-1)  # [V]
                 y = int(torch.multinomial(q, 1, generator=generator))
-                probs.append(q)
+                probs.append(q.cpu())
             else:
                 y = int(logits.argmax())
             if stop is not None and toks and stop(feat):
@@ -259,8 +274,11 @@ class FeatureDraftSession(DraftSession):
         base = len(self.seq) - 1
         for j, f in enumerate(hids):  # the feature at position base + j is the one that gave token j
             self.feats.setdefault(base + j, f)
+        if calls:
+            self.kv, self.fed_end = past, base + calls - 1  # the first call fed up to base, each later one a position
+            self.kv_end = self.fed_end
         self.drafted = list(toks)
-        return Draft(toks, torch.stack(hids) if hids else None, torch.stack(probs) if probs else None,
+        return Draft(toks, torch.stack(hids).cpu() if hids else None, torch.stack(probs) if probs else None,
                      torch.stack(feats) if feats else None)
 
     def draft_more(self, m: int, should_stop: Callable[[], bool]) -> Draft:
@@ -268,11 +286,42 @@ class FeatureDraftSession(DraftSession):
         return Draft([], None, None, None)
 
     def commit(self, tokens: list[int], carry: Draft | None = None) -> None:
-        """Append the committed tokens; forget the features of positions past the committed ones, and old ones."""
+        """Append the committed tokens; forget the features of positions past the committed ones, and old ones; keep
+        the head's cache up to the last committed draft token it was fed (its input is then final)."""
+        end = len(self.seq) - 1
+        accepted = _common_len(self.drafted, tokens)  # the block's leading tokens that were committed as drafted
         super().commit(tokens, None)
+        self._trim_kv(min(self.fed_end, end + accepted))
         end = len(self.seq) - 1
         for p in [p for p in self.feats if p >= end or p < end - self.head.cfg.window - 1]:
             del self.feats[p]
+
+    def _trim_kv(self, last: int) -> None:
+        """Keep the head's cached positions up to ``last`` only (none if that leaves nothing, or caching is off)."""
+        n = 0 if self.kv is None else self.kv[0][0].shape[2]
+        drop = self.kv_end - last
+        if not self.cache_rounds or n == 0 or drop >= n:
+            self.kv, self.kv_end = None, -1
+            return
+        first = max(0, n - drop - (self.head.cfg.window - 1))  # the keys a next position can still see
+        self.kv = [(k[:, :, first:n - drop], v[:, :, first:n - drop]) for k, v in self.kv]
+        self.kv_end = self.fed_end = last
+
+    def _inputs(self) -> tuple[torch.Tensor, torch.Tensor, list | None]:
+        """The head's inputs for this block's first call, and the past it reads: the committed positions after the
+        kept cache where that cache holds exactly the keys a recompute over the window would (else the whole
+        window, no past)."""
+        f, x = self._context()
+        end = len(self.seq) - 1
+        start = end - x.shape[1] + 1  # the first position the window recompute reads
+        if self.kv is None or not start - 1 <= self.kv_end < end:
+            return f, x, None
+        first = self.kv_end - self.kv[0][0].shape[2] + 1  # the first cached position
+        lo = end - self.head.cfg.window + 1  # the oldest position the newest one may attend to
+        if max(first, lo) != max(start, lo):  # the cache holds a position the context leaves out, or lacks one
+            return f, x, None
+        new = self.kv_end + 1 - start
+        return f[:, new:], x[:, new:], self.kv
 
     def _context(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The head's inputs for the committed positions it can see, newest last: ([1, T, d_t] f_{p-1}, [1, T] x_p),
@@ -286,6 +335,16 @@ class FeatureDraftSession(DraftSession):
             x.append(self.seq[p])
             p -= 1
         return torch.stack(f[::-1])[None], torch.tensor([x[::-1]], device=self.device)
+
+
+def _common_len(a: list[int], b: list[int]) -> int:
+    """Length of the common prefix of two token lists."""
+    n = 0
+    for u, v in zip(a, b):
+        if u != v:
+            break
+        n += 1
+    return n
 
 
 def head_param_count(head: FeatureHead) -> int:

@@ -148,3 +148,45 @@ def test_drafting_reads_tokens_through_the_drafters_restricted_head_where_it_is_
     out = speculative_generate(early, target, prompt, max_new_tokens=20, draft_len=4,
                                make_draft=lambda s: FeatureDraftSession(early, s, head))
     assert out.tokens == greedy_reference(target, prompt, 20)
+
+
+@pytest.mark.parametrize("window, k", [(16, 1), (16, 4), (6, 8), (64, 8)])
+def test_the_kept_cache_drafts_what_a_recompute_over_the_window_drafts_and_feeds_far_fewer_positions(window, k):
+    drafter, target, head = pair_and_head(window=window)
+    fed = {True: 0, False: 0}
+    runs = {}
+    for keep in (True, False):
+        hook = head.fc.register_forward_hook(lambda m, a, o, keep=keep: fed.__setitem__(keep, fed[keep] + o.shape[1]))
+        runs[keep] = speculative_generate(drafter, target, [3, 4, 5], max_new_tokens=48, draft_len=k,
+                                          make_draft=lambda s, keep=keep: FeatureDraftSession(drafter, s, head,
+                                                                                              cache_rounds=keep))
+        hook.remove()
+    assert [r.draft_tokens for r in runs[True].rounds] == [r.draft_tokens for r in runs[False].rounds]
+    assert runs[True].tokens == runs[False].tokens == greedy_reference(target, [3, 4, 5], 48)
+    assert fed[True] < fed[False] or window <= k  # a small window re-reads little anyway
+    # each block feeds its new committed positions (one, two when all were accepted) and its tokens but the last;
+    # the second block alone reads its window again (the first one's first position had no feature before it)
+    assert fed[True] <= sum(r.drafted + 1 for r in runs[True].rounds) + window
+
+
+def test_the_kept_cache_is_dropped_where_the_window_recompute_would_read_other_positions():
+    drafter, target, head = pair_and_head(window=16)
+    d = FeatureDraftSession(drafter, [3, 4, 5], head)
+    first = d.draft(4)
+    assert d.kv is not None and d.fed_end == 2 + 3  # the prompt's last position, then three drafted tokens fed
+    d.commit(first.tokens[:2] + [7])  # two accepted, then a correction
+    assert d.kv_end == 4  # up to the second accepted token
+    f, x, past = d._inputs()  # the first block's first position had no feature before it: a recompute leaves it out
+    assert past is None and x.shape[1] == 3
+    d.draft(4)
+    d.commit([9])  # none accepted: the correction only
+    d.take_features(torch.ones(1, D))
+    f, x, past = d._inputs()
+    assert past is not None and x.shape[1] == 1 and x[0, 0].item() == 9
+
+
+def test_a_deeper_head_with_the_kept_cache_stays_lossless():
+    drafter, target, head = pair_and_head(window=8, layers=2)
+    out = speculative_generate(drafter, target, [3, 4, 5], max_new_tokens=40, draft_len=4,
+                               make_draft=lambda s: FeatureDraftSession(drafter, s, head))
+    assert out.tokens == greedy_reference(target, [3, 4, 5], 40)
