@@ -54,6 +54,7 @@ class CurveConfig:
     built: bool = True  # also the pair's built drafter (a reference line)
     drafter: str | None = None  # that reference drafter's HF directory instead of the pair's (None: the pair's)
     feature_head: str = ""  # also this EAGLE-style feature head (scripts/train_feature_drafter.py; "": none)
+    feature_rows: int = field(default=1, metadata={"min": 1})  # the target's feature rows the head reads per round
     threads: int = field(default=1, metadata={"min": 1})  # torch intra-op threads
     out: str = "results/smollm2/drafter_curve.json"  # the JSON
     plot: str = "results/smollm2/drafter_curve.png"  # the PNG ("": none)
@@ -163,8 +164,9 @@ def main(argv: list[str] | None = None) -> dict:
     if head is not None:
         meta = read_head_config(cfg.feature_head).get("meta", {})
         feat = {"head": cfg.feature_head, "steps": meta.get("last", {}).get("step"),
-                "pool_positions": meta.get("pool_positions"), **group_aal(pair.drafter, pair.target, groups, cfg,
-                                                       lambda ids: FeatureDraftSession(pair.drafter, ids, head))}
+                "pool_positions": meta.get("pool_positions"), "feature_rows": cfg.feature_rows,
+                **group_aal(pair.drafter, pair.target, groups, cfg, lambda ids: FeatureDraftSession(
+                    pair.drafter, ids, head, feature_rows=cfg.feature_rows))}
         print(f"[curve] feature head {feat['aal']} ({time.perf_counter() - t0:.0f} s)", flush=True)
     result = {"config": asdict(cfg), "run_dir": str(rdir), "run_config": run["config"],
               "groups": {g: {"n": len(v), "kinds": sorted({r["kind"] for r in v})} for g, v in groups.items()},

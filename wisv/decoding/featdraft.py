@@ -213,13 +213,16 @@ class FeatureDraftSession(DraftSession):
     one) the drafts are those of a recompute over the window; in a deeper head an earlier position keeps the keys it
     saw when it was fed, as in training's later positions."""
 
-    reads_features = 1  # target-feature rows it asks for per VERDICT
+    reads_features = 1  # target-feature rows it asks for per VERDICT (feature_rows sets it per session)
 
     def __init__(self, model: PreTrainedModel, prompt_ids: list[int], head: FeatureHead, hidden_layer: int = -1,
-                 cache_rounds: bool = True):
+                 cache_rounds: bool = True, feature_rows: int = 1):
         super().__init__(model, prompt_ids, hidden_layer)  # the drafter model: its config, the tree protocol's drafts
         if head.cfg.vocab != model.config.vocab_size:
             raise ValueError(f"feature head vocabulary {head.cfg.vocab} != the drafter's {model.config.vocab_size}")
+        if feature_rows < 1:
+            raise ValueError(f"feature_rows must be >= 1, got {feature_rows}")
+        self.reads_features = feature_rows  # the target's rows per VERDICT: the newest, or every committed position's
         self.head = head
         self.device = head.embed.weight.device  # where its inputs are made: the head's (and the drafter's) device
         self.lm = draft_lm_head(head, model)  # the drafter's restricted head where it is the same rows: cheaper
@@ -239,6 +242,7 @@ class FeatureDraftSession(DraftSession):
         end = len(self.seq) - 1  # the newest committed token has no feature yet: the target has not read it
         for i in range(f.shape[0]):
             self.feats[end - f.shape[0] + i] = f[i].float().to(self.device)
+        self._trim_kv(end - f.shape[0])  # a cached position fed the head's own feature where the target's came now
 
     @torch.no_grad()
     def draft(self, k: int, *, sample: bool = False, temperature: float = 1.0,
@@ -297,15 +301,16 @@ class FeatureDraftSession(DraftSession):
             del self.feats[p]
 
     def _trim_kv(self, last: int) -> None:
-        """Keep the head's cached positions up to ``last`` only (none if that leaves nothing, or caching is off)."""
+        """Keep the head's cached positions up to ``last`` only, and of those the keys a next position can still see
+        (none left, or caching off: no cache)."""
         n = 0 if self.kv is None else self.kv[0][0].shape[2]
-        drop = self.kv_end - last
+        drop = max(0, self.kv_end - last)
         if not self.cache_rounds or n == 0 or drop >= n:
-            self.kv, self.kv_end = None, -1
+            self.kv, self.kv_end, self.fed_end = None, -1, -1
             return
-        first = max(0, n - drop - (self.head.cfg.window - 1))  # the keys a next position can still see
+        first = max(0, n - drop - (self.head.cfg.window - 1))
         self.kv = [(k[:, :, first:n - drop], v[:, :, first:n - drop]) for k, v in self.kv]
-        self.kv_end = self.fed_end = last
+        self.kv_end = self.fed_end = self.kv_end - drop
 
     def _inputs(self) -> tuple[torch.Tensor, torch.Tensor, list | None]:
         """The head's inputs for this block's first call, and the past it reads: the committed positions after the

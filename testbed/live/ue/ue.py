@@ -90,12 +90,13 @@ class Local:
     endpoint: str = ""  # tcp://HOST:PORT the UE connects to
     log: RoundLog | None = None  # every round appended as it happens (rounds.jsonl)
     head: FeatureHead | None = None  # --drafter-head: the feature head that drafts, fed with the target's features
+    feature_rows: int = 1  # --feature-rows: the target's feature rows the head asks for per VERDICT
 
     def draft_session(self, ids: list[int]) -> DraftSession:
         """The prompt's DraftSession: the feature head's with --drafter-head, else the drafter's."""
         if self.head is None:
             return DraftSession(self.drafter, ids)
-        return FeatureDraftSession(self.drafter, ids, self.head)
+        return FeatureDraftSession(self.drafter, ids, self.head, feature_rows=self.feature_rows)
 
     def tcp(self) -> tuple[int, int] | None:
         """(data segments sent, retransmitted) of this host's TCP connections to the endpoint (None: unknown)."""
@@ -219,7 +220,7 @@ def run(cfg: UEConfig) -> dict:
     kept = keep_done(out, ids) if cfg.keep_done else Kept()  # testbed.run --continue: what an interrupted run did
     loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect,
                 log=RoundLog(out / "rounds.jsonl", append=cfg.keep_done),
-                head=load_head(cfg.drafter_head, drafter) if cfg.drafter_head else None)
+                head=load_head(cfg.drafter_head, drafter) if cfg.drafter_head else None, feature_rows=cfg.feature_rows)
     ctx, est = zmq.Context(), CSIEstimator(probe_target_ms=cfg.probe_ms, first_probe_bytes=max(cfg.probe_bytes, 1))
     client = Client(ctx, cfg.connect, cfg.ue_id, Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms),

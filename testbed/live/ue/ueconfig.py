@@ -83,6 +83,8 @@ class UEConfig:
         "min": 0})  # retry window: resend (with backoff) and resume for this long, then the run fails, s
     drafter_head: str | None = field(  # an EAGLE-style feature head (scripts/train_feature_drafter.py):
         default=None)  # ask the edge for the target's features and draft with it
+    feature_rows: int = field(default=1, metadata={  # with --drafter-head: the target's feature rows each VERDICT
+        "min": 1})  # brings, the newest committed positions' (1: the last one; K + 1: every committed one), rows
     rejection_predictor: str | None = field(  # WISP predictor (safetensors):
         default=None)  # end each block at the first predicted rejection
     rejection_threshold: float | None = field(default=None, metadata={

@@ -190,3 +190,41 @@ def test_a_deeper_head_with_the_kept_cache_stays_lossless():
     out = speculative_generate(drafter, target, [3, 4, 5], max_new_tokens=40, draft_len=4,
                                make_draft=lambda s: FeatureDraftSession(drafter, s, head))
     assert out.tokens == greedy_reference(target, [3, 4, 5], 40)
+
+
+def test_more_feature_rows_bring_the_target_s_features_at_every_committed_position():
+    drafter, target, head = pair_and_head(window=16)
+    got = []
+
+    class Recording(FeatureDraftSession):
+        def take_features(self, f):
+            got.append(f.shape[0])
+            super().take_features(f)
+
+    out = speculative_generate(drafter, target, [3, 4, 5], max_new_tokens=30, draft_len=4,
+                               make_draft=lambda s: Recording(drafter, s, head, feature_rows=5))
+    assert out.tokens == greedy_reference(target, [3, 4, 5], 30)
+    assert got == [min(5, r.accepted + 1) for r in out.rounds]  # every committed position's, the round's first too
+    recomputed = speculative_generate(drafter, target, [3, 4, 5], max_new_tokens=30, draft_len=4, make_draft=lambda s:
+                                      FeatureDraftSession(drafter, s, head, feature_rows=5, cache_rounds=False))
+    # the kept cache gives up the positions fed with the head's own features once the target's arrive
+    assert [r.draft_tokens for r in out.rounds] == [r.draft_tokens for r in recomputed.rounds]
+    with pytest.raises(ValueError, match="feature_rows must be >= 1"):
+        FeatureDraftSession(drafter, [3], head, feature_rows=0)
+
+
+def test_with_more_rows_the_kept_cache_gives_up_what_the_targets_features_replace():
+    """Driven by hand (the random pair accepts nothing): blocks accepted in part or whole, the target's features for
+    every committed position; the kept cache drafts what a recompute drafts."""
+    drafter, target, head = pair_and_head(window=8)
+    keep, redo = (FeatureDraftSession(drafter, [3, 4, 5], head, feature_rows=5, cache_rounds=c) for c in (True, False))
+    gen = torch.Generator().manual_seed(0)
+    for a in (4, 2, 0, 4, 3, 1, 4, 4, 0, 2):
+        blocks = [s.draft(4) for s in (keep, redo)]
+        assert blocks[0].tokens == blocks[1].tokens and torch.allclose(blocks[0].hidden, blocks[1].hidden, atol=1e-5)
+        committed = blocks[0].tokens[:a] + [int(torch.randint(0, VOCAB - 1, (1,), generator=gen))]
+        rows = torch.randn(min(5, a + 1), D, generator=gen)
+        for s in (keep, redo):
+            s.commit(committed)
+            s.take_features(rows)
+        assert keep.kv is None or keep.kv_end <= len(keep.seq) - 1 - rows.shape[0]
