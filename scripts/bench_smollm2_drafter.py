@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 import config
+from scripts.smollm2_card import DEFAULT_KINDS
 from testbed.common.machine import machine_info
 from wisv.decoding.featdraft import FeatureDraftSession, load_head, read_head_config
 from wisv.decoding.rejection import confidence_stop
@@ -67,8 +68,8 @@ class DrafterBenchConfig:
     card: str = str(ASSET_DIR / "MODEL_CARD.md")  # the pair's model card, written from the JSON ("": none)
     ceiling: str = "results/smollm2/drafter_ceiling.json"  # AAL vs tokens and depth (scripts/drafter_ceiling.py)
     curve: str = "results/smollm2/drafter_curve.json"  # AAL per kind group vs tokens (scripts/drafter_curve.py)
-    kinds: list[str] = field(default_factory=lambda: [f"results/smollm2/drafter_kinds{s}.json" for s in (
-        "", "_feature", "_feature_full")])  # AAL per kind of the drafters (drafter_curve.py JSONs)
+    kinds: list[str] = field(default_factory=lambda: list(DEFAULT_KINDS))  # AAL per kind of the drafters
+    #   (drafter_curve.py JSONs; the card's)
 
 
 @torch.inference_mode()

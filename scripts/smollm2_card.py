@@ -161,16 +161,18 @@ def _read_json(path: str | Path) -> dict:
         raise ValueError(f"{path}: not a JSON file ({e})") from None
 
 
-def _profile(prof: dict | None) -> str:
-    """Our loop's cProfile (the benchmark's --profile): the top functions by own time."""
+def _profile(prof: dict | None, source: str = "") -> str:
+    """Our loop's cProfile (the benchmark's --profile): the top functions by own time; ``source``: the other
+    benchmark JSON it comes from, where the card's own has none."""
     if not prof:
         return ""
+    source = f" (from `{source}`, another run of the benchmark)" if source else ""
     rows = "\n".join(f"| `{f['function']}` | {f['calls']:,} | {f['own_s']} | {f['cum_s']} |"
                      for f in prof["top_by_own_time"][:10])
     return f"""## Where our loop spends its time
 
-cProfile of our greedy SD at K={prof['k']} on the headline set's first {prof['prompts']} prompts ({prof['wall_s']} s
-wall under the profiler, {prof['calls']:,} calls); the top functions by own time:
+cProfile of our greedy SD at K={prof['k']} on the headline set's first {prof['prompts']} prompts{source}
+({prof['wall_s']} s wall under the profiler, {prof['calls']:,} calls); the top functions by own time:
 
 | function | calls | own s | cumulative s |
 | --- | --- | --- | --- |
@@ -178,7 +180,8 @@ wall under the profiler, {prof['calls']:,} calls); the top functions by own time
 """
 
 
-DEFAULT_KINDS = [f"results/smollm2/drafter_kinds{s}.json" for s in ("", "_feature", "_feature_full")]  # read if there
+DEFAULT_KINDS = [f"results/smollm2/drafter_kinds{s}.json" for s in ("", "_feature", "_feature_full",
+                                                                      "_feature_run3")]  # read where they are
 
 
 def _head_label(feat: dict) -> str:
@@ -236,8 +239,10 @@ def _sources(tr: dict, tc: dict) -> str:
             "held-out set)")
 
 
-def model_card(r: dict, ceiling: str = "", curve: str = "", kinds: list[str] | None = None) -> str:
-    """MODEL_CARD.md of the pair from the benchmark's result."""
+def model_card(r: dict, ceiling: str = "", curve: str = "", kinds: list[str] | None = None,
+               profile_from: str = "") -> str:
+    """MODEL_CARD.md of the pair from the benchmark's result (its loop profile, where it has none, from the benchmark
+    JSON ``profile_from``)."""
     spec = json.loads((ASSET_DIR / "drafter.json").read_text())
     tr, c = spec.get("training", {}), r["config"]
     tc = tr.get("config", {})
@@ -273,7 +278,8 @@ not times.
 AAL counts accepted draft tokens per round (the correction or bonus token is not counted). Parameters: drafter
 {r['drafter']['params']:,} (head rows {r['drafter']['head_rows']:,}), target {r['drafter']['target_params']:,}.
 
-{_profile(r.get('profile'))}
+{_profile(r.get('profile')) or (_profile(_read_json(profile_from).get('profile'), profile_from) if profile_from
+                                  else '')}
 ## AAL per kind group
 
 {_kind_groups(curve)}
@@ -298,6 +304,8 @@ def main(argv: list[str] | None = None) -> Path:
     ap.add_argument("--kinds", nargs="*", default=DEFAULT_KINDS,
                     help="per-kind AAL of the drafters (scripts/drafter_curve.py --last 1 --feature-head DIR); "
                          "the defaults that exist are read, a path named here must exist")
+    ap.add_argument("--profile-from", default="", help="a benchmark JSON whose loop profile the card shows where "
+                    "--bench has none (--profile 0)")
     ap.add_argument("--card", default=str(ASSET_DIR / "MODEL_CARD.md"), help="the card written")
     a = ap.parse_args(argv)
     if not Path(a.bench).is_file():
@@ -305,7 +313,7 @@ def main(argv: list[str] | None = None) -> Path:
     missing = [k for k in a.kinds if k not in DEFAULT_KINDS and not Path(k).is_file()]
     if missing:
         raise FileNotFoundError(f"--kinds: no per-kind JSON at {missing[0]} (run scripts/drafter_curve.py)")
-    Path(a.card).write_text(model_card(_read_json(a.bench), a.ceiling, a.curve, a.kinds))
+    Path(a.card).write_text(model_card(_read_json(a.bench), a.ceiling, a.curve, a.kinds, a.profile_from))
     print(f"wrote {a.card}")
     return Path(a.card)
 

@@ -65,6 +65,8 @@ class FeatureDrafterConfig:
     seed: int = 0  # torch seed: init, batch order, noise
     max_train_s: float = field(default=0.0, metadata={  # stop training after this many seconds, s
         "min": 0})  # (0: no limit); a rerun resumes
+    stop_step: int = field(default=0, metadata={  # end this run at this step, its cosine schedule still spanning
+        "min": 0})  # --steps (0: at --steps); a rerun with a later one, or none, resumes
     save_every: int = 100  # checkpoint every N steps
     eval_prompts: int = 20  # test prompts for the AAL comparison (0: none)
     eval_split: str = "test"  # toy split of the eval prompts (with --prompts-file: its rows after the training ones)
@@ -179,7 +181,8 @@ def train(cfg: FeatureDrafterConfig, head: FeatureHead, pool: list[dict], out: P
     runs.append(_segment(cfg, step, step, len(pool)))
     t0, last = time.monotonic(), {"step": step, "runs": runs}
     head.train()
-    while step < cfg.steps:
+    end = min(cfg.steps, cfg.stop_step or cfg.steps)  # this run's last step
+    while step < end:
         gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)  # the batch and noise of this step
         idx = torch.randint(0, len(pool), (min(cfg.batch, len(pool)),), generator=gen).tolist()
         reg, m = loss_of(head, batch_of(pool, idx, cfg.window, gen), cfg.noise, gen, cfg.unroll, cfg.ce_positions)
@@ -197,7 +200,7 @@ def train(cfg: FeatureDrafterConfig, head: FeatureHead, pool: list[dict], out: P
             took = time.monotonic() - t0
             print(f"step {step}: reg {m['reg']:.4f} ce {m['ce']:.3f} acc {m['acc']:.3f}{own} ({took:.0f} s)")
         out_of_time = cfg.max_train_s and time.monotonic() - t0 > cfg.max_train_s
-        if step % cfg.save_every == 0 or step == cfg.steps or out_of_time:
+        if step % cfg.save_every == 0 or step == end or out_of_time:
             torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "step": step,
                         "runs": runs}, ckpt)
         if out_of_time:

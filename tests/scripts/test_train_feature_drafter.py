@@ -27,6 +27,8 @@ def test_a_tiny_run_trains_resumes_stops_on_time_and_compares_aal(tmp_path, caps
     assert done["last"]["step"] == 6 and meta["last"]["step"] == 6 and meta["pool_positions"] > 0
     assert [(r["from_step"], r["to_step"], r["steps"]) for r in meta["runs"]] == [(0, 4, 4), (4, 6, 6)]
     assert "runs" not in meta["last"]
+    early = run(FeatureDrafterConfig(**base | {"out": str(tmp_path / "e"), "eval_prompts": 0}, steps=8, stop_step=3))
+    assert early["last"]["step"] == 3 and torch.load(tmp_path / "e" / "ckpt.pt", weights_only=True)["step"] == 3
     capped = run(FeatureDrafterConfig(**base | {"out": str(tmp_path / "c"), "eval_prompts": 0}, steps=1000,
                                       max_train_s=1e-3))
     assert capped["last"]["step"] == 1 and torch.load(tmp_path / "c" / "ckpt.pt", weights_only=True)["step"] == 1
