@@ -26,7 +26,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from wisv.decoding.rejection import draft_features
-from wisv.decoding.sessions import Draft, DraftSession
+from wisv.decoding.sessions import Draft, DraftSession, common_len
 from wisv.models.restricted_head import RestrictedHead
 
 
@@ -293,7 +293,7 @@ class FeatureDraftSession(DraftSession):
         """Append the committed tokens; forget the features of positions past the committed ones, and old ones; keep
         the head's cache up to the last committed draft token it was fed (its input is then final)."""
         end = len(self.seq) - 1
-        accepted = _common_len(self.drafted, tokens)  # the block's leading tokens that were committed as drafted
+        accepted = common_len(self.drafted, tokens)  # the block's leading tokens that were committed as drafted
         super().commit(tokens, None)
         self._trim_kv(min(self.fed_end, end + accepted))
         end = len(self.seq) - 1
@@ -316,40 +316,32 @@ class FeatureDraftSession(DraftSession):
         """The head's inputs for this block's first call, and the past it reads: the committed positions after the
         kept cache where that cache holds exactly the keys a recompute over the window would (else the whole
         window, no past)."""
-        f, x = self._context()
         end = len(self.seq) - 1
-        start = end - x.shape[1] + 1  # the first position the window recompute reads
+        start = self._context_start()  # the first position the window recompute reads
         if self.kv is None or not start - 1 <= self.kv_end < end:
-            return f, x, None
+            return *self._context(start), None
         first = self.kv_end - self.kv[0][0].shape[2] + 1  # the first cached position
         lo = end - self.head.cfg.window + 1  # the oldest position the newest one may attend to
         if max(first, lo) != max(start, lo):  # the cache holds a position the context leaves out, or lacks one
-            return f, x, None
-        new = self.kv_end + 1 - start
-        return f[:, new:], x[:, new:], self.kv
+            return *self._context(start), None
+        return *self._context(self.kv_end + 1), self.kv
 
-    def _context(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The head's inputs for the committed positions it can see, newest last: ([1, T, d_t] f_{p-1}, [1, T] x_p),
-        back from the newest token while the feature before a position is known (the newest: a zero feature if not)."""
+    def _context_start(self) -> int:
+        """The first committed position the head can see: back from the newest token while the feature before a
+        position is known, at most ``window`` positions."""
+        end = len(self.seq) - 1
+        p = end
+        while p >= 2 and end - p + 1 < self.head.cfg.window and (p - 2) in self.feats:
+            p -= 1
+        return p
+
+    def _context(self, start: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The head's inputs for the committed positions ``start`` .. newest: ([1, T, d_t] f_{p-1}, [1, T] x_p), the
+        newest's feature a zero one if it is not known yet."""
         end = len(self.seq) - 1
         zero = torch.zeros(self.head.cfg.d_t, device=self.device)
-        f, x = [self.feats.get(end - 1, zero)], [self.seq[end]]
-        p = end - 1
-        while p >= 1 and len(x) < self.head.cfg.window and (p - 1) in self.feats:
-            f.append(self.feats[p - 1])
-            x.append(self.seq[p])
-            p -= 1
-        return torch.stack(f[::-1])[None], torch.tensor([x[::-1]], device=self.device)
-
-
-def _common_len(a: list[int], b: list[int]) -> int:
-    """Length of the common prefix of two token lists."""
-    n = 0
-    for u, v in zip(a, b):
-        if u != v:
-            break
-        n += 1
-    return n
+        f = [self.feats[p - 1] for p in range(start, end)] + [self.feats.get(end - 1, zero)]
+        return torch.stack(f)[None], torch.tensor([self.seq[start:end + 1]], device=self.device)
 
 
 def head_param_count(head: FeatureHead) -> int:

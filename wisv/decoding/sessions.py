@@ -138,7 +138,7 @@ class DraftSession(_CachedModel):
         base = len(self.seq)
         fed = self.drafted[: max(0, self.cached_len - base)]  # drafted tokens already in the cache
         after = tokens + (carry.tokens if carry else [])
-        keep = min(_common_len(fed, after), len(after) - 1)  # the last token stays pending: the next forward feeds it
+        keep = min(common_len(fed, after), len(after) - 1)  # the last token stays pending: the next forward feeds it
         self.seq.extend(tokens)
         self.rollback(min(self.cached_len, base + keep))
         self.drafted, self.carry = [], carry if carry and carry.tokens else None
@@ -215,7 +215,7 @@ def cached_forward(model: PreTrainedModel, cache: DynamicCache, cached_len: int,
     return out.logits[0].float(), out.hidden_states[hidden_layer][0].float()
 
 
-def _common_len(a: list[int], b: list[int]) -> int:
+def common_len(a: list[int], b: list[int]) -> int:
     n = 0
     while n < min(len(a), len(b)) and a[n] == b[n]:
         n += 1
