@@ -244,6 +244,8 @@ def model_card(r: dict, ceiling: str = "", curve: str = "", kinds: list[str] | N
     """MODEL_CARD.md of the pair from the benchmark's result (its loop profile, where it has none, from the benchmark
     JSON ``profile_from``)."""
     spec = json.loads((ASSET_DIR / "drafter.json").read_text())
+    prof = _profile(r.get("profile")) or (_profile(_read_json(profile_from).get("profile"), profile_from)
+                                          if profile_from else "")
     tr, c = spec.get("training", {}), r["config"]
     tc = tr.get("config", {})
     n_head = len(spec.get("head_vocab") or [])
@@ -278,8 +280,7 @@ not times.
 AAL counts accepted draft tokens per round (the correction or bonus token is not counted). Parameters: drafter
 {r['drafter']['params']:,} (head rows {r['drafter']['head_rows']:,}), target {r['drafter']['target_params']:,}.
 
-{_profile(r.get('profile')) or (_profile(_read_json(profile_from).get('profile'), profile_from) if profile_from
-                                  else '')}
+{prof}
 ## AAL per kind group
 
 {_kind_groups(curve)}
@@ -310,6 +311,8 @@ def main(argv: list[str] | None = None) -> Path:
     a = ap.parse_args(argv)
     if not Path(a.bench).is_file():
         raise FileNotFoundError(f"no benchmark JSON at {a.bench} (run scripts/bench_smollm2_drafter.py)")
+    if a.profile_from and not Path(a.profile_from).is_file():
+        raise FileNotFoundError(f"--profile-from: no benchmark JSON at {a.profile_from}")
     missing = [k for k in a.kinds if k not in DEFAULT_KINDS and not Path(k).is_file()]
     if missing:
         raise FileNotFoundError(f"--kinds: no per-kind JSON at {missing[0]} (run scripts/drafter_curve.py)")

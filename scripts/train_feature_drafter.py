@@ -238,10 +238,10 @@ def run(cfg: FeatureDrafterConfig) -> dict:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     config.write_config_beside(out / "train.json", cfg)
-    drafter, target, tok = load_pair(cfg.drafter, cfg.target)
-    target.eval()
     if cfg.pool_files and cfg.eval_prompts and not cfg.prompts_file:
         raise ValueError("--pool-files with --eval-prompts needs --prompts-file (its first rows are the eval prompts)")
+    drafter, target, tok = load_pair(cfg.drafter, cfg.target)
+    target.eval()
     if cfg.pool_files:  # the pool comes from the caches; a prompts file gives only the eval prompts
         rows, held_out = [], prompt_rows(tok, "test", cfg.eval_prompts, cfg.prompts_file) if cfg.eval_prompts else []
     else:
