@@ -19,7 +19,7 @@ import torch
 
 from labeling.config import AnatomyConfig
 from labeling.risk import flip_upper_bound
-from labeling.store import EPISODES, LABELS, load_config, load_traces, require, save_config
+from labeling.store import EPISODES, load_config, load_labelled, require, save_config
 from wisv.head.features import SCALARS, EdgeFeatures, with_out_pos
 from wisv.head.guard import GuardConfig, sure_target
 from wisv.tasks.jsonl import read_jsonl
@@ -50,12 +50,9 @@ def flip_table(rows: pd.DataFrame, by: list[str], delta: float) -> pd.DataFrame:
 
 def run_rows(run_dir: str, dev_kinds: tuple[str, ...], guard: GuardConfig, decode) -> pd.DataFrame:
     """One row per labelled mismatch of a run directory: its cell and labels."""
-    lab = pd.read_csv(require(run_dir, LABELS, "label"))
-    tr = load_traces(run_dir)
+    lab, tr = load_labelled(run_dir)
     episodes = read_jsonl(require(run_dir, EPISODES, "collect"))
-    rows = lab["row"].to_numpy()
-    if (tr["draft_id"][rows] != lab["draft_id"].to_numpy()).any():
-        raise ValueError(f"{run_dir}: labels.csv does not match traces.npz (draft ids differ)")
+    rows = lab.index.to_numpy()
     edge = with_out_pos(tr["edge"][rows].astype(np.float32), tr["position"][rows])
     guarded = sure_target(EdgeFeatures(torch.from_numpy(edge[:, :len(SCALARS)]), torch.zeros(len(rows), 0)), guard)
     eps = [episodes[int(e)] for e in lab["episode"]]

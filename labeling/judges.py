@@ -34,7 +34,7 @@ import torch
 from channel.csi import CSI
 from labeling.config import JudgesConfig
 from labeling.risk import RiskConfig, ltt_sweep, ltt_tau
-from labeling.store import EPISODES, LABELS, load_config, load_traces, require, save_config
+from labeling.store import EPISODES, load_config, load_labelled, require, save_config
 from wisv.head.features import BASE_SCALARS, SCALARS, EdgeFeatures, with_out_pos
 from wisv.head.guard import guard
 from wisv.head.judges import JudgeConfig, JudgePolicy, LinearJudge, rule_probs, t_link_s
@@ -55,11 +55,8 @@ def load_data(run_dirs: list[str], dev_every: int, dev_kinds: tuple[str, ...] = 
     ``dev_every``-th prompt."""
     parts = []
     for k, run_dir in enumerate(run_dirs):
-        tr = load_traces(run_dir)
-        lab = pd.read_csv(require(run_dir, LABELS, "label")).set_index("row")
+        lab, tr = load_labelled(run_dir)
         rows = lab.index.to_numpy()
-        if (tr["draft_id"][rows] != lab["draft_id"].to_numpy()).any():
-            raise ValueError(f"{run_dir}: labels.csv does not match traces.npz (draft ids differ)")
         rows = rows[tr["draft_id"][rows] != target_eos(run_dir)]  # a draft EOS is always rejected (wisv_accept)
         lab = lab.loc[rows]
         part = {key: tr[key][rows].astype(np.float32) for key in SOURCES.values()}

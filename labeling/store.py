@@ -6,6 +6,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 import config
 from config.provenance import provenance
@@ -50,3 +51,12 @@ def load_traces(run_dir: str | Path) -> dict[str, np.ndarray]:
     """The collect stage's arrays (see labeling/collect.py for the fields)."""
     with np.load(require(run_dir, TRACES, "collect")) as f:
         return {k: f[k] for k in f.files}
+
+
+def load_labelled(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """labels.csv (indexed by its trace row) and the collect stage's arrays, checked to be the same mismatches."""
+    tr = load_traces(run_dir)
+    lab = pd.read_csv(require(run_dir, LABELS, "label")).set_index("row")
+    if (tr["draft_id"][lab.index.to_numpy()] != lab["draft_id"].to_numpy()).any():
+        raise ValueError(f"{run_dir}: labels.csv does not match traces.npz (draft ids differ)")
+    return lab, tr
