@@ -7,6 +7,8 @@ Sources, in this order, each with its own generation length:
 - **suite**: the broad task suite's question distill pool (``wisv/assets/suite/distill.jsonl``: seen kinds, both
   forms, answer first and answer last);
 - **free**: the suite's free-form distill pool (``wisv/assets/suite/free_distill.jsonl``: seen kinds);
+- **magpie** (``--magpie-rows``, none by default): prompts of any kind sampled from the target itself
+  (``wisv/assets/magpie/prompts.jsonl``, scripts/make_magpie.py; none shares a run of 6 words with a held-out pool);
 - **qa** (optional): the old QA task's in-domain prompts (scripts/smollm2_qa_distill_prompts.py).
 
 Never read: the suite's and the long-form task's calib and test pools, and the generic held-out set
@@ -21,7 +23,7 @@ from scripts.smollm2_distill_prompts import distill_prompts
 from scripts.smollm2_qa_distill_prompts import qa_distill_prompts
 from wisv.tasks import suite
 from wisv.tasks.jsonl import read_jsonl
-from wisv.tasks.pools import GENERIC_HELDOUT, LONGFORM_DIR, normalise_prompt
+from wisv.tasks.pools import GENERIC_HELDOUT, LONGFORM_DIR, MAGPIE, normalise_prompt
 
 HELD_OUT: dict[str, Path] = {  # every pool no drafter may be distilled on, by name
     "suite calib": suite.pool_path("calib"), "suite test": suite.pool_path("test"),
@@ -70,6 +72,9 @@ def sources(cfg) -> list[Source]:
                   cfg.suite_max_new_tokens),
            Source("free", [r["prompt"] for r in seen_rows(suite.load_suite("distill", "free", n=_n(cfg.free_rows)))],
                   cfg.free_max_new_tokens)]
+    if cfg.magpie_rows:
+        out.append(Source("magpie", [r["prompt"] for r in read_jsonl(MAGPIE)][:_n(cfg.magpie_rows)],
+                          cfg.magpie_max_new_tokens))
     if cfg.qa:
         out.append(Source("qa", qa_distill_prompts(cfg.seed), cfg.qa_max_new_tokens))
     out = [s for s in out if s.prompts]

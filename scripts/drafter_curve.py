@@ -5,7 +5,9 @@ Each milestone checkpoint of a scripts/train_smollm2_drafter.py run (``<run dir>
 generated tokens seen), the undistilled copy of the target's layers (tokens 0) and the pair's built drafter (a
 reference line) are evaluated on the same fixed sample of the broad suite's **test** pools: ``--per-group`` prompts of
 each group (family x role: question-seen, question-unseen, free-seen, free-unseen), spread over the group's kinds
-(``sample_groups``).  "free" pools the two free-form groups' rounds.  AAL counts accepted draft tokens per round.
+(``sample_groups``).  ``--pool calib`` samples the calib pools instead (groups question-seen, question-dev, free-seen,
+free-dev: the dev kinds are in no distillation pool), so that a choice between drafters is made without the test
+pools.  "free" pools the two free-form groups' rounds.  AAL counts accepted draft tokens per round.
 
 Usage: ``python -m scripts.drafter_curve [--run-dir DIR] [--per-group 24] [--draft-len 8] [--max-new-tokens 64]``,
 after ``python -m wisv.pairs build smollm2`` and a training run.  Writes ``--out`` (JSON) and ``--plot`` (PNG).
@@ -45,7 +47,9 @@ class CurveConfig:
     pair: str = "smollm2"  # the named pair (its target, tokenizer and built drafter)
     run_dir: str = ""  # the training run ("": the training script's default run directory for --seed)
     seed: int = 1234  # the training run's seed (names its default run directory) and the prompt sample's seed
-    per_group: int = field(default=24, metadata={"min": 1})  # test prompts per group (family x role)
+    pool: str = field(default="test", metadata={"choices": ("test", "calib")})  # the suite pools sampled: test
+    #   (reports) or calib (choices)
+    per_group: int = field(default=24, metadata={"min": 1})  # prompts per group (family x role)
     draft_len: int = field(default=8, metadata={"min": 1})  # K of the greedy SD runs
     max_new_tokens: int = field(default=64, metadata={"min": 1})  # generation budget per prompt, tokens
     last: int = field(default=0, metadata={"min": 0})  # evaluate only the last N milestones (0: all)
@@ -62,12 +66,11 @@ class CurveConfig:
 
 def sample_groups(rows: list[dict], n: int, seed: int) -> dict[str, list[dict]]:
     """``n`` rows per group (family-role), spread over the group's kinds: kinds in turn (sorted), each kind's rows in
-    a seeded order.  Dev kinds (none in the test pools) are left out."""
+    a seeded order."""
     by_group: dict[str, dict[str, list[dict]]] = {}
     for r in rows:
-        role = suite.role(r["kind"])
-        if role != "dev":
-            by_group.setdefault(f"{suite.family(r['kind'])}-{role}", {}).setdefault(r["kind"], []).append(r)
+        group = f"{suite.family(r['kind'])}-{suite.role(r['kind'])}"
+        by_group.setdefault(group, {}).setdefault(r["kind"], []).append(r)
     out = {}
     for group in sorted(by_group, key=lambda g: (g.startswith("free"), g)):  # questions first
         kinds = {k: random.Random(f"{seed}:{k}").sample(v, len(v)) for k, v in sorted(by_group[group].items())}
@@ -79,9 +82,9 @@ def sample_groups(rows: list[dict], n: int, seed: int) -> dict[str, list[dict]]:
     return out
 
 
-def suite_test_sample(n: int, seed: int) -> dict[str, list[dict]]:
-    """The fixed sample of the suite's test pools (questions and free form)."""
-    return sample_groups(suite.load_suite("test") + suite.load_suite("test", "free"), n, seed)
+def suite_sample(n: int, seed: int, pool: str = "test") -> dict[str, list[dict]]:
+    """The fixed sample of one of the suite's pools (test or calib; questions and free form)."""
+    return sample_groups(suite.load_suite(pool) + suite.load_suite(pool, "free"), n, seed)
 
 
 def group_aal(drafter, target, groups: dict[str, list[dict]], cfg: CurveConfig,
@@ -148,7 +151,7 @@ def main(argv: list[str] | None = None) -> dict:
     head = load_head(cfg.feature_head, pair.drafter) if cfg.feature_head else None
     groups = {g: [{"prompt_id": r["prompt_id"], "kind": r["kind"],
                    "prompt_ids": encode_prompt(pair.tokenizer, r["prompt"])} for r in rows]
-              for g, rows in suite_test_sample(cfg.per_group, cfg.seed).items()}
+              for g, rows in suite_sample(cfg.per_group, cfg.seed, cfg.pool).items()}
     ckpts = (milestones(rdir)[-cfg.last:] if cfg.last else milestones(rdir)) if cfg.milestones else []
     todo = ([(0, 0, None)] if cfg.undistilled else []) + ckpts
     print(f"[curve] {rdir}: {len(ckpts)} milestones; groups { {g: len(v) for g, v in groups.items()} }", flush=True)

@@ -240,6 +240,9 @@ def run(cfg: FeatureDrafterConfig) -> dict:
     config.write_config_beside(out / "train.json", cfg)
     if cfg.pool_files and cfg.eval_prompts and not cfg.prompts_file:
         raise ValueError("--pool-files with --eval-prompts needs --prompts-file (its first rows are the eval prompts)")
+    missing = [f for f in cfg.pool_files if not Path(f).is_file()]
+    if missing and not (out / "pool.pt").is_file():  # before the models load, so the error is the first line
+        raise FileNotFoundError(f"{missing[0]}: no such generation cache (scripts.train_smollm2_drafter writes them)")
     drafter, target, tok = load_pair(cfg.drafter, cfg.target)
     target.eval()
     if cfg.pool_files:  # the pool comes from the caches; a prompts file gives only the eval prompts

@@ -46,6 +46,7 @@ WEIGHTS_FILE = "layers.safetensors"
 # Settings that do not change what a run computes: a resumed run may change them.
 RUN_FREE = ("max_train_s", "stop_after_steps", "checkpoint_steps", "checkpoint_s", "threads", "out", "run_dir",
             "fresh", "gen_batch")
+ADDED_LATER = ("magpie_rows", "magpie_max_new_tokens")  # settings added after runs were saved
 
 
 @dataclass
@@ -62,6 +63,9 @@ class DistillConfig:
     suite_max_new_tokens: int = 64  # target greedy generation length per suite question, tokens
     free_rows: int = field(default=-1, metadata={"min": -1})  # first rows of the suite's free-form pool (-1: all)
     free_max_new_tokens: int = 96  # target greedy generation length per free-form instruction, tokens
+    magpie_rows: int = field(default=0, metadata={"min": -1})  # first prompts of wisv/assets/magpie/prompts.jsonl,
+    #   sampled from the target (scripts/make_magpie.py; -1: all, 0: none)
+    magpie_max_new_tokens: int = 96  # target greedy generation length per Magpie prompt, tokens
     qa: bool = False  # add the old QA task's in-domain prompts (scripts/smollm2_qa_distill_prompts.py)
     qa_max_new_tokens: int = 48  # target greedy generation length per QA prompt, tokens
     head_min_ids: int = 0  # also keep token ids below this in the head's vocabulary (0: none)
@@ -97,8 +101,10 @@ def run_dir(cfg: DistillConfig) -> Path:
 
 
 def run_config(cfg: DistillConfig) -> dict:
-    """The settings that define what a run computes (a resumed run must have the same)."""
-    return {k: v for k, v in asdict(cfg).items() if k not in RUN_FREE}
+    """The settings that define what a run computes (a resumed run must have the same).  A setting added after runs
+    were saved (``ADDED_LATER``) is left out while it has its default, so that those runs still resume."""
+    later = {k: v for k, v in asdict(DistillConfig()).items() if k in ADDED_LATER}
+    return {k: v for k, v in asdict(cfg).items() if k not in RUN_FREE and not (k in later and v == later[k])}
 
 
 def target_identity(target_dir: Path) -> str:
@@ -107,11 +113,20 @@ def target_identity(target_dir: Path) -> str:
     return hashlib.sha256(b"".join(p.read_bytes() for p in parts if p.is_file())).hexdigest()[:16]
 
 
+def _gen_settings(source: Source, cfg: DistillConfig, target_id: str) -> dict:
+    return {"target": target_id, "max_new_tokens": source.max_new_tokens, "top_k": cfg.top_k}
+
+
+def generation_cache(source: Source, cfg: DistillConfig, target_id: str) -> Path:
+    """The cache file of a source's generations under these settings."""
+    return cache_path(cache_dir() / "distill" / "gen", source.name, _gen_settings(source, cfg, target_id))
+
+
 def generate(target, tok, source: Source, cfg: DistillConfig, target_id: str) -> list[list]:
     """[prompt length, prompt + greedy continuation up to EOS, top-k ids, top-k logits] per prompt of a source,
     cached prompt by prompt under <cache>/distill/gen/."""
-    settings = {"target": target_id, "max_new_tokens": source.max_new_tokens, "top_k": cfg.top_k}
-    path = cache_path(cache_dir() / "distill" / "gen", source.name, settings)
+    settings = _gen_settings(source, cfg, target_id)
+    path = generation_cache(source, cfg, target_id)
     return cached_generate(source.prompts, path, settings, cfg.gen_batch,
                            lambda ps: generate_batch(target, tok, ps, source.max_new_tokens, cfg.top_k),
                            tag=f"{source.name}: ")

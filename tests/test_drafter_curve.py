@@ -7,7 +7,7 @@ import json
 import pytest
 
 from scripts import smollm2_card
-from scripts.drafter_curve import POOLED, sample_groups, suite_test_sample
+from scripts.drafter_curve import POOLED, sample_groups, suite_sample
 from wisv.tasks import suite
 
 
@@ -26,7 +26,7 @@ def test_sample_groups_take_kinds_in_turn(n, want):
 
 
 def test_the_suite_sample_is_fixed_and_grouped_by_role_and_family():
-    groups = suite_test_sample(6, 1234)
+    groups = suite_sample(6, 1234)
     assert set(groups) == {"question-seen", "question-unseen", "free-seen", "free-unseen"}
     assert set(POOLED["free"]) <= set(groups)
     for name, rows in groups.items():
@@ -35,7 +35,16 @@ def test_the_suite_sample_is_fixed_and_grouped_by_role_and_family():
         assert all(suite.family(r["kind"]) == fam and suite.role(r["kind"]) == role for r in rows)
     test_ids = {r["prompt_id"] for r in suite.load_suite("test") + suite.load_suite("test", "free")}
     assert {r["prompt_id"] for rs in groups.values() for r in rs} <= test_ids
-    assert suite_test_sample(6, 1234) == groups and suite_test_sample(6, 7) != groups
+    assert suite_sample(6, 1234) == groups and suite_sample(6, 7) != groups
+
+
+def test_the_calib_sample_holds_dev_kinds_and_no_test_prompt():
+    """--pool calib: the groups a drafter choice is made on; its 'unseen' stand-in is the dev kinds."""
+    groups = suite_sample(4, 1234, "calib")
+    assert set(groups) == {"question-seen", "question-dev", "free-seen", "free-dev"}
+    assert {r["kind"] for r in groups["question-dev"] + groups["free-dev"]} <= set(suite.DEV_KINDS)
+    test_ids = {r["prompt_id"] for r in suite.load_suite("test") + suite.load_suite("test", "free")}
+    assert not {r["prompt_id"] for rs in groups.values() for r in rs} & test_ids
 
 
 def test_the_card_tabulates_aal_per_kind_group(tmp_path):

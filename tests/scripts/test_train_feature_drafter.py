@@ -95,3 +95,13 @@ def test_a_pool_from_cached_generations_matches_one_built_by_generating(tmp_path
     for p, q in zip(pool, built):
         assert torch.equal(p["x"], q["x"])
         torch.testing.assert_close(p["f"].float(), q["f"].float(), atol=2e-2, rtol=1e-2)
+
+
+def test_a_missing_pool_file_fails_before_the_models_load(tmp_path, monkeypatch):
+    import pytest
+
+    import scripts.train_feature_drafter as tfd
+    monkeypatch.setattr(tfd, "load_pair", lambda *a: pytest.fail("the models loaded before the check"))
+    with pytest.raises(FileNotFoundError, match="nowhere.jsonl: no such generation cache"):
+        run(FeatureDrafterConfig(out=str(tmp_path / "h"), pool_files=[str(tmp_path / "nowhere.jsonl")],
+                                 eval_prompts=0))

@@ -1,0 +1,170 @@
+"""Prompts of any kind, drawn from the SmolLM2 target itself (Magpie, arXiv 2406.08464): the chat template up to an
+open user turn, sampled until the turn ends, is a question or request the model's own chat data made likely.
+
+The broad suite's distill pools hold its seen kinds only, from templates; a drafter (or the feature head) trained on
+them learns those kinds' phrasing.  These prompts widen the pool past any template without reading a calib or test
+pool: each sample is kept only if it is a whole user turn of 4 to 60 words, new (by ``normalise_prompt``), in no
+held-out pool, and shares no run of ``--overlap-words`` words with any suite, long-form or generic held-out prompt
+(``keep_prompts``, pure; tests/wisv/tasks/test_pools.py checks the shipped file).
+
+Sampling is seeded per batch and resumable: each batch's raw samples are appended to ``OUT.raw.jsonl`` as it ends, and
+a rerun samples only the batches it lacks.  The kept prompts go to ``--out`` (``wisv/assets/magpie/prompts.jsonl``)
+with the config beside it.  ``--generate`` then makes the target's greedy generations of the kept prompts into the
+distillation cache (source ``magpie``, scripts/distill_cache.py) and prints the cache file for
+``train_feature_drafter --pool-files``.
+
+Usage: ``python -m scripts.make_magpie [--samples 1600] [--seed 0] [--generate]``, after ``python -m wisv.pairs
+build smollm2``.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import config
+from scripts.distill_sources import held_out_prompts
+from wisv.tasks.jsonl import read_jsonl
+from wisv.tasks.pools import MAGPIE, normalise_prompt
+
+
+@dataclass
+class MagpieConfig:
+    """One Magpie draw from the SmolLM2 target, and its optional greedy generations."""
+
+    samples: int = field(default=1600, metadata={"min": 1})  # user turns sampled (before filtering)
+    batch: int = field(default=16, metadata={"min": 1})  # user turns sampled per batch
+    seed: int = 0  # batch b is sampled under torch seed (seed * 1_000_003 + b)
+    temperature: float = field(default=1.0, metadata={"min": 0.05})  # sampling temperature
+    top_p: float = field(default=0.95, metadata={"min": 0.05, "max": 1.0})  # nucleus sampling mass
+    max_prompt_tokens: int = field(default=64, metadata={"min": 8})  # a turn not ended by then is dropped, tokens
+    min_words: int = field(default=4, metadata={"min": 1})  # shortest kept prompt, words
+    max_words: int = field(default=60, metadata={"min": 1})  # longest kept prompt, words
+    overlap_words: int = field(default=6, metadata={"min": 2})  # a prompt sharing a run of this many words with a
+    #   held-out prompt is dropped
+    out: str = str(MAGPIE)  # kept prompts (JSONL); raw samples go to OUT.raw.jsonl
+    generate: bool = False  # also make the target's greedy generations of the kept prompts (distillation cache)
+    max_new_tokens: int = field(default=96, metadata={"min": 1})  # greedy generation length per prompt, tokens
+    gen_batch: int = field(default=32, metadata={"min": 1})  # prompts per batched generation
+    top_k: int = field(default=8, metadata={"min": 0})  # target logits kept per generated position (as distillation)
+    threads: int = field(default=2, metadata={"min": 1})  # torch intra-op threads
+
+
+def word_runs(text: str, n: int) -> set[tuple[str, ...]]:
+    """Every run of n consecutive words of a text, as ``normalise_prompt`` writes them."""
+    w = normalise_prompt(text).split()
+    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+
+
+def keep_prompts(samples: list[tuple[str, bool]], held: list[str], cfg: MagpieConfig) -> tuple[list[str], dict]:
+    """The samples (text, whether the user turn ended) that may be distilled on, in order, and why the rest went."""
+    held_norm = {normalise_prompt(p) for p in held}
+    held_runs = set().union(*(word_runs(p, cfg.overlap_words) for p in held)) if held else set()
+    kept, seen, why = [], set(), {"unfinished": 0, "length": 0, "special": 0, "duplicate": 0, "held_out": 0,
+                                  "overlap": 0}
+    for text, ended in samples:
+        text, words = text.strip(), len(text.split())
+        norm = normalise_prompt(text)
+        reason = ("unfinished" if not ended else "length" if not cfg.min_words <= words <= cfg.max_words
+                  else "special" if "<|" in text else "duplicate" if norm in seen
+                  else "held_out" if norm in held_norm
+                  else "overlap" if word_runs(text, cfg.overlap_words) & held_runs else None)
+        if reason:
+            why[reason] += 1
+            continue
+        seen.add(norm)
+        kept.append(text)
+    return kept, why
+
+
+def user_turn_prefix(tok) -> str:
+    """The chat template's text up to the start of a user turn's content (its system turn included)."""
+    mark = "\x00MAGPIE\x00"
+    text = tok.apply_chat_template([{"role": "user", "content": mark}], tokenize=False)
+    return text[:text.index(mark)]
+
+
+def sample_batch(target, tok, prefix_ids: list[int], cfg: MagpieConfig, b: int) -> list[tuple[str, bool]]:
+    """Batch b's user turns: (text, whether the turn ended within max_prompt_tokens)."""
+    import torch
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    torch.manual_seed(cfg.seed * 1_000_003 + b)
+    n = min(cfg.batch, cfg.samples - b * cfg.batch)
+    ids = torch.tensor([prefix_ids] * n)
+    with torch.inference_mode():
+        out = target.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, temperature=cfg.temperature,
+                              top_p=cfg.top_p, top_k=0, max_new_tokens=cfg.max_prompt_tokens, eos_token_id=end,
+                              pad_token_id=end)
+    res = []
+    for row in out[:, ids.shape[1]:].tolist():
+        ended = end in row
+        res.append((tok.decode(row[:row.index(end)] if ended else row, skip_special_tokens=True), ended))
+    return res
+
+
+def draw(target, tok, cfg: MagpieConfig, raw_path: Path) -> list[tuple[str, bool]]:
+    """Every batch's samples, from the raw file where a batch is there, else sampled and appended."""
+    done = {r["batch"]: r["samples"] for r in read_jsonl(raw_path)} if raw_path.is_file() else {}
+    prefix_ids = tok(user_turn_prefix(tok), add_special_tokens=False).input_ids
+    batches, t0 = -(-cfg.samples // cfg.batch), time.perf_counter()
+    for b in range(batches):
+        if b in done:
+            continue
+        done[b] = sample_batch(target, tok, prefix_ids, cfg, b)
+        with raw_path.open("a") as f:
+            f.write(json.dumps({"batch": b, "seed": cfg.seed, "samples": done[b]}) + "\n")
+        print(f"[magpie] batch {b + 1}/{batches} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    return [tuple(s) for b in range(batches) for s in done[b]]
+
+
+def held_out_texts() -> list[str]:
+    """Every prompt of a pool no distillation may read (calib, test, the generic held-out set)."""
+    return list(held_out_prompts())
+
+
+def run(cfg: MagpieConfig) -> dict:
+    import torch
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    from wisv.pairs import pair_dir
+    torch.set_num_threads(cfg.threads)
+    out = Path(cfg.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    target_dir = pair_dir("smollm2") / "target"
+    if not (target_dir / "config.json").is_file():
+        raise FileNotFoundError(f"{target_dir}: no SmolLM2 target (python -m wisv.pairs build smollm2)")
+    target = LlamaForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(target_dir)
+    samples = draw(target, tok, cfg, out.with_suffix(".raw.jsonl"))
+    kept, why = keep_prompts(samples, held_out_texts(), cfg)
+    out.write_text("".join(json.dumps({"prompt_id": f"mp-{i:05d}", "prompt": p, "raw": True}) + "\n"
+                           for i, p in enumerate(kept)))
+    config.write_config_beside(out.with_suffix(".config.json"), cfg)
+    print(f"[magpie] kept {len(kept)} of {len(samples)} samples in {out}; dropped {why}", flush=True)
+    res = {"kept": len(kept), "samples": len(samples), "dropped": why}
+    if cfg.generate:
+        res["cache"] = str(generate_cache(target, tok, kept, cfg))
+        print(f"[magpie] generations: {res['cache']}", flush=True)
+    return res
+
+
+def generate_cache(target, tok, prompts: list[str], cfg: MagpieConfig) -> Path:
+    """The target's greedy generations of the prompts, in the distillation cache as the drafter's training makes
+    them (source ``magpie``: ``train_smollm2_drafter --magpie-rows`` reads the same file)."""
+    from scripts.distill_sources import Source
+    from scripts.train_smollm2_drafter import DistillConfig, generate, generation_cache, target_identity
+    from wisv.pairs import pair_dir
+    dcfg = DistillConfig(top_k=cfg.top_k, gen_batch=cfg.gen_batch)
+    source, target_id = Source("magpie", prompts, cfg.max_new_tokens), target_identity(pair_dir("smollm2") / "target")
+    generate(target, tok, source, dcfg, target_id)
+    return generation_cache(source, dcfg, target_id)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    return run(config.parse(MagpieConfig, argv, description=__doc__.splitlines()[0]))
+
+
+if __name__ == "__main__":  # bad input (a value, a missing path) is one line and exit 2
+    sys.exit(config.run_reporting("python -m scripts.make_magpie", main, (ValueError, OSError)))
