@@ -141,7 +141,7 @@ def run(cfg: MagpieConfig) -> dict:
     kept, why = keep_prompts(samples, held_out_texts(), cfg)
     out.write_text("".join(json.dumps({"prompt_id": f"mp-{i:05d}", "prompt": p, "raw": True}) + "\n"
                            for i, p in enumerate(kept)))
-    config.write_config_beside(out.with_suffix(".config.json"), cfg)
+    config.write_config_beside(out, cfg)
     print(f"[magpie] kept {len(kept)} of {len(samples)} samples in {out}; dropped {why}", flush=True)
     res = {"kept": len(kept), "samples": len(samples), "dropped": why}
     if cfg.generate:

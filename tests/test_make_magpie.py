@@ -2,10 +2,6 @@
 every held-out pool."""
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from scripts.make_magpie import MagpieConfig, held_out_texts, keep_prompts, word_runs
 from wisv.tasks.jsonl import read_jsonl
 from wisv.tasks.pools import MAGPIE, normalise_prompt
@@ -34,7 +30,6 @@ def test_keep_prompts_drops_each_kind_of_bad_sample_and_says_why():
     assert why == {"unfinished": 1, "length": 2, "special": 1, "duplicate": 1, "held_out": 1, "overlap": 1}
 
 
-@pytest.mark.skipif(not Path(MAGPIE).is_file(), reason="no shipped Magpie prompts")
 def test_the_shipped_prompts_are_new_distinct_and_share_no_run_of_words_with_a_held_out_pool():
     cfg = MagpieConfig()
     rows = read_jsonl(MAGPIE)
