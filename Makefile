@@ -51,10 +51,12 @@ drafter-smollm2: setup
 # The EAGLE-style feature head for the SmolLM2 pair (docs/feature-drafter.md), after `make drafter-smollm2` (whose
 # generation caches it reads: the target's features over those generations, seen kinds only), in the shipped head's
 # three runs: 500 steps on 1,500 generations, then from that checkpoint to 3,000 steps on all of them, then on to step
-# 5,367 of a 6,000-step schedule (where round 6's time cap stopped it; the batches are seeded by step).  Then the
+# 5,367 of a 6,000-step schedule (where round 6's time cap stopped it; the batches are seeded by step), then with the
+# Magpie prompts' generations added (wisv/assets/magpie; sampled again only where the raw draw is missing) on to step
+# 6,696 of a 6,800-step schedule (round 7's time cap), in a new directory so that the pool is rebuilt.  Then the
 # per-kind AAL of the earlier drafter (drafter-geo), the distillation's last checkpoint and the head on the same suite
 # test prompts (the model card's table).  On 2 quiet cores: about 20 min for run 1, 70 for run 2, 65 for run 3, 15
-# for the AAL.
+# for the Magpie generations, 35 for run 4's pool and 36 for its steps, 15 for the AAL.
 GEN = $(HOME)/.cache/wisv-testbed/distill/gen
 SMOL = $(HOME)/.cache/wisv-testbed/pairs/smollm2
 FEAT_FLAGS = --drafter $(SMOL)/drafter --target $(SMOL)/target --pool-files $(GEN)/suite-*.jsonl \
@@ -68,11 +70,16 @@ feature-drafter-smollm2: setup
 	  --prompts 100000 --steps 3000
 	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train_feature_drafter --out runs/feature-smollm2 $(FEAT_FLAGS) \
 	  --prompts 100000 --steps 6000 --stop-step 5367
-	cp runs/feature-smollm2/head.json runs/feature-smollm2/head.pt wisv/assets/smollm2-feature-head/
+	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.make_magpie --samples 1600 --batch 32 --generate
+	mkdir -p runs/feature-smollm2-4 && cp runs/feature-smollm2/ckpt.pt runs/feature-smollm2-4/
+	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train_feature_drafter --out runs/feature-smollm2-4 $(FEAT_FLAGS) \
+	  --pool-files $(GEN)/suite-*.jsonl $(GEN)/free-*.jsonl $(GEN)/longform-*.jsonl $(GEN)/magpie-*.jsonl \
+	  --prompts 100000 --steps 6800 --stop-step 6696
+	cp runs/feature-smollm2-4/head.json runs/feature-smollm2-4/head.pt wisv/assets/smollm2-feature-head/
 	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.drafter_curve --per-group 16 --last 1 --no-undistilled \
 	  --drafter $(SMOL)/drafter-geo --threads 2 --out results/smollm2/drafter_kinds.json --plot ""
 	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.drafter_curve --per-group 16 --no-milestones --no-undistilled \
-	  --no-built --feature-head runs/feature-smollm2 --threads 2 --out results/smollm2/drafter_kinds_feature_run3.json \
+	  --no-built --feature-head runs/feature-smollm2-4 --threads 2 --out results/smollm2/drafter_kinds_feature_run4.json \
 	  --plot ""
 
 # Rebuild the built-in pair's default decision head (about 25 min on 2 cores): the whole labeling pipeline.
