@@ -46,9 +46,8 @@ class MagpieConfig:
     #   held-out prompt is dropped
     out: str = str(MAGPIE)  # kept prompts (JSONL); raw samples go to OUT.raw.jsonl
     generate: bool = False  # also make the target's greedy generations of the kept prompts (distillation cache)
-    max_new_tokens: int = field(default=96, metadata={"min": 1})  # greedy generation length per prompt, tokens
-    gen_batch: int = field(default=32, metadata={"min": 1})  # prompts per batched generation
-    top_k: int = field(default=8, metadata={"min": 0})  # target logits kept per generated position (as distillation)
+    gen_batch: int = field(default=32, metadata={"min": 1})  # prompts per batched generation (the length and
+    #   top-k are the distillation's: DistillConfig.magpie_max_new_tokens, top_k)
     threads: int = field(default=2, metadata={"min": 1})  # torch intra-op threads
 
 
@@ -119,11 +118,6 @@ def draw(target, tok, cfg: MagpieConfig, raw_path: Path) -> list[tuple[str, bool
     return [tuple(s) for b in range(batches) for s in done[b]]
 
 
-def held_out_texts() -> list[str]:
-    """Every prompt of a pool no distillation may read (calib, test, the generic held-out set)."""
-    return list(held_out_prompts())
-
-
 def run(cfg: MagpieConfig) -> dict:
     import torch
     from transformers import AutoTokenizer, LlamaForCausalLM
@@ -131,14 +125,17 @@ def run(cfg: MagpieConfig) -> dict:
     from wisv.pairs import pair_dir
     torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OSError(f"--out {out}: cannot make its directory ({e.strerror})") from e
     target_dir = pair_dir("smollm2") / "target"
     if not (target_dir / "config.json").is_file():
         raise FileNotFoundError(f"{target_dir}: no SmolLM2 target (python -m wisv.pairs build smollm2)")
     target = LlamaForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
     tok = AutoTokenizer.from_pretrained(target_dir)
     samples = draw(target, tok, cfg, out.with_suffix(".raw.jsonl"))
-    kept, why = keep_prompts(samples, held_out_texts(), cfg)
+    kept, why = keep_prompts(samples, list(held_out_prompts()), cfg)
     out.write_text("".join(json.dumps({"prompt_id": f"mp-{i:05d}", "prompt": p, "raw": True}) + "\n"
                            for i, p in enumerate(kept)))
     config.write_config_beside(out, cfg)
@@ -156,8 +153,9 @@ def generate_cache(target, tok, prompts: list[str], cfg: MagpieConfig) -> Path:
     from scripts.distill_sources import Source
     from scripts.train_smollm2_drafter import DistillConfig, generate, generation_cache, target_identity
     from wisv.pairs import pair_dir
-    dcfg = DistillConfig(top_k=cfg.top_k, gen_batch=cfg.gen_batch)
-    source, target_id = Source("magpie", prompts, cfg.max_new_tokens), target_identity(pair_dir("smollm2") / "target")
+    dcfg = DistillConfig(gen_batch=cfg.gen_batch)
+    source = Source("magpie", prompts, dcfg.magpie_max_new_tokens)
+    target_id = target_identity(pair_dir("smollm2") / "target")
     generate(target, tok, source, dcfg, target_id)
     return generation_cache(source, dcfg, target_id)
 

@@ -2,7 +2,8 @@
 every held-out pool."""
 from __future__ import annotations
 
-from scripts.make_magpie import MagpieConfig, held_out_texts, keep_prompts, word_runs
+from scripts.distill_sources import held_out_prompts
+from scripts.make_magpie import MagpieConfig, keep_prompts, word_runs
 from wisv.tasks.jsonl import read_jsonl
 from wisv.tasks.pools import MAGPIE, normalise_prompt
 
@@ -35,7 +36,7 @@ def test_the_shipped_prompts_are_new_distinct_and_share_no_run_of_words_with_a_h
     rows = read_jsonl(MAGPIE)
     assert len(rows) >= 500
     assert [r["prompt_id"] for r in rows] == [f"mp-{i:05d}" for i in range(len(rows))]
-    kept, why = keep_prompts([(r["prompt"], True) for r in rows], held_out_texts(), cfg)
+    kept, why = keep_prompts([(r["prompt"], True) for r in rows], list(held_out_prompts()), cfg)
     assert kept == [r["prompt"] for r in rows] and not any(why.values())
     assert len({normalise_prompt(r["prompt"]) for r in rows}) == len(rows)
 
