@@ -7,6 +7,12 @@ pool: each sample is kept only if it is a whole user turn of 4 to 60 words, new 
 held-out pool, and shares no run of ``--overlap-words`` words with any suite, long-form or generic held-out prompt
 (``keep_prompts``, pure; tests/wisv/tasks/test_pools.py checks the shipped file).
 
+A draw can be steered: ``--system`` replaces the template's system turn, ``--starts`` opens each batch's user turns
+with given words ("Who", "How many"), ``--questions-only`` keeps one-question turns, and ``--tails`` appends form
+instructions (the suite's "Start with the answer, then ...") to the kept turns, after the filter (each row keeps its
+sampled ``turn``).  The generations go to the distillation cache under the output folder's name (``magpie``,
+``magpie-questions``).
+
 Sampling is seeded per batch and resumable: each batch's raw samples are appended to ``OUT.raw.jsonl`` as it ends, and
 a rerun samples only the batches it lacks.  The kept prompts go to ``--out`` (``wisv/assets/magpie/prompts.jsonl``)
 with the config beside it.  ``--generate`` then makes the target's greedy generations of the kept prompts into the
@@ -44,6 +50,12 @@ class MagpieConfig:
     max_words: int = field(default=60, metadata={"min": 1})  # longest kept prompt, words
     overlap_words: int = field(default=6, metadata={"min": 2})  # a prompt sharing a run of this many words with a
     #   held-out prompt is dropped
+    system: str = ""  # a system turn that steers the draw ("": the chat template's own)
+    starts: list[str] = field(default_factory=list)  # opening words of the user turn, batch b taking starts[b % n]
+    #   (none: the model opens the turn)
+    questions_only: bool = False  # keep only turns that are one question (a single "?", at the end)
+    tails: list[str] = field(default_factory=list)  # form instructions appended to the kept turns, in turn (the
+    #   filter reads the turn alone; none: the turn is the prompt)
     out: str = str(MAGPIE)  # kept prompts (JSONL); raw samples go to OUT.raw.jsonl
     generate: bool = False  # also make the target's greedy generations of the kept prompts (distillation cache)
     gen_batch: int = field(default=32, metadata={"min": 1})  # prompts per batched generation (the length and
@@ -61,13 +73,15 @@ def keep_prompts(samples: list[tuple[str, bool]], held: list[str], cfg: MagpieCo
     """The samples (text, whether the user turn ended) that may be distilled on, in order, and why the rest went."""
     held_norm = {normalise_prompt(p) for p in held}
     held_runs = set().union(*(word_runs(p, cfg.overlap_words) for p in held)) if held else set()
-    kept, seen, why = [], set(), {"unfinished": 0, "length": 0, "special": 0, "duplicate": 0, "held_out": 0,
-                                  "overlap": 0}
+    kept, seen, why = [], set(), {"unfinished": 0, "length": 0, "special": 0, "not_question": 0, "duplicate": 0,
+                                  "held_out": 0, "overlap": 0}
     for text, ended in samples:
         text, words = text.strip(), len(text.split())
         norm = normalise_prompt(text)
         reason = ("unfinished" if not ended else "length" if not cfg.min_words <= words <= cfg.max_words
-                  else "special" if "<|" in text else "duplicate" if norm in seen
+                  else "special" if "<|" in text
+                  else "not_question" if cfg.questions_only and not is_question(text)
+                  else "duplicate" if norm in seen
                   else "held_out" if norm in held_norm
                   else "overlap" if word_runs(text, cfg.overlap_words) & held_runs else None)
         if reason:
@@ -78,20 +92,38 @@ def keep_prompts(samples: list[tuple[str, bool]], held: list[str], cfg: MagpieCo
     return kept, why
 
 
-def user_turn_prefix(tok) -> str:
-    """The chat template's text up to the start of a user turn's content (its system turn included)."""
+def is_question(text: str) -> bool:
+    """One question: the turn's only "?" ends it."""
+    return text.endswith("?") and text.count("?") == 1
+
+
+def with_tails(turns: list[str], tails: list[str]) -> list[dict]:
+    """The prompt rows of kept turns: turn i gets tails[i % len(tails)] appended (none: the turn is the prompt)."""
+    rows = []
+    for i, turn in enumerate(turns):
+        row = {"prompt_id": f"mp-{i:05d}", "prompt": f"{turn} {tails[i % len(tails)]}" if tails else turn}
+        rows.append(row | ({"turn": turn} if tails else {}) | {"raw": True})
+    return rows
+
+
+def user_turn_prefix(tok, system: str = "") -> str:
+    """The chat template's text up to the start of a user turn's content (its system turn included: ``system``, or
+    the template's own)."""
     mark = "\x00MAGPIE\x00"
-    text = tok.apply_chat_template([{"role": "user", "content": mark}], tokenize=False)
+    turns = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": mark}]
+    text = tok.apply_chat_template(turns, tokenize=False)
     return text[:text.index(mark)]
 
 
 def sample_batch(target, tok, prefix_ids: list[int], cfg: MagpieConfig, b: int) -> list[tuple[str, bool]]:
-    """Batch b's user turns: (text, whether the turn ended within max_prompt_tokens)."""
+    """Batch b's user turns: (text, whether the turn ended within max_prompt_tokens); the turn opens with the batch's
+    opening words, if any, and they are part of its text."""
     import torch
     end = tok.convert_tokens_to_ids("<|im_end|>")
     torch.manual_seed(cfg.seed * 1_000_003 + b)
     n = min(cfg.batch, cfg.samples - b * cfg.batch)
-    ids = torch.tensor([prefix_ids] * n)
+    start = cfg.starts[b % len(cfg.starts)] if cfg.starts else ""
+    ids = torch.tensor([prefix_ids + tok(start, add_special_tokens=False).input_ids] * n)
     with torch.inference_mode():
         out = target.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, temperature=cfg.temperature,
                               top_p=cfg.top_p, top_k=0, max_new_tokens=cfg.max_prompt_tokens, eos_token_id=end,
@@ -99,14 +131,15 @@ def sample_batch(target, tok, prefix_ids: list[int], cfg: MagpieConfig, b: int) 
     res = []
     for row in out[:, ids.shape[1]:].tolist():
         ended = end in row
-        res.append((tok.decode(row[:row.index(end)] if ended else row, skip_special_tokens=True), ended))
+        text = tok.decode(row[:row.index(end)] if ended else row, skip_special_tokens=True)
+        res.append((start + text, ended))
     return res
 
 
 def draw(target, tok, cfg: MagpieConfig, raw_path: Path) -> list[tuple[str, bool]]:
     """Every batch's samples, from the raw file where a batch is there, else sampled and appended."""
     done = {r["batch"]: r["samples"] for r in read_jsonl(raw_path)} if raw_path.is_file() else {}
-    prefix_ids = tok(user_turn_prefix(tok), add_special_tokens=False).input_ids
+    prefix_ids = tok(user_turn_prefix(tok, cfg.system), add_special_tokens=False).input_ids
     batches, t0 = -(-cfg.samples // cfg.batch), time.perf_counter()
     for b in range(batches):
         if b in done:
@@ -136,25 +169,26 @@ def run(cfg: MagpieConfig) -> dict:
     tok = AutoTokenizer.from_pretrained(target_dir)
     samples = draw(target, tok, cfg, out.with_suffix(".raw.jsonl"))
     kept, why = keep_prompts(samples, list(held_out_prompts()), cfg)
-    out.write_text("".join(json.dumps({"prompt_id": f"mp-{i:05d}", "prompt": p, "raw": True}) + "\n"
-                           for i, p in enumerate(kept)))
+    rows = with_tails(kept, cfg.tails)
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     config.write_config_beside(out, cfg)
     print(f"[magpie] kept {len(kept)} of {len(samples)} samples in {out}; dropped {why}", flush=True)
     res = {"kept": len(kept), "samples": len(samples), "dropped": why}
     if cfg.generate:
-        res["cache"] = str(generate_cache(target, tok, kept, cfg))
+        res["cache"] = str(generate_cache(target, tok, [r["prompt"] for r in rows], cfg))
         print(f"[magpie] generations: {res['cache']}", flush=True)
     return res
 
 
 def generate_cache(target, tok, prompts: list[str], cfg: MagpieConfig) -> Path:
     """The target's greedy generations of the prompts, in the distillation cache as the drafter's training makes
-    them (source ``magpie``: ``train_smollm2_drafter --magpie-rows`` reads the same file)."""
+    them, as the source named after the output's folder (``magpie``: ``train_smollm2_drafter --magpie-rows`` reads
+    the same file)."""
     from scripts.distill_sources import Source
     from scripts.train_smollm2_drafter import DistillConfig, generate, generation_cache, target_identity
     from wisv.pairs import pair_dir
     dcfg = DistillConfig(gen_batch=cfg.gen_batch)
-    source = Source("magpie", prompts, dcfg.magpie_max_new_tokens)
+    source = Source(Path(cfg.out).parent.name, prompts, dcfg.magpie_max_new_tokens)
     target_id = target_identity(pair_dir("smollm2") / "target")
     generate(target, tok, source, dcfg, target_id)
     return generation_cache(source, dcfg, target_id)

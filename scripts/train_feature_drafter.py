@@ -5,9 +5,10 @@ The pool: the target's own greedy generations of the training prompts (the toy p
 [f_{p-1} ; e(x_p)] from the last prompt token on (the first feature zero, as a session's first block starts) and
 predicts f_p; loss = smooth L1 (f^_p, f_p) + ``w_token`` x CE (lm_head(f^_p), x_{p+1}), as EAGLE.  Training is
 seeded and resumable (``OUT/ckpt.pt`` every ``--save-every`` steps and at ``--max-train-s``; a rerun goes on from it);
-the pool is cached in ``OUT/pool.pt``.  At the end it writes the head (``OUT/head.pt``, ``head.json``) and, with
-``--eval-prompts N``, the AAL of greedy SD at K = ``--draft-len`` with the head and with the drafter on the test
-prompts (``OUT/eval.json``).
+the pool is cached in ``OUT/pool.pt``, and the target's features over each ``--pool-files`` file under
+``<cache>/distill/feat/`` (a later run, on these files and more, computes only the new ones).  At the end it writes
+the head (``OUT/head.pt``, ``head.json``) and, with ``--eval-prompts N``, the AAL of greedy SD at K =
+``--draft-len`` with the head and with the drafter on the test prompts (``OUT/eval.json``).
 
 Usage: ``python -m scripts.train_feature_drafter --out runs/feathead [--steps 600] [--max-train-s 300]``
 """
@@ -33,6 +34,7 @@ from wisv.decoding.featdraft import (
 )
 from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.models.loader import load_pair
+from wisv.pairs import cache_dir
 from wisv.records.rows import to_frame
 from wisv.records.summary import summarize_rounds
 from wisv.tasks.evaluate import eos_id, greedy_reference
@@ -100,15 +102,48 @@ def pool_from_cache(target, seqs: list[tuple[int, list[int]]], batch: int = 16) 
     return pool
 
 
+def interleave(per_file: list[list], n: int) -> list:
+    """Up to ``n`` items of the lists, taken from each in turn (a, b, a, b, a, ...)."""
+    out = [items[i] for i in range(max(map(len, per_file), default=0)) for items in per_file if i < len(items)]
+    return out[:n]
+
+
+def read_generations(path: Path) -> dict[str, tuple[int, list[int]]]:
+    """Key -> (prompt length, prompt + greedy continuation ids) of one distillation cache file, the empty
+    continuations left out."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such generation cache (scripts.train_smollm2_drafter writes them)")
+    gens = {k: (int(r[0]), [int(t) for t in r[1]]) for k, r in read_cache(path).items()}
+    return {k: g for k, g in gens.items() if len(g[1]) > g[0]}
+
+
 def cached_generations(files: list[str], n: int) -> list[tuple[int, list[int]]]:
     """Up to ``n`` (prompt length, ids) generations from the distillation caches, taken from the files in turn."""
-    per_file = []
-    for f in files:
-        if not Path(f).is_file():
-            raise FileNotFoundError(f"{f}: no such generation cache (scripts.train_smollm2_drafter writes them)")
-        per_file.append([(int(r[0]), [int(t) for t in r[1]]) for r in read_cache(Path(f)).values()])
-    out = [rows[i] for i in range(max(map(len, per_file), default=0)) for rows in per_file if i < len(rows)]
-    return [g for g in out if len(g[1]) > g[0]][:n]
+    return interleave([list(read_generations(Path(f)).values()) for f in files], n)
+
+
+def feature_cache(gen_file: Path) -> Path:
+    """Where the target's features over one generation cache file are kept (<cache>/distill/feat/<its name>.pt: the
+    file's name holds the generation settings and the target's identity)."""
+    return cache_dir() / "distill" / "feat" / f"{gen_file.stem}.pt"
+
+
+def file_features(target, gen_file: Path, chunk: int = 256) -> list[dict]:
+    """The pool entries (``pool_from_cache``) of one generation cache file, in its order.  They are cached by row
+    key, saved every ``chunk`` rows: a rerun, or a file grown since, computes only the rows it lacks."""
+    gens, path = read_generations(gen_file), feature_cache(gen_file)
+    have = torch.load(path, weights_only=True) if path.is_file() else {}
+    todo = [k for k in gens if k not in have]
+    t0 = time.monotonic()
+    for i in range(0, len(todo), chunk):
+        keys = todo[i:i + chunk]
+        have.update(zip(keys, pool_from_cache(target, [gens[k] for k in keys])))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(have, path.with_suffix(".tmp"))
+        path.with_suffix(".tmp").replace(path)
+        print(f"[features] {gen_file.name}: {min(i + chunk, len(todo))}/{len(todo)} new rows "
+              f"({time.monotonic() - t0:.0f} s)", flush=True)
+    return [have[k] for k in gens]
 
 
 def batch_of(pool: list[dict], idx: list[int], window: int, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
@@ -255,7 +290,7 @@ def run(cfg: FeatureDrafterConfig) -> dict:
         pool = torch.load(pool_path, weights_only=True)
     else:
         t0 = time.monotonic()
-        pool = pool_from_cache(target, cached_generations(cfg.pool_files, cfg.prompts)) if cfg.pool_files \
+        pool = interleave([file_features(target, Path(f)) for f in cfg.pool_files], cfg.prompts) if cfg.pool_files \
             else build_pool(target, rows, cfg.max_new_tokens)
         torch.save(pool, pool_path)
         n = sum(len(p["x"]) for p in pool)

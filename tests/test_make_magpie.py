@@ -2,10 +2,12 @@
 every held-out pool."""
 from __future__ import annotations
 
+import pytest
+
 from scripts.distill_sources import held_out_prompts
-from scripts.make_magpie import MagpieConfig, keep_prompts, word_runs
+from scripts.make_magpie import MagpieConfig, is_question, keep_prompts, with_tails, word_runs
 from wisv.tasks.jsonl import read_jsonl
-from wisv.tasks.pools import MAGPIE, normalise_prompt
+from wisv.tasks.pools import MAGPIE, MAGPIE_QUESTIONS, normalise_prompt
 
 
 def test_word_runs_are_lower_cased_and_ignore_punctuation():
@@ -28,16 +30,43 @@ def test_keep_prompts_drops_each_kind_of_bad_sample_and_says_why():
                ("  Why is the sky blue?  ", True)]
     kept, why = keep_prompts(samples, held, cfg)
     assert kept == ["How do volcanoes form under the sea?", "Why is the sky blue?"]
-    assert why == {"unfinished": 1, "length": 2, "special": 1, "duplicate": 1, "held_out": 1, "overlap": 1}
+    assert why == {"unfinished": 1, "length": 2, "special": 1, "not_question": 0, "duplicate": 1, "held_out": 1,
+                   "overlap": 1}
 
 
-def test_the_shipped_prompts_are_new_distinct_and_share_no_run_of_words_with_a_held_out_pool():
-    cfg = MagpieConfig()
-    rows = read_jsonl(MAGPIE)
+def test_questions_only_keeps_turns_that_are_one_question():
+    assert is_question("Who wrote Hamlet?") and not is_question("Who wrote Hamlet? And when?")
+    assert not is_question("Tell me who wrote Hamlet.") and not is_question("Who? wrote it")
+    samples = [("Who wrote the play Hamlet?", True), ("Write me a poem about the sea.", True),
+               ("Why? Tell me why the sky is blue?", True)]
+    kept, why = keep_prompts(samples, [], MagpieConfig(questions_only=True))
+    assert kept == ["Who wrote the play Hamlet?"] and why["not_question"] == 2
+    assert keep_prompts(samples[1:2], [], MagpieConfig())[0] == ["Write me a poem about the sea."]
+
+
+def test_tails_are_appended_in_turn_and_the_sampled_turn_is_kept_beside_them():
+    rows = with_tails(["Q one?", "Q two?", "Q three?"], ["Start with the answer.", "End with the answer."])
+    assert [r["prompt"] for r in rows] == ["Q one? Start with the answer.", "Q two? End with the answer.",
+                                           "Q three? Start with the answer."]
+    assert [r["turn"] for r in rows] == ["Q one?", "Q two?", "Q three?"]
+    assert with_tails(["Q one?"], []) == [{"prompt_id": "mp-00000", "prompt": "Q one?", "raw": True}]
+
+
+@pytest.mark.parametrize("path", [MAGPIE, MAGPIE_QUESTIONS], ids=["magpie", "magpie-questions"])
+def test_the_shipped_prompts_are_new_distinct_and_share_no_run_of_words_with_a_held_out_pool(path):
+    """Each shipped draw passes its own filter again (its saved config), on the sampled turn."""
+    import tomllib
+    if not path.is_file():
+        pytest.skip(f"{path} not made")
+    saved = tomllib.loads(path.with_name("prompts_config.toml").read_text())  # (older keys are left out)
+    cfg = MagpieConfig(**{k: v for k, v in saved.items() if k in MagpieConfig.__dataclass_fields__})
+    rows = read_jsonl(path)
     assert len(rows) >= 500
     assert [r["prompt_id"] for r in rows] == [f"mp-{i:05d}" for i in range(len(rows))]
-    kept, why = keep_prompts([(r["prompt"], True) for r in rows], list(held_out_prompts()), cfg)
-    assert kept == [r["prompt"] for r in rows] and not any(why.values())
+    turns = [r.get("turn", r["prompt"]) for r in rows]
+    kept, why = keep_prompts([(t, True) for t in turns], list(held_out_prompts()), cfg)
+    assert kept == turns and not any(why.values())
+    assert with_tails(turns, cfg.tails) == rows
     assert len({normalise_prompt(r["prompt"]) for r in rows}) == len(rows)
 
 

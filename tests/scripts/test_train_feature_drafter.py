@@ -105,3 +105,36 @@ def test_a_missing_pool_file_fails_before_the_models_load(tmp_path, monkeypatch)
     with pytest.raises(FileNotFoundError, match="nowhere.jsonl: no such generation cache"):
         run(FeatureDrafterConfig(out=str(tmp_path / "h"), pool_files=[str(tmp_path / "nowhere.jsonl")],
                                  eval_prompts=0))
+
+
+def test_file_features_are_cached_by_row_and_a_grown_file_computes_only_its_new_rows(tmp_path, monkeypatch):
+    """The features of a generation cache file are the target's (as ``pool_from_cache``), kept under
+    <cache>/distill/feat/; rows added to the file later are the only ones computed, and an empty generation is left
+    out."""
+    import scripts.train_feature_drafter as tfd
+    from scripts.distill_cache import append_cache
+    from wisv.models.loader import load_pair
+    from wisv.pairs import CACHE_ENV
+    from wisv.tasks.evaluate import greedy_reference
+    from wisv.tasks.prompts import prompt_rows
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    _, target, tok = load_pair()
+    gens = [(len(r["prompt_ids"]), r["prompt_ids"] + greedy_reference(target, r["prompt_ids"], 8))
+            for r in prompt_rows(tok, "train", 3)]
+    f = tmp_path / "gen" / "suite-abc.jsonl"
+    f.parent.mkdir()
+    append_cache(f, [("k0", [gens[0][0], gens[0][1], [], []]), ("e", [2, [5, 6], [], []])])  # "e": nothing generated
+    first = tfd.file_features(target, f)
+    assert [p["x"].tolist() for p in first] == [gens[0][1][gens[0][0] - 1:]]
+    assert tfd.feature_cache(f) == tmp_path / "cache" / "distill" / "feat" / "suite-abc.pt"
+    append_cache(f, [("k1", [gens[1][0], gens[1][1], [], []])])
+    seen = []
+    real = tfd.pool_from_cache
+    monkeypatch.setattr(tfd, "pool_from_cache", lambda t, seqs, **kw: seen.extend(seqs) or real(t, seqs, **kw))
+    second = tfd.file_features(target, f)
+    assert seen == [gens[1]]  # only the new row
+    assert torch.equal(second[0]["f"], first[0]["f"]) and len(second) == 2
+    for p, q in zip(second, real(target, gens[:2])):
+        assert torch.equal(p["x"], q["x"])
+        torch.testing.assert_close(p["f"].float(), q["f"].float(), atol=2e-2, rtol=1e-2)
+    assert tfd.interleave([[1, 3, 5, 6], [2, 4]], 5) == [1, 2, 3, 4, 5]
