@@ -35,6 +35,9 @@ from scripts.distill_sources import held_out_prompts
 from wisv.tasks.jsonl import read_jsonl
 from wisv.tasks.pools import MAGPIE, normalise_prompt
 
+WHOLE_TEXTS = {"parse": lambda raw: [raw] if isinstance(raw, str) else list(raw), "format": list}  # one value per
+#   token, a comma inside it kept (form instructions have commas)
+
 
 @dataclass
 class MagpieConfig:
@@ -51,11 +54,11 @@ class MagpieConfig:
     overlap_words: int = field(default=6, metadata={"min": 2})  # a prompt sharing a run of this many words with a
     #   held-out prompt is dropped
     system: str = ""  # a system turn that steers the draw ("": the chat template's own)
-    starts: list[str] = field(default_factory=list)  # opening words of the user turn, batch b taking starts[b % n]
-    #   (none: the model opens the turn)
+    starts: list[str] = field(default_factory=list, metadata=WHOLE_TEXTS)  # opening words of the user turn, batch b
+    #   taking starts[b % n] (none: the model opens the turn)
     questions_only: bool = False  # keep only turns that are one question (a single "?", at the end)
-    tails: list[str] = field(default_factory=list)  # form instructions appended to the kept turns, in turn (the
-    #   filter reads the turn alone; none: the turn is the prompt)
+    tails: list[str] = field(default_factory=list, metadata=WHOLE_TEXTS)  # form instructions appended to the kept
+    #   turns, in turn (the filter reads the turn alone; none: the turn is the prompt)
     out: str = str(MAGPIE)  # kept prompts (JSONL); raw samples go to OUT.raw.jsonl
     generate: bool = False  # also make the target's greedy generations of the kept prompts (distillation cache)
     gen_batch: int = field(default=32, metadata={"min": 1})  # prompts per batched generation (the length and

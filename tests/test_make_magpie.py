@@ -81,3 +81,10 @@ def test_the_magpie_source_is_off_by_default_and_older_distillation_runs_still_r
         got = {s.name: s for s in sources(DistillConfig(**base, magpie_rows=3))}
         assert got["magpie"].prompts == [r["prompt"] for r in read_jsonl(MAGPIE)][:3]
         assert got["magpie"].max_new_tokens == 96
+
+
+def test_form_instructions_on_the_command_line_keep_their_commas():
+    import config
+    cfg = config.parse(MagpieConfig, ["--tails", "Start with the answer, then explain it.", "End with it.",
+                                      "--starts", "How many"])
+    assert cfg.tails == ["Start with the answer, then explain it.", "End with it."] and cfg.starts == ["How many"]
