@@ -73,7 +73,7 @@ feature-drafter-smollm2: setup
 	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.make_magpie --samples 1600 --batch 32 --generate
 	mkdir -p runs/feature-smollm2-4 && cp runs/feature-smollm2/ckpt.pt runs/feature-smollm2-4/
 	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train_feature_drafter --out runs/feature-smollm2-4 $(FEAT_FLAGS) \
-	  --pool-files $(GEN)/suite-*.jsonl $(GEN)/free-*.jsonl $(GEN)/longform-*.jsonl $(GEN)/magpie-*.jsonl \
+	  --pool-files $(GEN)/suite-*.jsonl $(GEN)/free-*.jsonl $(GEN)/longform-*.jsonl $(GEN)/magpie-[0-9a-f]*.jsonl \
 	  --prompts 100000 --steps 6800 --stop-step 6696
 	cp runs/feature-smollm2-4/head.json runs/feature-smollm2-4/head.pt wisv/assets/smollm2-feature-head/
 	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.drafter_curve --per-group 16 --last 1 --no-undistilled \
