@@ -53,10 +53,19 @@ drafter-smollm2: setup
 # three runs: 500 steps on 1,500 generations, then from that checkpoint to 3,000 steps on all of them, then on to step
 # 5,367 of a 6,000-step schedule (where round 6's time cap stopped it; the batches are seeded by step), then with the
 # Magpie prompts' generations added (wisv/assets/magpie; sampled again only where the raw draw is missing) on to step
-# 6,696 of a 6,800-step schedule (round 7's time cap), in a new directory so that the pool is rebuilt.  Then the
-# per-kind AAL of the earlier drafter (drafter-geo), the distillation's last checkpoint and the head on the same suite
-# test prompts (the model card's table).  On 2 quiet cores: about 20 min for run 1, 70 for run 2, 65 for run 3, 15
-# for the Magpie generations, 35 for run 4's pool and 36 for its steps, 15 for the AAL.
+# 6,696 of a 6,800-step schedule (round 7's time cap), in a new directory so that the pool is rebuilt, then with the
+# steered Magpie questions' generations added (wisv/assets/magpie-questions) on to step 8,400 (run 5, round 8).  Then
+# the per-kind AAL of the earlier drafter (drafter-geo), the distillation's last checkpoint and the head on the same
+# suite test prompts (the model card's table).  On 2 quiet cores: about 20 min for run 1, 70 for run 2, 65 for run 3,
+# 15 for the Magpie generations, 35 for run 4's pool and 36 for its steps, 32 for the Magpie questions (sampling and
+# generation), 8 for their features and 40 for run 5's steps, 15 for the AAL.
+MAGPIE_Q_FLAGS = --samples 2560 --batch 32 --seed 1 --max-prompt-tokens 40 --max-words 40 --overlap-words 5 \
+  --questions-only --temperature 0.8 --starts What Which Who Where When "How many" "How does" Why "In which" \
+  "What is the" --system "You are a helpful AI assistant. The user asks you one short question about a fact, in one \
+  sentence." --tails "Start with the answer, then explain it in a few sentences." 'First explain how you know in two \
+  sentences. Then end with "The answer is" followed by the answer.' "Start with the answer, then explain how you \
+  worked it out." 'Work it out step by step, then end with "The answer is" followed by the answer.' \
+  --out wisv/assets/magpie-questions/prompts.jsonl
 GEN = $(HOME)/.cache/wisv-testbed/distill/gen
 SMOL = $(HOME)/.cache/wisv-testbed/pairs/smollm2
 FEAT_FLAGS = --drafter $(SMOL)/drafter --target $(SMOL)/target --pool-files $(GEN)/suite-*.jsonl \
@@ -75,11 +84,19 @@ feature-drafter-smollm2: setup
 	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train_feature_drafter --out runs/feature-smollm2-4 $(FEAT_FLAGS) \
 	  --pool-files $(GEN)/suite-*.jsonl $(GEN)/free-*.jsonl $(GEN)/longform-*.jsonl $(GEN)/magpie-[0-9a-f]*.jsonl \
 	  --prompts 100000 --steps 6800 --stop-step 6696
-	cp runs/feature-smollm2-4/head.json runs/feature-smollm2-4/head.pt wisv/assets/smollm2-feature-head/
+	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.make_magpie $(MAGPIE_Q_FLAGS) --generate
+	mkdir -p runs/feature-smollm2-5 && cp runs/feature-smollm2-4/ckpt.pt runs/feature-smollm2-5/
+	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train_feature_drafter --out runs/feature-smollm2-5 $(FEAT_FLAGS) \
+	  --pool-files $(GEN)/suite-*.jsonl $(GEN)/free-*.jsonl $(GEN)/longform-*.jsonl $(GEN)/magpie-[0-9a-f]*.jsonl \
+	  $(GEN)/magpie-questions-*.jsonl --prompts 100000 --steps 8400
+	cp runs/feature-smollm2-5/head.json runs/feature-smollm2-5/head.pt wisv/assets/smollm2-feature-head/
 	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.drafter_curve --per-group 16 --last 1 --no-undistilled \
 	  --drafter $(SMOL)/drafter-geo --threads 2 --out results/smollm2/drafter_kinds.json --plot ""
 	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.drafter_curve --per-group 16 --no-milestones --no-undistilled \
 	  --no-built --feature-head runs/feature-smollm2-4 --threads 2 --out results/smollm2/drafter_kinds_feature_run4.json \
+	  --plot ""
+	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.drafter_curve --per-group 16 --no-milestones --no-undistilled \
+	  --no-built --feature-head runs/feature-smollm2-5 --threads 2 --out results/smollm2/drafter_kinds_feature_run5.json \
 	  --plot ""
 
 # Rebuild the built-in pair's default decision head (about 25 min on 2 cores): the whole labeling pipeline.

@@ -181,7 +181,8 @@ cProfile of our greedy SD at K={prof['k']} on the headline set's first {prof['pr
 
 
 DEFAULT_KINDS = [f"results/smollm2/drafter_kinds{s}.json" for s in ("", "_feature", "_feature_full",
-                                                                      "_feature_run3", "_feature_run4")]  # read
+                                                                      "_feature_run3", "_feature_run4",
+                                                                      "_feature_run5")]  # read
 #   where they are
 
 
