@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any
 
 NONE_TEXT = "none"  # None on the command line and in TOML files (TOML has no null)
+CONTINUED = "#   "  # a comment line below a field that opens so goes on with the field's comment (its help text)
 
 
 class ConfigError(ValueError):
@@ -48,16 +49,21 @@ class Flag:
 def field_help(cls: type) -> dict[str, str]:
     """Each field's trailing ``# comment`` in the class source; a field without one is an error.
 
-    A field whose statement spans several lines may carry a comment on each; they are joined with spaces."""
+    A field whose statement spans several lines may carry a comment on each, and the comment may go on below it on
+    lines of their own that open with ``#   `` (three spaces); all are joined with spaces."""
     src = textwrap.dedent(inspect.getsource(cls))
-    comments = {tok.start[0]: tok.string.lstrip("#").strip()
-                for tok in tokenize.generate_tokens(io.StringIO(src).readline) if tok.type == tokenize.COMMENT}
+    src_lines = src.splitlines()
+    raw = {tok.start[0]: tok.string for tok in tokenize.generate_tokens(io.StringIO(src).readline)
+           if tok.type == tokenize.COMMENT}
     body = ast.parse(src).body[0].body
     out = {}
     for node in body:
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            lines = [comments[n] for n in range(node.lineno, node.end_lineno + 1) if n in comments]
-            out[node.target.id] = " ".join(lines)
+            nums = [n for n in range(node.lineno, node.end_lineno + 1) if n in raw]
+            n = node.end_lineno + 1
+            while n in raw and raw[n].startswith(CONTINUED) and src_lines[n - 1].lstrip().startswith("#"):
+                nums, n = nums + [n], n + 1
+            out[node.target.id] = " ".join(raw[n].lstrip("#").strip() for n in nums)
     missing = [f.name for f in fields(cls) if not out.get(f.name)]
     if missing:
         raise ConfigError(f"{cls.__qualname__}: fields {missing} have no trailing '# comment' (their --help text)")
@@ -125,6 +131,7 @@ def _help_text(doc: str, default: str, meta: Mapping) -> str:
     text = doc + (f"; {many} of: {', '.join(map(str, meta['choices']))}" if meta.get("choices") else "")
     text += f"; also: {', '.join(map(str, meta['also']))}" if meta.get("also") else ""  # names added at run time
     text += "".join(f"; {sign} {meta[k]:g}" for k, (sign, _) in BOUNDS.items() if k in meta)
+    text += f"; at least {meta['min_len']} value(s) when given" if meta.get("min_len") else ""
     text += "" if meta.get("positional") else f" (default: {default})"
     return text.replace("%", "%%")
 
@@ -175,9 +182,11 @@ def check_choices(value: Any, choices: Sequence | None, where: str, sep: str | N
 
 def check_value(value: Any, meta: Mapping, where: str) -> None:
     """A ConfigError naming ``where`` when value (each element of a list; with ``sep``, of a str field holding several
-    choices) is not one of the field's ``choices``, is
-    out of its bounds (``min``, ``max``, ``above``, ``below``) or does not match its ``pattern``; None passes."""
+    choices) is not one of the field's ``choices``, is out of its bounds (``min``, ``max``, ``above``, ``below``), does
+    not match its ``pattern``, or is a list shorter than its ``min_len``; None passes."""
     check_choices(value, meta.get("choices"), where, meta.get("sep"))
+    if isinstance(value, (list, tuple)) and len(value) < meta.get("min_len", 0):
+        raise ConfigError(f"{where}: give at least {meta['min_len']} value(s), got {len(value)}")
     for v in value if isinstance(value, (list, tuple)) else [value]:
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             for key, (sign, ok) in BOUNDS.items():

@@ -61,7 +61,8 @@ class CurveConfig:
     feature_rows: int = field(default=1, metadata={"min": 1})  # the target's feature rows the head reads per round
     threads: int = field(default=1, metadata={"min": 1})  # torch intra-op threads
     out: str = "results/smollm2/drafter_curve.json"  # the JSON
-    plot: str = "results/smollm2/drafter_curve.png"  # the PNG ("": none)
+    plot: str | None = None  # the PNG (None: beside --out, with .png; "": none), so that a measurement written
+    #   elsewhere never touches the shipped figure
 
 
 def sample_groups(rows: list[dict], n: int, seed: int) -> dict[str, list[dict]]:
@@ -106,6 +107,11 @@ def group_aal(drafter, target, groups: dict[str, list[dict]], cfg: CurveConfig,
     aal = {name: round(summarize_rounds(to_frame(rs))["aal"], 4) for name, rs in recs.items()}
     return {"aal": aal, "aal_kind": {k: round(summarize_rounds(to_frame(rs))["aal"], 4)
                                      for k, rs in sorted(by_kind.items())}}
+
+
+def plot_path(cfg: CurveConfig) -> str:
+    """Where the PNG goes: ``--plot`` when given ("": none), else beside ``--out``."""
+    return str(Path(cfg.out).with_suffix(".png")) if cfg.plot is None else cfg.plot
 
 
 def plot(result: dict, path: str) -> None:
@@ -176,9 +182,10 @@ def main(argv: list[str] | None = None) -> dict:
               "points": points, "built": built, "feature_head": feat, "wall_s": round(time.perf_counter() - t0, 1)}
     Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
     Path(cfg.out).write_text(json.dumps(result, indent=1) + "\n")
-    if cfg.plot:
-        plot(result, cfg.plot)
-    print(f"[curve] wrote {cfg.out}" + (f" and {cfg.plot}" if cfg.plot else "") + f", {result['wall_s']} s", flush=True)
+    png = plot_path(cfg)
+    if png:
+        plot(result, png)
+    print(f"[curve] wrote {cfg.out}" + (f" and {png}" if png else "") + f", {result['wall_s']} s", flush=True)
     return result
 
 

@@ -35,8 +35,9 @@ from scripts.distill_sources import held_out_prompts
 from wisv.tasks.jsonl import read_jsonl
 from wisv.tasks.pools import MAGPIE, normalise_prompt
 
-WHOLE_TEXTS = {"parse": lambda raw: [raw] if isinstance(raw, str) else list(raw), "format": list}  # one value per
-#   token, a comma inside it kept (form instructions have commas)
+WHOLE_TEXTS = {"parse": lambda raw: [raw] if isinstance(raw, str) else list(raw), "format": list, "min_len": 1}
+#   one value per token, a comma inside it kept (form instructions have commas); a flag given bare is an error, not
+#   the default draw
 
 
 @dataclass

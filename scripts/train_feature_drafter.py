@@ -49,31 +49,33 @@ class FeatureDrafterConfig:
     drafter: str | None = None  # local HF drafter directory (None: built-in toy pair)
     target: str | None = None  # local HF target directory (None: built-in toy pair)
     prompts_file: str | None = None  # JSONL training prompts (None: toy train split; with --pool-files: eval prompts)
-    prompts: int = 200  # training prompts (first N); with --pool-files, generations taken from them
+    prompts: int = field(default=200, metadata={"min": 1})  # training prompts (first N); with --pool-files,
+    #   generations taken from them
     pool_files: list[str] = field(default_factory=list, metadata={  # the pool: target features over the cached
         "pattern": r".+\.jsonl"})  # generations of these files (<cache>/distill/gen/*.jsonl), in turn (none: generate)
-    max_new_tokens: int = 160  # target generation per training prompt, tokens
-    layers: int = 1  # decoder layers of the head
-    heads: int = 4  # attention heads
-    window: int = 64  # positions the head attends to
-    steps: int = 600  # optimizer steps
-    batch: int = 16  # sequences per step
-    lr: float = 1e-3  # AdamW learning rate (cosine to 10%)
-    w_token: float = 0.1  # weight of the token CE beside the feature regression
+    max_new_tokens: int = field(default=160, metadata={"min": 1})  # target generation per training prompt, tokens
+    layers: int = field(default=1, metadata={"min": 1})  # decoder layers of the head
+    heads: int = field(default=4, metadata={"min": 1})  # attention heads
+    window: int = field(default=64, metadata={"min": 1})  # positions the head attends to
+    steps: int = field(default=600, metadata={"min": 1})  # optimizer steps
+    batch: int = field(default=16, metadata={"min": 1})  # sequences per step
+    lr: float = field(default=1e-3, metadata={"above": 0})  # AdamW learning rate (cosine to 10%)
+    w_token: float = field(default=0.1, metadata={"min": 0})  # weight of the token CE beside the feature regression
     ce_positions: int = field(default=0, metadata={  # loss positions per step, a seeded sample of the batch's
         "min": 0})  # (0: all); the LM head over a large vocabulary is the costly part
-    noise: float = 0.05  # std of the Gaussian noise on input features (relative to their RMS), EAGLE's augmentation
+    noise: float = field(default=0.05, metadata={"min": 0})  # std of the Gaussian noise on input features
+    #   (relative to their RMS), EAGLE's augmentation
     unroll: bool = False  # a second pass on the head's own (detached) predicted features, as it drafts (EAGLE-3's test)
     seed: int = 0  # torch seed: init, batch order, noise
     max_train_s: float = field(default=0.0, metadata={  # stop training after this many seconds, s
         "min": 0})  # (0: no limit); a rerun resumes
     stop_step: int = field(default=0, metadata={  # end this run at this step, its cosine schedule still spanning
         "min": 0})  # --steps (0: at --steps); a rerun with a later one, or none, resumes
-    save_every: int = 100  # checkpoint every N steps
-    eval_prompts: int = 20  # test prompts for the AAL comparison (0: none)
+    save_every: int = field(default=100, metadata={"min": 1})  # checkpoint every N steps
+    eval_prompts: int = field(default=20, metadata={"min": 0})  # test prompts for the AAL comparison (0: none)
     eval_split: str = "test"  # toy split of the eval prompts (with --prompts-file: its rows after the training ones)
-    draft_len: int = 8  # K of the AAL comparison
-    threads: int = 1  # torch intra-op threads
+    draft_len: int = field(default=8, metadata={"min": 1})  # K of the AAL comparison
+    threads: int = field(default=1, metadata={"min": 1})  # torch intra-op threads
 
 
 @torch.no_grad()
@@ -117,33 +119,30 @@ def read_generations(path: Path) -> dict[str, tuple[int, list[int]]]:
     return {k: g for k, g in gens.items() if len(g[1]) > g[0]}
 
 
-def cached_generations(files: list[str], n: int) -> list[tuple[int, list[int]]]:
-    """Up to ``n`` (prompt length, ids) generations from the distillation caches, taken from the files in turn."""
-    return interleave([list(read_generations(Path(f)).values()) for f in files], n)
-
-
 def feature_cache(gen_file: Path) -> Path:
     """Where the target's features over one generation cache file are kept (<cache>/distill/feat/<its name>.pt: the
     file's name holds the generation settings and the target's identity)."""
     return cache_dir() / "distill" / "feat" / f"{gen_file.stem}.pt"
 
 
-def file_features(target, gen_file: Path, chunk: int = 256) -> list[dict]:
-    """The pool entries (``pool_from_cache``) of one generation cache file, in its order.  They are cached by row
-    key, saved every ``chunk`` rows: a rerun, or a file grown since, computes only the rows it lacks."""
+def file_features(target, gen_file: Path, most: int | None = None, chunk: int = 256) -> list[dict]:
+    """The pool entries (``pool_from_cache``) of one generation cache file's first ``most`` rows (None: all), in its
+    order.  They are cached by row key, saved every ``chunk`` rows: a rerun, or a file grown since, computes only the
+    rows it lacks."""
     gens, path = read_generations(gen_file), feature_cache(gen_file)
+    keys = list(gens)[:most]
     have = torch.load(path, weights_only=True) if path.is_file() else {}
-    todo = [k for k in gens if k not in have]
+    todo = [k for k in keys if k not in have]
     t0 = time.monotonic()
     for i in range(0, len(todo), chunk):
-        keys = todo[i:i + chunk]
-        have.update(zip(keys, pool_from_cache(target, [gens[k] for k in keys])))
+        part = todo[i:i + chunk]
+        have.update(zip(part, pool_from_cache(target, [gens[k] for k in part])))
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(have, path.with_suffix(".tmp"))
         path.with_suffix(".tmp").replace(path)
         print(f"[features] {gen_file.name}: {min(i + chunk, len(todo))}/{len(todo)} new rows "
               f"({time.monotonic() - t0:.0f} s)", flush=True)
-    return [have[k] for k in gens]
+    return [have[k] for k in keys]
 
 
 def batch_of(pool: list[dict], idx: list[int], window: int, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
@@ -290,8 +289,10 @@ def run(cfg: FeatureDrafterConfig) -> dict:
         pool = torch.load(pool_path, weights_only=True)
     else:
         t0 = time.monotonic()
-        pool = interleave([file_features(target, Path(f)) for f in cfg.pool_files], cfg.prompts) if cfg.pool_files \
-            else build_pool(target, rows, cfg.max_new_tokens)
+        if cfg.pool_files:  # a file gives at most --prompts rows to the interleave: only those are computed
+            pool = interleave([file_features(target, Path(f), cfg.prompts) for f in cfg.pool_files], cfg.prompts)
+        else:
+            pool = build_pool(target, rows, cfg.max_new_tokens)
         torch.save(pool, pool_path)
         n = sum(len(p["x"]) for p in pool)
         print(f"pool: {len(pool)} generations, {n} positions ({time.monotonic() - t0:.0f} s)")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from scripts import smollm2_card
-from scripts.drafter_curve import POOLED, sample_groups, suite_sample
+from scripts.drafter_curve import POOLED, CurveConfig, plot_path, sample_groups, suite_sample
 from wisv.tasks import suite
 
 
@@ -127,3 +127,10 @@ def test_the_card_fails_on_a_named_per_kind_file_that_is_not_there(tmp_path):
         smollm2_card.main(["--bench", str(bench), "--kinds", str(tmp_path / "nowhere.json"),
                            "--card", str(tmp_path / "card.md")])
     assert not (tmp_path / "card.md").exists()
+
+
+def test_the_figure_goes_beside_the_json_unless_named_so_a_measurement_leaves_the_shipped_one_alone():
+    assert plot_path(CurveConfig()) == "results/smollm2/drafter_curve.png"
+    assert plot_path(CurveConfig(out="runs/x/kinds.json")) == "runs/x/kinds.png"
+    assert plot_path(CurveConfig(out="runs/x/kinds.json", plot="")) == ""
+    assert plot_path(CurveConfig(out="runs/x/kinds.json", plot="fig.png")) == "fig.png"

@@ -88,3 +88,12 @@ def test_form_instructions_on_the_command_line_keep_their_commas():
     cfg = config.parse(MagpieConfig, ["--tails", "Start with the answer, then explain it.", "End with it.",
                                       "--starts", "How many"])
     assert cfg.tails == ["Start with the answer, then explain it.", "End with it."] and cfg.starts == ["How many"]
+
+
+@pytest.mark.parametrize("flag", ["--tails", "--starts"])
+def test_a_steering_flag_given_bare_is_an_error_not_the_default_draw(flag, capsys):
+    import config
+    with pytest.raises(SystemExit) as e:
+        config.parse(MagpieConfig, ["--out", "x.jsonl", flag], prog="python -m scripts.make_magpie")
+    assert e.value.code == 2
+    assert capsys.readouterr().err == f"python -m scripts.make_magpie: error: {flag}: give at least 1 value(s), got 0\n"

@@ -42,7 +42,9 @@ class Outer:
     mode: str = field(default="fast", metadata={"choices": ("fast", "slow")})  # how to run
     table: dict[str, tuple[float, float]] = field(default_factory=lambda: {"good": (500.0, 5.0)},  # regimes,
                                                   metadata=TABLE_TEXT)  # Mbit/s, ms
-    seed: int = 0  # the run's seed
+    seed: int = 0  # the run's seed, which goes on
+    #   below the field
+    # a plain comment about the next field is not part of this one's help
     inner: Inner = field(default_factory=Inner, metadata={"skip": ("seed",)})  # the nested part
 
 
@@ -75,6 +77,7 @@ def parse(argv: list[str]) -> Outer:
 def test_help_comes_from_the_trailing_comments():
     docs = config.field_help(Outer)
     assert docs["count"] == "how many, prompts" and docs["table"] == "regimes, Mbit/s, ms"
+    assert docs["seed"] == "the run's seed, which goes on below the field" and docs["inner"] == "the nested part"
     flags = {f.flag: f for f in config.flags(Outer)}
     assert "--seed" in flags and "--names" in flags and "--grid-ks" in flags  # inner.seed skipped, ks renamed
     assert flags["--count"].help == "how many, prompts (default: 3)"
@@ -207,7 +210,8 @@ class Bounded:
     per: float = field(default=0.0, metadata={"min": 0, "below": 1})  # a probability, [0, 1)
     tau: float | None = field(default=None, metadata={"min": 0, "max": 1})  # optional threshold
     rate: float = field(default=1.0, metadata={"above": 0})  # a rate, > 0
-    ks: list[int] = field(default_factory=lambda: [1], metadata={"min": 1})  # windows, each >= 1
+    ks: list[int] = field(default_factory=lambda: [1], metadata={"min": 1, "min_len": 1})  # windows, each >= 1;
+    #   at least one when given
     bind: str = field(default="tcp://h:1", metadata={"pattern": r"tcp://[^:/\s]+:\d+",
                                                      "example": "tcp://h:2"})  # an endpoint
 
@@ -223,6 +227,7 @@ class Bounded:
     (["--ks", "4,0"], "--ks: must be >= 1, got 0"),
     (["--bind", "h:1"], "--bind: expected the form tcp://h:2, got 'h:1'"),
     (["--n", "x"], "--n: expected int, got 'x'"),
+    (["--ks"], "--ks: give at least 1 value(s), got 0"),
 ])
 def test_bounds_from_metadata_are_one_error_line(argv, message, capsys):
     with pytest.raises(SystemExit) as e:

@@ -77,7 +77,7 @@ def test_a_pool_from_cached_generations_matches_one_built_by_generating(tmp_path
     """--pool-files: the distillation caches' generations, read in turn from each file, give the same tokens and (to
     fp16) the same features as generating them; a padded batch does not change a row's features."""
     from scripts.distill_cache import append_cache
-    from scripts.train_feature_drafter import build_pool, cached_generations, pool_from_cache
+    from scripts.train_feature_drafter import build_pool, interleave, pool_from_cache, read_generations
     from wisv.models.loader import load_pair
     from wisv.tasks.evaluate import greedy_reference
     from wisv.tasks.prompts import prompt_rows
@@ -88,9 +88,10 @@ def test_a_pool_from_cached_generations_matches_one_built_by_generating(tmp_path
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     append_cache(a, [("k0", [gens[0][0], gens[0][1], [], []]), ("k2", [gens[2][0], gens[2][1], [], []])])
     append_cache(b, [("k1", [gens[1][0], gens[1][1], [], []])])
-    taken = cached_generations([str(a), str(b)], 3)
+    per_file = [list(read_generations(f).values()) for f in (a, b)]
+    taken = interleave(per_file, 3)
     assert taken == gens  # a, b, a: the files in turn
-    assert cached_generations([str(a), str(b)], 2) == gens[:2]
+    assert interleave(per_file, 2) == gens[:2]
     pool = pool_from_cache(target, taken, batch=2)
     for p, q in zip(pool, built):
         assert torch.equal(p["x"], q["x"])
@@ -138,3 +139,6 @@ def test_file_features_are_cached_by_row_and_a_grown_file_computes_only_its_new_
         assert torch.equal(p["x"], q["x"])
         torch.testing.assert_close(p["f"].float(), q["f"].float(), atol=2e-2, rtol=1e-2)
     assert tfd.interleave([[1, 3, 5, 6], [2, 4]], 5) == [1, 2, 3, 4, 5]
+    append_cache(f, [("k2", [gens[2][0], gens[2][1], [], []])])
+    seen.clear()
+    assert len(tfd.file_features(target, f, most=2)) == 2 and seen == []  # --prompts 2: the third row waits
