@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from config import one_line_errors
 from wisv.models.loader import load_pair
 from wisv.pairs import default_prompts_file, resolve_pair
 from wisv.pairs.scorer import load_scorer
@@ -40,7 +41,7 @@ def pair_swapped(text: str) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = one_line_errors(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--out", type=Path, default=None)

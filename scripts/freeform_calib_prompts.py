@@ -10,6 +10,8 @@ import json
 import random
 from pathlib import Path
 
+from config import one_line_errors
+
 OUT = Path(__file__).resolve().parents[1] / "wisv" / "assets" / "freeform" / "calib.jsonl"
 TOPICS = ("submarines", "hot air balloons", "origami", "glaciers", "the saxophone", "kites", "lightning rods",
           "beekeeping", "sourdough starters", "the metric system", "windmills", "canals", "igloos", "crossword puzzles",
@@ -48,7 +50,7 @@ def freeform_rows(n: int, seed: int) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> None:
     """Write the calibration file."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = one_line_errors(argparse.ArgumentParser(description=__doc__.split("\n")[0]))
     ap.add_argument("--n", type=int, default=240, help="prompts to write (>= 1; at most the pool's size)")
     ap.add_argument("--seed", type=int, default=0, help="shuffle seed")
     ap.add_argument("--out", type=Path, default=OUT, help="output JSONL")

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from config import run_reporting
+from config import one_line_errors, run_reporting
 from wisv.pairs.drafter import ASSET_DIR
 
 MARK = {True: "met", False: "missed"}
@@ -300,7 +300,7 @@ AAL counts accepted draft tokens per round (the correction or bonus token is not
 
 def main(argv: list[str] | None = None) -> Path:
     import argparse
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = one_line_errors(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     ap.add_argument("--bench", default="results/smollm2/bench_drafter.json", help="the benchmark's JSON")
     ap.add_argument("--ceiling", default="results/smollm2/drafter_ceiling.json", help="the ceiling's JSON")
     ap.add_argument("--curve", default="results/smollm2/drafter_curve.json", help="the learning curve's JSON")
