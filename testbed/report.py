@@ -9,6 +9,10 @@ the table.
 ``--against BASE_RUN``: instead, each run against BASE_RUN protocol by protocol, prompt by prompt (two drafters,
 say, on the same prompts and link): identical outputs, AAL, rounds and latency changes with the latter's paired
 interval (``wisv.records.paired.run_vs_run``, from each protocol's ``outputs.jsonl``).
+
+``--by-prompt``: within each run, every protocol against the run's first (``--protocol greedy auto``: auto against
+greedy), prompt by prompt in the same way: the latency change with its paired interval, and the prompts faster and
+slower, which the group table above gives as a change of means only.
 """
 from __future__ import annotations
 
@@ -51,16 +55,43 @@ def against_rows(base_dir: Path, run_dir: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)[["run", "against", *RUN_VS_RUN_COLUMNS]]
 
 
+def by_prompt_rows(run_dir: Path) -> pd.DataFrame:
+    """Each protocol of one run against its first, one row each (their outputs.jsonl, paired by prompt)."""
+    if not (run_dir / "config.json").is_file():
+        raise ValueError(f"{run_dir}: no config.json (a testbed.run directory)")
+    order = json.loads((run_dir / "config.json").read_text())["protocol"].split(",")
+    protos = [p for p in order if (run_dir / p / "outputs.jsonl").is_file()]
+    if len(protos) < 2:
+        raise ValueError(f"{run_dir}: fewer than two protocols with an outputs.jsonl ({', '.join(protos) or 'none'})")
+    base = pd.read_json(run_dir / protos[0] / "outputs.jsonl", lines=True)
+    return pd.DataFrame([{"run": run_dir.name, "against": protos[0], "protocol": p,
+                          **run_vs_run(base, pd.read_json(run_dir / p / "outputs.jsonl", lines=True))}
+                         for p in protos[1:]])[["run", "against", *RUN_VS_RUN_COLUMNS]]
+
+
+def rows_of(args: argparse.Namespace) -> pd.DataFrame:
+    """The table that the flags ask for."""
+    if args.against:
+        return pd.concat([against_rows(args.against, r) for r in args.runs], ignore_index=True)
+    if args.by_prompt:
+        return pd.concat([by_prompt_rows(r) for r in args.runs], ignore_index=True)
+    return pd.concat([run_rows(r)[SHOWN] for r in args.runs], ignore_index=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = one_line_errors(argparse.ArgumentParser(prog="python -m testbed.report", description=__doc__.splitlines()[0]))
     ap.add_argument("runs", nargs="+", type=Path, help="run directories of testbed.run (two or more protocols)")
     ap.add_argument("--out", type=Path, default=None, help="CSV of the table (default: none, print only)")
     ap.add_argument("--against", type=Path, default=None,
                     help="a base run: each run against it, same protocol, prompt by prompt (default: none)")
+    ap.add_argument("--by-prompt", action="store_true",
+                    help="within each run, every protocol against its first, prompt by prompt: the latency change "
+                         "with its paired bootstrap 95%% interval, prompts faster and slower (default: off)")
     args = ap.parse_args(argv)
+    if args.against and args.by_prompt:
+        ap.error("--against and --by-prompt are two different tables: give one")
     try:
-        df = pd.concat([against_rows(args.against, r) for r in args.runs] if args.against else
-                       [run_rows(r)[SHOWN] for r in args.runs], ignore_index=True)
+        df = rows_of(args)
     except (ValueError, OSError) as e:
         sys.exit(f"python -m testbed.report: error: {e}")
     if args.out:

@@ -82,3 +82,26 @@ def test_relative_rows_and_the_report(tmp_path, capsys):
     assert relative_rows(by_group, None)["lost"].isna().all()
     with pytest.raises(SystemExit, match="no .*summary_by_group.csv"):
         main([str(tmp_path)])
+
+
+def test_the_report_by_prompt_pairs_each_protocol_with_the_runs_first(tmp_path, capsys):
+    import json
+
+    from testbed.report import main
+    _, greedy, ours = frames()
+    run = tmp_path / "run"
+    for name, df in (("greedy", greedy), ("auto", ours)):
+        (run / name).mkdir(parents=True)
+        df.assign(rounds=[4, 4, 4, 4] if name == "greedy" else [2, 2, 2, 2],
+                  acceptance_histogram=[[1, 1]] * 4).to_json(run / name / "outputs.jsonl", orient="records", lines=True)
+    (run / "config.json").write_text(json.dumps({"protocol": "greedy,auto"}))
+    main([str(run), "--by-prompt", "--out", str(tmp_path / "p.csv")])
+    row = pd.read_csv(tmp_path / "p.csv").iloc[0]
+    assert (row["protocol"], row["against"], row["prompts"], row["faster"]) == ("auto", "greedy", 4, 4)
+    assert row["latency_change_pct"] == pytest.approx(-50.0) and row["rounds_change_pct"] == pytest.approx(-50.0)
+    assert "auto" in capsys.readouterr().out
+    (run / "auto" / "outputs.jsonl").unlink()
+    with pytest.raises(SystemExit, match="fewer than two protocols with an outputs.jsonl \\(greedy\\)"):
+        main([str(run), "--by-prompt"])
+    with pytest.raises(SystemExit):
+        main([str(run), "--by-prompt", "--against", str(run)])
