@@ -42,13 +42,20 @@ def run_rows(run_dir: Path) -> pd.DataFrame:
     return df.assign(run=run_dir.name, link=f"{link.get('rate_up_mbps')}/{link.get('rtt_ms')}" if link else "")
 
 
+def outputs(run_dir: Path, proto: str) -> pd.DataFrame | None:
+    """One protocol's per-prompt rows in a run (its outputs.jsonl), or None where it has none."""
+    path = run_dir / proto / "outputs.jsonl"
+    return pd.read_json(path, lines=True) if path.is_file() else None
+
+
 def against_rows(base_dir: Path, run_dir: Path) -> pd.DataFrame:
     """``run_dir`` against ``base_dir``, one row per protocol both ran (their outputs.jsonl, paired by prompt)."""
     rows = []
     for proto in sorted(d.name for d in run_dir.iterdir() if (d / "outputs.jsonl").is_file()):
-        if not (base_dir / proto / "outputs.jsonl").is_file():
+        base = outputs(base_dir, proto)
+        if base is None:
             continue
-        base, new = (pd.read_json(d / proto / "outputs.jsonl", lines=True) for d in (base_dir, run_dir))
+        new = outputs(run_dir, proto)
         rows.append({"run": run_dir.name, "against": base_dir.name, "protocol": proto, **run_vs_run(base, new)})
     if not rows:
         raise ValueError(f"{run_dir} and {base_dir} share no protocol with an outputs.jsonl")
@@ -60,12 +67,12 @@ def by_prompt_rows(run_dir: Path) -> pd.DataFrame:
     if not (run_dir / "config.json").is_file():
         raise ValueError(f"{run_dir}: no config.json (a testbed.run directory)")
     order = json.loads((run_dir / "config.json").read_text())["protocol"].split(",")
-    protos = [p for p in order if (run_dir / p / "outputs.jsonl").is_file()]
+    found = {p: df for p in order if (df := outputs(run_dir, p)) is not None}
+    protos = list(found)
     if len(protos) < 2:
         raise ValueError(f"{run_dir}: fewer than two protocols with an outputs.jsonl ({', '.join(protos) or 'none'})")
-    base = pd.read_json(run_dir / protos[0] / "outputs.jsonl", lines=True)
     return pd.DataFrame([{"run": run_dir.name, "against": protos[0], "protocol": p,
-                          **run_vs_run(base, pd.read_json(run_dir / p / "outputs.jsonl", lines=True))}
+                          **run_vs_run(found[protos[0]], found[p])}
                          for p in protos[1:]])[["run", "against", *RUN_VS_RUN_COLUMNS]]
 
 
