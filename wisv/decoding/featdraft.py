@@ -247,9 +247,11 @@ class FeatureDraftSession(DraftSession):
     @torch.no_grad()
     def draft(self, k: int, *, sample: bool = False, temperature: float = 1.0,
               generator: torch.Generator | None = None, eos_token_id: int | None = None,
-              stop: Callable[[torch.Tensor], bool] | None = None) -> Draft:
+              stop: Callable[[torch.Tensor], bool] | None = None, features: bool = True) -> Draft:
         """Up to ``k`` tokens after ``seq`` from the head (as DraftSession.draft: sampled for reject, ``stop`` asked
-        about every token after the first).  Draft.hidden [K, d_t]: the predicted feature that gave each token."""
+        about every token after the first, ``features`` False skips unread predictor features).  Draft.hidden
+        [K, d_t]: the predicted feature that gave each token."""
+        features = features or stop is not None
         self.carry = None  # the head drafts no proactive tokens to carry
         f_in, x_in, past = self._inputs()  # the positions not in the kept cache (all of the window without it)
         toks, probs, hids, feats = [], [], [], []
@@ -259,7 +261,7 @@ class FeatureDraftSession(DraftSession):
             calls += 1
             f_last = f_hat[0, -1]  # [d_t]
             logits = self.lm(f_last)  # [V]
-            feat = draft_features(logits[None])[0].cpu()  # [4]; a Draft's tensors live on the host (see Draft)
+            feat = draft_features(logits[None])[0].cpu() if features else None  # [4]; on the host (see Draft)
             if sample:
                 q = torch.softmax(logits.double() / temperature, dim=-1)  # [V]
                 y = int(torch.multinomial(q, 1, generator=generator))
@@ -271,7 +273,8 @@ class FeatureDraftSession(DraftSession):
                 break
             toks.append(y)
             hids.append(f_last)
-            feats.append(feat)
+            if feat is not None:
+                feats.append(feat)
             f_in, x_in = f_last[None, None], torch.tensor([[y]], device=self.device)
             if eos_token_id is not None and y == eos_token_id:
                 break

@@ -88,9 +88,12 @@ class DraftSession(_CachedModel):
 
     def draft(self, k: int, *, sample: bool = False, temperature: float = 1.0,
               generator: torch.Generator | None = None, eos_token_id: int | None = None,
-              stop: Callable[[torch.Tensor], bool] | None = None) -> Draft:
+              stop: Callable[[torch.Tensor], bool] | None = None, features: bool = True) -> Draft:
         """Propose up to ``k`` tokens after ``seq`` (stops early after EOS).  ``stop(features [4])`` is asked
-        about every token after the first; True drops that token and ends the block (WISP's predictor)."""
+        about every token after the first; True drops that token and ends the block (WISP's predictor).
+        ``features``: compute each step's rejection-predictor features (``Draft.features``: the wire's block carries
+        them); False skips them, and a softmax over the vocabulary per token, where no one reads them (no ``stop``)."""
+        features = features or stop is not None
         toks, probs, hids, feats = [], [], [], []
         if self.carry is not None:  # reuse proactive tokens: they open this block
             c, self.carry = self.carry, None
@@ -99,7 +102,7 @@ class DraftSession(_CachedModel):
         for _ in range(k - len(toks)):
             logits, hidden = self.forward(feed, keep=1)  # only the last position's logits are read
             last = logits[-1]  # [V]
-            feat = draft_features(last[None])[0].cpu()  # [4]; a Draft's tensors live on the host (see Draft)
+            feat = draft_features(last[None])[0].cpu() if features else None  # [4]; on the host (see Draft)
             if sample:
                 q = torch.softmax(last.double() / temperature, dim=-1)  # [V]
                 y = int(torch.multinomial(q, 1, generator=generator))
@@ -111,7 +114,8 @@ class DraftSession(_CachedModel):
                 break
             toks.append(y)
             hids.append(hidden[-1].cpu())
-            feats.append(feat)
+            if feat is not None:
+                feats.append(feat)
             feed = [y]
             if eos_token_id is not None and y == eos_token_id:
                 break
@@ -147,15 +151,25 @@ class DraftSession(_CachedModel):
 class VerifySession(_CachedModel):
     """The target's view of one sequence (edge side)."""
 
-    def __init__(self, model: PreTrainedModel, prompt_ids: list[int], hidden_layer: int = -1):
+    def __init__(self, model: PreTrainedModel, prompt_ids: list[int], hidden_layer: int = -1, prefill: bool = True):
+        """``prefill``: run the prompt now (an edge does it at OPEN, while the UE drafts its first block); False leaves
+        it pending, and the first ``verify`` feeds it in the same pass as the draft (one target call fewer: the
+        in-process loop, where nothing overlaps)."""
         super().__init__(model, prompt_ids, hidden_layer)
-        if len(self.seq) > 1:
-            self.forward(self.seq[:-1], keep=1)  # prefill: the cache covers seq[:-1]; no logits are read
+        if prefill:
+            self.prefill()
+
+    def prefill(self) -> None:
+        """Bring the cache up to ``seq[:-1]`` (a no-op once it is); no logits are read."""
+        if self.cached_len < len(self.seq) - 1:
+            self.forward(self.seq[self.cached_len:-1], keep=1)
 
     def verify(self, draft: list[int]) -> Block:
-        """One target pass over the last committed token and the draft."""
-        logits, hidden = self.forward([self.seq[-1]] + list(draft))
-        return Block(logits, hidden, logits.argmax(dim=-1))
+        """One target pass over the last committed token and the draft (and, before the first, the pending
+        prompt: only the last ``K + 1`` rows come back)."""
+        n = len(draft) + 1
+        logits, hidden = self.forward(self.seq[self.cached_len:] + list(draft), keep=n)
+        return Block(logits, hidden[-n:], logits.argmax(dim=-1))
 
     def verify_siblings(self, draft: list[int], positions: list[int], tokens: list[int]) -> SiblingRows:
         """After ``verify(draft)``, before the commit: the sibling branch (wisv/decoding/siblings.py), ``tokens[i]``
@@ -172,6 +186,7 @@ class VerifySession(_CachedModel):
     def verify_tree(self, tokens: list[int], parents: list[int]) -> Block:
         """One target pass over the last committed token and a draft tree (wisv.decoding.tree): a 4D tree attention
         mask and position ids by depth.  Row 0 predicts after the root, row ``1 + i`` after node i."""
+        self.prefill()
         rooted = with_root(parents)
         mask = node_mask(rooted, range(len(rooted)), range(len(rooted)), self.cached_len, self.model.dtype)
         pos = tree_positions(rooted, self.cached_len)

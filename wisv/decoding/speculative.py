@@ -96,7 +96,7 @@ def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prom
     d = DraftSession(drafter, seq, hidden_layer) if make_draft is None else make_draft(seq)
     if d.reads_features and hidden_layer != -1:
         raise ValueError("a drafter that reads target features needs the final layer's states (hidden_layer=-1)")
-    t = VerifySession(target, seq, hidden_layer)
+    t = VerifySession(target, seq, hidden_layer, prefill=False)  # the prompt rides with the first block's pass
     ctx = RoundContext(rule=rule, eos=eos_token_id, policy=policy, tau=tau, temperature=temperature, gen=generator,
                        csi=csi, sibling=sibling, stop=stop)
     out, rounds = [], []
@@ -151,7 +151,7 @@ def _round(d: DraftSession, t: VerifySession, k: int, ctx: RoundContext, index: 
     generated before this round)."""
     rule, gen = ctx.rule, ctx.gen
     dr = d.draft(k, sample=rule == "sampling", temperature=ctx.temperature, generator=gen, eos_token_id=ctx.eos,
-                 stop=ctx.stop)
+                 stop=ctx.stop, features=False)  # no wire here: the block's predictor features go unread
     blk = t.verify(dr.tokens)
     draft = torch.tensor(dr.tokens, dtype=torch.long, device=blk.argmax.device)  # [K]
     mism = mismatch_positions(draft, blk.argmax)

@@ -120,3 +120,30 @@ def test_bad_arguments(kwargs, msg):
     args = dict(max_new_tokens=4, draft_len=2) | kwargs
     with pytest.raises(ValueError, match=msg):
         speculative_generate(drafter, target, [1], **args)
+
+
+def test_a_pending_prompt_rides_with_the_first_block_in_one_target_pass():
+    """VerifySession(prefill=False) feeds the prompt with the first draft: the same block, one target call fewer."""
+    from wisv.decoding.sessions import VerifySession
+    _, target = make_pair(*SHAPES[0])
+    calls = []
+    hook = target.register_forward_pre_hook(lambda *_: calls.append(1))
+    try:
+        prompt, draft = [4, 9, 2, 7, 7], [3, 5, 1]
+        now, later = VerifySession(target, prompt), VerifySession(target, prompt, prefill=False)
+        assert len(calls) == 1  # only the eager session's prefill ran
+        a, b = now.verify(draft), later.verify(draft)
+        assert len(calls) == 3 and b.logits.shape == a.logits.shape and b.hidden.shape == a.hidden.shape
+        assert torch.equal(a.argmax, b.argmax) and torch.allclose(a.logits, b.logits, atol=1e-4)
+        assert now.commit(draft, 1, int(a.argmax[1])) == later.commit(draft, 1, int(b.argmax[1]))
+        assert later.cached_len == now.cached_len == len(later.seq) - 1  # both back to the invariant
+    finally:
+        hook.remove()
+
+
+def test_a_draft_without_predictor_features_proposes_the_same_tokens():
+    from wisv.decoding.sessions import DraftSession
+    drafter, _ = make_pair(*SHAPES[1])
+    full, bare = DraftSession(drafter, [3, 4, 5]).draft(6), DraftSession(drafter, [3, 4, 5]).draft(6, features=False)
+    assert bare.tokens == full.tokens and torch.allclose(bare.hidden, full.hidden)
+    assert full.features.shape == (6, 4) and bare.features is None
