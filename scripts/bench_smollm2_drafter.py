@@ -100,15 +100,23 @@ def timed(fn) -> tuple[object, float]:
     return out, time.perf_counter() - t0
 
 
-class CallCounter:
-    """Counts a model's forward calls (the peer's target calls: its rounds plus the prefill)."""
+class ForwardTimer:
+    """A model's forward calls: how many, and the wall time spent inside them (hooks before and after each)."""
 
     def __init__(self, model):
-        self.n = 0
-        self.handle = model.register_forward_pre_hook(self._hook)
+        self.n, self.s, self._t0 = 0, 0.0, 0.0
+        self.handles = [model.register_forward_pre_hook(self._pre), model.register_forward_hook(self._post)]
 
-    def _hook(self, *_):
+    def _pre(self, *_) -> None:
         self.n += 1
+        self._t0 = time.perf_counter()
+
+    def _post(self, *_) -> None:
+        self.s += time.perf_counter() - self._t0
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
 
 
 @torch.inference_mode()
@@ -124,14 +132,14 @@ def peer_generate(pair, prompt_ids: list[int], max_new_tokens: int, k: int | Non
         gen.num_assistant_tokens, gen.num_assistant_tokens_schedule, gen.assistant_confidence_threshold = (
             k, "constant", 0.0)
     pair.drafter.generation_config = gen
-    calls = CallCounter(pair.target)
+    calls = ForwardTimer(pair.target)
     try:
         x = torch.tensor([prompt_ids])
         out = pair.target.generate(x, attention_mask=torch.ones_like(x), assistant_model=pair.drafter,
                                    max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos,
                                    pad_token_id=pair.target.generation_config.pad_token_id)
     finally:
-        calls.handle.remove()
+        calls.remove()
         pair.drafter.generation_config = own
     new = out[0, len(prompt_ids):].tolist()
     return (new[:new.index(eos) + 1] if eos in new else new), calls.n
@@ -206,10 +214,13 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
 
 
 def profile_loop(pair, rows: list[dict], cfg: DrafterBenchConfig, top: int = 20) -> dict:
-    """Our greedy SD loop at the largest K under cProfile: wall time, and the ``top`` functions by own time."""
+    """Where the time goes, at the largest K: our greedy SD loop and the peer's, in turn per prompt, split into the
+    drafter's forward calls, the target's and the rest (``split``); then our loop under cProfile: wall time, and the
+    ``top`` functions by own time."""
     import cProfile
     import pstats
     prof, k, eos = cProfile.Profile(), max(cfg.draft_lens), eos_id(pair.target)
+    split = time_split(pair, rows, cfg)
     t0 = time.perf_counter()
     prof.enable()
     for r in rows:
@@ -219,9 +230,41 @@ def profile_loop(pair, rows: list[dict], cfg: DrafterBenchConfig, top: int = 20)
     wall = time.perf_counter() - t0
     st = pstats.Stats(prof)
     funcs = sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:top]  # (file, line, name) -> (cc, nc, tt, ct, ..)
-    return {"prompts": len(rows), "k": k, "wall_s": round(wall, 3), "calls": st.total_calls,
+    return {"prompts": len(rows), "k": k, "split": split, "wall_s": round(wall, 3), "calls": st.total_calls,
             "top_by_own_time": [{"function": f"{Path(f).name}:{line}:{name}", "calls": nc, "own_s": round(tt, 3),
                                  "cum_s": round(ct, 3)} for (f, line, name), (_, nc, tt, ct, _) in funcs]}
+
+
+def time_split(pair, rows: list[dict], cfg: DrafterBenchConfig) -> dict:
+    """Our greedy SD loop and the peer at the largest K, in turn per prompt (no profiler): wall seconds, the
+    drafter's and the target's forward calls (count, seconds, ms a call) and the rest (the loop's own work)."""
+    k, eos = max(cfg.draft_lens), eos_id(pair.target)
+    runs = {"ours": lambda ids: speculative_generate(pair.drafter, pair.target, ids, max_new_tokens=cfg.max_new_tokens,
+                                                     draft_len=k, eos_token_id=eos),
+            "peer": lambda ids: peer_generate(pair, ids, cfg.max_new_tokens, k)}
+    acc = {name: {"wall": 0.0, "drafter": [0, 0.0], "target": [0, 0.0]} for name in runs}
+    for r in rows:
+        for name, run in runs.items():
+            timers = {"drafter": ForwardTimer(pair.drafter), "target": ForwardTimer(pair.target)}
+            try:
+                _, s = timed(partial(run, r["prompt_ids"]))
+            finally:
+                for t in timers.values():
+                    t.remove()
+            a = acc[name]
+            a["wall"] += s
+            for m, t in timers.items():
+                a[m] = [a[m][0] + t.n, a[m][1] + t.s]
+    return {name: _split_row(a) for name, a in acc.items()}
+
+
+def _split_row(a: dict) -> dict:
+    """One method's split: wall and rest seconds, and per model (drafter, target) its calls, seconds, ms a call."""
+    row = {"wall_s": round(a["wall"], 3), "rest_s": round(a["wall"] - a["drafter"][1] - a["target"][1], 3)}
+    for m in ("drafter", "target"):
+        n, s = a[m]
+        row |= {f"{m}_calls": n, f"{m}_s": round(s, 3), f"{m}_ms_per_call": round(1e3 * s / max(1, n), 3)}
+    return row
 
 
 def _k_row(acc: dict, base_s: float, n: int) -> dict:

@@ -170,12 +170,29 @@ def _profile(prof: dict | None, source: str = "") -> str:
     rows = "\n".join(f"| `{f['function']}` | {f['calls']:,} | {f['own_s']} | {f['cum_s']} |"
                      for f in prof["top_by_own_time"][:10])
     return f"""## Where our loop spends its time
-
+{_split(prof.get("split"), prof)}
 cProfile of our greedy SD at K={prof['k']} on the headline set's first {prof['prompts']} prompts{source}
 ({prof['wall_s']} s wall under the profiler, {prof['calls']:,} calls); the top functions by own time:
 
 | function | calls | own s | cumulative s |
 | --- | --- | --- | --- |
+{rows}
+"""
+
+
+def _split(split: dict | None, prof: dict) -> str:
+    """The profile's split of our loop and the peer (drafter calls, target calls, the rest); "" where it has none."""
+    if not split:
+        return ""
+    rows = "\n".join(f"| {name} | {m['wall_s']} | {m['drafter_calls']:,} x {m['drafter_ms_per_call']} ms = "
+                     f"{m['drafter_s']} | {m['target_calls']:,} x {m['target_ms_per_call']} ms = {m['target_s']} | "
+                     f"{m['rest_s']} |" for name, m in split.items())
+    return f"""
+Our greedy SD and the peer at K={prof['k']} on the same {prof['prompts']} prompts, in turn, without a profiler
+(seconds):
+
+| loop | wall | drafter forward calls | target forward calls | the rest |
+| --- | --- | --- | --- | --- |
 {rows}
 """
 

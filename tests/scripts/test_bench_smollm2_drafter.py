@@ -50,3 +50,9 @@ def test_the_profile_names_the_loop_functions():
     names = [f["function"] for f in prof["top_by_own_time"]]
     assert len(names) == 40 and all(f["own_s"] >= 0 and f["calls"] > 0 for f in prof["top_by_own_time"])
     assert any("linear" in n for n in names)
+    ours, peer = prof["split"]["ours"], prof["split"]["peer"]
+    for m in (ours, peer):
+        assert m["drafter_s"] > 0 and m["target_s"] > 0 and m["rest_s"] > -2e-3
+        assert abs(m["wall_s"] - m["drafter_s"] - m["target_s"] - m["rest_s"]) < 2e-3
+    # the same rounds, and the prompt rides with the first verification in both: as many target calls
+    assert ours["target_calls"] == peer["target_calls"] > 0 and ours["drafter_calls"] == peer["drafter_calls"]

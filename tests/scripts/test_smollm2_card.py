@@ -16,3 +16,14 @@ def test_a_sets_section_has_the_confidence_stop_beside_the_peers_defaults():
     assert "K=8: 0.98; with the confidence stop at 0.4 against the peer's defaults: 0.96." in text
     assert "confidence stop" not in smollm2_card._set_section("s", {k: v for k, v in sd.items()
                                                                     if k != "confidence_stop"}, {})
+
+
+def test_the_profile_section_splits_our_loop_and_the_peer_when_the_benchmark_did():
+    m = {"wall_s": 10.0, "rest_s": 0.5, "drafter_calls": 700, "drafter_s": 4.0, "drafter_ms_per_call": 5.714,
+         "target_calls": 100, "target_s": 5.5, "target_ms_per_call": 55.0}
+    prof = {"k": 8, "prompts": 3, "wall_s": 11.0, "calls": 1000,
+            "top_by_own_time": [{"function": "~:0:linear", "calls": 5, "own_s": 1.0, "cum_s": 1.0}]}
+    text = smollm2_card._profile(prof | {"split": {"ours": m, "peer": m | {"rest_s": 0.7}}})
+    assert "| ours | 10.0 | 700 x 5.714 ms = 4.0 | 100 x 55.0 ms = 5.5 | 0.5 |" in text
+    assert "| peer | 10.0 | 700 x 5.714 ms = 4.0 | 100 x 55.0 ms = 5.5 | 0.7 |" in text
+    assert "drafter forward calls" not in smollm2_card._profile(prof) and "| `~:0:linear` | 5 |" in text
