@@ -2,7 +2,8 @@
 
 Cache invariant: each session holds the committed sequence ``seq``; the model's KV cache covers a
 prefix of it and the rest is *pending* (fed at the start of the next forward).  The verifier's
-cache always covers ``seq[:-1]``, so a verification forwards only ``[seq[-1], y_1..y_K]``.
+cache covers ``seq[:-1]`` after its prefill and after every commit, so a verification forwards only
+``[seq[-1], y_1..y_K]`` (a session made with ``prefill=False`` feeds its prompt with the first draft instead).
 ``commit`` rolls the cache back to the committed prefix; the prefix is never re-run.
 """
 from __future__ import annotations
