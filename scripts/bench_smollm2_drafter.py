@@ -61,8 +61,9 @@ class DrafterBenchConfig:
     max_new_tokens: int = 96  # generation budget per prompt, tokens
     threads: int = 1  # torch intra-op threads (drafter and target alike; the testbed's processes use 1)
     cost_steps: int = 40  # decode steps per per-token timing
-    profile: int = field(default=0, metadata={  # cProfile our greedy SD loop at the largest K on the first N
-        "min": 0})  # prompts of the first set, after the timings: top functions by own time into the JSON (0: none)
+    profile: int = field(default=0, metadata={  # profile our greedy SD loop at the largest K on the first N
+        "min": 0})  # prompts of the first set, after the timings: ours and the peer split into drafter calls, target
+    #   calls and the rest, then cProfile's top functions by own time, into the JSON (0: none)
     cost_repeats: int = 5  # interleaved repeats of the per-token timings (median taken)
     out: str = "results/smollm2/bench_drafter.json"  # the benchmark's JSON
     card: str = str(ASSET_DIR / "MODEL_CARD.md")  # the pair's model card, written from the JSON ("": none)
