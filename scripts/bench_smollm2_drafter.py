@@ -19,6 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
+from unittest import mock
 
 import torch
 
@@ -26,6 +27,7 @@ import config
 from scripts.smollm2_card import DEFAULT_KINDS
 from testbed.common.machine import machine_info
 from wisv.decoding.featdraft import FeatureDraftSession, load_head, read_head_config
+from wisv.decoding.leanstep import lean_step
 from wisv.decoding.rejection import confidence_stop
 from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.models.loader import load_pair
@@ -115,9 +117,23 @@ class ForwardTimer:
     def _post(self, *_) -> None:
         self.s += time.perf_counter() - self._t0
 
+    def add(self, seconds: float) -> None:
+        """One call timed elsewhere (a lean step: wisv.decoding.leanstep bypasses the module and its hooks)."""
+        self.n, self.s = self.n + 1, self.s + seconds
+
     def remove(self) -> None:
         for h in self.handles:
             h.remove()
+
+
+def timed_lean_steps(timers: dict):
+    """The sessions' lean one-token step (wisv.decoding.leanstep), each call added to its model's ForwardTimer."""
+    def step(model, *args):
+        t0 = time.perf_counter()
+        out = lean_step(model, *args)
+        timers[model].add(time.perf_counter() - t0)
+        return out
+    return mock.patch("wisv.decoding.sessions.lean_step", step)
 
 
 @torch.inference_mode()
@@ -248,7 +264,8 @@ def time_split(pair, rows: list[dict], cfg: DrafterBenchConfig) -> dict:
         for name, run in runs.items():
             timers = {"drafter": ForwardTimer(pair.drafter), "target": ForwardTimer(pair.target)}
             try:
-                _, s = timed(partial(run, r["prompt_ids"]))
+                with timed_lean_steps({pair.drafter: timers["drafter"], pair.target: timers["target"]}):
+                    _, s = timed(partial(run, r["prompt_ids"]))
             finally:
                 for t in timers.values():
                     t.remove()
