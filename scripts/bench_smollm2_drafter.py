@@ -27,7 +27,7 @@ import config
 from scripts.smollm2_card import DEFAULT_KINDS
 from testbed.common.machine import machine_info
 from wisv.decoding.featdraft import FeatureDraftSession, load_head, read_head_config
-from wisv.decoding.leanstep import lean_step
+from wisv.decoding.leanstep import lean_forward
 from wisv.decoding.rejection import confidence_stop
 from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.models.loader import load_pair
@@ -118,7 +118,7 @@ class ForwardTimer:
         self.s += time.perf_counter() - self._t0
 
     def add(self, seconds: float) -> None:
-        """One call timed elsewhere (a lean step: wisv.decoding.leanstep bypasses the module and its hooks)."""
+        """One call timed elsewhere (a lean pass: wisv.decoding.leanstep bypasses the module and its hooks)."""
         self.n, self.s = self.n + 1, self.s + seconds
 
     def remove(self) -> None:
@@ -126,14 +126,14 @@ class ForwardTimer:
             h.remove()
 
 
-def timed_lean_steps(timers: dict):
-    """The sessions' lean one-token step (wisv.decoding.leanstep), each call added to its model's ForwardTimer."""
-    def step(model, *args):
+def timed_lean_passes(timers: dict):
+    """The sessions' lean forward (wisv.decoding.leanstep), each call added to its model's ForwardTimer."""
+    def lean(model, *args):
         t0 = time.perf_counter()
-        out = lean_step(model, *args)
+        out = lean_forward(model, *args)
         timers[model].add(time.perf_counter() - t0)
         return out
-    return mock.patch("wisv.decoding.sessions.lean_step", step)
+    return mock.patch("wisv.decoding.sessions.lean_forward", lean)
 
 
 @torch.inference_mode()
@@ -264,7 +264,7 @@ def time_split(pair, rows: list[dict], cfg: DrafterBenchConfig) -> dict:
         for name, run in runs.items():
             timers = {"drafter": ForwardTimer(pair.drafter), "target": ForwardTimer(pair.target)}
             try:
-                with timed_lean_steps({pair.drafter: timers["drafter"], pair.target: timers["target"]}):
+                with timed_lean_passes({pair.drafter: timers["drafter"], pair.target: timers["target"]}):
                     _, s = timed(partial(run, r["prompt_ids"]))
             finally:
                 for t in timers.values():

@@ -15,7 +15,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from wisv.decoding.kvcache import crop_to, keep_positions
-from wisv.decoding.leanstep import lean_ok, lean_step
+from wisv.decoding.leanstep import lean_forward, lean_ok
 from wisv.decoding.rejection import draft_features
 from wisv.decoding.siblings import sibling_inputs
 from wisv.decoding.tree import node_mask, tree_positions, with_root
@@ -221,11 +221,10 @@ def cached_forward(model: PreTrainedModel, cache: DynamicCache, cached_len: int,
     logits [n, V] (``keep`` > 0: only the last ``keep`` positions', [keep, V]: the LM head runs on those alone, as
     transformers' ``logits_to_keep``) and hidden states [n, d], float32.  A tree forward passes its ``positions`` [n]
     (by depth) and an additive 4D ``mask`` [1, 1, n, cached_len + n] (wisv.decoding.tree.node_mask); by default
-    positions follow the cache.  One token into a plain Llama model (a drafter's step) goes through
-    wisv.decoding.leanstep: the same arithmetic without the forward's per-call Python."""
-    if len(ids) == 1 and positions is None and mask is None and hidden_layer in (-1, model.config.num_hidden_layers) \
-            and lean_ok(model):  # a drafter's token: the same arithmetic without the forward's Python
-        logits, hidden = lean_step(model, cache, cached_len, ids[0])
+    positions follow the cache.  A chain pass into a plain Llama model (a drafter's token, a target's block) goes
+    through wisv.decoding.leanstep: the same arithmetic without the forward's per-call Python."""
+    if positions is None and mask is None and hidden_layer in (-1, model.config.num_hidden_layers) and lean_ok(model):
+        logits, hidden = lean_forward(model, cache, cached_len, ids, keep)
         return logits.float(), hidden.float()
     dev = model.device
     x = torch.tensor([ids], dtype=torch.long, device=dev)  # [1, n]

@@ -1,43 +1,97 @@
-"""wisv.decoding.leanstep: the lean one-token step gives model(...)'s logits, hidden state and cache, and only for the
-models it reproduces."""
+"""wisv.decoding.leanstep: the lean forward gives model(...)'s logits, hidden states and cache, for one token and for a
+block after a cache, and only for the models it reproduces."""
+from unittest import mock
+
 import pytest
 import torch
 from transformers import DynamicCache
 
 from tests.tiny_pair import make_pair
-from wisv.decoding.leanstep import lean_ok, lean_step
+from wisv.decoding.kvcache import crop_to
+from wisv.decoding.leanstep import lean_forward, lean_ok
 from wisv.decoding.sessions import cached_forward
 
 SHAPES = [("llama", 32, 2, 4, 2), ("llama", 64, 3, 4, 4), ("llama", 48, 2, 6, 1)]
+PROMPT = [3, 9, 14, 2, 7]
 
 
-def _prefilled(model, prompt):
-    cache = DynamicCache()
-    cached_forward(model, cache, 0, prompt)
-    return cache
+def _reference(model, cache, position, ids, keep=0):
+    slots = torch.arange(position, position + len(ids))
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([ids]), past_key_values=cache, use_cache=True, cache_position=slots,
+                    position_ids=slots[None], output_hidden_states=True, logits_to_keep=keep)
+    return out.logits[0], out.hidden_states[-1][0]
+
+
+def _same(lean, ref):
+    assert lean[0].shape == ref[0].shape and lean[1].shape == ref[1].shape
+    assert torch.allclose(lean[0], ref[0], atol=1e-5, rtol=0)
+    assert torch.allclose(lean[1], ref[1], atol=1e-5, rtol=0)
+
+
+def _same_cache(a, b, length):
+    assert a.get_seq_length() == b.get_seq_length() == length
+    for la, lb in zip(a.layers, b.layers):
+        assert torch.allclose(la.keys, lb.keys, atol=1e-6) and torch.allclose(la.values, lb.values, atol=1e-6)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[1]}x{s[2]}-{s[3]}/{s[4]}")
-def test_the_lean_step_is_the_models_forward(shape):
+def test_one_token_steps_are_the_models_forward(shape):
     _, target = make_pair(*shape)
     assert lean_ok(target)
-    prompt, tok = [3, 9, 14, 2, 7], 11
-    a, b = _prefilled(target, prompt), _prefilled(target, prompt)
+    a, b = DynamicCache(), DynamicCache()
+    _same(lean_forward(target, b, 0, PROMPT), _reference(target, a, 0, PROMPT))  # a prefill: empty cache, n > 1
+    tok = 11
     for i in range(6):  # a few steps: the cache each one extends must match too
-        with torch.no_grad():
-            ref = target(input_ids=torch.tensor([[tok]]), past_key_values=a, use_cache=True,
-                         position_ids=torch.tensor([[len(prompt) + i]]), output_hidden_states=True)
-        logits, hidden = lean_step(target, b, len(prompt) + i, tok)
-        assert torch.allclose(logits, ref.logits[0], atol=1e-5, rtol=0)
-        assert torch.allclose(hidden, ref.hidden_states[-1][0], atol=1e-5, rtol=0)
-        tok = int(logits[0].argmax())
-    assert a.get_seq_length() == b.get_seq_length() == len(prompt) + 6
-    assert torch.allclose(a.layers[0].keys, b.layers[0].keys, atol=1e-6)
+        lean = lean_forward(target, b, len(PROMPT) + i, [tok])
+        _same(lean, _reference(target, a, len(PROMPT) + i, [tok]))
+        tok = int(lean[0][0].argmax())
+    _same_cache(a, b, len(PROMPT) + 6)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[1]}x{s[2]}-{s[3]}/{s[4]}")
+@pytest.mark.parametrize("keep", [0, 3])
+def test_a_block_after_a_cache_is_the_models_forward(shape, keep):
+    """A verification pass: several tokens after cached ones need the causal mask over the cache; then a rollback and
+    a second block on the cropped cache."""
+    _, target = make_pair(*shape)
+    a, b = DynamicCache(), DynamicCache()
+    _reference(target, a, 0, PROMPT), lean_forward(target, b, 0, PROMPT)
+    block = [11, 4, 30, 8, 19]
+    _same(lean_forward(target, b, len(PROMPT), block, keep), _reference(target, a, len(PROMPT), block, keep))
+    _same_cache(a, b, len(PROMPT) + len(block))
+    for c in (a, b):
+        crop_to(c, len(PROMPT) + 2)
+    again = [6, 2, 40]
+    _same(lean_forward(target, b, len(PROMPT) + 2, again, keep), _reference(target, a, len(PROMPT) + 2, again, keep))
+    _same_cache(a, b, len(PROMPT) + 2 + len(again))
+
+
+def test_the_mask_is_causal():
+    """A later token of the block must not change an earlier one's logits."""
+    _, target = make_pair(*SHAPES[0])
+    rows = []
+    for last in (5, 50):
+        c = DynamicCache()
+        lean_forward(target, c, 0, PROMPT)
+        rows.append(lean_forward(target, c, len(PROMPT), [11, 4, last])[0])
+    assert torch.equal(rows[0][:2], rows[1][:2]) and not torch.equal(rows[0][2], rows[1][2])
+
+
+def test_cached_forward_takes_the_lean_pass_only_for_a_plain_chain():
+    _, target = make_pair(*SHAPES[0])
+    with mock.patch("wisv.decoding.sessions.lean_forward", wraps=lean_forward) as lean:
+        cached_forward(target, DynamicCache(), 0, PROMPT, keep=2)
+        assert lean.call_count == 1
+        tree = torch.zeros(1, 1, len(PROMPT), len(PROMPT))
+        cached_forward(target, DynamicCache(), 0, PROMPT, positions=torch.arange(len(PROMPT)), mask=tree)
+        cached_forward(target, DynamicCache(), 0, PROMPT, hidden_layer=1)  # an inner layer: model(...)'s states
+        assert lean.call_count == 1
 
 
 def test_other_models_keep_their_forward():
     _, qwen = make_pair("qwen2", 32, 2, 4, 2)
     _, llama = make_pair("llama", 32, 2, 4, 2)
     assert not lean_ok(qwen)
-    llama.config.mlp_bias = True  # a variant the step does not reproduce
+    llama.config.mlp_bias = True  # a variant the pass does not reproduce
     assert not lean_ok(llama)

@@ -124,21 +124,19 @@ def test_bad_arguments(kwargs, msg):
 
 def test_a_pending_prompt_rides_with_the_first_block_in_one_target_pass():
     """VerifySession(prefill=False) feeds the prompt with the first draft: the same block, one target call fewer."""
-    from wisv.decoding.sessions import VerifySession
+    from unittest import mock
+
+    from wisv.decoding import sessions
     _, target = make_pair(*SHAPES[0])
-    calls = []
-    hook = target.register_forward_pre_hook(lambda *_: calls.append(1))
-    try:
+    with mock.patch.object(sessions, "cached_forward", wraps=sessions.cached_forward) as calls:  # every target pass
         prompt, draft = [4, 9, 2, 7, 7], [3, 5, 1]
-        now, later = VerifySession(target, prompt), VerifySession(target, prompt, prefill=False)
-        assert len(calls) == 1  # only the eager session's prefill ran
+        now, later = sessions.VerifySession(target, prompt), sessions.VerifySession(target, prompt, prefill=False)
+        assert calls.call_count == 1  # only the eager session's prefill ran
         a, b = now.verify(draft), later.verify(draft)
-        assert len(calls) == 3 and b.logits.shape == a.logits.shape and b.hidden.shape == a.hidden.shape
-        assert torch.equal(a.argmax, b.argmax) and torch.allclose(a.logits, b.logits, atol=1e-4)
-        assert now.commit(draft, 1, int(a.argmax[1])) == later.commit(draft, 1, int(b.argmax[1]))
-        assert later.cached_len == now.cached_len == len(later.seq) - 1  # both back to the invariant
-    finally:
-        hook.remove()
+        assert calls.call_count == 3 and b.logits.shape == a.logits.shape and b.hidden.shape == a.hidden.shape
+    assert torch.equal(a.argmax, b.argmax) and torch.allclose(a.logits, b.logits, atol=1e-4)
+    assert now.commit(draft, 1, int(a.argmax[1])) == later.commit(draft, 1, int(b.argmax[1]))
+    assert later.cached_len == now.cached_len == len(later.seq) - 1  # both back to the invariant
 
 
 def test_a_draft_without_predictor_features_proposes_the_same_tokens():
