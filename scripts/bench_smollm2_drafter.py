@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import statistics
 import sys
 import time
@@ -29,7 +30,7 @@ from testbed.common.machine import machine_info
 from wisv.decoding.featdraft import FeatureDraftSession, load_head, read_head_config
 from wisv.decoding.leanstep import lean_forward
 from wisv.decoding.rejection import confidence_stop
-from wisv.decoding.speculative import spec_rows, speculative_generate
+from wisv.decoding.speculative import spec_rows, speculative_generate, target_greedy
 from wisv.models.loader import load_pair
 from wisv.pairs import resolve_pair
 from wisv.pairs.drafter import ASSET_DIR
@@ -177,10 +178,12 @@ def _time_sd(pair, ids: list[int], pid: str, ref: list[int], max_new: int, eos: 
 
 
 def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | None, head=None) -> dict:
-    """Per prompt, in turns: target-only, our greedy SD at each K, the peer at each fixed K and at its defaults. AAL,
-    lossless checks, wall times and the share of the target's tokens the drafter's head can propose."""
+    """Per prompt, in turns: target-only (``model.generate``, then ``target_greedy``: the loop's own forward), our
+    greedy SD at each K, the peer at each fixed K and at its defaults. AAL, lossless checks, wall times and the share of
+    the target's tokens the drafter's head can propose."""
     eos = eos_id(pair.target)
     base_s, tokens, covered = 0.0, 0, 0
+    lean = {"s": 0.0, "same": 0}  # target-only through the loop's own forward (target_greedy): the same-forward base
     ours = {k: {"s": 0.0, "rows": [], "same": 0} for k in cfg.draft_lens}
     peers = {str(k): {"s": 0.0, "calls": 0, "same": 0} for k in cfg.peer_draft_lens}
     peers |= {"defaults": {"s": 0.0, "calls": 0, "same": 0}} if cfg.peer_defaults else {}
@@ -191,6 +194,9 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
     for i, r in enumerate(rows):
         ref, s = timed(partial(greedy_reference, pair.target, r["prompt_ids"], cfg.max_new_tokens))
         base_s, tokens = base_s + s, tokens + len(ref)
+        own, s = timed(partial(target_greedy, pair.target, r["prompt_ids"], max_new_tokens=cfg.max_new_tokens,
+                               eos_token_id=eos))
+        lean["s"], lean["same"] = lean["s"] + s, lean["same"] + int(own == ref)
         covered += _coverage(ref, kept)[0]
         ids, kmax = r["prompt_ids"], max(cfg.draft_lens)
         one = partial(_time_sd, pair, ids, str(i), ref, cfg.max_new_tokens, eos)
@@ -210,23 +216,26 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
                                             None if name == "defaults" else int(name)))
             acc["s"], acc["calls"], acc["same"] = acc["s"] + s, acc["calls"] + calls, acc["same"] + int(out == ref)
         print(f"[bench] prompt {i + 1}/{len(rows)}: {len(ref)} tokens", flush=True)
-    by_k = {str(k): _k_row(v, base_s, len(rows)) for k, v in ours.items()}
+    row = partial(_k_row, base_s=base_s, lean_s=lean["s"], n=len(rows))
+    by_k = {str(k): row(v) for k, v in ours.items()}
     peer = {name: {"sd_s": round(v["s"], 3), "speedup": round(base_s / v["s"], 4),
                    "target_calls": v["calls"], "matches_target": v["same"] / len(rows),
                    **({"ours_vs_peer": round(v["s"] / ours[int(name)]["s"], 4)} if name != "defaults" else {})}
             for name, v in peers.items()}
     best = max(by_k, key=lambda k: by_k[k]["speedup"])
     return {"target_only_s": round(base_s, 3), "tokens": tokens, "target_only_tok_per_s": round(tokens / base_s, 2),
+            "target_only_same_forward_s": round(lean["s"], 3), "same_forward_matches_target": lean["same"] / len(rows),
+            "same_forward_vs_generate": round(base_s / lean["s"], 4),
             "head_coverage": round(covered / max(1, tokens), 4), "by_k": by_k, "peer": peer, "best_k": int(best),
             "best_speedup": by_k[best]["speedup"],
-            **({"confidence_stop": {str(p): _k_row(v, base_s, len(rows)) | {"k": max(cfg.draft_lens)} | (
+            **({"confidence_stop": {str(p): row(v) | {"k": max(cfg.draft_lens)} | (
                 {"ours_vs_peer_defaults": round(peers["defaults"]["s"] / v["s"], 4)} if "defaults" in peers else {})
                 for p, v in stops.items()}} if stops else {}),
-            **({"feature_head": _k_row(feat, base_s, len(rows)) | {"k": max(cfg.draft_lens)}} if head is not None
+            **({"feature_head": row(feat) | {"k": max(cfg.draft_lens)}} if head is not None
                else {}),
-            **({"feature_head_recompute": _k_row(recompute, base_s, len(rows)) | {"k": max(cfg.draft_lens)}}
+            **({"feature_head_recompute": row(recompute) | {"k": max(cfg.draft_lens)}}
                if head is not None and cfg.head_recompute else {}),
-            **({"feature_head_stop": {str(p): _k_row(v, base_s, len(rows)) | {"k": max(cfg.draft_lens)}
+            **({"feature_head_stop": {str(p): row(v) | {"k": max(cfg.draft_lens)}
                                       for p, v in head_stops.items()}} if head_stops else {})}
 
 
@@ -285,10 +294,13 @@ def _split_row(a: dict) -> dict:
     return row
 
 
-def _k_row(acc: dict, base_s: float, n: int) -> dict:
+def _k_row(acc: dict, *, base_s: float, lean_s: float, n: int) -> dict:
+    """One method's AAL, rounds and seconds; its speed-up over target-only by ``model.generate`` (``base_s``) and
+    over target-only through the loop's own forward (``lean_s``: what speculation alone buys)."""
     s = summarize_rounds(to_frame(acc["rows"]))
     return {"aal": round(s["aal"], 4), "rounds": len(acc["rows"]), "sd_s": round(acc["s"], 3),
-            "speedup": round(base_s / acc["s"], 4), "matches_target": acc["same"] / n}
+            "speedup": round(base_s / acc["s"], 4), "speedup_same_forward": round(lean_s / acc["s"], 4),
+            "matches_target": acc["same"] / n}
 
 
 def goals(sd: dict, cost_ratio: float) -> dict:
@@ -327,6 +339,7 @@ def kept_ids(drafter) -> set[int] | None:
 def main(argv: list[str] | None = None) -> dict:
     cfg = parse_args(argv)
     torch.set_num_threads(cfg.threads)
+    load_start = os.getloadavg()[0]
     if cfg.feature_head:
         read_head_config(cfg.feature_head)  # a bad directory fails before any timing
     paths = resolve_pair(cfg.pair)
@@ -344,7 +357,8 @@ def main(argv: list[str] | None = None) -> dict:
                           "vocab_size": int(pair.drafter.config.vocab_size),
                           "head_rows": int(pair.drafter.get_output_embeddings().weight.shape[0]),
                           "target_params": pair.target.num_parameters()},
-              "profile": prof, "machine": machine_info()}
+              "profile": prof, "machine": machine_info(),
+              "load_avg_1min": {"start": load_start, "end": os.getloadavg()[0]}}  # the bench's own thread is 1.0
     Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
     Path(cfg.out).write_text(json.dumps(result, indent=1) + "\n")
     if cfg.card:

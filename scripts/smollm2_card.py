@@ -44,28 +44,41 @@ def _goal_rows(meets: dict) -> str:
                      for k, v in meets.items())
 
 
+def _same(row: dict) -> str:
+    """A row's speed-up over target-only through our own forward ('–' in benches older than that baseline)."""
+    return str(row.get("speedup_same_forward", "–"))
+
+
+def _same_base(sd: dict) -> str:
+    """The same-forward target-only baseline, where the bench ran it."""
+    if "target_only_same_forward_s" not in sd:
+        return ""
+    return (f" by `generate`; through our own forward (`target_greedy`) it runs {sd['same_forward_vs_generate']}x as "
+            f"fast, {100 * sd['same_forward_matches_target']:.0f}% the same tokens")
+
+
 def _set_section(name: str, sd: dict, meets: dict) -> str:
-    ours = "\n".join(f"| ours, K={k} | {v['aal']} | {v['rounds']} | {v['speedup']} | {100 * v['matches_target']:.0f}% |"
-                     for k, v in sd["by_k"].items())
+    ours = "\n".join(f"| ours, K={k} | {v['aal']} | {v['rounds']} | {v['speedup']} | {_same(v)} | "
+                     f"{100 * v['matches_target']:.0f}% |" for k, v in sd["by_k"].items())
     peer = "\n".join(f"| transformers assisted, {'K=' + k if k != 'defaults' else 'its defaults'} | | "
-                     f"{v['target_calls']} target calls | {v['speedup']} | {100 * v['matches_target']:.0f}% |"
+                     f"{v['target_calls']} target calls | {v['speedup']} | – | {100 * v['matches_target']:.0f}% |"
                      for k, v in sd["peer"].items())
     vs = ", ".join(f"K={k}: {v['ours_vs_peer']}" for k, v in sd["peer"].items() if "ours_vs_peer" in v)
     for p, c in sd.get("confidence_stop", {}).items():
         ours += (f"\n| ours with the peer's confidence stop at {p}, K<={c['k']} | {c['aal']} | {c['rounds']} | "
-                 f"{c['speedup']} | {100 * c['matches_target']:.0f}% |")
+                 f"{c['speedup']} | {_same(c)} | {100 * c['matches_target']:.0f}% |")
         if "ours_vs_peer_defaults" in c:
             vs += f"; with the confidence stop at {p} against the peer's defaults: {c['ours_vs_peer_defaults']}"
     if sd.get("feature_head"):
         f = sd["feature_head"]
         ours += (f"\n| ours with the feature head, K={f['k']} | {f['aal']} | {f['rounds']} | {f['speedup']} | "
-                 f"{100 * f['matches_target']:.0f}% |")
+                 f"{_same(f)} | {100 * f['matches_target']:.0f}% |")
     for p, c in sd.get("feature_head_stop", {}).items():
         ours += (f"\n| ours with the feature head and the confidence stop at {p}, K<={c['k']} | {c['aal']} | "
-                 f"{c['rounds']} | {c['speedup']} | {100 * c['matches_target']:.0f}% |")
+                 f"{c['rounds']} | {c['speedup']} | {_same(c)} | {100 * c['matches_target']:.0f}% |")
     return f"""### {name}
 
-{sd['tokens']} target tokens, target-only {sd['target_only_tok_per_s']} tok/s; the drafter's head covers
+{sd['tokens']} target tokens, target-only {sd['target_only_tok_per_s']} tok/s{_same_base(sd)}; the drafter's head covers
 {100 * sd['head_coverage']:.2f}% of the target's greedy tokens here. Ours vs peer (peer time / our time, same K):
 {vs}.
 
@@ -73,8 +86,8 @@ def _set_section(name: str, sd: dict, meets: dict) -> str:
 | --- | --- | --- | --- |
 {_goal_rows(meets)}
 
-| method | AAL | rounds | speed-up vs target-only | output == target greedy |
-| --- | --- | --- | --- | --- |
+| method | AAL | rounds | speed-up vs target-only | vs target-only, same forward | output == target greedy |
+| --- | --- | --- | --- | --- | --- |
 {ours}
 {peer}
 """

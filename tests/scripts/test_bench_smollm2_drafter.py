@@ -20,6 +20,8 @@ def test_sd_runs_times_every_method_and_the_feature_head_losslessly():
     got = sd_runs(pair, rows, cfg, None, head)
     assert set(got["by_k"]) == {"2", "4"} and set(got["peer"]) == {"4"}
     assert all(v["matches_target"] == 1.0 for v in [*got["by_k"].values(), *got["peer"].values()])
+    assert got["same_forward_matches_target"] == 1.0 and got["target_only_same_forward_s"] > 0  # the fair base
+    assert all(v["speedup_same_forward"] > 0 for v in got["by_k"].values())
     fh = got["feature_head"]
     assert fh["k"] == 4 and fh["matches_target"] == 1.0 and fh["rounds"] > 0 and fh["speedup"] > 0
     assert "feature_head" not in sd_runs(pair, rows[:1], cfg, None) and "confidence_stop" not in got

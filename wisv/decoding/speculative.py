@@ -111,6 +111,20 @@ def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prom
     return SpecOutput(out, rounds)
 
 
+def target_greedy(target: PreTrainedModel, prompt_ids: list[int], *, max_new_tokens: int,
+                  eos_token_id: int | None = None) -> list[int]:
+    """Target-only greedy decoding through the forward the SD loop uses (wisv.decoding.sessions.cached_forward, with
+    its lean pass): the same tokens as ``model.generate``, and a baseline whose forward costs what the loop's does."""
+    if max_new_tokens < 1 or not prompt_ids:
+        raise ValueError("target_greedy needs a prompt and max_new_tokens >= 1")
+    eos_token_id = eos_id(target) if eos_token_id is None else eos_token_id
+    t, out = VerifySession(target, list(prompt_ids), prefill=False), []
+    while len(out) < max_new_tokens and (not out or out[-1] != eos_token_id):
+        out.append(int(t.verify([]).argmax[-1]))
+        t.commit([], 0, out[-1])
+    return out
+
+
 def truncate_output(committed: list[int], budget: int, eos_token_id: int | None) -> list[int]:
     """Cut a round's committed tokens at the token budget and just after EOS."""
     committed = committed[:budget]

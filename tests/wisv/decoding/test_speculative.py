@@ -6,7 +6,7 @@ from scipy.stats import chisquare
 
 from tests.tiny_pair import make_pair
 from wisv.decoding.lossless import check_lossless
-from wisv.decoding.speculative import AcceptAll, RejectAll, speculative_generate
+from wisv.decoding.speculative import AcceptAll, RejectAll, speculative_generate, target_greedy
 from wisv.tasks.evaluate import greedy_reference
 
 VOCAB, EOS = 61, 60
@@ -145,3 +145,15 @@ def test_a_draft_without_predictor_features_proposes_the_same_tokens():
     full, bare = DraftSession(drafter, [3, 4, 5]).draft(6), DraftSession(drafter, [3, 4, 5]).draft(6, features=False)
     assert bare.tokens == full.tokens and torch.allclose(bare.hidden, full.hidden)
     assert full.features.shape == (6, 4) and bare.features is None
+
+
+@pytest.mark.parametrize("shape", SHAPES[:2] + [("qwen2", 32, 2, 4, 2)], ids=lambda s: f"{s[0]}-{s[1]}x{s[2]}")
+def test_target_greedy_is_generate(shape):
+    """The bench's same-forward baseline: target-only through cached_forward gives generate's tokens (EOS included,
+    budget kept)."""
+    _, target = make_pair(*shape)
+    for prompt, n in (([3, 4, 5], 40), ([7, 1, 22, 9], 5)):
+        ref = greedy_reference(target, prompt, max_new_tokens=n)
+        assert target_greedy(target, prompt, max_new_tokens=n, eos_token_id=60) == ref
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        target_greedy(target, [3], max_new_tokens=0)
