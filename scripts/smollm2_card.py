@@ -44,6 +44,15 @@ def _goal_rows(meets: dict) -> str:
                      for k, v in meets.items())
 
 
+def _load(r: dict) -> str:
+    """How loaded the machine was: the 1-minute load average at the bench's start and end, where it was recorded."""
+    if "load_avg_1min" not in r:
+        return "not recorded; the machine may have been shared with other jobs"
+    la = r["load_avg_1min"]
+    return (f"1-minute load average {la['start']:.2f} at the start and {la['end']:.2f} at the end (the bench's own "
+            "thread counts 1.0)")
+
+
 def _same(row: dict) -> str:
     """A row's speed-up over target-only through our own forward ('–' in benches older than that baseline)."""
     return str(row.get("speedup_same_forward", "–"))
@@ -78,9 +87,9 @@ def _set_section(name: str, sd: dict, meets: dict) -> str:
                  f"{c['rounds']} | {c['speedup']} | {_same(c)} | {100 * c['matches_target']:.0f}% |")
     return f"""### {name}
 
-{sd['tokens']} target tokens, target-only {sd['target_only_tok_per_s']} tok/s{_same_base(sd)}; the drafter's head covers
-{100 * sd['head_coverage']:.2f}% of the target's greedy tokens here. Ours vs peer (peer time / our time, same K):
-{vs}.
+{sd['tokens']} target tokens, target-only {sd['target_only_tok_per_s']} tok/s{_same_base(sd)}.
+The drafter's head covers {100 * sd['head_coverage']:.2f}% of the target's greedy tokens here.
+Ours vs peer (peer time / our time, same K): {vs}.
 
 | goal (issue 24) | measured | target | |
 | --- | --- | --- | --- |
@@ -303,8 +312,10 @@ most, first {c['prompts']} prompts of each set; JSON: `{c['out']}`). Per-token d
 {r['drafter_ms_per_token']} ms, target {r['target_ms_per_token']} ms (cost ratio {r['cost_ratio']}). The peer is
 `transformers`' assisted generation (`generate(assistant_model=drafter)`, greedy) with the same drafter: at a fixed K
 (constant schedule, no confidence stop) and at its defaults (20 tokens, constant schedule, confidence threshold 0.4).
-All methods run in turns prompt by prompt on one thread; the machine was shared with other jobs, so compare ratios,
-not times.
+All methods run in turns prompt by prompt on one thread; compare ratios, not times. How loaded the machine was:
+{_load(r)}. Our loop's forward passes into these Llama models go through `wisv/decoding/leanstep.py` (transformers'
+arithmetic without its per-call Python), where the peer and `generate` run `model(...)`; the column "same forward"
+divides by target-only through our forward, which isolates what speculation alone buys.
 
 ## Speed: {', '.join(r['by_set'])} (the first is the headline)
 

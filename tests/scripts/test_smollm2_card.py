@@ -13,7 +13,7 @@ def test_a_sets_section_has_the_confidence_stop_beside_the_peers_defaults():
     text = smollm2_card._set_section("s", sd | {"feature_head_stop": {"0.4": row | {"k": 8}}}, {})
     assert "| ours with the feature head and the confidence stop at 0.4, K<=8 | 0.9 | 10 | 0.53 | – | 100% |" in text
     assert "| ours with the peer's confidence stop at 0.4, K<=8 | 0.8 | 10 | 0.72 | – | 100% |" in text
-    assert "K=8: 0.98; with the confidence stop at 0.4 against the peer's defaults: 0.96." in text
+    assert "same K): K=8: 0.98; with the confidence stop at 0.4 against the peer's defaults: 0.96." in text
     assert "confidence stop" not in smollm2_card._set_section("s", {k: v for k, v in sd.items()
                                                                     if k != "confidence_stop"}, {})
 
@@ -38,3 +38,9 @@ def test_a_bench_with_the_same_forward_baseline_shows_it_beside_generate():
     assert "| ours, K=8 | 0.9 | 10 | 1.04 | 0.93 | 100% |" in text
     assert "| transformers assisted, K=8 | | 10 target calls | 0.95 | – | 100% |" in text
     assert "through our own forward (`target_greedy`) it runs 1.12x as fast, 100% the same tokens" in text
+
+
+def test_the_card_says_how_loaded_the_machine_was_where_the_bench_recorded_it():
+    assert "load average 1.02 at the start and 1.31 at the end" in smollm2_card._load(
+        {"load_avg_1min": {"start": 1.02, "end": 1.31}})
+    assert "may have been shared" in smollm2_card._load({})
