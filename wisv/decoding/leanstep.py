@@ -37,15 +37,20 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 
 
-def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, position: int, groups: int,
-               scale: float) -> torch.Tensor:
-    """Causal SDPA of n queries after ``position`` cached keys, as transformers' sdpa path runs it (so the numbers
-    are its numbers): one query, or an empty cache, needs no mask and shares key heads (GQA); n queries after a cache
-    take a boolean mask over keys repeated per query head."""
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, position: int, groups: int, scale: float,
+               mask: torch.Tensor | None = None) -> torch.Tensor:
+    """SDPA of n queries after ``position`` cached keys, as transformers' sdpa path runs it (so the numbers are its
+    numbers).  Causal (``mask`` None): one query, or an empty cache, needs no mask and shares key heads (GQA); n queries
+    after a cache take a boolean mask over keys repeated per query head.  A tree's additive ``mask`` [1, 1, n, L]:
+    one query packs its heads by key head, more repeat the keys."""
     n = q.shape[2]
-    if n == 1 or position == 0:
+    if mask is None and (n == 1 or position == 0):
         return F.scaled_dot_product_attention(q, k, v, scale=scale, is_causal=n > 1, enable_gqa=groups > 1)
-    mask = torch.ones(n, position + n, dtype=torch.bool, device=q.device).tril(position)  # [n, L]
+    if mask is None:
+        mask = torch.ones(n, position + n, dtype=torch.bool, device=q.device).tril(position)  # [n, L]
+    if groups > 1 and n == 1:  # transformers' pack_gqa: [1, H, 1, d] -> [1, KV, groups, d]
+        o = F.scaled_dot_product_attention(q.reshape(1, -1, groups, q.shape[-1]), k, v, attn_mask=mask, scale=scale)
+        return o.reshape(1, -1, 1, o.shape[-1])
     if groups > 1:
         k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
@@ -53,14 +58,19 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, position: int,
 
 @torch.no_grad()
 def lean_forward(model: LlamaForCausalLM, cache: DynamicCache, position: int, ids: list[int], keep: int = 0,
+                 positions: torch.Tensor | None = None, mask: torch.Tensor | None = None,
                  ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Feed ``ids`` (n tokens) at positions ``position``.. (the cache holds exactly ``position`` positions; it is
-    extended in place): logits [n, V] of the model's LM head (``keep`` > 0: the last ``keep`` rows only) and the final
-    (post-norm) hidden states [n, d], in the model's dtype."""
+    """Feed ``ids`` (n tokens) after the cache's ``position`` positions (it is extended in place): logits [n, V] of
+    the model's LM head (``keep`` > 0: the last ``keep`` rows only) and the final (post-norm) hidden states [n, d], in
+    the model's dtype.  A chain's tokens sit at positions ``position``.. under a causal mask; a tree's pass gives its
+    ``positions`` [n] and additive ``mask`` [1, 1, n, position + n] (wisv.decoding.tree.node_mask)."""
     body, eps, n = model.model, model.config.rms_norm_eps, len(ids)
-    x = body.embed_tokens.weight[torch.tensor(ids, device=body.embed_tokens.weight.device)].unsqueeze(0)  # [1, n, d]
+    w = body.embed_tokens.weight
+    mask = None if mask is None else mask.to(device=w.device, dtype=w.dtype)
+    x = w[torch.tensor(ids, device=w.device)].unsqueeze(0)  # [1, n, d]
     rot = body.rotary_emb
-    slots = torch.arange(position, position + n, device=x.device, dtype=torch.float)
+    slots = (torch.arange(position, position + n, device=x.device) if positions is None
+             else positions.to(x.device)).float()  # [n] position ids
     freqs = torch.outer(slots, rot.inv_freq.to(device=x.device, dtype=torch.float))  # [n, d_head / 2]
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = (emb.cos() * rot.attention_scaling).to(x.dtype), (emb.sin() * rot.attention_scaling).to(x.dtype)
@@ -71,7 +81,7 @@ def lean_forward(model: LlamaForCausalLM, cache: DynamicCache, position: int, id
         k = F.linear(r, a.k_proj.weight).view(1, n, -1, a.head_dim).transpose(1, 2)  # [1, KV, n, d_head]
         v = F.linear(r, a.v_proj.weight).view(1, n, -1, a.head_dim).transpose(1, 2)
         k, v = cache.update(_rope(k, cos, sin), v, i)
-        o = _attention(_rope(q, cos, sin), k, v, position, a.num_key_value_groups, a.scaling)
+        o = _attention(_rope(q, cos, sin), k, v, position, a.num_key_value_groups, a.scaling, mask)
         x = x + F.linear(o.transpose(1, 2).reshape(1, n, -1), a.o_proj.weight)
         r = _rms(x, layer.post_attention_layernorm.weight, eps)
         x = x + F.linear(F.silu(F.linear(r, mlp.gate_proj.weight)) * F.linear(r, mlp.up_proj.weight),

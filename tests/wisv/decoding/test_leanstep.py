@@ -15,11 +15,13 @@ SHAPES = [("llama", 32, 2, 4, 2), ("llama", 64, 3, 4, 4), ("llama", 48, 2, 6, 1)
 PROMPT = [3, 9, 14, 2, 7]
 
 
-def _reference(model, cache, position, ids, keep=0):
+def _reference(model, cache, position, ids, keep=0, positions=None, mask=None):
     slots = torch.arange(position, position + len(ids))
+    pos = slots if positions is None else positions
+    extra = {} if mask is None else {"attention_mask": mask}
     with torch.no_grad():
         out = model(input_ids=torch.tensor([ids]), past_key_values=cache, use_cache=True, cache_position=slots,
-                    position_ids=slots[None], output_hidden_states=True, logits_to_keep=keep)
+                    position_ids=pos[None], output_hidden_states=True, logits_to_keep=keep, **extra)
     return out.logits[0], out.hidden_states[-1][0]
 
 
@@ -78,15 +80,33 @@ def test_the_mask_is_causal():
     assert torch.equal(rows[0][:2], rows[1][:2]) and not torch.equal(rows[0][2], rows[1][2])
 
 
-def test_cached_forward_takes_the_lean_pass_only_for_a_plain_chain():
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[1]}x{s[2]}-{s[3]}/{s[4]}")
+@pytest.mark.parametrize("parents", [[-1, 0, 0, 1, -1], [-1]], ids=["tree", "one-node"])
+def test_a_tree_pass_is_the_models_forward(shape, parents):
+    """A draft tree (or a single sibling) after a cache: its own position ids by depth and the additive tree mask."""
+    from wisv.decoding.tree import node_mask, tree_positions, with_root
+    _, target = make_pair(*shape)
+    a, b = DynamicCache(), DynamicCache()
+    _reference(target, a, 0, PROMPT), lean_forward(target, b, 0, PROMPT)
+    rooted = with_root(parents)
+    nodes = list(range(1, len(rooted)))  # the tree's nodes after the cached root
+    cached = len(PROMPT)
+    mask = node_mask(rooted, nodes, nodes, cached, target.dtype)
+    pos = tree_positions(rooted, cached)[nodes]
+    ids = [11, 4, 30, 8, 19][:len(nodes)]
+    _same(lean_forward(target, b, cached, ids, 0, pos, mask), _reference(target, a, cached, ids, 0, pos, mask))
+    _same_cache(a, b, cached + len(nodes))
+
+
+def test_cached_forward_takes_the_lean_pass_for_the_final_layer_of_a_plain_llama():
     _, target = make_pair(*SHAPES[0])
     with mock.patch("wisv.decoding.sessions.lean_forward", wraps=lean_forward) as lean:
         cached_forward(target, DynamicCache(), 0, PROMPT, keep=2)
-        assert lean.call_count == 1
         tree = torch.zeros(1, 1, len(PROMPT), len(PROMPT))
         cached_forward(target, DynamicCache(), 0, PROMPT, positions=torch.arange(len(PROMPT)), mask=tree)
+        assert lean.call_count == 2
         cached_forward(target, DynamicCache(), 0, PROMPT, hidden_layer=1)  # an inner layer: model(...)'s states
-        assert lean.call_count == 1
+        assert lean.call_count == 2
 
 
 def test_other_models_keep_their_forward():
