@@ -1,12 +1,12 @@
 """A lean forward for Llama causal LMs: the arithmetic of ``transformers``' forward over the same weights and the same
 ``DynamicCache``, without its per-call Python (mask building, output capture, keyword plumbing).
 
-A drafter token is one such pass, and so is a target's verification of a block.  On one CPU thread the forward's Python
-is about 1.5 ms of a 15 ms token of the SmolLM2 drafter (4 layers), and about 12 ms of a 134 ms 9-token pass of its
-target (30 layers).  The attention runs as transformers' sdpa path runs it (``_attention``), so the numbers are its
-numbers.  ``lean_ok`` says which models the pass reproduces: a plain ``LlamaForCausalLM`` (default RoPE, SiLU, no
-biases, SDPA attention); every other model keeps ``model(...)``.  Tests check logits, hidden states and cache against
-``model(...)`` (tests/wisv/decoding/test_leanstep.py).
+A drafter token is one such pass, and so is a target's verification of a block or a tree.  On one CPU thread the
+forward's Python is about 1.5 ms of a 15 ms token of the SmolLM2 drafter (4 layers), and about 12 ms of a 134 ms
+9-token pass of its target (30 layers).  The attention runs as transformers' sdpa path runs it (``_attention``), so
+the numbers are its numbers.  ``lean_ok`` says which models the pass reproduces: a plain ``LlamaForCausalLM`` (default
+RoPE, SiLU, no biases, SDPA attention); every other model keeps ``model(...)``.  Tests check logits, hidden states and
+cache against ``model(...)`` (tests/wisv/decoding/test_leanstep.py).
 """
 from __future__ import annotations
 
