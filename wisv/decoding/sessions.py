@@ -221,8 +221,9 @@ def cached_forward(model: PreTrainedModel, cache: DynamicCache, cached_len: int,
     logits [n, V] (``keep`` > 0: only the last ``keep`` positions', [keep, V]: the LM head runs on those alone, as
     transformers' ``logits_to_keep``) and hidden states [n, d], float32.  A tree forward passes its ``positions`` [n]
     (by depth) and an additive 4D ``mask`` [1, 1, n, cached_len + n] (wisv.decoding.tree.node_mask); by default
-    positions follow the cache.  Every pass into a plain Llama model (a drafter's token, a target's block or tree)
-    goes through wisv.decoding.leanstep: the same arithmetic without the forward's per-call Python."""
+    positions follow the cache.  Every pass into a plain Llama model that reads the final layer (a drafter's token,
+    a target's block or tree) goes through wisv.decoding.leanstep: the same arithmetic without the forward's
+    per-call Python."""
     if hidden_layer in (-1, model.config.num_hidden_layers) and lean_ok(model):
         logits, hidden = lean_forward(model, cache, cached_len, ids, keep, positions, mask)
         return logits.float(), hidden.float()

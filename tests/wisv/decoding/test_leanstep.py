@@ -10,6 +10,7 @@ from tests.tiny_pair import make_pair
 from wisv.decoding.kvcache import crop_to
 from wisv.decoding.leanstep import lean_forward, lean_ok
 from wisv.decoding.sessions import cached_forward
+from wisv.decoding.tree import node_mask, tree_positions, with_root
 
 SHAPES = [("llama", 32, 2, 4, 2), ("llama", 64, 3, 4, 4), ("llama", 48, 2, 6, 1)]
 PROMPT = [3, 9, 14, 2, 7]
@@ -84,7 +85,6 @@ def test_the_mask_is_causal():
 @pytest.mark.parametrize("parents", [[-1, 0, 0, 1, -1], [-1]], ids=["tree", "one-node"])
 def test_a_tree_pass_is_the_models_forward(shape, parents):
     """A draft tree (or a single sibling) after a cache: its own position ids by depth and the additive tree mask."""
-    from wisv.decoding.tree import node_mask, tree_positions, with_root
     _, target = make_pair(*shape)
     a, b = DynamicCache(), DynamicCache()
     _reference(target, a, 0, PROMPT), lean_forward(target, b, 0, PROMPT)
