@@ -31,7 +31,7 @@ from wisv.decoding.featdraft import FeatureDraftSession, load_head, read_head_co
 from wisv.decoding.leanstep import lean_forward
 from wisv.decoding.rejection import confidence_stop
 from wisv.decoding.speculative import spec_rows, speculative_generate, target_greedy
-from wisv.models.loader import load_pair
+from wisv.models.loader import DTYPE_CHOICES, load_pair, resolve_dtype
 from wisv.pairs import resolve_pair
 from wisv.pairs.drafter import ASSET_DIR
 from wisv.records.rows import to_frame
@@ -50,6 +50,8 @@ class DrafterBenchConfig:
 
     pair: str = "smollm2"  # the named pair (python -m wisv.pairs build NAME)
     drafter: str | None = None  # a local HF drafter directory instead of the pair's (None: the pair's)
+    drafter_dtype: str = field(default="float32", metadata={"choices": DTYPE_CHOICES})  # the drafter's weights (ours
+    #   and the peer's alike; auto: fp32 on CPU); the target stays float32, so greedy SD's output does not move
     feature_head: str | None = None  # also time greedy SD drafting with this feature head at the largest K (None: no)
     head_recompute: bool = False  # also time the head re-reading its whole window every block (no kept cache)
     prompts_files: list[str] = field(default_factory=lambda: [str(pool_path("test")), str(
@@ -344,7 +346,8 @@ def main(argv: list[str] | None = None) -> dict:
         read_head_config(cfg.feature_head)  # a bad directory fails before any timing
     paths = resolve_pair(cfg.pair)
     pair = load_pair(cfg.drafter or paths.drafter, paths.target)
-    head = load_head(cfg.feature_head, pair.drafter) if cfg.feature_head else None
+    head = load_head(cfg.feature_head, pair.drafter) if cfg.feature_head else None  # beside the fp32 drafter,
+    pair.drafter.to(resolve_dtype(cfg.drafter_dtype, "cpu"))  # then the cast (as featdraft.load_with_head)
     sets = prompt_sets(pair.tokenizer, cfg)
     c = cost(pair, cfg)
     print(f"[bench] cost: {c}", flush=True)
@@ -354,6 +357,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"config": asdict(cfg), **c, "headline_set": next(iter(by_set)), "by_set": by_set,
               "goals": GOALS, "meets": {n: goals(sd, c["cost_ratio"]) for n, sd in by_set.items()},
               "drafter": {"layers": pair.drafter.config.num_hidden_layers, "params": pair.drafter.num_parameters(),
+                          "dtype": str(pair.drafter.dtype).removeprefix("torch."),
                           "vocab_size": int(pair.drafter.config.vocab_size),
                           "head_rows": int(pair.drafter.get_output_embeddings().weight.shape[0]),
                           "target_params": pair.target.num_parameters()},

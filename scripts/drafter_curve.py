@@ -29,7 +29,7 @@ from scripts.drafter_ceiling import variant
 from scripts.train_smollm2_drafter import DistillConfig, run_dir
 from wisv.decoding.featdraft import FeatureDraftSession, load_head, read_head_config
 from wisv.decoding.speculative import spec_rows, speculative_generate
-from wisv.models.loader import load_pair
+from wisv.models.loader import DTYPE_CHOICES, load_pair, resolve_dtype
 from wisv.pairs import resolve_pair
 from wisv.records.rows import to_frame
 from wisv.records.summary import summarize_rounds
@@ -57,6 +57,8 @@ class CurveConfig:
     undistilled: bool = True  # also the undistilled copy of the target's layers (tokens 0)
     built: bool = True  # also the pair's built drafter (a reference line)
     drafter: str | None = None  # that reference drafter's HF directory instead of the pair's (None: the pair's)
+    drafter_dtype: str = field(default="float32", metadata={"choices": DTYPE_CHOICES})  # the built drafter's
+    #   weights (and its LM head under the feature head); the target stays float32
     feature_head: str = ""  # also this EAGLE-style feature head (scripts/train_feature_drafter.py; "": none)
     feature_rows: int = field(default=1, metadata={"min": 1})  # the target's feature rows the head reads per round
     threads: int = field(default=1, metadata={"min": 1})  # torch intra-op threads
@@ -151,10 +153,11 @@ def main(argv: list[str] | None = None) -> dict:
     if cfg.feature_head:
         read_head_config(cfg.feature_head)  # a bad directory fails before any evaluation
     rdir = Path(cfg.run_dir) if cfg.run_dir else run_dir(DistillConfig(seed=cfg.seed))
-    run = read_run(rdir)
+    run = read_run(rdir) if cfg.milestones or cfg.undistilled else {"config": None}  # only those read the run
     paths = resolve_pair(cfg.pair)
     pair = load_pair(cfg.drafter or paths.drafter, paths.target)
-    head = load_head(cfg.feature_head, pair.drafter) if cfg.feature_head else None
+    head = load_head(cfg.feature_head, pair.drafter) if cfg.feature_head else None  # beside the fp32 drafter,
+    pair.drafter.to(resolve_dtype(cfg.drafter_dtype, "cpu"))  # then the cast (as featdraft.load_with_head)
     groups = {g: [{"prompt_id": r["prompt_id"], "kind": r["kind"],
                    "prompt_ids": encode_prompt(pair.tokenizer, r["prompt"])} for r in rows]
               for g, rows in suite_sample(cfg.per_group, cfg.seed, cfg.pool).items()}

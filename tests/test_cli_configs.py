@@ -270,6 +270,19 @@ def test_run_child_argv_rebuilds_the_ue_and_edge_configs():
     assert (e.max_draft_len, e.kv_reuse, e.tau) == (80, False, 0.2)
 
 
+def test_run_gives_the_ues_their_own_drafter_dtype_and_the_edge_the_run_s():
+    from pathlib import Path
+
+    from testbed.live.orchestrate.placement import Site
+    site = Site(connect="tcp://127.0.0.1:7", t0_epoch_s=0.0)
+    for argv, want in (([], "auto"), (["--dtype", "bfloat16"], "bfloat16"), (["--drafter-dtype", "float16"], "float16")):
+        cfg = run.parse_args(argv)
+        u = ue.parse_args(run._ue_args(cfg, "greedy", site, Path("p.jsonl"), Path("o"), 0, 1)[1:])
+        assert u.dtype == want and serve.parse_args(run._edge_args(cfg)[1:]).dtype == cfg.dtype
+    with pytest.raises(SystemExit):
+        run.parse_args(["--drafter-dtype", "int8"])
+
+
 def test_load_edge_argv():
     cfg = load_cli.parse_args(["--scheduler", "slo", "--guard-ms", "2", "--no-arrival-reserve", "--draft-len", "70"])
     edge = serve.parse_args(config.to_argv(load_cli.edge_config(cfg, 4)))

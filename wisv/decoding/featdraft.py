@@ -27,6 +27,7 @@ from transformers import PreTrainedModel
 
 from wisv.decoding.rejection import draft_features
 from wisv.decoding.sessions import Draft, DraftSession, common_len
+from wisv.models.loader import load_model
 from wisv.models.restricted_head import RestrictedHead
 
 
@@ -165,7 +166,10 @@ def load_head(path: Path | str, base: PreTrainedModel | None = None) -> FeatureH
     if FROZEN[0] not in state:
         if base is None:
             raise ValueError(f"{path}: this feature head takes its embedding from the drafter it was trained beside")
-        emb = base.get_input_embeddings().weight.detach().float()
+        emb = base.get_input_embeddings().weight.detach()
+        if emb.dtype != torch.float32:
+            raise ValueError(f"{path}: the drafter beside it must be float32 while the head loads (its embedding's "
+                             f"digest is checked), not {emb.dtype}; load_with_head casts the drafter after")
         if tuple(emb.shape) != (head.cfg.vocab, head.cfg.d_t) or \
                 embedding_digest(emb) != doc.get("frozen", {}).get("embedding_sha256"):
             raise ValueError(f"{path}: trained beside another embedding than this drafter's (head.json frozen."
@@ -179,6 +183,18 @@ def load_head(path: Path | str, base: PreTrainedModel | None = None) -> FeatureH
         head.lm_head.weight = head.embed.weight
     head.embed.weight.requires_grad_(False)
     return head.to(base.device if base is not None else "cpu").eval()  # beside the drafter that feeds it
+
+
+def load_with_head(drafter_dir: Path, device: str, dtype: torch.dtype,
+                   head_dir: Path | str | None) -> tuple[PreTrainedModel, FeatureHead | None]:
+    """The UE's drafter with its weights in ``dtype`` and, given ``head_dir``, the feature head beside it.  The head is
+    built while the drafter is float32 (load_head checks that embedding's digest, and keeps it: the head's inputs
+    stay float32), then the drafter is cast.  The drafter's precision moves only what it proposes."""
+    if head_dir is None:
+        return load_model(Path(drafter_dir), "drafter", device, dtype), None
+    drafter = load_model(Path(drafter_dir), "drafter", device, torch.float32)
+    head = load_head(head_dir, drafter)
+    return drafter.to(dtype), head
 
 
 def draft_lm_head(head: FeatureHead, model: PreTrainedModel) -> nn.Module:
@@ -200,8 +216,8 @@ def _same_rows(head: FeatureHead, lm: nn.Module) -> bool:
     """Whether ``lm`` is a RestrictedHead whose rows are the head's LM head's at its kept ids."""
     if not (isinstance(lm, RestrictedHead) and lm.vocab_size == head.cfg.vocab and lm.in_features == head.cfg.d_t):
         return False
-    ids = lm.kept_ids.to(head.lm_head.weight.device)
-    return torch.equal(lm.weight.detach().float().to(ids.device), head.lm_head.weight.detach()[ids].float())
+    ids = lm.kept_ids.to(head.lm_head.weight.device)  # compared in the drafter's precision: a cast drafter's rows too
+    return torch.equal(lm.weight.detach().to(ids.device), head.lm_head.weight.detach()[ids].to(lm.weight.dtype))
 
 
 class FeatureDraftSession(DraftSession):
@@ -260,7 +276,7 @@ class FeatureDraftSession(DraftSession):
             f_hat, past = self.head(f_in, x_in, past, keep=self.head.cfg.window - 1 + k)
             calls += 1
             f_last = f_hat[0, -1]  # [d_t]
-            logits = self.lm(f_last)  # [V]
+            logits = self.lm(f_last.to(self.lm.weight.dtype)).float()  # [V]; the drafter's head may be fp16
             feat = draft_features(logits[None])[0].cpu() if features else None  # [4]; on the host (see Draft)
             if sample:
                 q = torch.softmax(logits.double() / temperature, dim=-1)  # [V]

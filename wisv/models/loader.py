@@ -34,7 +34,8 @@ def builtin_paths() -> tuple[Path, Path]:
 
 
 def default_dtype(device: str) -> torch.dtype:
-    """float32 on CPU (fp16 matmuls are slow there); bf16 or fp16 on CUDA."""
+    """float32 on CPU (fp16 matrix products, a prefill's, are slow there; a one-token step is not: a drafter's may
+    take ``--drafter-dtype float16``, docs/pairs.md); bf16 or fp16 on CUDA."""
     if str(device).startswith("cuda"):
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.float32

@@ -103,6 +103,9 @@ class RunConfig:
     device: str = "cpu"  # torch device of both processes
     dtype: str = field(default="auto", metadata={
         "choices": DTYPE_CHOICES})  # both models' weights, and the reference's (auto: fp32 on CPU, bf16/fp16 on CUDA)
+    drafter_dtype: str = field(default="same", metadata={
+        "choices": ("same", *DTYPE_CHOICES)})  # the UEs' drafter weights (same: --dtype); float16 about halves a
+    #   one-token drafter step on a CPU with AVX-512 (docs/pairs.md), and moves only what the drafter proposes
     ues: int = field(default=1, metadata={
         "min": 1})  # UE processes sharing the edge and the link; prompts are dealt round-robin
     reference: bool = True  # compute target-only greedy outputs for matches_target (--no-reference: skip)
@@ -357,7 +360,7 @@ def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, ou
                              ue_id=f"ue{u}", protocol=proto, device=cfg.device, seed=cfg.seed, link_json=link_json,
                              link_t0_epoch_s=site.t0_epoch_s, reference=False,  # the run compares with the target
                              keep_done=cfg.continue_dir is not None, capture=_capture_path(cfg, proto, u),
-                             **_shared(cfg))
+                             **_shared(cfg) | ({} if cfg.drafter_dtype == "same" else {"dtype": cfg.drafter_dtype}))
     return ["testbed.ue", *config.to_argv(ue)]
 
 

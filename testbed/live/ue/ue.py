@@ -44,10 +44,10 @@ from testbed.live.ue.kept import Kept, in_prompt_order, keep_done
 from testbed.live.ue.retry import RetryExhausted
 from testbed.live.ue.ueconfig import UEConfig
 from testbed.live.ue.ueround import run_round
-from wisv.decoding.featdraft import FeatureDraftSession, FeatureHead, load_head
+from wisv.decoding.featdraft import FeatureDraftSession, FeatureHead, load_with_head
 from wisv.decoding.rejection import load_predictor, stop_rule
 from wisv.decoding.sessions import DraftSession
-from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
+from wisv.models.loader import builtin_paths, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.pairs import apply_pair
 from wisv.records.rows import RoundLog, RoundRow, to_frame
 from wisv.records.summary import spec_decode_metrics
@@ -211,7 +211,7 @@ def run(cfg: UEConfig) -> dict:
     drafter_dir = Path(cfg.drafter) if cfg.drafter else builtin_paths()[0]
     tok = load_tokenizer(drafter_dir, "drafter")
     prompts = prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file, chat_template=cfg.chat_template)
-    drafter = load_model(drafter_dir, "drafter", cfg.device, resolve_dtype(cfg.dtype, cfg.device))
+    drafter, head = load_with_head(drafter_dir, cfg.device, resolve_dtype(cfg.dtype, cfg.device), cfg.drafter_head)
     gc.collect()
     gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
     stop = (stop_rule(load_predictor(cfg.rejection_predictor), cfg.rejection_threshold) if cfg.rejection_predictor
@@ -220,7 +220,7 @@ def run(cfg: UEConfig) -> dict:
     kept = keep_done(out, ids) if cfg.keep_done else Kept()  # testbed.run --continue: what an interrupted run did
     loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect,
                 log=RoundLog(out / "rounds.jsonl", append=cfg.keep_done),
-                head=load_head(cfg.drafter_head, drafter) if cfg.drafter_head else None, feature_rows=cfg.feature_rows)
+                head=head, feature_rows=cfg.feature_rows)
     ctx, est = zmq.Context(), CSIEstimator(probe_target_ms=cfg.probe_ms, first_probe_bytes=max(cfg.probe_bytes, 1))
     client = Client(ctx, cfg.connect, cfg.ue_id, Limits(vocab_size=int(drafter.config.vocab_size)),
                     cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms),

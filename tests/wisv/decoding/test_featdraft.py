@@ -228,3 +228,32 @@ def test_with_more_rows_the_kept_cache_gives_up_what_the_targets_features_replac
             s.commit(committed)
             s.take_features(rows)
         assert keep.kv is None or keep.kv_end <= len(keep.seq) - 1 - rows.shape[0]
+
+
+def test_a_float16_drafter_keeps_its_restricted_head_under_the_feature_head_and_stays_lossless(tmp_path):
+    """The drafter cast to float16 after the head loads (load_with_head): the head still reads tokens through the
+    drafter's restricted head (its rows compared in float16), and greedy SD still gives the target's output."""
+    import copy
+
+    from wisv.decoding.featdraft import draft_lm_head, load_with_head
+    from wisv.models.restricted_head import RestrictedHead, restrict, save_model
+    _, target, head = pair_and_head()
+    with torch.no_grad():
+        head.lm_head.weight.copy_(target.get_input_embeddings().weight)
+    early = copy.deepcopy(target)
+    early.get_output_embeddings().weight.data.copy_(target.get_input_embeddings().weight)
+    restrict(early, list(range(0, VOCAB, 2)))
+    save_model(early, tmp_path / "drafter")
+    save_head(head, tmp_path / "head", base=early)
+    drafter, back = load_with_head(tmp_path / "drafter", "cpu", torch.float16, tmp_path / "head")
+    assert drafter.dtype == torch.float16 and back.embed.weight.dtype == torch.float32
+    lm = draft_lm_head(back, drafter)
+    assert isinstance(lm, RestrictedHead) and lm.weight.dtype == torch.float16
+    prompt, ref = [3, 4, 5], greedy_reference(target, [3, 4, 5], 20)
+    for make in (None, lambda s: FeatureDraftSession(drafter, s, back)):
+        out = speculative_generate(drafter, target, prompt, max_new_tokens=20, draft_len=4, make_draft=make)
+        assert out.tokens == ref
+    plain, none = load_with_head(tmp_path / "drafter", "cpu", torch.float16, None)
+    assert plain.dtype == torch.float16 and none is None
+    with pytest.raises(ValueError, match="must be float32 while the head loads"):
+        load_head(tmp_path / "head", plain)
