@@ -174,7 +174,7 @@ def _time_sd(pair, ids: list[int], pid: str, ref: list[int], max_new: int, eos: 
     """One timed greedy SD run of a prompt at K = ``k`` (``kw``: speculative_generate's make_draft / stop), added
     into ``acc`` (seconds, round rows, outputs equal to ``ref``)."""
     out, s = timed(partial(speculative_generate, pair.drafter, pair.target, ids, max_new_tokens=max_new, draft_len=k,
-                           eos_token_id=eos, **kw))
+                           eos_token_id=eos, record_edge=False, **kw))  # no record's edge features: the peer keeps none
     acc["s"], acc["rows"], acc["same"] = acc["s"] + s, acc["rows"] + spec_rows(out, pid, len(ids)), acc["same"] + int(
         out.tokens == ref)
 
@@ -253,7 +253,7 @@ def profile_loop(pair, rows: list[dict], cfg: DrafterBenchConfig, top: int = 20)
     prof.enable()
     for r in rows:
         speculative_generate(pair.drafter, pair.target, r["prompt_ids"], max_new_tokens=cfg.max_new_tokens,
-                             draft_len=k, eos_token_id=eos)
+                             draft_len=k, eos_token_id=eos, record_edge=False)
     prof.disable()
     wall = time.perf_counter() - t0
     st = pstats.Stats(prof)
@@ -268,7 +268,7 @@ def time_split(pair, rows: list[dict], cfg: DrafterBenchConfig) -> dict:
     drafter's and the target's forward calls (count, seconds, ms a call) and the rest (the loop's own work)."""
     k, eos = max(cfg.draft_lens), eos_id(pair.target)
     runs = {"ours": lambda ids: speculative_generate(pair.drafter, pair.target, ids, max_new_tokens=cfg.max_new_tokens,
-                                                     draft_len=k, eos_token_id=eos),
+                                                     draft_len=k, eos_token_id=eos, record_edge=False),
             "peer": lambda ids: peer_generate(pair, ids, cfg.max_new_tokens, k)}
     acc = {name: {"wall": 0.0, "drafter": [0, 0.0], "target": [0, 0.0]} for name in runs}
     for r in rows:

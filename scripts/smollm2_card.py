@@ -53,6 +53,13 @@ def _load(r: dict) -> str:
             "thread counts 1.0)")
 
 
+def _dtype(r: dict) -> str:
+    """The drafter's weights in the bench (float32, the target's, in benches older than --drafter-dtype)."""
+    dt = r["drafter"].get("dtype", "float32")
+    note = "" if dt == "float32" else " (ours and the peer alike; its precision moves only what it proposes)"
+    return f"Drafter weights {dt}{note}, target float32."
+
+
 def _same(row: dict) -> str:
     """A row's speed-up over target-only through our own forward ('–' in benches older than that baseline)."""
     return str(row.get("speedup_same_forward", "–"))
@@ -308,7 +315,7 @@ when cached) and {tr.get('train_s')} s training on {tr.get('threads')} thread(s)
 losses {tr.get('epoch_losses')}.
 
 Measured by `scripts/bench_smollm2_drafter.py` ({c['threads']} torch thread, CPU, {c['max_new_tokens']} new tokens at
-most, first {c['prompts']} prompts of each set; JSON: `{c['out']}`). Per-token decode: drafter
+most, first {c['prompts']} prompts of each set; JSON: `{c['out']}`). {_dtype(r)} Per-token decode: drafter
 {r['drafter_ms_per_token']} ms, target {r['target_ms_per_token']} ms (cost ratio {r['cost_ratio']}). The peer is
 `transformers`' assisted generation (`generate(assistant_model=drafter)`, greedy) with the same drafter: at a fixed K
 (constant schedule, no confidence stop) and at its defaults (20 tokens, constant schedule, confidence threshold 0.4).

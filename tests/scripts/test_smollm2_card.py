@@ -44,3 +44,8 @@ def test_the_card_says_how_loaded_the_machine_was_where_the_bench_recorded_it():
     assert "load average 1.02 at the start and 1.31 at the end" in smollm2_card._load(
         {"load_avg_1min": {"start": 1.02, "end": 1.31}})
     assert "may have been shared" in smollm2_card._load({})
+
+
+def test_the_card_names_the_drafter_s_weights_and_old_benches_read_float32():
+    assert smollm2_card._dtype({"drafter": {"dtype": "float16"}}).startswith("Drafter weights float16 (ours and the peer")
+    assert smollm2_card._dtype({"drafter": {}}) == "Drafter weights float32, target float32."

@@ -91,6 +91,17 @@ def test_wisv_records_hidden_states_at_mismatches():
         assert r.reject_probs == [1.0] * len(r.mismatches)
 
 
+def test_a_run_without_edge_records_gives_the_same_tokens_and_wisv_keeps_them():
+    drafter, target = make_pair(*SHAPES[0])
+    full, bare = (speculative_generate(drafter, target, [1, 2, 3], max_new_tokens=30, draft_len=8, record_edge=e)
+                  for e in (True, False))
+    assert full.tokens == bare.tokens and [r.mismatches for r in full.rounds] == [r.mismatches for r in bare.rounds]
+    assert any(r.edge is not None for r in full.rounds) and all(r.edge is None for r in bare.rounds)
+    wisv = speculative_generate(drafter, target, [1, 2, 3], max_new_tokens=30, draft_len=8, rule="wisv",
+                                policy=RejectAll(), record_edge=False)  # a wisv policy may read them: kept
+    assert all(r.edge is not None for r in wisv.rounds if r.mismatches)
+
+
 def test_sampling_is_seeded_and_matches_target_first_token():
     drafter, target = make_pair(*SHAPES[0])
     prompt = [4, 5]

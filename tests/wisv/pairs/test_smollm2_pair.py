@@ -97,3 +97,19 @@ def test_the_shipped_feature_head_is_slim_and_drafts_losslessly_beside_the_pairs
     out = speculative_generate(drafter, target, prompts[0], max_new_tokens=MAX_NEW, draft_len=8,
                                make_draft=lambda ids: FeatureDraftSession(drafter, ids, head))
     assert out.tokens == refs[0]
+
+
+@pytest.mark.slow
+def test_a_float16_drafter_and_its_feature_head_stay_lossless_through_a_testbed_run(tmp_path):
+    """--drafter-dtype float16: the UE casts its drafter after the feature head loads beside it (load_with_head);
+    the target stays float32, so the outputs are target-only's."""
+    import json
+    _paths()
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "testbed.run", "--pair", "smollm2", "--protocol", "greedy", "--head", "none",
+           "--drafter-dtype", "float16", "--drafter-head", str(FEATURE_HEAD), "--prompts", "2",
+           "--max-new-tokens", "24", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (pd.read_csv(out / "summary.csv")["matches_target"] == 1.0).all()
+    assert json.loads((out / "config.json").read_text())["drafter_dtype"] == "float16"
