@@ -56,7 +56,8 @@ def _load(r: dict) -> str:
 def _dtype(r: dict) -> str:
     """The drafter's weights in the bench (float32, the target's, in benches older than --drafter-dtype)."""
     dt = r["drafter"].get("dtype", "float32")
-    note = "" if dt == "float32" else " (ours and the peer alike; its precision moves only what it proposes)"
+    note = "" if dt == "float32" else (f" (`--drafter-dtype {dt}`; float32 is the default on CPU; ours and the peer "
+                                       "alike; its precision moves only what it proposes)")
     return f"Drafter weights {dt}{note}, target float32."
 
 

@@ -275,7 +275,8 @@ def test_run_gives_the_ues_their_own_drafter_dtype_and_the_edge_the_run_s():
 
     from testbed.live.orchestrate.placement import Site
     site = Site(connect="tcp://127.0.0.1:7", t0_epoch_s=0.0)
-    for argv, want in (([], "auto"), (["--dtype", "bfloat16"], "bfloat16"), (["--drafter-dtype", "float16"], "float16")):
+    cases = (([], "auto"), (["--dtype", "bfloat16"], "bfloat16"), (["--drafter-dtype", "float16"], "float16"))
+    for argv, want in cases:
         cfg = run.parse_args(argv)
         u = ue.parse_args(run._ue_args(cfg, "greedy", site, Path("p.jsonl"), Path("o"), 0, 1)[1:])
         assert u.dtype == want and serve.parse_args(run._edge_args(cfg)[1:]).dtype == cfg.dtype

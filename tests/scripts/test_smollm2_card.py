@@ -47,5 +47,6 @@ def test_the_card_says_how_loaded_the_machine_was_where_the_bench_recorded_it():
 
 
 def test_the_card_names_the_drafter_s_weights_and_old_benches_read_float32():
-    assert smollm2_card._dtype({"drafter": {"dtype": "float16"}}).startswith("Drafter weights float16 (ours and the peer")
+    text = smollm2_card._dtype({"drafter": {"dtype": "float16"}})
+    assert text.startswith("Drafter weights float16 (`--drafter-dtype float16`")
     assert smollm2_card._dtype({"drafter": {}}) == "Drafter weights float32, target float32."
