@@ -27,7 +27,7 @@ import torch
 import config
 from scripts.smollm2_card import DEFAULT_KINDS
 from testbed.common.machine import machine_info
-from wisv.decoding.featdraft import FeatureDraftSession, load_head, read_head_config
+from wisv.decoding.featdraft import FeatureDraftSession, cast_beside_head, read_head_config
 from wisv.decoding.leanstep import lean_forward
 from wisv.decoding.rejection import confidence_stop
 from wisv.decoding.speculative import spec_rows, speculative_generate, target_greedy
@@ -346,8 +346,7 @@ def main(argv: list[str] | None = None) -> dict:
         read_head_config(cfg.feature_head)  # a bad directory fails before any timing
     paths = resolve_pair(cfg.pair)
     pair = load_pair(cfg.drafter or paths.drafter, paths.target)
-    head = load_head(cfg.feature_head, pair.drafter) if cfg.feature_head else None  # beside the fp32 drafter,
-    pair.drafter.to(resolve_dtype(cfg.drafter_dtype, "cpu"))  # then the cast (as featdraft.load_with_head)
+    head = cast_beside_head(pair.drafter, cfg.feature_head, resolve_dtype(cfg.drafter_dtype, "cpu"))
     sets = prompt_sets(pair.tokenizer, cfg)
     c = cost(pair, cfg)
     print(f"[bench] cost: {c}", flush=True)

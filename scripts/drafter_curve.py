@@ -27,7 +27,7 @@ import config
 from scripts.distill_state import milestones, read_run
 from scripts.drafter_ceiling import variant
 from scripts.train_smollm2_drafter import DistillConfig, run_dir
-from wisv.decoding.featdraft import FeatureDraftSession, load_head, read_head_config
+from wisv.decoding.featdraft import FeatureDraftSession, cast_beside_head, read_head_config
 from wisv.decoding.speculative import spec_rows, speculative_generate
 from wisv.models.loader import DTYPE_CHOICES, load_pair, resolve_dtype
 from wisv.pairs import resolve_pair
@@ -156,8 +156,7 @@ def main(argv: list[str] | None = None) -> dict:
     run = read_run(rdir) if cfg.milestones or cfg.undistilled else {"config": None}  # only those read the run
     paths = resolve_pair(cfg.pair)
     pair = load_pair(cfg.drafter or paths.drafter, paths.target)
-    head = load_head(cfg.feature_head, pair.drafter) if cfg.feature_head else None  # beside the fp32 drafter,
-    pair.drafter.to(resolve_dtype(cfg.drafter_dtype, "cpu"))  # then the cast (as featdraft.load_with_head)
+    head = cast_beside_head(pair.drafter, cfg.feature_head, resolve_dtype(cfg.drafter_dtype, "cpu"))
     groups = {g: [{"prompt_id": r["prompt_id"], "kind": r["kind"],
                    "prompt_ids": encode_prompt(pair.tokenizer, r["prompt"])} for r in rows]
               for g, rows in suite_sample(cfg.per_group, cfg.seed, cfg.pool).items()}

@@ -169,7 +169,7 @@ def load_head(path: Path | str, base: PreTrainedModel | None = None) -> FeatureH
         emb = base.get_input_embeddings().weight.detach()
         if emb.dtype != torch.float32:
             raise ValueError(f"{path}: the drafter beside it must be float32 while the head loads (its embedding's "
-                             f"digest is checked), not {emb.dtype}; load_with_head casts the drafter after")
+                             f"digest is checked), not {emb.dtype}; cast_beside_head casts the drafter after")
         if tuple(emb.shape) != (head.cfg.vocab, head.cfg.d_t) or \
                 embedding_digest(emb) != doc.get("frozen", {}).get("embedding_sha256"):
             raise ValueError(f"{path}: trained beside another embedding than this drafter's (head.json frozen."
@@ -187,14 +187,19 @@ def load_head(path: Path | str, base: PreTrainedModel | None = None) -> FeatureH
 
 def load_with_head(drafter_dir: Path, device: str, dtype: torch.dtype,
                    head_dir: Path | str | None) -> tuple[PreTrainedModel, FeatureHead | None]:
-    """The UE's drafter with its weights in ``dtype`` and, given ``head_dir``, the feature head beside it.  The head is
-    built while the drafter is float32 (load_head checks that embedding's digest, and keeps it: the head's inputs
-    stay float32), then the drafter is cast.  The drafter's precision moves only what it proposes."""
-    if head_dir is None:
-        return load_model(Path(drafter_dir), "drafter", device, dtype), None
-    drafter = load_model(Path(drafter_dir), "drafter", device, torch.float32)
-    head = load_head(head_dir, drafter)
-    return drafter.to(dtype), head
+    """The UE's drafter with its weights in ``dtype`` and, given ``head_dir``, the feature head beside it
+    (``cast_beside_head``).  The drafter's precision moves only what it proposes."""
+    drafter = load_model(Path(drafter_dir), "drafter", device, torch.float32 if head_dir else dtype)
+    return drafter, cast_beside_head(drafter, head_dir, dtype)
+
+
+def cast_beside_head(drafter: PreTrainedModel, head_dir: Path | str | None,
+                     dtype: torch.dtype) -> FeatureHead | None:
+    """The feature head at ``head_dir`` (None: none), built beside the float32 ``drafter`` (load_head checks that
+    embedding's digest, and keeps it: the head's inputs stay float32); then the drafter is cast to ``dtype``."""
+    head = load_head(head_dir, drafter) if head_dir else None
+    drafter.to(dtype)
+    return head
 
 
 def draft_lm_head(head: FeatureHead, model: PreTrainedModel) -> nn.Module:
