@@ -97,6 +97,14 @@ def test_csi_configured_without_an_emulated_link_is_refused_by_the_ue(tmp_path, 
                                       "(--link-json); on a real link use --csi measured\n")
 
 
+def test_a_bad_drafter_head_is_refused_by_the_ue_before_its_drafter_loads(tmp_path, capsys, monkeypatch):
+    def no_load(*_):
+        raise AssertionError("the drafter loaded before --drafter-head was checked")
+    monkeypatch.setattr(ue, "load_with_head", no_load)
+    code, err = error_of("testbed.ue", ["--drafter-head", str(tmp_path / "nope"), "--out", str(tmp_path)], capsys)
+    assert code == 2 and "not a feature head directory" in err and err.count("\n") == 1
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

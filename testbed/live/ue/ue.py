@@ -44,7 +44,7 @@ from testbed.live.ue.kept import Kept, in_prompt_order, keep_done
 from testbed.live.ue.retry import RetryExhausted
 from testbed.live.ue.ueconfig import UEConfig
 from testbed.live.ue.ueround import run_round
-from wisv.decoding.featdraft import FeatureDraftSession, FeatureHead, load_with_head
+from wisv.decoding.featdraft import FeatureDraftSession, FeatureHead, load_with_head, read_head_config
 from wisv.decoding.rejection import load_predictor, stop_rule
 from wisv.decoding.sessions import DraftSession
 from wisv.models.loader import builtin_paths, load_tokenizer, resolve_dtype, vocab_facts
@@ -205,6 +205,8 @@ def run(cfg: UEConfig) -> dict:
     cfg = apply_pair(cfg, target=None)
     link = LinkSpec(**json.loads(cfg.link_json)) if cfg.link_json else None
     csi_source(cfg, link)  # a bad --csi fails before any work
+    if cfg.drafter_head:
+        read_head_config(cfg.drafter_head)  # and a bad --drafter-head, before the drafter loads
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     config.write_config(out, cfg, config.provenance())  # --config OUT/config.toml reruns it
