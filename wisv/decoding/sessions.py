@@ -8,7 +8,7 @@ cache covers ``seq[:-1]`` after its prefill and after every commit, so a verific
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -16,6 +16,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 from wisv.decoding.kvcache import crop_to, keep_positions
 from wisv.decoding.leanstep import lean_forward, lean_ok
+from wisv.decoding.passrows import pad_count
 from wisv.decoding.rejection import draft_features
 from wisv.decoding.siblings import sibling_inputs
 from wisv.decoding.tree import node_mask, tree_positions, with_root
@@ -153,11 +154,14 @@ class DraftSession(_CachedModel):
 class VerifySession(_CachedModel):
     """The target's view of one sequence (edge side)."""
 
-    def __init__(self, model: PreTrainedModel, prompt_ids: list[int], hidden_layer: int = -1, prefill: bool = True):
+    def __init__(self, model: PreTrainedModel, prompt_ids: list[int], hidden_layer: int = -1, prefill: bool = True,
+                 pad_to: Mapping[int, int] | None = None):
         """``prefill``: run the prompt now (an edge does it at OPEN, while the UE drafts its first block); False leaves
         it pending, and the first ``verify`` feeds it in the same pass as the draft (one target call fewer: the
-        in-process loop, where nothing overlaps)."""
+        in-process loop, where nothing overlaps).  ``pad_to``: a plan (wisv.decoding.passrows) that pads a ``verify``
+        pass of n rows to ``pad_to[n]`` with filler rows, dropped after (None: no padding)."""
         super().__init__(model, prompt_ids, hidden_layer)
+        self.pad_to = pad_to
         if prefill:
             self.prefill()
 
@@ -168,9 +172,13 @@ class VerifySession(_CachedModel):
 
     def verify(self, draft: list[int]) -> Block:
         """One target pass over the last committed token and the draft (and, before the first, the pending
-        prompt: only the last ``K + 1`` rows come back)."""
-        n = len(draft) + 1
-        logits, hidden = self.forward(self.seq[self.cached_len:] + list(draft), keep=n)
+        prompt: only the last ``K + 1`` rows come back), padded as the session's plan says."""
+        n, feed = len(draft) + 1, self.seq[self.cached_len:] + list(draft)
+        pad = pad_count(len(feed), self.pad_to)
+        logits, hidden = self.forward(feed + [self.seq[-1]] * pad, keep=n + pad)  # any filler token: it comes last
+        if pad:
+            self.rollback(self.cached_len - pad)
+            logits, hidden = logits[:n], hidden[:len(feed)]
         return Block(logits, hidden[-n:], logits.argmax(dim=-1))
 
     def verify_siblings(self, draft: list[int], positions: list[int], tokens: list[int]) -> SiblingRows:

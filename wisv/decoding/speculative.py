@@ -4,7 +4,7 @@ Both models keep a KV cache across rounds (see wisv/decoding/sessions.py); the p
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -67,7 +67,8 @@ def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prom
                          tau: float = 0.5, temperature: float = 1.0, generator: torch.Generator | None = None,
                          hidden_layer: int = -1, csi: CSI | None = None, sibling: bool = False,
                          make_draft: Callable[[list[int]], DraftSession] | None = None,
-                         stop: Callable[[torch.Tensor], bool] | None = None, record_edge: bool = True) -> SpecOutput:
+                         stop: Callable[[torch.Tensor], bool] | None = None, record_edge: bool = True,
+                         pad_to: Mapping[int, int] | None = None) -> SpecOutput:
     """Speculative decoding of ``prompt_ids`` with the drafter proposing ``draft_len`` tokens per round.
 
     rule: "greedy" (lossless w.r.t. target greedy decoding), "sampling" (speculative sampling at
@@ -83,7 +84,8 @@ def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prom
     (wisv.decoding.rejection: ``stop_rule`` of a rejection predictor, ``confidence_stop``); True ends the block there.
     ``record_edge``: compute the edge's free features at each mismatch into ``RoundRecord.edge`` (labeling reads
     them); False leaves them None where nothing reads them, a timing run of a rule that is not wisv (about 2 ms a
-    round on the SmolLM2 target's 49k-token vocabulary).
+    round on the SmolLM2 target's 49k-token vocabulary).  ``pad_to``: a plan that pads a verification pass of n rows to
+    ``pad_to[n]`` rows, where the larger pass costs less (VerifySession's; wisv.decoding.passrows); the same tokens.
     """
     if rule not in ("greedy", "sampling", "wisv"):
         raise ValueError(f"unknown rule {rule!r}; use 'greedy', 'sampling' or 'wisv'")
@@ -99,7 +101,7 @@ def speculative_generate(drafter: PreTrainedModel, target: PreTrainedModel, prom
     d = DraftSession(drafter, seq, hidden_layer) if make_draft is None else make_draft(seq)
     if d.reads_features and hidden_layer != -1:
         raise ValueError("a drafter that reads target features needs the final layer's states (hidden_layer=-1)")
-    t = VerifySession(target, seq, hidden_layer, prefill=False)  # the prompt rides with the first block's pass
+    t = VerifySession(target, seq, hidden_layer, prefill=False, pad_to=pad_to)  # the prompt rides with block 1
     ctx = RoundContext(rule=rule, eos=eos_token_id, policy=policy, tau=tau, temperature=temperature, gen=generator,
                        csi=csi, sibling=sibling, stop=stop, record_edge=record_edge or rule == "wisv")
     out, rounds = [], []
