@@ -15,6 +15,7 @@ from labeling import __main__ as labeling_cli
 from scripts import (
     bench_core,
     bench_link,
+    bench_pass_rows,
     bench_scale,
     bench_smollm2_drafter,
     bench_tree,
@@ -69,6 +70,7 @@ PARSED: dict[str, tuple[type, Callable]] = {
     "scripts/bench_scale.py": (bench_scale.ScaleBenchConfig, bench_scale.parse_args),
     "scripts/train_smollm2_drafter.py": (train_smollm2_drafter.DistillConfig, train_smollm2_drafter.parse_args),
     "scripts/bench_smollm2_drafter.py": (bench_smollm2_drafter.DrafterBenchConfig, bench_smollm2_drafter.parse_args),
+    "scripts/bench_pass_rows.py": (bench_pass_rows.PassRowsBenchConfig, bench_pass_rows.parse_args),
     "scripts/drafter_curve.py": (drafter_curve.CurveConfig, drafter_curve.parse_args),
     "scripts/gpu_check.py": (gpu_check.GpuCheckConfig, gpu_check.parse_args),
 }
