@@ -29,11 +29,13 @@ from scripts.smollm2_card import DEFAULT_KINDS
 from testbed.common.machine import machine_info
 from wisv.decoding.featdraft import FeatureDraftSession, cast_beside_head, read_head_config
 from wisv.decoding.leanstep import lean_forward
+from wisv.decoding.passrows import load_plan
 from wisv.decoding.rejection import confidence_stop
 from wisv.decoding.speculative import spec_rows, speculative_generate, target_greedy
 from wisv.models.loader import DTYPE_CHOICES, load_pair, resolve_dtype
 from wisv.pairs import resolve_pair
 from wisv.pairs.drafter import ASSET_DIR
+from wisv.records.paired import paired_time_change
 from wisv.records.rows import to_frame
 from wisv.records.summary import summarize_rounds
 from wisv.tasks.evaluate import eos_id, greedy_reference
@@ -63,6 +65,8 @@ class DrafterBenchConfig:
     peer_defaults: bool = True  # also time the peer at transformers' defaults (its own K and confidence stop)
     stop_below: list[float] = field(default_factory=list, metadata={  # also time our loop at the largest K with
         "min": 0.0, "max": 1.0})  # the peer's confidence stop at each of these top-1 probabilities (none: no)
+    pass_rows: str | None = None  # a scripts/bench_pass_rows.py JSON: also time each --stop-below run (with the
+    #   feature head, if given) with its verification passes padded by that JSON's target_pad_plan (None: no)
     max_new_tokens: int = 96  # generation budget per prompt, tokens
     threads: int = 1  # torch intra-op threads (drafter and target alike; the testbed's processes use 1)
     cost_steps: int = 40  # decode steps per per-token timing
@@ -177,25 +181,36 @@ def _time_sd(pair, ids: list[int], pid: str, ref: list[int], max_new: int, eos: 
                            eos_token_id=eos, record_edge=False, **kw))  # no record's edge features: the peer keeps none
     acc["s"], acc["rows"], acc["same"] = acc["s"] + s, acc["rows"] + spec_rows(out, pid, len(ids)), acc["same"] + int(
         out.tokens == ref)
+    acc["times"].append(s)
 
 
-def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | None, head=None) -> dict:
+def _acc() -> dict:
+    """One method's accumulator: seconds, round rows, outputs equal to target-only's, seconds per prompt."""
+    return {"s": 0.0, "rows": [], "same": 0, "times": []}
+
+
+def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | None, head=None,
+            plan: dict[int, int] | None = None) -> dict:
     """Per prompt, in turns: target-only (``model.generate``, then ``target_greedy``: the loop's own forward), our
-    greedy SD at each K, the peer at each fixed K and at its defaults. AAL, lossless checks, wall times and the share of
-    the target's tokens the drafter's head can propose."""
+    greedy SD at each K, the peer at each fixed K and at its defaults. AAL, lossless checks, wall times (ours also per
+    prompt) and the share of the target's tokens the drafter's head can propose.  ``plan``: also each confidence stop
+    (with the feature head, if given) with its verification passes padded by this plan (wisv.decoding.passrows),
+    paired by prompt against the same run unpadded and against target-only."""
     eos = eos_id(pair.target)
-    base_s, tokens, covered = 0.0, 0, 0
+    base_s, tokens, covered, base_times = 0.0, 0, 0, []  # base_times: target-only by generate, per prompt
     lean = {"s": 0.0, "same": 0}  # target-only through the loop's own forward (target_greedy): the same-forward base
-    ours = {k: {"s": 0.0, "rows": [], "same": 0} for k in cfg.draft_lens}
+    ours = {k: _acc() for k in cfg.draft_lens}
     peers = {str(k): {"s": 0.0, "calls": 0, "same": 0} for k in cfg.peer_draft_lens}
     peers |= {"defaults": {"s": 0.0, "calls": 0, "same": 0}} if cfg.peer_defaults else {}
-    feat = {"s": 0.0, "rows": [], "same": 0}  # greedy SD with the feature head (``head``), at the largest K
-    recompute = {"s": 0.0, "rows": [], "same": 0}  # the same, re-reading the window every block (head_recompute)
-    stops = {p: {"s": 0.0, "rows": [], "same": 0} for p in cfg.stop_below}  # ours with a confidence stop
-    head_stops = {p: {"s": 0.0, "rows": [], "same": 0} for p in (cfg.stop_below if head is not None else [])}
+    feat = _acc()  # greedy SD with the feature head (``head``), at the largest K
+    recompute = _acc()  # the same, re-reading the window every block (head_recompute)
+    stops = {p: _acc() for p in cfg.stop_below}  # ours with a confidence stop
+    head_stops = {p: _acc() for p in (cfg.stop_below if head is not None else [])}
+    padded = {p: _acc() for p in (cfg.stop_below if plan else [])}
     for i, r in enumerate(rows):
         ref, s = timed(partial(greedy_reference, pair.target, r["prompt_ids"], cfg.max_new_tokens))
         base_s, tokens = base_s + s, tokens + len(ref)
+        base_times.append(s)
         own, s = timed(partial(target_greedy, pair.target, r["prompt_ids"], max_new_tokens=cfg.max_new_tokens,
                                eos_token_id=eos))
         lean["s"], lean["same"] = lean["s"] + s, lean["same"] + int(own == ref)
@@ -213,6 +228,8 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
             one(recompute, kmax, make_draft=lambda x: FeatureDraftSession(pair.drafter, x, head, cache_rounds=False))
         for p, acc in head_stops.items():  # the feature head with the same confidence stop
             one(acc, kmax, make_draft=make_feat, stop=confidence_stop(p))
+        for p, acc in padded.items():  # the best of ours again, its verification passes padded by the plan
+            one(acc, kmax, make_draft=make_feat if head is not None else None, stop=confidence_stop(p), pad_to=plan)
         for name, acc in peers.items():
             (out, calls), s = timed(partial(peer_generate, pair, r["prompt_ids"], cfg.max_new_tokens,
                                             None if name == "defaults" else int(name)))
@@ -238,7 +255,12 @@ def sd_runs(pair, rows: list[dict], cfg: DrafterBenchConfig, kept: set[int] | No
             **({"feature_head_recompute": row(recompute) | {"k": max(cfg.draft_lens)}}
                if head is not None and cfg.head_recompute else {}),
             **({"feature_head_stop": {str(p): row(v) | {"k": max(cfg.draft_lens)}
-                                      for p, v in head_stops.items()}} if head_stops else {})}
+                                      for p, v in head_stops.items()}} if head_stops else {}),
+            **({"padded_stop": {str(p): row(v) | {"k": max(cfg.draft_lens), "feature_head": head is not None,
+                                                  "vs_unpadded": paired_time_change(
+                                                      (head_stops or stops)[p]["times"], v["times"]),
+                                                  "vs_target_only": paired_time_change(base_times, v["times"])}
+                                for p, v in padded.items()}} if padded else {})}
 
 
 def profile_loop(pair, rows: list[dict], cfg: DrafterBenchConfig, top: int = 20) -> dict:
@@ -302,7 +324,7 @@ def _k_row(acc: dict, *, base_s: float, lean_s: float, n: int) -> dict:
     s = summarize_rounds(to_frame(acc["rows"]))
     return {"aal": round(s["aal"], 4), "rounds": len(acc["rows"]), "sd_s": round(acc["s"], 3),
             "speedup": round(base_s / acc["s"], 4), "speedup_same_forward": round(lean_s / acc["s"], 4),
-            "matches_target": acc["same"] / n}
+            "matches_target": acc["same"] / n, "prompt_s": [round(t, 3) for t in acc["times"]]}
 
 
 def goals(sd: dict, cost_ratio: float) -> dict:
@@ -344,6 +366,7 @@ def main(argv: list[str] | None = None) -> dict:
     load_start = os.getloadavg()[0]
     if cfg.feature_head:
         read_head_config(cfg.feature_head)  # a bad directory fails before any timing
+    plan = load_plan(cfg.pass_rows) if cfg.pass_rows else None
     paths = resolve_pair(cfg.pair)
     pair = load_pair(cfg.drafter or paths.drafter, paths.target)
     head = cast_beside_head(pair.drafter, cfg.feature_head, resolve_dtype(cfg.drafter_dtype, "cpu"))
@@ -351,9 +374,9 @@ def main(argv: list[str] | None = None) -> dict:
     c = cost(pair, cfg)
     print(f"[bench] cost: {c}", flush=True)
     kept = kept_ids(pair.drafter)
-    by_set = {name: sd_runs(pair, rows, cfg, kept, head) for name, rows in sets.items()}
+    by_set = {name: sd_runs(pair, rows, cfg, kept, head, plan) for name, rows in sets.items()}
     prof = profile_loop(pair, next(iter(sets.values()))[:cfg.profile], cfg) if cfg.profile else None
-    result = {"config": asdict(cfg), **c, "headline_set": next(iter(by_set)), "by_set": by_set,
+    result = {"config": asdict(cfg), **c, "pad_plan": plan, "headline_set": next(iter(by_set)), "by_set": by_set,
               "goals": GOALS, "meets": {n: goals(sd, c["cost_ratio"]) for n, sd in by_set.items()},
               "drafter": {"layers": pair.drafter.config.num_hidden_layers, "params": pair.drafter.num_parameters(),
                           "dtype": str(pair.drafter.dtype).removeprefix("torch."),
@@ -370,7 +393,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(json.dumps({"cost_ratio": c["cost_ratio"], "meets": result["meets"]}
                      | {n: {"by_k": v["by_k"], "peer": v["peer"], "coverage": v["head_coverage"]}
                         | ({"feature_head": v["feature_head"]} if "feature_head" in v else {})
-                        | ({k: v[k] for k in ("confidence_stop", "feature_head_stop", "feature_head_recompute")
+                        | ({k: v[k] for k in ("confidence_stop", "feature_head_stop", "feature_head_recompute",
+                                              "padded_stop")
                             if k in v})
                         for n, v in by_set.items()}, indent=1))
     return result

@@ -30,7 +30,16 @@ def test_sd_runs_times_every_method_and_the_feature_head_losslessly():
     cs = stopped["confidence_stop"]
     assert set(cs) == {"0.4", "1.0"} and all(v["matches_target"] == 1.0 and v["k"] == 4 for v in cs.values())
     assert cs["1.0"]["rounds"] >= cs["0.4"]["rounds"] and cs["1.0"]["ours_vs_peer_defaults"] > 0
-    assert "feature_head_stop" not in stopped  # no head: no head rows
+    assert "feature_head_stop" not in stopped and "padded_stop" not in stopped  # no head, no plan: no such rows
+    padded = sd_runs(pair, rows[:1], DrafterBenchConfig(draft_lens=[4], peer_draft_lens=[], peer_defaults=False,
+                                                        stop_below=[0.4], max_new_tokens=12), None, None,
+                     {2: 5, 3: 5, 4: 5})
+    ps = padded["padded_stop"]["0.4"]  # the same drafts with padded passes: the same rounds and tokens
+    assert ps["matches_target"] == 1.0 and ps["rounds"] == padded["confidence_stop"]["0.4"]["rounds"]
+    assert ps["aal"] == padded["confidence_stop"]["0.4"]["aal"] and ps["feature_head"] is False
+    assert len(ps["prompt_s"]) == 1 and ps["vs_unpadded"]["faster"] + ps["vs_unpadded"]["slower"] <= 1
+    vs = ps["vs_target_only"]
+    assert vs["ci_low_pct"] <= vs["change_pct"] <= vs["ci_high_pct"]
     both = sd_runs(pair, rows[:1], DrafterBenchConfig(draft_lens=[4], peer_draft_lens=[], peer_defaults=False,
                                                       stop_below=[1.0], max_new_tokens=12), None, head)
     hs = both["feature_head_stop"]["1.0"]

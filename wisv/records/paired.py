@@ -107,17 +107,25 @@ def run_vs_run(base: pd.DataFrame, new: pd.DataFrame, n_boot: int = 10_000, seed
     both = base.merge(new, on="prompt_id", suffixes=("_b", "_n"))
     if both.empty:
         raise ValueError("the two runs share no prompt")
-    lat_b, lat_n = both["t_e2e_s_b"].to_numpy(float), both["t_e2e_s_n"].to_numpy(float)  # [n]
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(both), size=(n_boot, len(both)))  # [B, n]
-    ratio = lat_n[idx].sum(axis=1) / lat_b[idx].sum(axis=1)  # [B]
+    lat = paired_time_change(both["t_e2e_s_b"].to_numpy(float), both["t_e2e_s_n"].to_numpy(float), n_boot, seed)
     return {"prompts": len(both), "identical_outputs": int((both["tokens_b"] == both["tokens_n"]).sum()),
             "aal_base": _aal(both, "_b"), "aal_new": _aal(both, "_n"),
             "rounds_change_pct": 100 * (both["rounds_n"].sum() / both["rounds_b"].sum() - 1),
-            "latency_change_pct": 100 * (lat_n.sum() / lat_b.sum() - 1),
-            "latency_ci_low_pct": 100 * (float(np.quantile(ratio, 0.025)) - 1),
-            "latency_ci_high_pct": 100 * (float(np.quantile(ratio, 0.975)) - 1),
-            "faster": int((lat_n < lat_b).sum()), "slower": int((lat_n > lat_b).sum())}
+            "latency_change_pct": lat["change_pct"], "latency_ci_low_pct": lat["ci_low_pct"],
+            "latency_ci_high_pct": lat["ci_high_pct"], "faster": lat["faster"], "slower": lat["slower"]}
+
+
+def paired_time_change(base: np.ndarray, new: np.ndarray, n_boot: int = 10_000, seed: int = 0) -> dict:
+    """Two methods' times [n] on the same prompts: the % change of the total, its paired bootstrap 95% interval
+    (prompts resampled in pairs; seeded) and the prompts faster and slower under ``new``."""
+    b, m = np.asarray(base, float), np.asarray(new, float)
+    if b.shape != m.shape or not len(b):
+        raise ValueError(f"paired times need the same prompts, at least one: {b.shape} vs {m.shape}")
+    idx = np.random.default_rng(seed).integers(0, len(b), size=(n_boot, len(b)))  # [B, n]
+    ratio = m[idx].sum(axis=1) / b[idx].sum(axis=1)  # [B]
+    return {"change_pct": 100 * (m.sum() / b.sum() - 1), "ci_low_pct": 100 * (float(np.quantile(ratio, 0.025)) - 1),
+            "ci_high_pct": 100 * (float(np.quantile(ratio, 0.975)) - 1),
+            "faster": int((m < b).sum()), "slower": int((m > b).sum())}
 
 
 def _aal(df: pd.DataFrame, sfx: str) -> float:

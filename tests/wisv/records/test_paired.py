@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from wisv.records.paired import bootstrap_delta_ci, paired_accuracy, paired_frame
+from wisv.records.paired import bootstrap_delta_ci, paired_accuracy, paired_frame, paired_time_change
 
 
 def test_lost_and_gained_are_the_discordant_prompts():
@@ -64,3 +64,13 @@ def test_run_vs_run_pairs_two_runs_of_one_protocol_by_prompt():
     assert run_vs_run(base, new, n_boot=2000) == got  # seeded
     with pytest.raises(ValueError, match="share no prompt"):
         run_vs_run(base, new[new.prompt_id == "z"])
+
+
+def test_paired_time_change_gives_the_total_change_its_interval_and_the_counts():
+    base, new = np.array([10.0, 20.0, 30.0, 40.0]), np.array([9.0, 18.0, 31.0, 36.0])
+    got = paired_time_change(base, new, n_boot=2000)
+    assert got["change_pct"] == pytest.approx(-6.0) and (got["faster"], got["slower"]) == (3, 1)
+    assert got["ci_low_pct"] <= got["change_pct"] <= got["ci_high_pct"] < 5.0
+    assert paired_time_change(base, new, n_boot=2000) == got  # seeded
+    with pytest.raises(ValueError, match="same prompts"):
+        paired_time_change(base, new[:3])
