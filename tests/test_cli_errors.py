@@ -170,3 +170,12 @@ def test_a_ue_run_whose_every_prompt_failed_exits_1(refusing_edge, tmp_path: Pat
     assert err.strip().splitlines()[-1].startswith("python -m testbed.ue: error: every prompt failed (2); the first: ")
     assert "this edge fails every session" in err
     assert (tmp_path / "config.toml").exists()  # saved even so
+
+
+def test_a_bad_pass_rows_file_is_refused_before_any_process_starts(tmp_path, capsys):
+    bad = tmp_path / "plan.json"
+    bad.write_text('{"target_pad_plan": {"4": 2}}')
+    for path, word in ((tmp_path / "nope.json", "No such file"), (bad, "pad each count to a larger one")):
+        code, err = error_of("testbed.run", ["--pass-rows", str(path), "--out", str(tmp_path / "o")], capsys)
+        assert code == 2 and err.count("\n") == 1 and f"pass-rows benchmark {path}: " in err and word in err, err
+    assert not (tmp_path / "o").exists()

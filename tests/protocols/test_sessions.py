@@ -331,3 +331,25 @@ def test_ue_follows_the_edges_stop_depth_when_asked(pair) -> None:
     v2 = wire(edge2.on_draft(wire(ue2.next_draft(None))))
     ue2.on_reply(dataclasses.replace(v2, header=v2.header | {"stop_depth": 3}))
     assert len(wire(ue2.next_draft(None)).tensors["tokens"]) == 8
+
+
+def test_an_edge_with_a_pass_rows_plan_pads_its_passes_and_keeps_every_token(pair, tmp_path) -> None:
+    plan = tmp_path / "pass_rows.json"
+    plan.write_text('{"target_pad_plan": {"2": 5, "3": 5, "4": 5, "5": 7}}')
+    server = EdgeServer(ServeConfig(max_draft_len=16, pass_rows=str(plan)), pair[1], RejectAll())
+    assert server.pad_plan == {2: 5, 3: 5, 4: 5, 5: 7}
+    _, ue = open_pair(pair, PROMPTS[1], protocol="greedy")
+    assert open_on(server, b"p", ue, LIMITS).type == MsgType.OPEN_OK
+    sess, fed = session_of(server, ue.sid), []
+    forward = sess.verify.forward
+    sess.verify.forward = lambda ids, *a, **kw: fed.append(len(ids)) or forward(ids, *a, **kw)
+    while not ue.done:
+        msg = ue.next_draft(None)
+        while msg is not None:
+            msg = ue.on_reply(ask(server, b"p", msg))
+    assert ue.tokens == reference(pair, PROMPTS[1]).tokens
+    assert fed and set(fed) <= {1, 5, 7} and 5 in fed  # blocks of K + 1 = 5 rows, 2 to 4 near the end; 1: prefill
+    with pytest.raises(ValueError, match="not with --batch-verify"):
+        EdgeServer(ServeConfig(max_draft_len=16, pass_rows=str(plan), batch_verify=True), pair[1], RejectAll())
+    with pytest.raises(ValueError, match="pass-rows benchmark"):
+        EdgeServer(ServeConfig(max_draft_len=16, pass_rows=str(tmp_path / "none.json")), pair[1], RejectAll())

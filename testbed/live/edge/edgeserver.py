@@ -35,6 +35,7 @@ from testbed.live.edge.intake import Bucket, caps, edge_limits
 from testbed.live.edge.journal import Journal
 from testbed.live.edge.references import Job, ReferenceCache, ReferenceWorker
 from testbed.live.edge.serveconfig import ServeConfig
+from wisv.decoding.passrows import load_plan
 from wisv.decoding.sessions import VerifySession
 from wisv.models.loader import resolve_dtype, vocab_facts
 from wisv.serving.engine import EngineOptions, EngineView, VerifyEngine
@@ -67,6 +68,7 @@ class EdgeServer:
         self.peer_keys: dict[bytes, str | None] = {}  # peer -> the authenticated key (ZAP User-Id) it sends with
         self.peer_sources: dict[bytes, str | None] = {}  # peer -> the address its connection comes from
         self.engine, self.batcher = _engine(cfg, target, self.hidden_layer)
+        self.pad_plan = _pad_plan(cfg, self.engine)  # None: every verification pass as fed
         self.kv_shape, self.kv = KVShape.of(target), KVLedger(cfg.memory_budget_mb)  # reservations (no engine)
         self.open_limits = OpenLimits(max_draft_len=cfg.max_draft_len, max_session_tokens=cfg.max_session_tokens,
                                       context_tokens=getattr(target.config, "max_position_embeddings", None),
@@ -245,7 +247,7 @@ class EdgeServer:
         self._admit_kv(n, f"session {msg.session!r} ({n} positions: prompt, max_new_tokens, draft_len)", seat.token)
         try:
             verify = (EngineView(self.engine, seat.token, prompt) if self.engine is not None
-                      else VerifySession(self.target, prompt, self.hidden_layer))
+                      else VerifySession(self.target, prompt, self.hidden_layer, pad_to=self.pad_plan))
             sess = EdgeSession(msg.session, verify, msg, self.policy, self.tau, self.eos)
         except Exception:
             self.kv.release(seat.token)
@@ -381,6 +383,16 @@ def _end_draft(sess: EdgeSession, block, dt: float, batch: int) -> Message:
         sess.abort_draft()
         raise block
     return sess.end_draft(block, dt, batch)
+
+
+def _pad_plan(cfg: ServeConfig, engine: VerifyEngine | None) -> dict[int, int] | None:
+    """--pass-rows's plan (None without it); it pads a session's own VerifySession, so no engine may serve."""
+    if cfg.pass_rows is None:
+        return None
+    if engine is not None:
+        raise ValueError("--pass-rows pads each session's own pass: not with --batch-verify, --no-kv-reuse or "
+                         "--engine vllm")
+    return load_plan(cfg.pass_rows)
 
 
 def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[VerifyEngine | None, DraftBatcher | None]:

@@ -57,6 +57,8 @@ class ServeConfig:
     kv_reuse: bool = True  # --no-kv-reuse: recompute each prefix every round (SLED baseline; uses the engine)
     memory_budget_mb: float = field(default=2048.0, metadata={
         "above": 0})  # cap on all sessions' KV caches together, checked before allocating, MB
+    pass_rows: str | None = None  # a scripts/bench_pass_rows.py JSON: pad each session's verification pass by its
+    #   target_pad_plan, where more rows cost less (wisv/decoding/passrows.py; a VerifySession per session only)
     estimator: str | None = None  # verification-time profile JSON from testbed.profile (needed by --scheduler slo)
     guard_ms: float = field(default=0.0, metadata={
         "min": 0})  # slo: guard time delta (LST = deadline - v - delta) absorbing estimator error, ms

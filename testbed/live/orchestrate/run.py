@@ -71,6 +71,7 @@ from testbed.live.ue.retry import RetryExhausted
 from testbed.live.ue.ue import PROG as UE_PROG
 from testbed.live.ue.ueconfig import UEConfig
 from wisv.decoding.featdraft import read_head_config
+from wisv.decoding.passrows import load_plan
 from wisv.models.loader import DTYPE_CHOICES
 from wisv.pairs import PAIR_NAMES, apply_pair
 from wisv.pairs.scorer import SCORERS, resolve_scorer
@@ -196,6 +197,8 @@ def run(cfg: RunConfig) -> list[dict]:
         _, tau, head_desc = load_policy(cfg.edge.head, cfg.edge.tau, cfg.edge.target)  # fail fast on a bad --head
     if cfg.ue.drafter_head:
         read_head_config(cfg.ue.drafter_head)  # fail fast on a bad --drafter-head, before any process starts
+    if cfg.edge.pass_rows:
+        load_plan(cfg.edge.pass_rows)  # and on a bad --pass-rows
     name = cfg.protocol.replace(",", "+")
     out, started = Path(cfg.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{name}"), time.time()
     if cfg.continue_dir:
