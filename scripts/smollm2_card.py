@@ -93,6 +93,12 @@ def _set_section(name: str, sd: dict, meets: dict) -> str:
     for p, c in sd.get("feature_head_stop", {}).items():
         ours += (f"\n| ours with the feature head and the confidence stop at {p}, K<={c['k']} | {c['aal']} | "
                  f"{c['rounds']} | {c['speedup']} | {_same(c)} | {100 * c['matches_target']:.0f}% |")
+    for p, c in sd.get("padded_stop", {}).items():
+        u = c["vs_unpadded"]
+        ours += (f"\n| the same{' with the feature head' if c['feature_head'] else ''}, confidence stop at {p}, "
+                 f"passes padded (`--pass-rows`; {u['change_pct']:+.1f}% time [{u['ci_low_pct']:+.1f}, "
+                 f"{u['ci_high_pct']:+.1f}] paired) | {c['aal']} | {c['rounds']} | {c['speedup']} | {_same(c)} | "
+                 f"{100 * c['matches_target']:.0f}% |")
     return f"""### {name}
 
 {sd['tokens']} target tokens, target-only {sd['target_only_tok_per_s']} tok/s{_same_base(sd)}.

@@ -16,6 +16,11 @@ def test_a_sets_section_has_the_confidence_stop_beside_the_peers_defaults():
     assert "same K): K=8: 0.98; with the confidence stop at 0.4 against the peer's defaults: 0.96." in text
     assert "confidence stop" not in smollm2_card._set_section("s", {k: v for k, v in sd.items()
                                                                     if k != "confidence_stop"}, {})
+    change = {"change_pct": -4.42, "ci_low_pct": -6.0, "ci_high_pct": -2.5, "faster": 12, "slower": 2}
+    padded = smollm2_card._set_section("s", sd | {"padded_stop": {"0.4": row | {
+        "k": 8, "feature_head": True, "speedup": 0.6, "vs_unpadded": change}}}, {})
+    assert ("| the same with the feature head, confidence stop at 0.4, passes padded (`--pass-rows`; -4.4% time "
+            "[-6.0, -2.5] paired) | 0.9 | 10 | 0.6 | – | 100% |") in padded
 
 
 def test_the_profile_section_splits_our_loop_and_the_peer_when_the_benchmark_did():
