@@ -14,6 +14,8 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+MAX_PLAN_ROWS = 1024  # the most rows a plan may feed a pass (a plan read from a file is bounded by it)
+
 
 def pad_count(rows: int, plan: Mapping[int, int] | None) -> int:
     """Filler rows to add to a pass of ``rows`` rows under ``plan`` (rows -> rows to feed; None or absent: none)."""
@@ -43,14 +45,14 @@ def pad_plan(ms_by_rows: Mapping[int, float], margin: float = 0.05) -> dict[int,
 
 def read_plan(doc: Mapping) -> dict[int, int]:
     """The plan of a ``scripts/bench_pass_rows.py`` JSON (``target_pad_plan``; JSON keys are strings), checked: every
-    entry pads a count to a larger one."""
+    entry pads a count to a larger one, of at most MAX_PLAN_ROWS rows."""
     try:
         plan = {int(n): int(m) for n, m in doc["target_pad_plan"].items()}
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ValueError(f"not a pass-rows benchmark (no valid target_pad_plan): {e}") from None
-    bad = {n: m for n, m in plan.items() if not 1 <= n < m}
+    bad = {n: m for n, m in plan.items() if not 1 <= n < m <= MAX_PLAN_ROWS}
     if bad:
-        raise ValueError(f"target_pad_plan must pad each count to a larger one, not {bad}")
+        raise ValueError(f"target_pad_plan must pad each count to a larger one, at most {MAX_PLAN_ROWS}, not {bad}")
     return plan
 
 

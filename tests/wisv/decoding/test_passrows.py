@@ -34,7 +34,8 @@ def test_the_plan_follows_the_measured_costs_beyond_a_margin():
 
 def test_a_plan_is_read_from_a_benchmark_and_checked():
     assert read_plan({"target_pad_plan": {"2": 4, "3": 4}}) == {2: 4, 3: 4}
-    for bad in ({}, {"target_pad_plan": {"2": "x"}}, {"target_pad_plan": {"4": 2}}, {"target_pad_plan": [1]}):
+    for bad in ({}, {"target_pad_plan": {"2": "x"}}, {"target_pad_plan": {"4": 2}}, {"target_pad_plan": [1]},
+                {"target_pad_plan": {"2": 10**9}}):
         with pytest.raises(ValueError, match="target_pad_plan"):
             read_plan(bad)
 
