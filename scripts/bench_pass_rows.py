@@ -25,6 +25,7 @@ import torch
 from transformers import DynamicCache
 
 import config
+from scripts.bench_verify import prefix_ids
 from testbed.common.machine import machine_info
 from wisv.decoding.kvcache import crop_to
 from wisv.decoding.passrows import pad_plan
@@ -53,8 +54,7 @@ def pass_ms(model, max_rows: int, prefix: int, repeats: int, keep_all: bool) -> 
     """Median ms of one pass of n rows after ``prefix`` cached positions, n = 1 .. ``max_rows``; ``keep_all``: the LM
     head on every row (a verification), else on the last (a drafting step).  The cache is cropped back after each."""
     vocab = int(model.config.vocab_size)
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(3, vocab, (prefix + max_rows,), generator=g).tolist()
+    ids = prefix_ids(prefix + max_rows, vocab, seed=0)
     cache = DynamicCache()
     cached_forward(model, cache, 0, ids[:prefix], keep=1)
     times: dict[int, list[float]] = {n: [] for n in range(1, max_rows + 1)}
