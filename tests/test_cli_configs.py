@@ -12,28 +12,22 @@ import pytest
 import config
 from channel import emulator, probe
 from labeling import __main__ as labeling_cli
-from scripts import (
-    bench_core,
-    bench_link,
-    bench_pass_rows,
-    bench_scale,
-    bench_smollm2_drafter,
-    bench_tree,
-    bench_verify,
-    drafter_curve,
-    gpu_check,
-    import_graph,
-    make_qa,
-    model_card,
-    netem_link,
-    qa_accuracy,
-    rejection_predictor,
-    soak,
-    train_smollm2_drafter,
-    train_toy_pair,
-    ue_controls,
-    validate_sim,
-)
+from scripts.bench import core as bench_core
+from scripts.bench import link as bench_link
+from scripts.bench import pass_rows as bench_pass_rows
+from scripts.bench import qa_accuracy, soak, ue_controls, validate_sim
+from scripts.bench import scale as bench_scale
+from scripts.bench import smollm2_drafter as bench_smollm2_drafter
+from scripts.bench import tree as bench_tree
+from scripts.bench import verify as bench_verify
+from scripts.cards import toy_card as model_card
+from scripts.data import qa as make_qa
+from scripts.gpucheck import run as gpu_check
+from scripts.house import import_graph
+from scripts.link import netem as netem_link
+from scripts.train import drafter_curve, rejection_predictor
+from scripts.train import smollm2_drafter as train_smollm2_drafter
+from scripts.train import toy_pair as train_toy_pair
 from testbed import keys, profile
 from testbed.live.edge import serve
 from testbed.live.orchestrate import run
@@ -55,24 +49,24 @@ PARSED: dict[str, tuple[type, Callable]] = {
     "testbed.load": (load_cli.LoadConfig, load_cli.parse_args),
     "testbed.profile": (profile.ProfileConfig, profile.parse_args),
     "channel.probe": (probe.ProbeConfig, probe.parse_args),
-    "scripts/bench_link.py": (bench_link.BenchConfig, bench_link.parse_args),
-    "scripts/bench_verify.py": (bench_verify.VerifyBenchConfig, bench_verify.parse_args),
-    "scripts/bench_core.py": (bench_core.CoreBenchConfig, bench_core.parse_args),
-    "scripts/rejection_predictor.py": (rejection_predictor.PredictorConfig, rejection_predictor.parse_args),
-    "scripts/model_card.py": (model_card.CardConfig, model_card.parse_args),
-    "scripts/train_toy_pair.py": (train_toy_pair.TrainConfig, train_toy_pair.parse_args),
-    "scripts/validate_sim.py": (validate_sim.ValidateConfig, validate_sim.parse_args),
-    "scripts/netem_link.py": (netem_link.NetemLinkConfig, netem_link.parse_args),
-    "scripts/bench_tree.py": (bench_tree.BenchConfig, bench_tree.parse_args),
-    "scripts/soak.py": (soak.SoakConfig, soak.parse_args),
-    "scripts/make_qa.py": (make_qa.MakeQAConfig, make_qa.parse_args),
-    "scripts/qa_accuracy.py": (qa_accuracy.QAAccuracyConfig, qa_accuracy.parse_args),
-    "scripts/bench_scale.py": (bench_scale.ScaleBenchConfig, bench_scale.parse_args),
-    "scripts/train_smollm2_drafter.py": (train_smollm2_drafter.DistillConfig, train_smollm2_drafter.parse_args),
-    "scripts/bench_smollm2_drafter.py": (bench_smollm2_drafter.DrafterBenchConfig, bench_smollm2_drafter.parse_args),
-    "scripts/bench_pass_rows.py": (bench_pass_rows.PassRowsBenchConfig, bench_pass_rows.parse_args),
-    "scripts/drafter_curve.py": (drafter_curve.CurveConfig, drafter_curve.parse_args),
-    "scripts/gpu_check.py": (gpu_check.GpuCheckConfig, gpu_check.parse_args),
+    "scripts/bench/link.py": (bench_link.BenchConfig, bench_link.parse_args),
+    "scripts/bench/verify.py": (bench_verify.VerifyBenchConfig, bench_verify.parse_args),
+    "scripts/bench/core.py": (bench_core.CoreBenchConfig, bench_core.parse_args),
+    "scripts/train/rejection_predictor.py": (rejection_predictor.PredictorConfig, rejection_predictor.parse_args),
+    "scripts/cards/toy_card.py": (model_card.CardConfig, model_card.parse_args),
+    "scripts/train/toy_pair.py": (train_toy_pair.TrainConfig, train_toy_pair.parse_args),
+    "scripts/bench/validate_sim.py": (validate_sim.ValidateConfig, validate_sim.parse_args),
+    "scripts/link/netem.py": (netem_link.NetemLinkConfig, netem_link.parse_args),
+    "scripts/bench/tree.py": (bench_tree.BenchConfig, bench_tree.parse_args),
+    "scripts/bench/soak.py": (soak.SoakConfig, soak.parse_args),
+    "scripts/data/qa.py": (make_qa.MakeQAConfig, make_qa.parse_args),
+    "scripts/bench/qa_accuracy.py": (qa_accuracy.QAAccuracyConfig, qa_accuracy.parse_args),
+    "scripts/bench/scale.py": (bench_scale.ScaleBenchConfig, bench_scale.parse_args),
+    "scripts/train/smollm2_drafter.py": (train_smollm2_drafter.DistillConfig, train_smollm2_drafter.parse_args),
+    "scripts/bench/smollm2_drafter.py": (bench_smollm2_drafter.DrafterBenchConfig, bench_smollm2_drafter.parse_args),
+    "scripts/bench/pass_rows.py": (bench_pass_rows.PassRowsBenchConfig, bench_pass_rows.parse_args),
+    "scripts/train/drafter_curve.py": (drafter_curve.CurveConfig, drafter_curve.parse_args),
+    "scripts/gpucheck/run.py": (gpu_check.GpuCheckConfig, gpu_check.parse_args),
 }
 
 # name -> (config class, its CLI's parse function returning the config; None: parse with the class's own flags)
@@ -80,16 +74,16 @@ CLIS: dict[str, tuple[type, Callable | None]] = PARSED | {
     "testbed.simulate": (sim_cli.SimConfig, sim_cli.parse_args),
     "testbed.loadcompare": (compare.CompareConfig, None),  # its main runs the comparison
     "channel.emulator": (emulator.EmulatorConfig, None),  # its parse_args returns the LinkConfig
-    "scripts/ue_controls.py": (ue_controls.ControlsConfig, None),  # its parse_args wants a trained predictor
-    "scripts/import_graph.py": (import_graph.GraphConfig, None),  # its main checks the tree
+    "scripts/bench/ue_controls.py": (ue_controls.ControlsConfig, None),  # its parse_args wants a trained predictor
+    "scripts/house/import_graph.py": (import_graph.GraphConfig, None),  # its main checks the tree
     "wisv.pairs build": (BuildConfig, None),  # its main builds the pair
 } | {f"labeling {name}": (cls, None) for name, (cls, _) in labeling_cli.STAGES.items()}
 
 # name -> the function that builds and runs the CLI's parser on argv
 ENTRIES: dict[str, Callable] = {name: parse for name, (_, parse) in PARSED.items()} | {
     "testbed.simulate": sim_cli.main, "testbed.loadcompare": compare.main, "channel.emulator": emulator.parse_args,
-    "labeling": labeling_cli.main, "scripts/ue_controls.py": ue_controls.parse_args,
-    "scripts/import_graph.py": import_graph.main, "wisv.pairs": pairs_cli.main,
+    "labeling": labeling_cli.main, "scripts/bench/ue_controls.py": ue_controls.parse_args,
+    "scripts/house/import_graph.py": import_graph.main, "wisv.pairs": pairs_cli.main,
 }
 
 

@@ -127,3 +127,35 @@ OUTSIDE = re.compile(rf"\.\./{OUTSIDE_DIR}|{OUTSIDE_DIR}/(SPEC|papers)")
 def test_nothing_points_outside_the_repository() -> None:
     outside = [f"{p.relative_to(ROOT)}" for p in SOURCES if OUTSIDE.search(p.read_text(errors="replace"))]
     assert not outside, f"these point outside the repository: {outside}"
+
+
+PROJECT_PACKAGES = ("scripts", "testbed", "wisv", "labeling", "channel", "protocols", "config")
+COMMAND = re.compile(r"python3? -m ([A-Za-z_][A-Za-z0-9_.]*)")
+
+
+def documented_modules(text: str) -> set[str]:
+    """The project modules a text runs with ``python -m`` (placeholders such as ``testbed.X`` left out)."""
+    found = {m for m in COMMAND.findall(text) if m.split(".")[0] in PROJECT_PACKAGES}
+    return {m for m in found if not re.search(r"\.[A-Z]$", m)}
+
+
+def module_exists(root: Path, module: str) -> bool:
+    """Whether ``python -m module`` finds a file in this tree: ``a/b.py`` or a package ``a/b/__main__.py``."""
+    path = root.joinpath(*module.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__main__.py").is_file()
+
+
+def test_documented_modules_finds_commands() -> None:
+    text = "run `python -m scripts.bench.core --prompts 3` or python3 -m testbed.X, not python -m pytest -q"
+    assert documented_modules(text) == {"scripts.bench.core"}
+    assert module_exists(ROOT, "scripts.bench.core") and module_exists(ROOT, "labeling")
+    assert not module_exists(ROOT, "scripts.bench_core")
+
+
+COMMAND_DOCS = [*DOCS, ROOT / "Makefile", *sorted((ROOT / "wisv" / "assets").glob("*/*.md"))]
+
+
+@pytest.mark.parametrize("doc", COMMAND_DOCS, ids=[str(d.relative_to(ROOT)) for d in COMMAND_DOCS])
+def test_every_documented_command_module_exists(doc: Path) -> None:
+    missing = sorted(m for m in documented_modules(doc.read_text()) if not module_exists(ROOT, m))
+    assert missing == [], f"{doc.relative_to(ROOT)} runs modules that do not exist"

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from scripts import smollm2_card
-from scripts.drafter_curve import POOLED, CurveConfig, plot_path, sample_groups, suite_sample
+from scripts.cards import smollm2_card
+from scripts.train.drafter_curve import POOLED, CurveConfig, plot_path, sample_groups, suite_sample
 from wisv.tasks import suite
 
 
@@ -68,7 +68,7 @@ def test_group_aal_gives_each_group_and_kind_and_drafts_with_a_given_session():
     drafts instead of the drafter and the output stays the target's (AAL differs, rounds are counted)."""
     import torch
 
-    from scripts.drafter_curve import CurveConfig, group_aal
+    from scripts.train.drafter_curve import CurveConfig, group_aal
     from wisv.decoding.featdraft import FeatureDraftSession, FeatureHead
     from wisv.models.loader import load_pair
     from wisv.tasks.prompts import prompt_rows

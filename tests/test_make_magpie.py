@@ -1,11 +1,11 @@
-"""Magpie prompts (scripts/make_magpie.py): which samples may be distilled on, and the shipped file's checks against
+"""Magpie prompts (scripts/train/magpie.py): which samples may be distilled on, and the shipped file's checks against
 every held-out pool."""
 from __future__ import annotations
 
 import pytest
 
-from scripts.distill_sources import held_out_prompts
-from scripts.make_magpie import MagpieConfig, is_question, keep_prompts, with_tails, word_runs
+from scripts.train.distill_sources import held_out_prompts
+from scripts.train.magpie import MagpieConfig, is_question, keep_prompts, with_tails, word_runs
 from wisv.tasks.jsonl import read_jsonl
 from wisv.tasks.pools import MAGPIE, MAGPIE_QUESTIONS, normalise_prompt
 
@@ -71,8 +71,8 @@ def test_the_shipped_prompts_are_new_distinct_and_share_no_run_of_words_with_a_h
 
 
 def test_the_magpie_source_is_off_by_default_and_older_distillation_runs_still_resume():
-    from scripts.distill_sources import sources
-    from scripts.train_smollm2_drafter import DistillConfig, run_config
+    from scripts.train.distill_sources import sources
+    from scripts.train.smollm2_drafter import DistillConfig, run_config
     base = dict(prompts=0, pool_rows=0, suite_rows=2, free_rows=0)
     assert [s.name for s in sources(DistillConfig(**base))] == ["suite"]
     assert "magpie_rows" not in run_config(DistillConfig())  # a state saved before the field matches
@@ -94,6 +94,7 @@ def test_form_instructions_on_the_command_line_keep_their_commas():
 def test_a_steering_flag_given_bare_is_an_error_not_the_default_draw(flag, capsys):
     import config
     with pytest.raises(SystemExit) as e:
-        config.parse(MagpieConfig, ["--out", "x.jsonl", flag], prog="python -m scripts.make_magpie")
+        config.parse(MagpieConfig, ["--out", "x.jsonl", flag], prog="python -m scripts.train.magpie")
     assert e.value.code == 2
-    assert capsys.readouterr().err == f"python -m scripts.make_magpie: error: {flag}: give at least 1 value(s), got 0\n"
+    err = capsys.readouterr().err
+    assert err == f"python -m scripts.train.magpie: error: {flag}: give at least 1 value(s), got 0\n"

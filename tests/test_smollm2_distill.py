@@ -5,8 +5,8 @@ import json
 
 import torch
 
-from scripts.smollm2_qa_distill_prompts import qa_distill_prompts
-from scripts.train_smollm2_drafter import DistillConfig, label_vocab, next_token_labels, soft_targets
+from scripts.data.smollm2_qa_distill_prompts import qa_distill_prompts
+from scripts.train.smollm2_drafter import DistillConfig, label_vocab, next_token_labels, soft_targets
 from wisv.tasks.qa import QA_DIR
 
 

@@ -8,10 +8,10 @@ import random
 import pytest
 import torch
 
-from scripts import distill_cache
-from scripts.distill_sources import HELD_OUT, check_held_out, seen_rows, sources
-from scripts.distill_state import load_state, milestones
-from scripts.train_smollm2_drafter import (
+from scripts.train import distill_cache
+from scripts.train.distill_sources import HELD_OUT, check_held_out, seen_rows, sources
+from scripts.train.distill_state import load_state, milestones
+from scripts.train.smollm2_drafter import (
     DistillConfig,
     epoch_batches,
     label_vocab,

@@ -1,6 +1,6 @@
 """WISV core: tasks, models, the time model, the decision head, the SD core and the edge's serving pieces; no sockets.
 
-One subpackage per job, lowest first (docs/architecture.md; ``scripts/import_graph.py`` checks the order):
+One subpackage per job, lowest first (docs/architecture.md; ``scripts/house/import_graph.py`` checks the order):
 ``tasks`` and ``records`` and ``models`` -> ``timing`` -> ``head`` -> ``decoding`` -> ``serving`` and ``pairs``.
 The names below load lazily (PEP 562), so the pure modules (wisv.timing.latency, wisv.serving.scheduler,
 wisv.timing.roundtime, ...) import without torch or transformers.

@@ -1,1 +1,2 @@
-"""The GPU check's parts (``python -m scripts.gpu_check``): plan, models, lossless, timing, testbed, Table I, report."""
+"""The GPU check's parts (``python -m scripts.gpucheck.run``):
+plan, models, lossless, timing, testbed, Table I, report."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 LIMIT_MB = 64.0  # MiB of our files a host takes, tree and wheels together
 INCLUDE = ("config/*", "channel/*", "protocols/*", "testbed/*", "wisv/*", "scripts/__init__.py",
-           "scripts/gpu_check.py", "scripts/gpucheck/*", "results/gpu/*", "pyproject.toml",
+           "scripts/gpucheck/*", "results/gpu/*", "pyproject.toml",
            "Makefile", "tests/conftest.py", "tests/scripts/test_gpu_check.py")  # what the check imports and reads
 EXCLUDE = ("wisv/assets/smollm2-drafter/*", "*.png", "results/gpu/*/e2e/*")  # the SmolLM2 pair's drafter; figures
 

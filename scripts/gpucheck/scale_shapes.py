@@ -1,4 +1,4 @@
-"""Real architectures' shapes for scripts/bench_scale.py and the GPU check (pure): HF configs, parameter counts,
+"""Real architectures' shapes for scripts/bench/scale.py and the GPU check (pure): HF configs, parameter counts,
 random prompts, and per-round payload bytes of the latency model (wisv/timing/latency.py, SPEC eqs. 3-9) beside the
 bytes a run measured."""
 from __future__ import annotations

@@ -65,7 +65,8 @@ def grid_stage(st: State) -> None:
     spec = PROFILES.get(name.removesuffix("-measured"))
     prof, quality = fits.measured_profile(
         rows, dims, name, spec.peak_tflops if spec else CPU_PEAK_TFLOPS,
-        f"measured by python -m scripts.gpu_check on {st.report['environment']['device_name']} ({st.plan.name} plan, "
+        f"measured by python -m scripts.gpucheck.run on {st.report['environment']['device_name']} "
+        f"({st.plan.name} plan, "
         f"{st.plan.target.name}, {str(st.dtype).removeprefix('torch.')}): batch-1 verification grid")
     save_profile(prof, st.out / f"{name}.json")
     st.report["profile"], st.report["profile_fit"] = prof.to_dict(), quality

@@ -24,7 +24,7 @@ class LinkSpec:
     csi_trace: str | None = None  # CSV of t_s, rate_up_mbps, rate_down_mbps, rtt_ms, per
     seed: int = 0  # seed of the loss and jitter draws
     host_overhead_ms: float = field(default=0.0, metadata={
-        "min": 0})  # hosts' one-way cost taken out of each delay, ms (scripts/bench_link.py measures it)
+        "min": 0})  # hosts' one-way cost taken out of each delay, ms (scripts/bench/link.py measures it)
     outages: str = field(default="", metadata={  # outage periods START_S:DURATION_S[,...] from the link's start:
         "example": "10:5"})  # nothing passes (bytes held)
 

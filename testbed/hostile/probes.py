@@ -1,7 +1,7 @@
 """Hostile-peer probes against a live edge, on loopback: what a careless or hostile laptop on a shared lab network
 could send.  Each probe runs until ``stop`` is set (or its own bound) and returns counts of what it did and got.
 
-Used by tests/testbed/hostile/test_hostile.py (one fault test per probe) and scripts/bench_hostile.py (edge RSS and a
+Used by tests/testbed/hostile/test_hostile.py (one fault test per probe) and scripts/bench/hostile.py (edge RSS and a
 good UE's round p95 under each probe, before and after the hardening of issue 27).
 """
 from __future__ import annotations

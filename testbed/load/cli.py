@@ -82,7 +82,7 @@ class LoadConfig:
     slack_ms: float | None = None  # slo: batch slack before the earliest feasible deadline, ms (None: the guard)
     arrival_reserve: bool = True  # slo: bound batches for tight arrivals (testbed.serve --[no-]arrival-reserve)
     draft_features: bool = False  # DRAFTs carry the drafter's per-token features (fp16 [K, 3]) for a WDT predictor
-    wdt_predictor: str | None = None  # slo: the edge's g_i from this WDT predictor (scripts/wdt_predictor.py)
+    wdt_predictor: str | None = None  # slo: the edge's g_i from this WDT predictor (scripts/train/wdt_predictor.py)
     trace_cache: str | None = None  # JSON of the recorded drafts: read if it matches this run's, else written
     compare_max_batch: int = field(default=0, metadata={
         "min": 0})  # >0: also run the sweep against an edge with this max batch (1: one at a time)

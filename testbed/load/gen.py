@@ -153,8 +153,8 @@ class LoadLoop:
         d.state, d.t_ready = "drafting", time.perf_counter() + len(d.block) * self.tau_d_s
 
     def on_send(self, d: Device) -> None:
-        """Called as device ``d`` sends an OPEN or a DRAFT, before the send (nothing here; scripts/soak.py notes the
-        time)."""
+        """Called as device ``d`` sends an OPEN or a DRAFT, before the send (nothing here; scripts/bench/soak.py notes
+        the time)."""
 
     def _send_draft(self, d: Device) -> None:
         self.on_send(d)

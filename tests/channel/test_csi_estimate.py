@@ -3,7 +3,7 @@
 A simulated link stands in for the emulator: every exchange takes RTT + its bytes' serialization + host noise
 (one-sided: a loaded host only ever adds time; a few long stalls).  The UE's loop is replayed as testbed.ue runs it:
 a handshake per prompt (RTT pings, probes sized by the estimator), then rounds of a few hundred bytes each way.
-scripts/bench_csi.py measures the same on the real emulator (results/bench_csi/bench_csi.json).
+scripts/bench/csi.py measures the same on the real emulator (results/bench_csi/bench_csi.json).
 """
 from __future__ import annotations
 

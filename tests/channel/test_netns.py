@@ -14,7 +14,7 @@ from channel.netns import NetnsTopology, exec_prefix, parse_ping_rtts, ping_cmd,
 from channel.tc import applied, clear_cmds, tbf_cmds
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = ["-m", "scripts.netem_link"]  # run from the repository root (REPO)
+SCRIPT = ["-m", "scripts.link.netem"]  # run from the repository root (REPO)
 
 
 def _netns_usable() -> tuple[bool, str]:

@@ -17,7 +17,7 @@ from testbed.common.link import LinkSpec
 from tests.channel.test_emulator import connect, echo_port, recv_exactly  # noqa: F401  (echo_port: a fixture)
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "scripts" / "traces" / "outage_5s.csv"
+EXAMPLE = REPO / "scripts" / "link" / "traces" / "outage_5s.csv"
 
 
 @pytest.mark.parametrize("text,spans", [

@@ -53,11 +53,12 @@ def test_play_waits_for_each_step():
 
 
 def test_netem_link_dry_run_schedule():
-    res = subprocess.run([sys.executable, "scripts/netem_link.py", "--csi-trace", "scripts/traces/alternating_10s.csv",
+    res = subprocess.run([sys.executable, "scripts/link/netem.py", "--csi-trace",
+                          "scripts/link/traces/alternating_10s.csv",
                           "--dry-run", "--hold-s", "25"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert "3 tc changes over 25 s" in res.stdout and "t=10.000 s: up 3 / down 3 Mbit/s, RTT 60 ms" in res.stdout
     assert res.stdout.count("netem delay 30ms rate 3mbit") == 2  # both sides at 10 s
-    bad = subprocess.run([sys.executable, "scripts/netem_link.py", "--csi-trace", "nope.csv", "--dry-run"],
+    bad = subprocess.run([sys.executable, "scripts/link/netem.py", "--csi-trace", "nope.csv", "--dry-run"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "nope.csv" in bad.stderr

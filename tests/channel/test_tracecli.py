@@ -9,9 +9,9 @@ import pandas as pd
 
 from channel.csitrace import load_trace
 from channel.trace import main
-from scripts.make_mahimahi_traces import main as make_traces
+from scripts.link.mahimahi_traces import main as make_traces
 
-SHIPPED = Path(__file__).resolve().parents[2] / "scripts" / "traces" / "mahimahi"
+SHIPPED = Path(__file__).resolve().parents[2] / "scripts" / "link" / "traces" / "mahimahi"
 
 
 def test_shipped_traces_are_what_the_script_makes(tmp_path):

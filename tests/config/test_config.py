@@ -246,7 +246,7 @@ def test_bounds_hold_for_toml_files_and_pass_none_and_good_values(tmp_path):
 @pytest.mark.parametrize("argv0, spec, prog", [
     ("/x/testbed/ue/__main__.py", "testbed.ue", "python -m testbed.ue"),
     ("/x/testbed/run.py", "testbed.run.__main__", "python -m testbed.run"),
-    ("scripts/bench_csi.py", None, "python scripts/bench_csi.py"),
+    ("scripts/bench/csi.py", None, "python scripts/bench/csi.py"),
 ])
 def test_the_program_is_named_as_users_type_it(argv0, spec, prog):
     assert config.cli_prog(argv0, spec or "") == prog

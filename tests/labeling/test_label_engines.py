@@ -86,7 +86,7 @@ def test_bench_agreement_names_the_rows_that_differ():
     and one that differs inside it, each named; float columns by their largest relative difference."""
     import pandas as pd
 
-    from scripts.bench_label import CLOSE, EXACT, agreement
+    from scripts.bench.label import CLOSE, EXACT, agreement
     a = pd.DataFrame({c: [0, 0, 0] for c in EXACT} | {c: [1.0, 2.0, 4.0] for c in CLOSE} | {"row": [0, 1, 2]})
     b = a.copy()
     b.loc[1, "harmful"], b.loc[2, "ppl_ratio"] = 1, 5.0

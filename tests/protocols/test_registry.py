@@ -20,7 +20,7 @@ def test_importing_the_names_loads_no_torch():
 
 
 def test_the_other_lists_ask_the_registry():
-    from scripts import bench_link
+    from scripts.bench import link as bench_link
     from testbed.live.orchestrate import run
     from testbed.sim import cli
     assert run.ALL_PROTOCOLS is ALL_PROTOCOLS and bench_link.ALL_PROTOCOLS is ALL_PROTOCOLS

@@ -1,11 +1,11 @@
-"""Tests of scripts/bench_link.py's pure helpers: the comm-time prediction, the checks and the JSON report shape."""
+"""Tests of scripts/bench/link.py's pure helpers: the comm-time prediction, the checks and the JSON report shape."""
 import json
 import math
 
 import pandas as pd
 import pytest
 
-from scripts.bench_link import (
+from scripts.bench.link import (
     REJECT_POINT,
     BenchConfig,
     auto_vs_best,

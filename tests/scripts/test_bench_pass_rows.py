@@ -1,10 +1,10 @@
-"""scripts/bench_pass_rows.py on the built-in toy pair: a cost per row count for each model, and a plan that pads only
+"""scripts/bench/pass_rows.py on the built-in toy pair: a cost per row count for each model, and a plan that pads only
 to larger, cheaper counts."""
 from __future__ import annotations
 
 import json
 
-from scripts import bench_pass_rows
+from scripts.bench import pass_rows as bench_pass_rows
 from wisv.decoding.passrows import load_plan
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from scripts import bench_scale
+from scripts.bench import scale as bench_scale
 from scripts.gpucheck.scale_shapes import (
     LLAMA_1B,
     LLAMA_8B,

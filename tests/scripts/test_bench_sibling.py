@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.bench_sibling import round_times, summary
+from scripts.bench.sibling import round_times, summary
 from tests.tiny_pair import make_pair
 from wisv.decoding.sessions import DraftSession, VerifySession
 

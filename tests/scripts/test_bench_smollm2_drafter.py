@@ -1,10 +1,10 @@
-"""scripts/bench_smollm2_drafter.py's measuring functions on the built-in toy pair: every method lossless, the
+"""scripts/bench/smollm2_drafter.py's measuring functions on the built-in toy pair: every method lossless, the
 feature head timed beside the drafter, and the profile of our loop."""
 from __future__ import annotations
 
 import torch
 
-from scripts.bench_smollm2_drafter import DrafterBenchConfig, profile_loop, sd_runs
+from scripts.bench.smollm2_drafter import DrafterBenchConfig, profile_loop, sd_runs
 from wisv.decoding.featdraft import FeatureHead
 from wisv.models.loader import load_pair
 from wisv.tasks.prompts import prompt_rows

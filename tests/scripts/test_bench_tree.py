@@ -1,7 +1,7 @@
 """bench_tree: the latency model's arithmetic and a one-prompt run on the built-in pair."""
 import pytest
 
-from scripts.bench_tree import BenchConfig, latency_s, run
+from scripts.bench.tree import BenchConfig, latency_s, run
 
 
 def test_latency_model_adds_compute_and_link_and_overlaps_proactive_drafting():

@@ -1,4 +1,4 @@
-"""The GPU check (python -m scripts.gpu_check): its pure parts on hand-built inputs, the random-weight model
+"""The GPU check (python -m scripts.gpucheck.run): its pure parts on hand-built inputs, the random-weight model
 directories, the measured profiles by name, and the whole check at tiny shapes on the CPU (and on CUDA with a GPU)."""
 from __future__ import annotations
 
@@ -161,7 +161,7 @@ def test_measured_profile_falls_back_to_two_points_when_time_does_not_grow_with_
 
 def test_host_files_leave_out_the_smollm2_drafter_and_keep_the_check():
     tracked = ["wisv/assets/smollm2-drafter/layers.safetensors", "wisv/decoding/tree.py", "scripts/gpucheck/plan.py",
-               "scripts/bench_scale.py", "results/gpu/table1-traces/table1.json", "docs/spec.md", "results/x.json",
+               "scripts/bench/scale.py", "results/gpu/table1-traces/table1.json", "docs/spec.md", "results/x.json",
                "wisv/assets/toy-pair/head/train_csi.png"]
     assert hostfiles.host_files(tracked) == ["wisv/decoding/tree.py", "scripts/gpucheck/plan.py",
                                              "results/gpu/table1-traces/table1.json"]
@@ -180,7 +180,7 @@ def test_table1_from_shipped_traces_reproduces_the_simulators_table():
 
 def _run_check(tmp_path: Path, device: str) -> tuple[subprocess.CompletedProcess, dict, float]:
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "scripts.gpu_check", "--device", device, "--tiny", "--out",
+    proc = subprocess.Popen([sys.executable, "-m", "scripts.gpucheck.run", "--device", device, "--tiny", "--out",
                              str(tmp_path / "out")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:

@@ -1,7 +1,7 @@
 """Import-graph check: the real tree is clean; a hand-built tree with an upward import and a cycle is caught."""
 from pathlib import Path
 
-from scripts.import_graph import Edge, build_graph, cycles, imports_of, main, report, upward_imports
+from scripts.house.import_graph import Edge, build_graph, cycles, imports_of, main, report, upward_imports
 
 ROOT = Path(__file__).resolve().parents[2]
 

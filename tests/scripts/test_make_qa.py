@@ -2,7 +2,7 @@
 import json
 from collections import Counter
 
-from scripts.make_qa import main, spread
+from scripts.data.qa import main, spread
 from wisv.pairs import QA_DIR
 
 

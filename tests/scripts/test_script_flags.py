@@ -3,16 +3,13 @@ store-true switches, an empty --save-at, probe's positional host), and bad value
 import pytest
 
 from channel import probe
-from scripts import (
-    bench_core,
-    bench_verify,
-    drafter_curve,
-    model_card,
-    netem_link,
-    rejection_predictor,
-    train_smollm2_drafter,
-    train_toy_pair,
-)
+from scripts.bench import core as bench_core
+from scripts.bench import verify as bench_verify
+from scripts.cards import toy_card as model_card
+from scripts.link import netem as netem_link
+from scripts.train import drafter_curve, rejection_predictor
+from scripts.train import smollm2_drafter as train_smollm2_drafter
+from scripts.train import toy_pair as train_toy_pair
 
 CASES = [
     (probe.parse_args, ["10.0.0.1", "--count", "2", "--udp"], {"host": "10.0.0.1", "count": 2, "udp": True}),

@@ -1,7 +1,8 @@
-"""scripts/smollm2_card.py: a prompt set's section lists every method the benchmark timed, the confidence stop too."""
+"""scripts/cards/smollm2_card.py: a prompt set's section lists every method the benchmark timed, the confidence
+stop too."""
 from __future__ import annotations
 
-from scripts import smollm2_card
+from scripts.cards import smollm2_card
 
 
 def test_a_sets_section_has_the_confidence_stop_beside_the_peers_defaults():

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from scripts.soak import Cycle, SoakConfig, report, rss_growth, run, stuck_sessions
+from scripts.bench.soak import Cycle, SoakConfig, report, rss_growth, run, stuck_sessions
 
 
 def test_rss_growth_is_measured_after_the_warm_up():

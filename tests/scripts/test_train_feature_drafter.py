@@ -1,4 +1,4 @@
-"""scripts/train_feature_drafter.py on the built-in toy pair: a tiny run, resumed, stopped by --max-train-s and
+"""scripts/train/feature_drafter.py on the built-in toy pair: a tiny run, resumed, stopped by --max-train-s and
 evaluated."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import torch
 
-from scripts.train_feature_drafter import FeatureDrafterConfig, run
+from scripts.train.feature_drafter import FeatureDrafterConfig, run
 from wisv.decoding.featdraft import load_head
 
 
@@ -36,7 +36,7 @@ def test_a_tiny_run_trains_resumes_stops_on_time_and_compares_aal(tmp_path, caps
 
 def test_the_loss_falls_on_a_fixed_pool(tmp_path):
     """Twenty steps on three generations lower the feature regression and the token CE (the head learns)."""
-    from scripts.train_feature_drafter import batch_of, build_pool, loss_of
+    from scripts.train.feature_drafter import batch_of, build_pool, loss_of
     from wisv.decoding.featdraft import FeatureHead
     from wisv.models.loader import load_pair
     from wisv.tasks.prompts import prompt_rows
@@ -59,7 +59,7 @@ def test_the_loss_falls_on_a_fixed_pool(tmp_path):
 
 def test_unroll_scores_the_head_on_its_own_features():
     """--unroll: the second pass reads the first pass's predictions, so the loss differs and reports acc_own."""
-    from scripts.train_feature_drafter import loss_of
+    from scripts.train.feature_drafter import loss_of
     from tests.tiny_pair import make_pair
     from wisv.decoding.featdraft import FeatureHead
     _, target = make_pair(vocab=61, eos=60)
@@ -76,8 +76,8 @@ def test_unroll_scores_the_head_on_its_own_features():
 def test_a_pool_from_cached_generations_matches_one_built_by_generating(tmp_path):
     """--pool-files: the distillation caches' generations, read in turn from each file, give the same tokens and (to
     fp16) the same features as generating them; a padded batch does not change a row's features."""
-    from scripts.distill_cache import append_cache
-    from scripts.train_feature_drafter import build_pool, interleave, pool_from_cache, read_generations
+    from scripts.train.distill_cache import append_cache
+    from scripts.train.feature_drafter import build_pool, interleave, pool_from_cache, read_generations
     from wisv.models.loader import load_pair
     from wisv.tasks.evaluate import greedy_reference
     from wisv.tasks.prompts import prompt_rows
@@ -101,7 +101,7 @@ def test_a_pool_from_cached_generations_matches_one_built_by_generating(tmp_path
 def test_a_missing_pool_file_fails_before_the_models_load(tmp_path, monkeypatch):
     import pytest
 
-    import scripts.train_feature_drafter as tfd
+    import scripts.train.feature_drafter as tfd
     monkeypatch.setattr(tfd, "load_pair", lambda *a: pytest.fail("the models loaded before the check"))
     with pytest.raises(FileNotFoundError, match="nowhere.jsonl: no such generation cache"):
         run(FeatureDrafterConfig(out=str(tmp_path / "h"), pool_files=[str(tmp_path / "nowhere.jsonl")],
@@ -112,8 +112,8 @@ def test_file_features_are_cached_by_row_and_a_grown_file_computes_only_its_new_
     """The features of a generation cache file are the target's (as ``pool_from_cache``), kept under
     <cache>/distill/feat/; rows added to the file later are the only ones computed, and an empty generation is left
     out."""
-    import scripts.train_feature_drafter as tfd
-    from scripts.distill_cache import append_cache
+    import scripts.train.feature_drafter as tfd
+    from scripts.train.distill_cache import append_cache
     from wisv.models.loader import load_pair
     from wisv.pairs import CACHE_ENV
     from wisv.tasks.evaluate import greedy_reference

@@ -1,7 +1,7 @@
 """UE-controls benchmark: the predictor and proactive-drafting checks on hand-made run summaries."""
 import pytest
 
-from scripts.ue_controls import parse_args, per_token_s, predictor_check, proactive_check
+from scripts.bench.ue_controls import parse_args, per_token_s, predictor_check, proactive_check
 
 
 def S(wdt=2.0, tput=100.0, latency=1.0, prompts=4, tokens=400, match=1.0):

@@ -1,7 +1,8 @@
-"""scripts/validate_sim.py: its children's argv, built from their config dataclasses, parse back to those configs."""
+"""scripts/bench/validate_sim.py: its children's argv, built from their config dataclasses, parse back to those
+configs."""
 from pathlib import Path
 
-from scripts import validate_sim
+from scripts.bench import validate_sim
 from testbed.live.orchestrate import run
 from testbed.sim import calibrate
 from testbed.sim import cli as sim_cli

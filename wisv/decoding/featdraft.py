@@ -146,7 +146,7 @@ def read_head_config(path: Path | str) -> dict:
     src = Path(path)
     if not ((src / "head.json").is_file() and (src / "head.pt").is_file()):
         raise FileNotFoundError(f"{src}: not a feature head directory (head.json and head.pt, written by "
-                                "python -m scripts.train_feature_drafter)")
+                                "python -m scripts.train.feature_drafter)")
     try:
         doc = json.loads((src / "head.json").read_text())
         FeatureHeadConfig(**doc["config"])

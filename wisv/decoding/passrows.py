@@ -2,7 +2,7 @@
 
 On one CPU thread a pass of n rows is not priced in proportion to n: the target's matrix products run in kernels chosen
 by the row count, and on the machine of issue 43 a pass of 3 rows cost more than one of 4 (the SmolLM2 target: about
-57, 98, 119 and 83 ms for 1 to 4 rows; ``scripts/bench_pass_rows.py`` measures it).  Padding a block's pass with
+57, 98, 119 and 83 ms for 1 to 4 rows; ``scripts/bench/pass_rows.py`` measures it).  Padding a block's pass with
 filler rows, whose outputs are dropped and whose cache slots are cropped, then buys a cheaper pass.  The filler sits
 after the block under the causal mask, so the block's rows read nothing of it.  A plan maps a row count to the count
 to feed; it is data (a benchmark's JSON), so a run that reads the same plan feeds the same passes.  Pure functions,
@@ -44,7 +44,7 @@ def pad_plan(ms_by_rows: Mapping[int, float], margin: float = 0.05) -> dict[int,
 
 
 def read_plan(doc: Mapping) -> dict[int, int]:
-    """The plan of a ``scripts/bench_pass_rows.py`` JSON (``target_pad_plan``; JSON keys are strings), checked: every
+    """The plan of a ``scripts/bench/pass_rows.py`` JSON (``target_pad_plan``; JSON keys are strings), checked: every
     entry pads a count to a larger one, of at most MAX_PLAN_ROWS rows."""
     try:
         plan = {int(n): int(m) for n, m in doc["target_pad_plan"].items()}
@@ -57,7 +57,7 @@ def read_plan(doc: Mapping) -> dict[int, int]:
 
 
 def load_plan(path: str) -> dict[int, int]:
-    """The plan of the ``scripts/bench_pass_rows.py`` JSON at ``path`` (the one reader that touches a file here); a
+    """The plan of the ``scripts/bench/pass_rows.py`` JSON at ``path`` (the one reader that touches a file here); a
     missing or unreadable file, or one without a valid plan, is a ValueError naming it."""
     try:
         doc = json.loads(Path(path).read_text())

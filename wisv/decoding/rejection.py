@@ -140,7 +140,7 @@ def save_predictor(model: RejectionPredictor, path: str) -> None:
 
 
 def load_predictor(path: str) -> RejectionPredictor:
-    """A predictor written by save_predictor (or scripts/rejection_predictor.py); ValueError when it is not one."""
+    """A predictor written by save_predictor (or scripts/train/rejection_predictor.py); ValueError when not one."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
     try:
@@ -150,7 +150,7 @@ def load_predictor(path: str) -> RejectionPredictor:
         model.load_state_dict(state)
     except (OSError, KeyError, RuntimeError, SafetensorError) as e:
         raise ValueError(f"{path}: not a rejection predictor ({e}); "
-                         "train one with scripts/rejection_predictor.py") from e
+                         "train one with scripts/train/rejection_predictor.py") from e
     return model.eval()
 
 

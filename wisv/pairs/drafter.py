@@ -43,7 +43,7 @@ def read_spec(asset_dir: Path = ASSET_DIR) -> dict:
     """The shipped drafter's spec; a clear error if it is missing."""
     path = asset_dir / SPEC_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: train the drafter with scripts/train_smollm2_drafter.py")
+        raise FileNotFoundError(f"{path} is missing: train the drafter with scripts/train/smollm2_drafter.py")
     return json.loads(path.read_text())
 
 

@@ -16,7 +16,7 @@ The model is a ridge regression of the accepted length on those features (one pe
 committed tokens are ``g = accepted + 1`` and the wasted ones ``K - accepted`` (WISP's WDT).  It is trained from round
 records (wisv.records.RoundRow: ``drafted``, ``accepted`` and the ``draft_*`` columns the UE fills from the same
 features), so the testbed's own runs train it.  ``stop_depth`` is the depth the edge may suggest in a VERDICT for the
-session's next block.  Pure functions; ``scripts/wdt_predictor.py`` trains and evaluates it.
+session's next block.  Pure functions; ``scripts/train/wdt_predictor.py`` trains and evaluates it.
 """
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ class WDTPredictor:
                 raise ValueError("its features differ from this version's")
             pred = cls(**d)
         except (OSError, json.JSONDecodeError, TypeError, ValueError) as e:
-            raise ValueError(f"{path}: not a WDT predictor ({e}); train one with scripts/wdt_predictor.py") from e
+            raise ValueError(f"{path}: not a WDT predictor ({e}); train one with scripts/train/wdt_predictor.py") from e
         if len(pred.coef_conf) != len(FEATURES) or len(pred.coef_base) != len(NO_FEATURES):
             raise ValueError(f"{path}: coefficient counts {len(pred.coef_conf)}/{len(pred.coef_base)}, expected "
                              f"{len(FEATURES)}/{len(NO_FEATURES)}")

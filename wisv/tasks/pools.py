@@ -15,7 +15,7 @@ ASSETS = Path(__file__).resolve().parents[1] / "assets"
 LONGFORM_DIR = ASSETS / "longform"
 POOLS = ("distill", "calib", "test")  # drafter distillation, decision-head calibration, evaluation
 GENERIC_HELDOUT = ASSETS / "smollm2-drafter" / "heldout.jsonl"  # generic prompts no drafter is trained on
-MAGPIE = ASSETS / "magpie" / "prompts.jsonl"  # prompts sampled from the SmolLM2 target (scripts/make_magpie.py)
+MAGPIE = ASSETS / "magpie" / "prompts.jsonl"  # prompts sampled from the SmolLM2 target (scripts/train/magpie.py)
 MAGPIE_QUESTIONS = ASSETS / "magpie-questions" / "prompts.jsonl"  # short questions sampled from it, steered, with
 #   the suite's answer-first and answer-last form instructions appended (each row's "turn" is the sampled question)
 _WORD_RE = re.compile(r"[^\W_]+")

@@ -1,5 +1,5 @@
 """The broad task suite: which kind goes to which pool (the one table of seen, dev and unseen kinds), and the shipped
-pools (``wisv/assets/suite/``, written by ``python -m scripts.make_suite``).
+pools (``wisv/assets/suite/``, written by ``python -m scripts.data.suite``).
 
 Kinds and their roles:
 

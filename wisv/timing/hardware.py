@@ -120,7 +120,7 @@ PROFILES: dict[str, HardwareProfile] = {p.name: p for p in (
         "h100", peak_tflops=989.4, eta=0.027, role="edge", mem_bw_gbps=3350.0,
         source="NVIDIA H100 SXM5 80GB datasheet: 989.4 TFLOPS BF16 tensor dense (1979 with sparsity); 3.35 TB/s "
                "HBM3 (the PCIe card: 756 TFLOPS, 2.0 TB/s). eta = roofline bound at 8 tokens/pass (0.0271). The "
-               "measured profile of `python -m scripts.gpu_check` is `h100-measured` (MEASURED_DIR)."),
+               "measured profile of `python -m scripts.gpucheck.run` is `h100-measured` (MEASURED_DIR)."),
     HardwareProfile(
         "h200", peak_tflops=989.4, eta=0.039, role="edge", mem_bw_gbps=4800.0,
         source="NVIDIA H200 SXM 141GB datasheet: 989.4 TFLOPS BF16 tensor dense (1979 with sparsity); 4.8 TB/s "
@@ -130,7 +130,7 @@ PROFILES: dict[str, HardwareProfile] = {p.name: p for p in (
 
 def get_profile(name: str, local_path: str | Path | None = None, measured_dir: Path = MEASURED_DIR) -> HardwareProfile:
     """Named profile from ``PROFILES``, ``"local"`` (the measured profile file, default ``LOCAL_PROFILE_PATH``), or a
-    measured device profile ``measured_dir/NAME.json`` (e.g. ``h100-measured``, written by scripts.gpu_check)."""
+    measured device profile ``measured_dir/NAME.json`` (e.g. ``h100-measured``, written by scripts.gpucheck.run)."""
     if name == LOCAL:
         path = Path(local_path) if local_path is not None else LOCAL_PROFILE_PATH
         if not path.is_file():

@@ -57,7 +57,7 @@ class ServeConfig:
     kv_reuse: bool = True  # --no-kv-reuse: recompute each prefix every round (SLED baseline; uses the engine)
     memory_budget_mb: float = field(default=2048.0, metadata={
         "above": 0})  # cap on all sessions' KV caches together, checked before allocating, MB
-    pass_rows: str | None = None  # a scripts/bench_pass_rows.py JSON: pad each session's verification pass by its
+    pass_rows: str | None = None  # a scripts/bench/pass_rows.py JSON: pad each session's verification pass by its
     #   target_pad_plan, where more rows cost less (wisv/decoding/passrows.py; a VerifySession per session only)
     estimator: str | None = None  # verification-time profile JSON from testbed.profile (needed by --scheduler slo)
     guard_ms: float = field(default=0.0, metadata={
@@ -66,7 +66,7 @@ class ServeConfig:
                             metadata={"choices": LOST_ORDER_CHOICES})  # slo: lost requests go last or by EDF (paper)
     slack_ms: float | None = field(default=None, metadata={
         "min": 0})  # slo: time a batch keeps before its earliest feasible deadline, ms (None: guard_ms)
-    wdt_predictor: str | None = None  # slo: g_i from this WDT predictor (scripts/wdt_predictor.py; None: running mean)
+    wdt_predictor: str | None = None  # slo: g_i from this WDT predictor (scripts/train/wdt_predictor.py; None: mean)
     arrival_reserve: bool = True  # slo: no batch so long that a tight request arriving meanwhile must miss (off: paper)
     max_session_tokens: int = field(default=4096, metadata={
         "min": 1})  # largest generation budget (max_new_tokens) a session or REFERENCE may ask, tokens

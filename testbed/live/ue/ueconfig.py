@@ -81,7 +81,7 @@ class UEConfig:
         "above": 0})  # per attempt: no reply within this long, reconnect and send again, s
     retry_s: float = field(default=60.0, metadata={
         "min": 0})  # retry window: resend (with backoff) and resume for this long, then the run fails, s
-    drafter_head: str | None = field(  # an EAGLE-style feature head (scripts/train_feature_drafter.py):
+    drafter_head: str | None = field(  # an EAGLE-style feature head (scripts/train/feature_drafter.py):
         default=None)  # ask the edge for the target's features and draft with it
     feature_rows: int = field(default=1, metadata={  # with --drafter-head: the target's feature rows each VERDICT
         "min": 1})  # brings, the newest committed positions' (1: the last one; K + 1: every committed one), rows

@@ -1,5 +1,5 @@
 """A short seeded chaos run (about 60-90 s of faults on the tiny pair): every fault kind against a live batching edge
-and four UEs, and no invariant violated (testbed/chaos; the long run is scripts/bench_chaos.py)."""
+and four UEs, and no invariant violated (testbed/chaos; the long run is scripts/bench/chaos.py)."""
 from __future__ import annotations
 
 import json

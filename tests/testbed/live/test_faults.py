@@ -26,7 +26,7 @@ OUTAGE_S, UP_S = 5.0, 1.0  # the test trace: 1 s up, then 5 s down, again and ag
 
 
 def outage_trace(path: Path, repeats: int = 12) -> Path:
-    """A CSI trace (the format of scripts/traces/outage_5s.csv) whose up periods are shorter than the UE's run."""
+    """A CSI trace (the format of scripts/link/traces/outage_5s.csv) whose up periods are shorter than the UE's run."""
     rows = ["t_s,rate_up_mbps,rate_down_mbps,rtt_ms,per,outage"]
     for k in range(repeats):
         t = k * (UP_S + OUTAGE_S)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from protocols.accounting import wire_payload_bits
-from scripts.train_feature_drafter import FeatureDrafterConfig
-from scripts.train_feature_drafter import run as train
+from scripts.train.feature_drafter import FeatureDrafterConfig
+from scripts.train.feature_drafter import run as train
 from testbed.common.link import LinkSpec
 from testbed.live.edge.serveconfig import ServeConfig
 from testbed.live.orchestrate.run import RunConfig, run

@@ -1,4 +1,4 @@
-"""Regression (found by the chaos harness, scripts/bench_chaos.py seed 35): behind the link emulator an edge that is
+"""Regression (found by the chaos harness, scripts/bench/chaos.py seed 35): behind the link emulator an edge that is
 restarting hangs up mid-handshake; a UE's redial must leave that to its retry window instead of dying with "the edge
 refused the connection", while its first dial still fails fast (a missing CURVE key looks the same)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""testbed.run with model directories that hold no tokenizer (random-weight shapes, as scripts/bench_scale.py writes):
+"""testbed.run with model directories that hold no tokenizer (random-weight shapes, as scripts/bench/scale.py writes):
 prompt_ids rows, OPEN comparing vocabulary sizes only, a summary without accuracy, and --dtype reaching both
 processes."""
 from __future__ import annotations

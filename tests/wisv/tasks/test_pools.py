@@ -1,13 +1,13 @@
 """Prompt pools: the long-form task's distill / calib / test pools, the broad task suite's pools, the generic
 distillation prompts and the generic held-out set never share a (normalised) prompt; the suite's unseen kinds are in
-its test pool only and its dev kinds in calib only; the shipped pools are what scripts/make_longform.py and
-scripts/make_suite.py write."""
+its test pool only and its dev kinds in calib only; the shipped pools are what scripts/data/longform.py and
+scripts/data/suite.py write."""
 from __future__ import annotations
 
 import pytest
 
-from scripts.make_longform import MakeLongformConfig, pools
-from scripts.smollm2_distill_prompts import distill_prompts, generic_pool
+from scripts.data.longform import MakeLongformConfig, pools
+from scripts.data.smollm2_distill_prompts import distill_prompts, generic_pool
 from wisv.tasks.jsonl import read_jsonl
 from wisv.tasks.pools import GENERIC_HELDOUT, POOLS, load_pool, normalise_prompt, overlaps
 from wisv.tasks.qa import check_answer
@@ -71,7 +71,7 @@ def test_an_alias_belongs_to_its_entity_not_to_every_row_with_that_answer():
 
 
 def test_freeform_calib_pool_is_the_generators_and_disjoint_from_distillation_test_and_heldout():
-    from scripts.freeform_calib_prompts import OUT, freeform_rows
+    from scripts.data.freeform_calib_prompts import OUT, freeform_rows
     shipped = read_jsonl(OUT)
     assert shipped == freeform_rows(len(shipped), 0) and len(shipped) >= 200
     named = {p: [r["prompt"] for r in load_pool(p)] for p in POOLS}
@@ -82,13 +82,13 @@ def test_freeform_calib_pool_is_the_generators_and_disjoint_from_distillation_te
     assert len({normalise_prompt(r["prompt"]) for r in shipped}) == len(shipped)
 
 
-# The broad task suite (wisv/assets/suite, scripts/make_suite.py): kinds split between pools.
+# The broad task suite (wisv/assets/suite, scripts/data/suite.py): kinds split between pools.
 SUITE_FILES = [(p, fam) for fam in ("question", "free") for p in POOLS]
 
 
 def _suite_named() -> dict[str, list[str]]:
     """Every prompt list no two of which may share a prompt: the suite's six files and every older pool."""
-    from scripts.freeform_calib_prompts import OUT
+    from scripts.data.freeform_calib_prompts import OUT
     from wisv.tasks.suite import load_suite
     named = {f"suite {fam} {p}": [r["prompt"] for r in load_suite(p, fam)] for p, fam in SUITE_FILES}
     named |= {f"long-form {p}": [r["prompt"] for r in load_pool(p)] for p in POOLS}
@@ -141,7 +141,7 @@ def test_suite_counts_meet_the_minimums():
 
 
 def test_suite_pools_are_the_generators_output_and_well_formed(tmp_path):
-    from scripts.make_suite import MakeSuiteConfig, main, pools
+    from scripts.data.suite import MakeSuiteConfig, main, pools
     from wisv.tasks.suite import SUITE_DIR, load_suite, pool_path
     made = pools(MakeSuiteConfig())
     assert made == pools(MakeSuiteConfig())  # seeded: the same every time
