@@ -159,3 +159,10 @@ COMMAND_DOCS = [*DOCS, ROOT / "Makefile", *sorted((ROOT / "wisv" / "assets").glo
 def test_every_documented_command_module_exists(doc: Path) -> None:
     missing = sorted(m for m in documented_modules(doc.read_text()) if not module_exists(ROOT, m))
     assert missing == [], f"{doc.relative_to(ROOT)} runs modules that do not exist"
+
+
+def test_docs_index_lists_every_page() -> None:
+    index = (ROOT / "docs" / "README.md").read_text()
+    listed = {t.partition("#")[0] for t in relative_links(index)}
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"README.md"}
+    assert pages - listed == set(), "docs/README.md does not list these pages"
