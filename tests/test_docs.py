@@ -134,9 +134,10 @@ COMMAND = re.compile(r"python3? -m ([A-Za-z_][A-Za-z0-9_.]*)")
 
 
 def documented_modules(text: str) -> set[str]:
-    """The project modules a text runs with ``python -m`` (placeholders such as ``testbed.X`` left out)."""
+    """The project modules a text runs with ``python -m`` (placeholders such as ``testbed.X`` or
+    ``scripts.FOLDER.MODULE`` left out)."""
     found = {m for m in COMMAND.findall(text) if m.split(".")[0] in PROJECT_PACKAGES}
-    return {m for m in found if not re.search(r"\.[A-Z]$", m)}
+    return {m for m in found if not any(part.isupper() for part in m.split("."))}
 
 
 def module_exists(root: Path, module: str) -> bool:
@@ -146,7 +147,8 @@ def module_exists(root: Path, module: str) -> bool:
 
 
 def test_documented_modules_finds_commands() -> None:
-    text = "run `python -m scripts.bench.core --prompts 3` or python3 -m testbed.X, not python -m pytest -q"
+    text = ("run `python -m scripts.bench.core --prompts 3`, python3 -m testbed.X, python -m scripts.FOLDER.MODULE, "
+            "not python -m pytest -q")
     assert documented_modules(text) == {"scripts.bench.core"}
     assert module_exists(ROOT, "scripts.bench.core") and module_exists(ROOT, "labeling")
     assert not module_exists(ROOT, "scripts.bench_core")
