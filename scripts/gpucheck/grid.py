@@ -65,10 +65,12 @@ def time_point(eng: BatchVerifier, k: int, plan: Plan, clock, rng: np.random.Gen
             "times_s": [round(t, 7) for t in times], "cached": cached, "new": new, "block": block}
 
 
-def time_grid(target: PreTrainedModel, plan: Plan, device: str, seed: int) -> list[dict]:
-    """Every grid point: one prefill per (prefix, batch), then each K on it."""
+def time_grid(target: PreTrainedModel, plan: Plan, device: str, seed: int,
+              points: list[tuple[int, int, int]] | None = None) -> list[dict]:
+    """Every (batch, prefix, K) point (the plan's grid unless given): one prefill per (prefix, batch), then each K on
+    it (K = 0: a decode step, one row a session)."""
     clock, rng, rows = timer(device), np.random.default_rng(seed), []
-    for (prefix, batch), pts in groupby(grid_points(plan), key=lambda p: (p[1], p[0])):
+    for (prefix, batch), pts in groupby(points or grid_points(plan), key=lambda p: (p[1], p[0])):
         eng = warm_sessions(target, batch, prefix, plan.memory_budget_mb, rng)
         rows += [time_point(eng, k, plan, clock, rng) | {"prefix": prefix} for _, _, k in pts]
         del eng

@@ -24,6 +24,7 @@ class Plan:
     ks: tuple[int, ...] = (1, 4, 8, 16, 32, 64)  # timing grid: draft lengths K
     batches: tuple[int, ...] = (1, 4, 16, 32)  # timing grid: requests per pass
     prefixes: tuple[int, ...] = (128, 1024)  # timing grid: cached prefix per request, tokens
+    server_batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32)  # server-only stage: sessions per decode step
     warmup: int = 2  # untimed passes per grid point
     repeats: int = 5  # timed passes per grid point (the median is kept)
     e2e_prompts: int = 2  # testbed prompts per protocol
@@ -41,7 +42,8 @@ TINY_DRAFTER = replace(LLAMA_1B, name="tiny-1B-shape", vocab=512, hidden=32, lay
                        intermediate=64, bos=1, eos=2)
 FULL = Plan("full", LLAMA_8B, LLAMA_1B)
 TINY = Plan("tiny", TINY_TARGET, TINY_DRAFTER, prompts=3, new_tokens=24, ks=(1, 4, 8, 16), batches=(1, 2, 4),
-            prefixes=(16, 64), warmup=1, repeats=3, e2e_prompts=1, e2e_new_tokens=12, draft_tokens=8,
+            prefixes=(16, 64), server_batches=(1, 2, 4), warmup=1, repeats=3, e2e_prompts=1, e2e_new_tokens=12,
+            draft_tokens=8,
             memory_budget_mb=256)
 
 
@@ -53,6 +55,12 @@ def prompt_ids(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
     """``n`` prompts of ``length`` random token ids, clear of the low (special) ids."""
     rng, low = random.Random(seed), min(1000, vocab // 4)
     return [[rng.randrange(low, vocab) for _ in range(length)] for _ in range(n)]
+
+
+def server_points(plan: Plan) -> list[tuple[int, int, int]]:
+    """(batch, prefix, K) of the server-only stage: a decode step alone (K = 0, one row a session) and a verification
+    pass of the check's K (K + 1 rows a session), at each batch and prefix."""
+    return [(b, p, k) for p in plan.prefixes for b in plan.server_batches for k in (0, plan.draft_len)]
 
 
 def grid_points(plan: Plan) -> list[tuple[int, int, int]]:

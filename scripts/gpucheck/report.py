@@ -78,6 +78,11 @@ def markdown(rep: dict) -> str:
         parts += [f"measured profile `{rep['profile']['name']}`: eta {_fmt(rep['profile']['eta'])}, pass overhead "
                   f"{_fmt(1e3 * rep['profile']['pass_overhead_s'])} ms, phase overhead "
                   f"{_fmt(1e3 * rep['profile']['phase_overhead_s'])} ms\n"]
+    if rep.get("server_only"):
+        parts += ["## Server-only: a decode step alone against a verification pass of K + 1 rows\n",
+                  _table(rep["server_only"]),
+                  "Speculation gives the edge more tokens per second of compute when its AAL exceeds "
+                  "`break_even_aal` (= verify / decode - 1).\n"]
     if "e2e" in rep:
         parts += ["## Testbed end to end\n", _table(e2e_rows(rep["e2e"]))]
     if "draft" in rep:

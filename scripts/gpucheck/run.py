@@ -23,7 +23,7 @@ from pathlib import Path
 import config
 
 WHEEL_PACKAGES = ("pyzmq", "scapy", "rouge-score", "gguf")  # what a GPU host lacks (make gpu-wheels)
-STAGE_NAMES = ("lossless", "grid", "draft", "e2e", "table1")
+STAGE_NAMES = ("lossless", "grid", "server", "draft", "e2e", "table1")
 
 
 @dataclass
@@ -89,7 +89,7 @@ def run(cfg: GpuCheckConfig) -> dict:
 
 def _sizes(plan) -> dict:
     return {k: getattr(plan, k) for k in ("prompts", "new_tokens", "draft_len", "tree_budget", "ks", "batches",
-                                          "prefixes", "e2e_prompts", "e2e_new_tokens")}
+                                          "prefixes", "server_batches", "e2e_prompts", "e2e_new_tokens")}
 
 
 def _write(report: dict, out: Path) -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import torch
 
-from scripts.gpucheck import build, draft, e2e, fits, grid, lossless, table1
+from scripts.gpucheck import build, draft, e2e, fits, grid, lossless, serveronly, table1
 from scripts.gpucheck.env import profile_name
-from scripts.gpucheck.plan import E2E_PROTOCOLS, Plan, prompt_ids
+from scripts.gpucheck.plan import E2E_PROTOCOLS, Plan, prompt_ids, server_points
 from wisv.timing.compute import ModelDims
 from wisv.timing.hardware import PROFILES, HardwareProfile, get_profile, save_profile
 
@@ -73,6 +73,15 @@ def grid_stage(st: State) -> None:
     st.free_target()
 
 
+def server_stage(st: State) -> None:
+    """Server-only against speculation: a decode step alone against a verification pass of K + 1 rows, at batch
+    sizes 1 to 32 (the target's shape; timed as the grid is)."""
+    rows = grid.time_grid(st.target_model(), st.plan, st.device, st.seed + 5, server_points(st.plan))
+    st.report["server_grid"] = rows
+    st.report["server_only"] = serveronly.server_table(rows, st.plan.draft_len)
+    st.free_target()
+
+
 def draft_stage(st: State) -> None:
     p = st.plan
     model = build.build(p.drafter, st.out / "models" / "drafter", st.seed + 1, st.device, st.dtype)
@@ -101,5 +110,5 @@ def table1_stage(st: State) -> None:
     st.report["table1"] = df.to_dict(orient="records")
 
 
-STAGES = {"lossless": lossless_stage, "grid": grid_stage, "draft": draft_stage, "e2e": e2e_stage,
-          "table1": table1_stage}  # in run order
+STAGES = {"lossless": lossless_stage, "grid": grid_stage, "server": server_stage, "draft": draft_stage,
+          "e2e": e2e_stage, "table1": table1_stage}  # in run order

@@ -18,7 +18,7 @@ from scripts.gpucheck import build, fits, hostfiles, report, table1
 from scripts.gpucheck import bytes as gbytes
 from scripts.gpucheck.env import profile_name
 from scripts.gpucheck.lossless import NEAR_TIE_GAP, near_tie_tolerance
-from scripts.gpucheck.plan import FULL, TINY, grid_points, prompt_ids
+from scripts.gpucheck.plan import FULL, TINY, grid_points, prompt_ids, server_points
 from wisv.models.loader import PairError, load_model
 from wisv.timing.compute import get_architecture
 from wisv.timing.hardware import HardwareProfile, get_profile, save_profile
@@ -198,6 +198,10 @@ def _check_tiny_report(rep: dict) -> None:
     assert rep["lossless"]["ok"] and rep["lossless"]["chain"]["aal"] >= 1
     assert rep["lossless"]["chain"]["rounds_with_rejection"] > 0  # both acceptance and rejection exercised
     assert len(rep["grid"]) == len(grid_points(TINY)) and rep["estimator"]["test"]
+    assert len(rep["server_grid"]) == len(server_points(TINY))
+    assert [(r["batch"], r["k"]) for r in rep["server_only"]][:3] == [(1, TINY.draft_len), (1, TINY.draft_len),
+                                                                       (2, TINY.draft_len)]
+    assert all(r["decode_ms"] > 0 and r["verify_ms"] > 0 for r in rep["server_only"])
     assert {p["protocol"] for p in rep["e2e"]["protocols"]} == {"greedy", "fh", "sh", "auto", "tree"}
     for p in rep["e2e"]["protocols"]:
         assert abs(p["bytes"]["up_ratio"] - 1) <= 0.01, p
@@ -221,6 +225,19 @@ def test_the_tiny_check_runs_every_stage_on_cuda(tmp_path):
     proc, rep, _ = _run_check(tmp_path, "cuda")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     _check_tiny_report(rep)
+
+
+def test_server_table_break_even_and_throughput():
+    from scripts.gpucheck.serveronly import sd_throughput, server_table
+    rows = [{"batch": 1, "prefix": 64, "k": 0, "seconds": 0.010}, {"batch": 1, "prefix": 64, "k": 8, "seconds": 0.015},
+            {"batch": 4, "prefix": 64, "k": 0, "seconds": 0.020}, {"batch": 4, "prefix": 64, "k": 8, "seconds": 0.080}]
+    t = server_table(rows, 8)
+    assert [(r["batch"], round(r["break_even_aal"], 6)) for r in t] == [(1, 0.5), (4, 3.0)]
+    assert t[1]["server_only_tok_per_s"] == pytest.approx(200.0)
+    assert sd_throughput(t[1], 3.0) == pytest.approx(t[1]["server_only_tok_per_s"])  # break-even: equal throughput
+    assert sd_throughput(t[0], 1.0) == pytest.approx(2 / 0.015)
+    with pytest.raises(ValueError, match="K = 0 and K = 8"):
+        server_table(rows[:1], 8)
 
 
 def test_the_estimator_on_the_h200_grid_needs_its_per_sequence_term():
