@@ -175,7 +175,7 @@ def _round(d: DraftSession, t: VerifySession, k: int, ctx: RoundContext, index: 
     blk = t.verify(dr.tokens)
     draft = torch.tensor(dr.tokens, dtype=torch.long, device=blk.argmax.device)  # [K]
     mism = mismatch_positions(draft, blk.argmax)
-    hd = dr.hidden[mism] if mism else None  # [m, d_d]
+    hd = dr.hidden[mism] if mism and dr.hidden is not None else None  # [m, d_d] (a model-free draft has none)
     ht = blk.hidden[mism] if mism else None  # [m, d_t]
     sib = t.verify_siblings(dr.tokens, mism, blk.argmax[mism].tolist()) if (ctx.sibling and mism) else None
     ef = edge_features(blk.logits.cpu(), blk.hidden.cpu(), dr.tokens, mism, sib, out_len) if (

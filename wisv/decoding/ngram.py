@@ -1,0 +1,127 @@
+"""Model-free drafting by prompt lookup (n-gram matching): the device drafts with no model at all.
+
+The proposal is vLLM's ``ngram`` method (``vllm/v1/spec_decode/ngram_proposer.py``,
+``_find_longest_matched_ngram_and_propose_tokens``): the longest n-gram with ``prompt_lookup_min <= n <=
+prompt_lookup_max`` that ends the context and occurs earlier in it; of its occurrences the earliest; the draft is the
+``num_speculative_tokens`` tokens that followed it (fewer where the context ends first; none without a match).  The
+parameter names are vLLM's.  ``NgramDraftSession`` is the DraftSession of such a drafter: the same ``draft`` and
+``commit`` as the model's (wisv/decoding/sessions.py), a block of token ids only (no hidden states, probabilities or
+features: a DRAFT of ids, and no head that reads the drafter's states can judge it).  ``propose`` is pure.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from wisv.decoding.sessions import Draft, common_len
+from wisv.timing.window import AcceptanceHistory, expected_committed, update_history
+
+
+@dataclass(frozen=True)
+class NgramConfig:
+    """Prompt lookup's settings, by vLLM's names."""
+
+    prompt_lookup_min: int = 2  # shortest n-gram matched, tokens
+    prompt_lookup_max: int = 4  # longest n-gram matched, tokens (the longest that matches wins)
+    num_speculative_tokens: int = 10  # most tokens a proposal carries
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.prompt_lookup_min <= self.prompt_lookup_max or self.num_speculative_tokens < 1:
+            raise ValueError(f"prompt lookup needs 1 <= prompt_lookup_min <= prompt_lookup_max and "
+                             f"num_speculative_tokens >= 1; got {self.prompt_lookup_min}, {self.prompt_lookup_max}, "
+                             f"{self.num_speculative_tokens}")
+
+
+def match(context: Sequence[int], min_n: int, max_n: int) -> tuple[int, int]:
+    """(n, start): the longest n in [min_n, max_n] whose last-n-token suffix occurs earlier in ``context``, and where
+    the tokens after its earliest occurrence start; (0, -1) when none does."""
+    ctx = np.asarray(context, dtype=np.int64)
+    for n in range(min(max_n, len(ctx) - 1), min_n - 1, -1):
+        windows = np.lib.stride_tricks.sliding_window_view(ctx[:-1], n)  # [len - n, n]: occurrences ending before
+        hits = np.flatnonzero((windows == ctx[-n:]).all(axis=1))
+        if hits.size:
+            return n, int(hits[0]) + n
+    return 0, -1
+
+
+def propose(context: Sequence[int], cfg: NgramConfig, k: int | None = None) -> list[int]:
+    """The draft after ``context``: up to ``k`` (default ``num_speculative_tokens``) tokens that followed the longest
+    earlier match of its suffix (vLLM's rule, see the module doc); [] without a match."""
+    k = cfg.num_speculative_tokens if k is None else min(k, cfg.num_speculative_tokens)
+    n, start = match(context, cfg.prompt_lookup_min, cfg.prompt_lookup_max)
+    if n == 0 or k <= 0:
+        return []
+    return [int(t) for t in context[start:start + k]]
+
+
+def padded_ms(ms_by_rows: Mapping[int, float], rows: int) -> float:
+    """What a pass of ``rows`` rows costs when it may be padded to any measured count at least as large (the cheapest
+    of those; wisv.decoding.passrows); a count past the measured ones costs what the largest measured one does, per
+    row."""
+    larger = [ms_by_rows[m] for m in ms_by_rows if m >= rows]
+    if larger:
+        return min(larger)
+    top = max(ms_by_rows)
+    return ms_by_rows[top] * rows / top
+
+
+def choose_len(ms_by_rows: Mapping[int, float] | None, p_accept: float, n_max: int) -> int:
+    """How many of a proposal's ``n_max`` tokens to verify: the j in [0, n_max] with the most expected committed
+    tokens (``1 + sum_{i<=j} p^i``, wisv.timing.window) per millisecond of a pass of j + 1 rows (``ms_by_rows``: the
+    target's measured pass cost by rows; None: all ``n_max``).  j = 0 is a plain decode step.  Ties go to the smaller
+    j."""
+    if n_max <= 0 or not ms_by_rows:
+        return max(0, n_max)
+    rate = {j: expected_committed([p_accept] * j) / padded_ms(ms_by_rows, j + 1) for j in range(n_max + 1)}
+    return max(rate, key=lambda j: (rate[j], -j))
+
+
+class NgramDraftSession:
+    """A drafter with no model: prompt lookup over the prompt and the output so far (DraftSession's interface)."""
+
+    reads_features = 0  # target-feature rows it reads per round: none
+    hidden_size = 0  # width of the hidden states its drafts carry: none (OPEN declares 0)
+
+    def __init__(self, prompt_ids: list[int], cfg: NgramConfig | None = None,
+                 ms_by_rows: Mapping[int, float] | None = None):
+        """``ms_by_rows``: the target's pass cost by rows (scripts/bench/pass_rows.py); given, each proposal is cut to
+        the length with the most expected tokens per millisecond (``choose_len``) at the acceptance rate seen so
+        far; None: every proposal goes whole."""
+        if not prompt_ids:
+            raise ValueError("prompt_ids is empty")
+        self.cfg, self.ms_by_rows = cfg or NgramConfig(), ms_by_rows
+        self.seq = [int(t) for t in prompt_ids]
+        self.drafted: list[int] = []
+        self.carry: Draft | None = None  # never set: prompt lookup has no proactive tokens
+        self.history = AcceptanceHistory()  # the proposals' acceptance (decayed), for choose_len
+
+    def draft(self, k: int, *, sample: bool = False, temperature: float = 1.0, generator: object = None,
+              eos_token_id: int | None = None, stop: Callable | None = None, features: bool = True) -> Draft:
+        """Up to ``k`` looked-up tokens after ``seq``, cut after EOS; an empty block when nothing matches (the round
+        is then a plain decode step of the target).  Prompt lookup drafts greedily only."""
+        if sample:
+            raise ValueError("prompt lookup drafts token ids only: it cannot sample (use a greedy rule)")
+        toks = propose(self.seq, self.cfg, k)
+        toks = toks[: choose_len(self.ms_by_rows, self.history.alpha, len(toks))]
+        if eos_token_id is not None and eos_token_id in toks:
+            toks = toks[: toks.index(eos_token_id) + 1]
+        self.drafted = toks
+        return Draft(toks, None, None)
+
+    def draft_more(self, m: int, should_stop: Callable[[], bool]) -> Draft:
+        """No proactive drafting: the lookup is free, so the next block is drafted when the verdict comes."""
+        return Draft([], None, None)
+
+    def commit(self, tokens: list[int], carry: Draft | None = None) -> None:
+        """Append the committed tokens, and learn how much of the block was accepted (the committed tokens open with
+        the accepted ones; the correction differs from the draft where it was rejected)."""
+        if self.drafted:
+            accepted = min(common_len(self.drafted, list(tokens)), len(self.drafted))
+            self.history = update_history(self.history, len(self.drafted), accepted)
+        self.seq.extend(int(t) for t in tokens)
+        self.drafted = []
+
+    def free(self) -> None:
+        """Nothing cached."""
