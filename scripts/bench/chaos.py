@@ -1,5 +1,5 @@
 """Long chaos run (benchmark): the chaos harness (python -m testbed.chaos) with the issue's goals as defaults, 30 min,
-16 UEs, a fault every ~5 s (>= 300 of 8 kinds), its JSON and table committed under results/chaos/.
+16 UEs, a fault every ~5 s (>= 300 of 8 kinds), its JSON and table to runs/chaos/ (the committed run: results/chaos/).
 
 Usage: ``nice -n 19 python -m scripts.bench.chaos [--seed 35] [--duration-s 1800] [--ues 16] [--out DIR]``.  Writes
 ``DIR/chaos.json`` (testbed/chaos) and ``bench_chaos.json`` (the goals against what was reached, with the machine)
@@ -20,7 +20,7 @@ from testbed.common.machine import machine_info
 LONG = {"seed": 35, "duration_s": 1800.0, "ues": 16, "mean_gap_s": 5.0, "prompts_per_wave": 12,
         "out": "runs/bench-chaos"}  # the defaults of this benchmark (the issue's goals)
 GOALS = {"duration_s": 1800.0, "ues": 16, "faults": 300, "fault_kinds": 8, "violations": 0, "rss_growth": 0.10}
-JSON = Path("results/chaos/bench_chaos.json")  # where the benchmark's result goes (committed)
+JSON = Path("runs/chaos/bench_chaos.json")  # where the result goes (the committed run: results/chaos/bench_chaos.json)
 
 
 def goals(cfg: ChaosConfig, doc: dict) -> dict:

@@ -1,6 +1,6 @@
 """Benchmark the in-process core: tokens/s of target-only greedy vs greedy SD at K = 4, 8, 16, with AAL.
 
-Usage: ``python -m scripts.bench.core [--prompts 20] [--out results/bench_core.json] [--threads 1]``
+Usage: ``python -m scripts.bench.core [--prompts 20] [--out runs/bench_core.json] [--threads 1]``
 A benchmark, not a test: it writes JSON with the machine, versions and settings it ran under.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ class CoreBenchConfig:
     threads: int = 1  # torch intra-op threads
     drafter: str | None = None  # local HF drafter directory (None: built-in)
     target: str | None = None  # local HF target directory (None: built-in)
-    out: str = "results/bench_core.json"  # the benchmark's JSON
+    out: str = "runs/bench_core.json"  # the benchmark's JSON (the committed one: results/bench_core.json)
 
 
 def bench_target_only(target, prompts: list[list[int]], max_new: int) -> tuple[dict, list[list[int]]]:

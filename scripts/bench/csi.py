@@ -1,6 +1,6 @@
 """Benchmark the UE's live CSI estimate: per-round error of the estimated rates and RTT against the emulated link.
 
-Usage: ``python -m scripts.bench.csi [--links 20:20,3:45] [--prompts 10] [--protocol sh] [--out results/bench_csi]``.
+Usage: ``python -m scripts.bench.csi [--links 20:20,3:45] [--prompts 10] [--protocol sh] [--out runs/bench_csi]``.
 Each link (RATE_MBPS:RTT_MS) gets one ``testbed.run --csi measured`` (the head and auto condition on the estimate,
 as on a real link; runs under --out/runs).  For every round its error is ``estimate / configured - 1`` of the rate
 up, the rate down and the RTT (the estimate the round was drafted with).  A link passes when the rate estimate of
@@ -34,7 +34,7 @@ COLUMNS = {"rate_up": ("est_rate_up_mbps", "rate_up_mbps"), "rate_down": ("est_r
 class BenchCSIConfig:
     """One benchmark run (written into bench_csi.json)."""
 
-    out: str = "results/bench_csi"  # output directory (runs under OUT/runs)
+    out: str = "runs/bench_csi"  # output directory (runs under OUT/runs; the committed one: results/bench_csi)
     links: list[str] = field(default_factory=lambda: ["20:20", "3:45"])  # emulated links RATE_MBPS:RTT_MS
     prompts: int = field(default=10, metadata={"min": 1})  # prompts per link
     protocol: str = "sh"  # protocol of every run

@@ -2,7 +2,7 @@
 our transformers engine against vLLM, on the same pair and machine.
 
 Usage: ``python -m scripts.bench.engine [--pair smollm2] [--engines transformers vllm] [--sessions 1 8 32]
-[--prefix-tokens 128] [--draft-len 8] [--rounds 10] [--out results/bench_engine.json]`` (vLLM: run it with
+[--prefix-tokens 128] [--draft-len 8] [--rounds 10] [--out runs/bench_engine.json]`` (vLLM: run it with
 .venv-vllm/bin/python, docs/engines.md).
 
 For each N, N sessions are opened on each engine on different prompts of ``--prefix-tokens`` random tokens and
@@ -50,7 +50,7 @@ class EngineBenchConfig:
     threads: int = 1  # torch intra-op threads of the transformers engine (vLLM's CPU backend binds its own)
     memory_budget_mb: float = 4096.0  # KV-cache budget of each engine, MB
     vllm: VllmConfig = field(default_factory=lambda: VllmConfig(block_size_tokens=32))  # the vLLM engine's options
-    out: str = "results/bench_engine.json"  # the benchmark's JSON
+    out: str = "runs/bench_engine.json"  # the benchmark's JSON (the committed one: results/bench_engine.json)
 
     def __post_init__(self) -> None:
         bad = [e for e in self.engines if e not in ENGINE_CHOICES]

@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--label", default="after", help="key of this run's rows in --out (e.g. before, after)")
     ap.add_argument("--probes", default=",".join(PROBES), help=f"comma-separated subset of {', '.join(PROBES)}")
     ap.add_argument("--prompts", type=int, default=2, help="prompts the good UE runs (greedy, 16 tokens each)")
-    ap.add_argument("--out", default="results/bench_hostile.json", help="JSON file the rows are merged into")
+    ap.add_argument("--out", default="runs/bench_hostile.json",
+                    help="JSON file the rows are merged into (the committed one: results/bench_hostile.json)")
     a = ap.parse_args(argv)
     repo, names = Path(a.repo).resolve(), [p for p in a.probes.split(",") if p]
     if unknown := [p for p in names if p not in PROBES]:

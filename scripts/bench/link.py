@@ -55,7 +55,7 @@ QUICK = {"prompts": 2, "rates_mbps": [2.0], "rtts_ms": [20.0]}  # --quick: one g
 class BenchConfig:
     """One benchmark run (written into bench_link.json)."""
 
-    out: str = "results/bench_link"  # output directory
+    out: str = "runs/bench_link"  # output directory (the committed one: results/bench_link)
     prompts: int = 5  # prompts per protocol run
     max_new_tokens: int = 160  # budget per prompt
     rates_mbps: list[float] = field(default_factory=lambda: [2.0, 20.0, 200.0],

@@ -1,7 +1,7 @@
 """Benchmark what one pass of n rows costs each model of a pair, for n = 1.. (the shape of a verification pass).
 
 Usage: ``python -m scripts.bench.pass_rows [--pair smollm2] [--max-rows 12] [--prefix 100] [--repeats 9]
-[--threads 1] [--out results/smollm2/pass_rows.json]``.
+[--threads 1] [--out runs/smollm2/pass_rows.json]``.
 
 Each model feeds n new rows after a cache of ``--prefix`` positions through the loop's own forward
 (wisv.decoding.sessions.cached_forward): the target reads every row's logits, as a verification does, the drafter
@@ -47,7 +47,7 @@ class PassRowsBenchConfig:
     margin: float = field(default=0.05, metadata={"min": 0.0, "max": 0.99})  # pad a pass only where the larger one
     #   costs at least this fraction less (the medians' noise stays out of the plan)
     threads: int = field(default=1, metadata={"min": 1})  # torch intra-op threads
-    out: str = "results/smollm2/pass_rows.json"  # the benchmark's JSON
+    out: str = "runs/smollm2/pass_rows.json"  # the benchmark's JSON (committed: results/smollm2/pass_rows.json)
 
 
 def pass_ms(model, max_rows: int, prefix: int, repeats: int, keep_all: bool) -> dict[int, float]:

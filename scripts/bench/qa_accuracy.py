@@ -1,7 +1,7 @@
 """Target-only greedy accuracy on the QA task's splits or the long-form task's pools, overall and per kind (a JSON).
 
 Usage: ``python -m scripts.bench.qa_accuracy --target DIR [--gguf FILE] [--splits calib test] [--n 50]
-[--out results/smollm2/qa_accuracy.json]``
+[--out runs/smollm2/qa_accuracy.json]``
 
 ``--target`` is an HF model directory, or with ``--gguf`` the directory holding that GGUF file (transformers
 dequantizes it).  Prompts go through ``wisv.tasks.prompts.read_jsonl_prompts`` (the chat template, as every CLI renders
@@ -40,7 +40,7 @@ class QAAccuracyConfig:
     max_new_tokens: int = 32  # greedy output budget per question, tokens
     batch: int = 16  # questions of similar length decoded together, left-padded (1: one by one, unpadded)
     threads: int = 1  # torch intra-op threads
-    out: str = "results/smollm2/qa_accuracy.json"  # the results JSON (outputs beside it)
+    out: str = "runs/smollm2/qa_accuracy.json"  # the results JSON, outputs beside it (committed: results/smollm2/)
 
 
 def load_target(cfg: QAAccuracyConfig):

@@ -70,7 +70,7 @@ class ScaleBenchConfig:
     sample_s: float = 0.2  # period of the RSS sampling of the run's processes, s
     work_dir: str | None = None  # parent of the temporary model directories (None: the system's temp dir)
     runs_dir: str | None = None  # keep each protocol's testbed.run output here (None: in the temp dir, deleted)
-    out: str = "results/bench_scale/bench_scale.json"  # the benchmark's JSON
+    out: str = "runs/bench_scale/bench_scale.json"  # the benchmark's JSON (committed: results/bench_scale/)
 
 
 class RssSampler:

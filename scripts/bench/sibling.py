@@ -40,7 +40,7 @@ class BenchConfig:
     prompts: int = 10  # calib prompts per pair: the first N of the pair's calib pool
     draft_len: int = 8  # K, draft tokens per round
     max_new_tokens: int = 64  # generation budget per prompt, tokens
-    out: str = "results/sibling"  # output directory
+    out: str = "runs/sibling"  # output directory (the committed one: results/sibling)
 
 
 def round_times(t_plain: VerifySession, t_sib: VerifySession, draft: list[int], sibling_first: bool

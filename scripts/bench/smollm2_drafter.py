@@ -3,7 +3,7 @@ held-out prompt sets (lossless-checked), the in-process SD speed-up over target-
 ``transformers``' assisted generation with the same drafter, at a fixed K and at its defaults.
 
 Usage: ``python -m scripts.bench.smollm2_drafter [--pair smollm2] [--prompts 20 10] [--draft-lens 2 4 8]
-[--peer-draft-lens 4 8] [--threads 1] [--out results/smollm2/bench_drafter.json]``, after
+[--peer-draft-lens 4 8] [--threads 1] [--out runs/smollm2/bench_drafter.json]``, after
 ``python -m wisv.pairs build smollm2``.  The first prompt set (the long-form task's test pool) gives the headline
 figures checked against issue 24's goals; the second (generic held-out prompts) is reported beside it with the same
 checks.  Timings interleave the methods prompt by prompt (target-only, our loop at each K, the peer at each K and at
@@ -74,7 +74,7 @@ class DrafterBenchConfig:
         "min": 0})  # prompts of the first set, after the timings: ours and the peer split into drafter calls, target
     #   calls and the rest, then cProfile's top functions by own time, into the JSON (0: none)
     cost_repeats: int = 5  # interleaved repeats of the per-token timings (median taken)
-    out: str = "results/smollm2/bench_drafter.json"  # the benchmark's JSON
+    out: str = "runs/smollm2/bench_drafter.json"  # the benchmark's JSON (committed ones: results/smollm2/)
     card: str = str(ASSET_DIR / "MODEL_CARD.md")  # the pair's model card, written from the JSON ("": none)
     ceiling: str = "results/smollm2/drafter_ceiling.json"  # AAL vs tokens and depth (scripts/train/drafter_ceiling.py)
     curve: str = "results/smollm2/drafter_curve.json"  # AAL per kind group vs tokens (scripts/train/drafter_curve.py)

@@ -1,6 +1,6 @@
 """Soak benchmark: N UEs against a batching edge for minutes; the edge's RSS over time, stuck sessions and errors.
 
-Usage: ``python -m scripts.bench.soak [--ues 32] [--duration-s 300] [--out results/soak/soak.json]``.
+Usage: ``python -m scripts.bench.soak [--ues 32] [--duration-s 300] [--out runs/soak/soak.json]``.
 The edge (``testbed.serve --batch-verify --head none``, built-in toy pair) is a real process on loopback.  The UEs
 are emulated in this process (testbed/load/gen.py, as ``testbed.load`` does): each replays the toy pair's recorded
 greedy-SD blocks of its prompts over its own socket, cycling through them until the time is up, and every VERDICT
@@ -55,7 +55,7 @@ class SoakConfig:
     tau_d_ms: float = 5.0  # emulated drafting time per token on a UE, ms
     stagger_s: float = 2.0  # UEs open their first sessions evenly spread over this long, s
     max_batch: int = 16  # the edge's most requests per verification pass
-    out: str = "results/soak/soak.json"  # result JSON (its config goes beside it: soak_config.toml)
+    out: str = "runs/soak/soak.json"  # result JSON, its config beside it: soak_config.toml (committed: results/soak/)
 
 
 class Cycle(Sequence):

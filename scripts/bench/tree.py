@@ -64,7 +64,7 @@ class BenchConfig:
     calib_prompts: int = 100  # calib-split prompts (of the pair's task) that fit the calibrated rankings; 0: none
     drafter: str | None = None  # local HF drafter directory; None = the built-in pair
     target: str | None = None  # local HF target directory; None = the built-in pair
-    out: str = "results/bench_tree"  # output directory
+    out: str = "runs/bench_tree"  # output directory (the committed one: results/bench_tree)
 
 
 def _bytes(msg_type: MsgType, tensors: dict, **header) -> int:

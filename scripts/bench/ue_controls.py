@@ -1,6 +1,6 @@
 """Benchmark the UE-side controls on the built-in pair: WISP's rejection predictor and SpecEdge's proactive drafting.
 
-Usage: ``python -m scripts.bench.ue_controls [--prompts 20] [--out results/ue_controls.json]``.
+Usage: ``python -m scripts.bench.ue_controls [--prompts 20] [--out runs/ue_controls.json]``.
 Runs ``testbed.run`` (greedy, ``--head none``) in pairs that differ in one flag, each pair ``--repeats`` times
 (off, on, off, on, ...: slow drifts of this machine's speed hit both sides), and checks the medians:
 
@@ -31,7 +31,7 @@ WDT_CUT = 0.25  # predictor: WDT per round must fall by at least this fraction
 class ControlsConfig:
     """One benchmark (written into the JSON)."""
 
-    out: str = "results/ue_controls.json"  # the benchmark's JSON (config.toml goes beside it)
+    out: str = "runs/ue_controls.json"  # the JSON, its config.toml beside it (committed: results/ue_controls.json)
     prompts: int = 20  # prompts per run
     k_max: int = 16  # predictor runs: K_max
     draft_len: int = 8  # proactive runs: K

@@ -30,7 +30,7 @@ TARGET = 0.10  # mean |predicted - measured| / measured per prompt
 class ValidateConfig:
     """One validation (written into summary.json and as config.toml beside it)."""
 
-    out: str = "results/sim_validation"  # validation outputs (runs/ holds the testbed runs)
+    out: str = "runs/sim_validation"  # validation outputs, testbed runs in OUT/runs (committed: results/sim_validation)
     prompts: int = 20  # prompts per testbed run
     draft_len: int = 8  # K of every testbed run, tokens
     local_profile: str | None = None  # reuse this calibration (None: calibrate now into OUT)

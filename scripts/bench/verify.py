@@ -1,7 +1,7 @@
 """Benchmark the batched verification engine: warm-round verify time vs prefix length, with and without KV reuse.
 
 Usage: ``python -m scripts.bench.verify [--prefixes 64 128 256 512] [--draft-len 8] [--rounds 30]
-[--batch 4] [--out results/bench_verify.json] [--target DIR] [--device cpu]``
+[--batch 4] [--out runs/bench_verify.json] [--target DIR] [--device cpu]``
 
 For each prefix length L a session is opened on L prompt tokens, warmed with one round, then timed over
 ``--rounds`` warm rounds (verify K tokens, commit half of them; the prefixes take turns round by round):
@@ -38,7 +38,7 @@ class VerifyBenchConfig:
     threads: int = 1  # torch intra-op threads
     target: str | None = None  # local HF target directory (None: built-in)
     device: str = "cpu"  # torch device
-    out: str = "results/bench_verify.json"  # the benchmark's JSON
+    out: str = "runs/bench_verify.json"  # the benchmark's JSON (the committed one: results/bench_verify.json)
 
     def __post_init__(self) -> None:
         if not self.prefixes:

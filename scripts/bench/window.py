@@ -34,7 +34,7 @@ GOAL_VS_FIXED_PCT, GOAL_VS_ORACLE_PCT = 10.0, 5.0  # auto >= 10% below the best 
 class BenchConfig:
     """bench_window settings (saved beside the JSON)."""
 
-    out: str = "results/bench_window"  # output directory (bench_window.json, runs/)
+    out: str = "runs/bench_window"  # output directory: bench_window.json, runs/ (committed: results/window/)
     pair: str = "toy"  # named pair: toy | smollm2
     ks: list[int] = field(default_factory=lambda: [4, 8, 16, 32],
                           metadata={"min": 1})  # the fixed windows compared, tokens

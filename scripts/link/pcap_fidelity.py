@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--port", type=int, default=PORT)
     c.add_argument("--duration-s", type=float, default=16.0)
     c.add_argument("--burst-s", type=float, default=0.2)
-    ap.add_argument("--out", default="results/pcap_fidelity", help="directory for the results")
+    ap.add_argument("--out", default="runs/pcap_fidelity",
+                    help="directory for the results (the committed ones: results/pcap_fidelity)")
     ap.add_argument("--duration-s", type=float, default=16.0, help="length of the run, s (the step is at 8 s)")
     ap.add_argument("--window-s", type=float, default=1.0, help="window of the converted trace, s")
     ap.add_argument("--burst-s", type=float, default=0.2, help="each bulk phase, s (one up and one down per 0.5 s)")

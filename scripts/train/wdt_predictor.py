@@ -1,7 +1,7 @@
 """Train the edge's WDT predictor (wisv/serving/wdt.py) from round records; report g_i's MAE against the running mean.
 
 Usage: ``python -m scripts.train.wdt_predictor [--prompts 120] [--ks 4 8 16 32] [--rounds RUN/greedy/rounds.csv ...]
-[--out results/wdt_predictor.json]``
+[--out runs/wdt_predictor.json]``
 
 Round records come from ``--rounds`` (testbed runs with ``--draft-features``: their ``draft_*`` columns), or are
 logged here: greedy SD on the built-in pair's calib split (or ``--drafter/--target``), each round drafting K drawn
@@ -41,7 +41,7 @@ GOAL_MAE_REDUCTION_PCT = 30.0  # the issue's goal: g_i's MAE >= 30% below the ru
 class WDTConfig:
     """wdt_predictor settings (saved beside the JSON)."""
 
-    out: str = "results/wdt_predictor.json"  # the predictor; the report goes to <stem>_report.json
+    out: str = "runs/wdt_predictor.json"  # the predictor, the report to <stem>_report.json (committed: results/)
     prompts: int = field(default=120, metadata={"min": 1})  # prompts of the calib split logged (ignored with --rounds)
     ks: list[int] = field(default_factory=lambda: [4, 8, 16, 32],
                           metadata={"min": 1})  # K of each logged round, drawn uniformly

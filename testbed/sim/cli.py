@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m testbed.simulate --arch-drafter llama-3.2-1b --arch-target llama-3.1-8b --out results/simulate
+    python -m testbed.simulate --arch-drafter llama-3.2-1b --arch-target llama-3.1-8b --out runs/simulate
     python -m testbed.simulate calibrate --out results/local_profile.json   # measure the `local` profile
     python -m testbed.simulate --validate RUN_DIR --out DIR                  # predicted vs measured testbed run
 
@@ -67,7 +67,7 @@ DRAFT_LENS_TEXT = {"parse": parse_draft_lens, "format": lambda ks: [
 class SimConfig:
     """One simulation or validation (written to config.json next to the results)."""
 
-    out: str = "results/simulate"  # output directory
+    out: str = "runs/simulate"  # output directory (the committed runs: results/simulate)
     methods: list[str] = field(default_factory=lambda: list(METHODS), metadata={"choices": METHODS})  # methods
     draft_lens: list[int] = field(default_factory=lambda: [10, 16, 24, 32, 64], metadata={  # draft windows K, tokens;
         **DRAFT_LENS_TEXT, "example": [8, AUTO_DRAFT_LEN]})  # auto: the per-round window policy
