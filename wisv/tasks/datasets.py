@@ -25,6 +25,7 @@ GSM8K_CATEGORY = "math_reasoning"  # GSM8K's problems carry Spec-Bench's name fo
 CUSTOM_CATEGORY = "custom"  # a custom file's rows, unless a row names its own category
 NAMES = ("spec-bench", "mt-bench", "gsm8k", "custom")
 MAX_TURNS = 2  # MT-Bench's two; a run builds a later turn from the target's answer to the one before
+NO_ANSWER = "--dataset {spec}: every row needs an answer (only gsm8k and math_reasoning have one)"
 SPEC_FORMS = "spec-bench[:CATEGORY,...] | mt-bench | gsm8k | custom:FILE"
 
 
@@ -67,12 +68,14 @@ def parse_spec(spec: str) -> DatasetSpec:
     return DatasetSpec(name, GSM8K_FILE if name == "gsm8k" else SPEC_BENCH_FILE, cats)
 
 
-def check_dataset(spec: str, prompts_file: str | None = None) -> None:
-    """A CLI's check of ``--dataset`` before any work: a readable set, every row well formed, and no
-    ``--prompts-file`` beside it (one-line ValueErrors)."""
+def check_dataset(spec: str, prompts_file: str | None = None, need_answers: bool = False) -> None:
+    """A CLI's check of ``--dataset`` before any work: a readable set, every row well formed (with an answer, if
+    ``need_answers``), and no ``--prompts-file`` beside it (one-line ValueErrors)."""
     if prompts_file:
         raise ValueError(f"--dataset {spec} and --prompts-file {prompts_file} both name the prompts; give one")
-    load_dataset(spec)
+    rows = load_dataset(spec)
+    if need_answers and not all("answer" in scored_fields(r.category, r.references[0]) for r in rows):
+        raise ValueError(NO_ANSWER.format(spec=spec))
 
 
 def load_dataset(spec: str) -> list[DatasetRow]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from wisv.tasks.datasets import DatasetRow, load_dataset, scored_fields
+from wisv.tasks.datasets import NO_ANSWER, DatasetRow, load_dataset, scored_fields
 from wisv.tasks.jsonl import read_jsonl, write_jsonl  # noqa: F401 - re-exported for callers of wisv.tasks.prompts
 from wisv.tasks.qa import accepted
 from wisv.tasks.toydata import format_prompt, load_split
@@ -79,7 +79,7 @@ def prompt_rows(tok, split: str, n: int | None, prompts_file: str | None = None,
     if dataset:
         rows = dataset_rows(tok, dataset, n, chat_template, first_turn_only)
         if need_answers and any(r["answer"] is None for r in rows):
-            raise ValueError(f"--dataset {dataset}: every row needs an answer (only gsm8k and math_reasoning have one)")
+            raise ValueError(NO_ANSWER.format(spec=dataset))
     elif prompts_file:
         rows = read_jsonl_prompts(Path(prompts_file), tok, chat_template)[:n]
         if need_answers and any(r["answer"] is None for r in rows):
