@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -69,3 +70,12 @@ def test_a_live_two_turn_run_is_lossless_and_grouped_by_task_and_turn(pair_dirs,
     outputs = pd.read_json(out / "greedy" / "outputs.jsonl", lines=True, dtype={"prompt_id": str})
     assert sorted(outputs["prompt_id"]) == ["81", "81-t2"]
     assert Path(out / "complete").exists()
+
+
+def test_a_pairs_default_prompts_give_way_to_a_dataset(monkeypatch):
+    import wisv.pairs
+    from testbed.live.orchestrate.run import with_pair
+    monkeypatch.setattr(wisv.pairs, "resolve_pair", lambda name: SimpleNamespace(drafter=Path("d"), target=Path("t")))
+    monkeypatch.setattr(wisv.pairs, "default_prompts_file", lambda pair, split: "pool.jsonl")
+    assert with_pair(parse_args(["--pair", "toy", "--dataset", "gsm8k"])).prompts_file is None
+    assert with_pair(parse_args(["--pair", "toy"])).prompts_file == "pool.jsonl"
