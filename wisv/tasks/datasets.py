@@ -24,6 +24,7 @@ SPEC_BENCH_TASKS = {  # Spec-Bench's table columns (Leaderboard.md), the categor
 GSM8K_CATEGORY = "math_reasoning"  # GSM8K's problems carry Spec-Bench's name for them
 CUSTOM_CATEGORY = "custom"  # a custom file's rows, unless a row names its own category
 NAMES = ("spec-bench", "mt-bench", "gsm8k", "custom")
+SPEC_BENCH_ID = "spec-bench-"  # before a Spec-Bench question_id (mt-bench too): ids stay text in every JSONL reader
 MAX_TURNS = 2  # MT-Bench's two; a run builds a later turn from the target's answer to the one before
 NO_ANSWER = "--dataset {spec}: every row needs an answer (only gsm8k and math_reasoning have one)"
 SPEC_FORMS = "spec-bench[:CATEGORY,...] | mt-bench | gsm8k | custom:FILE"
@@ -33,7 +34,7 @@ SPEC_FORMS = "spec-bench[:CATEGORY,...] | mt-bench | gsm8k | custom:FILE"
 class DatasetRow:
     """One question of a prompt set, as its file gives it."""
 
-    prompt_id: str  # the question's id, unique in its set (Spec-Bench's question_id; GSM8K: gsm8k-<line>)
+    prompt_id: str  # the question's id, unique in its set: spec-bench-<question_id>, gsm8k-<line>, custom-<line>
     category: str  # Spec-Bench's category (math_reasoning for GSM8K; custom for a custom file's rows)
     turns: tuple[str, ...]  # the user's turns, in order (MT-Bench: 2; every other row: 1)
     references: tuple[object, ...] = ()  # per turn, the file's reference (a text, a list of answers, or None)
@@ -102,7 +103,7 @@ def read_spec_bench(path: Path) -> list[DatasetRow]:
         if not isinstance(refs, list) or len(refs) > len(turns):
             raise ValueError(f"{where}: 'reference' must be a list with at most one entry per turn")
         refs = [*refs, *[None] * (len(turns) - len(refs))]
-        rows.append(DatasetRow(str(r["question_id"]), r["category"], turns, tuple(refs)))
+        rows.append(DatasetRow(f"{SPEC_BENCH_ID}{r['question_id']}", r["category"], turns, tuple(refs)))
     return _unique(rows, path)
 
 

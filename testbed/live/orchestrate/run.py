@@ -346,7 +346,8 @@ def _collect(proto: str, pdir: Path, rounds: pd.DataFrame, prompts: pd.DataFrame
              ext=None) -> tuple[dict, pd.DataFrame]:
     """Merge the UEs' outputs into <pdir>/outputs.jsonl, then summarize with the merged rounds: (summary, outputs)."""
     ue_dirs = sorted(d for d in pdir.glob("ue*") if d.is_dir())
-    outputs = pd.concat([pd.read_json(d / "outputs.jsonl", lines=True) for d in ue_dirs], ignore_index=True)
+    outputs = pd.concat([pd.read_json(d / "outputs.jsonl", lines=True, dtype={"prompt_id": str}) for d in ue_dirs],
+                        ignore_index=True)  # an id such as "7" stays text, as in prompts.jsonl
     write_text_atomic(pdir / "outputs.jsonl", outputs.to_json(orient="records", lines=True, force_ascii=False))
     return summarize(proto, rounds, outputs, prompts, tok.decode if tok is not None else None, refs, scorer,
                      ext), outputs

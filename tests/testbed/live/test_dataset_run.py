@@ -32,29 +32,30 @@ def test_second_turns_are_built_on_the_targets_first_answer(pair_dirs, tmp_path,
                         lambda cfg, p: computed.extend(p["prompt_id"]) or local(cfg, p))
     cfg = parse_args(_args(pair_dirs, "--dataset", "mt-bench", "--prompts", "2"))
     prompts, tok = run_prompts.load_prompts(cfg, tmp_path / "prompts.jsonl")
-    assert prompts["prompt_id"].tolist() == ["81", "81-t2", "82", "82-t2"] and prompts["turn"].tolist() == [1, 2] * 2
+    ids = ["spec-bench-81", "spec-bench-81-t2", "spec-bench-82", "spec-bench-82-t2"]
+    assert prompts["prompt_id"].tolist() == ids and prompts["turn"].tolist() == [1, 2] * 2
     target = load_model(pair_dirs.target, "target", "cpu", torch.float32)
     firsts = dataset_rows(tok, "mt-bench", 2)
     answers = {r["prompt_id"]: answer_text(tok, greedy_reference(target, r["prompt_ids"], NEW)) for r in firsts}
     assert prompts["prompt_ids"].tolist() == [r["prompt_ids"] for r in second_turn_rows(tok, firsts, answers)]
     saved = [json.loads(x) for x in (tmp_path / "prompts.jsonl").read_text().splitlines()]
-    assert [(r["category"], r["turn"], r["question_id"]) for r in saved][:2] == [("writing", 1, "81"),
-                                                                                ("writing", 2, "81")]
+    assert [(r["category"], r["turn"], r["question_id"]) for r in saved][:2] == [("writing", 1, "spec-bench-81"),
+                                                                                ("writing", 2, "spec-bench-81")]
     refs = run_prompts.reference_outputs(cfg, prompts, tmp_path / "reference.jsonl", tok)
-    assert computed == ["81", "82", "81-t2", "82-t2"]  # the first turns' references were not computed twice
+    assert computed == [ids[0], ids[2], ids[1], ids[3]]  # the first turns' references were not computed twice
     assert set(refs) == set(prompts["prompt_id"])
 
 
 def test_first_turn_only_runs_no_second_turn(pair_dirs, tmp_path):
     cfg = parse_args(_args(pair_dirs, "--dataset", "mt-bench", "--prompts", "2", "--first-turn-only"))
     prompts, _ = run_prompts.load_prompts(cfg, tmp_path / "prompts.jsonl")
-    assert prompts["prompt_id"].tolist() == ["81", "82"] and "turns" not in prompts
+    assert prompts["prompt_id"].tolist() == ["spec-bench-81", "spec-bench-82"] and "turns" not in prompts
 
 
 def test_prompts_the_target_cannot_hold_are_refused_before_any_reference(pair_dirs, tmp_path):
     cfg = parse_args(_args(pair_dirs, "--dataset", "spec-bench:rag", "--prompts", "3"))  # ~2,000 tokens; context 512
-    with pytest.raises(ValueError, match=r"^3 of 3 prompts do not fit the target; the longest, 48\d: prompt \d+ "
-                                         r"\+ max_new_tokens 6 = \d+ tokens > the target's context 512"):
+    with pytest.raises(ValueError, match=r"^3 of 3 prompts do not fit the target; the longest, spec-bench-48\d: "
+                                         r"prompt \d+ \+ max_new_tokens 6 = \d+ tokens > the target's context 512"):
         run_prompts.load_prompts(cfg, tmp_path / "prompts.jsonl")
     assert not (tmp_path / "prompts.jsonl").exists()
 
@@ -68,7 +69,7 @@ def test_a_live_two_turn_run_is_lossless_and_grouped_by_task_and_turn(pair_dirs,
     groups = pd.read_csv(out / "summary_by_group.csv")
     assert dict(zip(groups["group"], groups["prompts"])) == {"Multi-turn Conversation": 2, "turn 1": 1, "turn 2": 1}
     outputs = pd.read_json(out / "greedy" / "outputs.jsonl", lines=True, dtype={"prompt_id": str})
-    assert sorted(outputs["prompt_id"]) == ["81", "81-t2"]
+    assert sorted(outputs["prompt_id"]) == ["spec-bench-81", "spec-bench-81-t2"]
     assert Path(out / "complete").exists()
 
 
@@ -79,3 +80,12 @@ def test_a_pairs_default_prompts_give_way_to_a_dataset(monkeypatch):
     monkeypatch.setattr(wisv.pairs, "default_prompts_file", lambda pair, split: "pool.jsonl")
     assert with_pair(parse_args(["--pair", "toy", "--dataset", "gsm8k"])).prompts_file is None
     assert with_pair(parse_args(["--pair", "toy"])).prompts_file == "pool.jsonl"
+
+
+def test_numeric_looking_prompt_ids_stay_text_when_outputs_are_collected(tmp_path):
+    from testbed.live.orchestrate.run import _collect
+    (tmp_path / "ue0").mkdir()
+    (tmp_path / "ue0" / "outputs.jsonl").write_text('{"prompt_id": "7", "tokens": [1, 2], "t_e2e_s": 0.5}\n')
+    prompts = pd.DataFrame({"prompt_id": ["7"], "prompt_ids": [[3, 4]], "answer": [None]})  # a custom row's own id
+    summary, outputs = _collect("greedy", tmp_path, pd.DataFrame(), prompts, None, {"7": [1, 2]})
+    assert outputs["prompt_id"].tolist() == ["7"] and summary["matches_target"] == 1.0

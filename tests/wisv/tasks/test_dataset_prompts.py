@@ -39,7 +39,7 @@ def test_first_turns_through_the_chat_template_with_their_labels(chat):
     assert rows[0]["prompt_ids"] == encode_prompt(chat, q.turns[0])
     assert chat.decode(rows[0]["prompt_ids"]) == f"<|user|>{q.turns[0]}\n<|assistant|>"
     assert [(r["prompt_id"], r["category"], r["turn"], r["question_id"]) for r in rows] == [
-        ("81", "writing", 1, "81"), ("82", "writing", 1, "82"), ("83", "writing", 1, "83")]
+        (f"spec-bench-{i}", "writing", 1, f"spec-bench-{i}") for i in (81, 82, 83)]
     assert all(r["turns"] == list(load_dataset("mt-bench")[i].turns) for i, r in enumerate(rows))  # 2nd turn waits
     assert all("turns" not in r for r in prompt_rows(chat, "test", 3, dataset="mt-bench", first_turn_only=True))
 
@@ -56,10 +56,11 @@ def test_the_answers_a_scorer_reads_ride_along(plain):
 
 def test_the_second_turn_feeds_the_first_answer_back(chat):
     rows = dataset_rows(chat, "mt-bench", 2)
-    answers = {"81": "Aloha from Hawaii.", "82": "Dear supervisor, ..."}
+    answers = {"spec-bench-81": "Aloha from Hawaii.", "spec-bench-82": "Dear supervisor, ..."}
     both = second_turn_rows(chat, rows, answers)
     assert [(r["prompt_id"], r["turn"], r["question_id"]) for r in both] == [
-        ("81", 1, "81"), ("81-t2", 2, "81"), ("82", 1, "82"), ("82-t2", 2, "82")]
+        ("spec-bench-81", 1, "spec-bench-81"), ("spec-bench-81-t2", 2, "spec-bench-81"),
+        ("spec-bench-82", 1, "spec-bench-82"), ("spec-bench-82-t2", 2, "spec-bench-82")]
     t1, t2 = load_dataset("mt-bench")[0].turns
     assert chat.decode(both[1]["prompt_ids"]) == (f"<|user|>{t1}\n<|assistant|>Aloha from Hawaii.\n"
                                                   f"<|user|>{t2}\n<|assistant|>")
@@ -80,7 +81,7 @@ def test_an_answer_is_fed_back_without_special_tokens(plain):
 
 
 def test_labels_survive_a_prompt_file(chat, tmp_path):
-    rows = second_turn_rows(chat, dataset_rows(chat, "mt-bench", 1), {"81": "A."})
+    rows = second_turn_rows(chat, dataset_rows(chat, "mt-bench", 1), {"spec-bench-81": "A."})
     rows += dataset_rows(chat, "spec-bench:translation", 1)
     f = tmp_path / "prompts.jsonl"
     write_jsonl(f, rows)  # what the run writes for its UEs

@@ -43,22 +43,23 @@ def test_spec_bench_is_read_whole_480_questions_in_13_categories():
     assert Counter(r.category for r in rows) == {c: 10 for c in MT_BENCH_CATEGORIES} | {
         c: 80 for c in SPEC_BENCH_CATEGORIES if c not in MT_BENCH_CATEGORIES}
     for r, line in zip(rows, lines):  # as the file gives them
-        assert r.prompt_id == str(line["question_id"]) and list(r.turns) == line["turns"]
+        assert r.prompt_id == f"spec-bench-{line['question_id']}" and list(r.turns) == line["turns"]
         assert list(r.references[:len(line.get("reference", []))]) == line.get("reference", [])
 
 
 def test_mt_bench_is_spec_benchs_first_80_with_both_turns():
     rows = load_dataset("mt-bench")
     assert len(rows) == 80 and {r.category for r in rows} == set(MT_BENCH_CATEGORIES)
-    assert all(len(r.turns) == 2 for r in rows) and [r.prompt_id for r in rows] == [str(i) for i in range(81, 161)]
+    assert all(len(r.turns) == 2 for r in rows)
+    assert [r.prompt_id for r in rows] == [f"spec-bench-{i}" for i in range(81, 161)]
     assert rows[0].turns[1] == "Rewrite your previous response. Start every sentence with the letter A."
 
 
 def test_categories_select_in_file_order():
     rows = load_dataset("spec-bench:translation,qa")
     assert Counter(r.category for r in rows) == {"translation": 80, "qa": 80}
-    assert rows[0].prompt_id == "161" and rows[0].turns[0].startswith("Translate German to English:")
-    assert [r.prompt_id for r in load_dataset("spec-bench:writing")][:2] == ["81", "82"]
+    assert rows[0].prompt_id == "spec-bench-161" and rows[0].turns[0].startswith("Translate German to English:")
+    assert [r.prompt_id for r in load_dataset("spec-bench:writing")][:2] == ["spec-bench-81", "spec-bench-82"]
 
 
 def test_gsm8k_is_every_test_problem_with_its_hash_answer():
