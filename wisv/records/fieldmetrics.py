@@ -17,8 +17,6 @@ import math
 
 import pandas as pd
 
-from wisv.tasks.datasets import SPEC_BENCH_TASKS, task_of
-
 OVERALL = "Overall"  # Spec-Bench's last column: every question of the run
 MEAN_ACCEPTED = "#Mean Accepted Tokens"  # Spec-Bench's column of mean accepted tokens a step, over every question
 POSITION_COLUMNS = ["position", "accepted", "drafts", "rate", "reached", "rate_reached"]
@@ -89,15 +87,16 @@ def per_position_acceptance(rounds: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=POSITION_COLUMNS)
 
 
-def task_table(runs: dict[str, tuple[pd.DataFrame, pd.DataFrame]], prompts: pd.DataFrame,
-               baseline: str) -> pd.DataFrame:
-    """Spec-Bench's leaderboard layout: one row per method, its speed-up over ``baseline`` per task (the six tasks
-    with prompts in the run, then any other category), its mean accepted tokens over every step, and the overall
-    speed-up.  ``runs``: method -> (per-prompt frame as ``prompt_speeds`` gives it, its round records); ``prompts``:
-    prompt_id, category and, for two-turn questions, question_id."""
-    tasks = prompts.assign(task=prompts["category"].map(task_of), prompt_id=prompts["prompt_id"].astype(str))
+def task_table(runs: dict[str, tuple[pd.DataFrame, pd.DataFrame]], prompts: pd.DataFrame, baseline: str,
+               task_order: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Spec-Bench's leaderboard layout: one row per method, its speed-up over ``baseline`` per task (those of
+    ``task_order`` with prompts in the run, in that order, then any other), its mean accepted tokens over every step,
+    and the overall speed-up.  ``runs``: method -> (per-prompt frame as ``prompt_speeds`` gives it, its round
+    records); ``prompts``: prompt_id, task (Spec-Bench's: ``wisv.tasks.datasets.task_of`` of the category, and
+    ``SPEC_BENCH_TASKS`` its order) and, for two-turn questions, question_id."""
+    tasks = prompts.assign(prompt_id=prompts["prompt_id"].astype(str))
     present = set(tasks["task"])
-    order = [t for t in SPEC_BENCH_TASKS if t in present] + sorted(present - set(SPEC_BENCH_TASKS))
+    order = [t for t in task_order if t in present] + sorted(present - set(task_order))
     base = runs[baseline][0]
     rows = []
     for method, (per_prompt, rounds) in runs.items():

@@ -22,6 +22,7 @@ from wisv.records.fieldmetrics import (
 )
 from wisv.records.rows import RoundRow, to_frame
 from wisv.records.summary import spec_decode_metrics
+from wisv.tasks.datasets import SPEC_BENCH_TASKS, task_of
 
 
 def _rounds(spec, tree_depth=None) -> pd.DataFrame:
@@ -98,7 +99,12 @@ def test_prompt_speeds_read_a_runs_outputs():
 
 def test_the_task_table_is_laid_out_as_spec_benchs():
     sd_rounds = _rounds([(4, 4), (4, 0)])
-    table = task_table({"target": (BASE, pd.DataFrame()), "sd": (METHOD, sd_rounds)}, PROMPTS, "target")
+    prompts = PROMPTS.assign(task=PROMPTS["category"].map(task_of))
+    table = task_table({"target": (BASE, pd.DataFrame()), "sd": (METHOD, sd_rounds)}, prompts, "target",
+                       tuple(reversed(SPEC_BENCH_TASKS)))  # the order given wins over the alphabet
+    assert list(table.columns)[:2] == ["Translation", "Multi-turn Conversation"]
+    table = task_table({"target": (BASE, pd.DataFrame()), "sd": (METHOD, sd_rounds)}, prompts, "target",
+                       tuple(SPEC_BENCH_TASKS))
     assert list(table.columns) == ["Multi-turn Conversation", "Translation", MEAN_ACCEPTED, OVERALL]
     assert table.loc["target", "Translation"] == 1.0 and math.isnan(table.loc["target", MEAN_ACCEPTED])
     assert table.loc["sd", "Multi-turn Conversation"] == pytest.approx(20 / 10)
