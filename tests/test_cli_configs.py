@@ -157,7 +157,8 @@ def _changed(value, tp, meta) -> object:
     return value + 1 if tp is int else value + "x"
 
 
-KEPT = {(run.RunConfig, "remote_edge")}  # left at its default: --edge refuses the changed edge settings (own test)
+KEPT = {(run.RunConfig, "remote_edge"),  # left at their defaults: --edge refuses the changed edge settings,
+        (run.RunConfig, "dataset")}  # --dataset a --prompts-file beside it (each its own test)
 
 
 def changed(cls: type, base=None, skip=()) -> object:

@@ -42,6 +42,13 @@ PARSE_ERRORS = [  # (program, argv, what the one line says after "error: ")
     ("testbed.run", ["--edge", "tcp://10.0.0.2:5555", "--csi", "configured"],
      "--csi configured needs an emulated link"),
     ("testbed.run", ["--config", "/nonexistent/config.toml"], "/nonexistent/config.toml: [Errno 2]"),
+    ("testbed.run", ["--dataset", "nope"], "--dataset nope: unknown dataset 'nope'; expected spec-bench[:CATEGORY"),
+    ("testbed.run", ["--dataset", "spec-bench:qa,poetry"], "--dataset spec-bench:qa,poetry: unknown category 'poetry'"),
+    ("testbed.run", ["--dataset", "gsm8k:qa"], "--dataset gsm8k:qa: only spec-bench takes categories"),
+    ("testbed.run", ["--dataset", "custom:/nonexistent/p.jsonl"],
+     "--dataset custom:/nonexistent/p.jsonl: custom needs an existing file (custom:FILE)"),
+    ("testbed.run", ["--dataset", "gsm8k", "--prompts-file", "p.jsonl"],
+     "--dataset gsm8k and --prompts-file p.jsonl both name the prompts; give one"),
     ("testbed.ue", ["--draft-len", "0"], "--draft-len: must be >= 1 (or auto), got 0"),
     ("testbed.ue", ["--prompts", "0"], "--prompts: must be >= 1, got 0"),
     ("testbed.ue", ["--probe-ms", "0"], "--probe-ms: must be > 0, got 0"),
@@ -89,6 +96,14 @@ def test_a_malformed_prompts_file_names_its_line_and_a_rerun_is_not_refused(tmp_
         code, err = error_of("testbed.run", argv, capsys)
         assert code == 2 and err == f"python -m testbed.run: error: {bad}:2: not JSON " \
                                     "(Unterminated string starting at: line 1 column 12 (char 11))\n"
+
+
+def test_a_malformed_dataset_row_is_one_line_before_anything_is_written(tmp_path, capsys):
+    bad = tmp_path / "custom.jsonl"
+    bad.write_text('{"prompt": "Hello"}\n{"text": "no prompt"}\n')
+    code, err = error_of("testbed.run", ["--dataset", f"custom:{bad}", "--out", str(tmp_path / "out")], capsys)
+    assert code == 2 and err == f"python -m testbed.run: error: {bad}:2: needs a non-empty 'prompt' text\n"
+    assert not (tmp_path / "out").exists()
 
 
 def test_csi_configured_without_an_emulated_link_is_refused_by_the_ue(tmp_path, capsys):

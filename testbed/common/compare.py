@@ -4,8 +4,9 @@ Two methods run on the same prompts are compared prompt by prompt (wisv/records/
 (McNemar's discordant pairs), the accuracy delta with its bootstrap 95% interval, and McNemar's exact p.  Where the
 prompts carry a ``kind`` (the task suite, wisv/tasks/suite.py), every figure is also given per group of kinds, by the
 kind's role and family ("seen question", "unseen question", "unseen free", ...): kinds that no distillation or
-calibration prompt used are reported apart from the kinds that some did.  Derived from the per-round records and
-the per-prompt outputs only (pandas).
+calibration prompt used are reported apart from the kinds that some did.  Where they carry a ``category`` (a named
+dataset, ``--dataset``), every figure is also given per Spec-Bench task and per turn.  Derived from the per-round
+records and the per-prompt outputs only (pandas).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pandas as pd
 from testbed.common.files import write_csv_atomic
 from testbed.common.summary import summarize
 from wisv.records.paired import paired_accuracy, paired_frame
+from wisv.tasks.datasets import task_of
 from wisv.tasks.suite import family, kind_split
 
 ALL = "all"  # the group of every prompt
@@ -26,11 +28,34 @@ PAIRED_COLUMNS = ["protocol", "against", "group", "n", "lost", "gained", "delta"
 
 
 def prompt_groups(prompts: pd.DataFrame) -> dict[str, set[str]] | None:
-    """Group name -> its prompt ids: "<role> <family>" (e.g. "unseen question"; "other" for a kind outside the
-    suite) for every prompt, and also "<role> answer-last" for the questions asked answer last (the ``form`` column):
-    groups may overlap.  None when the prompts carry no kind."""
+    """Group name -> its prompt ids: the suite's kind groups (``kind_groups``) and a named dataset's task and turn
+    groups (``dataset_groups``); groups may overlap.  None when the prompts carry neither a kind nor a category."""
+    groups = {**kind_groups(prompts), **dataset_groups(prompts)}
+    return groups or None
+
+
+def dataset_groups(prompts: pd.DataFrame) -> dict[str, set[str]]:
+    """A named dataset's prompts (``--dataset``, wisv.tasks.datasets) by Spec-Bench task ("Translation",
+    "Multi-turn Conversation", ...; a category outside Spec-Bench by its name) and, where some question has a second
+    turn, by turn ("turn 1", "turn 2")."""
+    if "category" not in prompts or prompts["category"].isna().all():
+        return {}
+    groups: dict[str, set[str]] = {}
+    for pid, cat in zip(prompts["prompt_id"], prompts["category"]):
+        if isinstance(cat, str):
+            groups.setdefault(task_of(cat), set()).add(pid)
+    turns = prompts["turn"] if "turn" in prompts else pd.Series(dtype=float)
+    if (turns > 1).any():
+        for pid, turn in zip(prompts["prompt_id"], turns):
+            groups.setdefault(f"turn {int(turn)}", set()).add(pid)
+    return dict(sorted(groups.items()))
+
+
+def kind_groups(prompts: pd.DataFrame) -> dict[str, set[str]]:
+    """"<role> <family>" (e.g. "unseen question"; "other" for a kind outside the suite) for every prompt with a
+    kind, and also "<role> answer-last" for the questions asked answer last (the ``form`` column)."""
     if "kind" not in prompts or prompts["kind"].isna().all():
-        return None
+        return {}
     split = kind_split()
     forms = prompts["form"] if "form" in prompts else pd.Series([None] * len(prompts), index=prompts.index)
     groups: dict[str, set[str]] = {}
@@ -90,8 +115,8 @@ def group_text(rows: list[dict]) -> str:
         return ""
     df = pd.DataFrame(rows)
     df = df[[c for c in GROUP_COLUMNS if c in df]]
-    return "by kind of prompt (unseen: no distillation or calibration prompt of that kind):\n" + \
-        df.to_string(index=False, float_format=lambda v: f"{v:.3f}")
+    return "by group of prompts (a kind's role, unseen: no distillation or calibration prompt of that kind; a " \
+        "dataset's Spec-Bench task and turn):\n" + df.to_string(index=False, float_format=lambda v: f"{v:.3f}")
 
 
 def write_comparisons(out: Path, by_group: list[dict], paired: list[dict]) -> None:

@@ -36,6 +36,7 @@ from testbed.sim.traces import TraceKey, cached_trace, generate_trace, trace_rul
 from testbed.sim.trends import format_trends, trends
 from wisv.head.store import PLUGIN_KINDS
 from wisv.pairs import PAIR_NAMES, apply_pair
+from wisv.tasks.datasets import check_dataset
 from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
 from wisv.timing.hardware import LOCAL, LOCAL_PROFILE_PATH
 from wisv.timing.protodesc import describe
@@ -80,6 +81,8 @@ class SimConfig:
     csi_trace: str | None = None  # CSV CSI trace (channel/csitrace.py); replaces the rate x RTT grid
     prompts: int = 20  # first N prompts of the prompt set
     prompts_file: str | None = None  # JSONL prompts with answers (None: the pair's default; toy: built-in split)
+    dataset: str | None = None  # a named set instead, first turns, every row with an answer: gsm8k |
+    #   spec-bench:math_reasoning (docs/datasets.md)
     chat_template: str = field(default="auto", metadata={
         "choices": CHAT_TEMPLATE_MODES})  # prompt text through the tokenizer's chat template (auto: if it has one)
     max_new_tokens: int = 160  # generation budget per prompt, tokens
@@ -108,6 +111,8 @@ class SimConfig:
 
 def run(cfg: SimConfig) -> pd.DataFrame:
     """Simulate every (method, K, link); write table.csv, fig4.png and config.json; return the table."""
+    if cfg.dataset:
+        check_dataset(cfg.dataset, cfg.prompts_file, need_answers=True)  # before anything is computed or written
     cfg = apply_pair(cfg)
     if cfg.calibrate:
         calibrate_first(cfg)
@@ -129,7 +134,7 @@ def run(cfg: SimConfig) -> pd.DataFrame:
         if not [k for k in cfg.draft_lens if k != AUTO_DRAFT_LEN]:
             config.write_config(out, cfg, machine_info() | {"resolved": resolved | {"head": head.desc}})
             return window
-    prompt_set = Path(cfg.prompts_file).name if cfg.prompts_file else "toy test split"
+    prompt_set = cfg.dataset or (Path(cfg.prompts_file).name if cfg.prompts_file else "toy test split")
     acc_from = f"acceptance traces of the {pair.name} pair ({cfg.prompts} prompts of {prompt_set}, in-process loop)"
     timing_from = f"latency model with {resolved['dims']} dims on {dep.ue.name} (UE) / {dep.edge.name} (edge)"
     rows = []
@@ -181,7 +186,7 @@ def _trace(cfg: SimConfig, pair: PairCache, head: Head, method: str, k: int, lin
     """The (cached) acceptance trace of one method at one K (WISV traces depend on the link the head sees)."""
     rule = trace_rule(describe(method), head.policy is not None)
     key = TraceKey(pair.id, rule, k, cfg.prompts, cfg.max_new_tokens, chat_template=cfg.chat_template,
-                   prompts_file=cfg.prompts_file or "")
+                   prompts_file=cfg.prompts_file or "", dataset=cfg.dataset or "")
     policy, csi, layer = None, None, -1
     if rule == "sampling":
         key = replace(key, seed=cfg.seed, temperature=cfg.temperature)

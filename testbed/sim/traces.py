@@ -24,6 +24,7 @@ from channel.csi import CSI
 from wisv.decoding.speculative import MismatchPolicy, SpecOutput, spec_rows, speculative_generate
 from wisv.decoding.treespec import tree_generate, tree_rows
 from wisv.records.rows import read_records, to_frame
+from wisv.tasks.datasets import parse_spec
 from wisv.tasks.prompts import prompt_rows
 from wisv.tasks.qa import check_answer
 from wisv.timing.protodesc import ProtocolDesc
@@ -56,6 +57,7 @@ class TraceKey:
     csi: tuple[float, ...] = ()  # wisv: the CSI the head conditions on (rate_up, rate_down, rtt, per_up, per_down)
     chat_template: str = "auto"  # prompt text through the tokenizer's chat template: auto | on | off
     prompts_file: str = ""  # JSONL prompt set (a pair's default: wisv.pairs.default_prompts_file); "": toy split
+    dataset: str = ""  # a named set's first turns (wisv.tasks.datasets) instead of prompts_file; "": none
 
     def filename(self) -> str:
         d = asdict(self)
@@ -65,6 +67,10 @@ class TraceKey:
             d["prompts_file"] = prompt_set_id(Path(self.prompts_file))
         else:
             del d["prompts_file"]  # the toy split: the names of traces cached before the field existed still hold
+        if self.dataset:  # the set's name and its file's content
+            d["dataset"] = f"{self.dataset}@{prompt_set_id(parse_spec(self.dataset).path)}"
+        else:
+            del d["dataset"]  # no dataset: the names of traces cached before the field existed still hold
         digest = hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
         return f"{self.rule}-k{self.k}-n{self.prompts}-{digest}.csv"
 
@@ -117,10 +123,11 @@ def generate_trace(pair, key: TraceKey, policy: MismatchPolicy | None = None, cs
 
 
 def trace_prompts(tokenizer, key: TraceKey) -> list[dict]:
-    """The key's prompt rows (prompt_id, prompt_ids, answer): the first ``key.prompts`` of its prompt file, or of the
-    toy task's test split; ``wisv.tasks.qa.check_answer`` checks either kind of answer."""
+    """The key's prompt rows (prompt_id, prompt_ids, answer): the first ``key.prompts`` of its named dataset (first
+    turns: a second turn needs a first answer the traces do not fix), of its prompt file, or of the toy task's test
+    split; ``wisv.tasks.qa.check_answer`` checks every kind of answer."""
     return prompt_rows(tokenizer, "test", key.prompts, key.prompts_file or None, need_answers=True,
-                       chat_template=key.chat_template)
+                       chat_template=key.chat_template, dataset=key.dataset or None, first_turn_only=True)
 
 
 def cached_trace(cache_dir: Path, key: TraceKey, make: Callable[[], pd.DataFrame]) -> tuple[pd.DataFrame, bool]:

@@ -198,7 +198,7 @@ def profiles_for(cfg, pair, cache_dir: Path) -> list[MatchProfile]:
     from testbed.sim.traces import TraceKey, trace_prompts
     from wisv.tasks.evaluate import eos_id
     key = TraceKey(pair.id, "greedy", 0, cfg.prompts, cfg.max_new_tokens, chat_template=cfg.chat_template,
-                   prompts_file=cfg.prompts_file or "")
+                   prompts_file=cfg.prompts_file or "", dataset=cfg.dataset or "")
     path = cache_dir / ("profile-" + key.filename().removesuffix(".csv") + ".json")
     if path.is_file():
         return load_profiles(path)

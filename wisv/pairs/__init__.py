@@ -179,13 +179,14 @@ def _get_at(cfg, path: str):
 
 def apply_pair(cfg, drafter: str | None = "drafter", target: str | None = "target", split: str = "test"):
     """A CLI config with the dotted ``drafter``/``target`` fields and ``prompts_file`` filled from ``cfg.pair``
-    where they are not given (--drafter/--target win); the config itself when no pair is named."""
+    where they are not given (--drafter/--target win; a named ``dataset`` leaves ``prompts_file`` unset); the config
+    itself when no pair is named."""
     if getattr(cfg, "pair", None) is None:
         return cfg
     paths = resolve_pair(cfg.pair)
     for path, value in ((drafter, paths.drafter), (target, paths.target)):
         if path is not None and _get_at(cfg, path) is None:
             cfg = _replace_at(cfg, path, str(value))
-    if hasattr(cfg, "prompts_file") and cfg.prompts_file is None:
+    if hasattr(cfg, "prompts_file") and cfg.prompts_file is None and not getattr(cfg, "dataset", None):
         cfg = dataclasses.replace(cfg, prompts_file=default_prompts_file(cfg.pair, split))
     return cfg

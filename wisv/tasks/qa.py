@@ -1,5 +1,6 @@
 """The short-answer QA task for real chat pairs: its calib/test splits, answer normalisation and checker, and the one
-``check_answer`` that picks the QA checker (a list of accepted answers) or the toy ``#### N`` checker (an integer).
+``check_answer`` that picks the QA checker (a list of accepted answers), the toy ``#### N`` checker (an integer) or
+GSM8K's rule (a reference solution ending ``#### N``: wisv.tasks.scoring).
 The checker finds an answer where a sentence states it first (the QA task, the long-form task's answer-first rows)
 or in a closing "The answer is ..." (the long-form task's answer-last rows, as GSM8K ends); a yes/no answer, and a
 question's wrong options marked "!" in ``answers`` (the task suite's comparisons), are read in one place only (see
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from wisv.tasks.jsonl import read_jsonl
 from wisv.tasks.numwords import words_to_digits
+from wisv.tasks.scoring import GSM8K_MARK, gsm8k_correct
 from wisv.tasks.toydata import is_correct as toy_is_correct
 
 QA_DIR = Path(__file__).resolve().parents[1] / "assets" / "qa"
@@ -172,20 +174,25 @@ def _states(text: str, answer: str, keep_articles: bool) -> bool:
 
 
 def check_answer(text: str, answer) -> bool:
-    """The checker a row's answer asks for: the toy task's ``#### N`` for an integer (or integer text), the QA checker
-    for a list of accepted answers (or one answer as other text)."""
+    """The checker a row's answer asks for: the toy task's ``#### N`` for an integer (or integer text), GSM8K's
+    flexible extract (lm-evaluation-harness's rule, wisv.tasks.scoring) for a reference solution ending ``#### N``,
+    the QA checker for a list of accepted answers (or one answer as other text)."""
     if isinstance(answer, numbers.Number) or (isinstance(answer, str) and _INT_RE.fullmatch(answer)):
         return toy_is_correct(text, int(answer))
+    if isinstance(answer, str) and GSM8K_MARK in answer:
+        return gsm8k_correct(text, answer, "flexible-extract")
     return is_correct(text, [answer] if isinstance(answer, str) else [str(a) for a in answer])
 
 
 def answer_settled(prefix: str, answer) -> bool:
     """Whether ``check_answer`` accepts every text that starts with ``prefix``: the prefix's first sentence is complete
     (a further sentence starts inside the prefix, so no continuation can change it) and states an accepted answer.
-    Always False for the toy task's integer answers (that checker reads the end of the text), and for yes/no rows
-    and rows with "!" options (a closing "The answer is" may still come and overrule the first sentence)."""
-    if isinstance(answer, numbers.Number) or (isinstance(answer, str) and _INT_RE.fullmatch(answer)):
-        return False
+    Always False for the toy task's integer answers and GSM8K's solutions (those checkers read the end of the text),
+    and for yes/no rows and rows with "!" options (a closing "The answer is" may still come and overrule the first
+    sentence)."""
+    if isinstance(answer, numbers.Number) or (isinstance(answer, str) and (_INT_RE.fullmatch(answer)
+                                                                          or GSM8K_MARK in answer)):
+        return False  # these checkers read the end of the text
     pieces = _sentences(_LIST_MARK_RE.sub("", prefix.strip()))
     if len(pieces) < 2 or _INITIAL_END_RE.search(pieces[0]):
         return False  # the first sentence may go on (or, ending in an initial, be joined to the next)

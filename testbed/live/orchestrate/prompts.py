@@ -1,5 +1,6 @@
-"""Prompts of a run (built-in test split or a JSONL file) and the target-only greedy reference outputs (computed
-here, or with ``--edge`` asked of the remote edge)."""
+"""Prompts of a run (built-in test split, a JSONL file or a named dataset, with a two-turn question's second turn
+built on the target's first answer) and the target-only greedy reference outputs (computed here, or with ``--edge``
+asked of the remote edge)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,15 +9,17 @@ import pandas as pd
 import torch
 import zmq
 from tqdm import tqdm
+from transformers import AutoConfig
 
 from protocols.handshake import Vocab
 from protocols.wire import Limits
 from testbed.common.text import decoder
+from testbed.live.edge.admission import OpenLimits, budget_refusal
 from testbed.live.ue.client import Client, fetch_references
 from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.tasks.evaluate import greedy_reference
 from wisv.tasks.jsonl import write_jsonl
-from wisv.tasks.prompts import prompt_rows
+from wisv.tasks.prompts import answer_text, prompt_rows, second_turn_rows
 from wisv.tasks.textquality import token_nll
 
 
@@ -32,21 +35,75 @@ def _tokenizer_dir(cfg) -> Path:
 
 
 def load_prompts(cfg, out_file: Path) -> tuple[pd.DataFrame, object]:
-    """Resolve the run's prompts, write them as JSONL (prompt_id, prompt_ids, answer) and return them."""
+    """Resolve the run's prompts (``--dataset``, ``--prompts-file`` or the toy split), write them as JSONL
+    (prompt_id, prompt_ids, answer; a dataset's category, turn and question_id) and return them."""
     tok = load_tokenizer(_tokenizer_dir(cfg), "tokenizer")
-    rows = prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file, chat_template=cfg.ue.chat_template)
+    rows = prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file, chat_template=cfg.ue.chat_template,
+                       dataset=cfg.dataset, first_turn_only=cfg.first_turn_only)
+    check_context(cfg, rows)
+    if any("turns" in r for r in rows):
+        rows = with_target_second_turns(cfg, rows, tok)
+        check_context(cfg, rows)
     write_jsonl(out_file, rows)
     return pd.DataFrame(rows), tok
+
+
+def check_context(cfg, rows: list[dict]) -> None:
+    """Refuse, before any reference or UE, prompts the local target cannot hold with the run's budget (the edge's
+    own rule, ``budget_refusal``; a remote edge, or a target without a known context, applies it at OPEN)."""
+    context = None if cfg.remote_edge else _context_tokens(_target_dir(cfg))
+    if context is None:
+        return
+    lim = OpenLimits(max_draft_len=0, max_session_tokens=cfg.ue.max_new_tokens, context_tokens=context,
+                     max_context_tokens=None)
+    longest = max(rows, key=lambda r: len(r["prompt_ids"]))
+    why = budget_refusal(lim, cfg.ue.max_new_tokens, len(longest["prompt_ids"]))
+    if why:
+        n = sum(len(r["prompt_ids"]) + cfg.ue.max_new_tokens > context for r in rows)
+        raise ValueError(f"{n} of {len(rows)} prompts do not fit the target; the longest, {longest['prompt_id']}: "
+                         f"{why}")
+
+
+def _context_tokens(target_dir: Path) -> int | None:
+    try:
+        return getattr(AutoConfig.from_pretrained(target_dir), "max_position_embeddings", None)
+    except (OSError, ValueError):  # no readable config.json: the edge finds out at OPEN
+        return None
+
+
+def with_target_second_turns(cfg, rows: list[dict], tok) -> list[dict]:
+    """The rows with each two-turn question's second turn, built on the TARGET's greedy first answer (target-only,
+    as the reference): every protocol then sees the same second prompt, and for a lossless protocol this is
+    Spec-Bench's procedure (the model's own first answer fed back)."""
+    firsts = pd.DataFrame([r for r in rows if "turns" in r])
+    refs = _references(cfg, firsts, tok)
+    return second_turn_rows(tok, rows, {pid: answer_text(tok, refs[pid]) for pid in firsts["prompt_id"]},
+                            cfg.ue.chat_template)
 
 
 def reference_outputs(cfg, prompts: pd.DataFrame, out_file: Path, tok=None) -> dict[str, list[int]]:
     """Target-only greedy outputs (what lossless protocols must reproduce), saved as JSONL; ``tok``: the prompts'
     tokenizer, whose vocabulary a remote edge checks first."""
-    refs = _edge_references(cfg, prompts, tok) if cfg.remote_edge else _local_references(cfg, prompts)
+    refs = _references(cfg, prompts, tok)
     decode = decoder(tok)
     write_jsonl(out_file, ({"prompt_id": k, "tokens": v, **({"text": decode(v)} if decode else {})}
                            for k, v in refs.items()))
     return refs
+
+
+_DONE: dict[tuple, list[int]] = {}  # (where, prompt ids, max new tokens) -> the target's greedy output, this process
+
+
+def _references(cfg, prompts: pd.DataFrame, tok) -> dict[str, list[int]]:
+    """Target-only greedy outputs of the prompts, each computed once per process (second turns need the first
+    turns' before the reference does)."""
+    where = (cfg.remote_edge or str(_target_dir(cfg)), cfg.device, cfg.dtype, cfg.ue.max_new_tokens)
+    key = {pid: (*where, tuple(ids)) for pid, ids in zip(prompts["prompt_id"], prompts["prompt_ids"])}
+    todo = prompts[[k not in _DONE for k in key.values()]]
+    if len(todo):
+        got = _edge_references(cfg, todo, tok) if cfg.remote_edge else _local_references(cfg, todo)
+        _DONE.update({key[pid]: tokens for pid, tokens in got.items()})
+    return {pid: _DONE[k] for pid, k in key.items()}
 
 
 def _local_references(cfg, prompts: pd.DataFrame) -> dict[str, list[int]]:

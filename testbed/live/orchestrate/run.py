@@ -76,6 +76,7 @@ from wisv.models.loader import DTYPE_CHOICES
 from wisv.pairs import PAIR_NAMES, apply_pair
 from wisv.pairs.scorer import SCORERS, resolve_scorer
 from wisv.records.rows import read_records, read_round_log
+from wisv.tasks.datasets import check_dataset
 from wisv.tasks.jsonl import read_jsonl, write_jsonl
 
 PROG = "python -m testbed.run"  # as users type it: --help and error lines
@@ -99,6 +100,9 @@ class RunConfig:
     prompts: int = field(default=20, metadata={
         "min": 1})  # first N problems of the built-in test split (or of --prompts-file)
     prompts_file: str | None = None  # JSONL with prompt (text) or prompt_ids, optional prompt_id and answer
+    dataset: str | None = None  # a named set instead: spec-bench[:CATEGORY,...] | mt-bench | gsm8k | custom:FILE
+    #   (docs/datasets.md; --prompts N: its first N questions)
+    first_turn_only: bool = False  # run only the first turn of a two-turn question (MT-Bench; vLLM's and SpecEdge's)
     out: str = ""  # output directory; default runs/<time>-<protocol>
     seed: int = 0  # sampling and link-loss seed (the UEs' and the link's)
     device: str = "cpu"  # torch device of both processes
@@ -141,6 +145,8 @@ class RunConfig:
             raise ValueError("--cpu-wakeup-us must be >= 0")
         if not 0 <= self.link.host_overhead_ms < math.inf:
             raise ValueError("--host-overhead-ms must be finite and >= 0")
+        if self.dataset is not None:
+            check_dataset(self.dataset, self.prompts_file)
         if self.remote_edge is not None:
             self._check_remote()
         if self.ue.csi == "configured" and self.real_link():
@@ -340,7 +346,8 @@ def _collect(proto: str, pdir: Path, rounds: pd.DataFrame, prompts: pd.DataFrame
              ext=None) -> tuple[dict, pd.DataFrame]:
     """Merge the UEs' outputs into <pdir>/outputs.jsonl, then summarize with the merged rounds: (summary, outputs)."""
     ue_dirs = sorted(d for d in pdir.glob("ue*") if d.is_dir())
-    outputs = pd.concat([pd.read_json(d / "outputs.jsonl", lines=True) for d in ue_dirs], ignore_index=True)
+    outputs = pd.concat([pd.read_json(d / "outputs.jsonl", lines=True, dtype={"prompt_id": str}) for d in ue_dirs],
+                        ignore_index=True)  # an id such as "7" stays text, as in prompts.jsonl
     write_text_atomic(pdir / "outputs.jsonl", outputs.to_json(orient="records", lines=True, force_ascii=False))
     return summarize(proto, rounds, outputs, prompts, tok.decode if tok is not None else None, refs, scorer,
                      ext), outputs

@@ -63,7 +63,7 @@ def test_the_run_and_simulate_configs_carry_the_mode(chat, tmp_path):
     rows, _ = load_prompts(cfg, tmp_path / "prompts.jsonl")
     assert all(chat.decode(ids).startswith("<|user|>") for ids in rows["prompt_ids"])
     key = TraceKey("pair", "greedy", 4, 2, 16)
-    before = {k: v for k, v in asdict(key).items() if k not in ("chat_template", "prompts_file")}  # older key
+    before = {k: v for k, v in asdict(key).items() if k not in ("chat_template", "prompts_file", "dataset")}  # older
     digest = hashlib.sha1(json.dumps(before, sort_keys=True).encode()).hexdigest()[:12]
     assert key.filename() == f"greedy-k4-n2-{digest}.csv"  # traces cached with the default keep their names
     assert TraceKey("pair", "greedy", 4, 2, 16, chat_template="on").filename() != key.filename()
