@@ -162,8 +162,8 @@ def main(argv: list[str] | None = None) -> dict:
     paths = resolve_pair(cfg.pair)
     tok = load_tokenizer(paths.target, "tokenizer")
     target = load_model(paths.target, "target", "cpu", torch.float32)
-    rows = prompt_rows(tok, "test", None, cfg.prompts_file) if cfg.prompts_file else None
-    rows = _per_category(rows, cfg.prompts)
+    rows = _per_category(prompt_rows(tok, "test", None, cfg.prompts_file, dataset=cfg.dataset,
+                                     first_turn_only=True), cfg.prompts)
     recs = run_prompts(target, rows, cfg, costs, plan)
     result = {"config": asdict(cfg), "pass_costs_ms": costs, "pad_plan": plan, "records": recs,
               "summary": summary(recs), "machine": machine_info(),
