@@ -15,6 +15,7 @@ import numpy as np
 
 from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.handshake import Vocab
+from protocols.stream import EdgeStream, decode_turn, edge_session
 from protocols.wire import Message, MsgType, WireError, decode, encode, error_message, make
 from testbed.live.common.auth import peer_address, user_id
 from testbed.live.common.keepalive import Liveness
@@ -57,7 +58,7 @@ class EdgeServer:
         self.limits = edge_limits(int(target.config.vocab_size), cfg.max_draft_len, cfg.max_probe_bytes)
         self.caps = caps(self.limits)  # parts and bytes per message type (testbed/live/edge/intake.py)
         self.probes = Bucket(cfg.probe_rate_kb_s * 1e3, cfg.probe_burst_kb * 1e3)  # PONG bytes per peer
-        self.sessions: dict[str, EdgeSession] = {}  # session token -> session
+        self.sessions: dict[str, EdgeSession | EdgeStream] = {}  # session token -> session
         self.seats: dict[str, Seat] = {}  # session token -> who holds it (testbed/live/edge/admission.py)
         self.quotas = Quotas(cfg.max_sessions, cfg.sessions_per_identity, cfg.sessions_per_key,
                              cfg.sessions_per_source, cfg.reserved_sessions)
@@ -70,6 +71,7 @@ class EdgeServer:
                                       context_tokens=getattr(target.config, "max_position_embeddings", None),
                                       max_context_tokens=cfg.max_context_tokens)
         self.held: list = []  # validated DRAFTs waiting for the batcher (peer, EdgeSession)
+        self.streams: set[str] = set()  # tokens of the server-only sessions with chunks to send (protocols/stream.py)
         self.references = ReferenceCache(cfg.reference_cache)  # prompt -> target-only output (longest budget)
         self.worker: ReferenceWorker | None = None  # computes REFERENCEs off the loop (serve starts one); None: inline
         self.settings = edge_settings(cfg, self.tau, head_desc or cfg.head, self.hidden_layer,
@@ -91,7 +93,7 @@ class EdgeServer:
         self._note_keys(items)
         if self.batcher is None:
             replies = [(item[0], self._guard(item[0], item[1], self._dispatch, t0=arrival(item))) for item in items]
-            return [(p, r) for p, r in replies if r is not None]
+            return [(p, r) for p, r in replies if r is not None] + self._stream_turn()
         replies = []
         for item in items:
             peer, frames = item[:2]
@@ -105,7 +107,18 @@ class EdgeServer:
                 replies.append((peer, self._guard(peer, None, finish, sess)))
             if one_batch:
                 break
-        return replies
+        return replies + self._stream_turn()
+
+    def _stream_turn(self) -> list[tuple[bytes, list[bytes]]]:
+        """One decode step of every server-only stream (on the engine, batched, when batching) and the chunks due,
+        each to its session's UE (protocols/stream.py)."""
+        live = [self.sessions[t] for t in self.streams if t in self.sessions and self.sessions[t].active]
+        out = []
+        for sess, reply in decode_turn(live, self.engine if self.batcher else None, self.cfg.max_batch):
+            act = functools.partial(_stream_reply, reply)
+            out.append((self.seats[sess.token].identity, self._guard(b"", None, act, sess)))
+        self.streams = {s.token for s in live if s.active and s.token in self.sessions}  # not ended, nor dropped
+        return out
 
     def _finish_batched(self, sess: EdgeSession, block, dt: float, n: int, *_) -> Message:
         """A batched DRAFT's reply (``_guard``'s act: its peer, message and arrival are not needed here)."""
@@ -126,7 +139,7 @@ class EdgeServer:
             if msg is not None:
                 sid, token = msg.session, msg.header.get("token")
             out = act(peer, msg, t0)
-            if self.journal is not None and getattr(out, "type", None) == MsgType.VERDICT:
+            if self.journal is not None and getattr(out, "type", None) in (MsgType.VERDICT, MsgType.CHUNK):
                 self.journal.verdict(self.sessions.get(token), out.header["round"])
             return out if out is None or isinstance(out, EdgeSession) else encode(out)  # None: answered later
         except (WireError, ProtocolError, KVBudgetError) as e:
@@ -188,6 +201,10 @@ class EdgeServer:
             return sess.on_draft(msg)
         if msg.type == MsgType.HIDDEN:
             return sess.on_hidden(msg)
+        if msg.type == MsgType.GENERATE:
+            sess.on_generate(msg)  # a drafting session refuses it
+            self.streams.add(sess.token)
+            return None  # the chunks follow, one stream turn at a time
         if msg.type == MsgType.CLOSE:
             self._drop(msg.header["token"])
             log.info("closed session %s", msg.session)
@@ -204,7 +221,8 @@ class EdgeServer:
         seat = self.seats[token]
         if seat.key != self.peer_keys.get(peer):
             raise ProtocolError("forbidden", f"session {msg.session!r} was opened with another key")
-        seat.identity, seat.drafted = peer, seat.drafted or msg.type == MsgType.DRAFT  # replies follow the UE
+        seat.identity, seat.drafted = peer, seat.drafted or msg.type in (MsgType.DRAFT, MsgType.GENERATE)  # replies
+        #   follow the UE
         sess.last_active, sess.msg_t0 = time.monotonic(), t0
         self.alive.heard(token)
         return sess
@@ -244,7 +262,7 @@ class EdgeServer:
         try:
             verify = (EngineView(self.engine, seat.token, prompt) if self.engine is not None
                       else VerifySession(self.target, prompt, self.hidden_layer, pad_to=self.pad_plan))
-            sess = EdgeSession(msg.session, verify, msg, self.policy, self.tau, self.eos)
+            sess = edge_session(msg.session, verify, msg, self.policy, self.tau, self.eos)
         except Exception:
             self.kv.release(seat.token)
             raise
@@ -307,6 +325,7 @@ class EdgeServer:
 
     def _drop(self, token: str) -> None:
         sess = self.sessions.pop(token, None)
+        self.streams.discard(token)
         self.seats.pop(token, None)
         self.kv.release(token)
         self.alive.forget(token)
@@ -343,3 +362,10 @@ class EdgeServer:
         for token in gone:
             self._drop(token)
         return len(gone)
+
+
+def _stream_reply(reply: Message | Exception, *_) -> Message:
+    """A stream turn's reply for a session (``_guard``'s act): its CHUNK, or its error raised."""
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
