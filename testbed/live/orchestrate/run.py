@@ -32,7 +32,7 @@ import pandas as pd
 from tqdm import tqdm
 
 import config
-from protocols.registry import ALL_PROTOCOLS, PROTOCOLS  # noqa: F401 (ALL_PROTOCOLS: read from here too)
+from protocols.registry import ALL_PROTOCOLS, PROTOCOLS, speedup_baseline  # noqa: F401 (ALL_PROTOCOLS: read here)
 from protocols.ue_side import AUTO_DRAFT_LEN, EdgeError, HandshakeError
 from testbed.common.compare import (
     group_summaries,
@@ -40,6 +40,7 @@ from testbed.common.compare import (
     paired_rows,
     paired_text,
     prompt_groups,
+    speedups,
     write_comparisons,
 )
 from testbed.common.files import CONFIG_FILES, mark_complete, prepare_out, write_csv_atomic, write_json_atomic
@@ -47,7 +48,7 @@ from testbed.common.heads import load_policy
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag  # noqa: F401 (LinkSpec: read from here)
 from testbed.common.machine import machine_info
 from testbed.common.plots import plot_run
-from testbed.common.summary import prompt_correct, table, window_table
+from testbed.common.summary import latency_table, prompt_correct, table, window_table
 from testbed.live.edge.serveconfig import ServeConfig  # noqa: F401 (read from here too)
 from testbed.live.orchestrate import placement
 from testbed.live.orchestrate.cont import RECORD_FILE, Recorder, continued, stop_leftovers
@@ -94,7 +95,7 @@ def run(cfg: RunConfig) -> list[dict]:
     refs = reference_outputs(cfg, prompts, out / "reference.jsonl", tok) if cfg.reference else None
     scorer = TargetScorer(cfg, prompts) if refs is not None and cfg.remote_edge is None else None  # fluency
     ext = resolve_scorer(cfg.fluency_model, device=cfg.device) if refs is not None else None  # a third LM's
-    summaries, windows, by_group, correct = [], [], [], {}
+    summaries, windows, by_group, correct, done = [], [], [], {}, {}
     groups = prompt_groups(prompts)
     decode = tok.decode if tok is not None else None
     with cpu_wakeup_bound(cfg.cpu_wakeup_us) as wakeup, _placement(cfg)(cfg, out, _edge_args(cfg)) as site:
@@ -108,17 +109,19 @@ def run(cfg: RunConfig) -> list[dict]:
                 rounds = merge_rounds(pdir)
             s, outputs = collect(proto, pdir, rounds, prompts, tok, refs, scorer, ext)
             windows.append(window_table(proto, rounds))
-            correct[proto] = prompt_correct(outputs, prompts, decode)
+            correct[proto], done[proto] = prompt_correct(outputs, prompts, decode), outputs
             if groups is not None:
                 by_group += group_summaries(proto, rounds, outputs, prompts, decode, refs, groups, nll=scorer, ext=ext)
             write_json_atomic(pdir / "summary.json", s)
             summaries.append(s)
             head_desc = record_edge(cfg, out, pdir) or head_desc
+    _add_speedups(out, summaries, done)
     write_csv_atomic(out / "summary.csv", pd.DataFrame(summaries))
     budget = f"auto (<= {cfg.ue.draft_len_max})" if cfg.ue.tree_budget == AUTO_DRAFT_LEN else cfg.ue.tree_budget
     tree = f"; tree budget {budget}" if any(PROTOCOLS[p].desc.tree for p in cfg.protocols()) else ""
     print(f"\nlink: {_describe_link(cfg, site)}; K={_window(cfg.ue)}{tree}; head={head_desc}; results in {out}")
     print(table(summaries))
+    print(latency_table(summaries))
     paired = paired_rows(correct, groups)
     write_comparisons(out, by_group, paired)
     for w in filter(None, [*windows, group_text(by_group), paired_text(paired)]):
@@ -128,6 +131,15 @@ def run(cfg: RunConfig) -> list[dict]:
     print(f"figure: {plot_run(out)}")
     mark_complete(out, started, ["summary.csv", *(f"{p}/summary.json" for p in cfg.protocols())])
     return summaries
+
+
+def _add_speedups(out: Path, summaries: list[dict], outputs: dict[str, pd.DataFrame]) -> None:
+    """Where server-only ran too: each protocol's speed-up over it, paired per prompt, into its summary (and its
+    summary.json again)."""
+    speed = speedups(outputs, speedup_baseline(list(outputs)))
+    for s in (s for s in summaries if s["protocol"] in speed):
+        s |= speed[s["protocol"]]
+        write_json_atomic(out / s["protocol"] / "summary.json", s)
 
 
 def _write_config(cfg: RunConfig, out: Path, head_desc: str, tau: float | None) -> None:
