@@ -22,11 +22,14 @@ def show_outputs(cfg: RunConfig, out: Path, prompts: pd.DataFrame, tok, refs) ->
 
 
 def record_edge(cfg: RunConfig, out: Path, pdir: Path) -> str | None:
-    """With --edge: the edge's settings, as the UEs got them in OPEN_OK, into config.json; the head it reports."""
+    """With --edge: the edge's settings, as the UEs got them in OPEN_OK, into config.json; the head it reports (None
+    when the protocol opened no session there: on-device)."""
     path = pdir / "ue0" / "edge.json"
     if cfg.remote_edge is None or not path.exists():
         return None
     reported = json.loads(path.read_text())
+    if not reported:
+        return None
     saved = json.loads((out / "config.json").read_text())
     saved |= {"edge_reported": reported, "head_resolved": reported.get("head"), "tau_resolved": reported.get("tau")}
     write_json_atomic(out / "config.json", saved)
