@@ -72,9 +72,11 @@ def _open(server: EdgeServer, ues: dict[bytes, UESession]) -> None:
         ue.check_open_ok(OpenOk.of(reply.header))
 
 
-def _generate(ue: UESession, round_: int = 0) -> list[bytes]:
+def _generate(ue: UESession, round_: int | None = None) -> list[bytes]:
+    """The UE's GENERATE from chunk ``round_`` (default: its next)."""
     rule = ue.rule.header() if isinstance(ue, ServerStream) else {}
-    return encode(make(MsgType.GENERATE, ue.sid, None, round=round_, **rule, **ue.token))
+    return encode(make(MsgType.GENERATE, ue.sid, None, round=ue.n_rounds if round_ is None else round_, **rule,
+                       **ue.token))
 
 
 def stream(server: EdgeServer, ues: dict[bytes, UESession]) -> list[tuple[bytes, dict]]:
@@ -160,3 +162,25 @@ def test_on_device_is_the_drafters_greedy_output_in_chunks(pair, rule: dict) -> 
         assert all(n == rule.get("stream_every_tokens", 1) for n in sizes) if "stream_every_ms" not in rule \
             else all(n >= 1 for n in sizes)
         assert all(c.t_gen_s > 0 and c.t_decode_s is None for c in chunks)
+
+
+def test_a_stream_resumes_on_a_new_edge_from_the_committed_prefix(pair) -> None:
+    """The edge lost the session (a restart) after two chunks: the UE re-OPENs with its committed prefix and asks from
+    its next chunk; the output is still the target's greedy output, each chunk once."""
+    ues = dict(list(_ues(pair, stream_every_tokens=4).items())[:1])
+    [(peer, ue)] = ues.items()
+    first = EdgeServer(ServeConfig(max_draft_len=16), pair[1], RejectAll())
+    _open(first, ues)
+    out = first.handle_many([(peer, _generate(ue))])
+    while ue.n_rounds < 2:
+        for _, frames in out:
+            ue.on_reply(decode(frames, LIMITS))
+        out = first.handle_many([])
+    restarted = EdgeServer(ServeConfig(max_draft_len=16), pair[1], RejectAll())
+    resumed = decode(encode(ue.open_message()), LIMITS)
+    assert resumed.header["round"] == 2 and list(resumed.tensors["prompt"]) == PROMPTS[0] + ue.tokens
+    stale = decode(restarted.handle(peer, _generate(ue, 2)), LIMITS)  # the old token: no such session here
+    assert stale.type == MsgType.ERROR and stale.header["code"] == "unknown_session"
+    rounds = [h["round"] for _, h in stream(restarted, ues)]  # OPEN again, GENERATE from chunk 2
+    assert rounds == list(range(2, ue.n_rounds)) and ue.done
+    assert ue.tokens == target_greedy(pair[1], PROMPTS[0], max_new_tokens=MAX_NEW, eos_token_id=EOS)
