@@ -162,6 +162,10 @@ class EdgeSession:
         h_d = msg.tensors.get("hidden")
         return self._finish(pend, None if h_d is None else h_d[mism], msg.tensors.get("probs"))
 
+    def on_generate(self, msg: Message) -> None:
+        """GENERATE asks for the target's stream: a drafting session refuses it."""
+        raise ProtocolError("bad_type", f"GENERATE in a {self.protocol_name} session: its UE drafts (DRAFT)")
+
     def on_hidden(self, msg: Message) -> Message:
         """Finish the pending SH round with the uploaded hidden states."""
         p, got = self.pending, msg.header["round"]

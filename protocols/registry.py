@@ -1,4 +1,5 @@
-"""Upload protocols behind one small interface, resolved by name: greedy, reject, fh, sh, ef, auto, tree.
+"""Upload protocols behind one small interface, resolved by name: greedy, reject, fh, sh, ef, auto, tree; and the two
+baselines that do not speculate: server (the edge's target alone, streamed) and device (the UE's drafter alone).
 
 A protocol is one description plus one round class.  The description is pure data (wisv.timing.protodesc: its name,
 its acceptance rule, what its DRAFT carries per position, chain or tree, a second round trip, the head inputs it
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from wisv.timing.protodesc import DESCRIPTIONS, ProtocolDesc, servable  # noqa: F401 (servable: read from here)
+from wisv.timing.protodesc import DESCRIPTIONS, ProtocolDesc, round_names, servable  # noqa: F401 (servable)
 
 if TYPE_CHECKING:
     from protocols.rounds import ChainRounds
@@ -78,7 +79,7 @@ def protocol_class(d: ProtocolDesc) -> type[Protocol]:
 
 PROTOCOLS: dict[str, type[Protocol]] = {n: protocol_class(d) for n, d in DESCRIPTIONS.items()}  # name -> class
 ALL_PROTOCOLS = tuple(PROTOCOLS)  # every protocol's name, in the order testbed.run's "all" runs them
-ROUND_PROTOCOLS = tuple(n for n, p in PROTOCOLS.items() if not p.desc.chooses)  # what a DRAFT may name
+ROUND_PROTOCOLS = round_names()  # what a DRAFT may name: the speculative protocols but the choosers
 WISV_PROTOCOLS = tuple(n for n in ROUND_PROTOCOLS if PROTOCOLS[n].desc.head)  # the head decides; auto's choices
 HIDDEN_PROTOCOLS = servable(True)  # the WISV protocols that upload the drafter's hidden states (fh, sh)
 
@@ -89,3 +90,9 @@ def get_protocol(name: str) -> Protocol:
         return PROTOCOLS[name]()
     except KeyError:
         raise ValueError(f"unknown protocol {name!r}; choose one of {sorted(PROTOCOLS)}") from None
+
+
+def speedup_baseline(names: list[str]) -> str | None:
+    """The first of ``names`` in which the edge's target generates alone (server-only): what a run's speed-ups are
+    measured against; None when none of them does."""
+    return next((n for n in names if PROTOCOLS[n].desc.generates == "target"), None)

@@ -53,6 +53,8 @@ class UEParams:
     follow_stop_depth: bool = False  # without a local predictor: K <= the stop depth the edge's last VERDICT suggests
     features: bool = False  # DRAFT carries each token's draft features [K, 3] fp16 (the edge's WDT predictor)
     target_features: int = 0  # target-feature rows asked for at OPEN, carried by each VERDICT (0: none; EAGLE head)
+    stream_every_tokens: int | None = None  # server-only and on-device: a chunk ends at this many tokens
+    stream_every_ms: float | None = None  # or this long after the previous chunk, ms (neither: every token a chunk)
 
     @property
     def auto_window(self) -> bool:

@@ -14,10 +14,10 @@ import numpy as np
 from protocols.registry import ALL_PROTOCOLS
 from protocols.typed import OpenOk, Verdict  # noqa: F401 (the decoded messages' typed fields, read from here too)
 
-WIRE_VERSION = 5  # bump on any incompatible change to SCHEMAS or to the framing (2: OPEN's vocabulary facts,
+WIRE_VERSION = 6  # bump on any incompatible change to SCHEMAS or to the framing (2: OPEN's vocabulary facts,
 #                  REFERENCE; 3: OPEN's first round, for a session resumed with its committed prefix; 4: the edge's
 #                  session token, which DRAFT, HIDDEN and CLOSE carry; 5: target features, asked for in OPEN,
-#                  granted in OPEN_OK, carried by the VERDICT)
+#                  granted in OPEN_OK, carried by the VERDICT; 6: GENERATE and CHUNK, server-only's stream)
 UNBOUNDED = 2**63  # upper bound for ints that have no protocol limit
 
 
@@ -45,6 +45,8 @@ class MsgType(enum.IntEnum):
     ERROR = 11  # either way: the peer sent something wrong
     REFERENCE = 12  # UE -> edge: ask for the target-only greedy output of a prompt (no session state)
     REFERENCE_OK = 13  # edge -> UE: that output's tokens
+    GENERATE = 14  # UE -> edge (server-only): stream the target's greedy output from a chunk on, chunked as asked
+    CHUNK = 15  # edge -> UE (server-only): one chunk of that output
 
 
 @dataclass(frozen=True)
@@ -243,6 +245,12 @@ def check_verdict(header: dict[str, Any], tensors: dict[str, np.ndarray], limits
     check_target_features(header, tensors, limits)
 
 
+def check_generate(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
+    """A GENERATE's chunk period, when given, is a positive number of milliseconds."""
+    if header.get("every_ms", 1.0) <= 0:
+        raise WireError("bad_field", f"GENERATE every_ms = {header['every_ms']} must be > 0")
+
+
 INT = (int,)
 FLOAT = (float, int)
 SHA256_HEX = r"[0-9a-f]{64}"  # a sha256 digest in lowercase hex
@@ -356,6 +364,21 @@ SCHEMAS: dict[MsgType, Schema] = {
     MsgType.REFERENCE_OK: Schema(
         fields={"cached": Field((bool,))},  # the edge answered from its cache
         tensors={"tokens": Tensor(INT_IDS, ((0, "max_prompt_len"),), rng=TOKEN)},  # [n] new tokens, EOS included
+    ),
+    MsgType.GENERATE: Schema(
+        fields={"round": Field(INT, rng=NONNEG),  # the first chunk wanted: the chunks the UE holds (resent from it)
+                "every_tokens": Field(INT, required=False, rng=POSITIVE),  # a chunk ends at this many tokens
+                "every_ms": Field(FLOAT, required=False),  # or this long after the previous one, ms (none: 1 token)
+                "token": Field((str,), required=False, pattern=TOKEN_HEX)},  # OPEN_OK's token
+        check=check_generate,
+    ),
+    MsgType.CHUNK: Schema(
+        fields={"round": Field(INT, rng=NONNEG),  # the chunk's index in the session's stream
+                "t_decode_s": Field(FLOAT),  # the target's passes that decoded its tokens, s
+                "t_edge_s": Field(FLOAT),  # edge time since the previous chunk went out (or GENERATE came in), s
+                "batch": Field(INT, required=False, rng=POSITIVE),  # most sessions decoded in one of those passes
+                "done": Field((bool,))},  # the stream ended (budget or EOS)
+        tensors={"tokens": Tensor(INT_IDS, ((1, "max_prompt_len"),), rng=TOKEN)},  # [n] the chunk's tokens
     ),
 }
 

@@ -1,5 +1,5 @@
-"""The decoded messages a caller reads as typed fields, not dict keys: ``Verdict`` and ``OpenOk`` (built after
-protocols/wire.py's decode checked the message against protocols/schema.py)."""
+"""The decoded messages a caller reads as typed fields, not dict keys: ``Verdict``, ``OpenOk`` and ``Chunk`` (built
+after protocols/wire.py's decode checked the message against protocols/schema.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -55,3 +55,21 @@ class OpenOk:
         return cls(target_hidden=h["target_hidden"], vocab_size=h["vocab_size"], hidden_layer=h.get("hidden_layer", -1),
                    vocab_hash=h.get("vocab_hash"), edge=h.get("edge"), token=h.get("token"),
                    features=h.get("features", 0))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Chunk:
+    """A decoded CHUNK as typed fields (``Chunk.of(msg.header, msg.tensors)`` after decode validated it)."""
+
+    round: int  # the chunk's index in the stream
+    tokens: tuple[int, ...]  # its tokens
+    t_decode_s: float  # the target's passes that decoded them, s
+    t_edge_s: float  # edge time since the previous chunk went out (or GENERATE came in), s
+    done: bool  # the stream ended (budget or EOS)
+    batch: int = 1  # most sessions decoded in one of those passes
+
+    @classmethod
+    def of(cls, header: dict[str, Any], tensors: dict[str, np.ndarray]) -> Chunk:
+        h = header
+        return cls(round=h["round"], tokens=tuple(int(t) for t in tensors["tokens"]), t_decode_s=h["t_decode_s"],
+                   t_edge_s=h["t_edge_s"], done=h["done"], batch=h.get("batch", 1))

@@ -19,8 +19,8 @@ import numpy as np
 
 from protocols.registry import ALL_PROTOCOLS, PROTOCOLS
 
-LOSSLESS = tuple(n for n in ALL_PROTOCOLS if PROTOCOLS[n].rule == "greedy")  # greedy acceptance (greedy, tree):
-#                                      lossless with the pair's default head (fh/sh/auto keep harmless mismatches)
+LOSSLESS = tuple(n for n in ALL_PROTOCOLS if PROTOCOLS[n].desc.lossless)  # greedy acceptance (greedy, tree) or the
+#   target alone (server): lossless with the pair's default head (fh/sh/auto keep harmless mismatches)
 
 
 @dataclass

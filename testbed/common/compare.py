@@ -16,7 +16,7 @@ import pandas as pd
 
 from testbed.common.files import write_csv_atomic
 from testbed.common.summary import summarize
-from wisv.records.paired import paired_accuracy, paired_frame
+from wisv.records.paired import paired_accuracy, paired_frame, paired_speedup
 from wisv.tasks.datasets import task_of
 from wisv.tasks.suite import family, kind_split
 
@@ -96,6 +96,15 @@ def paired_rows(correct: dict[str, pd.DataFrame], groups: dict[str, set[str]] | 
                 rows.append({"protocol": name, "against": base, "group": g,
                              **paired_accuracy(pb, pn).as_dict()})
     return rows
+
+
+def speedups(outputs: dict[str, pd.DataFrame], baseline: str | None) -> dict[str, dict]:
+    """Each method's speed-up over ``baseline`` (server-only), prompt by prompt on the prompts both finished, with
+    its paired bootstrap 95% interval (wisv/records/paired.py); none when the baseline did not run."""
+    if baseline is None or baseline not in outputs:
+        return {}
+    ok = {n: o[o["error"].isna()] if "error" in o else o for n, o in outputs.items()}
+    return {n: paired_speedup(ok[baseline], o) for n, o in ok.items()}
 
 
 def paired_text(rows: list[dict]) -> str:

@@ -23,8 +23,9 @@ from wisv.tasks.jsonl import read_jsonl  # noqa: E402
 
 FIGURE = "run.png"  # written into the run directory
 PROTOCOL_COLORS = {"greedy": "tab:blue", "reject": "tab:red", "fh": "tab:green", "sh": "tab:orange",
-                   "auto": "tab:brown", "tree": "tab:purple"}  # one colour per protocol, in every figure
-SPARE_COLORS = ("tab:pink", "tab:olive", "tab:cyan", "tab:gray")  # for names not in PROTOCOL_COLORS
+                   "auto": "tab:brown", "tree": "tab:purple", "server": "black",
+                   "device": "tab:gray"}  # one colour per protocol, in every figure
+SPARE_COLORS = ("tab:pink", "tab:olive", "tab:cyan", "silver")  # for names not in PROTOCOL_COLORS
 SPLIT = {"draft": "t_draft_s", "comm": "t_comm_s", "verify": "t_verify_s", "head": "t_head_s"}  # round time parts
 SPLIT_COLORS = {"draft": "#4c72b0", "comm": "#dd8452", "verify": "#55a868", "head": "#c44e52", "other": "#bbbbbb"}
 CSI_PREFERENCE = ("auto", "sh", "fh", "tree", "greedy", "reject")  # the protocol whose CSI and K are drawn

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from testbed.common.files import write_csv_atomic, write_json_atomic
-from wisv.records.summary import SPEC_DECODE_NAMES, summarize_rounds
+from wisv.records.paired import SPEEDUP_COLUMNS
+from wisv.records.summary import LATENCY_NAMES, SPEC_DECODE_NAMES, summarize_rounds
 from wisv.tasks.qa import check_answer
 from wisv.tasks.textquality import text_quality
 
@@ -55,6 +56,7 @@ def summarize(protocol: str, rounds: pd.DataFrame, outputs: pd.DataFrame, prompt
         "generated_tokens": n_tok,
         "wdt_tokens_per_round": m["wdt_tokens_per_round"],
         **{k: m[k] for k in SPEC_DECODE_NAMES},  # vLLM's per-request names, over all the rounds (docs/results.md)
+        **{k: m[k] for k in LATENCY_NAMES},  # vLLM's benchmark names: TTFT, TPOT, ITL, E2EL (docs/protocols.md)
     }
 
 
@@ -110,6 +112,24 @@ def table(summaries: list[dict]) -> str:
         df[col] = df[col].map(
             lambda v, f=f: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f.format(v))
     return df.to_string()
+
+
+LATENCY_COLUMNS = ["protocol", "mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms",
+                   "mean_e2el_ms", "output_throughput", "uplink_bytes", "downlink_bytes"]  # the printed latency table
+
+
+def latency_table(summaries: list[dict]) -> str:
+    """What a user sees, per protocol, in vLLM's benchmark names (ms; output_throughput in tokens/s), the bytes each
+    way, and the speed-up over server-only with its paired 95% interval where server-only ran too."""
+    df = pd.DataFrame(summaries)
+    df = df[LATENCY_COLUMNS + [c for c in SPEEDUP_COLUMNS if c in df]].set_index("protocol")
+    if SPEEDUP_COLUMNS[0] in df:
+        df[SPEEDUP_COLUMNS[0]] = [f"{v:.2f}x [{lo:.2f}, {hi:.2f}]" for v, lo, hi in df[list(SPEEDUP_COLUMNS)].values]
+        df = df.drop(columns=list(SPEEDUP_COLUMNS[1:]))
+    shown = df.apply(lambda col: col.map(lambda v: "-" if isinstance(v, float) and math.isnan(v)
+                                         else f"{v:.1f}" if isinstance(v, float) else v))
+    return "latency at the UE (vLLM's benchmark names; speed-up: paired per prompt, 95% interval):\n" + \
+        shown.to_string()
 
 
 def window_table(protocol: str, rounds: pd.DataFrame) -> str | None:

@@ -38,7 +38,7 @@ def test_unknown_rule_and_protocol():
         choose("magic", CSI(1, 1, 1), 8, MismatchStats(), PB)
     with pytest.raises(ValueError, match="unknown protocol 'fast'"):
         get_protocol("fast")
-    assert set(PROTOCOLS) == {"greedy", "reject", "fh", "sh", "ef", "auto", "tree"}
+    assert set(PROTOCOLS) == {"greedy", "reject", "fh", "sh", "ef", "auto", "tree", "server", "device"}
 
 
 def test_zmtp_accounting():

@@ -8,7 +8,8 @@ from protocols.registry import ALL_PROTOCOLS, PROTOCOLS, ROUND_PROTOCOLS, WISV_P
 
 
 def test_names_in_order_and_the_derived_lists():
-    assert ALL_PROTOCOLS == ("greedy", "reject", "fh", "sh", "ef", "auto", "tree")  # testbed.run --protocol all's order
+    assert ALL_PROTOCOLS == ("greedy", "reject", "fh", "sh", "ef", "auto", "tree", "server", "device")  # --protocol
+    #   all's order: the speculative ones, then the two that generate alone
     assert ROUND_PROTOCOLS == ("greedy", "reject", "fh", "sh", "ef", "tree") and WISV_PROTOCOLS == ("fh", "sh", "ef")
     assert all(PROTOCOLS[n].rule == "wisv" for n in WISV_PROTOCOLS)
 
@@ -28,6 +29,12 @@ def test_the_other_lists_ask_the_registry():
     # all: every protocol the edge's head can serve; the toy pair's default head reads drafter hidden states (no ef)
     assert run.RunConfig(protocol="all").protocols() == [p for p in ALL_PROTOCOLS if p != "ef"]
     assert run.RunConfig(protocol="all", edge=run.ServeConfig(head="none")).protocols() == list(ALL_PROTOCOLS)
+
+
+def test_the_speedup_baseline_is_the_first_protocol_whose_target_generates_alone():
+    from protocols.registry import speedup_baseline
+    assert speedup_baseline(["greedy", "device", "server", "tree"]) == "server"
+    assert speedup_baseline(["greedy", "device"]) is None and speedup_baseline([]) is None
 
 
 def test_the_time_model_covers_every_round_protocol():

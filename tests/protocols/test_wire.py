@@ -65,6 +65,9 @@ def valid_messages() -> dict[str, Message]:
                        round=2),  # [m, d]
         "verdict": make(MsgType.VERDICT, "ue-1", round=2, n_accepted=3, next_token=42, mismatches=1, queried=1,
                         t_verify_s=0.1, t_head_s=0.001, t_edge_s=0.2, done=False),
+        "generate": make(MsgType.GENERATE, "ue-1", round=3, every_tokens=4, every_ms=12.5),
+        "chunk": make(MsgType.CHUNK, "ue-1", {"tokens": tokens(8, 9)}, round=3, t_decode_s=0.01, t_edge_s=0.02,
+                      batch=2, done=False),
         "close": make(MsgType.CLOSE, "ue-1"),
         "closed": make(MsgType.CLOSED, "ue-1"),
         "error": error_message("ue-1", "bad_dtype", "tokens must be int"),

@@ -6,6 +6,7 @@ the rounds.csv they came from, and against our aal and rounds (docs/results.md#v
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from wisv.records.summary import SPEC_DECODE_NAMES
 OURS = ["aal", "rounds_per_prompt", "generated_tokens", "prompts"]
 
 
-pytestmark = pytest.mark.slow  # one testbed.run of six protocols: about a minute
+pytestmark = pytest.mark.slow  # one testbed.run of eight protocols: about a minute
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,11 @@ def check_identities(m: dict, rounds: pd.DataFrame, n_tokens: int) -> None:
 
 def test_summary_json_and_csv_carry_both_names(toy_run: Path) -> None:
     csv = pd.read_csv(toy_run / "summary.csv").set_index("protocol")
-    assert list(csv.index) == ["greedy", "reject", "fh", "sh", "auto", "tree"]
+    assert list(csv.index) == ["greedy", "reject", "fh", "sh", "auto", "tree", "server", "device"]
+    for proto in ("server", "device"):  # they draft nothing: no spec step, no acceptance
+        s = json.loads((toy_run / proto / "summary.json").read_text())
+        assert s["num_spec_steps"] == s["num_draft_tokens"] == 0 and math.isnan(s["mean_acceptance_length"])
+    csv = csv.drop(index=["server", "device"])
     for proto in csv.index:
         s = json.loads((toy_run / proto / "summary.json").read_text())
         assert set(OURS) | set(SPEC_DECODE_NAMES) <= set(s) and s["errors"] == 0

@@ -132,3 +132,19 @@ def _aal(df: pd.DataFrame, sfx: str) -> float:
     """Accepted draft tokens per round over the prompts, from each prompt's histogram (index = tokens accepted)."""
     hist = [np.asarray(h, float) for h in df[f"acceptance_histogram{sfx}"]]
     return float(sum((h * np.arange(len(h))).sum() for h in hist) / sum(h.sum() for h in hist))
+
+
+SPEEDUP_COLUMNS = ("speedup_vs_server", "speedup_ci_low", "speedup_ci_high")  # a report's speed-up over server-only
+
+
+def paired_speedup(base: pd.DataFrame, new: pd.DataFrame, n_boot: int = 10_000, seed: int = 0) -> dict:
+    """``new``'s speed-up over ``base`` on the prompts both finished: base's total end-to-end time over new's, with
+    the paired bootstrap 95% interval of ``paired_time_change`` turned into a speed-up (1 / ratio is monotone, so the
+    interval's ends swap).  ``base``, ``new``: a run's outputs (prompt_id, t_e2e_s); NaN with no shared prompt."""
+    both = base[["prompt_id", "t_e2e_s"]].dropna().merge(new[["prompt_id", "t_e2e_s"]].dropna(), on="prompt_id",
+                                                          suffixes=("_b", "_n"))
+    if both.empty:
+        return dict.fromkeys(SPEEDUP_COLUMNS, float("nan"))
+    ch = paired_time_change(both["t_e2e_s_b"].to_numpy(float), both["t_e2e_s_n"].to_numpy(float), n_boot, seed)
+    speed = [100 / (100 + ch[k]) for k in ("change_pct", "ci_high_pct", "ci_low_pct")]
+    return dict(zip(SPEEDUP_COLUMNS, speed))

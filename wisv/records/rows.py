@@ -74,6 +74,8 @@ class RoundRow:
     outage_s: float | None = None  # link outage within the round (emulated link's outages), s; 0: none crossed
     retries: int | None = None  # resends of the round's DRAFT after a receive timeout or a busy edge (live UE)
     resumed: int | None = None  # re-OPENs with the committed prefix during the round: the edge had lost the session
+    t_arrival_s: float | None = None  # the round's committed tokens reached the UE (its reply at the socket;
+    #   on-device: generated), s since the prompt's OPEN went out (on-device: since it began); ttft/itl derive from it
 
 
 RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RoundRow))

@@ -1,9 +1,11 @@
-"""The one summary of per-round records: AAL, rounds per prompt, latency, throughput and WDT, and the same rounds
-in vLLM's per-request speculative-decoding names (pandas, no torch)."""
+"""The one summary of per-round records: AAL, rounds per prompt, latency, throughput and WDT, the same rounds in
+vLLM's per-request speculative-decoding names, and the latencies a user sees in vLLM's benchmark names: TTFT, TPOT,
+ITL, E2EL and output throughput (pandas and numpy, no torch)."""
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 
@@ -29,6 +31,7 @@ def summarize_rounds(rounds: pd.DataFrame, prompts: pd.DataFrame | None = None) 
         "throughput_tok_s": tokens / total_s if total_s > 0 else math.nan,
         "wdt_tokens_per_round": float(rounds["wdt_tokens"].mean()) if "wdt_tokens" in rounds else math.nan,
         **spec_decode_metrics(rounds),
+        **latency_metrics(rounds),
     }
 
 
@@ -70,3 +73,43 @@ def spec_decode_metrics(rounds: pd.DataFrame) -> dict:
         "num_draft_tokens": n_draft,
         "num_spec_tokens": k,
     }
+
+
+LATENCY_NAMES = tuple(f"{stat}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for stat in ("mean", "median", "p99")) \
+    + ("output_throughput",)  # vLLM's benchmark names (benchmarks/benchmark_serving.py), in its order
+
+
+def latency_metrics(rounds: pd.DataFrame) -> dict:
+    """What a user sees of the rounds, in vLLM's benchmark names (``mean_/median_/p99_`` of each, ms), from each
+    round's ``t_arrival_s`` (its tokens reached the UE, s since the prompt's OPEN went out) and ``committed``:
+
+        TTFT (ttft) = the first round that commits a token: its arrival, per prompt
+        E2EL (e2el) = the last round's arrival, per prompt
+        TPOT (tpot) = (E2EL - TTFT) / (tokens - 1), per prompt of more than one token (vLLM's)
+        ITL  (itl)  = per token after the first round: a round's gap since the previous round's arrival over the
+                      tokens it committed (c tokens arriving together after a gap g count as c gaps g / c)
+        output_throughput = all committed tokens / the sum of the E2ELs (tokens/s at the UE, prompts in turn)
+
+    A stream of one token per chunk (server-only) has ITL = its chunk gaps, as vLLM measures; a speculative round
+    spreads its gap over the tokens it committed (vLLM would count one gap per round: per token, ours is comparable
+    across protocols).  The first round's other tokens arrive with the first and count in TTFT and TPOT, not ITL.
+    Rounds without ``t_arrival_s`` (another producer's, older files) give NaN."""
+    need = {"prompt_id", "round", "committed", "t_arrival_s"}
+    r = rounds[list(need)].dropna() if len(rounds) and need <= set(rounds) else pd.DataFrame(columns=list(need))
+    r = r[r["committed"] > 0].sort_values(["prompt_id", "round"])
+    ttft, e2el, tpot, itl, tokens = [], [], [], [], 0
+    for _, g in r.groupby("prompt_id", sort=False):
+        t, c = g["t_arrival_s"].to_numpy(float), g["committed"].to_numpy(int)  # [rounds] each
+        ttft.append(t[0])
+        e2el.append(t[-1])
+        tokens += int(c.sum())
+        if c.sum() > 1:
+            tpot.append((t[-1] - t[0]) / (c.sum() - 1))
+        itl.append(np.repeat(np.diff(t) / c[1:], c[1:]))  # [tokens after the first round]
+    out = {}
+    for name, xs in (("ttft", ttft), ("tpot", tpot), ("itl", np.concatenate(itl) if itl else []), ("e2el", e2el)):
+        x = 1e3 * np.asarray(xs, float)  # ms
+        out |= {f"{stat}_{name}_ms": float(f(x)) if len(x) else math.nan
+                for stat, f in (("mean", np.mean), ("median", np.median), ("p99", lambda v: np.percentile(v, 99)))}
+    out["output_throughput"] = tokens / float(sum(e2el)) if sum(e2el) > 0 else math.nan
+    return {k: out[k] for k in LATENCY_NAMES}

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # for hints only: the interface imports without torch (the ed
 
 @dataclass(frozen=True)
 class VerifyRequest:
-    """Verify ``draft`` for session ``sid`` (K tokens; the target scores K + 1 positions)."""
+    """Verify ``draft`` for session ``sid`` (K tokens; the target scores K + 1 positions; K = 0: a decode step)."""
 
     sid: str
     draft: list[int]

@@ -42,12 +42,13 @@ class SessionTable:
 
     def _take_drafts(self, requests: list) -> list[Any]:
         """Each request's session state with its draft taken (``drafted``, ``last_active`` now), after the checks every
-        engine makes: one request per session, each session open, no empty draft."""
+        engine makes: one request per session, each session open, no empty draft tree.  An empty chain is a decode
+        step: the one position after the committed sequence is scored (server-only's stream, protocols/stream.py)."""
         if len({r.sid for r in requests}) != len(requests):
             raise ValueError("a batch holds at most one request per session")
         states = [self._state(r.sid) for r in requests]
-        if empty := [r.sid for r in requests if not r.draft]:
-            raise ValueError(f"session {empty[0]}: empty draft")
+        if empty := [r.sid for r in requests if not r.draft and r.parents is not None]:
+            raise ValueError(f"session {empty[0]}: empty draft tree")
         for st, r in zip(states, requests):
             st.drafted, st.last_active = [int(t) for t in r.draft], time.monotonic()
         return states

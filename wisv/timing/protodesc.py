@@ -33,6 +33,8 @@ POSITION_BITS = {  # what a DRAFT may carry per drafted position -> its bits und
 EDGE_INPUTS = ("edge", "h_after", "h_target", "csi")  # what any WISV round gives a head: the edge's pass, the CSI
 DRAFTER_INPUTS = ("h_draft",)  # what only an upload gives a head: the drafter's hidden states
 ENGINE_ASKS = ("trees",)  # what a protocol may ask of the edge's engine beyond verifying a chain
+GENERATORS = ("pair", "target", "drafter")  # who generates the output: the drafter drafts and the target verifies
+#   (speculative decoding), the edge's target alone (server-only), or the UE's drafter alone (on-device)
 
 
 @dataclass(frozen=True)
@@ -49,15 +51,38 @@ class ProtocolDesc:
     engine: tuple[str, ...] = ()  # what it asks of the edge's engine (ENGINE_ASKS)
     chooses: bool = False  # picks another protocol before each round (auto); a DRAFT never names it
     priced_as: str = ""  # chooses: the protocol the time model prices a round as before it is chosen
+    generates: str = "pair"  # who generates (GENERATORS); target: the edge streams the target's greedy output in
+    #   chunks, the UE drafts nothing; drafter: the UE's drafter generates greedily, no round with the edge
 
     def __post_init__(self) -> None:
         bad = [f for f in self.uplink if f not in POSITION_BITS] + [e for e in self.engine if e not in ENGINE_ASKS]
-        if self.rule not in RULES or bad or "ids" not in self.uplink:
-            raise ValueError(f"protocol {self.name!r}: rule {self.rule!r} (one of {RULES}), uplink {self.uplink} "
-                             f"(ids and {tuple(POSITION_BITS)}), engine {self.engine} ({ENGINE_ASKS}): bad {bad}")
+        ids = ("ids" in self.uplink) == self.speculative  # a draft's ids go up, and only a draft's
+        if self.rule not in RULES or self.generates not in GENERATORS or bad or not ids:
+            raise ValueError(f"protocol {self.name!r}: rule {self.rule!r} (one of {RULES}), generates "
+                             f"{self.generates!r} ({GENERATORS}), uplink {self.uplink} (ids and {tuple(POSITION_BITS)}"
+                             f" when it drafts, else none), engine {self.engine} ({ENGINE_ASKS}): bad {bad}")
         if self.tree != ("parents" in self.uplink) or self.chooses != bool(self.priced_as):
             raise ValueError(f"protocol {self.name!r}: a tree uploads parents (and only a tree); a chooser names "
                              f"what it is priced as")
+        alone = (self.rule, self.hidden_query, self.head_inputs, self.samples, self.engine, self.chooses)
+        if not self.speculative and alone != ("greedy", False, (), False, (), False):
+            raise ValueError(f"protocol {self.name!r}: a model generating alone decodes greedily, with no head, "
+                             f"query, sampling, engine ask or choice")
+
+    @property
+    def speculative(self) -> bool:
+        """The drafter drafts and the target verifies (every round is a DRAFT and its VERDICT)."""
+        return self.generates == "pair"
+
+    @property
+    def edge_rounds(self) -> bool:
+        """Its rounds go to the edge (all but on-device generation)."""
+        return self.generates != "drafter"
+
+    @property
+    def lossless(self) -> bool:
+        """Its output is the target's greedy output (greedy acceptance, or the target generating alone)."""
+        return self.rule == "greedy" and self.generates != "drafter"
 
     @property
     def head(self) -> bool:
@@ -77,22 +102,27 @@ class ProtocolDesc:
 
 def uplink_bits(d: ProtocolDesc, k: int, pb: PayloadBits) -> float:
     """A DRAFT of ``k`` drafted positions: what each carries, plus the uplink overhead (s_greedy, s_fh, s_reject,
-    s_tree, SH's s_sh1)."""
+    s_tree, SH's s_sh1); a stream's request (server-only: no position) is the overhead alone; on-device, nothing."""
+    if not d.edge_rounds:
+        return 0.0
     return k * sum(POSITION_BITS[f](pb) for f in d.uplink) + pb.o_up
 
 
 def downlink_bits(d: ProtocolDesc, k: int, pb: PayloadBits) -> float:
     """The VERDICT: a chain's rejected index and next token (eq. 4); a tree's next token and its accepted path
     (at most ``k`` node indices, charged as k: s_tree_fb); plus the target features a feature drafter asked for
-    (``pb.tf_bits``, 0 when none)."""
+    (``pb.tf_bits``, 0 when none).  Server-only: a chunk of ``k`` token ids; on-device: nothing."""
+    if not d.speculative:
+        return k * pb.b_tok + pb.o_dn if d.edge_rounds else 0.0
     if d.tree:
         return pb.b_tok + k * pb.b_idx + pb.tf_bits + pb.o_dn
     return pb.s_fb + pb.tf_bits + pb.o_dn
 
 
 def exchanges(d: ProtocolDesc, m: float) -> int:
-    """Request/reply exchanges of one round: 2 when it queries hidden states at ``m`` > 0 positions, else 1."""
-    return 2 if d.hidden_query and m > 0 else 1
+    """Request/reply exchanges of one round: 2 when it queries hidden states at ``m`` > 0 positions, 0 on-device,
+    else 1."""
+    return 2 if d.hidden_query and m > 0 else int(d.edge_rounds)
 
 
 _HIDDEN = (*EDGE_INPUTS, *DRAFTER_INPUTS)
@@ -113,6 +143,11 @@ DESCRIPTIONS: dict[str, ProtocolDesc] = {d.name: d for d in (  # the built-ins, 
     # SpecEdge's tree drafting: a best-first tree (ids + parent indices), greedy acceptance of the longest agreeing
     # root path, which the VERDICT names (protocols/tree.py runs its round)
     ProtocolDesc(name="tree", rule="greedy", uplink=("ids", "parents"), tree=True, engine=("trees",)),
+    # server-only: the UE asks once (GENERATE), the edge's target generates greedily alone and streams its tokens in
+    # chunks (protocols/stream.py); the baseline every speculative protocol is measured against
+    ProtocolDesc(name="server", rule="greedy", uplink=(), generates="target"),
+    # on-device: the UE's drafter generates greedily alone, no round with the edge (lossy: its output is the drafter's)
+    ProtocolDesc(name="device", rule="greedy", uplink=(), generates="drafter"),
 )}
 
 
@@ -136,8 +171,8 @@ def describe(name: str) -> ProtocolDesc:
 
 
 def round_names() -> tuple[str, ...]:
-    """The protocols a round runs (a DRAFT may name): all but the choosers."""
-    return tuple(n for n, d in DESCRIPTIONS.items() if not d.chooses)
+    """The protocols a speculative round runs (a DRAFT may name): all that draft, but the choosers."""
+    return tuple(n for n, d in DESCRIPTIONS.items() if d.speculative and not d.chooses)
 
 
 def servable(uploads_hidden: bool) -> tuple[str, ...]:

@@ -10,15 +10,16 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from dataclasses import asdict
 
 import numpy as np
 
 from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.handshake import Vocab
-from protocols.wire import WIRE_VERSION, Message, MsgType, WireError, decode, encode, error_message, make
+from protocols.stream import EdgeStream, decode_turn, edge_session
+from protocols.wire import Message, MsgType, WireError, decode, encode, error_message, make
 from testbed.live.common.auth import peer_address, user_id
 from testbed.live.common.keepalive import Liveness
+from testbed.live.edge import edgeengine
 from testbed.live.edge.admission import (
     OpenLimits,
     Quotas,
@@ -30,19 +31,15 @@ from testbed.live.edge.admission import (
     vocab_check,
     why_refused,
 )
-from testbed.live.edge.edgebatch import BatcherConfig, DraftBatcher
 from testbed.live.edge.intake import Bucket, caps, edge_limits
 from testbed.live.edge.journal import Journal
 from testbed.live.edge.references import Job, ReferenceCache, ReferenceWorker
+from testbed.live.edge.replies import arrival, edge_settings, end_draft, reference_ok, with_stop_depth
 from testbed.live.edge.serveconfig import ServeConfig
-from wisv.decoding.passrows import load_plan
 from wisv.decoding.sessions import VerifySession
-from wisv.models.loader import resolve_dtype, vocab_facts
-from wisv.serving.engine import EngineOptions, EngineView, VerifyEngine
-from wisv.serving.engines import build_engine
-from wisv.serving.estimator import EstimatorProfile
+from wisv.models.loader import vocab_facts
+from wisv.serving.engine import EngineView
 from wisv.serving.kvbudget import KVBudgetError, KVLedger, KVShape, session_tokens
-from wisv.serving.wdt import WDTPredictor
 from wisv.tasks.evaluate import eos_id, greedy_reference
 
 log = logging.getLogger("testbed.serve")
@@ -61,19 +58,20 @@ class EdgeServer:
         self.limits = edge_limits(int(target.config.vocab_size), cfg.max_draft_len, cfg.max_probe_bytes)
         self.caps = caps(self.limits)  # parts and bytes per message type (testbed/live/edge/intake.py)
         self.probes = Bucket(cfg.probe_rate_kb_s * 1e3, cfg.probe_burst_kb * 1e3)  # PONG bytes per peer
-        self.sessions: dict[str, EdgeSession] = {}  # session token -> session
+        self.sessions: dict[str, EdgeSession | EdgeStream] = {}  # session token -> session
         self.seats: dict[str, Seat] = {}  # session token -> who holds it (testbed/live/edge/admission.py)
         self.quotas = Quotas(cfg.max_sessions, cfg.sessions_per_identity, cfg.sessions_per_key,
                              cfg.sessions_per_source, cfg.reserved_sessions)
         self.peer_keys: dict[bytes, str | None] = {}  # peer -> the authenticated key (ZAP User-Id) it sends with
         self.peer_sources: dict[bytes, str | None] = {}  # peer -> the address its connection comes from
-        self.engine, self.batcher = _engine(cfg, target, self.hidden_layer)
-        self.pad_plan = _pad_plan(cfg, self.engine)  # None: every verification pass as fed
+        self.engine, self.batcher = edgeengine.build(cfg, target, self.hidden_layer)
+        self.pad_plan = edgeengine.pad_plan(cfg, self.engine)  # None: every verification pass as fed
         self.kv_shape, self.kv = KVShape.of(target), KVLedger(cfg.memory_budget_mb)  # reservations (no engine)
         self.open_limits = OpenLimits(max_draft_len=cfg.max_draft_len, max_session_tokens=cfg.max_session_tokens,
                                       context_tokens=getattr(target.config, "max_position_embeddings", None),
                                       max_context_tokens=cfg.max_context_tokens)
         self.held: list = []  # validated DRAFTs waiting for the batcher (peer, EdgeSession)
+        self.streams: set[str] = set()  # tokens of the server-only sessions with chunks to send (protocols/stream.py)
         self.references = ReferenceCache(cfg.reference_cache)  # prompt -> target-only output (longest budget)
         self.worker: ReferenceWorker | None = None  # computes REFERENCEs off the loop (serve starts one); None: inline
         self.settings = edge_settings(cfg, self.tau, head_desc or cfg.head, self.hidden_layer,
@@ -94,12 +92,12 @@ class EdgeServer:
         meanwhile before the scheduler picks again (the serving loop does this); otherwise verify until none waits."""
         self._note_keys(items)
         if self.batcher is None:
-            replies = [(item[0], self._guard(item[0], item[1], self._dispatch, t0=_arrival(item))) for item in items]
-            return [(p, r) for p, r in replies if r is not None]
+            replies = [(item[0], self._guard(item[0], item[1], self._dispatch, t0=arrival(item))) for item in items]
+            return [(p, r) for p, r in replies if r is not None] + self._stream_turn()
         replies = []
         for item in items:
             peer, frames = item[:2]
-            out = self._guard(peer, frames, self._hold_drafts, t0=_arrival(item))
+            out = self._guard(peer, frames, self._hold_drafts, t0=arrival(item))
             if out is not None:
                 (self.held if isinstance(out, EdgeSession) else replies).append((peer, out))
         self.held = [(p, s) for p, s in self.held if self.sessions.get(s.token) is s]  # closed meanwhile: drop
@@ -109,15 +107,26 @@ class EdgeServer:
                 replies.append((peer, self._guard(peer, None, finish, sess)))
             if one_batch:
                 break
-        return replies
+        return replies + self._stream_turn()
+
+    def _stream_turn(self) -> list[tuple[bytes, list[bytes]]]:
+        """One decode step of every server-only stream (on the engine, batched, when batching) and the chunks due,
+        each to its session's UE (protocols/stream.py)."""
+        live = [self.sessions[t] for t in self.streams if t in self.sessions and self.sessions[t].active]
+        out = []
+        for sess, reply in decode_turn(live, self.engine if self.batcher else None, self.cfg.max_batch):
+            act = functools.partial(_stream_reply, reply)
+            out.append((self.seats[sess.token].identity, self._guard(b"", None, act, sess)))
+        self.streams = {s.token for s in live if s.active and s.token in self.sessions}  # not ended, nor dropped
+        return out
 
     def _finish_batched(self, sess: EdgeSession, block, dt: float, n: int, *_) -> Message:
         """A batched DRAFT's reply (``_guard``'s act: its peer, message and arrival are not needed here)."""
-        return self._suggest(sess, _end_draft(sess, block, dt, n))
+        return self._suggest(sess, end_draft(sess, block, dt, n))
 
     def _suggest(self, sess: EdgeSession, reply: Message) -> Message:
         """The VERDICT with a suggested stop depth for the next block, when the batcher has a WDT predictor."""
-        return _with_stop_depth(reply, self.batcher.stop_depth(sess) if self.batcher else None)
+        return with_stop_depth(reply, self.batcher.stop_depth(sess) if self.batcher else None)
 
     def _guard(self, peer: bytes, frames: list | None, act, sess: EdgeSession | None = None,
                t0: float | None = None):
@@ -130,7 +139,7 @@ class EdgeServer:
             if msg is not None:
                 sid, token = msg.session, msg.header.get("token")
             out = act(peer, msg, t0)
-            if self.journal is not None and getattr(out, "type", None) == MsgType.VERDICT:
+            if self.journal is not None and getattr(out, "type", None) in (MsgType.VERDICT, MsgType.CHUNK):
                 self.journal.verdict(self.sessions.get(token), out.header["round"])
             return out if out is None or isinstance(out, EdgeSession) else encode(out)  # None: answered later
         except (WireError, ProtocolError, KVBudgetError) as e:
@@ -192,6 +201,10 @@ class EdgeServer:
             return sess.on_draft(msg)
         if msg.type == MsgType.HIDDEN:
             return sess.on_hidden(msg)
+        if msg.type == MsgType.GENERATE:
+            sess.on_generate(msg)  # a drafting session refuses it
+            self.streams.add(sess.token)
+            return None  # the chunks follow, one stream turn at a time
         if msg.type == MsgType.CLOSE:
             self._drop(msg.header["token"])
             log.info("closed session %s", msg.session)
@@ -208,7 +221,8 @@ class EdgeServer:
         seat = self.seats[token]
         if seat.key != self.peer_keys.get(peer):
             raise ProtocolError("forbidden", f"session {msg.session!r} was opened with another key")
-        seat.identity, seat.drafted = peer, seat.drafted or msg.type == MsgType.DRAFT  # replies follow the UE
+        seat.identity, seat.drafted = peer, seat.drafted or msg.type in (MsgType.DRAFT, MsgType.GENERATE)  # replies
+        #   follow the UE
         sess.last_active, sess.msg_t0 = time.monotonic(), t0
         self.alive.heard(token)
         return sess
@@ -248,7 +262,7 @@ class EdgeServer:
         try:
             verify = (EngineView(self.engine, seat.token, prompt) if self.engine is not None
                       else VerifySession(self.target, prompt, self.hidden_layer, pad_to=self.pad_plan))
-            sess = EdgeSession(msg.session, verify, msg, self.policy, self.tau, self.eos)
+            sess = edge_session(msg.session, verify, msg, self.policy, self.tau, self.eos)
         except Exception:
             self.kv.release(seat.token)
             raise
@@ -311,6 +325,7 @@ class EdgeServer:
 
     def _drop(self, token: str) -> None:
         sess = self.sessions.pop(token, None)
+        self.streams.discard(token)
         self.seats.pop(token, None)
         self.kv.release(token)
         self.alive.forget(token)
@@ -349,68 +364,8 @@ class EdgeServer:
         return len(gone)
 
 
-def edge_settings(cfg: ServeConfig, tau: float, head: str, hidden_layer: int, uploads_hidden: bool = True) -> dict:
-    """The settings an edge reports in OPEN_OK (a run records them in config.json); ``uploads_hidden`` tells the UE
-    whether its head reads the drafter's hidden states (auto then picks fh or sh; else ef, which uploads none)."""
-    vllm = {f"vllm_{k}": v for k, v in asdict(cfg.vllm).items()} if cfg.engine == "vllm" else {}  # flat on the wire
-    return {"target": cfg.target or "built-in", "head": head, "tau": float(tau), "hidden_layer": hidden_layer,
-            "uploads_hidden": bool(uploads_hidden),
-            "engine": cfg.engine, **vllm, "device": cfg.device, "dtype": cfg.dtype, "max_draft_len": cfg.max_draft_len,
-            "max_session_tokens": cfg.max_session_tokens,
-            "batch_verify": cfg.batch_verify, "scheduler": cfg.scheduler, "max_batch": cfg.max_batch,
-            "kv_reuse": cfg.kv_reuse, "estimator": cfg.estimator, "wire_version": WIRE_VERSION}
-
-
-def reference_ok(session: str, tokens: list[int], cached: bool) -> Message:
-    return make(MsgType.REFERENCE_OK, session, {"tokens": np.asarray(tokens, np.int32)}, cached=cached)  # [n]
-
-
-def _with_stop_depth(reply: Message, depth: int | None) -> Message:
-    """A VERDICT with the WDT predictor's suggested depth for the session's next block (when it has one)."""
-    if depth is not None and reply.type == MsgType.VERDICT and not reply.header.get("done"):
-        reply.header["stop_depth"] = depth
+def _stream_reply(reply: Message | Exception, *_) -> Message:
+    """A stream turn's reply for a session (``_guard``'s act): its CHUNK, or its error raised."""
+    if isinstance(reply, Exception):
+        raise reply
     return reply
-
-
-def _arrival(item: tuple) -> float | None:
-    """The arrival time of a ``handle_many`` item, if it carries one."""
-    return item[2] if len(item) > 2 else None
-
-
-def _end_draft(sess: EdgeSession, block, dt: float, batch: int) -> Message:
-    """Finish a held DRAFT with its batched block, or fail it with the batch's error."""
-    if isinstance(block, Exception):
-        sess.abort_draft()
-        raise block
-    return sess.end_draft(block, dt, batch)
-
-
-def _pad_plan(cfg: ServeConfig, engine: VerifyEngine | None) -> dict[int, int] | None:
-    """--pass-rows's plan (None without it); it pads a session's own VerifySession, so no engine may serve."""
-    if cfg.pass_rows is None:
-        return None
-    if engine is not None:
-        raise ValueError("--pass-rows pads each session's own pass: not with --batch-verify, --no-kv-reuse or "
-                         "--engine vllm")
-    return load_plan(cfg.pass_rows)
-
-
-def _engine(cfg: ServeConfig, target, hidden_layer: int) -> tuple[VerifyEngine | None, DraftBatcher | None]:
-    """The engine (vLLM with --engine vllm; ours with --batch-verify or --no-kv-reuse, else none: a VerifySession per
-    session), from the engine registry, and, when batching, its batcher."""
-    if cfg.sibling and cfg.engine != "transformers":
-        raise ValueError(f"--sibling needs --engine transformers (the {cfg.engine} engine verifies no sibling branch)")
-    if cfg.engine == "transformers" and not cfg.batch_verify and cfg.kv_reuse:
-        return None, None
-    dtype = str(resolve_dtype(cfg.dtype, cfg.device)).removeprefix("torch.")
-    engine = build_engine(cfg.engine, target, EngineOptions(
-        kv_reuse=cfg.kv_reuse, session_timeout_s=cfg.session_timeout_s, memory_budget_mb=cfg.memory_budget_mb,
-        hidden_layer=hidden_layer, dtype=dtype, extra=cfg.vllm))
-    if not cfg.batch_verify:
-        return engine, None
-    est = EstimatorProfile.load(cfg.estimator) if cfg.estimator else None
-    wdt = WDTPredictor.load(cfg.wdt_predictor) if cfg.wdt_predictor else None
-    batching = BatcherConfig(scheduler=cfg.scheduler, max_batch=cfg.max_batch, guard_s=cfg.guard_ms / 1e3,
-                             lost_order=cfg.lost_order, slack_s=None if cfg.slack_ms is None else cfg.slack_ms / 1e3,
-                             arrival_reserve=cfg.arrival_reserve)
-    return engine, DraftBatcher(engine, batching, estimator=est, wdt=wdt)

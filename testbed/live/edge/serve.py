@@ -143,14 +143,16 @@ def _loop(source: Direct | Inbox, server: EdgeServer, stop: dict, watch: PeerWat
     sessions every second."""
     last_sweep = time.monotonic()
     while not stop["flag"]:
-        wait_s = 0 if server.held else REFERENCE_POLL_S if server.worker and server.worker.busy else 0.1
+        wait_s = 0 if server.held or server.streams else REFERENCE_POLL_S if server.worker and server.worker.busy \
+            else 0.1
         items = source.get(wait_s, 4 * server.cfg.max_batch)
         gone = watch.gone(items) if watch else []
         for peer in gone:
             if n := server.drop_peer(peer):
                 log.info("peer %s disconnected: freed %d session(s)", peer.hex(), n)
             server.probes.level.pop(peer, None)
-        if items or server.held:  # one batch per turn: what arrived during it joins the queue before the next pick
+        if items or server.held or server.streams:  # one batch (and one stream step) per turn: what arrived
+            #   during it joins the queue before the next pick
             for peer, reply in server.handle_many([(p, f, t) for t, p, f in items], one_batch=True):
                 source.send([peer] + reply)
         for peer, reply in server.references_done():  # each as soon as it is ready

@@ -156,6 +156,11 @@ class RoundLink:
         else:
             io.ue_mid_s += c.t_sent - io.t_last
 
+    def expect(self, msg: Message) -> None:
+        """A round whose request went out in an earlier round (a stream's next chunk): nothing is sent now; after a
+        timeout, a busy edge or a resume, ``msg`` is what goes again."""
+        self.draft, self.io.t_first = msg, time.perf_counter()
+
     def reply_waiting(self) -> bool:
         return self.client.reply_waiting()
 

@@ -32,7 +32,8 @@ from channel.csitrace import CSITrace
 from channel.emulator import parse_hostport
 from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
 from protocols.handshake import Vocab
-from protocols.ue_side import EdgeError, HandshakeError, UEParams, UESession
+from protocols.ue_side import EdgeError, HandshakeError, UEParams
+from protocols.ue_stream import ue_session
 from protocols.wire import Limits, MsgType, WireError, make
 from testbed.common.files import write_csv_atomic, write_text_atomic
 from testbed.common.link import LinkSpec
@@ -53,6 +54,7 @@ from wisv.records.rows import RoundLog, RoundRow, to_frame
 from wisv.records.summary import spec_decode_metrics
 from wisv.tasks.evaluate import eos_id
 from wisv.tasks.prompts import prompt_rows
+from wisv.timing.protodesc import describe
 from wisv.timing.window import WindowTracker
 
 PROG = "python -m testbed.ue"  # as users type it: --help and error lines
@@ -115,8 +117,10 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
     sid = f"{cfg.ue_id}-{index}"
     t_link0 = time.time() - cfg.link_t0_epoch_s  # on the emulated link's clock (its outages)
     tcp_before = loc.tcp() if loc.link is None else None  # a real link: its TCP counters (loss estimate)
+    edge = describe(cfg.protocol).edge_rounds  # False: on-device, no session with the edge
     t0 = time.perf_counter()
-    handshake(client, est, sid, cfg.probe_bytes > 0, index)
+    if edge:
+        handshake(client, est, sid, cfg.probe_bytes > 0, index)
     t_probe = time.perf_counter() - t0
     oracle = parse_k_by_rtt(cfg.draft_len_by_rtt)
     k = max(oracle.values()) if oracle else cfg.draft_len
@@ -125,15 +129,17 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
                       vocab_size=int(loc.drafter.config.vocab_size), proactive=cfg.proactive,
                       pipeline_depth=cfg.pipeline_depth, tree_budget=cfg.tree_budget, vocab=loc.vocab,
                       draft_len_max=cfg.draft_len_max, features=cfg.draft_features,
-                      follow_stop_depth=cfg.follow_stop_depth)
+                      follow_stop_depth=cfg.follow_stop_depth, stream_every_tokens=cfg.stream_every_tokens,
+                      stream_every_ms=cfg.stream_every_ms)
     d = loc.draft_session(ids)
     params.target_features = d.reads_features
-    sess = UESession(sid, d, params, eos_id(loc.drafter), loc.stop, loc.window)
+    sess = ue_session(sid, d, params, eos_id(loc.drafter), loc.stop, loc.window)  # by the protocol's description
     loc.window = sess.window  # the first prompt's, by the protocol's round class (a tree's: TreeRounds.tracker)
     t1 = time.perf_counter()
-    ok = open_session(client, sess)
-    loc.edge = ok.edge if ok.edge is not None else loc.edge
-    sess.d.hidden_layer = ok.hidden_layer  # the layer the edge's decision head was trained on
+    if edge:
+        ok = open_session(client, sess)
+        loc.edge = ok.edge if ok.edge is not None else loc.edge
+        sess.d.hidden_layer = ok.hidden_layer  # the layer the edge's decision head was trained on
     rows, trace = [], loc.link.trace() if loc.link else None
     if oracle and trace is None:
         raise ValueError("--draft-len-by-rtt picks K from the emulated link's CSI in force: it needs an emulated link")
@@ -143,7 +149,7 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
         prefix = len(ids) + len(sess.tokens)
         if oracle:
             sess.p.draft_len = oracle_k(oracle, in_force)
-        measured = run_round(client, sess, in_force if csi_source(cfg, loc.link) == "configured" else est.csi())
+        measured = run_round(client, sess, in_force if csi_source(cfg, loc.link) == "configured" else est.csi(), t1)
         row = RoundRow(prompt_id=pid, ue_id=cfg.ue_id, prompt_len=len(ids), prefix_len=prefix, **measured,
                        **_csi_columns(in_force, est, measured=loc.link is None),
                        t_link_s=t_link, outage_s=_outage_s(trace, t_link, cfg.link_t0_epoch_s))
@@ -152,7 +158,8 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
             loc.log.append(row)
         est.add_round(row.t_comm_s, row.uplink_bytes, row.downlink_bytes, row.exchanges)
     t_e2e = time.perf_counter() - t1  # OPEN to the last VERDICT (eq. 22 plus session set-up)
-    close_session(client, sess)
+    if edge:
+        close_session(client, sess)
     if tcp_before is not None:  # the uplink's loss estimate over this prompt: TCP retransmissions per segment sent
         per = retransmission_rate(tcp_before, loc.tcp())
         rows = [dataclasses.replace(r, per=per) for r in rows]

@@ -92,6 +92,10 @@ class UEConfig:
     proactive: int = field(default=0, metadata={
         "min": 0})  # SpecEdge: draft up to this many tokens past each block while it is verified (0: off)
     pipeline_depth: bool = False  # SpecEdge: choose K <= draft_len per round so that K * tau_d + RTT ~= verify time
+    stream_every_tokens: int | None = field(default=None, metadata={  # server-only and on-device: a chunk of
+        "min": 1})  # the stream ends at this many tokens (neither this nor --stream-every-ms: every token a chunk)
+    stream_every_ms: float | None = field(default=None, metadata={  # server-only and on-device: a chunk ends this
+        "above": 0, "below": 3.6e6})  # long after the previous one, ms (with --stream-every-tokens: whichever first)
     tree_budget: int = field(default=16, metadata={
         **TREE_BUDGET_TEXT, "example": 8})  # tree protocol: draft tokens per tree, N (--proactive adds a chain); auto
     reference: bool = True  # ask the edge for target-only greedy outputs, for matches_target (--no-reference: skip)

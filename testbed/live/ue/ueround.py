@@ -4,20 +4,23 @@ It hands the session (protocols/ue_side.py ``UESession.play_round``) the round's
 (testbed/live/ue/client.py ``RoundLink``: sends, receives, resends within the retry window), once; the session drafts,
 sends, drafts proactively while the edge verifies, answers the replies and commits the typed VERDICT.  From the
 finished round and the link's counters it returns the round's RoundRow fields.  The walk of one round through the
-files is in docs/architecture.md."""
+files is in docs/architecture.md.  A protocol that generates alone (its description: server-only, on-device) plays a
+chunk per round instead (protocols/ue_stream.py): ``run_chunk``."""
 from __future__ import annotations
 
 import time
 
 from channel.csi import CSI
 from protocols.ue_side import UESession
-from testbed.live.ue.client import Client, RoundLink
+from testbed.live.ue.client import Client, RoundIO, RoundLink
 from wisv.decoding.rejection import wasted_drafting
 
 
-def run_round(client: Client, sess: UESession, csi: CSI | None) -> dict:
+def run_round(client: Client, sess: UESession, csi: CSI | None, t0: float) -> dict:
     """One DRAFT/(HIDDEN_REQ/HIDDEN)/VERDICT exchange, its head and auto conditioned on ``csi``; returns the round's
-    measurements (RoundRow fields)."""
+    measurements (RoundRow fields; ``t0``: perf_counter when the prompt's OPEN went out)."""
+    if not sess.proto.desc.speculative:
+        return run_chunk(client, sess, csi, t0)
     t_start = time.perf_counter()
     n_before = len(sess.tokens)
     link = RoundLink(client, sess)
@@ -34,4 +37,20 @@ def run_round(client: Client, sess: UESession, csi: CSI | None) -> dict:
             "proactive_drafted": len(r.proactive.tokens) if r.proactive is not None else 0,
             "proactive_reused": r.reused, "t_proactive_s": r.t_proactive_s, "t_wdt_s": t_wdt,
             "committed": len(sess.tokens) - n_before, "t_edge_s": t_edge, "retries": io.retries,
-            "resumed": io.resumed, "window_k": r.window, **r.columns}
+            "resumed": io.resumed, "window_k": r.window, "t_arrival_s": io.t_last - t0, **r.columns}
+
+
+def run_chunk(client: Client, sess: UESession, csi: CSI | None, t0: float) -> dict:
+    """One chunk of a protocol that generates alone: the edge's next CHUNK over the link (server-only), or the
+    drafter's next chunk here (on-device); its RoundRow fields.  Link time is known only for the round whose request
+    went out (the GENERATE's): its round trip less the edge's time."""
+    t_start = time.perf_counter()
+    link = RoundLink(client, sess) if sess.proto.desc.edge_rounds else None
+    c = sess.play_round(csi, link)
+    io = link.io if link is not None else RoundIO(t_first=t_start, t_last=time.perf_counter())
+    asked = io.exchanges > 0 and c.t_edge_s is not None
+    return {"round": c.index, "protocol": c.protocol, "drafted": 0, "accepted": 0, "exchanges": io.exchanges,
+            "uplink_bytes": io.up, "downlink_bytes": io.down, "t_draft_s": c.t_gen_s, "t_verify_s": c.t_decode_s,
+            "t_comm_s": (io.t_last - io.t_first) - c.t_edge_s if asked else None, "t_edge_s": c.t_edge_s,
+            "t_round_s": time.perf_counter() - t_start, "committed": len(c.tokens), "retries": io.retries,
+            "resumed": io.resumed, "batch": c.batch, "t_arrival_s": io.t_last - t0}

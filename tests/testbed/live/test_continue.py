@@ -20,7 +20,7 @@ from testbed.live.orchestrate.cont import differing_field, recorded, start_ticks
 from testbed.live.ue.kept import keep_done
 from wisv.records.rows import read_records
 
-LOSSLESS = ("greedy", "fh", "sh", "auto", "tree")  # with --head none on the edge
+LOSSLESS = ("greedy", "fh", "sh", "auto", "tree", "server")  # with --head none on the edge
 
 
 def run_cmd(pair_dirs, out: Path, *extra: str) -> list[str]:

@@ -16,8 +16,9 @@ import pytest
 from testbed.common.files import COMPLETE_FILE, prepare_out
 from testbed.common.link import LinkSpec
 from testbed.live.edge.serveconfig import ServeConfig
+from testbed.live.orchestrate.gather import merge_rounds
 from testbed.live.orchestrate.procs import Child
-from testbed.live.orchestrate.run import RunConfig, _merge_rounds, run
+from testbed.live.orchestrate.run import RunConfig, run
 from testbed.live.ue.ueconfig import UEConfig
 from tests.channel.test_netns import needs_netns
 from wisv.records.rows import RECORD_FIELDS, read_records, read_round_log
@@ -173,7 +174,7 @@ def test_a_killed_ue_keeps_its_appended_rows(pair_dirs, tmp_path: Path) -> None:
     assert len(rows) >= 3 and list(rows.columns) == list(RECORD_FIELDS)
     assert (rows["ue_id"] == "ue0").all() and (rows["drafted"] > 0).all() and rows["t_round_s"].gt(0).all()
     assert not (ue_dir / "rounds.csv").exists()  # killed: the end-of-run CSV never came
-    merged = _merge_rounds(tmp_path / "greedy")  # what testbed.run does after its UEs, even a killed one
+    merged = merge_rounds(tmp_path / "greedy")  # what testbed.run does after its UEs, even a killed one
     assert len(merged) == len(rows) and len(read_records(tmp_path / "greedy" / "rounds.csv")) == len(rows)
 
 

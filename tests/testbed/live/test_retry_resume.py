@@ -1,6 +1,7 @@
 """The UE's retries and resume over real loopback sockets, against an in-process edge that loses a reply or forgets
 its sessions (a restart) at a chosen DRAFT: the run completes with the target's greedy output, and the round's
-record counts the resend or the resume; an edge that never answers fails the run within its retry window."""
+record counts the resend or the resume (server-only too: a lost CHUNK is asked for again by its index); an edge that
+never answers fails the run within its retry window."""
 from __future__ import annotations
 
 import json
@@ -165,3 +166,40 @@ def test_a_silent_edge_is_noted_at_the_first_resend_and_then_every_ten_seconds()
         window.next_attempt("timeout")
         now[0] += 1.0  # the receive timeout of the next attempt
     assert [t for t, d in due if d] == [0.0, 12.75, 22.75]  # 0.25 s backoff doubling to 4 s, plus 1 s timeouts
+
+
+class StreamEdge(Edge):
+    """An Edge that also streams (``handle_many`` every turn, as testbed.serve's loop); ``fault(server)`` runs at the
+    FAULT_AT-th CHUNK and returns whether that CHUNK is sent."""
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            items = []
+            while len(items) < 16 and self.sock.poll(0 if self.server.streams or items else 50):
+                peer, *frames = self.sock.recv_multipart()
+                items.append((peer, frames))
+            for peer, reply in self.server.handle_many(items):
+                if reply[0][0] == MsgType.CHUNK:
+                    self.drafts += 1
+                    if self.drafts == FAULT_AT and not self.fault(self.server):
+                        continue
+                self.sock.send_multipart([peer, *reply])
+
+
+@pytest.mark.parametrize("fault,columns", [(lambda s: restart(s) and False, ("retries", "resumed")),
+                                           (lose_reply, ("retries",))], ids=["restart", "lost"])
+def test_a_stream_survives_a_lost_chunk_or_a_restarted_edge(pair_dirs, target, tmp_path, fault, columns) -> None:
+    server = EdgeServer(ServeConfig(max_draft_len=16), target, RejectAll(), load_tokenizer(pair_dirs.target, "target"),
+                        "none")
+    edge = StreamEdge(server, fault)
+    try:
+        s = ue.run(ue_config(pair_dirs, tmp_path, edge.endpoint, "server", recv_timeout_s=0.5, retry_s=20.0))
+    finally:
+        edge.close()
+    out = pd.read_json(tmp_path / "o" / "outputs.jsonl", lines=True)
+    assert out["tokens"][0] == greedy_reference(target, PROMPT, MAX_NEW) and s["errors"] == 0
+    rounds = pd.read_csv(tmp_path / "o" / "rounds.csv")
+    assert list(rounds["round"]) == list(range(len(rounds))) and rounds["committed"].sum() == len(out["tokens"][0])
+    for column in ("retries", "resumed"):  # the round waiting for the lost chunk asked again (and re-OPENed)
+        hit = rounds[rounds[column] > 0]
+        assert list(hit["round"]) == ([FAULT_AT - 1] if column in columns else []), column

@@ -88,8 +88,9 @@ def test_timeout_budget_and_errors():
     eng.open("c", [1])
     with pytest.raises(ValueError):
         eng.verify([VerifyRequest("c", [1]), VerifyRequest("c", [2])])
-    with pytest.raises(ValueError):
-        eng.verify([VerifyRequest("c", [])])
+    with pytest.raises(ValueError, match="empty draft tree"):
+        eng.verify([VerifyRequest("c", [], [])])
+    assert eng.verify([VerifyRequest("c", [])])["c"].argmax.shape == (1,)  # an empty chain: a decode step
 
 
 def test_the_budget_evicts_other_caches_before_a_pass_allocates():

@@ -117,7 +117,7 @@ def test_edge_batcher_uses_the_predictor_and_tracks_the_session():
 def test_stop_depth_on_the_verdict():
     from protocols.wire import MsgType, make
     from testbed.live.edge.edgebatch import DraftBatcher
-    from testbed.live.edge.edgeserver import _with_stop_depth
+    from testbed.live.edge.replies import with_stop_depth
 
     class Sess:
         rounds, generated, draft_len = 2, 6, 8  # two rounds of 3 committed: 2 accepted of 8 each
@@ -129,6 +129,6 @@ def test_stop_depth_on_the_verdict():
     assert DraftBatcher(None).stop_depth(s) is None
     verdict = lambda done: make(MsgType.VERDICT, "s", None, round=1, n_accepted=2, next_token=3,  # noqa: E731
                                 mismatches=1, queried=0, t_verify_s=0.0, t_head_s=0.0, done=done)
-    assert _with_stop_depth(verdict(False), 3).header["stop_depth"] == 3
-    assert "stop_depth" not in _with_stop_depth(verdict(True), 3).header  # the session ends: nothing to suggest
-    assert "stop_depth" not in _with_stop_depth(verdict(False), None).header
+    assert with_stop_depth(verdict(False), 3).header["stop_depth"] == 3
+    assert "stop_depth" not in with_stop_depth(verdict(True), 3).header  # the session ends: nothing to suggest
+    assert "stop_depth" not in with_stop_depth(verdict(False), None).header

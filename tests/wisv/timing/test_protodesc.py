@@ -58,7 +58,11 @@ def test_the_round_link_time_is_the_formulas_by_description(m: float) -> None:
 
 
 def test_the_descriptions_of_the_built_ins() -> None:
-    assert tuple(DESCRIPTIONS) == ("greedy", "reject", "fh", "sh", "ef", "auto", "tree")
+    assert tuple(DESCRIPTIONS) == ("greedy", "reject", "fh", "sh", "ef", "auto", "tree", "server", "device")
+    assert [(n, d.generates) for n, d in DESCRIPTIONS.items() if not d.speculative] == [("server", "target"),
+                                                                                      ("device", "drafter")]
+    assert [n for n, d in DESCRIPTIONS.items() if not d.edge_rounds] == ["device"]
+    assert [n for n, d in DESCRIPTIONS.items() if d.lossless] == ["greedy", "tree", "server"]
     assert [n for n, d in DESCRIPTIONS.items() if d.head] == ["fh", "sh", "ef", "auto"]
     assert [n for n, d in DESCRIPTIONS.items() if d.uploads_hidden] == ["fh", "sh", "auto"]
     assert [n for n, d in DESCRIPTIONS.items() if d.hidden_query] == ["sh"]
@@ -72,7 +76,11 @@ def test_the_descriptions_of_the_built_ins() -> None:
 
 @pytest.mark.parametrize("bad", [dict(rule="topk"), dict(uplink=("hidden",)), dict(uplink=("ids", "logits")),
                                  dict(tree=True), dict(uplink=("ids", "parents")), dict(chooses=True),
-                                 dict(engine=("paging",))])
+                                 dict(engine=("paging",)), dict(generates="edge"), dict(generates="target"),
+                                 dict(generates="drafter", uplink=(), hidden_query=True),
+                                 dict(generates="target", uplink=(), rule="wisv"),
+                                 dict(generates="target", uplink=(), head_inputs=("edge",)),
+                                 dict(generates="drafter", uplink=(), samples=True), dict(uplink=())])
 def test_a_bad_description_is_refused_naming_the_protocol(bad: dict) -> None:
     with pytest.raises(ValueError, match="protocol 'x'"):
         ProtocolDesc(**{"name": "x", "rule": "greedy"} | bad)
@@ -106,3 +114,17 @@ def test_the_descriptions_import_without_torch() -> None:
     assert imported == {"__future__", "dataclasses", "wisv", "wisv.timing.latency"}  # wisv: its plugins loader
     assert [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "wisv"
             for a in n.names] == ["plugins"]
+
+
+@pytest.mark.parametrize("pb", PACKINGS)
+def test_the_baselines_that_generate_alone_carry_what_their_rounds_carry(pb: PayloadBits) -> None:
+    """Server-only: a request of no position up (its overhead), a chunk of k token ids down, one exchange; on-device:
+    nothing on the link.  Neither is a round the latency model prices (no DRAFT names it)."""
+    server, device = describe("server"), describe("device")
+    for k in (1, 4, 16):
+        assert (uplink_bits(server, k, pb), downlink_bits(server, k, pb)) == (pb.o_up, k * pb.b_tok + pb.o_dn)
+        assert (uplink_bits(device, k, pb), downlink_bits(device, k, pb)) == (0.0, 0.0)
+    assert (exchanges(server, 0), exchanges(device, 0)) == (1, 0)
+    assert not {"server", "device"} & set(protodesc.round_names())
+    with pytest.raises(ValueError, match="unknown protocol 'server'"):
+        comm_s("server", 4, 0, CSI(rate_up_mbps=3.0, rate_down_mbps=7.0, rtt_ms=12.5), pb)

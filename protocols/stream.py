@@ -1,0 +1,197 @@
+"""Generation without speculation: the chunk rule, a chunk's state, and the edge's side of server-only.
+
+Server-only (a description that ``generates="target"``, wisv/timing/protodesc.py): after OPEN the UE sends one
+GENERATE naming the first chunk it wants and how to chunk; the edge's target then decodes greedily alone, one token
+per pass with its KV cache kept, and pushes the tokens in CHUNKs without waiting for another request.  A chunk ends
+by ``ChunkRule`` (every N tokens, or once M ms passed since the previous chunk; by default every token).  Each chunk
+is a round of the UE's records.  Exactly once: chunks carry their index; a GENERATE naming chunk r (the UE timed out,
+or reconnected) makes the edge send its chunks from r again and go on; after the edge lost the session the UE
+re-OPENs with its committed prefix and asks from its next chunk, as every protocol resumes.  On-device
+(``generates="drafter"``) chunks its drafter's output by the same rule, with no edge (protocols/ue_stream.py).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from protocols.edge_side import EdgeSession
+from protocols.errors import ProtocolError
+from protocols.registry import get_protocol
+from protocols.wire import Message, MsgType, make
+from wisv.decoding.sessions import Block, VerifySession
+from wisv.decoding.speculative import MismatchPolicy, truncate_output
+from wisv.serving.engine import VerifyEngine, VerifyRequest
+
+
+@dataclass(frozen=True)
+class ChunkRule:
+    """When a chunk of a stream ends: at ``every_tokens`` tokens, or once ``every_ms`` passed since the previous chunk
+    (with at least one token), whichever comes first; with neither, every token is a chunk."""
+
+    every_tokens: int | None = None  # a chunk ends at this many tokens (None: no token bound)
+    every_ms: float | None = None  # or this long after the previous chunk, ms (None: no time bound)
+
+    def __post_init__(self) -> None:
+        if self.every_tokens is not None and self.every_tokens < 1:
+            raise ValueError(f"a chunk holds at least 1 token, got every_tokens={self.every_tokens}")
+        if self.every_ms is not None and not 0 < self.every_ms < math.inf:
+            raise ValueError(f"a chunk period must be finite and > 0 ms, got every_ms={self.every_ms}")
+
+    def header(self) -> dict:
+        """GENERATE's fields for this rule (only those given)."""
+        given = {"every_tokens": self.every_tokens, "every_ms": self.every_ms}
+        return {k: v for k, v in given.items() if v is not None}
+
+    @classmethod
+    def of(cls, header: dict) -> ChunkRule:
+        return cls(header.get("every_tokens"), header.get("every_ms"))
+
+
+def chunk_due(rule: ChunkRule, tokens: int, elapsed_s: float) -> bool:
+    """Whether a chunk holding ``tokens`` tokens, ``elapsed_s`` after the previous chunk, ends now (pure)."""
+    if tokens < 1:
+        return False
+    if rule.every_tokens is None and rule.every_ms is None:
+        return True
+    by_count = rule.every_tokens is not None and tokens >= rule.every_tokens
+    return by_count or (rule.every_ms is not None and elapsed_s * 1e3 >= rule.every_ms)
+
+
+@dataclass
+class ChunkState:
+    """One chunk as the UE got it: a round of a protocol that generates alone (server-only, on-device)."""
+
+    index: int  # the chunk's index in the prompt's stream (its round)
+    protocol: str  # the protocol's name
+    tokens: list[int]  # the chunk's tokens, as committed
+    t_gen_s: float | None = None  # on-device: the drafter's time generating them, s
+    t_decode_s: float | None = None  # server-only: the target's passes that decoded them, s
+    t_edge_s: float | None = None  # server-only: edge time since the previous chunk went out, s
+    batch: int | None = None  # server-only: most sessions decoded in one of those passes
+
+
+class EdgeStream:
+    """One server-only session on the edge: the target alone continues the committed prefix greedily, one token per
+    pass (the KV cache kept across passes and chunks), and sends the tokens in chunks once a GENERATE started it."""
+
+    def __init__(self, sid: str, verify: VerifySession, open_msg: Message, eos_token_id: int | None):
+        h = self.open_header = open_msg.header
+        self.sid, self.verify, self.eos = sid, verify, eos_token_id
+        self.protocol_name, self.draft_len, self.max_new = h["protocol"], h["draft_len"], h["max_new_tokens"]
+        self.first_round = self.next_round = h.get("round", 0)  # the stream's first chunk (resumed: past 0)
+        self.sent: list[Message] = []  # the CHUNKs sent, from first_round on: a GENERATE naming one resends it
+        self.resend: list[Message] = []  # chunks asked for again, sent before the next decode
+        self.rule = ChunkRule()
+        self.streaming = False  # a GENERATE started the stream and it has not ended
+        self.chunk: list[int] = []  # the tokens of the chunk being filled
+        self.t_decode_s, self.batch = 0.0, 1  # its passes' time, s, and their largest batch
+        self.t_mark = time.perf_counter()  # the previous chunk went out (or the GENERATE came in)
+        self.generated, self.done, self.rounds = 0, False, 0
+        self.last_committed: list[int] = []  # the last chunk's tokens (the edge's journal records them)
+        self.token, self.sibling, self.slo_tok_s = "", False, None  # the server sets token (and sibling)
+        self.last_active, self.msg_t0 = time.monotonic(), time.perf_counter()
+
+    def open_ok_fields(self) -> dict:
+        return {}
+
+    @property
+    def active(self) -> bool:
+        """It has chunks to send: resent ones, or new ones to decode."""
+        return self.streaming or bool(self.resend)
+
+    def on_generate(self, msg: Message) -> None:
+        """Start the stream from the chunk GENERATE names (chunks already sent go again), chunked by its rule."""
+        r = msg.header["round"]
+        if not self.first_round <= r <= self.next_round:
+            raise ProtocolError("bad_round", f"GENERATE from chunk {r}: this stream holds chunks "
+                                             f"{self.first_round}..{self.next_round - 1} and makes {self.next_round}")
+        if self.done and r == self.next_round:
+            raise ProtocolError("session_done", "GENERATE after the stream ended")
+        self.rule = ChunkRule.of(msg.header)
+        self.resend = self.sent[r - self.first_round:]
+        if not self.streaming and not self.done:
+            self.streaming, self.t_mark = True, self.msg_t0
+
+    def take_resends(self) -> list[Message]:
+        out, self.resend = self.resend, []
+        return out
+
+    def request(self) -> VerifyRequest:
+        """The next decode step as the engine's request: no draft, one position scored."""
+        return VerifyRequest(self.verify.sid, [])
+
+    def take(self, block: Block, t_pass_s: float, batch: int = 1) -> Message | None:
+        """Commit the step's token (the target's argmax); the CHUNK when one is due (by the rule, or at the end)."""
+        y = int(block.argmax[-1])
+        committed = truncate_output(self.verify.commit([], 0, y), self.max_new - self.generated, self.eos)
+        self.chunk += committed
+        self.generated += len(committed)
+        self.t_decode_s, self.batch = self.t_decode_s + t_pass_s, max(self.batch, batch)
+        self.done = self.generated >= self.max_new or (self.eos is not None and y == self.eos)
+        self.last_active, now = time.monotonic(), time.perf_counter()
+        if not self.done and not chunk_due(self.rule, len(self.chunk), now - self.t_mark):
+            return None
+        msg = make(MsgType.CHUNK, self.sid, {"tokens": np.asarray(self.chunk, np.int32)}, round=self.next_round,
+                   t_decode_s=self.t_decode_s, t_edge_s=now - self.t_mark, batch=self.batch, done=self.done)
+        self.sent.append(msg)
+        self.next_round, self.rounds, self.last_committed = self.next_round + 1, self.rounds + 1, self.chunk
+        self.chunk, self.t_decode_s, self.batch, self.t_mark = [], 0.0, 1, now
+        self.streaming = not self.done
+        return msg
+
+    def stop(self) -> None:
+        """End the stream after a failed step (the UE gets the error, and resumes or fails)."""
+        self.streaming, self.resend = False, []
+
+    def _refuse(self, msg: Message) -> Message:
+        raise ProtocolError("bad_type", f"{msg.type.name} in a {self.protocol_name} session: the target generates "
+                                        "alone (GENERATE)")
+
+    on_draft = accept_draft = on_hidden = _refuse
+
+
+def decode_turn(streams: list[EdgeStream], engine: VerifyEngine | None,
+                max_batch: int) -> list[tuple[EdgeStream, Message | Exception]]:
+    """One turn of the edge's streams: the chunks asked for again, then one decode step of every streaming session,
+    in passes of up to ``max_batch`` sessions on a batching ``engine`` (else each session's pass alone); the chunks
+    due, or a session's error (its stream stops)."""
+    out: list[tuple[EdgeStream, Message | Exception]] = [(s, m) for s in streams for m in s.take_resends()]
+    live = [s for s in streams if s.streaming]
+    size = max_batch if engine is not None else 1
+    for group in (live[i:i + size] for i in range(0, len(live), size)):
+        t0 = time.perf_counter()
+        try:
+            got = engine.verify([s.request() for s in group]) if engine is not None else None
+            blocks = [got[s.verify.sid] for s in group] if got is not None else [group[0].verify.verify([])]
+        except Exception as e:  # noqa: BLE001 - each session of the pass gets it (the server's guard logs it)
+            blocks = [e] * len(group)
+        dt = time.perf_counter() - t0
+        for s, block in zip(group, blocks):
+            out += [(s, m) for m in [_take(s, block, dt, len(group))] if m is not None]
+    return out
+
+
+def _take(s: EdgeStream, block: Block | Exception, dt: float, batch: int) -> Message | Exception | None:
+    """A session's step from its block, or its error (the stream stops)."""
+    try:
+        if isinstance(block, Exception):
+            raise block
+        return s.take(block, dt, batch)
+    except Exception as e:  # noqa: BLE001 - handed to the server's guard, which logs it
+        s.stop()
+        return e
+
+
+def edge_session(sid: str, verify: VerifySession, msg: Message, policy: MismatchPolicy, tau: float,
+                 eos_token_id: int | None) -> EdgeSession | EdgeStream:
+    """The edge's session for an OPEN, by what its protocol's description says generates: a speculative session, or
+    the target's stream; a protocol generating on the UE opens none."""
+    desc = get_protocol(msg.header["protocol"]).desc
+    if not desc.edge_rounds:
+        raise ProtocolError("unsupported", f"{desc.name} generates on the UE: it opens no session with the edge")
+    if desc.speculative:
+        return EdgeSession(sid, verify, msg, policy, tau, eos_token_id)
+    return EdgeStream(sid, verify, msg, eos_token_id)
