@@ -83,9 +83,9 @@ def test_a_pairs_default_prompts_give_way_to_a_dataset(monkeypatch):
 
 
 def test_numeric_looking_prompt_ids_stay_text_when_outputs_are_collected(tmp_path):
-    from testbed.live.orchestrate.run import _collect
+    from testbed.live.orchestrate.gather import collect
     (tmp_path / "ue0").mkdir()
     (tmp_path / "ue0" / "outputs.jsonl").write_text('{"prompt_id": "7", "tokens": [1, 2], "t_e2e_s": 0.5}\n')
     prompts = pd.DataFrame({"prompt_id": ["7"], "prompt_ids": [[3, 4]], "answer": [None]})  # a custom row's own id
-    summary, outputs = _collect("greedy", tmp_path, pd.DataFrame(), prompts, None, {"7": [1, 2]})
+    summary, outputs = collect("greedy", tmp_path, pd.DataFrame(), prompts, None, {"7": [1, 2]})
     assert outputs["prompt_id"].tolist() == ["7"] and summary["matches_target"] == 1.0
