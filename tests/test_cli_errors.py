@@ -134,6 +134,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_an_unreachable_edge_says_it_waits_then_fails_with_exit_2(tmp_path, capsys):
     endpoint = f"tcp://127.0.0.1:{_closed_port()}"
     code, err = error_of("testbed.run", ["--edge", endpoint, "--retry-s", "1.5", "--recv-timeout-s", "0.3",
@@ -186,6 +187,7 @@ def refusing_edge() -> Iterator[str]:
         ctx.term()
 
 
+@pytest.mark.slow
 def test_a_ue_run_whose_every_prompt_failed_exits_1(refusing_edge, tmp_path: Path, capsys):
     code, err = error_of("testbed.ue", ["--connect", refusing_edge, "--prompts", "2", "--no-reference",
                                         "--probe-bytes", "0", "--out", str(tmp_path)], capsys)

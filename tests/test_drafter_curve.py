@@ -63,6 +63,7 @@ def test_the_card_tabulates_aal_per_kind_group(tmp_path):
     assert "No learning-curve" in smollm2_card._kind_groups(str(tmp_path / "none.json"))
 
 
+@pytest.mark.slow
 def test_group_aal_gives_each_group_and_kind_and_drafts_with_a_given_session():
     """Per group, pooled group and kind; a kind alone in its group has the group's AAL; a feature head (make_draft)
     drafts instead of the drafter and the output stays the target's (AAL differs, rounds are counted)."""

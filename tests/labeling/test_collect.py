@@ -1,5 +1,6 @@
 """Collect over two worker processes gives the same episodes and mismatches as one process."""
 import numpy as np
+import pytest
 
 from labeling.collect import collect_parallel, collect_rows
 from labeling.config import CollectConfig
@@ -7,6 +8,7 @@ from wisv.models.loader import load_pair
 from wisv.tasks.prompts import prompt_rows
 
 
+@pytest.mark.slow
 def test_two_workers_equal_one_process():
     cfg = CollectConfig(prompts=5, draft_len=4, max_new_tokens=40, workers=2)
     rows = prompt_rows(load_pair().tokenizer, "calib", 5, need_answers=True)
@@ -20,6 +22,7 @@ def test_two_workers_equal_one_process():
         assert np.array_equal(a["h_d"], b["h_d"]) and np.array_equal(a["h_t"], b["h_t"])
 
 
+@pytest.mark.slow
 def test_sibling_flag_records_the_sibling_columns_and_changes_nothing_else():
     from wisv.head.features import BASE_SCALARS, SCALARS, SIBLING_SCALARS
     rows = prompt_rows(load_pair().tokenizer, "calib", 3, need_answers=True)

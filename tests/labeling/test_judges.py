@@ -68,6 +68,7 @@ def fake_run(tmp_path, name: str, n_episodes: int, per: int, seed: int, answer: 
     return str(run_dir)
 
 
+@pytest.mark.slow
 def test_judges_stage_trains_chooses_on_dev_and_saves_loadable_judges(tmp_path):
     dirs = [fake_run(tmp_path, "a", 60, 10, 0), fake_run(tmp_path, "b", 40, 10, 1, answer=None)]
     cfg = JudgesConfig(run_dirs=tuple(dirs), out_dir=str(tmp_path / "heads"), results_dir=str(tmp_path / "res"),

@@ -13,6 +13,7 @@ from wisv.head.store import save_policy
 from wisv.pairs import pair_head_dir
 
 
+@pytest.mark.slow
 def test_peers_table_on_the_builtin_pair(tmp_path, monkeypatch):
     S = len(SCALARS)
     calls, asked = [], []

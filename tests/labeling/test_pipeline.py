@@ -27,6 +27,7 @@ def run_dir(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow
 def test_collect_and_label_files(run_dir):
     with np.load(run_dir / "traces.npz") as tr:
         n, d_d, d_t = len(tr["episode"]), tr["h_d"].shape[1], tr["h_t"].shape[1]

@@ -14,6 +14,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 from protocols.registry import ALL_PROTOCOLS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,6 +63,7 @@ def project_files() -> list[Path]:
     return [p for p in sorted(ROOT.rglob("*.py")) if not skip & set(p.relative_to(ROOT).parts)]
 
 
+@pytest.mark.slow
 def test_no_code_outside_protocols_compares_a_protocol_name():
     found = [hit for p in project_files() for hit in name_checks(p.read_text(), str(p.relative_to(ROOT)))]
     assert not found, "compare a protocol's description, not its name:\n" + "\n".join(found)

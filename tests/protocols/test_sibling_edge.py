@@ -47,6 +47,7 @@ def run(pair, prompt, sibling: bool, engine: bool) -> tuple[list[int], Recording
     return ue.tokens, policy
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", [False, True], ids=["session", "engine"])
 def test_sibling_fills_the_sib_columns_and_commits_the_same_tokens(pair, engine):
     for prompt in PROMPTS:

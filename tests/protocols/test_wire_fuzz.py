@@ -88,6 +88,7 @@ def near_valid(draw: st.DrawFn) -> list[bytes]:
     return [bytes([mtype]) + msgpack.packb(header, use_bin_type=True), *bufs]
 
 
+@pytest.mark.slow
 @FUZZ
 @given(near_valid())
 def test_near_valid_messages(frames: list[bytes]) -> None:
@@ -133,6 +134,7 @@ def test_random_frames(frames: list[bytes]) -> None:
     check(frames)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.integers(0, 255), headers, st.lists(st.binary(max_size=48), max_size=3))
 def test_structured_headers(type_byte: int, header: dict[str, Any], bufs: list[bytes]) -> None:

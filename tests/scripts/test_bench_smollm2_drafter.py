@@ -2,6 +2,7 @@
 feature head timed beside the drafter, and the profile of our loop."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from scripts.bench.smollm2_drafter import DrafterBenchConfig, profile_loop, sd_runs
@@ -10,6 +11,7 @@ from wisv.models.loader import load_pair
 from wisv.tasks.prompts import prompt_rows
 
 
+@pytest.mark.slow
 def test_sd_runs_times_every_method_and_the_feature_head_losslessly():
     torch.set_num_threads(1)
     pair = load_pair()

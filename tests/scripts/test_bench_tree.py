@@ -12,6 +12,7 @@ def test_latency_model_adds_compute_and_link_and_overlaps_proactive_drafting():
     assert latency_s(rows, 20.0, 10.0) == pytest.approx(1.01)
 
 
+@pytest.mark.slow
 def test_one_prompt_run_is_lossless_and_reports_every_method():
     rep = run(BenchConfig(budgets=[4, 16], rtts_ms=[5.0], prompts=1, max_new_tokens=24, proactive=2, calib_prompts=1))
     assert set(rep["methods"]) == {"chain", "tree", "tree+proactive2", "chain+cal", "tree+cal", "chain+tokcal",

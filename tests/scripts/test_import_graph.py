@@ -1,6 +1,8 @@
 """Import-graph check: the real tree is clean; a hand-built tree with an upward import and a cycle is caught."""
 from pathlib import Path
 
+import pytest
+
 from scripts.house.import_graph import Edge, build_graph, cycles, imports_of, main, report, upward_imports
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -13,6 +15,7 @@ def write(root: Path, files: dict[str, str]) -> None:
         path.write_text(text)
 
 
+@pytest.mark.slow
 def test_the_real_tree_has_no_upward_import_and_no_cycle():
     edges = build_graph(ROOT)
     assert any(e.src == "wisv.timing.roundtime" and e.dst == "wisv.timing.latency" for e in edges)

@@ -26,6 +26,7 @@ def test_a_cycle_goes_round_from_its_start():
     assert [c[i] for i in range(4)] == ["p1", "p2", "p0", "p1"] and len(c) > 10**9
 
 
+@pytest.mark.slow
 def test_two_ues_for_a_few_seconds(tmp_path):
     out = tmp_path / "soak.json"
     doc = run(SoakConfig(ues=2, duration_s=4.0, warmup_s=1.0, sample_s=0.5, prompts=2, max_new_tokens=16,

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from scripts.train.feature_drafter import FeatureDrafterConfig, run
 from wisv.decoding.featdraft import load_head
 
 
+@pytest.mark.slow
 def test_a_tiny_run_trains_resumes_stops_on_time_and_compares_aal(tmp_path, capsys):
     torch.set_num_threads(1)
     base = {"out": str(tmp_path / "h"), "prompts": 3, "max_new_tokens": 24, "window": 16, "batch": 3,
@@ -34,6 +36,7 @@ def test_a_tiny_run_trains_resumes_stops_on_time_and_compares_aal(tmp_path, caps
     assert capped["last"]["step"] == 1 and torch.load(tmp_path / "c" / "ckpt.pt", weights_only=True)["step"] == 1
 
 
+@pytest.mark.slow
 def test_the_loss_falls_on_a_fixed_pool(tmp_path):
     """Twenty steps on three generations lower the feature regression and the token CE (the head learns)."""
     from scripts.train.feature_drafter import batch_of, build_pool, loss_of
@@ -73,6 +76,7 @@ def test_unroll_scores_the_head_on_its_own_features():
     assert "acc_own" in mu and "acc_own" not in m and not torch.isclose(plain, both)
 
 
+@pytest.mark.slow
 def test_a_pool_from_cached_generations_matches_one_built_by_generating(tmp_path):
     """--pool-files: the distillation caches' generations, read in turn from each file, give the same tokens and (to
     fp16) the same features as generating them; a padded batch does not change a row's features."""

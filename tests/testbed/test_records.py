@@ -18,6 +18,7 @@ from wisv.records.rows import RECORD_FIELDS, from_frame, read_records, to_frame
 from wisv.records.summary import summarize_rounds
 
 
+@pytest.mark.slow
 def test_the_ue_writes_the_record(pair_dirs, tmp_path):
     args = ["testbed.serve", "--bind", "tcp://127.0.0.1:0", "--target", str(pair_dirs.target), "--head", "none"]
     edge = Child("edge", args, tmp_path / "edge.log")

@@ -45,6 +45,7 @@ def test_latency_by_prompt_follows_the_prompt_order_and_skips_failures(tmp_path)
     assert lat["fh"].iloc[[0, 2]].tolist() == pytest.approx([0.4, 0.2]) and pd.isna(lat["fh"].iloc[1])
 
 
+@pytest.mark.slow
 def test_plot_run_writes_a_png(tmp_path):
     path = plot_run(_run_dir(tmp_path))
     assert path == tmp_path / "run" / "run.png"
@@ -52,6 +53,7 @@ def test_plot_run_writes_a_png(tmp_path):
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
 
 
+@pytest.mark.slow
 def test_plot_run_survives_a_run_whose_every_prompt_failed(tmp_path):
     run = _run_dir(tmp_path)
     (run / "fh" / "outputs.jsonl").write_text(json.dumps({"prompt_id": "7", "error": "timeout"}) + "\n")
@@ -81,6 +83,7 @@ def test_every_protocol_has_its_own_colour():
     assert protocol_color("tree") != protocol_color("greedy")
 
 
+@pytest.mark.slow
 def test_a_protocol_whose_every_prompt_failed_is_a_column_of_nan_and_the_figure_is_still_drawn(tmp_path):
     run = _run_dir(tmp_path)
     (run / "tree").mkdir()

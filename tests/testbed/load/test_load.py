@@ -46,6 +46,7 @@ def test_summary_separates_infeasible_requests():
     assert (row["viol_50"], row["infeasible_50"], row["ues"]) == (0.5, 0.25, 2)
 
 
+@pytest.mark.slow
 def test_live_sweep_against_a_batched_edge(pair_dirs, tmp_path):
     cfg = LoadConfig(sweep="1,3", slo_mix="2,50", prompts_per_ue=1, draft_len=4, max_new_tokens=16, tau_d_ms=2.0,
                      scheduler="fcfs", timeout_s=120, compare_max_batch=1, out=str(tmp_path),
@@ -136,6 +137,7 @@ def test_active_goodput_stops_when_the_first_ue_is_done():
     assert active_goodput(df.drop(columns="t_sent_s")) != active_goodput(df.drop(columns="t_sent_s"))  # NaN
 
 
+@pytest.mark.slow
 def test_slo_edge_with_the_wdt_predictor_and_draft_features(pair_dirs, tmp_path):
     from wisv.serving.wdt import FEATURES, NO_FEATURES, WDTPredictor
     wdt = WDTPredictor([0.5] + [0.0] * (len(FEATURES) - 1), [0.5] + [0.0] * (len(NO_FEATURES) - 1)).save(

@@ -101,6 +101,7 @@ def test_parse_args_lists():
                                                                               "llama-3.1-8b")
 
 
+@pytest.mark.slow
 def test_tiny_end_to_end(tmp_path, pair_dirs):
     """2 prompts of the tiny pair, 2 windows, 6 methods, 4 links; a re-run reads the cache and gives the same table."""
     cfg = SimConfig(out=str(tmp_path / "out"), draft_lens=[2, 4], prompts=2, max_new_tokens=12, head="none",

@@ -43,6 +43,7 @@ def profile(pattern: str, reps: int, pid: str = "p") -> MatchProfile:
     return MatchProfile(pid, 10, match, tuple(0.95 if m else 0.2 for m in match), False)
 
 
+@pytest.mark.slow
 def test_oracle_and_auto_follow_the_state():
     profs = passes([profile("1111111110", 12)], 30)  # a drafter right 9 times in 10
     table, runs = compare(profs, "greedy", TRACE.at, [GOOD, POOR], DEP, [2, 4, 8, 16], 120, 32)

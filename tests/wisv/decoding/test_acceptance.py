@@ -101,6 +101,7 @@ def _sample_sequence(p_rows, q_rows, k, gen, n_tokens):
     return out[:n_tokens]
 
 
+@pytest.mark.slow
 def test_sampling_preserves_target_distribution():
     """Joint distribution of the first two output tokens equals the target's (chi-square, seeded)."""
     gen = torch.Generator().manual_seed(123)

@@ -23,6 +23,7 @@ def pair(request):
     return make_pair(*request.param)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [1, 2, 4, 8, 16])
 def test_greedy_is_lossless_on_random_configs(pair, k):
     drafter, target = pair
@@ -102,6 +103,7 @@ def test_a_run_without_edge_records_gives_the_same_tokens_and_wisv_keeps_them():
     assert all(r.edge is not None for r in wisv.rounds if r.mismatches)
 
 
+@pytest.mark.slow
 def test_sampling_is_seeded_and_matches_target_first_token():
     drafter, target = make_pair(*SHAPES[0])
     prompt = [4, 5]

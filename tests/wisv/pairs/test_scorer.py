@@ -109,6 +109,7 @@ def gemma():
     return scorer.load_scorer()
 
 
+@pytest.mark.slow
 def test_real_scorer_finds_shuffled_words_less_fluent(gemma):
     prompt = "Describe the town in one sentence."
     fluent, shuffled = gemma(prompt, FLUENT), gemma(prompt, _shuffled(FLUENT))
@@ -120,6 +121,7 @@ def test_real_scorer_finds_shuffled_words_less_fluent(gemma):
     assert gemma(prompt, FLUENT) is fluent  # cached per (prompt, text)
 
 
+@pytest.mark.slow
 def test_real_scorer_reads_the_prompt(gemma):
     """The NLL of the answer depends on the prompt it follows: an answer that fits it is likelier."""
     answer = "Paris is the capital of France."

@@ -19,6 +19,7 @@ from wisv.tasks.prompts import prompt_rows
 
 N_PROMPTS = 6
 MAX_NEW = 40
+pytestmark = pytest.mark.slow  # every test here needs the real pair (make test-fast leaves them out)
 REQUIRE_ENV = "WISV_REQUIRE_PAIRS"  # comma-separated pair names whose absence fails instead of skipping
 
 
@@ -50,7 +51,6 @@ def _assert_lossless(target, prompts, refs, outputs):
     assert not failures, f"divergences beyond floating-point near-ties (prompt, position, gap): {failures}"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("k", [4, 8])
 def test_greedy_chain_sd_is_lossless_on_smollm2(setup, k):
     drafter, target, prompts, refs = setup
@@ -59,7 +59,6 @@ def test_greedy_chain_sd_is_lossless_on_smollm2(setup, k):
     assert sum(r.accepted for o in outs for r in o.rounds) > 0, "the drafter never got a token accepted"
 
 
-@pytest.mark.slow
 def test_tree_sd_is_lossless_on_smollm2(setup):
     drafter, target, prompts, refs = setup
     outs = [tree_generate(drafter, target, ids, max_new_tokens=MAX_NEW, budget=16, proactive=2) for ids in prompts]
@@ -68,7 +67,6 @@ def test_tree_sd_is_lossless_on_smollm2(setup):
         "no round drafted a branching tree"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["sh", "tree"])
 def test_testbed_run_on_smollm2_matches_target(tmp_path, protocol):
     _paths()
@@ -99,7 +97,6 @@ def test_the_shipped_feature_head_is_slim_and_drafts_losslessly_beside_the_pairs
     assert out.tokens == refs[0]
 
 
-@pytest.mark.slow
 def test_a_float16_drafter_and_its_feature_head_stay_lossless_through_a_testbed_run(tmp_path):
     """--drafter-dtype float16: the UE casts its drafter after the feature head loads beside it (load_with_head);
     the target stays float32, so the outputs are target-only's."""

@@ -150,12 +150,14 @@ def _py(code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", VLLM_BLOCKER + code], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_the_edge_without_vllm_imports_none_and_defaults_to_our_engine():
     res = _py("import testbed.live.edge.serve as s\nprint(s.ServeConfig().engine, 'vllm' in sys.modules)")
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["transformers", "False"]
 
 
+@pytest.mark.slow
 def test_engine_vllm_without_vllm_is_one_clear_error():
     res = _py("from wisv.serving.vllm_engine import VllmConfig, _make_llm\n"
               "try:\n    _make_llm('x', VllmConfig(), 'float32', 64.0, True, 0)\n"

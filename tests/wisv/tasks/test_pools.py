@@ -140,6 +140,7 @@ def test_suite_counts_meet_the_minimums():
     assert len(rows[("calib", "question")]) >= 300 and len(rows[("calib", "free")]) >= 50
 
 
+@pytest.mark.slow
 def test_suite_pools_are_the_generators_output_and_well_formed(tmp_path):
     from scripts.data.suite import MakeSuiteConfig, main, pools
     from wisv.tasks.suite import SUITE_DIR, load_suite, pool_path

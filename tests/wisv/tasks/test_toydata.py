@@ -6,6 +6,7 @@ import pytest
 from wisv.tasks.toydata import MAX_VALUE, extract_answer, is_correct, load_split
 
 
+@pytest.mark.slow
 def test_splits_are_deterministic_and_disjoint():
     a, b = load_split("test", 50), load_split("test", 50)
     assert a == b
