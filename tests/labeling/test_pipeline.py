@@ -27,7 +27,7 @@ def run_dir(tmp_path_factory):
     return d
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # the run_dir fixture trains heads
 def test_collect_and_label_files(run_dir):
     with np.load(run_dir / "traces.npz") as tr:
         n, d_d, d_t = len(tr["episode"]), tr["h_d"].shape[1], tr["h_t"].shape[1]
@@ -43,6 +43,7 @@ def test_collect_and_label_files(run_dir):
     assert not (labels["harmful"].astype(bool) & labels["helpful"].astype(bool)).any()
 
 
+@pytest.mark.slow  # the run_dir fixture trains heads
 def test_relabel_train_and_evaluate_outputs(run_dir):
     csi, nocsi = np.load(run_dir / "instances_csi.npz"), np.load(run_dir / "instances_nocsi.npz")
     assert len(csi["a"]) == 3 * len(nocsi["a"]) and np.all(csi["a"] <= csi["u"])
@@ -62,12 +63,14 @@ def test_relabel_train_and_evaluate_outputs(run_dir):
     assert json.loads((run_dir / "config_evaluate.json").read_text())["prompts"] == 3
 
 
+@pytest.mark.slow  # the run_dir fixture trains heads
 def test_a_stage_reruns_without_redoing_earlier_ones(run_dir):
     before = (run_dir / "traces.npz").stat().st_mtime_ns, (run_dir / "labels.csv").stat().st_mtime_ns
     assert main(["relabel", "--run-dir", str(run_dir), "--m-csi", "3"]) == 0
     assert ((run_dir / "traces.npz").stat().st_mtime_ns, (run_dir / "labels.csv").stat().st_mtime_ns) == before
 
 
+@pytest.mark.slow  # the run_dir fixture trains heads
 def test_exported_head_loads_on_the_edge_with_its_tau(run_dir):
     headline = json.loads((run_dir / "headline.json").read_text())
     policy, tau, desc = load_policy(str(run_dir / "exported"), None, None, 192)
