@@ -40,7 +40,8 @@ def alone_latencies(trace: pd.DataFrame, d: ProtocolDesc, csi_at: Callable[[floa
     for pid, g in trace.groupby("prompt_id", sort=False):
         n = int(g["committed"].sum())
         t_start = t
-        latency = alone_s(d, int(g["prefix_len"].iloc[0]), n, lambda s, t0=t_start: csi_at(t0 + s), dep)  # round 0: the prompt
+        prompt_len = int(g["prefix_len"].iloc[0])  # round 0's prefix: the prompt
+        latency = alone_s(d, prompt_len, n, lambda s, t0=t_start: csi_at(t0 + s), dep)
         t = outages.stretch(t, latency) if outages else t + latency
         out.append({"prompt_id": pid, "latency_s": t - t_start, "n_tokens": int(g["n_tokens"].iloc[0]),
                     "correct": bool(g["correct"].iloc[0]) if d.edge_rounds else math.nan})
