@@ -11,7 +11,9 @@ built-in (or given) pair, once per (prompt, K, rule), cached under ``--cache-dir
 throughput come from the latency model (``wisv.timing.roundtime``, eqs. 3-22) applied to every recorded round,
 with payload sizes and FLOPs from the pair's own dimensions or from named architectures
 (``--arch-drafter/--arch-target``), on the ``--ue-profile``/``--edge-profile`` hardware.
-Methods: ``greedy`` (greedy traces), ``reject`` (speculative-sampling traces), ``fh``/``sh`` (WISV traces
+Methods: ``server`` and ``device`` (the target or the drafter alone, wisv.timing.alone: output lengths from the
+greedy traces, the target's; the drafter's own are not traced, so on-device is timed over the target's length),
+``greedy`` (greedy traces), ``reject`` (speculative-sampling traces), ``fh``/``sh`` (WISV traces
 with the decision head; without a head, lossless FH/SH on greedy traces), ``tree`` (tree traces: a best-first
 draft tree of K tokens per round, wisv/decoding/treespec.py; K parent indices on the uplink).
 """
@@ -29,7 +31,7 @@ import config
 from protocols.registry import ROUND_PROTOCOLS, WISV_PROTOCOLS
 from testbed.common.machine import machine_info
 from testbed.sim import plot as simplot
-from testbed.sim.model import prompt_latencies, summarize
+from testbed.sim.model import alone_latencies, prompt_latencies, summarize
 from testbed.sim.resolve import Head, Link, PairCache, deployment, links_of, resolve_head
 from testbed.sim.staleness import check_profile, print_warnings
 from testbed.sim.traces import TraceKey, cached_trace, generate_trace, trace_rule
@@ -39,10 +41,10 @@ from wisv.pairs import PAIR_NAMES, apply_pair
 from wisv.tasks.datasets import check_dataset
 from wisv.tasks.prompts import CHAT_TEMPLATE_MODES
 from wisv.timing.hardware import LOCAL, LOCAL_PROFILE_PATH
-from wisv.timing.protodesc import describe
+from wisv.timing.protodesc import alone_names, describe
 from wisv.timing.window import AUTO_DRAFT_LEN
 
-METHODS = ROUND_PROTOCOLS  # the simulator models every protocol a round can use
+METHODS = ROUND_PROTOCOLS + alone_names()  # every protocol a round can use, and the models generating alone
 
 
 def parse_draft_lens(tokens: list[str]) -> list[int]:
@@ -142,10 +144,13 @@ def run(cfg: SimConfig) -> pd.DataFrame:
         for method in cfg.methods:
             for link in links:
                 trace, rule = _trace(cfg, pair, head, method, k, link)
-                per_prompt = prompt_latencies(trace, method, link.csi_at, dep, outages=link.outages)
+                d = describe(method)
+                per_prompt = (prompt_latencies(trace, method, link.csi_at, dep, outages=link.outages)
+                              if d.speculative else alone_latencies(trace, d, link.csi_at, dep, outages=link.outages))
                 rows.append({"method": _label(method, rule), "protocol": method, "acceptance": rule, "draft_len": k,
                              "link": link.name, "rate_mbps": link.rate_mbps, "rtt_ms": link.rtt_ms, "per": link.per,
-                             **summarize(trace, per_prompt), "acceptance_from": acc_from, "timing_from": timing_from})
+                             **summarize(trace, per_prompt), **_alone_fields(d, per_prompt),
+                             "acceptance_from": acc_from, "timing_from": timing_from})
     table = pd.DataFrame(rows)
     table.to_csv(out / "table.csv", index=False)
     simplot.fig4(table, out / "fig4.png", title=timing_from)
@@ -196,6 +201,11 @@ def _trace(cfg: SimConfig, pair: PairCache, head: Head, method: str, k: int, lin
         policy, layer = head.policy, head.policy.hidden_layer  # a judge reads the final layer
     trace, _ = cached_trace(Path(cfg.cache_dir), key, lambda: generate_trace(pair.get(), key, policy, csi, layer))
     return trace, rule
+
+
+def _alone_fields(d, per_prompt: pd.DataFrame) -> dict:
+    """A model generating alone drafts nothing (AAL 0) and streams one token per chunk (a round each)."""
+    return {} if d.speculative else {"aal": 0.0, "rounds_per_prompt": float(per_prompt["n_tokens"].mean())}
 
 
 def _label(method: str, rule: str) -> str:

@@ -35,7 +35,7 @@ RULES = ("greedy", "sampling", "wisv", TREE_RULE)  # what a trace replays (trace
 
 def trace_rule(d: ProtocolDesc, head: bool) -> str:
     """The trace a protocol's rounds replay: a tree's, or its acceptance rule's (a WISV protocol without a ``head``
-    accepts greedily)."""
+    accepts greedily; a model generating alone reads the greedy trace's output lengths, the target's)."""
     if d.tree:
         return TREE_RULE
     return "greedy" if d.head and not head else d.rule

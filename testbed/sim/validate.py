@@ -23,10 +23,10 @@ from testbed.common.link import LinkSpec
 from testbed.common.machine import machine_info
 from wisv.records.rows import read_records
 from wisv.tasks.jsonl import read_jsonl
+from wisv.timing.alone import alone_s, open_exchange_s
 from wisv.timing.compute import compute_s, verify_flops
-from wisv.timing.latency import t_single_exchange
 from wisv.timing.protodesc import describe
-from wisv.timing.roundtime import Deployment, RoundInputs, round_time_s, t_prefill_s
+from wisv.timing.roundtime import Deployment, RoundInputs, round_time_s
 
 CSI_COLUMNS = ("rate_up_mbps", "rate_down_mbps", "rtt_ms", "per", "per_down")
 
@@ -92,11 +92,7 @@ def with_prefix(rounds: pd.DataFrame, prompt_len: dict[str, int]) -> pd.DataFram
     return r
 
 
-def open_s(prompt_len: int, csi: CSI, dep: Deployment) -> float:
-    """The OPEN exchange: prompt ids up, an OK down, one RTT, the target's prefill of prompt[:-1], one overhead."""
-    pb = dep.payload
-    return (t_single_exchange(prompt_len * pb.b_tok + pb.o_up, pb.o_dn, csi) + dep.exchange_overhead_s
-            + t_prefill_s(dep.target, prompt_len - 1, dep.edge, dep.consts))
+open_s = open_exchange_s  # the OPEN exchange (wisv.timing.alone): one definition for every protocol
 
 
 def predict_round_s(row: dict, csi: CSI, dep: Deployment) -> float:
@@ -109,6 +105,34 @@ def predict_round_s(row: dict, csi: CSI, dep: Deployment) -> float:
     return t
 
 
+def recorded_csi_at(recs: list[dict], fallback: CSI):
+    """The CSI a prompt's chunks recorded as in force, as a step function of the time since its OPEN (each chunk's
+    ``t_arrival_s``; before the first, the first's)."""
+    marks = [(float(r.get("t_arrival_s") or 0.0), row_csi(r, fallback)) for r in recs]
+
+    def at(t: float) -> CSI:
+        csi = marks[0][1]
+        for t_mark, c in marks:
+            if t_mark > t:
+                break
+            csi = c
+        return csi
+    return at
+
+
+def predict_prompt(protocol: str, recs: list[dict], prompt_len: int, fallback: CSI, dep: Deployment) -> tuple[float,
+                                                                                                               float]:
+    """(predicted OPEN-to-end time, its rounds-only part) of one prompt's recorded rounds: a speculative protocol's
+    OPEN plus each round, or a model generating alone over the tokens it committed (wisv.timing.alone)."""
+    d = describe(protocol)
+    if not d.speculative:
+        n = int(sum(int(r["committed"]) for r in recs))
+        total = alone_s(d, prompt_len, n, recorded_csi_at(recs, fallback), dep)
+        return total, total - (open_s(prompt_len, row_csi(recs[0], fallback), dep) if d.edge_rounds else 0.0)
+    pred_rounds = sum(predict_round_s(r, row_csi(r, fallback), dep) for r in recs)
+    return open_s(prompt_len, row_csi(recs[0], fallback), dep) + pred_rounds, pred_rounds
+
+
 def predict_prompts(protocol: str, run: RunData, dep: Deployment) -> pd.DataFrame:
     """One row per successful prompt: prompt_id, protocol, predicted_s, measured_s, rounds, rounds-only parts."""
     fallback = LinkSpec(**run.link).fixed_csi()
@@ -116,10 +140,8 @@ def predict_prompts(protocol: str, run: RunData, dep: Deployment) -> pd.DataFram
     rows = []
     for pid, g in rounds.groupby("prompt_id", sort=False):
         recs = g.to_dict("records")
-        pred_rounds = sum(predict_round_s(r, row_csi(r, fallback), dep) for r in recs)
-        first = row_csi(recs[0], fallback)
-        rows.append({"prompt_id": pid, "protocol": protocol, "rounds": len(recs),
-                     "predicted_s": open_s(run.prompt_len[pid], first, dep) + pred_rounds,
+        total, pred_rounds = predict_prompt(protocol, recs, run.prompt_len[pid], fallback, dep)
+        rows.append({"prompt_id": pid, "protocol": protocol, "rounds": len(recs), "predicted_s": total,
                      "predicted_rounds_s": pred_rounds, "measured_rounds_s": float(g["t_round_s"].sum())})
     df = pd.DataFrame(rows)
     meas = run.outputs[protocol].set_index("prompt_id")["t_e2e_s"]

@@ -175,6 +175,12 @@ def round_names() -> tuple[str, ...]:
     return tuple(n for n, d in DESCRIPTIONS.items() if d.speculative and not d.chooses)
 
 
+def alone_names() -> tuple[str, ...]:
+    """The protocols in which one model generates alone (server-only, on-device): priced per prompt by
+    wisv.timing.alone, not per round."""
+    return tuple(n for n, d in DESCRIPTIONS.items() if not d.speculative)
+
+
 def servable(uploads_hidden: bool) -> tuple[str, ...]:
     """The round protocols a decision head can serve: those that upload the drafter's hidden states (fh, sh) for a head
     that reads them, else those that upload none (ef: cheaper, and all such a head needs)."""

@@ -10,7 +10,7 @@ from channel.csi import CSI
 from channel.csitrace import CSITrace, save_trace
 from testbed.sim.calibrate import CalibrateConfig, exchange_overhead, time_rounds
 from testbed.sim.cli import SimConfig, parse_args, run
-from testbed.sim.model import constant, prompt_latencies, summarize
+from testbed.sim.model import alone_latencies, constant, prompt_latencies, summarize
 from testbed.sim.resolve import PairCache, links_of, resolve_head
 from testbed.sim.traces import TraceKey, cached_trace, trace_rows
 from testbed.sim.validate import load_run, prompt_residuals, with_prefix
@@ -20,6 +20,7 @@ from wisv.timing.calibrate import Calibration, save_calibration
 from wisv.timing.compute import ModelDims, draft_flops, verify_flops
 from wisv.timing.hardware import HardwareProfile
 from wisv.timing.latency import PayloadBits
+from wisv.timing.protodesc import describe
 from wisv.timing.roundtime import Deployment
 
 DIMS = ModelDims(n_layers=2, d_model=4, d_ff=8, vocab=10, n_heads=2, n_kv_heads=1)
@@ -63,6 +64,19 @@ def test_prompt_latencies_by_hand():
     assert s["throughput_tok_s"] == pytest.approx(9 / 0.043, rel=1e-6)
 
 
+def test_alone_latencies_by_hand():
+    """Server-only over the greedy trace's output lengths: OPEN (RTT + prefill call) + GENERATE's RTT/2 + one call per
+    token + the last chunk's RTT/2; on-device: a prefill call and one call per token, no link."""
+    dep = Deployment(DIMS, DIMS, FAST, FAST, PB0)
+    link = constant(CSI.symmetric(math.inf, 10.0))
+    srv = alone_latencies(_trace(), describe("server"), link, dep).set_index("prompt_id")
+    assert srv.loc["a", "latency_s"] == pytest.approx(0.010 + 0.001 + 0.005 + 8e-3 + 0.005, rel=1e-6)
+    assert srv.loc["b", "latency_s"] == pytest.approx(0.010 + 0.001 + 0.005 + 1e-3 + 0.005, rel=1e-6)
+    dev = alone_latencies(_trace(), describe("device"), link, dep).set_index("prompt_id")
+    assert dev.loc["a", "latency_s"] == pytest.approx(0.001 + 8e-3, rel=1e-6)
+    assert dev["correct"].isna().all()  # the drafter's own output is not traced
+
+
 def test_trace_cache_builds_once(tmp_path):
     key = TraceKey("pair", "greedy", 4, 2, 16)
     calls = []
@@ -103,13 +117,14 @@ def test_parse_args_lists():
 
 @pytest.mark.slow
 def test_tiny_end_to_end(tmp_path, pair_dirs):
-    """2 prompts of the tiny pair, 2 windows, 6 methods, 4 links; a re-run reads the cache and gives the same table."""
+    """2 prompts of the tiny pair, 2 windows, 8 methods, 4 links; a re-run reads the cache and gives the same table."""
     cfg = SimConfig(out=str(tmp_path / "out"), draft_lens=[2, 4], prompts=2, max_new_tokens=12, head="none",
                     cache_dir=str(tmp_path / "cache"), drafter=str(pair_dirs.drafter), target=str(pair_dirs.target),
                     arch_drafter="llama-3.2-1b", arch_target="llama-3.1-8b")
     table = run(cfg)
-    assert len(table) == 2 * 6 * 4
-    assert set(table["method"]) == {"greedy", "reject", "FH (lossless)", "SH (lossless)", "EF (lossless)", "tree"}
+    assert len(table) == 2 * 8 * 4
+    assert set(table["method"]) == {"greedy", "reject", "FH (lossless)", "SH (lossless)", "EF (lossless)", "tree",
+                                    "server", "device"}
     assert len(list((tmp_path / "cache").glob("*.csv"))) == 6  # greedy + sampling + tree traces per K
     out = tmp_path / "out"
     assert (out / "fig4.png").stat().st_size > 0
@@ -122,6 +137,8 @@ def test_tiny_end_to_end(tmp_path, pair_dirs):
     assert lat["reject", 4, 20.0, 50.0] > 3 * lat["reject", 4, 500.0, 50.0]  # K*V probabilities on the uplink
     assert lat["greedy", 4, 20.0, 50.0] < 1.05 * lat["greedy", 4, 500.0, 50.0]  # token ids only
     assert (lat["SH (lossless)", 4, 20.0, 50.0] >= lat["FH (lossless)", 4, 20.0, 50.0]).all()
+    assert lat["server", 4, 20.0, 50.0] > lat["server", 4, 20.0, 5.0]  # OPEN, GENERATE and the stream pay the RTT
+    assert lat["device", 4, 20.0, 50.0] == lat["device", 4, 500.0, 5.0]  # no link
     aal = table.set_index(["method", "draft_len", "rate_mbps", "rtt_ms"])["aal"]
     assert aal["tree", 4, 20.0, 50.0] >= aal["greedy", 4, 20.0, 50.0] - 0.5  # a best-first tree vs a chain of 4
 

@@ -1,0 +1,76 @@
+"""The latency model of a model generating alone (wisv.timing.alone): server-only's stream and on-device."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from channel.csi import CSI
+from wisv.timing.alone import alone_s, decode_steps_s, device_s, open_exchange_s, stream_s
+from wisv.timing.latency import down_s, up_s
+from wisv.timing.protodesc import alone_names, describe, downlink_bits, round_names, uplink_bits
+from wisv.timing.roundtime import Deployment, t_prefill_s
+
+DEP = Deployment.paper_llama()
+SERVER, DEVICE = (describe(n) for n in alone_names())
+FIXED = CSI.symmetric(20.0, 20.0)
+
+
+def test_alone_names_are_the_non_speculative_descriptions():
+    assert [describe(n).generates for n in alone_names()] == ["target", "drafter"]
+    assert not set(alone_names()) & set(round_names())
+
+
+def test_stream_is_open_generate_decode_and_the_last_chunk_on_the_link():
+    """Compute-bound stream: OPEN + GENERATE up + RTT/2 + every decode step + the last chunk + RTT/2."""
+    n, p = 40, 30
+    steps = decode_steps_s(DEP.target, p - 1, n, DEP.edge, DEP)
+    pb = DEP.payload
+    want = (open_exchange_s(p, FIXED, DEP) + up_s(uplink_bits(SERVER, 0, pb), FIXED) + 0.010 + sum(steps)
+            + down_s(downlink_bits(SERVER, 1, pb), FIXED) + 0.010)
+    assert stream_s(SERVER, p, n, lambda _t: FIXED, DEP) == pytest.approx(want)
+    assert alone_s(SERVER, p, n, lambda _t: FIXED, DEP) == pytest.approx(want)
+
+
+def test_a_slow_downlink_queues_the_chunks():
+    """When a chunk takes longer on the wire than a decode step, the link is the bottleneck: n chunks' serialization."""
+    slow = CSI.symmetric(0.002, 20.0)
+    n, p = 50, 30
+    per_chunk = down_s(downlink_bits(SERVER, 1, DEP.payload), slow)
+    assert per_chunk > max(decode_steps_s(DEP.target, p - 1, n, DEP.edge, DEP))
+    t = stream_s(SERVER, p, n, lambda _t: slow, DEP)
+    assert t >= n * per_chunk + 0.010
+    assert t == pytest.approx(n * per_chunk + stream_s(SERVER, p, 0, lambda _t: slow, DEP) + 0.010, rel=0.05)
+
+
+def test_bigger_chunks_save_the_per_chunk_overhead_when_the_link_binds():
+    dep = replace(DEP, payload=replace(DEP.payload, o_dn=20_000.0))  # 20 kbit of framing per chunk
+    slow = CSI.symmetric(0.5, 20.0)
+    per_token = stream_s(SERVER, 30, 64, lambda _t: slow, dep)
+    assert stream_s(SERVER, 30, 64, lambda _t: slow, dep, chunk_tokens=16) < per_token - 60 * 0.04 + 0.1
+
+
+def test_stream_grows_with_rtt_by_one_and_a_half_rtts():
+    """OPEN's RTT, GENERATE's half and the last chunk's half: two RTTs in all."""
+    a = stream_s(SERVER, 30, 20, lambda _t: CSI.symmetric(20.0, 10.0), DEP)
+    b = stream_s(SERVER, 30, 20, lambda _t: CSI.symmetric(20.0, 60.0), DEP)
+    assert b - a == pytest.approx(2 * 0.050)
+
+
+def test_device_is_prefill_and_decode_on_the_ue_with_no_link():
+    n, p = 25, 12
+    want = t_prefill_s(DEP.drafter, p - 1, DEP.ue) + sum(decode_steps_s(DEP.drafter, p - 1, n, DEP.ue, DEP))
+    assert device_s(p, n, DEP) == pytest.approx(want)
+    assert alone_s(DEVICE, p, n, lambda _t: CSI.symmetric(0.01, 900.0), DEP) == pytest.approx(want)
+
+
+def test_decode_steps_pay_the_phase_cost_once():
+    prof = replace(DEP.edge, phase_overhead_s=0.5, pass_overhead_s=0.01)
+    steps = decode_steps_s(DEP.target, 10, 3, prof, DEP)
+    assert steps[0] - steps[1] == pytest.approx(0.5, rel=1e-3)
+    assert steps[1] - steps[2] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_a_speculative_description_is_refused():
+    with pytest.raises(ValueError, match="drafts"):
+        alone_s(describe("greedy"), 10, 5, lambda _t: FIXED, DEP)
