@@ -96,3 +96,9 @@ def speedup_baseline(names: list[str]) -> str | None:
     """The first of ``names`` in which the edge's target generates alone (server-only): what a run's speed-ups are
     measured against; None when none of them does."""
     return next((n for n in names if PROTOCOLS[n].desc.generates == "target"), None)
+
+
+def unserved(names: list[str], head_inputs: tuple[str, ...]) -> list[str]:
+    """The protocols of ``names`` whose rounds a head reading ``head_inputs`` cannot decide: it reads a drafter input
+    (the drafter's hidden states) that their DRAFT does not carry (pure; by the descriptions)."""
+    return [n for n in names if not PROTOCOLS[n].desc.serves(tuple(head_inputs))]

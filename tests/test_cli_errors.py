@@ -204,3 +204,16 @@ def test_a_bad_pass_rows_file_is_refused_before_any_process_starts(tmp_path, cap
         code, err = error_of("testbed.run", ["--pass-rows", str(path), "--out", str(tmp_path / "o")], capsys)
         assert code == 2 and err.count("\n") == 1 and f"pass-rows benchmark {path}: " in err and word in err, err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_protocol_the_head_cannot_decide_is_refused_before_any_process_starts(tmp_path, capsys):
+    code, err = error_of("testbed.run", ["--protocol", "greedy,ef", "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "--protocol ef cannot be served by the head" in err and "toy-pair/head" in err and "(fh, sh)" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_unserved_reads_the_descriptions():
+    from protocols.registry import unserved
+    assert unserved(["greedy", "ef", "fh", "sh", "server"], ("h_draft", "h_target", "csi")) == ["ef"]
+    assert unserved(["ef", "fh"], ("h_target", "csi")) == []

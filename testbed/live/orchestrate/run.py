@@ -56,7 +56,13 @@ from testbed.live.orchestrate.gather import collect, merge_rounds, record_edge, 
 from testbed.live.orchestrate.interrupt import guarded
 from testbed.live.orchestrate.procs import ON_START, Child, ChildError, progress_handler, wait_with_edge
 from testbed.live.orchestrate.prompts import TargetScorer, load_prompts, reference_outputs
-from testbed.live.orchestrate.runconfig import PROG, SHARED, RunConfig, with_pair  # RunConfig: read from here too
+from testbed.live.orchestrate.runconfig import (  # RunConfig: read from here too
+    PROG,
+    SHARED,
+    RunConfig,
+    refuse_unserved,
+    with_pair,
+)
 from testbed.live.orchestrate.wakeup import cpu_wakeup_bound
 from testbed.live.ue.retry import RetryExhausted
 from testbed.live.ue.ue import PROG as UE_PROG
@@ -77,7 +83,8 @@ def run(cfg: RunConfig) -> list[dict]:
     cfg = with_pair(cfg)
     tau, head_desc = None, "the remote edge's"
     if cfg.remote_edge is None:
-        _, tau, head_desc = load_policy(cfg.edge.head, cfg.edge.tau, cfg.edge.target)  # fail fast on a bad --head
+        policy, tau, head_desc = load_policy(cfg.edge.head, cfg.edge.tau, cfg.edge.target)  # fail fast: a bad
+        refuse_unserved(cfg.protocols(), tuple(policy.inputs), head_desc)  # --head, or one that cannot decide
     if cfg.ue.drafter_head:
         read_head_config(cfg.ue.drafter_head)  # fail fast on a bad --drafter-head, before any process starts
     if cfg.edge.pass_rows:

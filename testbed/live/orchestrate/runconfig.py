@@ -9,7 +9,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 import config
-from protocols.registry import ALL_PROTOCOLS, PROTOCOLS
+from protocols.registry import ALL_PROTOCOLS, PROTOCOLS, servable, unserved
 from testbed.common.heads import load_policy
 from testbed.common.link import LinkSpec
 from testbed.live.common.liveness import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
@@ -129,6 +129,18 @@ class RunConfig:
         nested = config.to_dict(self)
         return {k: v for k, v in nested.items() if k not in ("ue", "edge", "link")} | nested["ue"] | nested["edge"] \
             | {"link": asdict(self.link)}
+
+
+def refuse_unserved(protocols: list[str], head_inputs: tuple[str, ...], head_desc: str) -> None:
+    """A protocol the edge's head cannot decide is refused before any process starts, naming both: the head reads the
+    drafter's hidden states and the protocol's DRAFT does not carry them (``ef``, a plugin's ``topk``)."""
+    bad = unserved(protocols, head_inputs)
+    if bad:
+        uploads = ", ".join(servable(True))
+        raise ValueError(f"--protocol {bad[0]} cannot be served by the head {head_desc}: the head reads the drafter's "
+                         f"hidden states, which {bad[0]}'s DRAFT does not carry; give a head that reads only what the "
+                         f"edge computes (--head with an edge-feature judge, or --head none) or a protocol that "
+                         f"uploads them ({uploads})")
 
 
 @functools.lru_cache(maxsize=8)
