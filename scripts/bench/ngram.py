@@ -92,10 +92,21 @@ def methods(target, cfg: NgramBenchConfig, eos: int, costs: dict | None, plan: d
             return out.tokens, out.rounds
         return run
     out = {"target-generate": lambda ids: (hf_generate(target, ids, n, eos), None),
-           "target-ours": lambda ids: (target_greedy(target, ids, max_new_tokens=n, eos_token_id=eos), None)}
+           "target-ours": lambda ids: _alone(target_greedy(target, ids, max_new_tokens=n, eos_token_id=eos))}
     out |= {f"hf-lookup-{k}": (lambda ids, k=k: (hf_generate(target, ids, n, eos, k), None)) for k in cfg.peer_tokens}
     out |= {"ngram": ours(False), "ngram-window": ours(True)}
     return out
+
+
+class _Pass:
+    """One pass of the target alone, as a round record reads (nothing drafted, the one token committed)."""
+
+    drafted, accepted = 0, 0
+
+
+def _alone(tokens: list[int]) -> tuple[list[int], list[_Pass]]:
+    """The target alone's tokens and its passes: one a token."""
+    return tokens, [_Pass() for _ in tokens]
 
 
 def run_prompts(target, rows: list[dict], cfg: NgramBenchConfig, costs: dict | None, plan: dict | None) -> list[dict]:
@@ -118,6 +129,25 @@ def run_prompts(target, rows: list[dict], cfg: NgramBenchConfig, costs: dict | N
         print(f"[bench] {i + 1}/{len(rows)} {r['prompt_id']}: "
               + ", ".join(f"{x['method']} {x['seconds']:.2f}s" for x in recs[-len(ms):]), flush=True)
     return recs
+
+
+def modelled_ms(drafted_at: list[int], costs: dict[int, float], plan: dict[int, int] | None) -> float:
+    """The decode passes' cost by the measured pass costs (``costs``: ms by rows; the plan's padding applied): one
+    pass of ``drafted + 1`` rows a round; the target alone is a round of 0 drafted tokens per token.  Independent of
+    the machine's load while the bench ran (prefill left out, as both methods pay it once)."""
+    rows = [(plan or {}).get(d + 1, d + 1) for d in drafted_at]
+    top = max(costs)
+    return float(sum(costs.get(r, costs[top] * r / top) for r in rows))
+
+
+def add_modelled(recs: list[dict], costs: dict[int, float] | None, plan: dict[int, int] | None) -> None:
+    """The ``modelled_ms`` of each record whose passes are known (``drafted_at``: ours, and the target alone through
+    our forward, one pass of one row a token); the first pass carries the prompt in both, priced as a decode pass."""
+    if not costs:
+        return
+    for r in recs:
+        if "drafted_at" in r:
+            r["modelled_ms"] = modelled_ms(r["drafted_at"], costs, plan)
 
 
 def summary(recs: list[dict], baselines: tuple[str, ...] = ("target-generate", "target-ours")) -> dict:
@@ -143,7 +173,11 @@ def _method_row(rs: list[dict], by: dict, baselines: tuple[str, ...]) -> dict:
         base = by[b]
         row[f"speedup_vs_{b}"] = row["tokens_per_s"] / float(np.mean([r["tokens"] / r["seconds"] for r in base]))
         row[f"time_change_vs_{b}"] = paired_time_change(np.array([r["seconds"] for r in base]), secs)
-    if "rounds" in rs[0]:
+    if "modelled_ms" in rs[0]:
+        base = by["target-ours"]
+        row["modelled_speedup_vs_target-ours"] = sum(r["modelled_ms"] for r in base) / sum(
+            r["modelled_ms"] for r in rs)
+    if "rounds" in rs[0] and any(r["drafted"] for r in rs):
         rounds = sum(r["rounds"] for r in rs)
         row |= {"rounds": rounds, "drafted": sum(r["drafted"] for r in rs),
                 "mean_acceptance_length": (sum(r["accepted"] for r in rs) + rounds) / rounds}
@@ -165,6 +199,7 @@ def main(argv: list[str] | None = None) -> dict:
     rows = _per_category(prompt_rows(tok, "test", None, cfg.prompts_file, dataset=cfg.dataset,
                                      first_turn_only=True), cfg.prompts)
     recs = run_prompts(target, rows, cfg, costs, plan)
+    add_modelled(recs, costs, plan)
     result = {"config": asdict(cfg), "pass_costs_ms": costs, "pad_plan": plan, "records": recs,
               "summary": summary(recs), "machine": machine_info(),
               "load_avg_1min": {"start": load_start, "end": os.getloadavg()[0]}}

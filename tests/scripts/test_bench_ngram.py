@@ -35,8 +35,17 @@ def test_the_bench_runs_every_method_losslessly_and_summarises_the_records(tmp_p
     assert s["overall"]["ngram"]["mean_acceptance_length"] == pytest.approx(
         (sum(r["accepted"] for r in ng) + sum(r["rounds"] for r in ng)) / sum(r["rounds"] for r in ng))
     assert s["overall"]["target-ours"]["speedup_vs_target-ours"] == pytest.approx(1.0)
+    assert s["overall"]["target-ours"]["modelled_speedup_vs_target-ours"] == pytest.approx(1.0)
+    assert "modelled_ms" in ng[0] and "modelled_ms" not in doc["records"][0]  # generate: passes unknown
 
 
 def test_one_source_of_prompts_is_needed():
     with pytest.raises(ValueError, match="one of --prompts-file and --dataset"):
         bench_ngram.parse_args([])
+
+
+def test_modelled_ms_prices_each_pass_by_its_padded_rows():
+    costs = {1: 10.0, 2: 19.0, 3: 28.0, 4: 20.0}
+    assert bench_ngram.modelled_ms([0, 0, 0], costs, None) == 30.0  # the target alone: a row a token
+    assert bench_ngram.modelled_ms([2, 0], costs, {3: 4}) == 30.0  # 3 rows padded to 4 (20 ms), then one row
+    assert bench_ngram.modelled_ms([7], costs, None) == pytest.approx(40.0)  # past the table: the largest's rate
