@@ -211,7 +211,8 @@ def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, ou
                              ue_id=f"ue{u}", protocol=proto, device=cfg.device, seed=cfg.seed, link_json=link_json,
                              link_t0_epoch_s=site.t0_epoch_s, reference=False,  # the run compares with the target
                              keep_done=cfg.continue_dir is not None, capture=_capture_path(cfg, proto, u),
-                             vocab_dir=cfg.ue.vocab_dir or (None if cfg.remote_edge else cfg.edge.target),
+                             vocab_dir=cfg.ue.vocab_dir or (cfg.edge.target if cfg.ue.drafter == NGRAM
+                                                            and not cfg.remote_edge else None),
                              **_shared(cfg) | ({} if cfg.drafter_dtype == "same" else {"dtype": cfg.drafter_dtype}))
     return ["testbed.ue", *config.to_argv(ue)]
 
