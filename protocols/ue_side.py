@@ -92,9 +92,10 @@ class UESession:
         prompt = np.asarray(self.d.seq, dtype=np.int32)
         vocab = {} if self.p.vocab is None else self.p.vocab.header()
         asks = {"features": self.p.target_features} if self.p.target_features else {}
+        asks |= {"drafter_hidden": self.d.hidden_size} if self.d.hidden_size else {}  # none: a drafter of ids only
         return make(MsgType.OPEN, self.sid, {"prompt": prompt}, protocol=self.p.protocol, draft_len=self._block_max(),
                     max_new_tokens=self.p.max_new_tokens - len(self.tokens),
-                    drafter_hidden=self.d.hidden_size, temperature=float(self.p.temperature),
+                    temperature=float(self.p.temperature),
                     seed=self.p.seed + 1, round=self.n_rounds, **vocab, **self.token, **asks)
 
     def check_open_ok(self, ok: OpenOk) -> None:
@@ -110,6 +111,10 @@ class UESession:
                                  "verification pass does not yield the target's final-layer hidden states)")
         self.granted = (ok.features, ok.target_hidden)
         self.servable = servable(bool((ok.edge or {}).get("uploads_hidden", True)))
+        if get_protocol(self.p.protocol).desc.head and not self.d.hidden_size and all(
+                get_protocol(p).desc.uploads_hidden for p in self.servable):
+            raise HandshakeError("the edge's decision head reads the drafter's hidden states, and this drafter has "
+                                 "none (--drafter ngram drafts token ids only): use greedy, or a head that reads none")
         theirs = ok.vocab_hash
         if self.p.vocab is not None and self.p.vocab.hash and theirs:
             why = vocab_refusal(self.p.vocab, Vocab(self.p.vocab.size, theirs))

@@ -56,6 +56,8 @@ def valid_messages() -> dict[str, Message]:
         "ping": make(MsgType.PING, "ue-1", {"payload": np.arange(256, dtype=np.uint8)}, seq=3, t_send=12.5),
         "ping_empty_payload": make(MsgType.PING, "ue-1", {"payload": np.zeros(0, np.uint8)}, seq=0, t_send=0.0),
         "pong": make(MsgType.PONG, "ue-1", seq=3, t_send=12.5),
+        "draft_empty": make(MsgType.DRAFT, "ue-1", {"tokens": tokens()}, round=0, t_draft_s=0.0,
+                            protocol="greedy"),  # prompt lookup without a match: a plain decode step
         "draft_fh": make(MsgType.DRAFT, "ue-1", {"tokens": tokens(1, 2, 99), "hidden": hidden16},
                          round=0, t_draft_s=0.01, csi={"rate_mbps": 10.0, "rtt_ms": 20.0}, protocol="fh"),
         "draft_probs": make(MsgType.DRAFT, "ue-1", {"tokens": tokens(0, 1, 2, dtype=np.int64), "probs": probs},
@@ -294,7 +296,7 @@ CASES: list[tuple[str, Callable[[], Frames], str, str]] = [
     ("float_shape", corrupt(lambda h, b: h["tensors"][0].update(shape=[3.0])), "bad_shape", "'tokens'"),
     ("bool_shape", corrupt(lambda h, b: h["tensors"][0].update(shape=[True])), "bad_shape", "'tokens'"),
     ("wrong_rank", corrupt(lambda h, b: h["tensors"][0].update(shape=[3, 1])), "bad_shape", "rank"),
-    ("zero_tokens", corrupt(lambda h, b: h["tensors"][0].update(shape=[0])), "bad_shape", "'tokens'"),
+    ("zero_tokens_with_data", corrupt(lambda h, b: h["tensors"][0].update(shape=[0])), "overlong", "'tokens'"),
     ("giant_shape", corrupt(lambda h, b: h["tensors"][0].update(shape=[10**9])), "too_large", "max_draft_len"),
     ("giant_hidden", corrupt(lambda h, b: h["tensors"][1].update(shape=[3, 2**62])), "too_large", "hidden_dim"),
     ("deep_nesting", corrupt(lambda h, b: h.update(csi=nested(20))), "bad_header", "nested deeper"),

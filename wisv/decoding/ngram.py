@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wisv.decoding.sessions import Draft, common_len
+from wisv.timing.protodesc import ProtocolDesc
 from wisv.timing.window import AcceptanceHistory, expected_committed, update_history
 
 
@@ -32,6 +33,28 @@ class NgramConfig:
             raise ValueError(f"prompt lookup needs 1 <= prompt_lookup_min <= prompt_lookup_max and "
                              f"num_speculative_tokens >= 1; got {self.prompt_lookup_min}, {self.prompt_lookup_max}, "
                              f"{self.num_speculative_tokens}")
+
+
+NGRAM = "ngram"  # --drafter ngram: prompt lookup on the device instead of a drafter model directory
+
+
+def refusal(d: ProtocolDesc, head_reads_drafter: bool, draft_features: bool = False) -> str | None:
+    """Why a drafter of token ids only (prompt lookup: no hidden states, probabilities, features or tree) cannot run
+    the protocol ``d`` (None: it can), read from its description: it must draft a chain whose DRAFT carries nothing a
+    model yields (its ``uplink`` ids, and draft features only when not sent), and a decision head must read no drafter
+    hidden states (``head_reads_drafter``: the edge's head does); a chooser (auto) then picks what uploads none."""
+    names = {"hidden": "hidden states", "probs": "probabilities", "parents": "tree"}
+    need = [names[f] for f in d.uplink if f in names] + (["hidden states"] if d.hidden_query else [])
+    why = (("it generates with the drafter model alone" if d.generates == "drafter" else "")
+           or ("it drafts a tree" if d.tree else "")
+           or ("it samples the drafter's distribution" if d.samples else "")
+           or (f"it uploads the drafter's {' and '.join(need)}" if need and not d.chooses else "")
+           or ("the edge's decision head reads the drafter's hidden states" if d.head and head_reads_drafter else "")
+           or ("--draft-features sends the drafter's confidence" if draft_features and d.speculative else ""))
+    if not why:
+        return None
+    return (f"--drafter ngram drafts token ids only, and --protocol {d.name} cannot use it: {why} (use greedy, ef, "
+            "or auto with a head that reads no drafter hidden states)")
 
 
 def match(context: Sequence[int], min_n: int, max_n: int) -> tuple[int, int]:

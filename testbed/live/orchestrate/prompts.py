@@ -16,6 +16,8 @@ from protocols.wire import Limits
 from testbed.common.text import decoder
 from testbed.live.edge.admission import OpenLimits, budget_refusal
 from testbed.live.ue.client import Client, fetch_references
+from testbed.live.ue.drafting import vocab_dir
+from wisv.decoding.ngram import NGRAM
 from wisv.models.loader import builtin_paths, load_model, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.tasks.evaluate import greedy_reference
 from wisv.tasks.jsonl import write_jsonl
@@ -31,6 +33,8 @@ def _tokenizer_dir(cfg) -> Path:
     """The target's directory; with a remote edge (no target here) the drafter's, which shares its tokenizer."""
     if cfg.remote_edge is None:
         return _target_dir(cfg)
+    if cfg.ue.drafter == NGRAM:  # no drafter directory: where prompt lookup reads its vocabulary
+        return vocab_dir(cfg.ue)
     return Path(cfg.ue.drafter) if cfg.ue.drafter else builtin_paths()[0]
 
 

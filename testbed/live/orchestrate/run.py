@@ -60,14 +60,16 @@ from testbed.live.orchestrate.runconfig import (  # RunConfig: read from here to
     PROG,
     SHARED,
     RunConfig,
+    head_reads_drafter,
     refuse_unserved,
     with_pair,
 )
 from testbed.live.orchestrate.wakeup import cpu_wakeup_bound
+from testbed.live.ue.drafting import check as check_drafter
 from testbed.live.ue.retry import RetryExhausted
 from testbed.live.ue.ue import PROG as UE_PROG
 from testbed.live.ue.ueconfig import UEConfig
-from wisv.decoding.featdraft import read_head_config
+from wisv.decoding.ngram import NGRAM
 from wisv.decoding.passrows import load_plan
 from wisv.pairs.scorer import resolve_scorer
 from wisv.tasks.jsonl import read_jsonl, write_jsonl
@@ -85,8 +87,10 @@ def run(cfg: RunConfig) -> list[dict]:
     if cfg.remote_edge is None:
         policy, tau, head_desc = load_policy(cfg.edge.head, cfg.edge.tau, cfg.edge.target)  # fail fast: a bad
         refuse_unserved(cfg.protocols(), tuple(policy.inputs), head_desc)  # --head, or one that cannot decide
-    if cfg.ue.drafter_head:
-        read_head_config(cfg.ue.drafter_head)  # fail fast on a bad --drafter-head, before any process starts
+    reads = cfg.ue.drafter == NGRAM and cfg.remote_edge is None and head_reads_drafter(cfg.edge.head, cfg.edge.tau,
+                                                                                      cfg.edge.target)
+    for proto in cfg.protocols():  # a bad --drafter-head, or --drafter ngram with a protocol that needs a model
+        check_drafter(dataclasses.replace(cfg.ue, protocol=proto), reads)  # before any process starts
     if cfg.edge.pass_rows:
         load_plan(cfg.edge.pass_rows)  # and on a bad --pass-rows
     name = cfg.protocol.replace(",", "+")
@@ -209,6 +213,8 @@ def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, ou
                              ue_id=f"ue{u}", protocol=proto, device=cfg.device, seed=cfg.seed, link_json=link_json,
                              link_t0_epoch_s=site.t0_epoch_s, reference=False,  # the run compares with the target
                              keep_done=cfg.continue_dir is not None, capture=_capture_path(cfg, proto, u),
+                             vocab_dir=cfg.ue.vocab_dir or (cfg.edge.target if cfg.ue.drafter == NGRAM
+                                                            and not cfg.remote_edge else None),
                              **_shared(cfg) | ({} if cfg.drafter_dtype == "same" else {"dtype": cfg.drafter_dtype}))
     return ["testbed.ue", *config.to_argv(ue)]
 

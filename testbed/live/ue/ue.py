@@ -24,14 +24,12 @@ from pathlib import Path
 import pandas as pd
 import torch
 import zmq
-from transformers import PreTrainedModel
 
 import config
 from channel.capture import capturing, iface_for
 from channel.csitrace import CSITrace
 from channel.emulator import parse_hostport
 from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
-from protocols.handshake import Vocab
 from protocols.ue_side import EdgeError, HandshakeError, UEParams
 from protocols.ue_stream import ue_session
 from protocols.wire import Limits, MsgType, WireError, make
@@ -41,18 +39,15 @@ from testbed.common.summary import summarize, table, write_summary
 from testbed.common.text import decoder, progress_line, text_fields
 from testbed.live.common.liveness import Heartbeat
 from testbed.live.ue.client import Client, close_session, fetch_references, handshake, open_session
+from testbed.live.ue.drafting import Drafter, check, load_drafter
 from testbed.live.ue.kept import Kept, in_prompt_order, keep_done
 from testbed.live.ue.retry import RetryExhausted
 from testbed.live.ue.ueconfig import UEConfig
 from testbed.live.ue.ueround import run_round
-from wisv.decoding.featdraft import FeatureDraftSession, FeatureHead, load_with_head, read_head_config
 from wisv.decoding.rejection import load_predictor, stop_rule
-from wisv.decoding.sessions import DraftSession
-from wisv.models.loader import builtin_paths, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.pairs import apply_pair
 from wisv.records.rows import RoundLog, RoundRow, to_frame
 from wisv.records.summary import spec_decode_metrics
-from wisv.tasks.evaluate import eos_id
 from wisv.tasks.prompts import prompt_rows
 from wisv.timing.protodesc import describe
 from wisv.timing.window import WindowTracker
@@ -83,22 +78,13 @@ def oracle_k(table: dict[float, int], csi) -> int:
 class Local:
     """What every prompt of a UE run shares: the drafter, its vocabulary, the stop rule and the emulated link."""
 
-    drafter: PreTrainedModel
-    vocab: Vocab  # declared at OPEN
+    drafter: Drafter  # the drafter (a model, or prompt lookup) and the vocabulary it declares at OPEN
     link: LinkSpec | None = None  # the emulated link (None: a real one, whose measured CSI is recorded)
     stop: Callable | None = None  # WISP rejection predictor's stop rule
     window: WindowTracker | None = None  # --draft-len/--tree-budget auto: what it learnt over the prompts so far
     edge: dict = field(default_factory=dict)  # the edge's settings from its last OPEN_OK
     endpoint: str = ""  # tcp://HOST:PORT the UE connects to
     log: RoundLog | None = None  # every round appended as it happens (rounds.jsonl)
-    head: FeatureHead | None = None  # --drafter-head: the feature head that drafts, fed with the target's features
-    feature_rows: int = 1  # --feature-rows: the target's feature rows the head asks for per VERDICT
-
-    def draft_session(self, ids: list[int]) -> DraftSession:
-        """The prompt's DraftSession: the feature head's with --drafter-head, else the drafter's."""
-        if self.head is None:
-            return DraftSession(self.drafter, ids)
-        return FeatureDraftSession(self.drafter, ids, self.head, feature_rows=self.feature_rows)
 
     def tcp(self) -> tuple[int, int] | None:
         """(data segments sent, retransmitted) of this host's TCP connections to the endpoint (None: unknown)."""
@@ -126,14 +112,14 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
     k = max(oracle.values()) if oracle else cfg.draft_len
     params = UEParams(protocol=cfg.protocol, draft_len=k, max_new_tokens=cfg.max_new_tokens, auto_rule=cfg.auto_rule,
                       temperature=cfg.temperature, seed=cfg.seed + index,
-                      vocab_size=int(loc.drafter.config.vocab_size), proactive=cfg.proactive,
-                      pipeline_depth=cfg.pipeline_depth, tree_budget=cfg.tree_budget, vocab=loc.vocab,
+                      vocab_size=loc.drafter.vocab_size, proactive=cfg.proactive,
+                      pipeline_depth=cfg.pipeline_depth, tree_budget=cfg.tree_budget, vocab=loc.drafter.vocab,
                       draft_len_max=cfg.draft_len_max, features=cfg.draft_features,
                       follow_stop_depth=cfg.follow_stop_depth, stream_every_tokens=cfg.stream_every_tokens,
                       stream_every_ms=cfg.stream_every_ms)
-    d = loc.draft_session(ids)
+    d = loc.drafter.session(ids)
     params.target_features = d.reads_features
-    sess = ue_session(sid, d, params, eos_id(loc.drafter), loc.stop, loc.window)  # by the protocol's description
+    sess = ue_session(sid, d, params, loc.drafter.eos, loc.stop, loc.window)  # by the protocol's description
     loc.window = sess.window  # the first prompt's, by the protocol's round class (a tree's: TreeRounds.tracker)
     t1 = time.perf_counter()
     if edge:
@@ -212,26 +198,22 @@ def run(cfg: UEConfig) -> dict:
     cfg = apply_pair(cfg, target=None)
     link = LinkSpec(**json.loads(cfg.link_json)) if cfg.link_json else None
     csi_source(cfg, link)  # a bad --csi fails before any work
-    if cfg.drafter_head:
-        read_head_config(cfg.drafter_head)  # and a bad --drafter-head, before the drafter loads
+    check(cfg)  # and a bad --drafter-head or --drafter ngram's protocol, before the drafter loads
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     config.write_config(out, cfg, config.provenance())  # --config OUT/config.toml reruns it
-    drafter_dir = Path(cfg.drafter) if cfg.drafter else builtin_paths()[0]
-    tok = load_tokenizer(drafter_dir, "drafter")
+    drafter = load_drafter(cfg)
+    tok = drafter.tok
     prompts = prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file, chat_template=cfg.chat_template)
-    drafter, head = load_with_head(drafter_dir, cfg.device, resolve_dtype(cfg.dtype, cfg.device), cfg.drafter_head)
     gc.collect()
     gc.freeze()  # the loaded model's objects leave the GC's generations: no ~0.3 s full collection mid-run
     stop = (stop_rule(load_predictor(cfg.rejection_predictor), cfg.rejection_threshold) if cfg.rejection_predictor
             else None)
     ids = [str(p["prompt_id"]) for p in prompts]
     kept = keep_done(out, ids) if cfg.keep_done else Kept()  # testbed.run --continue: what an interrupted run did
-    loc = Local(drafter, Vocab(*vocab_facts(drafter, tok)), link, stop, endpoint=cfg.connect,
-                log=RoundLog(out / "rounds.jsonl", append=cfg.keep_done),
-                head=head, feature_rows=cfg.feature_rows)
+    loc = Local(drafter, link, stop, endpoint=cfg.connect, log=RoundLog(out / "rounds.jsonl", append=cfg.keep_done))
     ctx, est = zmq.Context(), CSIEstimator(probe_target_ms=cfg.probe_ms, first_probe_bytes=max(cfg.probe_bytes, 1))
-    client = Client(ctx, cfg.connect, cfg.ue_id, Limits(vocab_size=int(drafter.config.vocab_size)),
+    client = Client(ctx, cfg.connect, cfg.ue_id, Limits(vocab_size=drafter.vocab_size),
                     cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms),
                     cfg.retry_s)
     all_rows, recs, refs, decode = list(kept.rows), list(kept.recs), None, decoder(tok)
@@ -257,7 +239,7 @@ def run(cfg: UEConfig) -> dict:
             write_text_atomic(out / "outputs.jsonl", "".join(json.dumps(r) + "\n" for r in recs))
         write_text_atomic(out / "edge.json", json.dumps(loc.edge, indent=1))
         if cfg.reference:
-            refs = fetch_references(client, prompts, cfg.max_new_tokens, f"{cfg.ue_id}-ref", loc.vocab)
+            refs = fetch_references(client, prompts, cfg.max_new_tokens, f"{cfg.ue_id}-ref", drafter.vocab)
     finally:
         write_csv_atomic(out / "rounds.csv", to_frame(all_rows))
         loc.log.close()

@@ -51,7 +51,13 @@ class UEConfig:
         "choices": CHAT_TEMPLATE_MODES})  # prompt text through the tokenizer's chat template (auto: if it has one)
     out: str = "ue-out"  # output directory (rounds.csv, outputs.jsonl, summary.json, summary.csv)
     ue_id: str = "ue0"  # identity prefix of this UE's sessions
-    drafter: str | None = None  # local HF drafter directory; None = built-in toy drafter
+    drafter: str | None = None  # local HF drafter directory, or ngram: prompt lookup, no model; None = built-in toy
+    prompt_lookup_min: int = field(default=2, metadata={"min": 1})  # --drafter ngram: shortest n-gram matched, tokens
+    prompt_lookup_max: int = field(default=4, metadata={"min": 1})  # --drafter ngram: longest n-gram matched, tokens
+    num_speculative_tokens: int | None = field(default=None, metadata={  # --drafter ngram: most tokens a lookup
+        "min": 1})  # proposes (None: the round's K, --draft-len; with auto the K it chooses, <= --draft-len-max)
+    vocab_dir: str | None = None  # --drafter ngram: the model directory whose tokenizer, vocab size and EOS the UE
+    #   declares, no weights loaded (None: the pair's target, else the built-in target)
     pair: str | None = field(default=None, metadata={  # named pair: toy | smollm2 (python -m wisv.pairs build
         "also": plugins.names(plugins.PAIRS)})  # NAME) or a plugin's (checked on use); --drafter/--target win
     device: str = "cpu"  # torch device of the drafter

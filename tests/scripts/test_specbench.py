@@ -1,0 +1,75 @@
+"""scripts.bench.specbench: the cells it plans, the complete ones it skips after a kill, the table it aggregates from
+hand-built cells, and one tiny live run on the toy pair."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from scripts.bench import specbench as sb
+
+
+def test_plan_runs_server_first_in_each_category() -> None:
+    cfg = sb.BenchConfig(categories=["rag", "qa"], methods=["ngram", "greedy"])
+    assert sb.plan(cfg) == [sb.Cell("server", "rag"), sb.Cell("ngram", "rag"), sb.Cell("greedy", "rag"),
+                            sb.Cell("server", "qa"), sb.Cell("ngram", "qa"), sb.Cell("greedy", "qa")]
+
+
+def test_todo_skips_complete_cells(tmp_path: Path) -> None:
+    cells = sb.plan(sb.BenchConfig(categories=["rag"], methods=["server", "ngram"]))
+    cells[0].dir(tmp_path).mkdir(parents=True)
+    (cells[0].dir(tmp_path) / "complete").write_text("{}")
+    cells[1].dir(tmp_path).mkdir(parents=True)  # interrupted: no marker
+    assert sb.todo(cells, tmp_path) == [cells[1]]
+
+
+def test_cell_argv_names_dataset_method_and_link(tmp_path: Path) -> None:
+    cfg = sb.BenchConfig(pair="smollm2", prompts_per_category=3)
+    argv = sb.cell_argv(sb.Cell("ngram", "mt-bench"), cfg, tmp_path)
+    assert argv[argv.index("--drafter") + 1] == "ngram" and argv[argv.index("--prompts") + 1] == "3"
+    assert argv[argv.index("--dataset") + 1].startswith("spec-bench:writing,roleplay")
+    assert argv[argv.index("--rate-mbps") + 1] == "200.0" and argv[argv.index("--rtt-ms") + 1] == "5.0"
+
+
+def _cell(ids: list[str], cat: str, secs: list[float], tokens: list[list[int]], accepted: list[int]):
+    outs = pd.DataFrame({"prompt_id": ids, "tokens": tokens, "t_e2e_s": secs, "error": [None] * len(ids)})
+    rounds = pd.DataFrame({"drafted": [4] * len(accepted), "accepted": accepted,
+                           "uplink_bytes": [100] * len(accepted), "downlink_bytes": [50] * len(accepted)})
+    prompts = pd.DataFrame({"prompt_id": ids, "category": [cat] * len(ids)})
+    return outs, rounds, prompts
+
+
+def test_aggregate_speedups_acceptance_and_agreement() -> None:
+    a, b = [1, 2, 3, 4], [1, 2, 3, 5]
+    data = {sb.Cell("server", "rag"): _cell(["r0", "r1"], "rag", [2.0, 2.0], [a, a], []),
+            sb.Cell("ngram", "rag"): _cell(["r0", "r1"], "rag", [1.0, 0.5], [a, b], [1, 3]),
+            sb.Cell("server", "qa"): _cell(["q0"], "qa", [4.0], [a], []),
+            sb.Cell("ngram", "qa"): _cell(["q0"], "qa", [2.0], [a], [0])}
+    table, rows, pos = sb.aggregate(data)
+    rag, qa = "Retrieval-aug. Generation", "Question Answering"
+    assert list(table.columns[:2]) == [qa, rag]  # Spec-Bench's task order
+    assert table.loc["ngram", rag] == pytest.approx((4 + 8) / 2 / 2.0)  # mean tok/s 6 over server's 2
+    assert table.loc["ngram", qa] == pytest.approx(2.0)
+    assert table.loc["ngram", "#Mean Accepted Tokens"] == pytest.approx((2 + 4 + 1) / 3)
+    assert table.loc["server", rag] == pytest.approx(1.0)
+    row = rows.set_index(["method", "category"]).loc[("ngram", "rag")]
+    assert row["matches_server"] == 0.5 and row["uplink_bytes_per_token"] == pytest.approx(200 / 8)
+    ngram = pos[pos["method"] == "ngram"].set_index("position")
+    assert ngram.loc[0, "rate"] == pytest.approx(2 / 3) and ngram.loc[2, "rate"] == pytest.approx(1 / 3)
+    assert "| ngram | 2.00x | 3.00x | 2.33 |" in sb.task_markdown(table)
+
+
+@pytest.mark.slow
+def test_tiny_live_bench_resumes(tmp_path: Path) -> None:
+    argv = ["--categories", "qa", "--prompts-per-category", "1", "--max-new-tokens", "8",
+            "--methods", "server", "ngram", "--out", str(tmp_path)]
+    sb.main(argv)
+    table = pd.read_csv(tmp_path / "table.csv", index_col="method")
+    assert set(table.index) == {"server", "ngram"} and table.loc["server", "Overall"] == pytest.approx(1.0)
+    cells = pd.read_csv(tmp_path / "cells.csv").set_index("method")
+    assert cells.loc["ngram", "matches_server"] == 1.0  # lossless
+    assert (tmp_path / "table.md").read_text().count("| ngram |") == 1 and (tmp_path / "specbench.png").is_file()
+    stamp = (tmp_path / "cells" / "ngram" / "qa" / "complete").stat().st_mtime
+    sb.main(argv)  # complete cells are not run again
+    assert (tmp_path / "cells" / "ngram" / "qa" / "complete").stat().st_mtime == stamp
