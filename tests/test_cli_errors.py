@@ -123,7 +123,8 @@ def test_csi_configured_without_an_emulated_link_is_refused_by_the_ue(tmp_path, 
 def test_a_bad_drafter_head_is_refused_by_the_ue_before_its_drafter_loads(tmp_path, capsys, monkeypatch):
     def no_load(*_):
         raise AssertionError("the drafter loaded before --drafter-head was checked")
-    monkeypatch.setattr(ue, "load_with_head", no_load)
+    from testbed.live.ue import drafting
+    monkeypatch.setattr(drafting, "load_with_head", no_load)
     code, err = error_of("testbed.ue", ["--drafter-head", str(tmp_path / "nope"), "--out", str(tmp_path)], capsys)
     assert code == 2 and "not a feature head directory" in err and err.count("\n") == 1
 
