@@ -1,7 +1,7 @@
 """Benchmark prompt lookup (model-free drafting, wisv/decoding/ngram.py) in process against the target alone.
 
 Usage: ``python -m scripts.bench.ngram [--pair smollm2] [--prompts-file F | --dataset spec-bench:summarization,rag]
-[--prompts 5] [--max-new-tokens 128] [--pass-rows results/smollm2/pass_rows.json] [--out runs/bench_ngram.json]``.
+[--prompts 5] [--max-new-tokens 128] [--pass-rows results/smollm2/pass_rows.json ...] [--out runs/bench_ngram.json]``.
 
 Methods, interleaved prompt by prompt on one thread: the target alone by ``generate`` and through our forward
 (``target_greedy``), ``transformers``' prompt lookup (``prompt_lookup_num_tokens`` at each of ``--peer-tokens``),
@@ -25,7 +25,7 @@ import torch
 
 import config
 from testbed.common.machine import machine_info
-from wisv.decoding.ngram import NgramConfig, NgramDraftSession
+from wisv.decoding.ngram import NgramConfig, NgramDraftSession, costs_at
 from wisv.decoding.passrows import load_plan
 from wisv.decoding.speculative import speculative_generate, target_greedy
 from wisv.models.loader import load_model, load_tokenizer
@@ -48,8 +48,10 @@ class NgramBenchConfig:
     prompt_lookup_max: int = field(default=4, metadata={"min": 1})  # longest n-gram matched (vLLM's name)
     num_speculative_tokens: int = field(default=10, metadata={"min": 1})  # most tokens a proposal carries
     peer_tokens: list[int] = field(default_factory=lambda: [10, 3])  # transformers' prompt_lookup_num_tokens values
-    pass_rows: str | None = "results/smollm2/pass_rows.json"  # the target's pass cost by rows and its pad plan
-    #   (python -m scripts.bench.pass_rows; measured on this machine); None: no window, no padding
+    pass_rows: list[str] = field(default_factory=lambda: [
+        "results/smollm2/pass_rows.json"])  # the target's pass cost by rows, each file measured after its own prefix
+    #   (python -m scripts.bench.pass_rows --prefix N; the window reads the one measured nearest below the context),
+    #   and the first file's pad plan; none: no window, no padding
     threads: int = field(default=1, metadata={"min": 1})  # torch threads
     out: str = "runs/bench_ngram.json"  # the JSON written
 
@@ -120,7 +122,7 @@ def run_prompts(target, rows: list[dict], cfg: NgramBenchConfig, costs: dict | N
             (toks, rounds), secs = timed(fn, ids)
             ref = toks if ref is None else ref
             rec = {"prompt_id": r["prompt_id"], "category": r.get("category", r.get("kind", "all")), "method": name,
-                   "seconds": secs, "tokens": len(toks), "matches_target": toks == ref}
+                   "seconds": secs, "tokens": len(toks), "matches_target": toks == ref, "prompt_tokens": len(ids)}
             if rounds is not None:
                 rec |= {"rounds": len(rounds), "drafted": sum(x.drafted for x in rounds),
                         "accepted": sum(x.accepted for x in rounds),
@@ -140,14 +142,15 @@ def modelled_ms(drafted_at: list[int], costs: dict[int, float], plan: dict[int, 
     return float(sum(costs.get(r, costs[top] * r / top) for r in rows))
 
 
-def add_modelled(recs: list[dict], costs: dict[int, float] | None, plan: dict[int, int] | None) -> None:
+def add_modelled(recs: list[dict], tables: dict[int, dict[int, float]] | None, plan: dict[int, int] | None) -> None:
     """The ``modelled_ms`` of each record whose passes are known (``drafted_at``: ours, and the target alone through
-    our forward, one pass of one row a token); the first pass carries the prompt in both, priced as a decode pass."""
-    if not costs:
+    our forward, one pass of one row a token), priced by the table measured nearest below its prompt's length; the
+    first pass carries the prompt in both, priced as a decode pass."""
+    if not tables:
         return
     for r in recs:
         if "drafted_at" in r:
-            r["modelled_ms"] = modelled_ms(r["drafted_at"], costs, plan)
+            r["modelled_ms"] = modelled_ms(r["drafted_at"], costs_at(tables, r.get("prompt_tokens", 0)), plan)
 
 
 def summary(recs: list[dict], baselines: tuple[str, ...] = ("target-generate", "target-ours")) -> dict:
@@ -189,10 +192,7 @@ def main(argv: list[str] | None = None) -> dict:
     NgramConfig(cfg.prompt_lookup_min, cfg.prompt_lookup_max, cfg.num_speculative_tokens)  # bad values fail first
     torch.set_num_threads(cfg.threads)
     load_start = os.getloadavg()[0]
-    costs, plan = None, None
-    if cfg.pass_rows:
-        doc = json.loads(Path(cfg.pass_rows).read_text())
-        costs, plan = {int(k): float(v) for k, v in doc["target_ms_by_rows"].items()}, load_plan(cfg.pass_rows)
+    costs, plan = read_costs(cfg.pass_rows), (load_plan(cfg.pass_rows[0]) if cfg.pass_rows else None)
     paths = resolve_pair(cfg.pair)
     tok = load_tokenizer(paths.target, "tokenizer")
     target = load_model(paths.target, "target", "cpu", torch.float32)
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> dict:
                                      first_turn_only=True), cfg.prompts)
     recs = run_prompts(target, rows, cfg, costs, plan)
     add_modelled(recs, costs, plan)
-    result = {"config": asdict(cfg), "pass_costs_ms": costs, "pad_plan": plan, "records": recs,
+    result = {"config": asdict(cfg), "pass_costs_ms_by_prefix": costs, "pad_plan": plan, "records": recs,
               "summary": summary(recs), "machine": machine_info(),
               "load_avg_1min": {"start": load_start, "end": os.getloadavg()[0]}}
     Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
@@ -208,6 +208,15 @@ def main(argv: list[str] | None = None) -> dict:
     print(json.dumps({c: {m: {k: v for k, v in row.items() if not k.startswith("time_change")}
                           for m, row in s.items()} for c, s in result["summary"].items()}, indent=1))
     return result
+
+
+def read_costs(paths: list[str]) -> dict[int, dict[int, float]] | None:
+    """Prefix -> the target's ms by rows, from pass-rows benchmarks (each records its ``config.prefix``)."""
+    out = {}
+    for p in paths:
+        doc = json.loads(Path(p).read_text())
+        out[int(doc["config"]["prefix"])] = {int(k): float(v) for k, v in doc["target_ms_by_rows"].items()}
+    return out or None
 
 
 def _per_category(rows: list[dict], n: int) -> list[dict]:

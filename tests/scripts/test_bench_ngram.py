@@ -20,8 +20,8 @@ def prompts(tmp_path):
 
 def test_the_bench_runs_every_method_losslessly_and_summarises_the_records(tmp_path, prompts):
     costs = tmp_path / "rows.json"
-    costs.write_text(json.dumps({"target_ms_by_rows": {"1": 1.0, "2": 1.9, "3": 2.8, "4": 2.0},
-                                 "target_pad_plan": {"3": 4}}))
+    costs.write_text(json.dumps({"config": {"prefix": 100}, "target_pad_plan": {"3": 4},
+                                 "target_ms_by_rows": {"1": 1.0, "2": 1.9, "3": 2.8, "4": 2.0}}))
     out = tmp_path / "b.json"
     doc = bench_ngram.main(["--pair", "toy", "--prompts-file", str(prompts), "--prompts", "1", "--max-new-tokens",
                             "12", "--peer-tokens", "3", "--pass-rows", str(costs), "--out", str(out)])

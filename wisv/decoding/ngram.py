@@ -90,6 +90,16 @@ def padded_ms(ms_by_rows: Mapping[int, float], rows: int) -> float:
     return ms_by_rows[top] * rows / top
 
 
+def costs_at(tables: Mapping[int, Mapping[int, float]], context: int) -> Mapping[int, float]:
+    """Of pass-cost tables measured after several cached prefixes (prefix -> ms by rows), the one measured at the
+    largest prefix not past ``context`` (the smallest one when every prefix is): a pass of several rows costs more,
+    beside one row, after a long prompt than after a short one."""
+    if not tables:
+        raise ValueError("no pass-cost table")
+    below = [p for p in tables if p <= context]
+    return tables[max(below) if below else min(tables)]
+
+
 def choose_len(ms_by_rows: Mapping[int, float] | None, p_accept: float, n_max: int) -> int:
     """How many of a proposal's ``n_max`` tokens to verify: the j in [0, n_max] with the most expected committed
     tokens (``1 + sum_{i<=j} p^i``, wisv.timing.window) per millisecond of a pass of j + 1 rows (``ms_by_rows``: the
@@ -108,10 +118,11 @@ class NgramDraftSession:
     hidden_size = 0  # width of the hidden states its drafts carry: none (OPEN declares 0)
 
     def __init__(self, prompt_ids: list[int], cfg: NgramConfig | None = None,
-                 ms_by_rows: Mapping[int, float] | None = None):
-        """``ms_by_rows``: the target's pass cost by rows (scripts/bench/pass_rows.py); given, each proposal is cut to
-        the length with the most expected tokens per millisecond (``choose_len``) at the acceptance rate seen so
-        far; None: every proposal goes whole."""
+                 ms_by_rows: Mapping[int, Mapping[int, float]] | None = None):
+        """``ms_by_rows``: the target's pass cost by rows after each measured prefix (prefix -> rows -> ms;
+        scripts/bench/pass_rows.py, ``costs_at``); given, each proposal is cut to the length with the most expected
+        tokens per millisecond (``choose_len``) at the acceptance rate seen so far; None: every proposal goes
+        whole."""
         if not prompt_ids:
             raise ValueError("prompt_ids is empty")
         self.cfg, self.ms_by_rows = cfg or NgramConfig(), ms_by_rows
@@ -127,7 +138,8 @@ class NgramDraftSession:
         if sample:
             raise ValueError("prompt lookup drafts token ids only: it cannot sample (use a greedy rule)")
         toks = propose(self.seq, self.cfg, k)
-        toks = toks[: choose_len(self.ms_by_rows, self.history.alpha, len(toks))]
+        costs = costs_at(self.ms_by_rows, len(self.seq)) if self.ms_by_rows else None
+        toks = toks[: choose_len(costs, self.history.alpha, len(toks))]
         if eos_token_id is not None and eos_token_id in toks:
             toks = toks[: toks.index(eos_token_id) + 1]
         self.drafted = toks

@@ -99,3 +99,17 @@ def test_the_session_learns_acceptance_from_commits():
     s.draft(5)  # [3, 1, 2]
     s.commit([3, 4])  # one accepted, then a correction
     assert s.history.accepted == 1 and s.history.rejected == 1 and s.history.alpha < before
+
+
+def test_costs_at_takes_the_table_measured_nearest_below_the_context():
+    from wisv.decoding.ngram import costs_at
+    tables = {100: {1: 57.0}, 1000: {1: 63.0}}
+    assert costs_at(tables, 50) == {1: 57.0} and costs_at(tables, 999) == {1: 57.0}
+    assert costs_at(tables, 1000) == {1: 63.0} and costs_at(tables, 5000) == {1: 63.0}
+    with pytest.raises(ValueError, match="no pass-cost table"):
+        costs_at({}, 10)
+
+
+def test_a_costly_pass_table_keeps_a_weak_proposal_from_being_sent():
+    s = NgramDraftSession([1, 2, 3, 1, 2], NgramConfig(1, 2, 5), {0: {1: 57.0, 2: 1000.0, 3: 1000.0, 4: 1000.0}})
+    assert s.draft(5).tokens == []  # p = 0.6 cannot pay for a pass 17x a step: a plain decode step instead
