@@ -138,7 +138,7 @@ class UESession:
         draft, tree = self.shape.draft(self.d, k, sample=proto.samples, temperature=self.p.temperature,
                                        generator=self.gen, eos=self.eos, stop=stop)
         t_draft = time.perf_counter() - t0
-        self.round = RoundState(self.n_rounds, proto.name, draft, t_draft, tree=tree, window=window)
+        self.round = RoundState(self.n_rounds, proto.name, draft, t_draft, tree=tree, window=window, t_start_s=t0)
         header = {"round": self.n_rounds, "t_draft_s": t_draft, "protocol": proto.name}
         if csi_est is not None:
             header["csi"] = csi_est.to_dict()
@@ -206,6 +206,7 @@ class UESession:
         """Commit what the VERDICT accepted (carrying reusable proactive tokens), learn, record; the session may be
         done (at the budget or EOS)."""
         r = self.round
+        r.t_round_s = time.perf_counter() - r.t_start_s if r.t_start_s is not None else None
         committed = self.shape.settle(self.d, r, v)
         if v.features is not None:
             self._take_features(v.features)
