@@ -188,7 +188,7 @@ class ChainRounds:
 
     def learn(self, window: WindowTracker, r: RoundState, v: Verdict, p: UEParams) -> None:
         """--draft-len auto learns from the verdict: acceptance by confidence, drafting and edge times."""
-        if p.auto_window:
+        if p.auto_window or describe(p.protocol).chooses:  # auto prices its hand-over with the same terms
             conf = r.draft.features[:, 0].tolist() if r.draft.features is not None else None
             window.update(len(r.draft.tokens), v.n_accepted, conf, r.t_draft_s, v.t_edge_s, t_round_s=r.t_round_s)
 

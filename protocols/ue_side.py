@@ -22,6 +22,7 @@ from protocols.handshake import Vocab, vocab_refusal
 from protocols.registry import HIDDEN_PROTOCOLS, Protocol, get_protocol, servable
 from protocols.rounds import AutoWindow, RoundState, UEParams
 from protocols.typed import OpenOk, Verdict
+from protocols.ue_handover import commit_chunk, generate_message, hand_over
 from protocols.wire import Message, MsgType, make
 from wisv.decoding.sessions import DraftSession
 from wisv.decoding.speculative import truncate_output
@@ -118,7 +119,15 @@ class UESession:
 
     def play_round(self, csi_est: CSI | None, link: Link) -> RoundState:
         """One round from draft to commit: send the DRAFT, draft proactively while the edge verifies (SpecEdge),
-        answer the replies until the VERDICT commits; the finished round."""
+        answer the replies until the VERDICT commits; the finished round.  A protocol that chooses (auto) may hand
+        the round to the edge instead (protocols/ue_handover.py): the edge's round, committed."""
+        choice = hand_over(self, csi_est)
+        if choice is not None and choice.edge_alone:
+            link.send(generate_message(self, choice))
+            for reply in link.replies():
+                if reply.type == MsgType.ERROR:
+                    raise edge_error(reply)
+                return commit_chunk(self, choice, reply)
         link.send(self.next_draft(csi_est))
         t0 = time.perf_counter()
         self.draft_proactively(link.reply_waiting)

@@ -214,6 +214,7 @@ class WindowTracker:
         self.tau_d_s: float | None = None  # EWMA of the drafting time per token, s
         self.overhead_s = 0.0  # EWMA of the round's measured time that the terms leave out, s
         self.link_s: Callable[[int], float] | None = None  # the link model of the round in flight (set by its sizer)
+        self.edge_decode_s: float | None = None  # the edge's measured decode time per token alone (its CHUNKs), s
         self.last: WindowChoice | None = None
 
     def draft_s(self, k: int) -> float:
