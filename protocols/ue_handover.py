@@ -18,7 +18,7 @@ from protocols.errors import EdgeError
 from protocols.typed import Chunk
 from protocols.wire import Message, MsgType, make
 from wisv.decoding.speculative import truncate_output
-from wisv.timing.handover import HandOver, agreement_history, choose_round
+from wisv.timing.handover import HANDOVER_TOKENS, HandOver, agreement_history, choose_round
 from wisv.timing.latency import t_single_exchange
 from wisv.timing.window import choose_k
 
@@ -52,8 +52,8 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
     spec = choose_k(round_s, w.history.alpha, lo, hi).s_per_token
     decode = w.edge_decode_s if w.edge_decode_s is not None else w.verify.predict_s(0)
     pb = auto.pb
-    return choose_round(spec, decode, lambda n: t_single_exchange(pb.o_up, n * pb.b_tok + pb.o_dn, csi), budget,
-                        overhead_s=w.overhead_s)
+    link = lambda n: t_single_exchange(pb.o_up, n * pb.b_tok + pb.o_dn, csi)  # noqa: E731  GENERATE up, CHUNK down
+    return choose_round(spec, decode, link, budget, overhead_s=w.overhead_s(link(HANDOVER_TOKENS)))
 
 
 def generate_message(sess, choice: HandOver) -> Message:

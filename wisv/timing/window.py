@@ -176,6 +176,10 @@ class VerifyFit:
 
     def predict_s(self, k: int) -> float:
         """Predicted verify time of a K-token block, s (0 before any verdict)."""
+        return self.at(k + 1)
+
+    def at(self, x: float) -> float:
+        """The line at ``x`` (not below 0; 0 before any point; flat at the mean until x varied)."""
         if self.n <= 0:
             return 0.0
         mean_t = self.st / self.n
@@ -183,16 +187,22 @@ class VerifyFit:
         if var < 1e-6:
             return mean_t
         slope = max(0.0, (self.sxt / self.n - self.sx / self.n * mean_t) / var)
-        return max(0.0, mean_t + slope * (k + 1 - self.sx / self.n))
+        return max(0.0, mean_t + slope * (x - self.sx / self.n))
 
 
 def update_verify(fit: VerifyFit, k: int, t_verify_s: float) -> VerifyFit:
     """The fit after a verdict that verified a K-token block in ``t_verify_s``."""
-    if k < 1 or not t_verify_s >= 0 or not math.isfinite(t_verify_s):
+    if k < 1:
         return fit
-    d, x = fit.decay, float(k + 1)
-    return VerifyFit(d * fit.n + 1, d * fit.sx + x, d * fit.sxx + x * x, d * fit.st + t_verify_s,
-                     d * fit.sxt + x * t_verify_s, d)
+    return update_line(fit, float(k + 1), t_verify_s)
+
+
+def update_line(fit: VerifyFit, x: float, t: float) -> VerifyFit:
+    """The line after one more point (x, t); a non-finite or negative t leaves it as it was."""
+    if not t >= 0 or not math.isfinite(t) or not math.isfinite(x):
+        return fit
+    d = fit.decay
+    return VerifyFit(d * fit.n + 1, d * fit.sx + x, d * fit.sxx + x * x, d * fit.st + t, d * fit.sxt + x * t, d)
 
 
 class WindowTracker:
@@ -212,23 +222,29 @@ class WindowTracker:
         self.verify = VerifyFit()  # the edge's measured time per round (VERDICT t_edge_s) as a line in K
         self.drafting = VerifyFit()  # the UE's drafting time per block as a line in K (its fixed cost: the catch-up)
         self.tau_d_s: float | None = None  # EWMA of the drafting time per token, s
-        self.overhead_s = 0.0  # EWMA of the round's measured time that the terms leave out, s
+        self.overhead = VerifyFit(decay=0.9)  # the round's measured time the terms leave out, as a line in the
+        #   link model's time (host hops and the emulator's framing grow with the link), s
         self.link_s: Callable[[int], float] | None = None  # the link model of the round in flight (set by its sizer)
         self.edge_decode_s: float | None = None  # the edge's measured decode time per token alone (its CHUNKs), s
         self.last: WindowChoice | None = None
 
     def draft_s(self, k: int) -> float:
         """Predicted drafting time of a K-token block: the measured line once two sizes were seen, else K tau_d."""
-        if self.drafting.has_slope:
-            return self.drafting.predict_s(k)
+        if self.drafting.has_slope and self.drafting.at(0.0) > 0:  # a noisy fit with no fixed cost: per token
+            return self.drafting.at(float(k))
         return k * (self.tau_d_s or 0.0)
+
+    def overhead_s(self, link_s: float) -> float:
+        """Predicted time a round of link time ``link_s`` (the model's) spends outside the measured terms, s."""
+        return self.overhead.at(link_s)
 
     def round_s(self, protocol: str, csi: CSI, pb: PayloadBits, mismatch_rate: float = 0.0) -> Callable[[int], float]:
         """K -> predicted seconds of a round from what was measured: drafting, the link under ``csi``, the edge's
         time and the overhead; keeps the link model to learn the overhead from the round's measured time."""
-        self.link_s = link_cost(protocol, csi, pb, mismatch_rate)
-        return round_cost(protocol, csi, pb, self.tau_d_s or 0.0, self.verify.predict_s, mismatch_rate,
-                          draft_s=self.draft_s, overhead_s=self.overhead_s)
+        link = self.link_s = link_cost(protocol, csi, pb, mismatch_rate)
+        base = round_cost(protocol, csi, pb, self.tau_d_s or 0.0, self.verify.predict_s, mismatch_rate,
+                          draft_s=self.draft_s)
+        return lambda k: base(k) + self.overhead_s(link(k))
 
     def choose(self, round_s: Callable[[int], float], k_cap: int | None = None) -> WindowChoice:
         """The round's window (at most ``k_cap``, e.g. the budget left)."""
@@ -259,12 +275,12 @@ class WindowTracker:
         if drafted > 0 and t_draft_s is not None and t_draft_s > 0:
             tau = t_draft_s / drafted
             self.tau_d_s = tau if self.tau_d_s is None else self.tau_d_s + smooth * (tau - self.tau_d_s)
-            self.drafting = update_verify(self.drafting, drafted, t_draft_s)
+            self.drafting = update_line(self.drafting, float(drafted), t_draft_s)
         if drafted > 0 and t_verify_s is not None:
             self.verify = update_verify(self.verify, drafted, t_verify_s)
         if drafted > 0 and None not in (t_round_s, t_draft_s, t_verify_s, self.link_s):
-            left = max(0.0, t_round_s - t_draft_s - t_verify_s - self.link_s(drafted))
-            self.overhead_s += smooth * (left - self.overhead_s)
+            link = self.link_s(drafted)
+            self.overhead = update_line(self.overhead, link, max(0.0, t_round_s - t_draft_s - t_verify_s - link))
 
 
 class TreeWindowTracker(WindowTracker):

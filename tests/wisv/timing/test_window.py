@@ -121,7 +121,7 @@ def test_tracker_predicts_the_measured_round_with_its_fixed_costs():
     for k in (4, 8, 16):
         truth = 0.0022 + 0.0012 * k + w.link_s(k) + 0.0068 + 0.0026
         assert predicted(k) == pytest.approx(truth, rel=0.02)
-    assert w.overhead_s == pytest.approx(0.0026, rel=0.02)
+    assert w.overhead_s(w.link_s(8)) == pytest.approx(0.0026, rel=0.02)
 
 
 def test_fixed_costs_push_the_window_up():
@@ -132,3 +132,18 @@ def test_fixed_costs_push_the_window_up():
     old = choose_k(round_cost("greedy", csi, PB, w.tau_d_s, w.verify.predict_s), w.history.alpha).k
     new = w.choose(w.round_s("greedy", csi, PB)).k
     assert new > old
+
+
+def test_the_overhead_follows_the_link_state_at_once():
+    # a host overhead that grows with the link (the emulator's framing): learnt over both states of a trace, the
+    # overhead of each state is predicted right on the first round after a switch, not an average lagging behind
+    w = WindowTracker()
+    fast, slow = CSI(120.0, 120.0, 6.0), CSI(4.0, 4.0, 70.0)
+    for i in range(60):
+        csi = fast if (i // 10) % 2 == 0 else slow
+        w.round_s("greedy", csi, PB)
+        link = w.link_s(8)
+        w.update(8, 6, None, 0.012, 0.007, t_round_s=0.012 + 0.007 + link + 0.002 + 0.1 * link)
+    for csi in (fast, slow):
+        w.round_s("greedy", csi, PB)
+        assert w.overhead_s(w.link_s(8)) == pytest.approx(0.002 + 0.1 * w.link_s(8), rel=0.03)
