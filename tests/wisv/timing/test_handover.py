@@ -58,3 +58,15 @@ def test_a_drafter_that_agrees_again_brings_speculation_back():
         h = agreement_history(h, [True] * 16)
     after = choose_round(choose_k(round_s, h.alpha).s_per_token, 0.0068, LINK(0.005), 100)
     assert before.edge_alone and not after.edge_alone
+
+
+def test_the_run_summary_counts_the_edges_rounds():
+    import pandas as pd
+
+    from testbed.common.summary import handover_table
+    rounds = pd.DataFrame({"edge_alone": [False, True, True, False], "committed": [5, 16, 16, 3],
+                           "rtt_ms": [5.0, 60.0, 60.0, 5.0], "rate_up_mbps": [200.0, 3.0, 3.0, 200.0]})
+    text = handover_table("auto", rounds)
+    assert "2 of 4 rounds by the edge alone, 32 of 40 tokens" in text
+    assert "link 3 Mbps / 60 ms: 2 of 2 rounds" in text and "link 200 Mbps / 5 ms: 0 of 2 rounds" in text
+    assert handover_table("greedy", rounds.assign(edge_alone=None)) is None
