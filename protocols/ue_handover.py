@@ -53,7 +53,15 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
     decode = w.edge_decode_s if w.edge_decode_s is not None else w.verify.predict_s(0)
     pb = auto.pb
     link = lambda n: t_single_exchange(pb.o_up, n * pb.b_tok + pb.o_dn, csi)  # noqa: E731  GENERATE up, CHUNK down
-    return choose_round(spec, decode, link, budget, overhead_s=w.overhead_s(link(HANDOVER_TOKENS)))
+    n = chunk_size(sess.edge_chunk)
+    return choose_round(spec, decode, link, budget, chunk_tokens=n, overhead_s=w.overhead_s(link(n)))
+
+
+def chunk_size(last_tokens: int) -> int:
+    """The next handed-over chunk's tokens: ``HANDOVER_TOKENS`` after a speculative round, else twice the last
+    chunk, so that a run of the edge's rounds pays a round trip per doubling rather than per 16 tokens (the choice
+    is still made again before each of them)."""
+    return HANDOVER_TOKENS if last_tokens <= 0 else 2 * last_tokens
 
 
 def generate_message(sess, choice: HandOver) -> Message:
@@ -74,6 +82,7 @@ def commit_chunk(sess, choice: HandOver, msg: Message) -> EdgeRound:
     per = c.t_decode_s / len(tokens)
     w.edge_decode_s = per if w.edge_decode_s is None else w.edge_decode_s + DECODE_SMOOTH * (per - w.edge_decode_s)
     r = EdgeRound(sess.n_rounds, sess.proto.name, tokens, sum(agree), c.t_decode_s, c.t_edge_s, choice)
+    sess.edge_chunk = choice.tokens
     sess.tokens.extend(tokens)
     sess.n_rounds += 1
     sess.done = c.done or len(sess.tokens) >= sess.p.max_new_tokens or tokens[-1] == sess.eos

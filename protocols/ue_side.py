@@ -76,6 +76,7 @@ class UESession:
         self.stop = stop  # WISP rejection predictor: end the block at the first predicted rejection
         self.proto: Protocol = get_protocol(params.protocol)
         self.shape = self.proto.rounds()  # the round, where a chain and a tree differ
+        self.edge_chunk = 0  # tokens of the last round handed to the edge, when the rounds since were the edge's
         self.window = window or self.shape.tracker(params)  # --draft-len/--tree-budget auto (a UE's prompts share it)
         self.gen = torch.Generator().manual_seed(params.seed)
         self.stats = MismatchStats()
@@ -128,6 +129,7 @@ class UESession:
                 if reply.type == MsgType.ERROR:
                     raise edge_error(reply)
                 return commit_chunk(self, choice, reply)
+        self.edge_chunk = 0
         link.send(self.next_draft(csi_est))
         t0 = time.perf_counter()
         self.draft_proactively(link.reply_waiting)

@@ -75,3 +75,12 @@ def test_generate_tokens_must_be_positive() -> None:
     with pytest.raises(WireError):
         decode(encode(make(MsgType.GENERATE, "s", None, round=0, tokens=0)), LIMITS)
 
+
+
+def test_a_run_of_the_edges_rounds_doubles_its_chunks(pair) -> None:
+    from protocols.ue_handover import chunk_size
+    assert [chunk_size(n) for n in (0, 16, 32)] == [16, 32, 64]
+    edge, ue = open_pair(pair, PROMPTS[1], protocol="auto", draft_len=4, max_new_tokens=40)
+    sizes = [len(r.tokens) for r in play(edge, ue, POOR) if isinstance(r, EdgeRound)]
+    assert sizes[0] == 16 and len(sizes) == 2  # 16, then the rest of the 40 (< 32); 16-token chunks would take 3
+    assert ue.tokens == reference(pair, PROMPTS[1]).tokens
