@@ -162,9 +162,26 @@ class EdgeSession:
         h_d = msg.tensors.get("hidden")
         return self._finish(pend, None if h_d is None else h_d[mism], msg.tensors.get("probs"))
 
-    def on_generate(self, msg: Message) -> None:
-        """GENERATE asks for the target's stream: a drafting session refuses it."""
-        raise ProtocolError("bad_type", f"GENERATE in a {self.protocol_name} session: its UE drafts (DRAFT)")
+    def on_generate(self, msg: Message) -> Message:
+        """A round handed to the edge (GENERATE with ``tokens``, the UE's auto when speculation does not pay): the
+        target alone decodes up to that many tokens greedily and one CHUNK carries them (a retransmission: the same
+        CHUNK).  A GENERATE asking for a stream (no ``tokens``) is refused: this session's UE drafts."""
+        n, got = msg.header.get("tokens"), msg.header["round"]
+        if n is None:
+            raise ProtocolError("bad_type", f"GENERATE without tokens in a {self.protocol_name} session: its UE "
+                                            "drafts (DRAFT), or hands one round over with a token budget")
+        if round_action(got, self.next_round, None if self.answered is None else self.answered[0]) == "replay":
+            return self.answered[1]
+        if self.done:
+            raise ProtocolError("session_done", "GENERATE after the session finished")
+        if self.pending is not None or self.incoming is not None:
+            raise ProtocolError("bad_state", "GENERATE while a drafted round is in flight")
+        tokens, t_decode = generate_alone(self.verify, min(n, self.max_new - self.generated), self.eos)
+        self._count(tokens)
+        chunk = make(MsgType.CHUNK, self.sid, {"tokens": np.asarray(self.last_committed, np.int32)}, round=got,
+                     t_decode_s=t_decode, t_edge_s=time.perf_counter() - self.msg_t0, done=self.done)
+        self.answered, self.next_round = (got, chunk), got + 1
+        return chunk
 
     def on_hidden(self, msg: Message) -> Message:
         """Finish the pending SH round with the uploaded hidden states."""
@@ -320,3 +337,13 @@ def _csi_of(d: dict | None) -> CSI | None:
         return CSI.from_dict(d)
     except (ValueError, TypeError, KeyError):
         return None
+
+
+def generate_alone(verify: VerifySession, n: int, eos_token_id: int | None) -> tuple[list[int], float]:
+    """Up to ``n`` tokens of the target alone, greedy, one pass each on its session (the KV cache kept), ending at
+    EOS: (the tokens, the passes' seconds).  A speculative session's round handed to the edge."""
+    tokens, t0 = [], time.perf_counter()
+    while len(tokens) < max(1, n) and (not tokens or tokens[-1] != eos_token_id):
+        y = int(verify.verify([]).argmax[-1])
+        tokens += verify.commit([], 0, y)
+    return tokens, time.perf_counter() - t0

@@ -29,7 +29,7 @@ from wisv.serving.wdt import confidence_summary
 from wisv.timing.kpolicy import KFacts, block_k
 from wisv.timing.latency import PayloadBits
 from wisv.timing.protodesc import describe
-from wisv.timing.window import AUTO_DRAFT_LEN, WindowTracker, round_cost
+from wisv.timing.window import AUTO_DRAFT_LEN, WindowTracker
 
 AUTO_START_K = 8  # auto's window before its first verdict (nothing measured yet)
 
@@ -81,6 +81,8 @@ class RoundState:
     window: int | None = None  # K --draft-len auto chose for this block (None: a fixed window)
     t_proactive_s: float = 0.0  # drafting past the block while it was verified, s
     columns: dict | None = None  # the protocol's own record fields, once committed (RoundRow fields)
+    t_start_s: float | None = None  # perf_counter when drafting the block began
+    t_round_s: float | None = None  # draft start to the VERDICT's arrival, s (set when it commits)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,7 +147,7 @@ class ChainRounds:
         if w.tau_d_s is None:  # nothing measured yet
             k = min(self.start_k, k_cap)
             return k, k, a.wisp
-        round_s = round_cost(a.protocol, a.csi, a.pb, w.tau_d_s, w.verify.predict_s, a.mismatch_rate)
+        round_s = w.round_s(a.protocol, a.csi, a.pb, a.mismatch_rate)
         choice = w.choose(round_s, k_cap)
         rule, wisp = w.stop_rule(round_s), a.wisp
         n = [1]
@@ -186,9 +188,9 @@ class ChainRounds:
 
     def learn(self, window: WindowTracker, r: RoundState, v: Verdict, p: UEParams) -> None:
         """--draft-len auto learns from the verdict: acceptance by confidence, drafting and edge times."""
-        if p.auto_window:
+        if p.auto_window or describe(p.protocol).chooses:  # auto prices its hand-over with the same terms
             conf = r.draft.features[:, 0].tolist() if r.draft.features is not None else None
-            window.update(len(r.draft.tokens), v.n_accepted, conf, r.t_draft_s, v.t_edge_s)
+            window.update(len(r.draft.tokens), v.n_accepted, conf, r.t_draft_s, v.t_edge_s, t_round_s=r.t_round_s)
 
     def columns(self, r: RoundState) -> dict:
         """The block's draft-confidence summary (RoundRow draft_* fields: the WDT predictor's training data)."""

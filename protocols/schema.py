@@ -14,10 +14,11 @@ import numpy as np
 from protocols.registry import ALL_PROTOCOLS
 from protocols.typed import OpenOk, Verdict  # noqa: F401 (the decoded messages' typed fields, read from here too)
 
-WIRE_VERSION = 6  # bump on any incompatible change to SCHEMAS or to the framing (2: OPEN's vocabulary facts,
+WIRE_VERSION = 7  # bump on any incompatible change to SCHEMAS or to the framing (2: OPEN's vocabulary facts,
 #                  REFERENCE; 3: OPEN's first round, for a session resumed with its committed prefix; 4: the edge's
 #                  session token, which DRAFT, HIDDEN and CLOSE carry; 5: target features, asked for in OPEN,
-#                  granted in OPEN_OK, carried by the VERDICT; 6: GENERATE and CHUNK, server-only's stream)
+#                  granted in OPEN_OK, carried by the VERDICT; 6: GENERATE and CHUNK, server-only's stream; 7:
+#                  GENERATE's tokens, a speculative session's round handed to the edge)
 UNBOUNDED = 2**63  # upper bound for ints that have no protocol limit
 
 
@@ -370,6 +371,8 @@ SCHEMAS: dict[MsgType, Schema] = {
         fields={"round": Field(INT, rng=NONNEG),  # the first chunk wanted: the chunks the UE holds (resent from it)
                 "every_tokens": Field(INT, required=False, rng=POSITIVE),  # a chunk ends at this many tokens
                 "every_ms": Field(FLOAT, required=False),  # or this long after the previous one, ms (none: 1 token)
+                "tokens": Field(INT, required=False, rng=POSITIVE),  # a speculative session's round handed to the
+                #   edge: it generates this many tokens alone (fewer at the budget or EOS), one CHUNK
                 "token": Field((str,), required=False, pattern=TOKEN_HEX)},  # OPEN_OK's token
         check=check_generate,
     ),

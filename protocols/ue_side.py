@@ -22,6 +22,7 @@ from protocols.handshake import Vocab, vocab_refusal
 from protocols.registry import HIDDEN_PROTOCOLS, Protocol, get_protocol, servable
 from protocols.rounds import AutoWindow, RoundState, UEParams
 from protocols.typed import OpenOk, Verdict
+from protocols.ue_handover import commit_chunk, generate_message, hand_over
 from protocols.wire import Message, MsgType, make
 from wisv.decoding.sessions import DraftSession
 from wisv.decoding.speculative import truncate_output
@@ -75,6 +76,7 @@ class UESession:
         self.stop = stop  # WISP rejection predictor: end the block at the first predicted rejection
         self.proto: Protocol = get_protocol(params.protocol)
         self.shape = self.proto.rounds()  # the round, where a chain and a tree differ
+        self.edge_chunk = 0  # tokens of the last round handed to the edge, when the rounds since were the edge's
         self.window = window or self.shape.tracker(params)  # --draft-len/--tree-budget auto (a UE's prompts share it)
         self.gen = torch.Generator().manual_seed(params.seed)
         self.stats = MismatchStats()
@@ -123,7 +125,16 @@ class UESession:
 
     def play_round(self, csi_est: CSI | None, link: Link) -> RoundState:
         """One round from draft to commit: send the DRAFT, draft proactively while the edge verifies (SpecEdge),
-        answer the replies until the VERDICT commits; the finished round."""
+        answer the replies until the VERDICT commits; the finished round.  A protocol that chooses (auto) may hand
+        the round to the edge instead (protocols/ue_handover.py): the edge's round, committed."""
+        choice = hand_over(self, csi_est)
+        if choice is not None and choice.edge_alone:
+            link.send(generate_message(self, choice))
+            for reply in link.replies():
+                if reply.type == MsgType.ERROR:
+                    raise edge_error(reply)
+                return commit_chunk(self, choice, reply)
+        self.edge_chunk = 0
         link.send(self.next_draft(csi_est))
         t0 = time.perf_counter()
         self.draft_proactively(link.reply_waiting)
@@ -143,7 +154,7 @@ class UESession:
         draft, tree = self.shape.draft(self.d, k, sample=proto.samples, temperature=self.p.temperature,
                                        generator=self.gen, eos=self.eos, stop=stop)
         t_draft = time.perf_counter() - t0
-        self.round = RoundState(self.n_rounds, proto.name, draft, t_draft, tree=tree, window=window)
+        self.round = RoundState(self.n_rounds, proto.name, draft, t_draft, tree=tree, window=window, t_start_s=t0)
         header = {"round": self.n_rounds, "t_draft_s": t_draft, "protocol": proto.name}
         if csi_est is not None:
             header["csi"] = csi_est.to_dict()
@@ -211,6 +222,7 @@ class UESession:
         """Commit what the VERDICT accepted (carrying reusable proactive tokens), learn, record; the session may be
         done (at the budget or EOS)."""
         r = self.round
+        r.t_round_s = time.perf_counter() - r.t_start_s if r.t_start_s is not None else None
         committed = self.shape.settle(self.d, r, v)
         if v.features is not None:
             self._take_features(v.features)

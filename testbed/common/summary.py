@@ -149,3 +149,21 @@ def window_table(protocol: str, rounds: pd.DataFrame) -> str | None:
                          f"(IQR {q[0.25]:g}-{q[0.75]:g}), drafted mean {g['drafted'].mean():.1f}, "
                          f"accepted mean {g['accepted'].mean():.1f}")
     return "\n".join(lines)
+
+
+def handover_table(protocol: str, rounds: pd.DataFrame) -> str | None:
+    """A protocol that may hand rounds to the edge (auto): how many rounds, and committed tokens, the edge generated
+    alone against the speculative rounds, overall and per link state; None when no round could be handed over."""
+    if "edge_alone" not in rounds or rounds["edge_alone"].isna().all():
+        return None
+    r = rounds.dropna(subset=["edge_alone"]).astype({"edge_alone": bool})
+
+    def line(g: pd.DataFrame) -> str:
+        e = g[g["edge_alone"]]
+        return (f"{len(e)} of {len(g)} rounds by the edge alone, {int(e['committed'].sum())} of "
+                f"{int(g['committed'].sum())} tokens")
+    lines = [f"hand-over ({protocol}): {line(r)}"]
+    if {"rtt_ms", "rate_up_mbps"} <= set(r) and r["rtt_ms"].notna().any():
+        for (rate, rtt), g in r.groupby([r["rate_up_mbps"].fillna(math.inf), "rtt_ms"]):
+            lines.append(f"  link {rate:g} Mbps / {rtt:g} ms: {line(g)}")
+    return "\n".join(lines)

@@ -151,6 +151,14 @@ class DraftSession(_CachedModel):
         self.drafted, self.carry = [], carry if carry and carry.tokens else None
 
 
+    def agreement(self, tokens: list[int]) -> list[bool]:
+        """Commit ``tokens`` (the target's, generated without a draft) and say at each whether the drafter's greedy
+        choice was that token: one pass over them, which the next block needs anyway."""
+        self.commit(tokens)
+        logits, _ = self.forward(self.seq[self.cached_len:-1], keep=len(tokens))  # rows before each token
+        return [bool(a) for a in (logits.argmax(dim=-1).cpu() == torch.tensor(tokens))]
+
+
 class VerifySession(_CachedModel):
     """The target's view of one sequence (edge side)."""
 

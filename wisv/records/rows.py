@@ -76,6 +76,8 @@ class RoundRow:
     resumed: int | None = None  # re-OPENs with the committed prefix during the round: the edge had lost the session
     t_arrival_s: float | None = None  # the round's committed tokens reached the UE (its reply at the socket;
     #   on-device: generated), s since the prompt's OPEN went out (on-device: since it began); ttft/itl derive from it
+    edge_alone: bool | None = None  # auto handed the round to the edge (its target generated alone, no draft);
+    #   False: a speculative round of a protocol that may hand rounds over; None: one that never does
 
 
 RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RoundRow))

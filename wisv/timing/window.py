@@ -75,14 +75,26 @@ def choose_k(round_s: Callable[[int], float], p_accept: Callable[[int], Sequence
     return WindowChoice(best, cost[best], committed[best], cost)
 
 
+def link_cost(protocol: str, csi: CSI, pb: PayloadBits, mismatch_rate: float = 0.0,
+              exchange_overhead_s: float = 0.0) -> Callable[[int], float]:
+    """K -> the protocol's link time of a K-token round under ``csi`` (wisv.timing.roundtime.comm_s; SH's queries at
+    ``mismatch_rate`` per token)."""
+    if not 0 <= mismatch_rate <= 1:
+        raise ValueError(f"need mismatch_rate in [0, 1], got {mismatch_rate}")
+    return lambda k: comm_s(protocol, k, mismatch_rate * k, csi, pb, exchange_overhead_s)
+
+
 def round_cost(protocol: str, csi: CSI, pb: PayloadBits, tau_d_s: float, verify_s: Callable[[int], float],
-               mismatch_rate: float = 0.0, exchange_overhead_s: float = 0.0) -> Callable[[int], float]:
-    """K -> seconds of one round from live terms: ``K tau_d`` drafting, the protocol's link time under ``csi``
-    (wisv.timing.roundtime.comm_s; SH's queries at ``mismatch_rate`` per token) and the edge's ``verify_s(K)``."""
-    if tau_d_s < 0 or not 0 <= mismatch_rate <= 1:
-        raise ValueError(f"need tau_d_s >= 0 and mismatch_rate in [0, 1], got {tau_d_s}, {mismatch_rate}")
-    return lambda k: (k * tau_d_s + comm_s(protocol, k, mismatch_rate * k, csi, pb, exchange_overhead_s)
-                      + verify_s(k))
+               mismatch_rate: float = 0.0, exchange_overhead_s: float = 0.0,
+               draft_s: Callable[[int], float] | None = None, overhead_s: float = 0.0) -> Callable[[int], float]:
+    """K -> seconds of one round from live terms: drafting (``draft_s(K)``, or ``K tau_d``), the protocol's link time
+    under ``csi`` (``link_cost``), the edge's ``verify_s(K)`` and ``overhead_s``, the round's measured time that none
+    of those terms holds (host hops, encoding, the UE's commit)."""
+    if tau_d_s < 0 or overhead_s < 0:
+        raise ValueError(f"need tau_d_s >= 0 and overhead_s >= 0, got {tau_d_s}, {overhead_s}")
+    link = link_cost(protocol, csi, pb, mismatch_rate, exchange_overhead_s)
+    drafting = draft_s or (lambda k: k * tau_d_s)
+    return lambda k: drafting(k) + link(k) + verify_s(k) + overhead_s
 
 
 def keep_drafting(survival: float, p_next: float, tokens_per_s: float, marginal_s: float) -> bool:
@@ -157,8 +169,17 @@ class VerifyFit:
     sxt: float = 0.0
     decay: float = 0.95  # each round's weight of the sums before it
 
+    @property
+    def has_slope(self) -> bool:
+        """At least two window sizes were seen: the line has a slope (else it is flat at the mean)."""
+        return self.n > 0 and self.sxx / self.n - (self.sx / self.n) ** 2 >= 1e-6
+
     def predict_s(self, k: int) -> float:
         """Predicted verify time of a K-token block, s (0 before any verdict)."""
+        return self.at(k + 1)
+
+    def at(self, x: float) -> float:
+        """The line at ``x`` (not below 0; 0 before any point; flat at the mean until x varied)."""
         if self.n <= 0:
             return 0.0
         mean_t = self.st / self.n
@@ -166,16 +187,22 @@ class VerifyFit:
         if var < 1e-6:
             return mean_t
         slope = max(0.0, (self.sxt / self.n - self.sx / self.n * mean_t) / var)
-        return max(0.0, mean_t + slope * (k + 1 - self.sx / self.n))
+        return max(0.0, mean_t + slope * (x - self.sx / self.n))
 
 
 def update_verify(fit: VerifyFit, k: int, t_verify_s: float) -> VerifyFit:
     """The fit after a verdict that verified a K-token block in ``t_verify_s``."""
-    if k < 1 or not t_verify_s >= 0 or not math.isfinite(t_verify_s):
+    if k < 1:
         return fit
-    d, x = fit.decay, float(k + 1)
-    return VerifyFit(d * fit.n + 1, d * fit.sx + x, d * fit.sxx + x * x, d * fit.st + t_verify_s,
-                     d * fit.sxt + x * t_verify_s, d)
+    return update_line(fit, float(k + 1), t_verify_s)
+
+
+def update_line(fit: VerifyFit, x: float, t: float) -> VerifyFit:
+    """The line after one more point (x, t); a non-finite or negative t leaves it as it was."""
+    if not t >= 0 or not math.isfinite(t) or not math.isfinite(x):
+        return fit
+    d = fit.decay
+    return VerifyFit(d * fit.n + 1, d * fit.sx + x, d * fit.sxx + x * x, d * fit.st + t, d * fit.sxt + x * t, d)
 
 
 class WindowTracker:
@@ -192,9 +219,32 @@ class WindowTracker:
             raise ValueError(f"need 1 <= k_min <= k_max, got {k_min}, {k_max}")
         self.k_min, self.k_max = k_min, k_max
         self.history = history or AcceptanceHistory()
-        self.verify = VerifyFit()
+        self.verify = VerifyFit()  # the edge's measured time per round (VERDICT t_edge_s) as a line in K
+        self.drafting = VerifyFit()  # the UE's drafting time per block as a line in K (its fixed cost: the catch-up)
         self.tau_d_s: float | None = None  # EWMA of the drafting time per token, s
+        self.overhead = VerifyFit(decay=0.9)  # the round's measured time the terms leave out, as a line in the
+        #   link model's time (host hops and the emulator's framing grow with the link), s
+        self.link_s: Callable[[int], float] | None = None  # the link model of the round in flight (set by its sizer)
+        self.edge_decode_s: float | None = None  # the edge's measured decode time per token alone (its CHUNKs), s
         self.last: WindowChoice | None = None
+
+    def draft_s(self, k: int) -> float:
+        """Predicted drafting time of a K-token block: the measured line once two sizes were seen, else K tau_d."""
+        if self.drafting.has_slope and self.drafting.at(0.0) > 0:  # a noisy fit with no fixed cost: per token
+            return self.drafting.at(float(k))
+        return k * (self.tau_d_s or 0.0)
+
+    def overhead_s(self, link_s: float) -> float:
+        """Predicted time a round of link time ``link_s`` (the model's) spends outside the measured terms, s."""
+        return self.overhead.at(link_s)
+
+    def round_s(self, protocol: str, csi: CSI, pb: PayloadBits, mismatch_rate: float = 0.0) -> Callable[[int], float]:
+        """K -> predicted seconds of a round from what was measured: drafting, the link under ``csi``, the edge's
+        time and the overhead; keeps the link model to learn the overhead from the round's measured time."""
+        link = self.link_s = link_cost(protocol, csi, pb, mismatch_rate)
+        base = round_cost(protocol, csi, pb, self.tau_d_s or 0.0, self.verify.predict_s, mismatch_rate,
+                          draft_s=self.draft_s)
+        return lambda k: base(k) + self.overhead_s(link(k))
 
     def choose(self, round_s: Callable[[int], float], k_cap: int | None = None) -> WindowChoice:
         """The round's window (at most ``k_cap``, e.g. the budget left)."""
@@ -217,14 +267,20 @@ class WindowTracker:
         return stop
 
     def update(self, drafted: int, accepted: int, confidences: Sequence[float] | None = None,
-               t_draft_s: float | None = None, t_verify_s: float | None = None, smooth: float = 0.3) -> None:
-        """Learn from one verdict: acceptance (and confidence calibration), drafting time, verify time."""
+               t_draft_s: float | None = None, t_verify_s: float | None = None, smooth: float = 0.3,
+               t_round_s: float | None = None) -> None:
+        """Learn from one verdict: acceptance (and confidence calibration), drafting time (per token and as a line),
+        the edge's time, and with ``t_round_s`` (the round's measured time, draft to verdict) the overhead."""
         self.history = update_history(self.history, drafted, accepted, confidences)
         if drafted > 0 and t_draft_s is not None and t_draft_s > 0:
             tau = t_draft_s / drafted
             self.tau_d_s = tau if self.tau_d_s is None else self.tau_d_s + smooth * (tau - self.tau_d_s)
+            self.drafting = update_line(self.drafting, float(drafted), t_draft_s)
         if drafted > 0 and t_verify_s is not None:
             self.verify = update_verify(self.verify, drafted, t_verify_s)
+        if drafted > 0 and None not in (t_round_s, t_draft_s, t_verify_s, self.link_s):
+            link = self.link_s(drafted)
+            self.overhead = update_line(self.overhead, link, max(0.0, t_round_s - t_draft_s - t_verify_s - link))
 
 
 class TreeWindowTracker(WindowTracker):

@@ -202,7 +202,9 @@ class EdgeServer:
         if msg.type == MsgType.HIDDEN:
             return sess.on_hidden(msg)
         if msg.type == MsgType.GENERATE:
-            sess.on_generate(msg)  # a drafting session refuses it
+            chunk = sess.on_generate(msg)  # a drafting session's round handed over: its CHUNK at once
+            if chunk is not None:
+                return chunk
             self.streams.add(sess.token)
             return None  # the chunks follow, one stream turn at a time
         if msg.type == MsgType.CLOSE:

@@ -48,7 +48,7 @@ from testbed.common.heads import load_policy
 from testbed.common.link import LinkSpec, add_rate_flag, apply_rate_flag  # noqa: F401 (LinkSpec: read from here)
 from testbed.common.machine import machine_info
 from testbed.common.plots import plot_run
-from testbed.common.summary import latency_table, prompt_correct, table, window_table
+from testbed.common.summary import handover_table, latency_table, prompt_correct, table, window_table
 from testbed.live.edge.serveconfig import ServeConfig  # noqa: F401 (read from here too)
 from testbed.live.orchestrate import placement
 from testbed.live.orchestrate.cont import RECORD_FILE, Recorder, continued, stop_leftovers
@@ -119,7 +119,7 @@ def run(cfg: RunConfig) -> list[dict]:
             finally:  # also after a failure or an interruption: every round the UEs appended
                 rounds = merge_rounds(pdir)
             s, outputs = collect(proto, pdir, rounds, prompts, tok, refs, scorer, ext)
-            windows.append(window_table(proto, rounds))
+            windows += [window_table(proto, rounds), handover_table(proto, rounds)]
             correct[proto], done[proto] = prompt_correct(outputs, prompts, decode), outputs
             if groups is not None:
                 by_group += group_summaries(proto, rounds, outputs, prompts, decode, refs, groups, nll=scorer, ext=ext)

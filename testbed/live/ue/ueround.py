@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 from channel.csi import CSI
+from protocols.ue_handover import EdgeRound
 from protocols.ue_side import UESession
 from testbed.live.ue.client import Client, RoundIO, RoundLink
 from wisv.decoding.rejection import wasted_drafting
@@ -25,6 +26,8 @@ def run_round(client: Client, sess: UESession, csi: CSI | None, t0: float) -> di
     n_before = len(sess.tokens)
     link = RoundLink(client, sess)
     r = sess.play_round(csi, link)
+    if isinstance(r, EdgeRound):
+        return _edge_round_row(r, link.io, t_start, t0)
     io, v = link.io, r.verdict
     n = len(r.draft.tokens)
     wdt, t_wdt = wasted_drafting(n, v.n_accepted, r.t_draft_s / max(1, n))  # WISP WDT
@@ -37,7 +40,18 @@ def run_round(client: Client, sess: UESession, csi: CSI | None, t0: float) -> di
             "proactive_drafted": len(r.proactive.tokens) if r.proactive is not None else 0,
             "proactive_reused": r.reused, "t_proactive_s": r.t_proactive_s, "t_wdt_s": t_wdt,
             "committed": len(sess.tokens) - n_before, "t_edge_s": t_edge, "retries": io.retries,
-            "resumed": io.resumed, "window_k": r.window, "t_arrival_s": io.t_last - t0, **r.columns}
+            "resumed": io.resumed, "window_k": r.window, "t_arrival_s": io.t_last - t0,
+            "edge_alone": False if sess.proto.desc.chooses else None, **r.columns}
+
+
+def _edge_round_row(r: EdgeRound, io: RoundIO, t_start: float, t0: float) -> dict:
+    """The RoundRow fields of a round auto handed to the edge: no draft; the CHUNK's tokens committed; ``accepted``
+    is 0 (nothing was drafted)."""
+    return {"round": r.index, "protocol": r.protocol, "drafted": 0, "accepted": 0, "exchanges": io.exchanges,
+            "uplink_bytes": io.up, "downlink_bytes": io.down, "t_draft_s": 0.0, "t_verify_s": r.t_decode_s,
+            "t_comm_s": (io.t_last - io.t_first) - r.t_edge_s, "t_edge_s": r.t_edge_s,
+            "t_round_s": time.perf_counter() - t_start, "committed": len(r.tokens), "retries": io.retries,
+            "resumed": io.resumed, "t_arrival_s": io.t_last - t0, "edge_alone": True}
 
 
 def run_chunk(client: Client, sess: UESession, csi: CSI | None, t0: float) -> dict:

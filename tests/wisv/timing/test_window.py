@@ -6,6 +6,7 @@ from wisv.timing.latency import PayloadBits
 from wisv.timing.window import (
     AcceptanceHistory,
     VerifyFit,
+    WindowTracker,
     choose_k,
     expected_committed,
     keep_drafting,
@@ -97,3 +98,52 @@ def test_verify_fit_recovers_a_line():
     for k in (8, 16):
         fit = update_verify(fit, k, 0.005 + 0.001 * (k + 1))
     assert fit.predict_s(32) == pytest.approx(0.005 + 0.001 * 33)
+
+
+def _learn_live_rounds(w: WindowTracker, csi: CSI, fixed_draft_s: float, host_s: float, edge_s: float) -> None:
+    """Rounds measured as this CPU's were: drafting ``fixed + 1.2 ms K``, a flat edge time, a host overhead the link
+    model does not hold; K alternating 6 and 9 as the auto window's choices do."""
+    for i in range(40):
+        k = (6, 9)[i % 2]
+        t_draft = fixed_draft_s + 0.0012 * k
+        w.round_s("greedy", csi, PB)  # the sizer sets the link model of the round in flight
+        t_round = t_draft + w.link_s(k) + edge_s + host_s
+        w.update(k, k - 1, None, t_draft, edge_s, t_round_s=t_round)
+
+
+def test_tracker_predicts_the_measured_round_with_its_fixed_costs():
+    # the drafter's fixed cost per block (its catch-up forward) and the host's overhead are what a per-token tau_d and
+    # the link model alone leave out: the tracker's round time must equal what the rounds measured
+    csi = CSI(200.0, 200.0, 5.0)
+    w = WindowTracker()
+    _learn_live_rounds(w, csi, fixed_draft_s=0.0022, host_s=0.0026, edge_s=0.0068)
+    predicted = w.round_s("greedy", csi, PB)
+    for k in (4, 8, 16):
+        truth = 0.0022 + 0.0012 * k + w.link_s(k) + 0.0068 + 0.0026
+        assert predicted(k) == pytest.approx(truth, rel=0.02)
+    assert w.overhead_s(w.link_s(8)) == pytest.approx(0.0026, rel=0.02)
+
+
+def test_fixed_costs_push_the_window_up():
+    # the same rounds priced the old way (K tau_d, no overhead) choose a smaller K than the measured costs do
+    csi = CSI(200.0, 200.0, 5.0)
+    w = WindowTracker()
+    _learn_live_rounds(w, csi, fixed_draft_s=0.0022, host_s=0.0026, edge_s=0.0068)
+    old = choose_k(round_cost("greedy", csi, PB, w.tau_d_s, w.verify.predict_s), w.history.alpha).k
+    new = w.choose(w.round_s("greedy", csi, PB)).k
+    assert new > old
+
+
+def test_the_overhead_follows_the_link_state_at_once():
+    # a host overhead that grows with the link (the emulator's framing): learnt over both states of a trace, the
+    # overhead of each state is predicted right on the first round after a switch, not an average lagging behind
+    w = WindowTracker()
+    fast, slow = CSI(120.0, 120.0, 6.0), CSI(4.0, 4.0, 70.0)
+    for i in range(60):
+        csi = fast if (i // 10) % 2 == 0 else slow
+        w.round_s("greedy", csi, PB)
+        link = w.link_s(8)
+        w.update(8, 6, None, 0.012, 0.007, t_round_s=0.012 + 0.007 + link + 0.002 + 0.1 * link)
+    for csi in (fast, slow):
+        w.round_s("greedy", csi, PB)
+        assert w.overhead_s(w.link_s(8)) == pytest.approx(0.002 + 0.1 * w.link_s(8), rel=0.03)

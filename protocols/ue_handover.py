@@ -1,0 +1,89 @@
+"""`auto` hands a round to the edge when speculation does not pay (the UE's side; the edge's is
+``EdgeSession.on_generate``).
+
+Before each round of a protocol that chooses (its description's ``chooses``: `auto`), the UE prices its best
+speculative round with the auto window's measured terms and the edge generating a chunk alone
+(wisv/timing/handover.py ``choose_round``).  A handed-over round sends GENERATE naming the round and a token budget;
+the edge's target decodes that many tokens greedily and answers one CHUNK, which the UE commits (greedy output stays
+the target's: they are its tokens).  The drafter's pass over the chunk says where it would have agreed, which keeps
+the acceptance estimate alive while nothing is drafted, and the CHUNK's decode time is the edge's measured time per
+token.  Nothing is handed over before the first verdict (nothing is measured yet).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from channel.csi import CSI
+from protocols.errors import EdgeError
+from protocols.typed import Chunk
+from protocols.wire import Message, MsgType, make
+from wisv.decoding.speculative import truncate_output
+from wisv.timing.handover import HANDOVER_TOKENS, HandOver, agreement_history, choose_round
+from wisv.timing.latency import t_single_exchange
+from wisv.timing.window import choose_k
+
+DECODE_SMOOTH = 0.3  # weight of the newest chunk in the edge's decode time per token
+
+
+@dataclass
+class EdgeRound:
+    """A round the edge generated alone, as the UE got it."""
+
+    index: int  # the session's round index
+    protocol: str  # the session's protocol
+    tokens: list[int]  # the committed tokens
+    agreed: int  # how many of them the drafter's greedy choice matched
+    t_decode_s: float  # the edge's passes, s
+    t_edge_s: float  # edge time from GENERATE to CHUNK, s
+    choice: HandOver  # what decided it
+
+
+def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
+    """The round's choice when the session's protocol may hand rounds over and something was measured; else None."""
+    w = sess.window
+    if not sess.proto.desc.chooses or w.tau_d_s is None:
+        return None
+    csi = csi_est or CSI.ideal()
+    auto = sess._auto_window(csi_est)
+    round_s = w.round_s(auto.protocol, csi, auto.pb, auto.mismatch_rate)
+    budget = sess.p.max_new_tokens - len(sess.tokens)
+    hi = max(1, min(sess.shape.k_max(sess.p), budget - 1))
+    lo = 1 if sess.p.auto_window else hi
+    spec = choose_k(round_s, w.history.alpha, lo, hi).s_per_token
+    decode = w.edge_decode_s if w.edge_decode_s is not None else w.verify.predict_s(0)
+    pb = auto.pb
+    link = lambda n: t_single_exchange(pb.o_up, n * pb.b_tok + pb.o_dn, csi)  # noqa: E731  GENERATE up, CHUNK down
+    n = chunk_size(sess.edge_chunk)
+    return choose_round(spec, decode, link, budget, chunk_tokens=n, overhead_s=w.overhead_s(link(n)))
+
+
+def chunk_size(last_tokens: int) -> int:
+    """The next handed-over chunk's tokens: ``HANDOVER_TOKENS`` after a speculative round, else twice the last
+    chunk, so that a run of the edge's rounds pays a round trip per doubling rather than per 16 tokens (the choice
+    is still made again before each of them)."""
+    return HANDOVER_TOKENS if last_tokens <= 0 else 2 * last_tokens
+
+
+def generate_message(sess, choice: HandOver) -> Message:
+    """The GENERATE that hands the session's next round to the edge, with its token budget."""
+    return make(MsgType.GENERATE, sess.sid, None, round=sess.n_rounds, tokens=choice.tokens, **sess.token)
+
+
+def commit_chunk(sess, choice: HandOver, msg: Message) -> EdgeRound:
+    """Commit the edge's CHUNK for the handed-over round; learn the drafter's agreement over its tokens and the
+    edge's decode time per token."""
+    if msg.type != MsgType.CHUNK or msg.header["round"] != sess.n_rounds:
+        raise EdgeError(f"unexpected {msg.type.name} while waiting for the edge's round {sess.n_rounds}")
+    c = Chunk.of(msg.header, msg.tensors)
+    tokens = truncate_output([int(t) for t in c.tokens], sess.p.max_new_tokens - len(sess.tokens), sess.eos)
+    agree = sess.d.agreement(tokens)
+    w = sess.window
+    w.history = agreement_history(w.history, agree)
+    per = c.t_decode_s / len(tokens)
+    w.edge_decode_s = per if w.edge_decode_s is None else w.edge_decode_s + DECODE_SMOOTH * (per - w.edge_decode_s)
+    r = EdgeRound(sess.n_rounds, sess.proto.name, tokens, sum(agree), c.t_decode_s, c.t_edge_s, choice)
+    sess.edge_chunk = choice.tokens
+    sess.tokens.extend(tokens)
+    sess.n_rounds += 1
+    sess.done = c.done or len(sess.tokens) >= sess.p.max_new_tokens or tokens[-1] == sess.eos
+    return r

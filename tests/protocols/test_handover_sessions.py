@@ -1,0 +1,86 @@
+"""`auto` hands rounds to the edge (protocols/ue_handover.py, EdgeSession.on_generate): the UE and edge sessions
+in-process, every message through the wire format; the output stays the target's greedy output."""
+from __future__ import annotations
+
+import pytest
+
+from channel.csi import CSI
+from protocols.edge_side import EdgeSession
+from protocols.errors import ProtocolError
+from protocols.ue_handover import EdgeRound
+from protocols.ue_side import UESession
+from protocols.wire import Message, MsgType, make
+from tests.protocols.test_sessions import PROMPTS, open_pair, pair, reference, wire  # noqa: F401 (fixture)
+
+POOR = CSI(3.0, 3.0, rtt_ms=60.0)  # a round trip costs ~60 ms: the edge's 16-token chunks amortise it best
+
+
+class Loopback:
+    """The round's link as UESession.play_round uses it: each message goes to the edge session at once."""
+
+    def __init__(self, edge: EdgeSession):
+        self.edge, self.out = edge, []
+
+    def send(self, msg: Message) -> None:
+        msg = wire(msg)
+        handler = {MsgType.DRAFT: self.edge.on_draft, MsgType.GENERATE: self.edge.on_generate,
+                   MsgType.HIDDEN: self.edge.on_hidden}[msg.type]
+        self.out.append(wire(handler(msg)))
+
+    def reply_waiting(self) -> bool:
+        return bool(self.out)
+
+    def replies(self):
+        while self.out:
+            yield self.out.pop(0)
+
+
+def play(edge: EdgeSession, ue: UESession, csi: CSI) -> list:
+    link, rounds = Loopback(edge), []
+    while not ue.done:
+        rounds.append(ue.play_round(csi, link))
+    return rounds
+
+
+def test_auto_hands_rounds_to_the_edge_on_a_poor_link_and_stays_lossless(pair) -> None:
+    edge, ue = open_pair(pair, PROMPTS[1], protocol="auto", draft_len=4, max_new_tokens=40)
+    rounds = play(edge, ue, POOR)
+    kinds = [isinstance(r, EdgeRound) for r in rounds]
+    assert not kinds[0] and any(kinds)  # the first round speculates (nothing measured), then the edge takes over
+    assert ue.tokens == reference(pair, PROMPTS[1]).tokens  # the target's greedy output
+    assert edge.done and edge.generated == len(ue.tokens)
+    assert ue.window.edge_decode_s is not None and ue.window.edge_decode_s > 0  # learnt from the CHUNKs
+    assert ue.d.seq[len(PROMPTS[1]):] == ue.tokens  # the drafter followed every chunk
+
+
+def test_a_protocol_that_does_not_choose_never_hands_over(pair) -> None:
+    edge, ue = open_pair(pair, PROMPTS[1], protocol="greedy", draft_len=4, max_new_tokens=40)
+    assert not any(isinstance(r, EdgeRound) for r in play(edge, ue, POOR))
+    assert ue.tokens == reference(pair, PROMPTS[1]).tokens
+
+
+def test_the_edge_replays_a_resent_generate_and_refuses_a_stream_request(pair) -> None:
+    edge, ue = open_pair(pair, PROMPTS[1], protocol="auto", draft_len=4, max_new_tokens=40)
+    ask = wire(make(MsgType.GENERATE, ue.sid, None, round=0, tokens=5, **ue.token))
+    first = edge.on_generate(ask)
+    assert edge.on_generate(ask) is first and edge.next_round == 1  # a resend: the same CHUNK, nothing decoded
+    assert first.tensors["tokens"].tolist() == reference(pair, PROMPTS[1]).tokens[:5]
+    with pytest.raises(ProtocolError, match="without tokens"):
+        edge.on_generate(wire(make(MsgType.GENERATE, ue.sid, None, round=1, **ue.token)))
+
+
+def test_generate_tokens_must_be_positive() -> None:
+    from protocols.wire import WireError, decode, encode
+    from tests.protocols.test_sessions import LIMITS
+    with pytest.raises(WireError):
+        decode(encode(make(MsgType.GENERATE, "s", None, round=0, tokens=0)), LIMITS)
+
+
+
+def test_a_run_of_the_edges_rounds_doubles_its_chunks(pair) -> None:
+    from protocols.ue_handover import chunk_size
+    assert [chunk_size(n) for n in (0, 16, 32)] == [16, 32, 64]
+    edge, ue = open_pair(pair, PROMPTS[1], protocol="auto", draft_len=4, max_new_tokens=40)
+    sizes = [len(r.tokens) for r in play(edge, ue, POOR) if isinstance(r, EdgeRound)]
+    assert sizes[0] == 16 and len(sizes) == 2  # 16, then the rest of the 40 (< 32); 16-token chunks would take 3
+    assert ue.tokens == reference(pair, PROMPTS[1]).tokens

@@ -1,0 +1,72 @@
+"""Speculate or hand the round to the edge (wisv/timing/handover.py), on hand-built costs."""
+import pytest
+
+from wisv.timing.handover import agreement_history, choose_round, edge_alone_s_per_token
+from wisv.timing.window import AcceptanceHistory
+
+LINK = lambda rtt_s: (lambda n: rtt_s + n * 1e-5)  # noqa: E731  a chunk's link time: one RTT plus 10 us per token
+
+
+def test_edge_alone_cost_by_hand():
+    assert edge_alone_s_per_token(0.007, 16, 0.064, 0.002) == pytest.approx(0.007 + 0.066 / 16)
+    with pytest.raises(ValueError):
+        edge_alone_s_per_token(0.007, 0, 0.06)
+
+
+def test_a_good_drafter_on_a_good_link_speculates():
+    # toy pair at 200 Mbit/s / 5 ms: 4.2 ms per committed token speculating, the edge 6.8 ms per token alone
+    c = choose_round(0.0042, 0.0068, LINK(0.005), budget_tokens=100)
+    assert not c.edge_alone and c.tokens == 16 and c.edge_s_per_token == pytest.approx(0.0068 + 0.00516 / 16)
+
+
+def test_a_poor_link_hands_the_round_to_the_edge():
+    # 3 Mbit/s / 60 ms: speculation's round trip per ~9 tokens costs 11.7 ms a token; the edge's 16 tokens per
+    # round trip cost 6.8 + 60/16 = 10.6 ms a token
+    c = choose_round(0.0117, 0.0068, LINK(0.060), budget_tokens=100)
+    assert c.edge_alone and c.edge_s_per_token < c.spec_s_per_token
+
+
+def test_a_drafter_that_rarely_agrees_hands_over_even_on_a_good_link():
+    assert choose_round(0.012, 0.0068, LINK(0.005), budget_tokens=100).edge_alone
+
+
+def test_the_margin_keeps_a_near_tie_speculating_and_the_budget_caps_the_chunk():
+    near = choose_round(0.0100, 0.0098, LINK(0.0), budget_tokens=100)
+    assert not near.edge_alone  # 2% cheaper is within the 5% margin
+    assert choose_round(0.0100, 0.0098, LINK(0.0), budget_tokens=100, margin=0.0).edge_alone
+    small = choose_round(0.0117, 0.0068, LINK(0.060), budget_tokens=3)
+    assert small.tokens == 3 and not small.edge_alone  # 3 tokens cannot pay for the round trip
+
+
+def test_agreement_over_a_chunk_moves_alpha_both_ways():
+    h = AcceptanceHistory(accepted=2.0, rejected=4.0)
+    up = agreement_history(h, [True] * 16)
+    down = agreement_history(h, [True, False, False, False] * 4)
+    assert up.alpha > h.alpha > down.alpha
+    assert up.accepted == pytest.approx(0.9 * 2 + 16) and down.rejected == pytest.approx(0.9 * 4 + 12)
+    assert agreement_history(h, []).alpha == pytest.approx(AcceptanceHistory(1.8, 3.6).alpha)
+
+
+def test_a_drafter_that_agrees_again_brings_speculation_back():
+    # handed over while alpha was low; chunks the drafter agrees with raise alpha, and the speculative cost
+    # predicted from it falls below the edge's
+    from wisv.timing.window import choose_k
+    round_s = lambda k: 0.012 + 0.0012 * k  # noqa: E731  drafting, link (5 ms), edge and overhead
+    h = AcceptanceHistory(accepted=1.0, rejected=6.0)
+    before = choose_round(choose_k(round_s, h.alpha).s_per_token, 0.0068, LINK(0.005), 100)
+    for _ in range(3):
+        h = agreement_history(h, [True] * 16)
+    after = choose_round(choose_k(round_s, h.alpha).s_per_token, 0.0068, LINK(0.005), 100)
+    assert before.edge_alone and not after.edge_alone
+
+
+def test_the_run_summary_counts_the_edges_rounds():
+    import pandas as pd
+
+    from testbed.common.summary import handover_table
+    rounds = pd.DataFrame({"edge_alone": [False, True, True, False], "committed": [5, 16, 16, 3],
+                           "rtt_ms": [5.0, 60.0, 60.0, 5.0], "rate_up_mbps": [200.0, 3.0, 3.0, 200.0]})
+    text = handover_table("auto", rounds)
+    assert "2 of 4 rounds by the edge alone, 32 of 40 tokens" in text
+    assert "link 3 Mbps / 60 ms: 2 of 2 rounds" in text and "link 200 Mbps / 5 ms: 0 of 2 rounds" in text
+    assert handover_table("greedy", rounds.assign(edge_alone=None)) is None
