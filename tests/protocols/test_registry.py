@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 from protocols.registry import ALL_PROTOCOLS, PROTOCOLS, ROUND_PROTOCOLS, WISV_PROTOCOLS
+from wisv.timing.protodesc import alone_names
 
 
 def test_names_in_order_and_the_derived_lists():
@@ -25,7 +26,7 @@ def test_the_other_lists_ask_the_registry():
     from testbed.live.orchestrate import run
     from testbed.sim import cli
     assert run.ALL_PROTOCOLS is ALL_PROTOCOLS and bench_link.ALL_PROTOCOLS is ALL_PROTOCOLS
-    assert cli.METHODS is ROUND_PROTOCOLS
+    assert cli.METHODS == ROUND_PROTOCOLS + alone_names()  # the rounds' protocols, then the models alone
     # all: every protocol the edge's head can serve; the toy pair's default head reads drafter hidden states (no ef)
     assert run.RunConfig(protocol="all").protocols() == [p for p in ALL_PROTOCOLS if p != "ef"]
     assert run.RunConfig(protocol="all", edge=run.ServeConfig(head="none")).protocols() == list(ALL_PROTOCOLS)
