@@ -68,8 +68,10 @@ def test_the_install_is_a_real_one(site: Path) -> None:
 
 
 @pytest.mark.parametrize("argv, names", [
-    (["-m", "testbed.run", "--help"], ["{greedy,reject,fh,sh,ef,auto,tree,topk,all}", "toy-copy", "also: topk"]),
-    (["-m", "testbed.simulate", "--help"], ["{greedy,reject,fh,sh,ef,tree,topk}", "toy-copy", "also: topk"]),
+    (["-m", "testbed.run", "--help"], ["{greedy,reject,fh,sh,ef,auto,tree,server,device,topk,all}", "toy-copy",
+                                        "also: topk"]),
+    (["-m", "testbed.simulate", "--help"], ["{greedy,reject,fh,sh,ef,tree,topk,server,device}", "toy-copy",
+                                             "also: topk"]),
     (["-m", "labeling", "peers", "--help"], ["toy-copy"]),
     (["-m", "labeling", "evaluate", "--help"], ["{greedy,reject,fh,sh,ef,tree,topk}"]),
 ])
@@ -139,7 +141,7 @@ def test_a_broken_plugin_is_one_line_and_the_built_ins_work(site: Path, tmp_path
                                "(wisv_testbed.protocols from wisv-broken-plugin): ValueError: protocol 'ef' already")
     assert lines[1].startswith("wisv-testbed: skipped plugin gone = wisv_broken_plugin.missing:X") \
         and "ModuleNotFoundError" in lines[1]
-    assert "{greedy,reject,fh,sh,ef,auto,tree,all}" in proc.stdout
+    assert "{greedy,reject,fh,sh,ef,auto,tree,server,device,all}" in proc.stdout
     proc = run(tmp_path / "site", "-m", "testbed.run", "--protocol", "ef", "--head", "none", "--prompts", "1",
                "--out", str(tmp_path / "run"))
     assert proc.returncode == 0, proc.stderr[-3000:]
