@@ -59,14 +59,20 @@ def round_bits(protocol: str, k: int, m: int, pb: PayloadBits, sh: tuple[float, 
 
 
 def bytes_check(protocol: str, rounds: pd.DataFrame, d_d: int, vocab: int) -> dict:
-    """Mean measured and model bytes per round, each direction, and their ratio (measured / model)."""
+    """Mean measured and model bytes per round, each direction, and their ratio (measured / model), over the
+    speculative rounds: a round ``auto`` handed to the edge (``edge_alone``: a GENERATE and a CHUNK, no DRAFT) is
+    counted apart (``edge_alone_rounds``), not priced as a DRAFT."""
+    handed = rounds["edge_alone"].fillna(False).astype(bool) if "edge_alone" in rounds else pd.Series(False,
+                                                                                                         rounds.index)
+    rounds = rounds[~handed]
     per_round = rounds["protocol"].fillna(protocol) if "protocol" in rounds else pd.Series(protocol, rounds.index)
     queried = rounds["queried"].fillna(0).astype(int) if "queried" in rounds else pd.Series(0, rounds.index)
     used = per_round if describe(protocol).chooses else pd.Series(protocol, rounds.index)
     pbs = {p: protocol_bits(p, d_d, vocab) for p in dict.fromkeys(used)}
     sh = sh_overheads(d_d)
     model = [round_bits(p, int(k), int(m), pbs[p], sh) for p, k, m in zip(used, rounds["drafted"], queried)]
-    out = {"rounds": len(rounds), "drafted_per_round": float(rounds["drafted"].mean()),
+    out = {"rounds": len(rounds), "edge_alone_rounds": int(handed.sum()), "drafted_per_round": float(rounds[
+        "drafted"].mean()),
            "protocols_used": per_round.value_counts().to_dict()}
     for i, (side, col) in enumerate((("up", "uplink_bytes"), ("down", "downlink_bytes"))):
         measured, predicted = float(rounds[col].sum()), sum(b[i] for b in model) / 8
