@@ -33,13 +33,15 @@ class CrossoverConfig:
     """One crossover map (written into crossover.json and as config.toml beside it)."""
 
     out: str = "runs/crossover"  # output directory (the committed map: results/crossover/toy)
-    rates_mbps: list[float] = field(default_factory=lambda: [1.0, 5.0, 20.0, 100.0])  # link rates, Mbit/s
-    rtts_ms: list[float] = field(default_factory=lambda: [5.0, 20.0, 50.0, 100.0])  # round-trip times, ms
+    rates_mbps: list[float] = field(default_factory=lambda: [1.0, 5.0, 20.0, 100.0], metadata={
+        "above": 0})  # link rates, Mbit/s
+    rtts_ms: list[float] = field(default_factory=lambda: [5.0, 20.0, 50.0, 100.0], metadata={
+        "min": 0})  # round-trip times, ms
     protocols: list[str] = field(default_factory=lambda: ["server", "device", "greedy", "fh", "sh", "auto", "tree"])
     #   protocols run in every cell (the baselines, the speculative ones, the chooser)
-    prompts: int = 3  # prompts per cell
-    max_new_tokens: int = 32  # generation budget per prompt, tokens
-    draft_len: int = 8  # K of every speculative protocol, tokens
+    prompts: int = field(default=3, metadata={"min": 1})  # prompts per cell
+    max_new_tokens: int = field(default=32, metadata={"min": 1})  # generation budget per prompt, tokens
+    draft_len: int = field(default=8, metadata={"min": 1})  # K of every speculative protocol, tokens
     pair: str | None = None  # named pair (None: the built-in toy pair)
     local_profile: str = "results/local_profile.json"  # the calibrated `local` profile the prediction uses
 
@@ -141,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         [describe(p) for p in cfg.protocols]  # an unknown protocol: one line, exit 2, before anything runs
     except ValueError as e:
-        print(f"error: --protocols: {e}", file=sys.stderr)
+        print(f"python -m scripts.bench.crossover: error: --protocols: {e}", file=sys.stderr)
         return 2
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -167,5 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # a cell's run that fails (a resource, a lost edge) is one line, exit 2
+    rc: list[int] = []
+    sys.exit(config.run_reporting("python -m scripts.bench.crossover", lambda: rc.append(main()),
+                                  (ValueError, OSError, subprocess.CalledProcessError)) or rc[0])
