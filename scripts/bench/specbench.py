@@ -14,7 +14,8 @@ wisv/records/fieldmetrics.py: Spec-Bench's speed-up over server-only on the same
 (bonus counted), vLLM's per-position acceptance, each output's agreement with server-only's (the target's greedy
 output).  Writes ``cells.csv`` (a row per cell), ``table.csv`` and ``table.md`` (Spec-Bench's layout),
 ``positions.csv``, ``specbench.png`` and ``bench.json`` (the config, the machine and its load) under ``--out``.
-The other links (poor, LTE replay) are not run here.
+The other links (``--sim-links``: the poor link, the replay of T-Mobile's LTE trace) are simulated from the live
+cells, each prompt re-timed under them (scripts/bench/speclinks.py), a section each in the table.
 """
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ from pathlib import Path
 import pandas as pd
 
 import config
+from channel.csi import CSI
+from scripts.bench.speclinks import SIM_LINK_NAMES, retimed, sim_links
 from testbed.common.machine import machine_info
 from wisv.records.fieldmetrics import per_position_acceptance, prompt_speeds, task_markdown, task_table
 from wisv.tasks.datasets import MT_BENCH_CATEGORIES, SPEC_BENCH_TASKS, task_of
@@ -62,6 +65,8 @@ class BenchConfig:
     draft_len: int = field(default=8, metadata={"min": 1})  # K of the speculative methods, tokens
     rate_mbps: float = field(default=200.0, metadata={"min": 0})  # the emulated link's rate each way, Mbit/s
     rtt_ms: float = field(default=5.0, metadata={"min": 0})  # the emulated link's round-trip time, ms
+    sim_links: list[str] = field(default_factory=lambda: list(SIM_LINK_NAMES), metadata={
+        "choices": SIM_LINK_NAMES})  # links the live cells are re-timed under (scripts/bench/speclinks.py)
     out: str = "runs/specbench"  # output directory (cells/METHOD/CATEGORY: one testbed.run each)
 
 
@@ -105,7 +110,7 @@ def read_cell(d: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     return outputs, rounds, prompts
 
 
-def aggregate(data: dict[Cell, tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]]
+def aggregate(data: dict[Cell, tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]], link: str = "good (live)"
               ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(Spec-Bench's task table, a row per cell, per-position acceptance per method) from the cells' outputs,
     rounds and prompts; speed-ups against server-only on the same prompts, agreement with its outputs."""
@@ -120,7 +125,7 @@ def aggregate(data: dict[Cell, tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]]
     for c, (outs, rounds, ps) in data.items():
         base = data.get(Cell(BASELINE, c.category))
         prompts.append(ps.assign(task=ps["category"].map(task_of)))
-        rows.append(cell_row(c, outs, rounds, base[0] if base else None))
+        rows.append(cell_row(c, outs, rounds, base[0] if base else None) | {"link": link})
     ps = pd.concat(prompts).drop_duplicates("prompt_id")
     table = task_table(runs, ps, BASELINE, tuple(SPEC_BENCH_TASKS))
     return table, pd.DataFrame(rows), pd.concat(pos, ignore_index=True)
@@ -137,23 +142,26 @@ def cell_row(c: Cell, outs: pd.DataFrame, rounds: pd.DataFrame, base: pd.DataFra
     up = float(rounds["uplink_bytes"].sum()) if "uplink_bytes" in rounds else 0.0
     down = float(rounds["downlink_bytes"].sum()) if "downlink_bytes" in rounds else 0.0
     return {"method": c.method, "category": c.category, "task": task_of(CATEGORIES[c.category][0]),
-            "link": "good (live)", "prompts": len(sp), "tokens": tokens,
+            "prompts": len(sp), "tokens": tokens,
             "tok_s": tokens / float(sp["latency_s"].sum()) if len(sp) else float("nan"),
             "uplink_bytes_per_token": up / tokens if tokens else float("nan"),
             "downlink_bytes_per_token": down / tokens if tokens else float("nan"),
             "matches_server": same, "errors": int(outs["error"].notna().sum()) if "error" in outs else 0}
 
 
-def plot(table: pd.DataFrame, path: Path, title: str) -> Path:
-    """Speed-up over server-only per task and method (bars), the machine's load in the title."""
+def plot(tables: dict[str, pd.DataFrame], path: Path, title: str) -> Path:
+    """Speed-up over server-only per task and method (bars), a panel per link, the machine's load in the title."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    speeds = table.drop(columns=[c for c in table.columns if c.startswith("#")])
-    ax = speeds.T.plot.bar(figsize=(10, 4.5), rot=20)
-    ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_ylabel("speed-up over server-only")
-    ax.set_title(title, fontsize=9)
+    fig, axes = plt.subplots(len(tables), 1, figsize=(10, 3.6 * len(tables)), squeeze=False)
+    for ax, (link, table) in zip(axes[:, 0], tables.items()):
+        speeds = table.drop(columns=[c for c in table.columns if c.startswith("#")])
+        speeds.T.plot.bar(ax=ax, rot=12, legend=ax is axes[0, 0])
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_ylabel("speed-up over server-only")
+        ax.set_title(link, fontsize=9)
+    fig.suptitle(title, fontsize=9)
     plt.tight_layout()
     plt.savefig(path, dpi=120)
     plt.close("all")
@@ -161,7 +169,8 @@ def plot(table: pd.DataFrame, path: Path, title: str) -> Path:
 
 
 def run(cfg: BenchConfig) -> pd.DataFrame:
-    """Run the cells not yet complete, then aggregate every cell; the task table."""
+    """Run the cells not yet complete, aggregate every cell on the live link and re-timed under each simulated one;
+    the live link's task table."""
     out = Path(cfg.out)
     cells = plan(cfg)
     loads = {"load_before": os.getloadavg()}
@@ -178,23 +187,32 @@ def run(cfg: BenchConfig) -> pd.DataFrame:
     done = [c for c in cells if c not in todo(cells, out)]
     if not any(c.method == BASELINE for c in done):
         raise ValueError(f"no server-only cell completed: nothing to measure speed-ups against (see {out}/cells)")
-    table, rows, pos = aggregate({c: read_cell(c.dir(out)) for c in done})
-    write(out, cfg, table, rows, pos, loads, [c for c in cells if c not in done])
+    data = {c: read_cell(c.dir(out)) for c in done}
+    live = f"good {cfg.rate_mbps:g} Mbit/s, {cfg.rtt_ms:g} ms (live)"
+    table, rows, pos = aggregate(data, live)
+    tables, all_rows = {live: table}, [rows]
+    live_csi = CSI(cfg.rate_mbps or float("inf"), cfg.rate_mbps or float("inf"), cfg.rtt_ms)
+    for name in cfg.sim_links:
+        link = sim_links()[name]
+        moved = {c: (retimed(o, r, p, live_csi, link), r, p) for c, (o, r, p) in data.items()}
+        tables[link.label], sim_rows, _ = aggregate(moved, link.label)
+        all_rows.append(sim_rows)
+    write(out, cfg, tables, pd.concat(all_rows, ignore_index=True), pos, loads, [c for c in cells if c not in done])
     return table
 
 
-def write(out: Path, cfg: BenchConfig, table: pd.DataFrame, rows: pd.DataFrame, pos: pd.DataFrame, loads: dict,
-          missing: list[Cell]) -> None:
-    """The bench's files: tables, figure, and its config with the machine and its load."""
-    table.to_csv(out / "table.csv")
+def write(out: Path, cfg: BenchConfig, tables: dict[str, pd.DataFrame], rows: pd.DataFrame, pos: pd.DataFrame,
+          loads: dict, missing: list[Cell]) -> None:
+    """The bench's files: tables (a section per link), figure, and its config with the machine and its load."""
+    pd.concat([t.assign(link=k) for k, t in tables.items()]).to_csv(out / "table.csv")
     rows.to_csv(out / "cells.csv", index=False)
     pos.to_csv(out / "positions.csv", index=False)
     not_run = [*NOT_BUILT, *(f"{c.method}/{c.category} (failed)" for c in missing)]
-    link = f"good link {cfg.rate_mbps:g} Mbit/s, {cfg.rtt_ms:g} ms RTT (live)"
-    md = f"{task_markdown(table)}\n\n{link}; not run: {', '.join(not_run)}\n"
+    md = "\n\n".join(f"**{k}**\n\n{task_markdown(t)}" for k, t in tables.items())
+    md += f"\n\nnot run: {', '.join(not_run) or 'none'}; simulated links keep the live rounds' decisions\n"
     (out / "table.md").write_text(md)
     load = ", ".join(f"{k} {v[0]:.2f}" for k, v in loads.items())
-    plot(table, out / "specbench.png", f"Spec-Bench tasks, {link}; {cfg.pair or 'toy'} pair; load avg {load}")
+    plot(tables, out / "specbench.png", f"Spec-Bench tasks, {cfg.pair or 'toy'} pair; load avg {load}")
     (out / "bench.json").write_text(json.dumps({"config": asdict(cfg), "machine": machine_info(), "loads": loads,
                                                 "not_run": not_run, "command": " ".join(sys.argv)}, indent=1))
     print(md, flush=True)

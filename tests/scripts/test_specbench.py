@@ -65,11 +65,34 @@ def test_tiny_live_bench_resumes(tmp_path: Path) -> None:
     argv = ["--categories", "qa", "--prompts-per-category", "1", "--max-new-tokens", "8",
             "--methods", "server", "ngram", "--out", str(tmp_path)]
     sb.main(argv)
-    table = pd.read_csv(tmp_path / "table.csv", index_col="method")
+    tables = pd.read_csv(tmp_path / "table.csv", index_col="method")
+    assert tables["link"].nunique() == 3  # the live link, the poor one and the LTE trace, simulated
+    table = tables[tables["link"].str.endswith("(live)")]
     assert set(table.index) == {"server", "ngram"} and table.loc["server", "Overall"] == pytest.approx(1.0)
+    assert tables.loc["server", "Overall"].tolist() == pytest.approx([1.0] * 3)
     cells = pd.read_csv(tmp_path / "cells.csv").set_index("method")
-    assert cells.loc["ngram", "matches_server"] == 1.0  # lossless
-    assert (tmp_path / "table.md").read_text().count("| ngram |") == 1 and (tmp_path / "specbench.png").is_file()
+    assert (cells.loc["ngram", "matches_server"] == 1.0).all()  # lossless
+    assert (tmp_path / "table.md").read_text().count("| ngram |") == 3 and (tmp_path / "specbench.png").is_file()
     stamp = (tmp_path / "cells" / "ngram" / "qa" / "complete").stat().st_mtime
     sb.main(argv)  # complete cells are not run again
     assert (tmp_path / "cells" / "ngram" / "qa" / "complete").stat().st_mtime == stamp
+
+
+def test_simulated_links_retime_the_link_part_and_leave_on_device_alone() -> None:
+    from channel.csi import CSI
+    from scripts.bench.speclinks import SimLink, retimed, sim_links
+    ids = ["a", "b"]
+    outs = pd.DataFrame({"prompt_id": ids, "tokens": [[1, 2], [3]], "t_e2e_s": [1.0, 2.0], "error": [None, None]})
+    prompts = pd.DataFrame({"prompt_id": ids, "prompt_ids": [[0] * 10, [0] * 20]})
+    rounds = pd.DataFrame({"prompt_id": ["a", "a", "b"], "round": [0, 1, 0], "protocol": ["greedy"] * 3,
+                           "uplink_bytes": [100] * 3, "downlink_bytes": [50] * 3, "exchanges": [1] * 3,
+                           "t_arrival_s": [0.5, 1.0, 2.0], "rtt_ms": [5.0] * 3, "rate_up_mbps": [200.0] * 3,
+                           "rate_down_mbps": [200.0] * 3, "per": [0.0] * 3, "per_down": [0.0] * 3})
+    live = CSI(200.0, 200.0, 5.0)
+    slow = retimed(outs, rounds, prompts, live, SimLink("45 ms", lambda _t: CSI(200.0, 200.0, 45.0)))
+    assert slow["t_e2e_s"].tolist() == pytest.approx([1.0 + 3 * 0.04, 2.0 + 2 * 0.04])  # the OPEN and each round
+    same = retimed(outs, rounds, prompts, live, SimLink("same", lambda _t: live))
+    assert same["t_e2e_s"].tolist() == pytest.approx([1.0, 2.0])
+    dev = retimed(outs, rounds.assign(protocol="device"), prompts, live, sim_links()["poor"])
+    assert dev["t_e2e_s"].tolist() == [1.0, 2.0]  # nothing of on-device crosses the link
+    assert sim_links()["lte"].csi_at(1e6).rtt_ms == 50.0  # the trace loops

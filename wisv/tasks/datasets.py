@@ -80,15 +80,24 @@ def check_dataset(spec: str, prompts_file: str | None = None, need_answers: bool
 
 
 def load_dataset(spec: str) -> list[DatasetRow]:
-    """Every row of the named set, in file order (spec-bench: of the categories asked; mt-bench: its 80)."""
+    """Every row of the named set: in file order (mt-bench: its 80), or, where categories are named
+    (``spec-bench:A,B``), taking them in turn in the order named (``interleave``)."""
     s = parse_spec(spec)
     if s.name == "gsm8k":
         return read_gsm8k(s.path)
     if s.name == "custom":
         return read_custom(s.path)
     rows = read_spec_bench(s.path)
-    keep = s.categories or (MT_BENCH_CATEGORIES if s.name == "mt-bench" else SPEC_BENCH_CATEGORIES)
-    return [r for r in rows if r.category in keep]
+    if not s.categories:
+        keep = MT_BENCH_CATEGORIES if s.name == "mt-bench" else SPEC_BENCH_CATEGORIES
+        return [r for r in rows if r.category in keep]
+    return interleave([[r for r in rows if r.category == c] for c in s.categories])
+
+
+def interleave(groups: list[list[DatasetRow]]) -> list[DatasetRow]:
+    """Round-robin over the groups (each in file order): the first of each, then the second of each..., so that the
+    first N rows of ``spec-bench:A,B,...`` cover every category named (pure)."""
+    return [g[i] for i in range(max(map(len, groups), default=0)) for g in groups if i < len(g)]
 
 
 def read_spec_bench(path: Path) -> list[DatasetRow]:

@@ -55,10 +55,15 @@ def test_mt_bench_is_spec_benchs_first_80_with_both_turns():
     assert rows[0].turns[1] == "Rewrite your previous response. Start every sentence with the letter A."
 
 
-def test_categories_select_in_file_order():
+def test_categories_named_are_taken_in_turn_each_in_file_order():
     rows = load_dataset("spec-bench:translation,qa")
     assert Counter(r.category for r in rows) == {"translation": 80, "qa": 80}
     assert rows[0].prompt_id == "spec-bench-161" and rows[0].turns[0].startswith("Translate German to English:")
+    assert [r.category for r in rows[:4]] == ["translation", "qa", "translation", "qa"]
+    tr = [r.prompt_id for r in rows if r.category == "translation"]
+    assert tr == sorted(tr, key=lambda p: int(p.rsplit("-", 1)[1]))
+    first8 = load_dataset("spec-bench:" + ",".join(MT_BENCH_CATEGORIES))[:8]
+    assert [r.category for r in first8] == list(MT_BENCH_CATEGORIES)  # a short run covers every category
     assert [r.prompt_id for r in load_dataset("spec-bench:writing")][:2] == ["spec-bench-81", "spec-bench-82"]
 
 
