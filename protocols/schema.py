@@ -11,23 +11,18 @@ from typing import Any
 
 import numpy as np
 
+from protocols.errors import WireError
+from protocols.msgchecks import check_chunk, check_draft, check_generate, check_verdict
 from protocols.registry import ALL_PROTOCOLS
 from protocols.typed import OpenOk, Verdict  # noqa: F401 (the decoded messages' typed fields, read from here too)
 
-WIRE_VERSION = 7  # bump on any incompatible change to SCHEMAS or to the framing (2: OPEN's vocabulary facts,
+WIRE_VERSION = 8  # bump on any incompatible change to SCHEMAS or to the framing (2: OPEN's vocabulary facts,
 #                  REFERENCE; 3: OPEN's first round, for a session resumed with its committed prefix; 4: the edge's
 #                  session token, which DRAFT, HIDDEN and CLOSE carry; 5: target features, asked for in OPEN,
 #                  granted in OPEN_OK, carried by the VERDICT; 6: GENERATE and CHUNK, server-only's stream; 7:
-#                  GENERATE's tokens, a speculative session's round handed to the edge)
+#                  GENERATE's tokens, a speculative session's round handed to the edge; 8: CHUNK's drafted and
+#                  accepted, the edge's own drafts for server-only)
 UNBOUNDED = 2**63  # upper bound for ints that have no protocol limit
-
-
-class WireError(ValueError):
-    """A message that cannot be encoded or decoded; .code is a short machine-readable reason."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"[{code}] {message}")
-        self.code = code
 
 
 class MsgType(enum.IntEnum):
@@ -183,75 +178,6 @@ class Schema:
     check: Callable[[dict[str, Any], dict[str, np.ndarray], Limits], None] | None = None  # checks across fields
 
 
-def check_tree(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
-    """A DRAFT tree: every parent is -1 or an earlier node (so the tree is acyclic) and its depth is bounded."""
-    parents = tensors.get("parents")
-    if parents is None:
-        return
-    p = parents.astype(np.int64)
-    bad = np.flatnonzero(p >= np.arange(p.size))
-    if bad.size:
-        i = int(bad[0])
-        raise WireError("bad_tree", f"DRAFT tree node {i} has parent {int(p[i])}; a parent must precede its node")
-    depth = np.zeros(p.size, dtype=np.int64)
-    for i, q in enumerate(p):
-        depth[i] = 1 if q < 0 else depth[q] + 1
-    if depth.size and int(depth.max()) > limits.max_tree_depth:
-        raise WireError("too_large",
-                        f"DRAFT tree depth {int(depth.max())} exceeds max_tree_depth={limits.max_tree_depth}")
-
-
-def check_features(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
-    """DRAFT draft features [K, 3]: finite, a max probability and a margin in [0, 1], an entropy >= 0."""
-    f = tensors.get("features")
-    if f is None:
-        return
-    x = f.astype(np.float32)
-    if not np.isfinite(x).all():
-        raise WireError("bad_features", "DRAFT features hold a NaN or an infinity")
-    for col, name, lo, hi in ((0, "max probability", 0.0, 1.0), (1, "entropy", 0.0, np.inf), (2, "margin", 0.0, 1.0)):
-        bad = np.flatnonzero((x[:, col] < lo - 1e-3) | (x[:, col] > hi + 1e-3))
-        if bad.size:
-            i = int(bad[0])
-            raise WireError("bad_features", f"DRAFT features row {i}: {name} {float(x[i, col])} outside [{lo}, {hi}]")
-
-
-def check_draft(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
-    check_tree(header, tensors, limits)
-    check_features(header, tensors, limits)
-
-
-def check_path(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
-    """A VERDICT's accepted tree path has one node per accepted token."""
-    path = tensors.get("path")
-    if path is not None and path.shape[0] != header["n_accepted"]:
-        raise WireError("shape_mismatch",
-                        f"VERDICT path has {path.shape[0]} nodes, n_accepted is {header['n_accepted']}")
-
-
-def check_target_features(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
-    """A VERDICT's target features [n, d_t]: at most one row per committed token (n_accepted + 1), all finite."""
-    f = tensors.get("features")
-    if f is None:
-        return
-    if f.shape[0] > header["n_accepted"] + 1:
-        raise WireError("shape_mismatch", f"VERDICT features have {f.shape[0]} rows, the round committed "
-                                          f"{header['n_accepted'] + 1} tokens")
-    if not np.isfinite(f.astype(np.float32)).all():
-        raise WireError("bad_features", "VERDICT features hold a NaN or an infinity")
-
-
-def check_verdict(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
-    check_path(header, tensors, limits)
-    check_target_features(header, tensors, limits)
-
-
-def check_generate(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
-    """A GENERATE's chunk period, when given, is a positive number of milliseconds."""
-    if header.get("every_ms", 1.0) <= 0:
-        raise WireError("bad_field", f"GENERATE every_ms = {header['every_ms']} must be > 0")
-
-
 INT = (int,)
 FLOAT = (float, int)
 SHA256_HEX = r"[0-9a-f]{64}"  # a sha256 digest in lowercase hex
@@ -381,8 +307,11 @@ SCHEMAS: dict[MsgType, Schema] = {
                 "t_decode_s": Field(FLOAT),  # the target's passes that decoded its tokens, s
                 "t_edge_s": Field(FLOAT),  # edge time since the previous chunk went out (or GENERATE came in), s
                 "batch": Field(INT, required=False, rng=POSITIVE),  # most sessions decoded in one of those passes
+                "drafted": Field(INT, required=False, rng=NONNEG),  # tokens the edge drafted for those passes
+                "accepted": Field(INT, required=False, rng=NONNEG),  # of them, tokens committed (<= drafted)
                 "done": Field((bool,))},  # the stream ended (budget or EOS)
         tensors={"tokens": Tensor(INT_IDS, ((1, "max_prompt_len"),), rng=TOKEN)},  # [n] the chunk's tokens
+        check=check_chunk,
     ),
 }
 

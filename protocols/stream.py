@@ -4,7 +4,11 @@ Server-only (a description that ``generates="target"``, wisv/timing/protodesc.py
 GENERATE naming the first chunk it wants and how to chunk; the edge's target then decodes greedily alone, one token
 per pass with its KV cache kept, and pushes the tokens in CHUNKs without waiting for another request.  A chunk ends
 by ``ChunkRule`` (every N tokens, or once M ms passed since the previous chunk; by default every token).  Each chunk
-is a round of the UE's records.  Exactly once: chunks carry their index; a GENERATE naming chunk r (the UE timed out,
+is a round of the UE's records.  With ``--edge-draft`` (protocols/edge_draft.py) each pass also verifies the edge's
+own draft, committing its accepted prefix and the target's argmax after it (the greedy rule,
+wisv/decoding/acceptance.py: still the target's greedy output); a CHUNK then says how many tokens the edge drafted
+and how many of them it committed (a chunk of several passes sums them, and may hold more tokens than its rule's
+count).  Exactly once: chunks carry their index; a GENERATE naming chunk r (the UE timed out,
 or reconnected) makes the edge send its chunks from r again and go on; after the edge lost the session the UE
 re-OPENs with its committed prefix and asks from its next chunk, as every protocol resumes.  On-device
 (``generates="drafter"``) chunks its drafter's output by the same rule, with no edge (protocols/ue_stream.py).
@@ -16,11 +20,14 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
+from protocols.edge_draft import EdgeDrafter
 from protocols.edge_side import EdgeSession
 from protocols.errors import ProtocolError
 from protocols.registry import get_protocol
 from protocols.wire import Message, MsgType, make
+from wisv.decoding.acceptance import greedy_accept_ids
 from wisv.decoding.sessions import Block, VerifySession
 from wisv.decoding.speculative import MismatchPolicy, truncate_output
 from wisv.serving.engine import VerifyEngine, VerifyRequest
@@ -71,14 +78,23 @@ class ChunkState:
     t_decode_s: float | None = None  # server-only: the target's passes that decoded them, s
     t_edge_s: float | None = None  # server-only: edge time since the previous chunk went out, s
     batch: int | None = None  # server-only: most sessions decoded in one of those passes
+    drafted: int = 0  # server-only: tokens the edge drafted for those passes (--edge-draft)
+    accepted: int = 0  # server-only: of them, tokens committed
 
 
 class EdgeStream:
     """One server-only session on the edge: the target alone continues the committed prefix greedily, one token per
     pass (the KV cache kept across passes and chunks), and sends the tokens in chunks once a GENERATE started it."""
 
-    def __init__(self, sid: str, verify: VerifySession, open_msg: Message, eos_token_id: int | None):
+    def __init__(self, sid: str, verify: VerifySession, open_msg: Message, eos_token_id: int | None,
+                 drafter: EdgeDrafter | None = None):
         h = self.open_header = open_msg.header
+        self.drafter, self.key = drafter, f"{sid}@{id(self):x}"  # the edge's drafts (None: none), its key there
+        self.context = [int(t) for t in open_msg.tensors["prompt"]]  # the committed prefix: prompt, then output
+        self.draft: list[int] = []  # the edge's draft of the step under way
+        self.drafted = self.accepted = 0  # the chunk's drafted tokens and, of them, those committed
+        if drafter is not None:
+            drafter.open(self.key, self.context)
         self.sid, self.verify, self.eos = sid, verify, eos_token_id
         self.protocol_name, self.draft_len, self.max_new = h["protocol"], h["draft_len"], h["max_new_tokens"]
         self.first_round = self.next_round = h.get("round", 0)  # the stream's first chunk (resumed: past 0)
@@ -119,32 +135,54 @@ class EdgeStream:
         out, self.resend = self.resend, []
         return out
 
+    def next_draft(self) -> list[int]:
+        """The edge's draft for the next decode step, kept for ``take`` (none without a drafter; never more than the
+        budget has room for beside the target's token)."""
+        room = self.max_new - self.generated - 1
+        self.draft = self.drafter.propose(self.key, self.context, room) if self.drafter is not None else []
+        return list(self.draft)
+
     def request(self) -> VerifyRequest:
-        """The next decode step as the engine's request: no draft, one position scored."""
-        return VerifyRequest(self.verify.sid, [])
+        """The next decode step as the engine's request: the edge's draft, K + 1 positions scored."""
+        return VerifyRequest(self.verify.sid, self.next_draft())
 
     def take(self, block: Block, t_pass_s: float, batch: int = 1) -> Message | None:
-        """Commit the step's token (the target's argmax); the CHUNK when one is due (by the rule, or at the end)."""
-        y = int(block.argmax[-1])
-        committed = truncate_output(self.verify.commit([], 0, y), self.max_new - self.generated, self.eos)
+        """Commit the step's accepted draft and the target's argmax after it (greedy); the CHUNK when one is due (by
+        the rule, or at the end)."""
+        v = greedy_accept_ids(torch.as_tensor(self.draft, dtype=torch.long), block.argmax.cpu())
+        out = self.verify.commit(self.draft, v.n_accepted, v.next_token)
+        committed = truncate_output(out, self.max_new - self.generated, self.eos)
         self.chunk += committed
+        self.context += committed
         self.generated += len(committed)
+        self.drafted, self.accepted = self.drafted + len(self.draft), self.accepted + min(v.n_accepted, len(committed))
         self.t_decode_s, self.batch = self.t_decode_s + t_pass_s, max(self.batch, batch)
-        self.done = self.generated >= self.max_new or (self.eos is not None and y == self.eos)
+        self.done = self.generated >= self.max_new or (self.eos is not None and self.eos in committed)
+        if self.drafter is not None:
+            self.drafter.commit(self.key, committed)
+            if self.done:
+                self.drafter.close(self.key, ended=True)
         self.last_active, now = time.monotonic(), time.perf_counter()
         if not self.done and not chunk_due(self.rule, len(self.chunk), now - self.t_mark):
             return None
+        drafts = {"drafted": self.drafted, "accepted": self.accepted} if self.drafter is not None else {}
         msg = make(MsgType.CHUNK, self.sid, {"tokens": np.asarray(self.chunk, np.int32)}, round=self.next_round,
-                   t_decode_s=self.t_decode_s, t_edge_s=now - self.t_mark, batch=self.batch, done=self.done)
+                   t_decode_s=self.t_decode_s, t_edge_s=now - self.t_mark, batch=self.batch, done=self.done, **drafts)
         self.sent.append(msg)
         self.next_round, self.rounds, self.last_committed = self.next_round + 1, self.rounds + 1, self.chunk
         self.chunk, self.t_decode_s, self.batch, self.t_mark = [], 0.0, 1, now
+        self.drafted = self.accepted = 0
         self.streaming = not self.done
         return msg
 
     def stop(self) -> None:
         """End the stream after a failed step (the UE gets the error, and resumes or fails)."""
         self.streaming, self.resend = False, []
+
+    def release(self) -> None:
+        """The edge dropped the session: its sequence leaves the drafter's index (a finished one stays there)."""
+        if self.drafter is not None:
+            self.drafter.close(self.key, ended=self.done)
 
     def _refuse(self, msg: Message) -> Message:
         raise ProtocolError("bad_type", f"{msg.type.name} in a {self.protocol_name} session: the target generates "
@@ -165,7 +203,8 @@ def decode_turn(streams: list[EdgeStream], engine: VerifyEngine | None,
         t0 = time.perf_counter()
         try:
             got = engine.verify([s.request() for s in group]) if engine is not None else None
-            blocks = [got[s.verify.sid] for s in group] if got is not None else [group[0].verify.verify([])]
+            blocks = [got[s.verify.sid] for s in group] if got is not None else \
+                [group[0].verify.verify(group[0].next_draft())]
         except Exception as e:  # noqa: BLE001 - each session of the pass gets it (the server's guard logs it)
             blocks = [e] * len(group)
         dt = time.perf_counter() - t0
@@ -186,12 +225,12 @@ def _take(s: EdgeStream, block: Block | Exception, dt: float, batch: int) -> Mes
 
 
 def edge_session(sid: str, verify: VerifySession, msg: Message, policy: MismatchPolicy, tau: float,
-                 eos_token_id: int | None) -> EdgeSession | EdgeStream:
+                 eos_token_id: int | None, drafter: EdgeDrafter | None = None) -> EdgeSession | EdgeStream:
     """The edge's session for an OPEN, by what its protocol's description says generates: a speculative session, or
-    the target's stream; a protocol generating on the UE opens none."""
+    the target's stream (with the edge's ``drafter``, if any); a protocol generating on the UE opens none."""
     desc = get_protocol(msg.header["protocol"]).desc
     if not desc.edge_rounds:
         raise ProtocolError("unsupported", f"{desc.name} generates on the UE: it opens no session with the edge")
     if desc.speculative:
         return EdgeSession(sid, verify, msg, policy, tau, eos_token_id)
-    return EdgeStream(sid, verify, msg, eos_token_id)
+    return EdgeStream(sid, verify, msg, eos_token_id, drafter)

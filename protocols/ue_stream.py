@@ -56,7 +56,7 @@ class ServerStream(UESession):
         c = Chunk.of(msg.header, msg.tensors)
         tokens = self._commit(list(c.tokens), c.done)
         self.chunk = ChunkState(c.round, self.p.protocol, tokens, t_decode_s=c.t_decode_s, t_edge_s=c.t_edge_s,
-                                batch=c.batch)
+                                batch=c.batch, drafted=c.drafted, accepted=min(c.accepted, len(tokens)))
 
     def _commit(self, tokens: list[int], done: bool = False) -> list[int]:
         """Append a chunk's tokens to the output and the drafter's sequence; the session may be done."""

@@ -9,7 +9,8 @@ Each (method, category) cell is one ``python -m testbed.run`` on ``--dataset spe
 default the good link, 200 Mbit/s and 5 ms), into ``OUT/cells/METHOD/CATEGORY``.  A cell whose directory holds
 testbed.run's ``complete`` marker is skipped, so a killed bench goes on where it stopped.  Methods (``METHODS``):
 server-only, on-device, greedy SD with the pair's distilled drafter, the feature head, prompt lookup on the device,
-tree and auto; suffix drafting (issue 59) is not built and is listed as not run.  The aggregation reads
+tree, auto, and server-only with the edge's own drafts (``--edge-draft ngram|suffix``); the device's draft with
+the edge's suffix continuation (issue 59) is not built and is listed as not run.  The aggregation reads
 wisv/records/fieldmetrics.py: Spec-Bench's speed-up over server-only on the same prompts, the mean accepted tokens
 (bonus counted), vLLM's per-position acceptance, each output's agreement with server-only's (the target's greedy
 output).  Writes ``cells.csv`` (a row per cell), ``table.csv`` and ``table.md`` (Spec-Bench's layout),
@@ -46,8 +47,10 @@ METHODS = {  # method -> testbed.run flags (the pair's drafter unless they name 
     "ngram": ["--protocol", "greedy", "--drafter", "ngram"],
     "tree": ["--protocol", "tree"],
     "auto": ["--protocol", "auto"],
+    "server+ngram": ["--protocol", "server", "--edge-draft", "ngram"],  # the edge drafts for its own streams
+    "server+suffix": ["--protocol", "server", "--edge-draft", "suffix"],  # (docs/suffix-drafting.md)
 }
-NOT_BUILT = ("suffix", "ngram+suffix")  # issue 59's edge drafters, not built yet: listed as not run
+NOT_BUILT = ("ngram+suffix",)  # issue 59's device draft with the edge's suffix continuation: not built, not run
 BASELINE = "server"
 
 

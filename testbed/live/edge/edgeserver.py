@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 
+from protocols.edge_draft import EdgeDraftConfig, EdgeDrafter
 from protocols.edge_side import EdgeSession, ProtocolError
 from protocols.handshake import Vocab
 from protocols.stream import EdgeStream, decode_turn, edge_session
@@ -78,6 +79,8 @@ class EdgeServer:
                                       "h_draft" in policy.inputs)
         self.alive = Liveness(cfg.heartbeat_timeout_ms / 1e3)  # sessions kept alive by their UEs (keepalive.py)
         self.journal = Journal(cfg.journal) if cfg.journal else None  # what it commits (the chaos harness checks it)
+        self.drafter = EdgeDrafter(EdgeDraftConfig(cfg.edge_draft, cfg.edge_draft_tokens, cfg.edge_draft_cache_mb)) \
+            if cfg.edge_draft != "none" else None  # drafts for server-only streams (protocols/edge_draft.py)
 
     def handle(self, peer: bytes, frames: list) -> list[bytes]:
         """Decode, dispatch and encode one reply; never raises for a peer's mistake."""
@@ -264,7 +267,7 @@ class EdgeServer:
         try:
             verify = (EngineView(self.engine, seat.token, prompt) if self.engine is not None
                       else VerifySession(self.target, prompt, self.hidden_layer, pad_to=self.pad_plan))
-            sess = edge_session(msg.session, verify, msg, self.policy, self.tau, self.eos)
+            sess = edge_session(msg.session, verify, msg, self.policy, self.tau, self.eos, self.drafter)
         except Exception:
             self.kv.release(seat.token)
             raise
@@ -333,6 +336,8 @@ class EdgeServer:
         self.alive.forget(token)
         if sess is not None and self.journal is not None:
             self.journal.dropped(sess.sid, token)
+        if isinstance(sess, EdgeStream):
+            sess.release()
         if sess is not None:
             sess.verify.free()
 

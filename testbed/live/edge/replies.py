@@ -20,7 +20,8 @@ def edge_settings(cfg: ServeConfig, tau: float, head: str, hidden_layer: int, up
             "engine": cfg.engine, **vllm, "device": cfg.device, "dtype": cfg.dtype, "max_draft_len": cfg.max_draft_len,
             "max_session_tokens": cfg.max_session_tokens,
             "batch_verify": cfg.batch_verify, "scheduler": cfg.scheduler, "max_batch": cfg.max_batch,
-            "kv_reuse": cfg.kv_reuse, "estimator": cfg.estimator, "wire_version": WIRE_VERSION}
+            "kv_reuse": cfg.kv_reuse, "edge_draft": cfg.edge_draft,
+            "estimator": cfg.estimator, "wire_version": WIRE_VERSION}
 
 
 def reference_ok(session: str, tokens: list[int], cached: bool) -> Message:

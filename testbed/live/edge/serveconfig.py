@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from protocols.edge_draft import EDGE_DRAFTS
 from testbed.live.common.defaults import (
     HEARTBEAT_IVL_MS,
     HEARTBEAT_TIMEOUT_MS,
@@ -98,5 +99,11 @@ class ServeConfig:
     capture: str | None = None  # record a pcap of the edge's traffic here (root; tcpdump, else scapy)
     capture_iface: str | None = None  # interface to capture on (None: the one of --bind's address; 0.0.0.0: give it)
     insecure: bool = False  # serve beyond loopback without --auth (protected mode refuses it otherwise)
+    edge_draft: str = field(default="none", metadata={"choices": EDGE_DRAFTS})  # server-only: the edge drafts for
+    #   its streams and verifies each draft in the decode pass: none | ngram (prompt lookup) | suffix (an index of
+    #   the sessions' prompts and outputs; docs/suffix-drafting.md)
+    edge_draft_tokens: int = field(default=8, metadata={"min": 1})  # most tokens one edge draft carries, tokens
+    edge_draft_cache_mb: float = field(default=64.0, metadata={
+        "above": 0})  # --edge-draft suffix: bound of the shared index over all sessions, MB
     journal: str | None = None  # append opens, per-round commits and drops to this JSONL file (edge/journal.py)
     vllm: VllmConfig = field(default_factory=VllmConfig)  # --engine vllm: the engine options passed to vLLM

@@ -63,7 +63,8 @@ def run_chunk(client: Client, sess: UESession, csi: CSI | None, t0: float) -> di
     c = sess.play_round(csi, link)
     io = link.io if link is not None else RoundIO(t_first=t_start, t_last=time.perf_counter())
     asked = io.exchanges > 0 and c.t_edge_s is not None
-    return {"round": c.index, "protocol": c.protocol, "drafted": 0, "accepted": 0, "exchanges": io.exchanges,
+    return {"round": c.index, "protocol": c.protocol, "drafted": c.drafted, "accepted": c.accepted,
+            "exchanges": io.exchanges,
             "uplink_bytes": io.up, "downlink_bytes": io.down, "t_draft_s": c.t_gen_s, "t_verify_s": c.t_decode_s,
             "t_comm_s": (io.t_last - io.t_first) - c.t_edge_s if asked else None, "t_edge_s": c.t_edge_s,
             "t_round_s": time.perf_counter() - t_start, "committed": len(c.tokens), "retries": io.retries,
