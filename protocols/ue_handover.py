@@ -7,7 +7,9 @@ speculative round with the auto window's measured terms and the edge generating 
 the edge's target decodes that many tokens greedily and answers one CHUNK, which the UE commits (greedy output stays
 the target's: they are its tokens).  The drafter's pass over the chunk says where it would have agreed, which keeps
 the acceptance estimate alive while nothing is drafted, and the CHUNK's decode time is the edge's measured time per
-token.  Nothing is handed over before the first verdict (nothing is measured yet).
+token.  Nothing is handed over before the first verdict (nothing is measured yet); until a CHUNK measured the edge
+alone, one round is handed over as a probe when the guess is near enough (``should_probe``), so that a guess that
+errs high does not keep the edge from ever being measured.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from protocols.errors import EdgeError
 from protocols.typed import Chunk
 from protocols.wire import Message, MsgType, make
 from wisv.decoding.speculative import truncate_output
-from wisv.timing.handover import HANDOVER_TOKENS, HandOver, agreement_history, choose_round
+from wisv.timing.handover import HANDOVER_TOKENS, HandOver, agreement_history, choose_round, probe, should_probe
 from wisv.timing.latency import t_single_exchange
 from wisv.timing.window import choose_k
 
@@ -53,14 +55,15 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
     decode = w.edge_decode_s if w.edge_decode_s is not None else w.verify.predict_s(0)
     pb = auto.pb
     link = lambda n: t_single_exchange(pb.o_up, n * pb.b_tok + pb.o_dn, csi)  # noqa: E731  GENERATE up, CHUNK down
-    n = chunk_size(sess.edge_chunk)
-    return choose_round(spec, decode, link, budget, chunk_tokens=n, overhead_s=w.overhead_s(link(n)))
+    choice = choose_round(spec, decode, link, budget, chunk_tokens=chunk_size(sess.edge_chunk),
+                          overhead_s=lambda n: w.overhead_s(link(n)))
+    return probe(choice) if should_probe(choice, w.edge_decode_s is not None) else choice
 
 
 def chunk_size(last_tokens: int) -> int:
-    """The next handed-over chunk's tokens: ``HANDOVER_TOKENS`` after a speculative round, else twice the last
-    chunk, so that a run of the edge's rounds pays a round trip per doubling rather than per 16 tokens (the choice
-    is still made again before each of them)."""
+    """The smallest chunk the next hand-over considers: ``HANDOVER_TOKENS`` after a speculative round, else twice
+    the last chunk, so that a run of the edge's rounds pays a round trip per doubling rather than per 16 tokens (the
+    choice is still made again before each of them)."""
     return HANDOVER_TOKENS if last_tokens <= 0 else 2 * last_tokens
 
 

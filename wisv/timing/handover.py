@@ -4,8 +4,17 @@ A speculative round's predicted time per committed token is the auto window's (w
 ``T(K) / E[C(K)]``, from the measured drafting, link, edge and overhead times).  The edge generating a chunk of n
 tokens alone costs ``n t_dec + T_link(n) + overhead`` for n tokens: ``t_dec`` the edge's measured decode time per
 token (a CHUNK reports its passes' time; before any chunk, the edge's measured time for a one-position pass), the
-link one GENERATE up and one CHUNK of n tokens down.  The cheaper per token wins; a margin keeps the choice from
-flapping on noise.
+link one GENERATE up and one CHUNK of n tokens down.  The chunk sizes tried are the next chunk's size, doubled up to
+the budget (``chunk_sizes``): the edge takes the round with the smallest chunk that is cheaper per token than the
+speculative round by a margin (the margin keeps the choice from flapping on noise), as a longer chunk spreads its round
+trip over more tokens.
+
+Before the first chunk, the edge's decode time per token is only a guess: the edge's time for a speculative round,
+which passes over K + 1 positions, not one (the verify line at one position, flat at that mean until K varied), so it
+errs high, the more so on a target whose pass grows with the positions (2 to 3 times the decode pass of the toy pair
+on a CPU).  A guess that stays above is never corrected, since only a chunk measures it: ``should_probe`` hands one
+chunk over while nothing is measured and the guess is within ``PROBE_FACTOR`` of speculation, which bounds what a
+wrong probe costs to one chunk per tracker (a UE's prompts share it).
 
 While the edge generates, no verdict says how often the drafter agrees.  The UE learns it anyway: the chunk's tokens
 are the target's greedy output, and the drafter's own greedy choice at each of them (its pass over the chunk, which
@@ -15,12 +24,13 @@ again brings speculation back, as a better link does.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from wisv.timing.window import AcceptanceHistory
 
 HANDOVER_TOKENS = 16  # tokens the edge generates in a handed-over round, unless the budget is smaller
 HANDOVER_MARGIN = 0.05  # the edge must be this much cheaper per token (a fraction) to take the round
+PROBE_FACTOR = 3.0  # before any chunk, probe the edge alone while its guessed cost is within this factor of speculation
 
 
 @dataclass(frozen=True)
@@ -31,6 +41,7 @@ class HandOver:
     tokens: int  # the chunk's size when handed over, tokens
     spec_s_per_token: float  # predicted seconds per committed token of the best speculative round
     edge_s_per_token: float  # predicted seconds per token of the edge generating ``tokens`` alone
+    probe: bool = False  # handed over to measure the edge alone, not because it was predicted cheaper
 
 
 def edge_alone_s_per_token(decode_s_per_token: float, tokens: int, link_s: float, overhead_s: float = 0.0) -> float:
@@ -42,16 +53,47 @@ def edge_alone_s_per_token(decode_s_per_token: float, tokens: int, link_s: float
     return decode_s_per_token + (link_s + overhead_s) / tokens
 
 
+def chunk_sizes(chunk_tokens: int, budget_tokens: int) -> list[int]:
+    """The chunk sizes a hand-over may ask for, smallest first: ``chunk_tokens`` doubled while below the budget, then
+    the budget (at least one token)."""
+    budget = max(1, budget_tokens)
+    n, sizes = max(1, chunk_tokens), []
+    while n < budget:
+        sizes.append(n)
+        n *= 2
+    return sizes + [budget]
+
+
 def choose_round(spec_s_per_token: float, decode_s_per_token: float, chunk_link_s: Callable[[int], float],
-                 budget_tokens: int, chunk_tokens: int = HANDOVER_TOKENS, overhead_s: float = 0.0,
-                 margin: float = HANDOVER_MARGIN) -> HandOver:
-    """Speculate or hand over: the edge takes the round when a chunk of ``min(chunk_tokens, budget_tokens)`` tokens
-    costs less per token than ``spec_s_per_token`` by more than ``margin``."""
+                 budget_tokens: int, chunk_tokens: int = HANDOVER_TOKENS, overhead_s: float | Callable[[int], float]
+                 = 0.0, margin: float = HANDOVER_MARGIN) -> HandOver:
+    """Speculate or hand over: the edge takes the round with the smallest of ``chunk_sizes(chunk_tokens,
+    budget_tokens)`` whose chunk costs less per token than ``spec_s_per_token`` by more than ``margin``; when none
+    does, the round speculates (and the choice names the smallest chunk and its cost).  ``overhead_s``: seconds, or
+    a chunk's tokens -> seconds."""
     if not 0 <= margin < 1 or spec_s_per_token <= 0:
         raise ValueError(f"need margin in [0, 1) and spec_s_per_token > 0, got {margin}, {spec_s_per_token}")
-    n = max(1, min(chunk_tokens, budget_tokens))
-    edge = edge_alone_s_per_token(decode_s_per_token, n, chunk_link_s(n), overhead_s)
-    return HandOver(edge < (1 - margin) * spec_s_per_token, n, spec_s_per_token, edge)
+    over = overhead_s if callable(overhead_s) else (lambda n: overhead_s)
+    sizes = chunk_sizes(chunk_tokens, budget_tokens)
+    for n in sizes:
+        edge = edge_alone_s_per_token(decode_s_per_token, n, chunk_link_s(n), over(n))
+        if edge < (1 - margin) * spec_s_per_token:
+            return HandOver(True, n, spec_s_per_token, edge)
+    n = sizes[0]
+    return HandOver(False, n, spec_s_per_token, edge_alone_s_per_token(decode_s_per_token, n, chunk_link_s(n), over(n)))
+
+
+def should_probe(choice: HandOver, measured: bool, factor: float = PROBE_FACTOR) -> bool:
+    """Hand the round over anyway, to measure the edge alone: nothing measured it yet (its decode time is a guess
+    that errs high) and the guessed cost of the choice's chunk is within ``factor`` of speculation's."""
+    if factor < 1:
+        raise ValueError(f"need factor >= 1, got {factor}")
+    return not measured and not choice.edge_alone and choice.edge_s_per_token < factor * choice.spec_s_per_token
+
+
+def probe(choice: HandOver) -> HandOver:
+    """The choice, handed over to measure the edge alone."""
+    return replace(choice, edge_alone=True, probe=True)
 
 
 def agreement_history(h: AcceptanceHistory, agree: Sequence[bool]) -> AcceptanceHistory:

@@ -1,7 +1,14 @@
 """Speculate or hand the round to the edge (wisv/timing/handover.py), on hand-built costs."""
 import pytest
 
-from wisv.timing.handover import agreement_history, choose_round, edge_alone_s_per_token
+from wisv.timing.handover import (
+    agreement_history,
+    choose_round,
+    chunk_sizes,
+    edge_alone_s_per_token,
+    probe,
+    should_probe,
+)
 from wisv.timing.window import AcceptanceHistory
 
 LINK = lambda rtt_s: (lambda n: rtt_s + n * 1e-5)  # noqa: E731  a chunk's link time: one RTT plus 10 us per token
@@ -36,6 +43,37 @@ def test_the_margin_keeps_a_near_tie_speculating_and_the_budget_caps_the_chunk()
     assert choose_round(0.0100, 0.0098, LINK(0.0), budget_tokens=100, margin=0.0).edge_alone
     small = choose_round(0.0117, 0.0068, LINK(0.060), budget_tokens=3)
     assert small.tokens == 3 and not small.edge_alone  # 3 tokens cannot pay for the round trip
+
+
+def test_chunk_sizes_double_up_to_the_budget():
+    assert chunk_sizes(16, 100) == [16, 32, 64, 100]
+    assert chunk_sizes(16, 64) == [16, 32, 64]
+    assert chunk_sizes(16, 3) == [3] and chunk_sizes(32, 0) == [1]
+
+
+def test_a_longer_chunk_takes_the_round_when_a_short_one_cannot_pay_its_round_trip():
+    # the toy pair at 20 Mbit/s / 20 ms, measured: 4.5 ms per committed token speculating, the edge 2.9 ms a
+    # token alone; 16 tokens pay 2.9 + 22/16 = 4.3 ms (not 5% under 4.5), 32 tokens 3.6 ms
+    c = choose_round(0.0045, 0.0029, LINK(0.022), budget_tokens=150)
+    assert c.edge_alone and c.tokens == 32 and c.edge_s_per_token == pytest.approx(0.0029 + 0.02232 / 32)
+    # the overhead may depend on the chunk: a large one per token keeps every chunk speculating
+    assert not choose_round(0.0045, 0.0029, LINK(0.022), 150, overhead_s=lambda n: 0.002 * n).edge_alone
+    # an edge slower per token than speculation never takes the round, however long the chunk
+    assert not choose_round(0.0045, 0.0046, LINK(0.0), budget_tokens=10_000).edge_alone
+
+
+def test_the_edge_is_probed_once_while_its_guess_is_near():
+    # before any chunk the guess is the edge's verify pass over K + 1 positions: 7.5 ms a token against 5.1 ms
+    # speculating on the toy pair, 1.5 times; the edge alone really takes 2.9 ms
+    c = choose_round(0.0051, 0.0062, LINK(0.022), budget_tokens=150)
+    assert not c.edge_alone
+    assert should_probe(c, measured=False) and not should_probe(c, measured=True)
+    assert not should_probe(c, measured=False, factor=1.2)  # too far off for that factor
+    p = probe(c)
+    assert p.edge_alone and p.probe and p.tokens == c.tokens == 16 and not c.probe
+    assert not should_probe(choose_round(0.0117, 0.0068, LINK(0.060), 100), measured=False)  # already handed over
+    with pytest.raises(ValueError):
+        should_probe(c, measured=False, factor=0.5)
 
 
 def test_agreement_over_a_chunk_moves_alpha_both_ways():
