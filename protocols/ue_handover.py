@@ -57,7 +57,11 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
     link = lambda n: t_single_exchange(pb.o_up, n * pb.b_tok + pb.o_dn, csi)  # noqa: E731  GENERATE up, CHUNK down
     choice = choose_round(spec, decode, link, budget, chunk_tokens=chunk_size(sess.edge_chunk),
                           overhead_s=lambda n: w.overhead_s(link(n)))
-    return probe(choice) if should_probe(choice, w.edge_decode_s is not None) else choice
+    if should_probe(choice, w.since_edge_rounds):
+        return probe(choice)
+    if not choice.edge_alone and w.since_edge_rounds is not None:
+        w.since_edge_rounds += 1
+    return choice
 
 
 def chunk_size(last_tokens: int) -> int:
@@ -84,6 +88,7 @@ def commit_chunk(sess, choice: HandOver, msg: Message) -> EdgeRound:
     w.history = agreement_history(w.history, agree)
     per = c.t_decode_s / len(tokens)
     w.edge_decode_s = per if w.edge_decode_s is None else w.edge_decode_s + DECODE_SMOOTH * (per - w.edge_decode_s)
+    w.since_edge_rounds = 0
     r = EdgeRound(sess.n_rounds, sess.proto.name, tokens, sum(agree), c.t_decode_s, c.t_edge_s, choice)
     sess.edge_chunk = choice.tokens
     sess.tokens.extend(tokens)

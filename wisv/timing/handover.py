@@ -31,6 +31,8 @@ from wisv.timing.window import AcceptanceHistory
 HANDOVER_TOKENS = 16  # tokens the edge generates in a handed-over round, unless the budget is smaller
 HANDOVER_MARGIN = 0.05  # the edge must be this much cheaper per token (a fraction) to take the round
 PROBE_FACTOR = 3.0  # before any chunk, probe the edge alone while its guessed cost is within this factor of speculation
+REPROBE_ROUNDS = 32  # after this many speculative rounds with no chunk, measure the edge alone again ...
+REPROBE_FACTOR = 1.5  # ... if its cost, as last measured, is within this factor of speculation
 
 
 @dataclass(frozen=True)
@@ -83,12 +85,21 @@ def choose_round(spec_s_per_token: float, decode_s_per_token: float, chunk_link_
     return HandOver(False, n, spec_s_per_token, edge_alone_s_per_token(decode_s_per_token, n, chunk_link_s(n), over(n)))
 
 
-def should_probe(choice: HandOver, measured: bool, factor: float = PROBE_FACTOR) -> bool:
-    """Hand the round over anyway, to measure the edge alone: nothing measured it yet (its decode time is a guess
-    that errs high) and the guessed cost of the choice's chunk is within ``factor`` of speculation's."""
-    if factor < 1:
-        raise ValueError(f"need factor >= 1, got {factor}")
-    return not measured and not choice.edge_alone and choice.edge_s_per_token < factor * choice.spec_s_per_token
+def should_probe(choice: HandOver, since_rounds: int | None, factor: float = PROBE_FACTOR,
+                 reprobe_rounds: int = REPROBE_ROUNDS, reprobe_factor: float = REPROBE_FACTOR) -> bool:
+    """Hand the round over anyway, to measure the edge alone: nothing measured it yet (``since_rounds`` None: its
+    decode time is a guess that errs high) and the guessed cost of the choice's chunk is within ``factor`` of
+    speculation's; or ``reprobe_rounds`` speculative rounds passed since a chunk last measured it and its cost is
+    within ``reprobe_factor`` (one slow chunk, the first after drafting, must not keep the edge out for good)."""
+    if factor < 1 or reprobe_factor < 1 or reprobe_rounds < 1:
+        raise ValueError(f"need factors >= 1 and reprobe_rounds >= 1, got {factor}, {reprobe_factor}, "
+                         f"{reprobe_rounds}")
+    if choice.edge_alone:
+        return False
+    near = choice.edge_s_per_token / choice.spec_s_per_token
+    if since_rounds is None:
+        return near < factor
+    return since_rounds >= reprobe_rounds and near < reprobe_factor
 
 
 def probe(choice: HandOver) -> HandOver:

@@ -226,6 +226,7 @@ class WindowTracker:
         #   link model's time (host hops and the emulator's framing grow with the link), s
         self.link_s: Callable[[int], float] | None = None  # the link model of the round in flight (set by its sizer)
         self.edge_decode_s: float | None = None  # the edge's measured decode time per token alone (its CHUNKs), s
+        self.since_edge_rounds: int | None = None  # speculative rounds since a CHUNK last measured it (None: never)
         self.last: WindowChoice | None = None
 
     def draft_s(self, k: int) -> float:

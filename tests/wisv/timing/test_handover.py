@@ -2,6 +2,7 @@
 import pytest
 
 from wisv.timing.handover import (
+    REPROBE_ROUNDS,
     agreement_history,
     choose_round,
     chunk_sizes,
@@ -67,13 +68,17 @@ def test_the_edge_is_probed_once_while_its_guess_is_near():
     # speculating on the toy pair, 1.5 times; the edge alone really takes 2.9 ms
     c = choose_round(0.0051, 0.0062, LINK(0.022), budget_tokens=150)
     assert not c.edge_alone
-    assert should_probe(c, measured=False) and not should_probe(c, measured=True)
-    assert not should_probe(c, measured=False, factor=1.2)  # too far off for that factor
+    assert should_probe(c, None) and not should_probe(c, 0)
+    assert not should_probe(c, None, factor=1.2)  # too far off for that factor
+    near = c.edge_s_per_token / c.spec_s_per_token
+    assert should_probe(c, REPROBE_ROUNDS, reprobe_factor=near + 0.1)  # measured long ago and near: again
+    assert not should_probe(c, REPROBE_ROUNDS - 1, reprobe_factor=near + 0.1)  # not yet
+    assert not should_probe(c, 10 * REPROBE_ROUNDS, reprobe_factor=max(1.0, near - 0.1))  # too far off
     p = probe(c)
     assert p.edge_alone and p.probe and p.tokens == c.tokens == 16 and not c.probe
-    assert not should_probe(choose_round(0.0117, 0.0068, LINK(0.060), 100), measured=False)  # already handed over
+    assert not should_probe(choose_round(0.0117, 0.0068, LINK(0.060), 100), None)  # already handed over
     with pytest.raises(ValueError):
-        should_probe(c, measured=False, factor=0.5)
+        should_probe(c, None, factor=0.5)
 
 
 def test_agreement_over_a_chunk_moves_alpha_both_ways():
