@@ -1,5 +1,5 @@
-"""Issue-5 check: calibrate `local`, testbed.run at two link settings for greedy and fh, simulate --validate each;
-one JSON.
+"""Issue-5 check: calibrate `local`, testbed.run at two link settings (and a CSI trace) for each protocol (greedy and
+fh by default; server and device too), simulate --validate each; one JSON.
 
 The calibration runs first, in the same sitting, because this small VM's speed drifts by ~10% over hours: a
 profile measured yesterday under-predicts today's runs by about that much (pass ``--local-profile`` to reuse one).
@@ -10,7 +10,7 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import config
@@ -34,6 +34,8 @@ class ValidateConfig:
     prompts: int = 20  # prompts per testbed run
     draft_len: int = 8  # K of every testbed run, tokens
     local_profile: str | None = None  # reuse this calibration (None: calibrate now into OUT)
+    protocols: list[str] = field(default_factory=lambda: list(PROTOCOLS))  # protocols validated, each at every link
+    csi_trace: str | None = None  # also replay this CSI trace (CSV: channel/csitrace.py), e.g. the LTE trace
 
 
 def calibrate_argv(profile: str) -> list[str]:
@@ -41,12 +43,13 @@ def calibrate_argv(profile: str) -> list[str]:
     return [sys.executable, "-m", "testbed.simulate", "calibrate", *config.to_argv(CalibrateConfig(out=profile))]
 
 
-def run_argv(cfg: ValidateConfig, proto: str, rate_mbps: float, rtt_ms: float, run_dir: Path) -> list[str]:
-    """The testbed run of one (protocol, link) setting: no decision head, the link symmetric."""
+def run_argv(cfg: ValidateConfig, proto: str, rate_mbps: float, rtt_ms: float, run_dir: Path,
+             csi_trace: str | None = None) -> list[str]:
+    """The testbed run of one (protocol, link) setting: no decision head, the link symmetric (or the trace)."""
+    link = (LinkSpec(csi_trace=csi_trace) if csi_trace
+            else LinkSpec(rate_up_mbps=rate_mbps, rate_down_mbps=rate_mbps, rtt_ms=rtt_ms))
     rc = RunConfig(protocol=proto, prompts=cfg.prompts, out=str(run_dir), overwrite=True,
-                   ue=UEConfig(draft_len=cfg.draft_len),
-                   edge=ServeConfig(head="none"), link=LinkSpec(rate_up_mbps=rate_mbps, rate_down_mbps=rate_mbps,
-                                                                rtt_ms=rtt_ms))
+                   ue=UEConfig(draft_len=cfg.draft_len), edge=ServeConfig(head="none"), link=link)
     return [sys.executable, "-m", "testbed.run", *config.to_argv(rc)]
 
 
@@ -74,14 +77,15 @@ def main(argv: list[str] | None = None) -> int:
     if a.local_profile is None:
         _run(calibrate_argv(profile))
     rows = []
-    for proto in PROTOCOLS:
-        for rate, rtt in SETTINGS:
-            name = f"{proto}_{rate:g}_{rtt:g}"
+    settings = [(rate, rtt, None) for rate, rtt in SETTINGS] + ([(None, None, a.csi_trace)] if a.csi_trace else [])
+    for proto in a.protocols:
+        for rate, rtt, trace in settings:
+            name = f"{proto}_{Path(trace).stem}" if trace else f"{proto}_{rate:g}_{rtt:g}"
             run_dir, val_dir = out / "runs" / name, out / name
-            _run(run_argv(a, proto, rate, rtt, run_dir))
+            _run(run_argv(a, proto, rate or 0.0, rtt or 0.0, run_dir, trace))
             _run(validate_argv(run_dir, val_dir, profile))
             stats = json.loads((val_dir / "validation.json").read_text())["stats"][proto]
-            rows.append({"protocol": proto, "rate_mbps": rate, "rtt_ms": rtt, **stats})
+            rows.append({"protocol": proto, "rate_mbps": rate, "rtt_ms": rtt, "csi_trace": trace, **stats})
             print(f"  {name}: mean |err| {stats['mean_abs_rel_err']:.1%}, mean ratio {stats['mean_ratio']:.3f}")
     ok = all(r["mean_abs_rel_err"] <= TARGET for r in rows)
     doc = {"when": time.strftime("%Y-%m-%d %H:%M"), "target_mean_abs_rel_err": TARGET, "holds": ok,

@@ -24,3 +24,12 @@ def test_simulate_argvs_rebuild_their_configs():
     argv = validate_sim.validate_argv(Path("o/runs/g"), Path("o/g"), "o/p.json")
     sim = sim_cli.parse_args(argv[3:])
     assert (sim.validate, sim.out, sim.local_profile) == ("o/runs/g", "o/g", "o/p.json")
+
+
+def test_a_trace_setting_replays_the_trace():
+    cfg = validate_sim.parse_args(["--protocols", "server", "device", "--csi-trace",
+                                   "scripts/link/traces/lte_tmobile_short.csv"])
+    assert cfg.protocols == ["server", "device"]
+    argv = validate_sim.run_argv(cfg, "server", 0.0, 0.0, Path("o/runs/lte"), cfg.csi_trace)
+    rc = run.parse_args(argv[3:])
+    assert rc.protocol == "server" and rc.link.csi_trace == "scripts/link/traces/lte_tmobile_short.csv"
