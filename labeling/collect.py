@@ -26,6 +26,7 @@ from labeling.store import EPISODES, TRACES, save_config, stage_path
 from wisv.decoding.speculative import SpecOutput, speculative_generate
 from wisv.models.loader import load_pair
 from wisv.pairs import apply_pair
+from wisv.tasks.datasets import check_dataset
 from wisv.tasks.jsonl import write_jsonl
 from wisv.tasks.prompts import prompt_rows
 
@@ -108,8 +109,11 @@ def run(cfg: CollectConfig) -> Path:
     cfg = apply_pair(cfg, split="calib")
     if cfg.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {cfg.workers}")
+    if cfg.dataset:
+        check_dataset(cfg.dataset, cfg.prompts_file)  # a bad name or row: one line before any model loads
     tok = load_pair(cfg.drafter, cfg.target, cfg.device).tokenizer  # the workers load their own pair
-    rows = pick_rows(cfg, prompt_rows(tok, "calib", None, cfg.prompts_file, chat_template=cfg.chat_template))
+    rows = pick_rows(cfg, prompt_rows(tok, "calib", None, cfg.prompts_file, chat_template=cfg.chat_template,
+                                      dataset=cfg.dataset, first_turn_only=True))
     episodes, mism = collect_parallel(replace(cfg), rows)
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -44,6 +44,8 @@ class CollectConfig:
     drafter: str | None = None  # drafter model dir (None: built-in toy drafter)
     target: str | None = None  # target model dir (None: built-in toy target)
     prompts_file: str | None = None  # JSONL with prompt/answer rows (None: the toy calib split)
+    dataset: str | None = None  # a named set instead (spec-bench[:CATEGORY,...] | mt-bench | gsm8k | custom:FILE;
+    #   docs/datasets.md): its questions' first turns, the first --prompts past --skip-prompts
     prompts: int = 600  # number of calibration prompts
     skip_prompts: int = field(default=0, metadata={  # leave out the file's first this many rows (a second run
         "min": 0})  # goes on where an earlier one stopped)
@@ -121,6 +123,7 @@ class EvalConfig:
     drafter: str | None = None  # drafter model dir (None: the collect stage's drafter)
     target: str | None = None  # target model dir (None: the collect stage's target)
     prompts_file: str | None = None  # JSONL test prompts (None: the toy test split)
+    dataset: str | None = None  # a named set instead (as collect's --dataset); the rows collect took are left out
     prompts: int = 200  # test prompts
     chat_template: str = field(default="auto", metadata={
         "choices": CHAT_TEMPLATE_MODES})  # prompt text through the tokenizer's chat template (auto: if it has one)

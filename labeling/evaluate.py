@@ -32,7 +32,7 @@ from tqdm import tqdm
 from channel.csi import CSI
 from labeling.config import EvalConfig
 from labeling.plots import plot_fig3, plot_fig5, plot_sweep
-from labeling.store import EVAL_CSV, HEADS, load_config, require, save_config, stage_path
+from labeling.store import EPISODES, EVAL_CSV, HEADS, load_config, require, save_config, stage_path
 from wisv.decoding.sessions import VerifySession
 from wisv.decoding.speculative import MismatchPolicy, RejectAll, SpecOutput, spec_rows, speculative_generate
 from wisv.head.model import HeadPolicy
@@ -42,7 +42,9 @@ from wisv.pairs import apply_pair
 from wisv.records.paired import paired_accuracy
 from wisv.records.rows import to_frame
 from wisv.records.summary import summarize_rounds
+from wisv.tasks.datasets import check_dataset
 from wisv.tasks.evaluate import accuracy
+from wisv.tasks.jsonl import read_jsonl
 from wisv.tasks.prompts import prompt_rows
 from wisv.tasks.qa import check_answer
 from wisv.tasks.textquality import text_quality, token_nll
@@ -227,14 +229,30 @@ def overhead(pair: ModelPair, head, rows: list[dict], cfg: EvalConfig, reps: int
             "time_ratio": t_head / t_verify, "verify_block_tokens": len(draft) + 1, "prefix_tokens": len(v.seq)}
 
 
+def held_out_rows(cfg: EvalConfig, tok, ccfg: dict) -> list[dict]:
+    """The test rows: the first ``--prompts`` of the test split, the prompts file or ``--dataset``; of a dataset the
+    collect stage also read, only the questions it did not take (held out means held out)."""
+    if not cfg.dataset:
+        return prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file, chat_template=cfg.chat_template)
+    rows = prompt_rows(tok, "test", None, dataset=cfg.dataset, chat_template=cfg.chat_template, first_turn_only=True)
+    seen = ({str(e["prompt_id"]) for e in read_jsonl(stage_path(cfg.run_dir, EPISODES))}
+            if ccfg.get("dataset") == cfg.dataset else set())
+    rows = [r for r in rows if str(r["prompt_id"]) not in seen][:cfg.prompts]
+    if not rows:
+        raise ValueError(f"--dataset {cfg.dataset}: every question was taken by the collect stage; none is held out")
+    return rows
+
+
 def run(cfg: EvalConfig) -> pd.DataFrame:
     """Sweep, write evaluate.csv, the plots and headline.json; print the table and the headline."""
     torch.set_num_threads(1)
     cfg = apply_pair(cfg)
+    if cfg.dataset:
+        check_dataset(cfg.dataset, cfg.prompts_file)  # a bad name or row: one line before any model loads
     ccfg = load_config(cfg.run_dir, "collect")
     pair = load_pair(cfg.drafter or ccfg["drafter"], cfg.target or ccfg["target"], cfg.device)
     heads = {v: load_head(require(cfg.run_dir, HEADS, "train", variant=v)) for v in cfg.variants}
-    rows = prompt_rows(pair.tokenizer, "test", cfg.prompts, cfg.prompts_file, chat_template=cfg.chat_template)
+    rows = held_out_rows(cfg, pair.tokenizer, ccfg)
     chans = channel_csi(cfg.channels)
     if len(chans) < 2:
         raise ValueError("evaluate needs at least two channels (e.g. good=500/5 poor=2/50)")
