@@ -6,7 +6,9 @@ communication from computation.  Rounds are exactly-once: a DRAFT must carry the
 retransmitted DRAFT (or HIDDEN) of the round last answered gets that answer again, from a cache, without verifying
 or committing again; any other round is refused with ERROR ``bad_round`` and changes nothing.  Where a chain and a
 tree differ (the DRAFT's tensors, the verification pass, the acceptance, the commit), the protocol's round class
-decides (protocols/rounds.py, protocols/tree.py).
+decides (protocols/rounds.py, protocols/tree.py).  With the edge's drafter (``--edge-draft``, protocols/edge_draft.py)
+the session's prompt and committed output join its suffix index as they grow, and a round `auto` hands over
+(GENERATE) verifies the edge's own drafts, several tokens a pass.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import numpy as np
 import torch
 
 from channel.csi import CSI
+from protocols.edge_draft import EdgeDrafter, generate_drafted
 from protocols.errors import ProtocolError
 from protocols.registry import ROUND_PROTOCOLS, WISV_PROTOCOLS, Protocol, get_protocol
 from protocols.wire import Message, MsgType, make
@@ -57,8 +60,10 @@ class EdgeSession:
     """One UE session on the edge: target KV state, protocol, token budget."""
 
     def __init__(self, sid: str, verify: VerifySession, open_msg: Message, policy: MismatchPolicy, tau: float,
-                 eos_token_id: int | None):
+                 eos_token_id: int | None, drafter: EdgeDrafter | None = None):
         h = self.open_header = open_msg.header
+        self.drafter, self.key = drafter, f"{sid}@{id(self):x}"  # the edge's drafts (None: none), its key there
+        self.context = [int(t) for t in open_msg.tensors["prompt"]]  # the committed prefix: prompt, then output
         self.sid, self.verify, self.policy, self.tau, self.eos = sid, verify, policy, tau, eos_token_id
         self.protocol_name = h["protocol"]
         proto = get_protocol(self.protocol_name)  # checks the name
@@ -86,6 +91,8 @@ class EdgeSession:
         self.token = ""  # the edge's token for this session (its server sets it; messages carry it)
         self.sibling = False  # verify the target's own token beside each mismatch (edge sib_* features; server sets it)
         self.feature_rows = feature_grant(h.get("features", 0), verify)  # target-feature rows per VERDICT (0: none)
+        if drafter is not None:
+            drafter.open(self.key, self.context)
 
     def open_ok_fields(self) -> dict:
         """What OPEN_OK adds for this session: the target-feature grant, only to a UE that asked (else nothing, so a
@@ -164,8 +171,9 @@ class EdgeSession:
 
     def on_generate(self, msg: Message) -> Message:
         """A round handed to the edge (GENERATE with ``tokens``, the UE's auto when speculation does not pay): the
-        target alone decodes up to that many tokens greedily and one CHUNK carries them (a retransmission: the same
-        CHUNK).  A GENERATE asking for a stream (no ``tokens``) is refused: this session's UE drafts."""
+        target alone decodes up to that many tokens greedily (with the edge's drafter, verifying its drafts: several
+        tokens a pass, the CHUNK then counts them) and one CHUNK carries them (a retransmission: the same CHUNK).
+        A GENERATE asking for a stream (no ``tokens``) is refused: this session's UE drafts."""
         n, got = msg.header.get("tokens"), msg.header["round"]
         if n is None:
             raise ProtocolError("bad_type", f"GENERATE without tokens in a {self.protocol_name} session: its UE "
@@ -176,10 +184,12 @@ class EdgeSession:
             raise ProtocolError("session_done", "GENERATE after the session finished")
         if self.pending is not None or self.incoming is not None:
             raise ProtocolError("bad_state", "GENERATE while a drafted round is in flight")
-        tokens, t_decode = generate_alone(self.verify, min(n, self.max_new - self.generated), self.eos)
-        self._count(tokens)
+        g = generate_drafted(self.verify, min(n, self.max_new - self.generated), self.eos, self.drafter, self.key,
+                             self.context)  # its tokens joined the drafter's index pass by pass
+        self._count(g.tokens, indexed=True)
+        drafts = {"drafted": g.drafted, "accepted": g.accepted} if self.drafter is not None else {}
         chunk = make(MsgType.CHUNK, self.sid, {"tokens": np.asarray(self.last_committed, np.int32)}, round=got,
-                     t_decode_s=t_decode, t_edge_s=time.perf_counter() - self.msg_t0, done=self.done)
+                     t_decode_s=g.t_decode_s, t_edge_s=time.perf_counter() - self.msg_t0, done=self.done, **drafts)
         self.answered, self.next_round = (got, chunk), got + 1
         return chunk
 
@@ -221,13 +231,25 @@ class EdgeSession:
             self.next_round = round_ + 1
         return reply
 
-    def _count(self, committed: list[int]) -> None:
-        """Count a round's committed tokens against the budget; the session is done at the budget or EOS."""
+    def _count(self, committed: list[int], indexed: bool = False) -> None:
+        """Count a round's committed tokens against the budget; the session is done at the budget or EOS.  They join
+        the edge drafter's index (unless already ``indexed``); a finished session's output stays there."""
         committed = truncate_output(committed, self.max_new - self.generated, self.eos)
         self.last_committed = committed  # the round's tokens, as the UE commits them (the edge's journal records them)
         self.generated += len(committed)
+        self.context += committed
         self.rounds += 1
         self.done = self.generated >= self.max_new or (self.eos is not None and committed[-1] == self.eos)
+        if self.drafter is not None:
+            if not indexed:
+                self.drafter.commit(self.key, committed)
+            if self.done:
+                self.drafter.close(self.key, ended=True)
+
+    def release(self) -> None:
+        """The edge dropped the session: its sequence leaves the drafter's index (a finished one stays there)."""
+        if self.drafter is not None:
+            self.drafter.close(self.key, ended=self.done)
 
     def _decide(self, p: _Pending, h_d: np.ndarray | None, probs: np.ndarray | None) -> tuple[Verdict, float]:
         draft = torch.tensor(p.tokens, dtype=torch.long)
@@ -337,13 +359,3 @@ def _csi_of(d: dict | None) -> CSI | None:
         return CSI.from_dict(d)
     except (ValueError, TypeError, KeyError):
         return None
-
-
-def generate_alone(verify: VerifySession, n: int, eos_token_id: int | None) -> tuple[list[int], float]:
-    """Up to ``n`` tokens of the target alone, greedy, one pass each on its session (the KV cache kept), ending at
-    EOS: (the tokens, the passes' seconds).  A speculative session's round handed to the edge."""
-    tokens, t0 = [], time.perf_counter()
-    while len(tokens) < max(1, n) and (not tokens or tokens[-1] != eos_token_id):
-        y = int(verify.verify([]).argmax[-1])
-        tokens += verify.commit([], 0, y)
-    return tokens, time.perf_counter() - t0
