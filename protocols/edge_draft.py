@@ -14,13 +14,14 @@ greedy step (verify a draft, commit its accepted prefix and the target's token a
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
-from wisv.decoding.acceptance import greedy_accept_ids
+from wisv.decoding.acceptance import Verdict, greedy_accept_ids
 from wisv.decoding.ngram import NgramConfig
 from wisv.decoding.ngram import propose as ngram_propose
 from wisv.decoding.sessions import Block, VerifySession
@@ -130,3 +131,15 @@ def generate_drafted(verify: VerifySession, n: int, eos_token_id: int | None, dr
             drafter.commit(key, committed)
         tokens, drafted, accepted = tokens + committed, drafted + len(draft), accepted + acc
     return Generated(tokens, time.perf_counter() - t0, drafted, accepted)
+
+
+def extend_verdict(draft: Sequence[int], extension: Sequence[int], argmax: torch.Tensor,
+                   v: Verdict) -> tuple[int, Verdict]:
+    """The greedy verdict over the UE's ``draft`` extended by the edge's ``extension`` (verified in the same pass,
+    ``argmax``: [K + E + 1] the target's tokens): past a wholly accepted draft the extension's agreeing prefix is
+    accepted too, and the target's token after it is the next token.  (extension tokens accepted, the verdict over
+    draft + extension)."""
+    if not extension or v.n_accepted < len(draft):
+        return 0, v
+    e = greedy_accept_ids(torch.as_tensor(list(extension), dtype=torch.long), argmax[len(draft):])
+    return e.n_accepted, dataclasses.replace(v, n_accepted=v.n_accepted + e.n_accepted, next_token=e.next_token)

@@ -13,13 +13,13 @@ the session's prompt and committed output join its suffix index as they grow, an
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from channel.csi import CSI
-from protocols.edge_draft import EdgeDrafter, generate_drafted
+from protocols.edge_draft import EdgeDrafter, extend_verdict, generate_drafted
 from protocols.errors import ProtocolError
 from protocols.registry import ROUND_PROTOCOLS, WISV_PROTOCOLS, Protocol, get_protocol
 from protocols.wire import Message, MsgType, make
@@ -43,6 +43,7 @@ class _Pending:
     protocol: Protocol
     csi: CSI | None
     batch: int = 1  # requests verified in the same target pass
+    extension: list[int] = field(default_factory=list)  # the edge's tokens after the draft, verified with it
 
 
 def round_action(got: int, expected: int, answered: int | None) -> str:
@@ -81,6 +82,7 @@ class EdgeSession:
         self.generated, self.done, self.pending = 0, False, None
         self.last_committed: list[int] = []  # the tokens the last verified round committed
         self.incoming: tuple[Message, Protocol, list[int]] | None = None  # a DRAFT waiting for its block
+        self.extension: list[int] = []  # the edge's own tokens after it (--edge-draft), verified in the same pass
         self.rounds = 0  # finished rounds (the scheduler's expected tokens per round = generated / rounds)
         self.next_round = h.get("round", 0)  # the round a new DRAFT must carry (a resumed session starts past 0)
         self.answered: tuple[int, Message] | None = None  # (round, its last reply: HIDDEN_REQ or VERDICT), resent
@@ -136,13 +138,22 @@ class EdgeSession:
         proto = self._round_protocol(msg.header.get("protocol"))
         tokens = [int(t) for t in msg.tensors["tokens"]]
         self._check_draft(proto, msg, len(tokens))
-        self.incoming = (msg, proto, tokens)
+        self.incoming, self.extension = (msg, proto, tokens), self._extension(proto, tokens)
         return tokens
+
+    def _extension(self, proto: Protocol, tokens: list[int]) -> list[int]:
+        """The edge drafter's continuation of a greedy chain DRAFT (after the committed prefix and the draft; at most
+        the session's K, within the budget with the target's token; none past EOS)."""
+        if self.drafter is None or proto.rule != "greedy" or proto.desc.tree or self.eos in tokens:
+            return []
+        room = min(self.draft_len, self.max_new - self.generated - len(tokens) - 1)
+        return self.drafter.propose(self.key, self.context + tokens, room)
 
     @property
     def draft_tokens(self) -> list[int]:
-        """The kept DRAFT's tokens (between begin_draft and end_draft)."""
-        return self.incoming[2]
+        """The kept DRAFT's tokens and the edge's extension after them (between begin_draft and end_draft): what the
+        target verifies."""
+        return self.incoming[2] + self.extension
 
     def verify_request(self) -> VerifyRequest:
         """The kept DRAFT as the engine's request, by the protocol's round class (a tree carries its parents): what a
@@ -151,16 +162,16 @@ class EdgeSession:
 
     def abort_draft(self) -> None:
         """Forget the kept DRAFT (its verification failed): the session can send its DRAFT again."""
-        self.incoming = None
+        self.incoming, self.extension = None, []
 
     def end_draft(self, block: Block, t_verify_s: float, batch: int = 1) -> Message:
         """Finish the kept DRAFT with the target's block (verified alone or in a batch)."""
         msg, proto, tokens = self.incoming
-        self.incoming = None
+        ext, self.incoming, self.extension = self.extension, None, []
         mism = self.shape.mismatches(tokens, block)
         csi = _csi_of(msg.header.get("csi"))
         queried = proto.query(mism)
-        pend = _Pending(msg.header["round"], tokens, msg.tensors, block, mism, t_verify_s, proto, csi, batch)
+        pend = _Pending(msg.header["round"], tokens, msg.tensors, block, mism, t_verify_s, proto, csi, batch, ext)
         if queried:
             self.pending = pend
             self.round_edge_s = time.perf_counter() - self.msg_t0
@@ -212,17 +223,21 @@ class EdgeSession:
         """Decide by the protocol's round (a chain: its rule; a tree: the longest agreeing path), commit, VERDICT."""
         t0 = time.perf_counter()
         v, t_head, path = self.shape.accept(p.tokens, p.tensors, p.block, lambda: self._decide(p, h_d, probs))
-        self._count(self.shape.commit(self.verify, p.tokens, v, path))
+        n_edge, both = extend_verdict(p.tokens, p.extension, p.block.argmax.cpu(), v)  # the edge's tokens after
+        self._count(self.shape.commit(self.verify, p.tokens + p.extension, both, path))
         now = time.perf_counter()
         t_verify = p.t_verify_s + (now - t0) - t_head
         t_edge, self.round_edge_s = self.round_edge_s + (now - self.msg_t0), 0.0
         named = {} if path is None else {"path": np.asarray(path, np.int32)}  # [n_accepted] a tree's path
+        edge = {"edge_drafted": len(p.extension)} if p.extension else {}
+        if p.extension:
+            named["edge_tokens"] = np.asarray(p.extension[:n_edge], np.int32)  # [e] committed after the draft
         if self.feature_rows:
-            named["features"] = target_features(p.block, v.n_accepted, path, self.feature_rows)  # [n, d_t] fp16
+            named["features"] = target_features(p.block, both.n_accepted, path, self.feature_rows)  # [n, d_t] fp16
         return self._answer(p.round, make(
-            MsgType.VERDICT, self.sid, named, round=p.round, n_accepted=v.n_accepted, next_token=v.next_token,
+            MsgType.VERDICT, self.sid, named, round=p.round, n_accepted=v.n_accepted, next_token=both.next_token,
             mismatches=len(p.mismatches), queried=len(p.protocol.query(p.mismatches)), t_verify_s=t_verify,
-            t_head_s=t_head, t_edge_s=t_edge, batch=p.batch, done=self.done))
+            t_head_s=t_head, t_edge_s=t_edge, batch=p.batch, done=self.done, **edge))
 
     def _answer(self, round_: int, reply: Message) -> Message:
         """Keep a round's reply for retransmissions; a VERDICT ends the round, the next DRAFT carries round + 1."""

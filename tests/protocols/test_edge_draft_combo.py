@@ -1,16 +1,21 @@
 """The edge's own drafts (protocols/edge_draft.py) beside the UE's: a round `auto` hands to the edge verifies the
-edge's drafts (several tokens a pass, the CHUNK counts them, the UE's record carries them), and the speculative
-sessions' prompts and outputs feed the edge's suffix index; the output stays the target's greedy output."""
+edge's drafts (several tokens a pass, the CHUNK counts them, the UE's record carries them); the edge extends a greedy
+chain's draft with its own continuation, verified in the same pass (the VERDICT's edge tokens, checked on the wire);
+the speculative sessions' prompts and outputs feed the edge's suffix index; the output stays the target's greedy
+output."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from protocols.edge_draft import EdgeDraftConfig, EdgeDrafter, generate_drafted
 from protocols.edge_side import EdgeSession
+from protocols.typed import Verdict
 from protocols.ue_handover import EdgeRound
 from protocols.ue_side import UEParams, UESession
+from protocols.wire import MsgType, WireError, decode, encode, make
 from tests.protocols.test_handover_sessions import POOR, play
-from tests.protocols.test_sessions import EOS, MAX_NEW, PROMPTS, pair, wire  # noqa: F401 (fixture)
+from tests.protocols.test_sessions import EOS, LIMITS, MAX_NEW, PROMPTS, pair, wire  # noqa: F401 (fixture)
 from wisv.decoding.sessions import DraftSession, VerifySession
 from wisv.decoding.speculative import RejectAll, target_greedy
 
@@ -66,3 +71,58 @@ def test_generating_with_the_edges_drafts_is_the_targets_greedy_output(pair) -> 
     drafter.open("b", prompt)
     g = generate_drafted(VerifySession(pair[1], prompt), n, EOS, drafter, "b", prompt)
     assert g.tokens == ref and g.accepted > n // 2 and g.accepted <= g.drafted
+
+
+def _drive(edge: EdgeSession, ue: UESession) -> list:
+    verdicts = []
+    while not ue.done:
+        reply = wire(edge.on_draft(wire(ue.next_draft(None))))
+        ue.on_reply(reply)
+        verdicts.append(ue.round.verdict)
+    return verdicts
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_the_edge_extends_a_greedy_draft_and_stays_lossless(pair, k: int) -> None:
+    drafter = EdgeDrafter(EdgeDraftConfig("suffix", max_tokens=6))
+    edge_accepted = []
+    for _lap in range(2):  # the second lap: the index holds the first lap's outputs
+        n = 0
+        for prompt in PROMPTS:
+            edge, ue = _open(pair, prompt, drafter, protocol="greedy", draft_len=k)
+            verdicts = _drive(edge, ue)
+            assert ue.tokens == target_greedy(pair[1], prompt, max_new_tokens=MAX_NEW, eos_token_id=EOS)
+            assert edge.generated == len(ue.tokens) and ue.d.seq[len(prompt):] == ue.tokens  # the drafter caught up
+            for v in verdicts:
+                assert len(v.edge_tokens) <= (v.edge_drafted or 0) <= k
+                assert not v.edge_tokens or v.n_accepted == k or v.done  # only after a wholly accepted draft
+            n += sum(len(v.edge_tokens) for v in verdicts)
+        edge_accepted.append(n)
+    assert edge_accepted[1] > edge_accepted[0] and edge_accepted[1] > 0
+
+
+def test_only_a_greedy_chain_is_extended(pair) -> None:
+    drafter = EdgeDrafter(EdgeDraftConfig("suffix", max_tokens=6))
+    edge, ue = _open(pair, PROMPTS[0], drafter, protocol="greedy")
+    _drive(edge, ue)  # the index now holds the output
+    for protocol in ("fh", "reject", "tree"):
+        edge, ue = _open(pair, PROMPTS[0], drafter, protocol=protocol)
+        assert all(v.edge_drafted is None and not v.edge_tokens for v in _drive(edge, ue))
+
+
+@pytest.mark.parametrize("fields, tensors, ok", [
+    ({}, {}, True), ({"edge_drafted": 3}, {"edge_tokens": [5, 6]}, True),
+    ({"edge_drafted": 2}, {"edge_tokens": []}, True),
+    ({"edge_drafted": 1}, {"edge_tokens": [5, 6]}, False), ({"edge_drafted": 2}, {}, False),
+    ({}, {"edge_tokens": [5]}, False), ({"edge_drafted": 2}, {"edge_tokens": [5], "path": [0, 1]}, False),
+    ({"edge_drafted": 2}, {"edge_tokens": [99]}, False)])
+def test_the_wire_checks_a_verdicts_edge_tokens(fields: dict, tensors: dict, ok: bool) -> None:
+    msg = make(MsgType.VERDICT, "s", {k: np.asarray(v, np.int32) for k, v in tensors.items()}, round=0, n_accepted=2,
+               next_token=7, mismatches=0, queried=0, t_verify_s=0.0, t_head_s=0.0, done=False, **fields)
+    if not ok:
+        with pytest.raises(WireError):
+            decode(encode(msg), LIMITS)
+        return
+    got = decode(encode(msg), LIMITS)
+    v = Verdict.of(got.header, got.tensors)
+    assert v.edge_drafted == fields.get("edge_drafted") and list(v.edge_tokens) == tensors.get("edge_tokens", [])
