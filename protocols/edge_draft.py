@@ -1,5 +1,7 @@
-"""The edge's own drafts for its server-only streams (``--edge-draft``): the target verifies them in the pass that
-decodes the stream's next token, so one pass may commit several tokens, and the output stays the target's greedy one.
+"""The edge's own drafts (``--edge-draft``): the target verifies them in the pass that decodes the next token, so one
+pass may commit several tokens, and the output stays the target's greedy one.  Used by server-only streams
+(protocols/stream.py) and by the rounds `auto` hands to the edge (``generate_drafted``, protocols/edge_side.py); the
+suffix index also learns from the speculative sessions' prompts and committed outputs.
 
 - ``ngram``: prompt lookup over the session's prompt and output so far (wisv/decoding/ngram.py, vLLM's rule).
 - ``suffix``: suffix drafting (wisv/decoding/suffix.py) over one index shared by the edge's sessions: each live
@@ -7,15 +9,23 @@ decodes the stream's next token, so one pass may commit several tokens, and the 
   the index's bound in bytes).
 - ``none``: no draft (one token per pass, as before).
 
-A thin holder of the pure proposers: it keeps which session holds which sequence of the shared index.
+A thin holder of the pure proposers: it keeps which session holds which sequence of the shared index; and the one
+greedy step (verify a draft, commit its accepted prefix and the target's token after it) both users share.
 """
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import torch
+
+from wisv.decoding.acceptance import Verdict, greedy_accept_ids
 from wisv.decoding.ngram import NgramConfig
 from wisv.decoding.ngram import propose as ngram_propose
+from wisv.decoding.sessions import Block, VerifySession
+from wisv.decoding.speculative import truncate_output
 from wisv.decoding.suffix import SuffixCache, SuffixConfig
 
 EDGE_DRAFTS = ("none", "ngram", "suffix")  # --edge-draft's choices
@@ -84,3 +94,52 @@ class EdgeDrafter:
         self.cache.drop(("live", key))
         if ended and output:
             self.cache.add(("done", key), output)
+
+
+def greedy_step(verify: VerifySession, draft: list[int], block: Block, room: int,
+                eos_token_id: int | None) -> tuple[list[int], int]:
+    """Commit a verified ``draft``'s accepted prefix and the target's argmax after it (the greedy rule) on ``verify``;
+    (the committed tokens, at most ``room`` and cut after EOS; how many of them were draft tokens)."""
+    v = greedy_accept_ids(torch.as_tensor(draft, dtype=torch.long), block.argmax.cpu())
+    committed = truncate_output(verify.commit(draft, v.n_accepted, v.next_token), room, eos_token_id)
+    return committed, min(v.n_accepted, len(committed))
+
+
+@dataclass(frozen=True)
+class Generated:
+    """What the target generated alone for a handed-over round."""
+
+    tokens: list[int]  # the committed tokens
+    t_decode_s: float  # its passes, s
+    drafted: int = 0  # tokens the edge drafted for those passes
+    accepted: int = 0  # of them, tokens committed
+
+
+def generate_drafted(verify: VerifySession, n: int, eos_token_id: int | None, drafter: EdgeDrafter | None = None,
+                     key: str = "", context: Sequence[int] = ()) -> Generated:
+    """Up to ``n`` (at least 1) tokens of the target, greedy, on its session (the KV cache kept), ending at EOS: each
+    pass verifies the ``drafter``'s proposal after ``context`` (the session's prompt and output so far) and the tokens
+    committed since, and commits its accepted prefix and the target's token after it (without a drafter: one token a
+    pass).  Each pass's tokens join the drafter's index under ``key``."""
+    tokens, drafted, accepted, t0 = [], 0, 0, time.perf_counter()
+    n = max(1, n)
+    while len(tokens) < n and (not tokens or tokens[-1] != eos_token_id):
+        room = n - len(tokens)
+        draft = drafter.propose(key, [*context, *tokens], room - 1) if drafter is not None else []
+        committed, acc = greedy_step(verify, draft, verify.verify(draft), room, eos_token_id)
+        if drafter is not None:
+            drafter.commit(key, committed)
+        tokens, drafted, accepted = tokens + committed, drafted + len(draft), accepted + acc
+    return Generated(tokens, time.perf_counter() - t0, drafted, accepted)
+
+
+def extend_verdict(draft: Sequence[int], extension: Sequence[int], argmax: torch.Tensor,
+                   v: Verdict) -> tuple[int, Verdict]:
+    """The greedy verdict over the UE's ``draft`` extended by the edge's ``extension`` (verified in the same pass,
+    ``argmax``: [K + E + 1] the target's tokens): past a wholly accepted draft the extension's agreeing prefix is
+    accepted too, and the target's token after it is the next token.  (extension tokens accepted, the verdict over
+    draft + extension)."""
+    if not extension or v.n_accepted < len(draft):
+        return 0, v
+    e = greedy_accept_ids(torch.as_tensor(list(extension), dtype=torch.long), argmax[len(draft):])
+    return e.n_accepted, dataclasses.replace(v, n_accepted=v.n_accepted + e.n_accepted, next_token=e.next_token)

@@ -6,17 +6,20 @@ communication from computation.  Rounds are exactly-once: a DRAFT must carry the
 retransmitted DRAFT (or HIDDEN) of the round last answered gets that answer again, from a cache, without verifying
 or committing again; any other round is refused with ERROR ``bad_round`` and changes nothing.  Where a chain and a
 tree differ (the DRAFT's tensors, the verification pass, the acceptance, the commit), the protocol's round class
-decides (protocols/rounds.py, protocols/tree.py).
+decides (protocols/rounds.py, protocols/tree.py).  With the edge's drafter (``--edge-draft``, protocols/edge_draft.py)
+the session's prompt and committed output join its suffix index as they grow, and a round `auto` hands over
+(GENERATE) verifies the edge's own drafts, several tokens a pass.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from channel.csi import CSI
+from protocols.edge_draft import EdgeDrafter, extend_verdict, generate_drafted
 from protocols.errors import ProtocolError
 from protocols.registry import ROUND_PROTOCOLS, WISV_PROTOCOLS, Protocol, get_protocol
 from protocols.wire import Message, MsgType, make
@@ -40,6 +43,7 @@ class _Pending:
     protocol: Protocol
     csi: CSI | None
     batch: int = 1  # requests verified in the same target pass
+    extension: list[int] = field(default_factory=list)  # the edge's tokens after the draft, verified with it
 
 
 def round_action(got: int, expected: int, answered: int | None) -> str:
@@ -57,8 +61,10 @@ class EdgeSession:
     """One UE session on the edge: target KV state, protocol, token budget."""
 
     def __init__(self, sid: str, verify: VerifySession, open_msg: Message, policy: MismatchPolicy, tau: float,
-                 eos_token_id: int | None):
+                 eos_token_id: int | None, drafter: EdgeDrafter | None = None):
         h = self.open_header = open_msg.header
+        self.drafter, self.key = drafter, f"{sid}@{id(self):x}"  # the edge's drafts (None: none), its key there
+        self.context = [int(t) for t in open_msg.tensors["prompt"]]  # the committed prefix: prompt, then output
         self.sid, self.verify, self.policy, self.tau, self.eos = sid, verify, policy, tau, eos_token_id
         self.protocol_name = h["protocol"]
         proto = get_protocol(self.protocol_name)  # checks the name
@@ -76,6 +82,7 @@ class EdgeSession:
         self.generated, self.done, self.pending = 0, False, None
         self.last_committed: list[int] = []  # the tokens the last verified round committed
         self.incoming: tuple[Message, Protocol, list[int]] | None = None  # a DRAFT waiting for its block
+        self.extension: list[int] = []  # the edge's own tokens after it (--edge-draft), verified in the same pass
         self.rounds = 0  # finished rounds (the scheduler's expected tokens per round = generated / rounds)
         self.next_round = h.get("round", 0)  # the round a new DRAFT must carry (a resumed session starts past 0)
         self.answered: tuple[int, Message] | None = None  # (round, its last reply: HIDDEN_REQ or VERDICT), resent
@@ -86,6 +93,8 @@ class EdgeSession:
         self.token = ""  # the edge's token for this session (its server sets it; messages carry it)
         self.sibling = False  # verify the target's own token beside each mismatch (edge sib_* features; server sets it)
         self.feature_rows = feature_grant(h.get("features", 0), verify)  # target-feature rows per VERDICT (0: none)
+        if drafter is not None:
+            drafter.open(self.key, self.context)
 
     def open_ok_fields(self) -> dict:
         """What OPEN_OK adds for this session: the target-feature grant, only to a UE that asked (else nothing, so a
@@ -129,13 +138,22 @@ class EdgeSession:
         proto = self._round_protocol(msg.header.get("protocol"))
         tokens = [int(t) for t in msg.tensors["tokens"]]
         self._check_draft(proto, msg, len(tokens))
-        self.incoming = (msg, proto, tokens)
+        self.incoming, self.extension = (msg, proto, tokens), self._extension(proto, tokens)
         return tokens
+
+    def _extension(self, proto: Protocol, tokens: list[int]) -> list[int]:
+        """The edge drafter's continuation of a greedy chain DRAFT (after the committed prefix and the draft; at most
+        the session's K, within the budget with the target's token; none past EOS)."""
+        if self.drafter is None or proto.rule != "greedy" or proto.desc.tree or self.eos in tokens:
+            return []
+        room = min(self.draft_len, self.max_new - self.generated - len(tokens) - 1)
+        return self.drafter.propose(self.key, self.context + tokens, room)
 
     @property
     def draft_tokens(self) -> list[int]:
-        """The kept DRAFT's tokens (between begin_draft and end_draft)."""
-        return self.incoming[2]
+        """The kept DRAFT's tokens and the edge's extension after them (between begin_draft and end_draft): what the
+        target verifies."""
+        return self.incoming[2] + self.extension
 
     def verify_request(self) -> VerifyRequest:
         """The kept DRAFT as the engine's request, by the protocol's round class (a tree carries its parents): what a
@@ -144,16 +162,16 @@ class EdgeSession:
 
     def abort_draft(self) -> None:
         """Forget the kept DRAFT (its verification failed): the session can send its DRAFT again."""
-        self.incoming = None
+        self.incoming, self.extension = None, []
 
     def end_draft(self, block: Block, t_verify_s: float, batch: int = 1) -> Message:
         """Finish the kept DRAFT with the target's block (verified alone or in a batch)."""
         msg, proto, tokens = self.incoming
-        self.incoming = None
+        ext, self.incoming, self.extension = self.extension, None, []
         mism = self.shape.mismatches(tokens, block)
         csi = _csi_of(msg.header.get("csi"))
         queried = proto.query(mism)
-        pend = _Pending(msg.header["round"], tokens, msg.tensors, block, mism, t_verify_s, proto, csi, batch)
+        pend = _Pending(msg.header["round"], tokens, msg.tensors, block, mism, t_verify_s, proto, csi, batch, ext)
         if queried:
             self.pending = pend
             self.round_edge_s = time.perf_counter() - self.msg_t0
@@ -164,8 +182,9 @@ class EdgeSession:
 
     def on_generate(self, msg: Message) -> Message:
         """A round handed to the edge (GENERATE with ``tokens``, the UE's auto when speculation does not pay): the
-        target alone decodes up to that many tokens greedily and one CHUNK carries them (a retransmission: the same
-        CHUNK).  A GENERATE asking for a stream (no ``tokens``) is refused: this session's UE drafts."""
+        target alone decodes up to that many tokens greedily (with the edge's drafter, verifying its drafts: several
+        tokens a pass, the CHUNK then counts them) and one CHUNK carries them (a retransmission: the same CHUNK).
+        A GENERATE asking for a stream (no ``tokens``) is refused: this session's UE drafts."""
         n, got = msg.header.get("tokens"), msg.header["round"]
         if n is None:
             raise ProtocolError("bad_type", f"GENERATE without tokens in a {self.protocol_name} session: its UE "
@@ -176,10 +195,12 @@ class EdgeSession:
             raise ProtocolError("session_done", "GENERATE after the session finished")
         if self.pending is not None or self.incoming is not None:
             raise ProtocolError("bad_state", "GENERATE while a drafted round is in flight")
-        tokens, t_decode = generate_alone(self.verify, min(n, self.max_new - self.generated), self.eos)
-        self._count(tokens)
+        g = generate_drafted(self.verify, min(n, self.max_new - self.generated), self.eos, self.drafter, self.key,
+                             self.context)  # its tokens joined the drafter's index pass by pass
+        self._count(g.tokens, indexed=True)
+        drafts = {"drafted": g.drafted, "accepted": g.accepted} if self.drafter is not None else {}
         chunk = make(MsgType.CHUNK, self.sid, {"tokens": np.asarray(self.last_committed, np.int32)}, round=got,
-                     t_decode_s=t_decode, t_edge_s=time.perf_counter() - self.msg_t0, done=self.done)
+                     t_decode_s=g.t_decode_s, t_edge_s=time.perf_counter() - self.msg_t0, done=self.done, **drafts)
         self.answered, self.next_round = (got, chunk), got + 1
         return chunk
 
@@ -202,17 +223,21 @@ class EdgeSession:
         """Decide by the protocol's round (a chain: its rule; a tree: the longest agreeing path), commit, VERDICT."""
         t0 = time.perf_counter()
         v, t_head, path = self.shape.accept(p.tokens, p.tensors, p.block, lambda: self._decide(p, h_d, probs))
-        self._count(self.shape.commit(self.verify, p.tokens, v, path))
+        n_edge, both = extend_verdict(p.tokens, p.extension, p.block.argmax.cpu(), v)  # the edge's tokens after
+        self._count(self.shape.commit(self.verify, p.tokens + p.extension, both, path))
         now = time.perf_counter()
         t_verify = p.t_verify_s + (now - t0) - t_head
         t_edge, self.round_edge_s = self.round_edge_s + (now - self.msg_t0), 0.0
         named = {} if path is None else {"path": np.asarray(path, np.int32)}  # [n_accepted] a tree's path
+        edge = {"edge_drafted": len(p.extension)} if p.extension else {}
+        if p.extension:
+            named["edge_tokens"] = np.asarray(p.extension[:n_edge], np.int32)  # [e] committed after the draft
         if self.feature_rows:
-            named["features"] = target_features(p.block, v.n_accepted, path, self.feature_rows)  # [n, d_t] fp16
+            named["features"] = target_features(p.block, both.n_accepted, path, self.feature_rows)  # [n, d_t] fp16
         return self._answer(p.round, make(
-            MsgType.VERDICT, self.sid, named, round=p.round, n_accepted=v.n_accepted, next_token=v.next_token,
+            MsgType.VERDICT, self.sid, named, round=p.round, n_accepted=v.n_accepted, next_token=both.next_token,
             mismatches=len(p.mismatches), queried=len(p.protocol.query(p.mismatches)), t_verify_s=t_verify,
-            t_head_s=t_head, t_edge_s=t_edge, batch=p.batch, done=self.done))
+            t_head_s=t_head, t_edge_s=t_edge, batch=p.batch, done=self.done, **edge))
 
     def _answer(self, round_: int, reply: Message) -> Message:
         """Keep a round's reply for retransmissions; a VERDICT ends the round, the next DRAFT carries round + 1."""
@@ -221,13 +246,25 @@ class EdgeSession:
             self.next_round = round_ + 1
         return reply
 
-    def _count(self, committed: list[int]) -> None:
-        """Count a round's committed tokens against the budget; the session is done at the budget or EOS."""
+    def _count(self, committed: list[int], indexed: bool = False) -> None:
+        """Count a round's committed tokens against the budget; the session is done at the budget or EOS.  They join
+        the edge drafter's index (unless already ``indexed``); a finished session's output stays there."""
         committed = truncate_output(committed, self.max_new - self.generated, self.eos)
         self.last_committed = committed  # the round's tokens, as the UE commits them (the edge's journal records them)
         self.generated += len(committed)
+        self.context += committed
         self.rounds += 1
         self.done = self.generated >= self.max_new or (self.eos is not None and committed[-1] == self.eos)
+        if self.drafter is not None:
+            if not indexed:
+                self.drafter.commit(self.key, committed)
+            if self.done:
+                self.drafter.close(self.key, ended=True)
+
+    def release(self) -> None:
+        """The edge dropped the session: its sequence leaves the drafter's index (a finished one stays there)."""
+        if self.drafter is not None:
+            self.drafter.close(self.key, ended=self.done)
 
     def _decide(self, p: _Pending, h_d: np.ndarray | None, probs: np.ndarray | None) -> tuple[Verdict, float]:
         draft = torch.tensor(p.tokens, dtype=torch.long)
@@ -337,13 +374,3 @@ def _csi_of(d: dict | None) -> CSI | None:
         return CSI.from_dict(d)
     except (ValueError, TypeError, KeyError):
         return None
-
-
-def generate_alone(verify: VerifySession, n: int, eos_token_id: int | None) -> tuple[list[int], float]:
-    """Up to ``n`` tokens of the target alone, greedy, one pass each on its session (the KV cache kept), ending at
-    EOS: (the tokens, the passes' seconds).  A speculative session's round handed to the edge."""
-    tokens, t0 = [], time.perf_counter()
-    while len(tokens) < max(1, n) and (not tokens or tokens[-1] != eos_token_id):
-        y = int(verify.verify([]).argmax[-1])
-        tokens += verify.commit([], 0, y)
-    return tokens, time.perf_counter() - t0

@@ -1,6 +1,6 @@
 """Checks across a message's fields and tensors, run on decode after each field passed its own (protocols/schema.py's
-``Schema.check``): a DRAFT's tree and features, a VERDICT's path and target features, GENERATE's period, CHUNK's
-edge-draft counts."""
+``Schema.check``): a DRAFT's tree and features, a VERDICT's path, target features and the edge's tokens, GENERATE's
+period, CHUNK's edge-draft counts."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -64,15 +64,29 @@ def check_target_features(header: dict[str, Any], tensors: dict[str, np.ndarray]
     f = tensors.get("features")
     if f is None:
         return
-    if f.shape[0] > header["n_accepted"] + 1:
+    edge = tensors.get("edge_tokens")
+    committed = header["n_accepted"] + 1 + (0 if edge is None else edge.shape[0])
+    if f.shape[0] > committed:
         raise WireError("shape_mismatch", f"VERDICT features have {f.shape[0]} rows, the round committed "
-                                          f"{header['n_accepted'] + 1} tokens")
+                                          f"{committed} tokens")
     if not np.isfinite(f.astype(np.float32)).all():
         raise WireError("bad_features", "VERDICT features hold a NaN or an infinity")
 
 
+def check_edge_tokens(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
+    """A VERDICT's edge extension: ``edge_drafted`` and ``edge_tokens`` both or neither, no more tokens committed than
+    the edge drafted, and never after a tree (a chain's draft only)."""
+    d, e = header.get("edge_drafted"), tensors.get("edge_tokens")
+    if (d is None) != (e is None) or (e is not None and e.shape[0] > d):
+        raise WireError("bad_field", f"VERDICT edge_drafted = {d}, edge_tokens {None if e is None else e.shape[0]}: "
+                                     "both or neither, and no more tokens than drafted")
+    if e is not None and "path" in tensors:
+        raise WireError("bad_tensor", "VERDICT edge_tokens follow a chain's draft, not a tree's path")
+
+
 def check_verdict(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
     check_path(header, tensors, limits)
+    check_edge_tokens(header, tensors, limits)
     check_target_features(header, tensors, limits)
 
 

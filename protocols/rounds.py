@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from channel.csi import CSI
-from protocols.errors import ProtocolError
+from protocols.errors import EdgeError, ProtocolError
 from protocols.handshake import Vocab
 from protocols.typed import Verdict
 from wisv.decoding.acceptance import Verdict as Accepted
@@ -176,13 +176,18 @@ class ChainRounds:
 
     def settle(self, d: DraftSession, r: RoundState, v: Verdict) -> list[int]:
         """Commit the VERDICT's tokens on the drafter, carrying the proactive tokens the next block reuses (all
-        accepted and the bonus is p_1); the committed tokens."""
+        accepted and the bonus is p_1); the committed tokens.  The edge's own tokens after a wholly accepted draft
+        (``edge_tokens``, --edge-draft) come before the next token: the drafter passes over them in its next
+        forward (they were not drafted here, so no proactive token follows them)."""
+        if v.edge_tokens and v.n_accepted != len(r.draft.tokens):
+            raise EdgeError(f"VERDICT carries {len(v.edge_tokens)} edge tokens after {v.n_accepted} of the "
+                            f"{len(r.draft.tokens)}-token draft: they follow a wholly accepted draft only")
         pro, carry = r.proactive, None
-        if pro is not None and pro.tokens:
+        if pro is not None and pro.tokens and not v.edge_tokens:
             reused = proactive_reuse(len(r.draft.tokens), v.n_accepted, v.next_token, pro.tokens)
             r.reused = len(reused)
             carry = Draft(reused, pro.hidden[1:], None, pro.features[1:]) if reused else None
-        committed = r.draft.tokens[: v.n_accepted] + [v.next_token]
+        committed = r.draft.tokens[: v.n_accepted] + list(v.edge_tokens) + [v.next_token]
         d.commit(committed, carry)
         return committed
 

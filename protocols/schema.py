@@ -16,12 +16,13 @@ from protocols.msgchecks import check_chunk, check_draft, check_generate, check_
 from protocols.registry import ALL_PROTOCOLS
 from protocols.typed import OpenOk, Verdict  # noqa: F401 (the decoded messages' typed fields, read from here too)
 
-WIRE_VERSION = 8  # bump on any incompatible change to SCHEMAS or to the framing (2: OPEN's vocabulary facts,
+WIRE_VERSION = 9  # bump on any incompatible change to SCHEMAS or to the framing (2: OPEN's vocabulary facts,
 #                  REFERENCE; 3: OPEN's first round, for a session resumed with its committed prefix; 4: the edge's
 #                  session token, which DRAFT, HIDDEN and CLOSE carry; 5: target features, asked for in OPEN,
 #                  granted in OPEN_OK, carried by the VERDICT; 6: GENERATE and CHUNK, server-only's stream; 7:
 #                  GENERATE's tokens, a speculative session's round handed to the edge; 8: CHUNK's drafted and
-#                  accepted, the edge's own drafts for server-only)
+#                  accepted, the edge's own drafts for server-only; 9: VERDICT's edge_drafted and edge_tokens,
+#                  the edge's extension of a greedy draft)
 UNBOUNDED = 2**63  # upper bound for ints that have no protocol limit
 
 
@@ -271,12 +272,16 @@ SCHEMAS: dict[MsgType, Schema] = {
             "t_edge_s": Field(FLOAT, required=False),  # all edge handling this round (decode..reply), s
             "batch": Field(INT, required=False, rng=POSITIVE),  # requests verified in the same target pass
             "stop_depth": Field(INT, required=False, rng=DRAFT_LEN),  # the edge's suggested K for the next block
+            "edge_drafted": Field(INT, required=False, rng=COUNT),  # the edge's own tokens after the draft (with
+            #   edge_tokens): verified in the same pass
             "done": Field((bool,)),
         },
         tensors={
             "path": Tensor(("int32",), ((0, "max_draft_len"),), required=False, rng=POSITION),  # tree: nodes
             "features": Tensor(  # [n, d_t] the target's final-layer hidden states at the last n committed positions
                 ("float16",), ((1, "max_feature_rows"), (1, "max_hidden_dim")), required=False),
+            "edge_tokens": Tensor(  # [e] of the edge's tokens, those committed after the wholly accepted draft and
+                INT_IDS, ((0, "max_draft_len"),), required=False, rng=TOKEN),  # before next_token (e <= edge_drafted)
         },
         check=check_verdict,
     ),

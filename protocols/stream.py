@@ -20,16 +20,14 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
-from protocols.edge_draft import EdgeDrafter
+from protocols.edge_draft import EdgeDrafter, greedy_step
 from protocols.edge_side import EdgeSession
 from protocols.errors import ProtocolError
 from protocols.registry import get_protocol
 from protocols.wire import Message, MsgType, make
-from wisv.decoding.acceptance import greedy_accept_ids
 from wisv.decoding.sessions import Block, VerifySession
-from wisv.decoding.speculative import MismatchPolicy, truncate_output
+from wisv.decoding.speculative import MismatchPolicy
 from wisv.serving.engine import VerifyEngine, VerifyRequest
 
 
@@ -149,13 +147,11 @@ class EdgeStream:
     def take(self, block: Block, t_pass_s: float, batch: int = 1) -> Message | None:
         """Commit the step's accepted draft and the target's argmax after it (greedy); the CHUNK when one is due (by
         the rule, or at the end)."""
-        v = greedy_accept_ids(torch.as_tensor(self.draft, dtype=torch.long), block.argmax.cpu())
-        out = self.verify.commit(self.draft, v.n_accepted, v.next_token)
-        committed = truncate_output(out, self.max_new - self.generated, self.eos)
+        committed, accepted = greedy_step(self.verify, self.draft, block, self.max_new - self.generated, self.eos)
         self.chunk += committed
         self.context += committed
         self.generated += len(committed)
-        self.drafted, self.accepted = self.drafted + len(self.draft), self.accepted + min(v.n_accepted, len(committed))
+        self.drafted, self.accepted = self.drafted + len(self.draft), self.accepted + accepted
         self.t_decode_s, self.batch = self.t_decode_s + t_pass_s, max(self.batch, batch)
         self.done = self.generated >= self.max_new or (self.eos is not None and self.eos in committed)
         if self.drafter is not None:
@@ -227,10 +223,10 @@ def _take(s: EdgeStream, block: Block | Exception, dt: float, batch: int) -> Mes
 def edge_session(sid: str, verify: VerifySession, msg: Message, policy: MismatchPolicy, tau: float,
                  eos_token_id: int | None, drafter: EdgeDrafter | None = None) -> EdgeSession | EdgeStream:
     """The edge's session for an OPEN, by what its protocol's description says generates: a speculative session, or
-    the target's stream (with the edge's ``drafter``, if any); a protocol generating on the UE opens none."""
+    the target's stream (either with the edge's ``drafter``, if any); a protocol generating on the UE opens none."""
     desc = get_protocol(msg.header["protocol"]).desc
     if not desc.edge_rounds:
         raise ProtocolError("unsupported", f"{desc.name} generates on the UE: it opens no session with the edge")
     if desc.speculative:
-        return EdgeSession(sid, verify, msg, policy, tau, eos_token_id)
+        return EdgeSession(sid, verify, msg, policy, tau, eos_token_id, drafter)
     return EdgeStream(sid, verify, msg, eos_token_id, drafter)

@@ -25,6 +25,8 @@ class Verdict:
     stop_depth: int | None = None  # the edge's suggested K for the next block (None: none)
     path: tuple[int, ...] = ()  # tree: the accepted path's node indices, root first
     features: np.ndarray | None = None  # [n, d_t] fp16 target features at the last n committed positions (if granted)
+    edge_drafted: int | None = None  # tokens the edge drafted itself after the draft (--edge-draft; None: none)
+    edge_tokens: tuple[int, ...] = ()  # of them, those committed after the wholly accepted draft, before next_token
 
     @classmethod
     def of(cls, header: dict[str, Any], tensors: dict[str, np.ndarray] | None = None) -> Verdict:
@@ -34,7 +36,8 @@ class Verdict:
                    t_head_s=h["t_head_s"], t_edge_s=h.get("t_edge_s", h["t_verify_s"] + h["t_head_s"]),
                    done=h["done"], batch=h.get("batch", 1), stop_depth=h.get("stop_depth"),
                    path=tuple(int(i) for i in (tensors or {}).get("path", ())),
-                   features=(tensors or {}).get("features"))
+                   features=(tensors or {}).get("features"), edge_drafted=h.get("edge_drafted"),
+                   edge_tokens=tuple(int(t) for t in (tensors or {}).get("edge_tokens", ())))
 
 
 @dataclass(frozen=True, kw_only=True)

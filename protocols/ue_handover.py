@@ -38,6 +38,8 @@ class EdgeRound:
     t_decode_s: float  # the edge's passes, s
     t_edge_s: float  # edge time from GENERATE to CHUNK, s
     choice: HandOver  # what decided it
+    drafted: int = 0  # tokens the edge drafted itself for its passes (--edge-draft; the CHUNK's count)
+    accepted: int = 0  # of them, tokens committed
 
 
 def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
@@ -89,7 +91,8 @@ def commit_chunk(sess, choice: HandOver, msg: Message) -> EdgeRound:
     per = c.t_decode_s / len(tokens)
     w.edge_decode_s = per if w.edge_decode_s is None else w.edge_decode_s + DECODE_SMOOTH * (per - w.edge_decode_s)
     w.since_edge_rounds = 0
-    r = EdgeRound(sess.n_rounds, sess.proto.name, tokens, sum(agree), c.t_decode_s, c.t_edge_s, choice)
+    r = EdgeRound(sess.n_rounds, sess.proto.name, tokens, sum(agree), c.t_decode_s, c.t_edge_s, choice, c.drafted,
+                  c.accepted)
     sess.edge_chunk = choice.tokens
     sess.tokens.extend(tokens)
     sess.n_rounds += 1

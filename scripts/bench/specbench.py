@@ -9,8 +9,9 @@ Each (method, category) cell is one ``python -m testbed.run`` on ``--dataset spe
 default the good link, 200 Mbit/s and 5 ms), into ``OUT/cells/METHOD/CATEGORY``.  A cell whose directory holds
 testbed.run's ``complete`` marker is skipped, so a killed bench goes on where it stopped.  Methods (``METHODS``):
 server-only, on-device, greedy SD with the pair's distilled drafter, the feature head, prompt lookup on the device,
-tree, auto, and server-only with the edge's own drafts (``--edge-draft ngram|suffix``); the device's draft with
-the edge's suffix continuation (issue 59) is not built and is listed as not run.  The aggregation reads
+tree, auto, server-only with the edge's own drafts (``--edge-draft ngram|suffix``), and the two sources together
+(issue 59, docs/suffix-drafting.md): auto handing rounds to an edge that drafts by suffix, and greedy SD (the
+distilled drafter or prompt lookup) whose draft the edge extends with its suffix continuation.  The aggregation reads
 wisv/records/fieldmetrics.py: Spec-Bench's speed-up over server-only on the same prompts, the mean accepted tokens
 (bonus counted), vLLM's per-position acceptance, each output's agreement with server-only's (the target's greedy
 output).  Writes ``cells.csv`` (a row per cell), ``table.csv`` and ``table.md`` (Spec-Bench's layout),
@@ -49,8 +50,10 @@ METHODS = {  # method -> testbed.run flags (the pair's drafter unless they name 
     "auto": ["--protocol", "auto"],
     "server+ngram": ["--protocol", "server", "--edge-draft", "ngram"],  # the edge drafts for its own streams
     "server+suffix": ["--protocol", "server", "--edge-draft", "suffix"],  # (docs/suffix-drafting.md)
+    "auto+suffix": ["--protocol", "auto", "--edge-draft", "suffix"],  # a handed-over round verifies suffix drafts
+    "greedy+suffix": ["--protocol", "greedy", "--edge-draft", "suffix"],  # the edge extends the device's draft
+    "ngram+suffix": ["--protocol", "greedy", "--drafter", "ngram", "--edge-draft", "suffix"],  # the same, lookup
 }
-NOT_BUILT = ("ngram+suffix",)  # issue 59's device draft with the edge's suffix continuation: not built, not run
 BASELINE = "server"
 
 
@@ -210,7 +213,7 @@ def write(out: Path, cfg: BenchConfig, tables: dict[str, pd.DataFrame], rows: pd
     pd.concat([t.assign(link=k) for k, t in tables.items()]).to_csv(out / "table.csv")
     rows.to_csv(out / "cells.csv", index=False)
     pos.to_csv(out / "positions.csv", index=False)
-    not_run = [*NOT_BUILT, *(f"{c.method}/{c.category} (failed)" for c in missing)]
+    not_run = [f"{c.method}/{c.category} (failed)" for c in missing]
     md = "\n\n".join(f"**{k}**\n\n{task_markdown(t)}" for k, t in tables.items())
     md += f"\n\nnot run: {', '.join(not_run) or 'none'}; simulated links keep the live rounds' decisions\n"
     (out / "table.md").write_text(md)

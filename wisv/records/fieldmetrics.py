@@ -17,6 +17,8 @@ import math
 
 import pandas as pd
 
+from wisv.records.summary import spec_steps, step_draft
+
 OVERALL = "Overall"  # Spec-Bench's last column: every question of the run
 MEAN_ACCEPTED = "#Mean Accepted Tokens"  # Spec-Bench's column of mean accepted tokens a step, over every question
 POSITION_COLUMNS = ["position", "accepted", "drafts", "rate", "reached", "rate_reached"]
@@ -55,11 +57,11 @@ def speedup(method: pd.Series, baseline: pd.Series) -> float:
 
 def accept_lengths(rounds: pd.DataFrame) -> pd.Series:
     """Spec-Bench's per-step accept lengths: each speculative step's accepted draft tokens plus the target's own
-    (bonus) token; a step is a round that drafted (vLLM counts no step without draft tokens)."""
+    (bonus) token; a step is a round that drafted (vLLM counts no step without draft tokens; the edge's extension
+    after a draft is part of the step, ``wisv.records.summary.spec_steps``)."""
     if not len(rounds) or not {"drafted", "accepted"} <= set(rounds):
         return pd.Series(dtype=float)
-    steps = rounds[(rounds["drafted"] > 0) & rounds["accepted"].notna()]
-    return steps["accepted"].astype(int) + 1
+    return spec_steps(rounds)["accepted"].astype(int) + 1
 
 
 def mean_accepted_tokens(rounds: pd.DataFrame) -> float:
@@ -77,8 +79,7 @@ def per_position_acceptance(rounds: pd.DataFrame) -> pd.DataFrame:
     lengths = accept_lengths(rounds) - 1  # [steps] accepted draft tokens
     if not len(lengths):
         return pd.DataFrame(columns=POSITION_COLUMNS)
-    steps = rounds.loc[lengths.index]
-    depth = steps["tree_depth"].fillna(steps["drafted"]) if "tree_depth" in steps else steps["drafted"]
+    _, depth = step_draft(rounds.loc[lengths.index])  # [steps] the longest path each could accept
     rows = []
     for i in range(int(depth.max())):
         acc, reached = int((lengths > i).sum()), int((depth > i).sum())

@@ -78,6 +78,12 @@ class RoundRow:
     #   on-device: generated), s since the prompt's OPEN went out (on-device: since it began); ttft/itl derive from it
     edge_alone: bool | None = None  # auto handed the round to the edge (its target generated alone, no draft);
     #   False: a speculative round of a protocol that may hand rounds over; None: one that never does
+    edge_drafted: int | None = None  # tokens the edge drafted itself (--edge-draft): a speculative round's extension
+    #   after the UE's draft, verified in the same pass (not in ``drafted``, the UE's K); a round handed to the edge,
+    #   the drafts of all its passes.  None: the edge drafted nothing of its own
+    edge_accepted: int | None = None  # of them, tokens committed: in a speculative round also counted in
+    #   ``accepted`` (every committed draft token of the pass, either source); a round handed to the edge is no
+    #   speculative step of ours (``drafted`` and ``accepted`` 0), its edge_accepted is counted there alone
 
 
 RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RoundRow))

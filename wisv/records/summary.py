@@ -35,6 +35,24 @@ def summarize_rounds(rounds: pd.DataFrame, prompts: pd.DataFrame | None = None) 
     }
 
 
+def spec_steps(rounds: pd.DataFrame) -> pd.DataFrame:
+    """The rounds that are speculative steps: one target pass over a draft, the UE's (``drafted``) and the edge's own
+    extension after it (``edge_drafted``, --edge-draft; a round of several tokens the edge drafted alone on a
+    hand-over, ``edge_alone``, is several passes and no step); ``accepted`` known.  Each step's draft is ``drafted +
+    edge_drafted`` tokens and its ``accepted`` counts the accepted tokens of both (``edge_accepted`` the edge's)."""
+    edge = rounds["edge_drafted"].fillna(0) if "edge_drafted" in rounds else 0  # [rounds]
+    alone = rounds["edge_alone"].eq(True) if "edge_alone" in rounds else pd.Series(False, index=rounds.index)
+    return rounds[(rounds["drafted"] + edge > 0) & ~alone & rounds["accepted"].notna()]
+
+
+def step_draft(steps: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """(each step's draft tokens, the longest path it could accept: a chain's ``drafted``, a tree's ``tree_depth``),
+    the edge's extension counted in both."""
+    edge = steps["edge_drafted"].fillna(0).astype(int) if "edge_drafted" in steps else 0
+    longest = steps["tree_depth"].fillna(steps["drafted"]) if "tree_depth" in steps else steps["drafted"]
+    return steps["drafted"] + edge, longest + edge
+
+
 SPEC_DECODE_NAMES = ("mean_acceptance_length", "draft_acceptance_rate", "acceptance_histogram", "num_spec_steps",
                      "num_accepted_draft_tokens", "num_draft_tokens", "num_spec_tokens")  # vLLM's, in its order
 
@@ -46,10 +64,11 @@ def spec_decode_metrics(rounds: pd.DataFrame) -> dict:
     A spec step is a round that drafted at least one token (vLLM counts no step without draft tokens).  Its accepted
     draft tokens are the round's ``accepted``: the draft tokens it committed, so under WISV also the mismatches the
     head kept (vLLM's rejection sampler keeps none); a tree's are its accepted path.  Its draft tokens are
-    ``drafted``: the chain's block, or the tree's nodes uploaded.  ``num_spec_tokens`` is the longest draft any step
-    could accept (a chain's ``drafted``, a tree's ``tree_depth``): K when some step drafted a full block, the most
-    under an auto window.  ``acceptance_histogram[j]`` counts the steps that accepted exactly j draft tokens (length
-    ``num_spec_tokens + 1``).  So, as vLLM defines them:
+    ``drafted``: the chain's block, or the tree's nodes uploaded, and the edge's extension after a chain
+    (``edge_drafted``: its accepted tokens are in ``accepted``, ``spec_steps``).  ``num_spec_tokens`` is the longest
+    draft any step could accept (a chain's ``drafted``, a tree's ``tree_depth``, with the edge's extension): K when
+    some step drafted a full block, the most under an auto window.  ``acceptance_histogram[j]`` counts the steps
+    that accepted exactly j draft tokens (length ``num_spec_tokens + 1``).  So, as vLLM defines them:
 
         mean_acceptance_length = 1 + num_accepted_draft_tokens / num_spec_steps   (the +1: vLLM's bonus token)
         draft_acceptance_rate  = num_accepted_draft_tokens / num_draft_tokens
@@ -59,11 +78,11 @@ def spec_decode_metrics(rounds: pd.DataFrame) -> dict:
     denominator are NaN; rounds without ``drafted``/``accepted`` (another producer's) give NaN and None."""
     if not len(rounds) or not {"drafted", "accepted"} <= set(rounds):
         return {k: math.nan if k in SPEC_DECODE_NAMES[:2] else None for k in SPEC_DECODE_NAMES}
-    steps = rounds[(rounds["drafted"] > 0) & rounds["accepted"].notna()]  # [steps, fields]
+    steps = spec_steps(rounds)  # [steps, fields]
     accepted = steps["accepted"].astype(int)  # [steps] draft tokens each step committed
-    longest = steps["tree_depth"].fillna(steps["drafted"]) if "tree_depth" in steps else steps["drafted"]
+    drafted, longest = step_draft(steps)  # [steps] each
     k = int(longest.max()) if len(steps) else 0  # num_spec_tokens
-    n_acc, n_draft = int(accepted.sum()), int(steps["drafted"].sum())
+    n_acc, n_draft = int(accepted.sum()), int(drafted.sum())
     return {
         "mean_acceptance_length": 1 + n_acc / len(steps) if len(steps) else math.nan,
         "draft_acceptance_rate": n_acc / n_draft if n_draft else math.nan,

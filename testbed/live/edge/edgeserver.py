@@ -80,7 +80,7 @@ class EdgeServer:
         self.alive = Liveness(cfg.heartbeat_timeout_ms / 1e3)  # sessions kept alive by their UEs (keepalive.py)
         self.journal = Journal(cfg.journal) if cfg.journal else None  # what it commits (the chaos harness checks it)
         self.drafter = EdgeDrafter(EdgeDraftConfig(cfg.edge_draft, cfg.edge_draft_tokens, cfg.edge_draft_cache_mb)) \
-            if cfg.edge_draft != "none" else None  # drafts for server-only streams (protocols/edge_draft.py)
+            if cfg.edge_draft != "none" else None  # the edge's drafts, its sessions' index (protocols/edge_draft.py)
 
     def handle(self, peer: bytes, frames: list) -> list[bytes]:
         """Decode, dispatch and encode one reply; never raises for a peer's mistake."""
@@ -336,9 +336,8 @@ class EdgeServer:
         self.alive.forget(token)
         if sess is not None and self.journal is not None:
             self.journal.dropped(sess.sid, token)
-        if isinstance(sess, EdgeStream):
-            sess.release()
         if sess is not None:
+            sess.release()
             sess.verify.free()
 
     def drop_peer(self, peer: bytes) -> int:

@@ -99,9 +99,9 @@ class ServeConfig:
     capture: str | None = None  # record a pcap of the edge's traffic here (root; tcpdump, else scapy)
     capture_iface: str | None = None  # interface to capture on (None: the one of --bind's address; 0.0.0.0: give it)
     insecure: bool = False  # serve beyond loopback without --auth (protected mode refuses it otherwise)
-    edge_draft: str = field(default="none", metadata={"choices": EDGE_DRAFTS})  # server-only: the edge drafts for
-    #   its streams and verifies each draft in the decode pass: none | ngram (prompt lookup) | suffix (an index of
-    #   the sessions' prompts and outputs; docs/suffix-drafting.md)
+    edge_draft: str = field(default="none", metadata={"choices": EDGE_DRAFTS})  # the edge drafts for its server-only
+    #   streams and auto's handed-over rounds, and extends greedy chains' drafts, verified in the same pass: none |
+    #   ngram (prompt lookup) | suffix (an index of the sessions' prompts and outputs; docs/suffix-drafting.md)
     edge_draft_tokens: int = field(default=8, metadata={"min": 1})  # most tokens one edge draft carries, tokens
     edge_draft_cache_mb: float = field(default=64.0, metadata={
         "above": 0})  # --edge-draft suffix: bound of the shared index over all sessions, MB

@@ -32,7 +32,8 @@ def run_round(client: Client, sess: UESession, csi: CSI | None, t0: float) -> di
     n = len(r.draft.tokens)
     wdt, t_wdt = wasted_drafting(n, v.n_accepted, r.t_draft_s / max(1, n))  # WISP WDT
     t_edge = v.t_edge_s
-    return {"round": r.index, "protocol": r.protocol, "drafted": n, "accepted": v.n_accepted,
+    edge = {"edge_drafted": v.edge_drafted, "edge_accepted": len(v.edge_tokens)} if v.edge_drafted is not None else {}
+    return {"round": r.index, "protocol": r.protocol, "drafted": n, "accepted": v.n_accepted + len(v.edge_tokens),
             "mismatches": v.mismatches, "queried": v.queried, "exchanges": io.exchanges,
             "uplink_bytes": io.up, "downlink_bytes": io.down, "t_draft_s": r.t_draft_s,
             "t_comm_s": (io.t_last - io.t_first) - (t_edge + io.ue_mid_s), "t_verify_s": v.t_verify_s,
@@ -41,17 +42,19 @@ def run_round(client: Client, sess: UESession, csi: CSI | None, t0: float) -> di
             "proactive_reused": r.reused, "t_proactive_s": r.t_proactive_s, "t_wdt_s": t_wdt,
             "committed": len(sess.tokens) - n_before, "t_edge_s": t_edge, "retries": io.retries,
             "resumed": io.resumed, "window_k": r.window, "t_arrival_s": io.t_last - t0,
-            "edge_alone": False if sess.proto.desc.chooses else None, **r.columns}
+            "edge_alone": False if sess.proto.desc.chooses else None, **edge, **r.columns}
 
 
 def _edge_round_row(r: EdgeRound, io: RoundIO, t_start: float, t0: float) -> dict:
-    """The RoundRow fields of a round auto handed to the edge: no draft; the CHUNK's tokens committed; ``accepted``
-    is 0 (nothing was drafted)."""
+    """The RoundRow fields of a round auto handed to the edge: no draft of the UE's; the CHUNK's tokens committed;
+    ``accepted`` is 0 (nothing was drafted), the edge's own drafts (--edge-draft) are ``edge_drafted`` and
+    ``edge_accepted``."""
     return {"round": r.index, "protocol": r.protocol, "drafted": 0, "accepted": 0, "exchanges": io.exchanges,
             "uplink_bytes": io.up, "downlink_bytes": io.down, "t_draft_s": 0.0, "t_verify_s": r.t_decode_s,
             "t_comm_s": (io.t_last - io.t_first) - r.t_edge_s, "t_edge_s": r.t_edge_s,
             "t_round_s": time.perf_counter() - t_start, "committed": len(r.tokens), "retries": io.retries,
-            "resumed": io.resumed, "t_arrival_s": io.t_last - t0, "edge_alone": True}
+            "resumed": io.resumed, "t_arrival_s": io.t_last - t0, "edge_alone": True, "edge_drafted": r.drafted,
+            "edge_accepted": r.accepted}
 
 
 def run_chunk(client: Client, sess: UESession, csi: CSI | None, t0: float) -> dict:

@@ -87,3 +87,21 @@ def test_vllm_names_without_rounds() -> None:
     zero = spec_decode_metrics(_steps((0, 0)))  # rounds, but no step drafted
     assert zero["num_spec_steps"] == 0 and zero["acceptance_histogram"] == [0]
     assert math.isnan(zero["mean_acceptance_length"]) and math.isnan(zero["draft_acceptance_rate"])
+
+
+def test_the_edges_extension_is_part_of_a_step_and_a_hand_over_is_none():
+    from wisv.records.fieldmetrics import mean_accepted_tokens, per_position_acceptance
+    # a: the UE's 4 all accepted, then 2 of the edge's 3; b: 1 of the UE's 4, the edge's 3 not reached;
+    # c: the UE drafted nothing (prompt lookup without a match), the edge 2, both accepted; d: a hand-over
+    rows = [RoundRow(prompt_id="a", round=0, drafted=4, accepted=6, edge_drafted=3, edge_accepted=2),
+            RoundRow(prompt_id="b", round=0, drafted=4, accepted=1, edge_drafted=3, edge_accepted=0),
+            RoundRow(prompt_id="c", round=0, drafted=0, accepted=2, edge_drafted=2, edge_accepted=2),
+            RoundRow(prompt_id="d", round=0, drafted=0, accepted=0, edge_drafted=9, edge_accepted=5, edge_alone=True),
+            RoundRow(prompt_id="e", round=0, drafted=4, accepted=3)]
+    m = spec_decode_metrics(to_frame(rows))
+    assert m["num_spec_steps"] == 4 and m["num_draft_tokens"] == 7 + 7 + 2 + 4
+    assert m["num_accepted_draft_tokens"] == 6 + 1 + 2 + 3 and m["num_spec_tokens"] == 7
+    assert m["acceptance_histogram"] == [0, 1, 1, 1, 0, 0, 1, 0]
+    assert m["draft_acceptance_rate"] <= 1 and mean_accepted_tokens(to_frame(rows)) == pytest.approx(1 + 12 / 4)
+    pos = per_position_acceptance(to_frame(rows))
+    assert pos["reached"].tolist() == [4, 4, 3, 3, 2, 2, 2] and pos["accepted"].tolist() == [4, 3, 2, 1, 1, 1, 0]
