@@ -23,6 +23,9 @@ MAINS = {"testbed.run": run.main, "testbed.ue": ue.main, "testbed.serve": serve.
 
 PARSE_ERRORS = [  # (program, argv, what the one line says after "error: ")
     ("testbed.run", ["--prompts", "0"], "--prompts: must be >= 1, got 0"),
+    ("testbed.run", ["--edge-draft", "bogus"], "--edge-draft: 'bogus' is not one of ['none', 'ngram', 'suffix']"),
+    ("testbed.run", ["--edge-draft-tokens", "0"], "--edge-draft-tokens: must be >= 1, got 0"),
+    ("testbed.run", ["--edge-draft-cache-mb", "-1"], "--edge-draft-cache-mb: must be > 0, got -1"),
     ("testbed.run", ["--prompts", "-3"], "--prompts: must be >= 1, got -3"),
     ("testbed.run", ["--prompts", "abc"], "--prompts: expected int, got 'abc'"),
     ("testbed.run", ["--rate-mbps", "-5"], "--rate-mbps: must be >= 0 (0: unlimited), got -5"),

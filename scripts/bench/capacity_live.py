@@ -25,6 +25,7 @@ import pandas as pd
 
 import config
 from testbed.common.machine import machine_info
+from wisv.timing.protodesc import describe
 
 PROG = "python -m scripts.bench.capacity_live"
 BASELINE = "server"
@@ -89,6 +90,8 @@ def read_run(d: Path, protocol: str) -> tuple[pd.DataFrame, pd.Series]:
 
 def run(cfg: CapacityConfig) -> pd.DataFrame:
     """Every (N, protocol) run in turn, then the table."""
+    for p in cfg.protocols:
+        describe(p)  # an unknown name: one line before anything runs
     out = Path(cfg.out)
     protocols = [BASELINE] + [p for p in cfg.protocols if p != BASELINE]
     loads, rows = {"load_before": os.getloadavg()}, []

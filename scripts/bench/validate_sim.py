@@ -20,6 +20,7 @@ from testbed.live.orchestrate.run import RunConfig
 from testbed.live.ue.ueconfig import UEConfig
 from testbed.sim.calibrate import CalibrateConfig
 from testbed.sim.cli import SimConfig
+from wisv.timing.protodesc import describe
 
 SETTINGS = ((20.0, 20.0), (2.0, 50.0))  # (rate Mbit/s, RTT ms)
 PROTOCOLS = ("greedy", "fh")
@@ -70,6 +71,12 @@ def parse_args(argv: list[str] | None = None) -> ValidateConfig:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
+    try:
+        for p in a.protocols:
+            describe(p)
+    except ValueError as e:
+        print(f"python -m scripts.bench.validate_sim: error: --protocols: {e}", file=sys.stderr)
+        return 2
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     config.write_config(out, a, config.provenance())

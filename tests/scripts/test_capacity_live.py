@@ -34,3 +34,14 @@ def test_argv_batches_n_sessions() -> None:
     argv = cl.run_argv(cl.CapacityConfig(prompts_per_ue=3), 4, "greedy", cl.Path("/tmp/x"))
     assert argv[argv.index("--ues") + 1] == "4" and argv[argv.index("--max-batch") + 1] == "4"
     assert "--batch-verify" in argv and argv[argv.index("--prompts") + 1] == "12"
+
+
+@pytest.mark.parametrize("argv, says", [(["--protocols", "bogus"], "unknown protocol 'bogus'"),
+                                        (["--ues", "0"], "--ues: must be >= 1, got 0"),
+                                        (["--prompts-per-ue", "0"], "--prompts-per-ue: must be >= 1")])
+def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, argv, says) -> None:
+    with pytest.raises(SystemExit) as e:
+        cl.main([*argv, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and says in err
+    assert not (tmp_path / "out").exists()

@@ -96,3 +96,10 @@ def test_simulated_links_retime_the_link_part_and_leave_on_device_alone() -> Non
     dev = retimed(outs, rounds.assign(protocol="device"), prompts, live, sim_links()["poor"])
     assert dev["t_e2e_s"].tolist() == [1.0, 2.0]  # nothing of on-device crosses the link
     assert sim_links()["lte"].csi_at(1e6).rtt_ms == 50.0  # the trace loops
+
+
+def test_an_unknown_simulated_link_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        sb.main(["--sim-links", "mars", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and "--sim-links" in err and not (tmp_path / "o").exists()

@@ -33,3 +33,9 @@ def test_a_trace_setting_replays_the_trace():
     argv = validate_sim.run_argv(cfg, "server", 0.0, 0.0, Path("o/runs/lte"), cfg.csi_trace)
     rc = run.parse_args(argv[3:])
     assert rc.protocol == "server" and rc.link.csi_trace == "scripts/link/traces/lte_tmobile_short.csv"
+
+
+def test_an_unknown_protocol_is_one_line_exit_2(tmp_path, capsys):
+    assert validate_sim.main(["--protocols", "bogus", "--out", str(tmp_path / "v")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "unknown protocol 'bogus'" in err and not (tmp_path / "v").exists()
