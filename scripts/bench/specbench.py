@@ -118,8 +118,9 @@ def read_cell(d: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
 
 def aggregate(data: dict[Cell, tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]], link: str = "good (live)"
               ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(Spec-Bench's task table, a row per cell, per-position acceptance per method) from the cells' outputs,
-    rounds and prompts; speed-ups against server-only on the same prompts, agreement with its outputs."""
+    """(Spec-Bench's task table, a row per cell, per-position acceptance per method over every task and on each)
+    from the cells' outputs, rounds and prompts; speed-ups against server-only on the same prompts, agreement with
+    its outputs."""
     methods = list(dict.fromkeys(c.method for c in data))
     runs, rows, pos, prompts = {}, [], [], []
     for m in methods:
@@ -127,7 +128,9 @@ def aggregate(data: dict[Cell, tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]],
         outs = pd.concat([data[c][0] for c in cells], ignore_index=True)
         rounds = pd.concat([data[c][1] for c in cells], ignore_index=True)
         runs[m] = (prompt_speeds(outs), rounds)
-        pos.append(per_position_acceptance(rounds).assign(method=m))
+        pos.append(per_position_acceptance(rounds).assign(method=m, task="all"))
+        for c in cells:  # and on each task alone (a cell is one task)
+            pos.append(per_position_acceptance(data[c][1]).assign(method=m, task=task_of(CATEGORIES[c.category][0])))
     for c, (outs, rounds, ps) in data.items():
         base = data.get(Cell(BASELINE, c.category))
         prompts.append(ps.assign(task=ps["category"].map(task_of)))

@@ -55,7 +55,9 @@ def test_aggregate_speedups_acceptance_and_agreement() -> None:
     assert table.loc["server", rag] == pytest.approx(1.0)
     row = rows.set_index(["method", "category"]).loc[("ngram", "rag")]
     assert row["matches_server"] == 0.5 and row["uplink_bytes_per_token"] == pytest.approx(200 / 8)
-    ngram = pos[pos["method"] == "ngram"].set_index("position")
+    ngram = pos[(pos["method"] == "ngram") & (pos["task"] == "all")].set_index("position")
+    qa_only = pos[(pos["method"] == "ngram") & (pos["task"] == qa)].set_index("position")
+    assert qa_only.loc[0, "rate"] == 0.0 and len(qa_only) == 4  # q0's one step accepted nothing
     assert ngram.loc[0, "rate"] == pytest.approx(2 / 3) and ngram.loc[2, "rate"] == pytest.approx(1 / 3)
     assert "| ngram | 2.00x | 3.00x | 2.33 |" in sb.task_markdown(table)
 
