@@ -82,5 +82,6 @@ def test_a_run_of_the_edges_rounds_doubles_its_chunks(pair) -> None:
     assert [chunk_size(n) for n in (0, 16, 32)] == [16, 32, 64]
     edge, ue = open_pair(pair, PROMPTS[1], protocol="auto", draft_len=4, max_new_tokens=40)
     sizes = [len(r.tokens) for r in play(edge, ue, POOR) if isinstance(r, EdgeRound)]
-    assert sizes[0] == 16 and len(sizes) == 2  # 16, then the rest of the 40 (< 32); 16-token chunks would take 3
+    assert sizes[0] >= 16 and len(sizes) <= 2  # over the poor link's RTT: chunks of 16 or more, doubling or
+    #   larger at once (CHUNK_REACH), never the three or more round trips 16-token chunks would take
     assert ue.tokens == reference(pair, PROMPTS[1]).tokens

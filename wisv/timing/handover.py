@@ -30,6 +30,7 @@ from wisv.timing.window import AcceptanceHistory
 
 HANDOVER_TOKENS = 16  # tokens the edge generates in a handed-over round, unless the budget is smaller
 HANDOVER_MARGIN = 0.05  # the edge must be this much cheaper per token (a fraction) to take the round
+CHUNK_REACH = 0.10  # a hand-over asks for the smallest chunk whose cost per token is within this of the cheapest
 PROBE_FACTOR = 3.0  # before any chunk, probe the edge alone while its guessed cost is within this factor of speculation
 REPROBE_ROUNDS = 32  # after this many speculative rounds with no chunk, measure the edge alone again ...
 REPROBE_FACTOR = 1.5  # ... if its cost, as last measured, is within this factor of speculation
@@ -69,18 +70,22 @@ def chunk_sizes(chunk_tokens: int, budget_tokens: int) -> list[int]:
 def choose_round(spec_s_per_token: float, decode_s_per_token: float, chunk_link_s: Callable[[int], float],
                  budget_tokens: int, chunk_tokens: int = HANDOVER_TOKENS, overhead_s: float | Callable[[int], float]
                  = 0.0, margin: float = HANDOVER_MARGIN) -> HandOver:
-    """Speculate or hand over: the edge takes the round with the smallest of ``chunk_sizes(chunk_tokens,
-    budget_tokens)`` whose chunk costs less per token than ``spec_s_per_token`` by more than ``margin``; when none
-    does, the round speculates (and the choice names the smallest chunk and its cost).  ``overhead_s``: seconds, or
+    """Speculate or hand over: the edge takes the round when a chunk of one of ``chunk_sizes(chunk_tokens,
+    budget_tokens)`` costs less per token than ``spec_s_per_token`` by more than ``margin``; of those, the smallest
+    whose cost is within ``CHUNK_REACH`` of the cheapest (a small chunk keeps speculation's return near, a large one
+    pays the round trip over more tokens: over a long RTT it asks for more).  When none does, the round speculates
+    (and the choice names the smallest chunk and its cost).  ``overhead_s``: seconds, or
     a chunk's tokens -> seconds."""
     if not 0 <= margin < 1 or spec_s_per_token <= 0:
         raise ValueError(f"need margin in [0, 1) and spec_s_per_token > 0, got {margin}, {spec_s_per_token}")
     over = overhead_s if callable(overhead_s) else (lambda n: overhead_s)
     sizes = chunk_sizes(chunk_tokens, budget_tokens)
-    for n in sizes:
-        edge = edge_alone_s_per_token(decode_s_per_token, n, chunk_link_s(n), over(n))
-        if edge < (1 - margin) * spec_s_per_token:
-            return HandOver(True, n, spec_s_per_token, edge)
+    cost = {n: edge_alone_s_per_token(decode_s_per_token, n, chunk_link_s(n), over(n)) for n in sizes}
+    wins = [n for n in sizes if cost[n] < (1 - margin) * spec_s_per_token]
+    if wins:  # the smallest chunk within CHUNK_REACH of the cheapest: a long RTT asks for more tokens a round trip
+        best = min(cost[n] for n in wins)
+        n = next(n for n in wins if cost[n] <= (1 + CHUNK_REACH) * best)
+        return HandOver(True, n, spec_s_per_token, cost[n])
     n = sizes[0]
     return HandOver(False, n, spec_s_per_token, edge_alone_s_per_token(decode_s_per_token, n, chunk_link_s(n), over(n)))
 
