@@ -5,8 +5,8 @@ Usage: ``python -m scripts.bench.specbench [--pair smollm2] [--categories summar
 (``make specbench``).
 
 Each (method, category) cell is one ``python -m testbed.run`` on ``--dataset spec-bench:CATEGORY``'s first
-``--prompts-per-category`` questions (MT-Bench: its eight categories, two turns each) over the link given (by
-default the good link, 200 Mbit/s and 5 ms), into ``OUT/cells/METHOD/CATEGORY``.  A cell whose directory holds
+``--prompts-per-category`` questions (MT-Bench: its eight categories taken in turn, two turns each) over the link
+given (by default the good link, 200 Mbit/s and 5 ms), into ``OUT/cells/METHOD/CATEGORY``.  A cell whose directory holds
 testbed.run's ``complete`` marker is skipped, so a killed bench goes on where it stopped.  Methods (``METHODS``):
 server-only, on-device, greedy SD with the pair's distilled drafter, the feature head, prompt lookup on the device,
 tree, auto, server-only with the edge's own drafts (``--edge-draft ngram|suffix``), and the two sources together
