@@ -1,13 +1,13 @@
 """GSM8K accuracy of testbed.run outputs by lm-evaluation-harness's two rules, each protocol against server-only.
 
-Usage: ``python -m scripts.bench.gsm8k RUN_DIR [RUN_DIR ...] [--out runs/gsm8k/scores.json]``
+Usage: ``python -m scripts.bench.gsm8k RUN_DIR[,RUN_DIR...] [--out runs/gsm8k/scores.json]``
 
-Each RUN_DIR is a ``python -m testbed.run --dataset gsm8k`` output (one protocol or several).  Every protocol's
-finished outputs are scored by strict match and flexible extract (``wisv.tasks.scoring``: the harness's regexes and
-``exact_match``) against the problem's ``#### N``; on the problems both finished, each protocol is compared with
-server-only (the target's greedy output over the link) prompt by prompt: outputs identical, answers lost and gained
-under each rule.  A lossless method must equal server-only on every problem.  Writes the JSON (the runs' configs
-named) and prints a table.
+Each RUN_DIR (comma-separated) is a ``python -m testbed.run --dataset gsm8k`` output (one protocol or several).
+Every protocol's finished outputs are scored by strict match and flexible extract (``wisv.tasks.scoring``: the
+harness's regexes and ``exact_match``) against the problem's ``#### N``; on the problems both finished, each
+protocol is compared with server-only (the target's greedy output over the link) prompt by prompt: outputs
+identical, answers lost and gained under each rule. A lossless method must equal server-only on every problem.
+Writes the JSON (the runs' configs named) and prints a table.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ BASELINE = "server"
 class ScoreConfig:
     """Which runs to score, and where the scores go."""
 
-    runs: list[str] = field(default_factory=list, metadata={"positional": True, "nargs": "+"})  # testbed.run dirs
+    runs: list[str] = field(default_factory=list, metadata={"positional": True})  # testbed.run dirs, comma-separated
     out: str = "runs/gsm8k/scores.json"  # the scores' JSON
 
 
@@ -79,7 +79,8 @@ def summarize(scored: pd.DataFrame) -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> None:
     cfg = config.parse(ScoreConfig, argv, prog=PROG, description=__doc__.splitlines()[0])
     try:
-        scored = score(pd.concat([read_run(Path(d)) for d in cfg.runs], ignore_index=True))
+        runs = pd.concat([read_run(Path(d)) for d in cfg.runs], ignore_index=True)
+        scored = score(runs.drop_duplicates(["protocol", "prompt_id"]))  # a protocol in two runs: the first's
     except (ValueError, OSError) as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         sys.exit(2)

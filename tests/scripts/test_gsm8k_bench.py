@@ -52,3 +52,12 @@ def test_main_writes_scores(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "s.json").read_text())
     assert doc["table"][0]["protocol"] == "server" and doc["table"][0]["strict-match"] == 1.0
     assert pd.DataFrame(doc["table"]).shape[0] == 1
+
+
+def test_runs_are_comma_separated_and_a_protocol_twice_counts_once(tmp_path: Path, capsys) -> None:
+    a = _run(tmp_path / "a" if (tmp_path / "a").mkdir() is None else None, {"server": [("x", "#### 7", [1])]})
+    b = _run(tmp_path / "b" if (tmp_path / "b").mkdir() is None else None, {"server": [("x", "#### 7", [1])],
+                                                                         "auto": [("x", "#### 7", [1])]})
+    g.main([f"{a},{b}", "--out", str(tmp_path / "s.json")])
+    table = pd.DataFrame(json.loads((tmp_path / "s.json").read_text())["table"]).set_index("protocol")
+    assert table.loc["server", "problems"] == 1 and table.loc["auto", "identical_to_server"] == 1.0
