@@ -21,14 +21,13 @@ from dataclasses import dataclass
 
 import torch
 
+from protocols.edge_draft_names import EDGE_DRAFTS
 from wisv.decoding.acceptance import Verdict, greedy_accept_ids
 from wisv.decoding.ngram import NgramConfig
 from wisv.decoding.ngram import propose as ngram_propose
 from wisv.decoding.sessions import Block, VerifySession
 from wisv.decoding.speculative import truncate_output
 from wisv.decoding.suffix import SuffixCache, SuffixConfig
-
-EDGE_DRAFTS = ("none", "ngram", "suffix")  # --edge-draft's choices
 
 
 @dataclass(frozen=True)

@@ -3,14 +3,12 @@
 period, CHUNK's edge-draft counts."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from protocols.errors import WireError
-
-if TYPE_CHECKING:
-    from protocols.schema import Limits
+from protocols.limits import Limits
 
 
 def check_tree(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:

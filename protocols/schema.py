@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from protocols.errors import WireError
+from protocols.limits import Limits  # noqa: F401 (decode's bounds, read from here too)
 from protocols.msgchecks import check_chunk, check_draft, check_generate, check_verdict
 from protocols.registry import ALL_PROTOCOLS
 from protocols.typed import OpenOk, Verdict  # noqa: F401 (the decoded messages' typed fields, read from here too)
@@ -44,23 +45,6 @@ class MsgType(enum.IntEnum):
     REFERENCE_OK = 13  # edge -> UE: that output's tokens
     GENERATE = 14  # UE -> edge (server-only): stream the target's greedy output from a chunk on, chunked as asked
     CHUNK = 15  # edge -> UE (server-only): one chunk of that output
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Bounds that decode enforces; size bounds are checked on declared shapes before any buffer is read."""
-
-    vocab_size: int  # token ids must be in [0, vocab_size); also the max width V of DRAFT "probs"
-    max_draft_len: int = 64  # max tokens per DRAFT block (K); HIDDEN_REQ positions must be < this
-    max_hidden_dim: int = 16384  # max hidden width d of any hidden-state tensor
-    max_prompt_len: int = 8192  # max tokens in the OPEN prompt
-    max_positions: int = 64  # max positions per HIDDEN_REQ, and max rows (m) per HIDDEN
-    max_frame_bytes: int = 64 * 2**20  # max bytes in any one frame (frame 0 or a tensor frame)
-    max_header_bytes: int = 64 * 2**10  # max bytes of the msgpack header (frame 0 minus its type byte)
-    max_tree_depth: int = 64  # max depth of a DRAFT tree (its size is bounded by max_draft_len)
-    max_probe_bytes: int = 2**20  # max PING reply_bytes: a small PING must not buy a large PONG
-    draft_features: int = 3  # columns of DRAFT "features": max probability, entropy, top-1 minus top-2 margin
-    max_feature_rows: int = 64  # max target-feature rows (positions) a UE may ask for and a VERDICT may carry
 
 
 # Wire dtypes, always little-endian and C-contiguous. numpy has no bfloat16:

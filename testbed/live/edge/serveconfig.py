@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocols.edge_draft import EDGE_DRAFTS
+from protocols.edge_draft_names import EDGE_DRAFTS
 from testbed.live.common.defaults import (
     HEARTBEAT_IVL_MS,
     HEARTBEAT_TIMEOUT_MS,
