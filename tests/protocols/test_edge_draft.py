@@ -5,28 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from protocols.edge_draft import EdgeDraftConfig, EdgeDrafter
 from protocols.ue_side import UEParams
 from protocols.ue_stream import ue_session
-from protocols.wire import Limits, MsgType, WireError, decode, encode, make
+from protocols.wire import MsgType, WireError, decode, encode, make
 from testbed.live.edge.edgeserver import EdgeServer
 from testbed.live.edge.serveconfig import ServeConfig
-from tests.protocols.test_stream import _open, stream
-from tests.tiny_pair import make_pair
+from tests.protocols.test_stream import EOS, LIMITS, PROMPTS, VOCAB, _open, pair, stream  # noqa: F401 (pair: fixture)
 from wisv.decoding.sessions import DraftSession
 from wisv.decoding.speculative import RejectAll, target_greedy
 
-VOCAB, EOS, MAX_NEW = 61, 60, 40
-LIMITS = Limits(vocab_size=VOCAB, max_draft_len=16, max_positions=16)
-PROMPTS = [[3, 4, 5], [7, 8, 9, 10], [20]]
-
-
-@pytest.fixture(scope="module")
-def pair():
-    torch.set_num_threads(1)
-    return make_pair("llama", 32, 2, 4, 2, vocab=VOCAB, eos=EOS)
+MAX_NEW = 40  # the tiny pair, its limits and prompts are test_stream's
 
 
 def _ues(pair, prompts=PROMPTS, **params) -> dict:
