@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import config
+from channel.csitrace import load_trace
 from testbed.common.link import LinkSpec
 from testbed.live.edge.serveconfig import ServeConfig
 from testbed.live.orchestrate.run import RunConfig
@@ -32,8 +33,8 @@ class ValidateConfig:
     """One validation (written into summary.json and as config.toml beside it)."""
 
     out: str = "runs/sim_validation"  # validation outputs, testbed runs in OUT/runs (committed: results/sim_validation)
-    prompts: int = 20  # prompts per testbed run
-    draft_len: int = 8  # K of every testbed run, tokens
+    prompts: int = field(default=20, metadata={"min": 1})  # prompts per testbed run
+    draft_len: int = field(default=8, metadata={"min": 1})  # K of every testbed run, tokens
     local_profile: str | None = None  # reuse this calibration (None: calibrate now into OUT)
     protocols: list[str] = field(default_factory=lambda: list(PROTOCOLS))  # protocols validated, each at every link
     csi_trace: str | None = None  # also replay this CSI trace (CSV: channel/csitrace.py), e.g. the LTE trace
@@ -74,8 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for p in a.protocols:
             describe(p)
-    except ValueError as e:
-        print(f"python -m scripts.bench.validate_sim: error: --protocols: {e}", file=sys.stderr)
+        if a.csi_trace:
+            load_trace(a.csi_trace)  # a missing or malformed trace: one line before anything runs
+    except (ValueError, OSError) as e:
+        print(f"python -m scripts.bench.validate_sim: error: {e}", file=sys.stderr)
         return 2
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
