@@ -6,9 +6,16 @@ compare like for like); the measured winner is the lowest mean ``latency_s`` per
 Two winners per cell: among the lossless protocols (the description's ``lossless``: the target's quality), and
 overall (on-device included: it is lossy, its output is the drafter's).  Beside it the latency model's winner
 (``testbed.simulate`` over the same prompts, rates and RTTs, the ``local`` profile on both ends, the wire format;
-a chooser such as ``auto`` is not simulated, so the prediction picks among the others).  Resumable: a cell whose
-run directory is complete is not run again.  Writes ``cells.csv``, ``crossover.json`` (config, load, agreement) and
-``crossover.png`` in ``--out``.
+a chooser such as ``auto`` is not simulated, so the prediction picks among the others).  The profile is calibrated
+first, in the same sitting and on the same pair (this VM's speed drifts over hours), unless ``--local-profile`` names
+one.
+
+A cell's winners are compared prompt by prompt as well as by their means: where the measured and the predicted
+winner differ, the cell is a *tie* when the paired bootstrap 95% interval of their latency ratio holds 1 (the run
+cannot tell them apart).  ``auto`` (a chooser) is set against the better baseline in each cell: the fastest of the
+lossless protocols that do not choose (server-only and every fixed SD protocol), its latency ratio with the paired
+interval.  Resumable: a cell whose run directory is complete is not run again.  Writes ``cells.csv``,
+``crossover.json`` (config, load, agreement) and ``crossover.png`` in ``--out``.
 
     python -m scripts.bench.crossover --out runs/crossover/toy
 """
@@ -25,7 +32,12 @@ from pathlib import Path
 import pandas as pd
 
 import config
+from testbed.sim.calibrate import CalibrateConfig
+from wisv.records.paired import paired_time_change
 from wisv.timing.protodesc import describe
+
+AUTO_GOAL = 1.05  # issue 58: a chooser's latency at most this times the better baseline's in every cell ...
+AUTO_GAIN = 0.95  # ... and at most this in at least one
 
 
 @dataclass
@@ -43,7 +55,8 @@ class CrossoverConfig:
     max_new_tokens: int = field(default=32, metadata={"min": 1})  # generation budget per prompt, tokens
     draft_len: int = field(default=8, metadata={"min": 1})  # K of every speculative protocol, tokens
     pair: str | None = None  # named pair (None: the built-in toy pair)
-    local_profile: str = "results/local_profile.json"  # the calibrated `local` profile the prediction uses
+    local_profile: str | None = None  # the calibrated `local` profile the prediction uses (None: calibrate it now,
+    #   on the pair, into OUT/local_profile.json, kept there for a resumed run)
 
 
 def cell_dir(cfg: CrossoverConfig, rate: float, rtt: float) -> Path:
@@ -65,6 +78,19 @@ def run_cell(cfg: CrossoverConfig, rate: float, rtt: float) -> Path:
     return d
 
 
+def calibrate(cfg: CrossoverConfig) -> str:
+    """The `local` profile's path: ``--local-profile``, or one calibrated now on the pair (kept for a resumed run)."""
+    if cfg.local_profile:
+        return cfg.local_profile
+    path = Path(cfg.out) / "local_profile.json"
+    if not path.is_file():
+        cmd = [sys.executable, "-m", "testbed.simulate", "calibrate",
+               *config.to_argv(CalibrateConfig(out=str(path), pair=cfg.pair))]
+        print("$", " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return str(path)
+
+
 def winners(latency: dict[str, float]) -> tuple[str, str]:
     """(the fastest lossless protocol, the fastest overall) of mean latencies per prompt by protocol (pure)."""
     lossless = {p: v for p, v in latency.items() if describe(p).lossless}
@@ -76,14 +102,49 @@ def measured(d: Path) -> dict[str, float]:
     return dict(zip(s["protocol"], s["latency_s"].astype(float)))
 
 
-def predicted(cfg: CrossoverConfig) -> pd.DataFrame:
+def prompt_times(d: Path, protocols: list[str]) -> pd.DataFrame:
+    """[prompt, protocol] end-to-end seconds of a cell's run, on the prompts every protocol finished."""
+    cols = {p: pd.read_json(d / p / "outputs.jsonl", lines=True).set_index("prompt_id")["t_e2e_s"] for p in protocols
+            if (d / p / "outputs.jsonl").is_file()}
+    return pd.DataFrame(cols).dropna()
+
+
+def paired_ratio(times: pd.DataFrame, new: str, base: str) -> tuple[float, float, float]:
+    """``new``'s total latency over ``base``'s on the same prompts, with its paired bootstrap 95% interval (pure)."""
+    ch = paired_time_change(times[base].to_numpy(float), times[new].to_numpy(float))
+    return 1 + ch["change_pct"] / 100, 1 + ch["ci_low_pct"] / 100, 1 + ch["ci_high_pct"] / 100
+
+
+def tie(times: pd.DataFrame, a: str, b: str) -> bool:
+    """Two different protocols the run cannot tell apart: the paired 95% interval of b's latency over a's holds 1
+    (pure)."""
+    if a == b or a not in times or b not in times or times.empty:
+        return False
+    _, lo, hi = paired_ratio(times, b, a)
+    return lo <= 1 <= hi
+
+
+def auto_vs_best(times: pd.DataFrame, protocols: list[str]) -> dict:
+    """Each chooser against the cell's better baseline (of the lossless protocols that do not choose, the fastest by
+    total latency on the shared prompts): its name, the ratio and the ratio's paired interval (pure; empty when no
+    chooser or no baseline ran)."""
+    base = [p for p in protocols if p in times and describe(p).lossless and not describe(p).chooses]
+    out: dict = {}
+    for c in (p for p in protocols if p in times and describe(p).chooses and base):
+        best = min(base, key=lambda p: times[p].sum())
+        r, lo, hi = paired_ratio(times, c, best)
+        out |= {f"{c}_best_baseline": best, f"{c}_vs_best": r, f"{c}_vs_best_ci_low": lo, f"{c}_vs_best_ci_high": hi}
+    return out
+
+
+def predicted(cfg: CrossoverConfig, profile: str) -> pd.DataFrame:
     """The latency model's table on the same prompts and grid (every protocol but the choosers)."""
     methods = [p for p in cfg.protocols if not describe(p).chooses]
     out = Path(cfg.out) / "simulate"
     cmd = [sys.executable, "-m", "testbed.simulate", "--methods", *methods, "--draft-lens", str(cfg.draft_len),
            "--rates-mbps", *map(str, cfg.rates_mbps), "--rtts-ms", *map(str, cfg.rtts_ms), "--prompts",
            str(cfg.prompts), "--max-new-tokens", str(cfg.max_new_tokens), "--head", "none", "--ue-profile", "local",
-           "--edge-profile", "local", "--payload", "wire", "--local-profile", cfg.local_profile, "--out", str(out)]
+           "--edge-profile", "local", "--payload", "wire", "--local-profile", profile, "--out", str(out)]
     if cfg.pair:
         cmd += ["--pair", cfg.pair]
     print("$", " ".join(cmd), flush=True)
@@ -95,15 +156,36 @@ def cell_rows(cfg: CrossoverConfig, sim: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for rate in cfg.rates_mbps:
         for rtt in cfg.rtts_ms:
-            meas = measured(cell_dir(cfg, rate, rtt))
+            d = cell_dir(cfg, rate, rtt)
+            meas, times = measured(d), prompt_times(d, cfg.protocols)
             g = sim[(sim["rate_mbps"] == rate) & (sim["rtt_ms"] == rtt)]
             pred = dict(zip(g["protocol"], g["latency_s"].astype(float)))
             (m_ll, m_all), (p_ll, p_all) = winners(meas), winners(pred)
             rows.append({"rate_mbps": rate, "rtt_ms": rtt, "measured_lossless": m_ll, "predicted_lossless": p_ll,
                          "measured_overall": m_all, "predicted_overall": p_all,
+                         "lossless_tie": tie(times, m_ll, p_ll), "overall_tie": tie(times, m_all, p_all),
+                         **auto_vs_best(times, cfg.protocols),
                          **{f"measured_s_{p}": v for p, v in meas.items()},
                          **{f"predicted_s_{p}": v for p, v in pred.items()}})
     return pd.DataFrame(rows)
+
+
+def agreement(cells: pd.DataFrame) -> dict:
+    """Cells whose measured winner is the predicted one, and those where it is or the run cannot tell the two apart
+    (``*_tie``), lossless and overall (pure)."""
+    same = {k: cells[f"measured_{k}"] == cells[f"predicted_{k}"] for k in ("lossless", "overall")}
+    return {"agreement": {k: int(v.sum()) for k, v in same.items()},
+            "agreement_or_tie": {k: int((v | cells[f"{k}_tie"].astype(bool)).sum()) for k, v in same.items()}}
+
+
+def chooser_counts(cells: pd.DataFrame, protocols: list[str]) -> dict:
+    """Per chooser: cells within AUTO_GOAL of the better baseline, at most AUTO_GAIN, and its median ratio (pure)."""
+    out = {}
+    for c in (p for p in protocols if describe(p).chooses and f"{p}_vs_best" in cells):
+        r = cells[f"{c}_vs_best"].astype(float)
+        out[c] = {"within_goal": int((r <= AUTO_GOAL).sum()), "goal": AUTO_GOAL, "at_most_gain": int((r <= AUTO_GAIN)
+                  .sum()), "gain": AUTO_GAIN, "median_ratio": float(r.median()), "max_ratio": float(r.max())}
+    return out
 
 
 def figure(cells: pd.DataFrame, path: Path, title: str) -> None:
@@ -149,23 +231,32 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     config.write_config(out, cfg, config.provenance())
     t0, load0 = time.time(), os.getloadavg()
+    profile = calibrate(cfg)
     for rate in cfg.rates_mbps:
         for rtt in cfg.rtts_ms:
             run_cell(cfg, rate, rtt)
-    cells = cell_rows(cfg, predicted(cfg))
+    cells = cell_rows(cfg, predicted(cfg, profile))
     cells.to_csv(out / "cells.csv", index=False)
-    agree = {k: int((cells[f"measured_{k}"] == cells[f"predicted_{k}"]).sum()) for k in ("lossless", "overall")}
-    doc = {"config": asdict(cfg), "cells": len(cells), "agreement": agree, "wall_s": time.time() - t0,
+    agree = agreement(cells)
+    doc = {"config": asdict(cfg) | {"local_profile": profile}, "cells": len(cells), **agree,
+           "choosers": chooser_counts(cells, cfg.protocols), "wall_s": time.time() - t0,
            "load_average_start": load0, "load_average_end": os.getloadavg(),
            "predicted_from": "testbed.simulate, local profile on both ends, wire payloads; choosers not simulated"}
     (out / "crossover.json").write_text(json.dumps(doc, indent=1))
     figure(cells, out / "crossover.png", f"{cfg.pair or 'toy'} pair, {cfg.prompts} prompts x {cfg.max_new_tokens} "
-                                         f"tokens, K={cfg.draft_len}; agreement {agree}")
-    print(cells[["rate_mbps", "rtt_ms", "measured_lossless", "predicted_lossless", "measured_overall",
-                 "predicted_overall"]].to_string(index=False))
-    print(f"agreement, measured vs predicted winner: lossless {agree['lossless']}/{len(cells)}, overall "
-          f"{agree['overall']}/{len(cells)}; wrote {out / 'cells.csv'}, {out / 'crossover.json'}, "
-          f"{out / 'crossover.png'}")
+                                         f"tokens, K={cfg.draft_len}; agreement {agree['agreement']}, with ties "
+                                         f"{agree['agreement_or_tie']}")
+    shown = [c for c in cells if c.startswith(("rate", "rtt", "measured_l", "predicted_l", "measured_o",
+                                               "predicted_o", "lossless_tie")) or c.endswith(("_best_baseline",
+                                                                                              "_vs_best"))]
+    print(cells[shown].to_string(index=False))
+    a, t = agree["agreement"], agree["agreement_or_tie"]
+    print(f"agreement, measured vs predicted winner: lossless {a['lossless']}/{len(cells)} ({t['lossless']} with "
+          f"ties), overall {a['overall']}/{len(cells)} ({t['overall']} with ties)")
+    for c, v in doc["choosers"].items():
+        print(f"{c} against the better baseline: <= {AUTO_GOAL}x in {v['within_goal']}/{len(cells)} cells, <= "
+              f"{AUTO_GAIN}x in {v['at_most_gain']}, median {v['median_ratio']:.2f}x, worst {v['max_ratio']:.2f}x")
+    print(f"wrote {out / 'cells.csv'}, {out / 'crossover.json'}, {out / 'crossover.png'}")
     return 0
 
 

@@ -18,3 +18,49 @@ def test_unknown_protocol_is_one_line_exit_2(tmp_path, capsys):
     assert main(["--protocols", "bogus", "--out", str(out)]) == 2
     assert "unknown protocol 'bogus'" in capsys.readouterr().err
     assert not out.exists()
+
+
+def _times(**cols):
+    import pandas as pd
+    return pd.DataFrame(cols, index=[f"p{i}" for i in range(len(next(iter(cols.values()))))])
+
+
+def test_paired_ratio_is_total_over_total():
+    from scripts.bench.crossover import paired_ratio
+    t = _times(server=[1.0, 2.0, 3.0, 4.0], auto=[1.1, 2.2, 3.3, 4.4])
+    r, lo, hi = paired_ratio(t, "auto", "server")
+    assert abs(r - 1.1) < 1e-9 and abs(lo - 1.1) < 1e-9 and abs(hi - 1.1) < 1e-9
+
+
+def test_tie_only_when_the_interval_holds_one():
+    from scripts.bench.crossover import tie
+    noisy = _times(server=[1.0, 1.0, 1.0, 1.0, 1.0, 1.0], greedy=[0.8, 1.2, 0.9, 1.1, 0.85, 1.15])
+    assert tie(noisy, "server", "greedy")
+    apart = _times(server=[1.0, 1.0, 1.0, 1.0], greedy=[0.7, 0.72, 0.69, 0.71])
+    assert not tie(apart, "server", "greedy")
+    assert not tie(noisy, "server", "server")  # the same protocol agrees, it does not tie
+    assert not tie(noisy, "server", "tree")  # a protocol the cell did not run
+
+
+def test_auto_against_the_better_baseline_leaves_out_on_device_and_choosers():
+    from scripts.bench.crossover import auto_vs_best
+    t = _times(server=[1.0, 1.0], device=[0.1, 0.1], greedy=[0.8, 0.8], auto=[0.84, 0.84])
+    out = auto_vs_best(t, ["server", "device", "greedy", "auto"])
+    assert out["auto_best_baseline"] == "greedy"
+    assert abs(out["auto_vs_best"] - 1.05) < 1e-9
+    assert auto_vs_best(t, ["server", "greedy"]) == {}  # no chooser ran
+
+
+def test_agreement_and_chooser_counts():
+    import pandas as pd
+
+    from scripts.bench.crossover import agreement, chooser_counts
+    cells = pd.DataFrame({"measured_lossless": ["server", "greedy", "tree"], "predicted_lossless": ["server", "server",
+                          "server"], "lossless_tie": [False, True, False], "measured_overall": ["device"] * 3,
+                          "predicted_overall": ["device"] * 3, "overall_tie": [False] * 3,
+                          "auto_vs_best": [1.0, 0.9, 1.2]})
+    a = agreement(cells)
+    assert a["agreement"] == {"lossless": 1, "overall": 3}
+    assert a["agreement_or_tie"] == {"lossless": 2, "overall": 3}
+    c = chooser_counts(cells, ["server", "auto"])["auto"]
+    assert (c["within_goal"], c["at_most_gain"], c["max_ratio"]) == (2, 1, 1.2)
