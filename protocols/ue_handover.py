@@ -9,7 +9,9 @@ the target's: they are its tokens).  The drafter's pass over the chunk says wher
 the acceptance estimate alive while nothing is drafted, and the CHUNK's decode time is the edge's measured time per
 token.  Nothing is handed over before the first verdict (nothing is measured yet); until a CHUNK measured the edge
 alone, one round is handed over as a probe when the guess is near enough (``should_probe``), so that a guess that
-errs high does not keep the edge from ever being measured.
+errs high does not keep the edge from ever being measured.  A chunk is never larger than the edge is predicted to
+generate within a quarter of the UE's reply timeout (``max_chunk_tokens``): a longer one would never arrive, the UE
+would reconnect and ask for it again, and the edge, busy with it, would keep every other session waiting.
 """
 from __future__ import annotations
 
@@ -20,7 +22,15 @@ from protocols.errors import EdgeError
 from protocols.typed import Chunk
 from protocols.wire import Message, MsgType, make
 from wisv.decoding.speculative import truncate_output
-from wisv.timing.handover import HANDOVER_TOKENS, HandOver, agreement_history, choose_round, probe, should_probe
+from wisv.timing.handover import (
+    HANDOVER_TOKENS,
+    HandOver,
+    agreement_history,
+    choose_round,
+    max_chunk_tokens,
+    probe,
+    should_probe,
+)
 from wisv.timing.latency import t_single_exchange
 from wisv.timing.window import choose_k
 
@@ -55,9 +65,11 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
     lo = 1 if sess.p.auto_window else hi
     spec = choose_k(round_s, w.history.alpha, lo, hi).s_per_token
     decode = w.edge_decode_s if w.edge_decode_s is not None else w.verify.predict_s(0)
+    cap = max_chunk_tokens(decode, sess.p.reply_timeout_s)  # a chunk must arrive before the UE gives up on it
+    limit = budget if cap is None else min(budget, cap)
     pb = auto.pb
     link = lambda n: t_single_exchange(pb.o_up, n * pb.b_tok + pb.o_dn, csi)  # noqa: E731  GENERATE up, CHUNK down
-    choice = choose_round(spec, decode, link, budget, chunk_tokens=chunk_size(sess.edge_chunk),
+    choice = choose_round(spec, decode, link, limit, chunk_tokens=min(chunk_size(sess.edge_chunk), limit),
                           overhead_s=lambda n: w.overhead_s(link(n)))
     if should_probe(choice, w.since_edge_rounds):
         return probe(choice)

@@ -34,6 +34,7 @@ CHUNK_REACH = 0.10  # a hand-over asks for the smallest chunk whose cost per tok
 PROBE_FACTOR = 3.0  # before any chunk, probe the edge alone while its guessed cost is within this factor of speculation
 REPROBE_ROUNDS = 32  # after this many speculative rounds with no chunk, measure the edge alone again ...
 REPROBE_FACTOR = 1.5  # ... if its cost, as last measured, is within this factor of speculation
+REPLY_SHARE = 0.25  # a hand-over's chunk is predicted to take the edge at most this share of the UE's reply timeout
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,20 @@ def edge_alone_s_per_token(decode_s_per_token: float, tokens: int, link_s: float
         raise ValueError(f"need tokens >= 1 and non-negative times, got {tokens}, {decode_s_per_token}, {link_s}, "
                          f"{overhead_s}")
     return decode_s_per_token + (link_s + overhead_s) / tokens
+
+
+def max_chunk_tokens(decode_s_per_token: float, reply_within_s: float | None, share: float = REPLY_SHARE) -> int | None:
+    """The largest chunk the edge is predicted to generate within ``share`` of the UE's reply timeout (at least one
+    token; None: no timeout, no bound).  A chunk longer than the timeout never arrives: the UE gives up on it,
+    reconnects and asks again for the same chunk, while the edge, busy with it, keeps every other session waiting."""
+    if reply_within_s is None:
+        return None
+    if not (reply_within_s > 0 and 0 < share <= 1 and decode_s_per_token >= 0):
+        raise ValueError(f"need reply_within_s > 0, share in (0, 1] and decode_s_per_token >= 0, got "
+                         f"{reply_within_s}, {share}, {decode_s_per_token}")
+    if decode_s_per_token == 0:
+        return None
+    return max(1, int(share * reply_within_s / decode_s_per_token))
 
 
 def chunk_sizes(chunk_tokens: int, budget_tokens: int) -> list[int]:

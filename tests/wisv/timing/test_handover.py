@@ -118,3 +118,13 @@ def test_the_run_summary_counts_the_edges_rounds():
     assert "2 of 4 rounds by the edge alone, 32 of 40 tokens" in text
     assert "link 3 Mbps / 60 ms: 2 of 2 rounds" in text and "link 200 Mbps / 5 ms: 0 of 2 rounds" in text
     assert handover_table("greedy", rounds.assign(edge_alone=None)) is None
+
+
+def test_a_chunk_arrives_well_within_the_reply_timeout():
+    from wisv.timing.handover import REPLY_SHARE, max_chunk_tokens
+    assert max_chunk_tokens(0.05, 10.0) == int(REPLY_SHARE * 10.0 / 0.05) == 50  # 2.5 s of 50 ms tokens
+    assert max_chunk_tokens(20.0, 10.0) == 1  # a token slower than the share: still one token a round
+    assert max_chunk_tokens(0.05, None) is None  # no timeout, no bound
+    assert max_chunk_tokens(0.0, 10.0) is None  # nothing measured to bound by
+    with pytest.raises(ValueError):
+        max_chunk_tokens(0.05, 0.0)
