@@ -84,8 +84,9 @@ def test_a_resent_block_gives_the_right_tokens(engine_and_target):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("protocol, extra", [("greedy", []), ("fh", []), ("sh", []),
-                                             ("sh", ["--ues", "2", "--batch-verify"])],
-                         ids=["greedy", "fh", "sh", "sh-batched"])
+                                             ("sh", ["--ues", "2", "--batch-verify"]), ("server", []),
+                                             ("server", ["--ues", "2", "--batch-verify"]), ("auto", [])],
+                         ids=["greedy", "fh", "sh", "sh-batched", "server", "server-batched", "auto"])
 def test_testbed_run_on_vllm_matches_target(tmp_path, protocol, extra):
     _target_dir()
     out = tmp_path / "run"
