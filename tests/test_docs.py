@@ -90,7 +90,8 @@ def test_readme_opens_with_the_make_commands() -> None:
 
 
 SOURCES = [p for pattern in ("*.md", "docs/*.md", "*/**/*.py", "Makefile", "pyproject.toml")
-           for p in ROOT.glob(pattern) if "results" not in p.parts and ".venv" not in p.parts]
+           for p in ROOT.glob(pattern)
+           if "results" not in p.parts and not any(part.startswith(".") for part in p.relative_to(ROOT).parts)]
 CITE = re.compile(r"SPEC (WISP )?eqs?\. ((?:\d+(?:\s*[-–/,]\s*|\s+and\s+)?)+)")  # "SPEC eqs. 3-10"; "SPEC WISP eq. 19"
 
 

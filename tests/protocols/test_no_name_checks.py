@@ -58,9 +58,10 @@ def name_checks(source: str, filename: str = "<string>") -> list[str]:
 
 
 def project_files() -> list[Path]:
-    """Every module outside protocols/ and tests/."""
-    skip = {"protocols", "tests", ".venv", ".git"}
-    return [p for p in sorted(ROOT.rglob("*.py")) if not skip & set(p.relative_to(ROOT).parts)]
+    """Every module outside protocols/, tests/ and hidden directories (.git, .venv, .venv-vllm: others' code)."""
+    skip = {"protocols", "tests"}
+    return [p for p in sorted(ROOT.rglob("*.py")) if not skip & set(p.relative_to(ROOT).parts)
+            and not any(part.startswith(".") for part in p.relative_to(ROOT).parts[:-1])]
 
 
 @pytest.mark.slow
