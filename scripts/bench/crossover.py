@@ -227,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"python -m scripts.bench.crossover: error: --protocols: {e}", file=sys.stderr)
         return 2
+    if cfg.local_profile and not Path(cfg.local_profile).is_file():  # not after an hour of cells
+        print(f"python -m scripts.bench.crossover: error: --local-profile: no such file {cfg.local_profile}",
+              file=sys.stderr)
+        return 2
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     config.write_config(out, cfg, config.provenance())

@@ -64,3 +64,10 @@ def test_agreement_and_chooser_counts():
     assert a["agreement_or_tie"] == {"lossless": 2, "overall": 3}
     c = chooser_counts(cells, ["server", "auto"])["auto"]
     assert (c["within_goal"], c["at_most_gain"], c["max_ratio"]) == (2, 1, 1.2)
+
+
+def test_a_missing_profile_is_one_line_exit_2_before_any_cell(tmp_path, capsys):
+    out = tmp_path / "x"
+    assert main(["--local-profile", str(tmp_path / "none.json"), "--out", str(out)]) == 2
+    assert "--local-profile: no such file" in capsys.readouterr().err
+    assert not out.exists()
