@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 import config
-from testbed.sim.calibrate import CalibrateConfig
+from scripts.bench.validate_sim import calibrate_argv
 from wisv.records.paired import paired_time_change
 from wisv.timing.protodesc import describe
 
@@ -84,8 +84,7 @@ def calibrate(cfg: CrossoverConfig) -> str:
         return cfg.local_profile
     path = Path(cfg.out) / "local_profile.json"
     if not path.is_file():
-        cmd = [sys.executable, "-m", "testbed.simulate", "calibrate",
-               *config.to_argv(CalibrateConfig(out=str(path), pair=cfg.pair))]
+        cmd = calibrate_argv(str(path), cfg.pair)
         print("$", " ".join(cmd), flush=True)
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return str(path)

@@ -40,9 +40,10 @@ class ValidateConfig:
     csi_trace: str | None = None  # also replay this CSI trace (CSV: channel/csitrace.py), e.g. the LTE trace
 
 
-def calibrate_argv(profile: str) -> list[str]:
-    """The command that calibrates the local profile into ``profile``."""
-    return [sys.executable, "-m", "testbed.simulate", "calibrate", *config.to_argv(CalibrateConfig(out=profile))]
+def calibrate_argv(profile: str, pair: str | None = None) -> list[str]:
+    """The command that calibrates the local profile into ``profile`` (on a named pair; None: the built-in one)."""
+    return [sys.executable, "-m", "testbed.simulate", "calibrate",
+            *config.to_argv(CalibrateConfig(out=profile, pair=pair))]
 
 
 def run_argv(cfg: ValidateConfig, proto: str, rate_mbps: float, rtt_ms: float, run_dir: Path,
