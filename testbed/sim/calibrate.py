@@ -5,8 +5,11 @@ sleep before every timed phase.  The gap reproduces the testbed's duty cycle: UE
 link carries their messages, and on a shared VM a core that has idled runs the next few ms markedly
 slower (here ~2x: K=8 drafting takes ~7 ms back to back, ~13 ms after a 20 ms idle).  Each drafting run
 (K calls) and each verification pass (+ greedy decision + commit, as the edge times it) is one
-``CallTiming``; ``wisv.timing.calibrate.fit_compute`` fits the per-phase and per-call overheads and the FLOP
-rate.  The raw timings are written next to the record (``<out>.timings.csv``).
+``CallTiming``.  Then the target's streams: ``stream_lens`` tokens decoded back to back, one 1-row pass each (the
+edge's server-only stream: ``protocols.stream``), after the same idle gap.  ``wisv.timing.calibrate.fit_compute``
+fits the per-phase and per-call overheads and the FLOP rate over all of them (the record's ``profile``), and
+``fit_ends`` once per end on its own model's timings (``ends``: what the simulator reads for the UE and the edge).
+The raw timings are written next to the record (``<out>.timings.csv``).
 
 Per-exchange overhead: a short ``testbed.run`` (or ``--link-run DIR``, an existing run) gives, per
 prompt, the time left after its measured compute and the ideal link model; the median per exchange is
@@ -15,6 +18,7 @@ the fixed cost of the process hops (``wisv.timing.calibrate.fit_exchange_overhea
 from __future__ import annotations
 
 import argparse
+import math
 import platform
 import sys
 import time
@@ -33,10 +37,12 @@ from wisv.models.loader import load_pair
 from wisv.pairs import PAIR_NAMES, apply_pair
 from wisv.tasks.prompts import prompt_rows
 from wisv.timing.calibrate import (
+    END_ROLES,
     Calibration,
     CallTiming,
     ComputeFit,
     fit_compute,
+    fit_ends,
     fit_exchange_overhead,
     profile_from_fit,
     save_calibration,
@@ -54,6 +60,8 @@ class CalibrateConfig:
     draft_lens: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])  # K values timed, tokens
     prompts: int = 3  # test prompts whose rounds are timed
     rounds_per_k: int = 10  # timed rounds per (prompt, K), after one untimed round
+    stream_lens: list[int] = field(default_factory=lambda: [1, 4, 16, 48])  # target streams timed, tokens each
+    streams_per_len: int = 3  # timed streams per (prompt, length)
     idle_gap_ms: float = 20.0  # sleep before each timed call, ms (see the module docstring)
     link_run: str | None = None  # testbed.run directory for the exchange overhead (None: run a short one)
     link_prompts: int = 3  # prompts of the short testbed run (20 Mbps / 20 ms, greedy, K = 8)
@@ -97,6 +105,35 @@ def time_rounds(pair, cfg: CalibrateConfig) -> list[CallTiming]:
     return out
 
 
+def time_streams(pair, cfg: CalibrateConfig) -> list[CallTiming]:
+    """CallTimings ("decode") of the target decoding ``stream_lens`` tokens back to back on its KV cache, greedy, one
+    1-row pass and commit each (as the edge's server-only stream does), after ``idle_gap_ms`` of sleep."""
+    dims_t = ModelDims.from_hf_config(pair.target.config)
+    w_t, gap, out = n_weights(dims_t), cfg.idle_gap_ms / 1e3, []
+    max_pos = int(getattr(pair.target.config, "max_position_embeddings", 2048))
+    for row in prompt_rows(pair.tokenizer, "test", cfg.prompts, cfg.prompts_file):
+        v = VerifySession(pair.target, row["prompt_ids"])
+        _decode(v, 1)  # untimed: the prefill's pass
+        for n in [n for n in cfg.stream_lens for _ in range(cfg.streams_per_len)]:
+            if len(v.seq) + n + 1 > max_pos:
+                break
+            L = len(v.seq)
+            time.sleep(gap)
+            t0 = time.perf_counter()
+            _decode(v, n)
+            seconds = time.perf_counter() - t0
+            out.append(CallTiming("decode", n, w_t, sum(verify_flops(dims_t, L + j, 1) for j in range(n)), seconds,
+                                  n, L))
+    return out
+
+
+def _decode(v: VerifySession, n: int) -> None:
+    """``n`` greedy tokens of the target, one 1-row pass each (an empty draft: its argmax is the next token)."""
+    for _ in range(n):
+        blk = v.verify([])
+        v.commit([], 0, int(blk.argmax[0]))
+
+
 def measure_peak_tflops(n: int = 512, seconds: float = 0.5) -> float:
     """Dense float32 matmul throughput of one thread, TFLOP/s (the profile's peak)."""
     a, b = torch.randn(n, n), torch.randn(n, n)
@@ -108,20 +145,24 @@ def measure_peak_tflops(n: int = 512, seconds: float = 0.5) -> float:
     return 2.0 * n ** 3 * reps / (time.perf_counter() - t0) / 1e12
 
 
-def medians_by_k(timings: list[CallTiming], fit: ComputeFit) -> list[dict]:
-    """Measured and predicted median seconds per (role, K): the fit at a glance."""
+def medians_by_k(timings: list[CallTiming], fit: ComputeFit, end_fits: dict[str, ComputeFit] | None = None
+                 ) -> list[dict]:
+    """Measured and predicted median seconds per (role, K): the fit at a glance (and each end's own fit's)."""
     df = pd.DataFrame([asdict(t) for t in timings])
     df["pred"] = [fit.predict_s(t.passes, t.n_weights, t.flops) for t in timings]
-    g = df.groupby(["role", "k"])[["seconds", "pred"]].median().reset_index()
+    by_role = {r: f for e, f in (end_fits or {}).items() for r in END_ROLES[e]}
+    df["pred_end"] = [by_role[t.role].predict_s(t.passes, t.n_weights, t.flops) if t.role in by_role else math.nan
+                      for t in timings]
+    g = df.groupby(["role", "k"])[["seconds", "pred", "pred_end"]].median().reset_index()
     return [{"role": r.role, "k": int(r.k), "measured_ms": r.seconds * 1e3, "predicted_ms": r.pred * 1e3}
-            for r in g.itertuples()]
+            | ({"end_fit_ms": r.pred_end * 1e3} if end_fits else {}) for r in g.itertuples()]
 
 
 def exchange_overhead(run_dir: Path, cal: Calibration, dims: tuple[ModelDims, ModelDims],
                       vocab: int) -> tuple[float, dict]:
     """Median per-exchange residual over the prompts of every protocol of a testbed run."""
     from testbed.sim.validate import load_run, prompt_residuals, wire_deployment
-    dep = wire_deployment(dims[0], dims[1], cal.profile, vocab=vocab)
+    dep = wire_deployment(dims[0], dims[1], cal.for_end("ue"), cal.for_end("edge"), vocab=vocab)
     run = load_run(run_dir)
     res = pd.concat([prompt_residuals(p, run, dep) for p in run.rounds], ignore_index=True)
     ex = fit_exchange_overhead(res["residual_s"].tolist(), res["exchanges"].tolist())
@@ -152,12 +193,17 @@ def calibrate(cfg: CalibrateConfig) -> Calibration:
     peak = measure_peak_tflops()
     print(f"calibrate: timing K in {cfg.draft_lens} on {cfg.prompts} prompts, {cfg.idle_gap_ms:g} ms idle gaps ...")
     timings = time_rounds(pair, cfg)
-    fit = fit_compute(timings)
+    print(f"calibrate: timing the target's streams of {cfg.stream_lens} tokens ...")
+    timings += time_streams(pair, cfg)
+    fit, ends = fit_compute(timings), fit_ends(timings)
     source = (f"measured on {platform.node()} ({platform.processor() or platform.machine()}, 1 torch thread) by "
               f"testbed.simulate calibrate, {time.strftime('%Y-%m-%d %H:%M')}; peak = float32 matmul")
-    notes = {"config": asdict(cfg), "by_k": medians_by_k(timings, fit), "peak_tflops_measured": peak,
+    notes = {"config": asdict(cfg), "by_k": medians_by_k(timings, fit, ends), "peak_tflops_measured": peak,
              "machine": machine_info(), "measured_at": now_utc()}  # testbed.sim.staleness compares these
-    cal = Calibration(profile_from_fit(fit, peak, source=source), fit=asdict(fit), notes=notes)
+    cal = Calibration(profile_from_fit(fit, peak, source=source), fit=asdict(fit), notes=notes,
+                      ends={e: profile_from_fit(f, peak, source=f"{source}; the {e}'s own fit", role=e)
+                            for e, f in ends.items()},
+                      end_fits={e: asdict(f) for e, f in ends.items()})
     dims = (ModelDims.from_hf_config(pair.drafter.config), ModelDims.from_hf_config(pair.target.config))
     del pair
     if not cfg.no_link:
@@ -178,9 +224,15 @@ def _print(cal: Calibration, fit: ComputeFit) -> None:
           f"{p.weight_read_s * 1e9:.3f} ns/weight/call + FLOPs / {fit.flops_per_s / 1e9:.1f} GFLOP/s "
           f"(|rel err| median {fit.rel_err_median:.1%}, p90 {fit.rel_err_p90:.1%}); eta = {p.eta:.3f} of "
           f"{p.peak_tflops * 1e3:.1f} GFLOP/s; exchange overhead {cal.exchange_overhead_s * 1e3:.2f} ms")
+    for e, f in cal.end_fits.items():
+        print(f"the {e}'s own fit on {f['n_used']}/{f['n_total']}: {f['phase_overhead_s'] * 1e3:.3f} ms/phase + "
+              f"{f['pass_overhead_s'] * 1e3:.3f} ms/call + {f['weight_read_s'] * 1e9:.3f} ns/weight/call + FLOPs / "
+              f"{f['flops_per_s'] / 1e9:.1f} GFLOP/s (|rel err| median {f['rel_err_median']:.1%}, "
+              f"p90 {f['rel_err_p90']:.1%})")
     for r in cal.notes["by_k"]:
+        end = f"  its end's fit {r['end_fit_ms']:7.2f} ms" if "end_fit_ms" in r else ""
         print(f"  {r['role']:6s} K={r['k']:3d}  measured {r['measured_ms']:7.2f} ms  "
-              f"predicted {r['predicted_ms']:7.2f} ms")
+              f"predicted {r['predicted_ms']:7.2f} ms{end}")
 
 
 def parse_args(argv: list[str] | None = None) -> CalibrateConfig:

@@ -104,7 +104,8 @@ def deployment(cfg, pair: PairCache, head: Head) -> tuple[Deployment, dict]:
         dims_desc = f"{cfg.arch_drafter} -> {cfg.arch_target}"
     else:
         (d, t), dims_desc = pair.dims(), f"the {pair.name} pair's own"
-    ue, edge = get_profile(cfg.ue_profile, cfg.local_profile), get_profile(cfg.edge_profile, cfg.local_profile)
+    ue = get_profile(cfg.ue_profile, cfg.local_profile, end="ue")  # "local": each end's own fit, where calibrated
+    edge = get_profile(cfg.edge_profile, cfg.local_profile, end="edge")
     if cfg.payload == "paper":
         pb = PayloadBits.paper(vocab=d.vocab, d_d=d.d_model)
     elif cfg.payload == "wire":

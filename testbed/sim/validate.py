@@ -65,10 +65,10 @@ def load_run(run_dir: str | Path) -> RunData:
                    rounds, outputs, cfg.get("drafter"), cfg.get("target"))
 
 
-def wire_deployment(d, t, profile, exchange_overhead_s: float = 0.0, vocab: int | None = None) -> Deployment:
-    """The testbed as it runs: one (local) profile on both ends, the wire format's payload sizes."""
+def wire_deployment(d, t, ue, edge, exchange_overhead_s: float = 0.0, vocab: int | None = None) -> Deployment:
+    """The testbed as it runs: the (local) profiles of the UE and the edge, the wire format's payload sizes."""
     from protocols.accounting import wire_payload_bits
-    return Deployment(d, t, profile, profile, wire_payload_bits(d.d_model, d.vocab if vocab is None else vocab),
+    return Deployment(d, t, ue, edge, wire_payload_bits(d.d_model, d.vocab if vocab is None else vocab),
                       exchange_overhead_s=exchange_overhead_s)
 
 
@@ -196,7 +196,7 @@ def run_validate(cfg) -> pd.DataFrame:
     check = check_profile(path, run_at=run_time(cfg.validate))
     ex = cfg.exchange_overhead_ms / 1e3 if cfg.exchange_overhead_ms is not None else cal.exchange_overhead_s
     d, t = PairCache(run.drafter, run.target).dims()
-    dep = wire_deployment(d, t, profile, ex)
+    dep = wire_deployment(d, t, cal.for_end("ue"), cal.for_end("edge"), ex)
     val = pd.concat([predict_prompts(p, run, dep) for p in run.rounds], ignore_index=True)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -205,7 +205,8 @@ def run_validate(cfg) -> pd.DataFrame:
     title = f"{Path(cfg.validate).name}: {_link_desc(run.link)}; local profile, {ex * 1e3:.2f} ms/exchange"
     simplot.scatter(val, out / "validation.png", title)
     doc = {"run_dir": str(cfg.validate), "local_profile": str(path), "profile": profile.to_dict(),
-           "exchange_overhead_s": ex, "link": run.link, "stats": stats, "profile_check": check.to_dict()}
+           "ends": {e: p.to_dict() for e, p in cal.ends.items()}, "exchange_overhead_s": ex, "link": run.link,
+           "stats": stats, "profile_check": check.to_dict()}
     (out / "validation.json").write_text(json.dumps(doc, indent=1))
     config.write_config(out, cfg, machine_info())
     print(title)

@@ -17,6 +17,11 @@ the fit is repeated once.  ``profile_from_fit`` turns the fit into a ``HardwareP
 
 A calibration record (``save_calibration``) is the profile plus the per-exchange overhead of the testbed
 and how both were measured; ``wisv.timing.hardware.load_profile`` reads its ``"profile"``.
+
+A fit per end (``fit_ends``): the UE's profile from its own model's timings (the drafter's phases), the edge's from
+the target's (its verification passes and its back-to-back decode streams, server-only's phase).  One fit over both
+models prices neither well: on the SmolLM2 pair it put the target's 1-row pass after an idle wait at half its
+measured time.  A record holds both (``"ends"``); ``load_profile(path, end)`` reads the one asked for.
 """
 from __future__ import annotations
 
@@ -31,6 +36,8 @@ from scipy.optimize import nnls
 
 from wisv.timing.hardware import HardwareProfile
 
+END_ROLES: dict[str, tuple[str, ...]] = {"ue": ("draft",), "edge": ("verify", "decode")}  # the timings each
+#   end's own fit reads (CallTiming.role)
 OUTLIER_MADS = 4.0  # a timing is an outlier when its relative residual is this many MADs above the median
 
 
@@ -38,7 +45,8 @@ OUTLIER_MADS = 4.0  # a timing is an outlier when its relative residual is this 
 class CallTiming:
     """One timed compute phase: a span of forward calls."""
 
-    role: str  # "draft" (the UE's K drafting calls) or "verify" (the edge's one pass over the block)
+    role: str  # "draft" (the UE's K drafting calls), "verify" (the edge's one pass over the block) or "decode" (the
+    #   edge's target decoding ``passes`` tokens back to back, one 1-row pass each: server-only's stream)
     passes: int  # forward calls in the span
     n_weights: float  # weights of the model streamed per call (wisv.timing.roundtime.n_weights)
     flops: float  # eq. 13 FLOPs of the span
@@ -75,27 +83,46 @@ def design_matrix(timings: Sequence[CallTiming]) -> np.ndarray:
     return np.array([[1.0, t.passes, t.passes * t.n_weights, t.flops] for t in timings], dtype=np.float64)
 
 
-def fit_compute(timings: Sequence[CallTiming], outlier_mads: float = OUTLIER_MADS) -> ComputeFit:
-    """Non-negative least squares on relative residuals, refitted once without the outliers."""
+def fit_compute(timings: Sequence[CallTiming], outlier_mads: float = OUTLIER_MADS,
+                flops_per_s: float | None = None) -> ComputeFit:
+    """Non-negative least squares on relative residuals, refitted once without the outliers (``flops_per_s``: the
+    FLOP rate given, not fitted: only the overheads are)."""
     if len(timings) < 4:
         raise ValueError(f"need at least 4 timings to fit 4 coefficients, got {len(timings)}")
     x, t = design_matrix(timings), np.array([s.seconds for s in timings], dtype=np.float64)  # [N, 4], [N]
     if not (t > 0).all():
         raise ValueError("every timing must have seconds > 0")
+    if flops_per_s is not None and not 0 < flops_per_s < math.inf:
+        raise ValueError(f"flops_per_s must be finite and > 0, got {flops_per_s}")
     scale = group_medians(timings)  # [N]
     keep = np.ones(len(t), dtype=bool)
-    coef = _nnls_relative(x, t, scale)
+    coef = _nnls_relative(x, t, scale, flops_per_s)
     rel = (x @ coef - t) / scale  # [N]
     med = np.median(rel)
     mad = np.median(np.abs(rel - med)) * 1.4826
     if mad > 0:
         keep = rel - med >= -outlier_mads * mad  # slow outliers have pred << t, i.e. rel very negative
-        coef = _nnls_relative(x[keep], t[keep], scale[keep])
+        coef = _nnls_relative(x[keep], t[keep], scale[keep], flops_per_s)
     if not coef[3] > 0:
         raise ValueError("the timings do not determine a FLOP rate; time calls of different sizes (several K)")
     err = np.abs(x[keep] @ coef / t[keep] - 1.0)
     return ComputeFit(float(coef[0]), float(coef[1]), float(coef[2]), float(1.0 / coef[3]), int(keep.sum()), len(t),
                       float(np.median(err)), float(np.quantile(err, 0.9)))
+
+
+def fit_ends(timings: Sequence[CallTiming], outlier_mads: float = OUTLIER_MADS) -> dict[str, ComputeFit]:
+    """{end: its fit} for each end of ``END_ROLES`` on the timings of its own roles (at least 4 each).
+
+    The edge's verification passes vary their rows, so its fit determines the FLOP rate; the UE's drafting phases
+    (one row a call, so FLOPs grow with the calls) cannot tell a FLOP from a call, and take the edge's rate: on one
+    calibrated machine it is the same processor."""
+    mine = {end: [t for t in timings if t.role in roles] for end, roles in END_ROLES.items()}
+    for end, rows in mine.items():
+        if len(rows) < 4:
+            raise ValueError(f"the {end}'s fit needs at least 4 timings of {'/'.join(END_ROLES[end])}, "
+                             f"got {len(rows)}")
+    edge = fit_compute(mine["edge"], outlier_mads)
+    return {"ue": fit_compute(mine["ue"], outlier_mads, edge.flops_per_s), "edge": edge}
 
 
 def group_medians(timings: Sequence[CallTiming]) -> np.ndarray:
@@ -107,15 +134,25 @@ def group_medians(timings: Sequence[CallTiming]) -> np.ndarray:
     return np.array([med[(s.role, s.k, s.passes)] for s in timings], dtype=np.float64)
 
 
-def _nnls_relative(x: np.ndarray, t: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Coefficients c >= 0 minimising sum(((x c - t) / w)^2); x [N, 4], t [N], w [N] -> c [4] (c[3] = 1/R)."""
+def _nnls_relative(x: np.ndarray, t: np.ndarray, w: np.ndarray, flops_per_s: float | None = None) -> np.ndarray:
+    """Coefficients c >= 0 minimising sum(((x c - t) / w)^2); x [N, 4], t [N], w [N] -> c [4] (c[3] = 1/R; given
+    ``flops_per_s``, c[3] is fixed at its inverse and the other three are fitted)."""
+    if flops_per_s is not None:
+        c = _nnls_relative_free(x[:, :3], t - x[:, 3] / flops_per_s, w)
+        return np.append(c, 1.0 / flops_per_s)
+    return _nnls_relative_free(x, t, w)
+
+
+def _nnls_relative_free(x: np.ndarray, t: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Non-negative least squares of ((x c - t) / w), solved in column-scaled units; x [N, M] -> c [M]."""
     col = x.max(axis=0)  # columns differ by ~1e9 (calls vs FLOPs): solve in scaled units
     col[col == 0] = 1.0
     c, _ = nnls(x / col / w[:, None], t / w)
     return c / col
 
 
-def profile_from_fit(fit: ComputeFit, peak_tflops: float, name: str = "local", source: str = "") -> HardwareProfile:
+def profile_from_fit(fit: ComputeFit, peak_tflops: float, name: str = "local", source: str = "",
+                     role: str = "any") -> HardwareProfile:
     """A ``HardwareProfile`` with eta = R / peak and the fitted per-call overheads.
 
     If R exceeds ``peak_tflops`` (eq. 13 is only a FLOP estimate), the peak is raised to R and eta = 1."""
@@ -125,7 +162,7 @@ def profile_from_fit(fit: ComputeFit, peak_tflops: float, name: str = "local", s
     peak = max(peak_tflops, r_tflops)
     note = f"fit: R = {r_tflops * 1e3:.3g} GFLOP/s against a measured peak of {peak_tflops * 1e3:.3g} GFLOP/s"
     return HardwareProfile(name, peak_tflops=peak, eta=min(1.0, r_tflops / peak), source=f"{source} [{note}]".strip(),
-                           role="any", pass_overhead_s=fit.pass_overhead_s, weight_read_s=fit.weight_read_s,
+                           role=role, pass_overhead_s=fit.pass_overhead_s, weight_read_s=fit.weight_read_s,
                            phase_overhead_s=fit.phase_overhead_s)
 
 
@@ -150,6 +187,13 @@ class Calibration:
     exchange_overhead_s: float = 0.0  # fixed host time per request/reply exchange, s (0: not measured)
     fit: dict = field(default_factory=dict)  # asdict(ComputeFit)
     notes: dict = field(default_factory=dict)  # measurement settings, per-(role, K) medians, machine
+    ends: dict[str, HardwareProfile] = field(default_factory=dict)  # {"ue": ..., "edge": ...}: a fit per end (empty:
+    #   an older record, whose one profile serves both ends)
+    end_fits: dict = field(default_factory=dict)  # {end: asdict(ComputeFit)}
+
+    def for_end(self, end: str) -> HardwareProfile:
+        """The profile of one end ("ue" or "edge"): its own fit where the record has one, else the shared one."""
+        return self.ends.get(end, self.profile)
 
 
 def save_calibration(cal: Calibration, path: str | Path) -> Path:
@@ -157,7 +201,7 @@ def save_calibration(cal: Calibration, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"profile": cal.profile.to_dict(), "exchange_overhead_s": cal.exchange_overhead_s, "fit": cal.fit,
-           "notes": cal.notes}
+           "ends": {e: p.to_dict() for e, p in cal.ends.items()}, "end_fits": cal.end_fits, "notes": cal.notes}
     path.write_text(json.dumps(doc, indent=1, default=_json_default) + "\n")
     return path
 
@@ -172,7 +216,9 @@ def load_calibration(path: str | Path) -> Calibration:
     ex = float(doc.get("exchange_overhead_s", 0.0))
     if not 0 <= ex < math.inf:
         raise ValueError(f"{path}: exchange_overhead_s must be finite and >= 0, got {ex}")
-    return Calibration(profile, ex, dict(doc.get("fit", {})), dict(doc.get("notes", {})))
+    ends = {e: load_profile(path, e) for e in doc.get("ends", {})}
+    return Calibration(profile, ex, dict(doc.get("fit", {})), dict(doc.get("notes", {})), ends,
+                       dict(doc.get("end_fits", {})))
 
 
 def _json_default(o: object) -> object:

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 ROLES = ("ue", "edge", "any")
+ENDS = ("ue", "edge")  # the two ends of a deployment: a calibration record may hold a fit of each
 LOCAL = "local"  # name of the measured profile of this machine
 LOCAL_PROFILE_PATH = Path(__file__).resolve().parents[2] / "results" / "local_profile.json"  # calibrate's default
 MEASURED_DIR = Path(__file__).resolve().parents[2] / "results" / "profiles"  # NAME.json: measured profiles by name
@@ -128,15 +129,17 @@ PROFILES: dict[str, HardwareProfile] = {p.name: p for p in (
 )}
 
 
-def get_profile(name: str, local_path: str | Path | None = None, measured_dir: Path = MEASURED_DIR) -> HardwareProfile:
-    """Named profile from ``PROFILES``, ``"local"`` (the measured profile file, default ``LOCAL_PROFILE_PATH``), or a
-    measured device profile ``measured_dir/NAME.json`` (e.g. ``h100-measured``, written by scripts.gpucheck.run)."""
+def get_profile(name: str, local_path: str | Path | None = None, measured_dir: Path = MEASURED_DIR,
+                end: str | None = None) -> HardwareProfile:
+    """Named profile from ``PROFILES``, ``"local"`` (the measured profile file, default ``LOCAL_PROFILE_PATH``; with
+    ``end`` ("ue" or "edge") that end's own fit where the record has one), or a measured device profile
+    ``measured_dir/NAME.json`` (e.g. ``h100-measured``, written by scripts.gpucheck.run)."""
     if name == LOCAL:
         path = Path(local_path) if local_path is not None else LOCAL_PROFILE_PATH
         if not path.is_file():
             raise ValueError(f"no measured 'local' hardware profile at {path}; run "
                              f"`{CALIBRATE_CMD.format(path=path)}` on this machine first")
-        return load_profile(path)
+        return load_profile(path, end)
     if name in PROFILES:
         return PROFILES[name]
     if name.replace("-", "").replace("_", "").isalnum() and (measured_dir / f"{name}.json").is_file():
@@ -163,14 +166,19 @@ def save_profile(profile: HardwareProfile, path: str | Path) -> None:
     Path(path).write_text(json.dumps(profile.to_dict(), indent=2) + "\n")
 
 
-def load_profile(path: str | Path) -> HardwareProfile:
-    """Read a profile written by ``save_profile``, or the ``"profile"`` of a calibration record (validated on load)."""
+def load_profile(path: str | Path, end: str | None = None) -> HardwareProfile:
+    """Read a profile written by ``save_profile``, or the ``"profile"`` of a calibration record (validated on load);
+    with ``end`` ("ue" or "edge"), a record's fit of that end where it has one (``"ends"``)."""
     try:
         d = json.loads(Path(path).read_text())
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON ({e})") from e
     if not isinstance(d, dict):
         raise ValueError(f"{path}: expected a JSON object, got {type(d).__name__}")
-    if isinstance(d.get("profile"), dict):  # a calibration record (wisv.timing.calibrate.save_calibration)
+    if end is not None and end not in ENDS:
+        raise ValueError(f"end must be one of {ENDS}, got {end!r}")
+    if isinstance(d.get("ends"), dict) and isinstance(d["ends"].get(end), dict):  # a calibration record's own fit
+        d = d["ends"][end]
+    elif isinstance(d.get("profile"), dict):  # a calibration record (wisv.timing.calibrate.save_calibration)
         d = d["profile"]
     return HardwareProfile.from_dict(d)

@@ -8,7 +8,7 @@ import torch
 
 from channel.csi import CSI
 from channel.csitrace import CSITrace, save_trace
-from testbed.sim.calibrate import CalibrateConfig, exchange_overhead, time_rounds
+from testbed.sim.calibrate import CalibrateConfig, exchange_overhead, time_rounds, time_streams
 from testbed.sim.cli import SimConfig, parse_args, run
 from testbed.sim.model import alone_latencies, constant, prompt_latencies, summarize
 from testbed.sim.resolve import PairCache, links_of, resolve_head
@@ -151,6 +151,18 @@ def test_time_rounds_records_calls(pair_dirs):
         ("draft", 3, 3), ("verify", 3, 1)] * 2
     d, tg = ModelDims.from_hf_config(pair.drafter.config), ModelDims.from_hf_config(pair.target.config)
     assert t[0].flops == draft_flops(d, t[0].l, 1) and t[1].flops == verify_flops(tg, t[1].l, 1)
+    assert all(x.seconds > 0 for x in t)
+
+
+def test_time_streams_times_the_targets_decode_passes(pair_dirs):
+    """Streams of 1 and 3 tokens, twice each, one after the other on the prompt's growing sequence."""
+    torch.set_num_threads(1)
+    pair = load_pair(pair_dirs.drafter, pair_dirs.target)
+    t = time_streams(pair, CalibrateConfig(stream_lens=[1, 3], streams_per_len=2, prompts=1, idle_gap_ms=0.0))
+    assert [(x.role, x.passes, x.k) for x in t] == [("decode", 1, 1)] * 2 + [("decode", 3, 3)] * 2
+    assert [b.l - a.l for a, b in zip(t, t[1:])] == [1, 1, 3]  # each stream commits its tokens
+    tg = ModelDims.from_hf_config(pair.target.config)
+    assert t[2].flops == sum(verify_flops(tg, t[2].l + j, 1) for j in range(3))
     assert all(x.seconds > 0 for x in t)
 
 

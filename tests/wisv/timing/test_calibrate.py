@@ -9,6 +9,7 @@ from wisv.timing.calibrate import (
     ComputeFit,
     design_matrix,
     fit_compute,
+    fit_ends,
     fit_exchange_overhead,
     load_calibration,
     profile_from_fit,
@@ -82,6 +83,35 @@ def test_fit_errors():
         fit_compute([CallTiming("draft", 1, 1.0, 1.0, 0.0)] * 4)
 
 
+def _two_ends() -> list[CallTiming]:
+    """The UE's drafting phases (its own overheads) and the edge's verifications and decode streams (others), one
+    FLOP rate: what a calibration on one machine times."""
+    ue = [CallTiming("draft", k, 4e5, k * 1e6, 3e-3 + k * 0.5e-3 + k * 1e6 / RATE) for k in (1, 2, 4, 8, 16, 32)]
+    edge = [CallTiming("verify", 1, 3e6, k * 6e6, 6e-3 + 2e-3 + k * 6e6 / RATE) for k in (1, 2, 4, 8, 16, 32)]
+    edge += [CallTiming("decode", n, 3e6, n * 6e6, 6e-3 + n * 2e-3 + n * 6e6 / RATE) for n in (1, 4, 16, 48)]
+    return ue + edge
+
+
+def test_fit_ends_gives_each_end_its_own_overheads():
+    """Each end's fit prices its own phases exactly, where one fit over both cannot; the UE takes the edge's rate."""
+    data = _two_ends()
+    fits = fit_ends(data)
+    assert fits["edge"].flops_per_s == pytest.approx(RATE, rel=1e-6) == fits["ue"].flops_per_s
+    for end, roles in (("ue", ("draft",)), ("edge", ("verify", "decode"))):
+        for t in (t for t in data if t.role in roles):
+            assert fits[end].predict_s(t.passes, t.n_weights, t.flops) == pytest.approx(t.seconds, rel=1e-6)
+    assert fits["edge"].phase_overhead_s == pytest.approx(6e-3, rel=1e-6)  # the idle wait's cost, once a stream
+    joint = fit_compute(data)
+    assert joint.rel_err_p90 > 0.05  # one set of overheads for both models misprices some phases
+
+
+def test_fit_ends_needs_each_ends_timings():
+    with pytest.raises(ValueError, match="the edge's fit needs at least 4 timings of verify/decode, got 0"):
+        fit_ends([t for t in _two_ends() if t.role == "draft"])
+    with pytest.raises(ValueError, match="flops_per_s"):
+        fit_compute(_synthetic(), flops_per_s=0.0)
+
+
 def test_profile_from_fit():
     fit = ComputeFit(A_PHASE, A_PASS, A_WEIGHT, RATE, 3, 3, 0.0, 0.0)
     p = profile_from_fit(fit, peak_tflops=0.1, source="test")  # 50 GFLOP/s of a 100 GFLOP/s peak
@@ -110,8 +140,22 @@ def test_calibration_record_round_trip(tmp_path):
     assert back.profile == prof and back.exchange_overhead_s == 0.0015 and back.notes == {"idle_gap_ms": 20.0}
     assert load_profile(path) == prof  # load_profile reads the record's "profile"
     assert get_profile("local", path) == prof
+    assert get_profile("local", path, end="edge") == prof == back.for_end("ue")  # no fit per end: the shared one
     save_profile(prof, tmp_path / "plain.json")  # a plain profile file: no exchange overhead
     assert load_calibration(tmp_path / "plain.json").exchange_overhead_s == 0.0
+
+
+def test_calibration_record_keeps_a_profile_per_end(tmp_path):
+    fits = fit_ends(_two_ends())
+    ends = {e: profile_from_fit(f, peak_tflops=0.1, role=e) for e, f in fits.items()}
+    shared = profile_from_fit(fit_compute(_two_ends()), peak_tflops=0.1)
+    path = save_calibration(Calibration(shared, ends=ends), tmp_path / "local_profile.json")
+    back = load_calibration(path)
+    assert back.ends == ends and back.for_end("ue") == ends["ue"] and back.profile == shared
+    assert get_profile("local", path, end="edge") == ends["edge"] != get_profile("local", path)
+    assert load_profile(path, "ue").role == "ue"
+    with pytest.raises(ValueError, match="end must be one of"):
+        load_profile(path, "cloud")
 
 
 def test_missing_local_profile_names_the_calibrate_command(tmp_path):
