@@ -259,10 +259,13 @@ def test_run_child_argv_rebuilds_the_ue_and_edge_configs():
     cfg = run.parse_args(["--draft-len", "80", "--device", "cpu", "--seed", "2", "--proactive", "3",
                           "--no-kv-reuse", "--tau", "0.2"])
     site = Site(connect="tcp://127.0.0.1:7", t0_epoch_s=123.25)
-    u = ue.parse_args(run._ue_args(cfg, "sh", site, Path("p.jsonl"), Path("o"), 1, 3)[1:])
-    assert (u.connect, u.prompts_file, u.out, u.ue_id, u.protocol, u.seed) == ("tcp://127.0.0.1:7", "p.jsonl", "o",
-                                                                               "ue1", "sh", 2)
+    u = ue.parse_args(run._ue_args(cfg, ["sh"], site, Path("p.jsonl"), Path("o"), 1, 3)[1:])
+    assert (u.connect, u.prompts_file, u.out, u.ue_id, u.protocol, u.seed) == ("tcp://127.0.0.1:7", "p.jsonl",
+                                                                               "o/sh/ue1", "ue1", "sh", 2)
+    assert u.interleave == []
     assert (u.draft_len, u.proactive, u.link_t0_epoch_s) == (80, 3, 123.25)
+    both = ue.parse_args(run._ue_args(cfg, ["server", "sh"], site, Path("p.jsonl"), Path("o"), 0, 3)[1:])
+    assert (both.interleave, both.out) == (["server", "sh"], "o/{protocol}/ue0")  # --interleave: a lane each
     e = serve.parse_args(run._edge_args(cfg)[1:])
     assert (e.max_draft_len, e.kv_reuse, e.tau) == (80, False, 0.2)
 
@@ -275,7 +278,7 @@ def test_run_gives_the_ues_their_own_drafter_dtype_and_the_edge_the_run_s():
     cases = (([], "auto"), (["--dtype", "bfloat16"], "bfloat16"), (["--drafter-dtype", "float16"], "float16"))
     for argv, want in cases:
         cfg = run.parse_args(argv)
-        u = ue.parse_args(run._ue_args(cfg, "greedy", site, Path("p.jsonl"), Path("o"), 0, 1)[1:])
+        u = ue.parse_args(run._ue_args(cfg, ["greedy"], site, Path("p.jsonl"), Path("o"), 0, 1)[1:])
         assert u.dtype == want and serve.parse_args(run._edge_args(cfg)[1:]).dtype == cfg.dtype
     with pytest.raises(SystemExit):
         run.parse_args(["--drafter-dtype", "int8"])

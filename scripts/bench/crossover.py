@@ -1,6 +1,8 @@
 """Crossover map (issue 58 item 7): on a grid of link rate x RTT, which protocol is fastest, measured and predicted.
 
-Each cell is one ``testbed.run`` of every protocol in ``--protocols`` on the same prompts (``--head none``: fh, sh
+Each cell is one ``testbed.run`` of every protocol in ``--protocols`` on the same prompts, interleaved prompt by
+prompt (``--interleave``: the protocols of a prompt run a fraction of a second apart, so the VM's drift falls on
+all alike; ``--no-interleave``: one protocol after the other) (``--head none``: fh, sh
 and auto's rounds are then lossless, so every edge protocol commits the target's greedy output and their latencies
 compare like for like); the measured winner is the lowest mean ``latency_s`` per prompt (the run's summary.csv).
 Two winners per cell: among the lossless protocols (the description's ``lossless``: the target's quality), and
@@ -55,6 +57,7 @@ class CrossoverConfig:
     max_new_tokens: int = field(default=32, metadata={"min": 1})  # generation budget per prompt, tokens
     draft_len: int = field(default=8, metadata={"min": 1})  # K of every speculative protocol, tokens
     pair: str | None = None  # named pair (None: the built-in toy pair)
+    interleave: bool = True  # run a cell's protocols prompt by prompt (testbed.run --interleave); else in turn
     local_profile: str | None = None  # the calibrated `local` profile the prediction uses (None: calibrate it now,
     #   on the pair, into OUT/local_profile.json, kept there for a resumed run)
 
@@ -71,8 +74,7 @@ def run_cell(cfg: CrossoverConfig, rate: float, rtt: float) -> Path:
     cmd = [sys.executable, "-m", "testbed.run", "--protocol", ",".join(cfg.protocols), "--prompts", str(cfg.prompts),
            "--max-new-tokens", str(cfg.max_new_tokens), "--draft-len", str(cfg.draft_len), "--head", "none",
            "--rate-mbps", str(rate), "--rtt-ms", str(rtt), "--out", str(d), "--overwrite", "--no-reference"]
-    if cfg.pair:
-        cmd += ["--pair", cfg.pair]
+    cmd += (["--pair", cfg.pair] if cfg.pair else []) + (["--interleave"] if cfg.interleave else [])
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return d
@@ -144,8 +146,7 @@ def predicted(cfg: CrossoverConfig, profile: str) -> pd.DataFrame:
            "--rates-mbps", *map(str, cfg.rates_mbps), "--rtts-ms", *map(str, cfg.rtts_ms), "--prompts",
            str(cfg.prompts), "--max-new-tokens", str(cfg.max_new_tokens), "--head", "none", "--ue-profile", "local",
            "--edge-profile", "local", "--payload", "wire", "--local-profile", profile, "--out", str(out)]
-    if cfg.pair:
-        cmd += ["--pair", cfg.pair]
+    cmd += (["--pair", cfg.pair] if cfg.pair else []) + (["--interleave"] if cfg.interleave else [])
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return pd.read_csv(out / "table.csv")

@@ -66,6 +66,7 @@ from testbed.live.orchestrate.runconfig import (  # RunConfig: read from here to
 )
 from testbed.live.orchestrate.wakeup import cpu_wakeup_bound
 from testbed.live.ue.drafting import check as check_drafter
+from testbed.live.ue.lanes import PLACEHOLDER
 from testbed.live.ue.retry import RetryExhausted
 from testbed.live.ue.ue import PROG as UE_PROG
 from testbed.live.ue.ueconfig import UEConfig
@@ -112,20 +113,23 @@ def run(cfg: RunConfig) -> list[dict]:
     with cpu_wakeup_bound(cfg.cpu_wakeup_us) as wakeup, _placement(cfg)(cfg, out, _edge_args(cfg)) as site:
         for note in site.notes + ([wakeup] if cfg.cpu_wakeup_us is not None else []):
             print(f"link: {note}")
-        for proto in cfg.protocols():
-            pdir = out / proto
+        lanes = [cfg.protocols()] if cfg.interleave else [[p] for p in cfg.protocols()]  # what each UE set runs
+        for protos in lanes:
             try:
-                _run_ues(cfg, proto, site, out / "prompts.jsonl", pdir, len(prompts))
+                _run_ues(cfg, protos, site, out / "prompts.jsonl", out, len(prompts))
             finally:  # also after a failure or an interruption: every round the UEs appended
-                rounds = merge_rounds(pdir)
-            s, outputs = collect(proto, pdir, rounds, prompts, tok, refs, scorer, ext)
-            windows += [window_table(proto, rounds), handover_table(proto, rounds)]
-            correct[proto], done[proto] = prompt_correct(outputs, prompts, decode), outputs
-            if groups is not None:
-                by_group += group_summaries(proto, rounds, outputs, prompts, decode, refs, groups, nll=scorer, ext=ext)
-            write_json_atomic(pdir / "summary.json", s)
-            summaries.append(s)
-            head_desc = record_edge(cfg, out, pdir) or head_desc
+                rounds = {p: merge_rounds(out / p) for p in protos}
+            for proto in protos:
+                pdir = out / proto
+                s, outputs = collect(proto, pdir, rounds[proto], prompts, tok, refs, scorer, ext)
+                windows += [window_table(proto, rounds[proto]), handover_table(proto, rounds[proto])]
+                correct[proto], done[proto] = prompt_correct(outputs, prompts, decode), outputs
+                if groups is not None:
+                    by_group += group_summaries(proto, rounds[proto], outputs, prompts, decode, refs, groups,
+                                                nll=scorer, ext=ext)
+                write_json_atomic(pdir / "summary.json", s)
+                summaries.append(s)
+                head_desc = record_edge(cfg, out, pdir) or head_desc
     _add_speedups(out, summaries, done)
     write_csv_atomic(out / "summary.csv", pd.DataFrame(summaries))
     budget = f"auto (<= {cfg.ue.draft_len_max})" if cfg.ue.tree_budget == AUTO_DRAFT_LEN else cfg.ue.tree_budget
@@ -168,22 +172,24 @@ def _placement(cfg: RunConfig):
     return placement.remote if cfg.remote_edge else placement.netns if cfg.netns else placement.local
 
 
-def _run_ues(cfg: RunConfig, proto: str, site: placement.Site, prompts_file: Path, pdir: Path, n: int) -> None:
-    """Start cfg.ues UE processes for one protocol and wait for all of them, with one progress bar."""
-    pdir.mkdir(parents=True, exist_ok=True)
-    rows = read_jsonl(prompts_file)
-    ues = []
-    with tqdm(total=n, desc=proto, unit="prompt") as bar:
+def _run_ues(cfg: RunConfig, protos: list[str], site: placement.Site, prompts_file: Path, out: Path, n: int) -> None:
+    """Start cfg.ues UE processes running ``protos`` (one, or several interleaved prompt by prompt), each writing
+    out/<protocol>/ue<u>, and wait for all of them, with one progress bar."""
+    for p in protos:
+        (out / p).mkdir(parents=True, exist_ok=True)
+    rows, pdir = read_jsonl(prompts_file), out / protos[0]
+    ues, name = [], "+".join(protos)
+    with tqdm(total=n * len(protos), desc=name, unit="prompt") as bar:
         try:
             for u in range(min(cfg.ues, len(rows))):  # a UE without prompts is not started
                 part = pdir / f"prompts-ue{u}.jsonl"
                 write_jsonl(part, rows[u::cfg.ues])
-                ues.append(Child(f"ue{u}", _ue_args(cfg, proto, site, part, pdir / f"ue{u}", u, len(rows[u::cfg.ues])),
+                ues.append(Child(f"ue{u}", _ue_args(cfg, protos, site, part, out, u, len(rows[u::cfg.ues])),
                                  pdir / f"ue{u}.log", progress_handler(bar), prefix=site.ue_prefix))
             wait_with_edge(ues, site.edge)  # the edge dying stops the run at once
             for ue in ues:
                 if ue.wait() != 0:
-                    raise ChildError(f"{ue.name} ({proto}) failed{_error_line(ue.log_path)}; see {ue.log_path}")
+                    raise ChildError(f"{ue.name} ({name}) failed{_error_line(ue.log_path)}; see {ue.log_path}")
         finally:
             for ue in ues:
                 ue.stop()
@@ -205,27 +211,30 @@ def _edge_args(cfg: RunConfig) -> list[str]:
     return ["testbed.serve", *config.to_argv(edge)]
 
 
-def _ue_args(cfg: RunConfig, proto: str, site: placement.Site, prompts: Path, out: Path, u: int,
+def _ue_args(cfg: RunConfig, protos: list[str], site: placement.Site, prompts: Path, out: Path, u: int,
              n: int) -> list[str]:
-    """testbed.ue's argv for UE u running proto on the n prompts of its file."""
+    """testbed.ue's argv for UE u running ``protos`` (interleaved when several) on the n prompts of its file, into
+    out/<protocol>/ue<u>."""
     link_json = None if site.measured else json.dumps(asdict(cfg.link))  # None: the UE records the measured CSI
-    ue = dataclasses.replace(cfg.ue, connect=site.connect, prompts=n, prompts_file=str(prompts), out=str(out),
-                             ue_id=f"ue{u}", protocol=proto, device=cfg.device, seed=cfg.seed, link_json=link_json,
+    lanes = {"protocol": protos[0], "out": str(out / protos[0] / f"ue{u}")} if len(protos) == 1 else \
+        {"interleave": protos, "out": str(out / PLACEHOLDER / f"ue{u}")}
+    ue = dataclasses.replace(cfg.ue, connect=site.connect, prompts=n, prompts_file=str(prompts), **lanes,
+                             ue_id=f"ue{u}", device=cfg.device, seed=cfg.seed, link_json=link_json,
                              link_t0_epoch_s=site.t0_epoch_s, reference=False,  # the run compares with the target
-                             keep_done=cfg.continue_dir is not None, capture=_capture_path(cfg, proto, u),
+                             keep_done=cfg.continue_dir is not None, capture=_capture_path(cfg, protos, u),
                              vocab_dir=cfg.ue.vocab_dir or (cfg.edge.target if cfg.ue.drafter == NGRAM
                                                             and not cfg.remote_edge else None),
                              **_shared(cfg) | ({} if cfg.drafter_dtype == "same" else {"dtype": cfg.drafter_dtype}))
     return ["testbed.ue", *config.to_argv(ue)]
 
 
-def _capture_path(cfg: RunConfig, proto: str, u: int) -> str | None:
-    """--capture as given for one protocol and one UE, else FILE-<protocol>-ue<u>.pcap per UE process."""
+def _capture_path(cfg: RunConfig, protos: list[str], u: int) -> str | None:
+    """--capture as given for one protocol and one UE, else FILE-<protocols>-ue<u>.pcap per UE process."""
     c = cfg.ue.capture
     if not c or (len(cfg.protocols()) == 1 and cfg.ues == 1):
         return c
     p = Path(c)
-    return str(p.with_name(f"{p.stem}-{proto}-ue{u}{p.suffix or '.pcap'}"))
+    return str(p.with_name(f"{p.stem}-{'+'.join(protos)}-ue{u}{p.suffix or '.pcap'}"))
 
 
 def _shared(cfg: RunConfig) -> dict:

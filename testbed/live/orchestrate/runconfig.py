@@ -23,7 +23,8 @@ from wisv.tasks.datasets import check_dataset
 PROG = "python -m testbed.run"  # as users type it: --help and error lines
 SHARED = ("auth", "heartbeat_ivl_ms", "heartbeat_timeout_ms", "dtype")  # RunConfig fields given to UEs and edge alike
 # UEConfig fields the run sets for each UE process
-UE_SET_BY_RUN = ("connect", "prompts", "prompts_file", "out", "ue_id", "protocol", "device", "seed", "link_json",
+UE_SET_BY_RUN = ("connect", "prompts", "prompts_file", "out", "ue_id", "protocol", "interleave", "device", "seed",
+                 "link_json",
                  "link_t0_epoch_s", "reference", "pair", "keep_done") + SHARED
 EDGE_SET_BY_RUN = ("bind", "device", "max_draft_len", "max_session_tokens", "pair", "capture",
                    "capture_iface") + SHARED  # ServeConfig fields set
@@ -36,6 +37,8 @@ class RunConfig:
 
     protocol: str = field(default="auto", metadata={  # protocols, in turn on the same prompts and link,
         "choices": (*PROTOCOLS, "all"), "sep": ","})  # each paired against the first (paired.csv); all: every one
+    interleave: bool = False  # run the protocols prompt by prompt: each UE runs a prompt under every protocol before
+    #   the next (a timed comparison: the machine's and the link's drift fall on all alike); else one after the other
     pair: str | None = field(default=None, metadata={
         "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     prompts: int = field(default=20, metadata={

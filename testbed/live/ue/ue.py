@@ -6,7 +6,8 @@ Prompts: the first N of the built-in test split, or of a JSONL file whose rows h
 ``rounds.csv``, ``outputs.jsonl`` (with each prompt's ``prompt_text`` and ``text`` where a tokenizer exists),
 ``summary.json`` and ``summary.csv`` to ``--out`` (and ``rounds.jsonl``, each round appended as it happens).  Prints
 after each prompt a ``PROGRESS {json}`` line (for testbed.run) and a line with the start of its text, and the
-summary table at the end.  A run in which every prompt failed exits 1.
+summary table at the end.  A run in which every prompt failed exits 1.  ``--interleave P1 P2 ...`` runs each prompt
+under every one of those protocols in turn, each into ``--out`` with ``{protocol}`` filled in (testbed.live.ue.lanes).
 """
 from __future__ import annotations
 
@@ -14,11 +15,9 @@ import dataclasses
 import gc
 import json
 import math
-import socket
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -28,8 +27,7 @@ import zmq
 import config
 from channel.capture import capturing, iface_for
 from channel.csitrace import CSITrace
-from channel.emulator import parse_hostport
-from channel.measure import CSIEstimator, retransmission_rate, sample_tcp
+from channel.measure import CSIEstimator, retransmission_rate
 from protocols.ue_side import EdgeError, HandshakeError, UEParams
 from protocols.ue_stream import ue_session
 from protocols.wire import Limits, MsgType, WireError, make
@@ -39,18 +37,18 @@ from testbed.common.summary import summarize, table, write_summary
 from testbed.common.text import decoder, progress_line, text_fields
 from testbed.live.common.liveness import Heartbeat
 from testbed.live.ue.client import Client, close_session, fetch_references, handshake, open_session
-from testbed.live.ue.drafting import Drafter, check, load_drafter
-from testbed.live.ue.kept import Kept, in_prompt_order, keep_done
+from testbed.live.ue.drafting import check, load_drafter
+from testbed.live.ue.kept import in_prompt_order
+from testbed.live.ue.lanes import Lane, Local, lane_configs, open_lane, record, session_id
 from testbed.live.ue.retry import RetryExhausted
 from testbed.live.ue.ueconfig import UEConfig
 from testbed.live.ue.ueround import run_round
 from wisv.decoding.rejection import load_predictor, stop_rule
 from wisv.pairs import apply_pair
-from wisv.records.rows import RoundLog, RoundRow, to_frame
+from wisv.records.rows import RoundRow, to_frame
 from wisv.records.summary import spec_decode_metrics
 from wisv.tasks.prompts import prompt_rows
 from wisv.timing.protodesc import describe
-from wisv.timing.window import WindowTracker
 
 PROG = "python -m testbed.ue"  # as users type it: --help and error lines
 
@@ -74,33 +72,9 @@ def oracle_k(table: dict[float, int], csi) -> int:
     return table[min(table, key=lambda rtt: abs(rtt - csi.rtt_ms))]
 
 
-@dataclass
-class Local:
-    """What every prompt of a UE run shares: the drafter, its vocabulary, the stop rule and the emulated link."""
-
-    drafter: Drafter  # the drafter (a model, or prompt lookup) and the vocabulary it declares at OPEN
-    link: LinkSpec | None = None  # the emulated link (None: a real one, whose measured CSI is recorded)
-    stop: Callable | None = None  # WISP rejection predictor's stop rule
-    window: WindowTracker | None = None  # --draft-len/--tree-budget auto: what it learnt over the prompts so far
-    edge: dict = field(default_factory=dict)  # the edge's settings from its last OPEN_OK
-    endpoint: str = ""  # tcp://HOST:PORT the UE connects to
-    log: RoundLog | None = None  # every round appended as it happens (rounds.jsonl)
-
-    def tcp(self) -> tuple[int, int] | None:
-        """(data segments sent, retransmitted) of this host's TCP connections to the endpoint (None: unknown)."""
-        if not self.endpoint.startswith("tcp://"):
-            return None
-        try:
-            host, port = parse_hostport(self.endpoint.removeprefix("tcp://"))
-            return sample_tcp(socket.gethostbyname(host), port)
-        except (ValueError, OSError):  # not HOST:PORT, or a name that does not resolve
-            return None
-
-
 def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[int], index: int,
-               est: CSIEstimator) -> tuple[dict, list[RoundRow]]:
-    """Generate one prompt's output; returns the output record and its round records."""
-    sid = f"{cfg.ue_id}-{index}"
+               est: CSIEstimator, sid: str) -> tuple[dict, list[RoundRow]]:
+    """Generate one prompt's output in the edge session ``sid``; returns the output record and its round records."""
     t_link0 = time.time() - cfg.link_t0_epoch_s  # on the emulated link's clock (its outages)
     tcp_before = loc.tcp() if loc.link is None else None  # a real link: its TCP counters (loss estimate)
     edge = describe(cfg.protocol).edge_rounds  # False: on-device, no session with the edge
@@ -190,18 +164,18 @@ def _finite(rate: float) -> float | None:
     return rate if math.isfinite(rate) else None
 
 
-def run(cfg: UEConfig) -> dict:
-    """Run every prompt; write rounds.csv, outputs.jsonl, edge.json, summary.json and summary.csv; return the
-    summary.  A handshake refusal raises HandshakeError, an edge silent for the whole retry window RetryExhausted;
-    another edge error fails only its prompt."""
+def run(cfg: UEConfig) -> list[dict]:
+    """Run every prompt, under each lane's protocol in turn (testbed.live.ue.lanes); write each lane's rounds.csv,
+    outputs.jsonl, edge.json, summary.json and summary.csv; return their summaries.  A handshake refusal raises
+    HandshakeError, an edge silent for the whole retry window RetryExhausted; another edge error fails only its
+    prompt."""
     torch.set_num_threads(1)
     cfg = apply_pair(cfg, target=None)
     link = LinkSpec(**json.loads(cfg.link_json)) if cfg.link_json else None
-    csi_source(cfg, link)  # a bad --csi fails before any work
-    check(cfg)  # and a bad --drafter-head or --drafter ngram's protocol, before the drafter loads
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    config.write_config(out, cfg, config.provenance())  # --config OUT/config.toml reruns it
+    lane_cfgs = lane_configs(cfg)
+    for c in lane_cfgs:
+        csi_source(c, link)  # a bad --csi fails before any work
+        check(c)  # and a bad --drafter-head or --drafter ngram's protocol, before the drafter loads
     drafter = load_drafter(cfg)
     tok = drafter.tok
     prompts = prompt_rows(tok, "test", cfg.prompts, cfg.prompts_file, chat_template=cfg.chat_template)
@@ -210,42 +184,49 @@ def run(cfg: UEConfig) -> dict:
     stop = (stop_rule(load_predictor(cfg.rejection_predictor), cfg.rejection_threshold) if cfg.rejection_predictor
             else None)
     ids = [str(p["prompt_id"]) for p in prompts]
-    kept = keep_done(out, ids) if cfg.keep_done else Kept()  # testbed.run --continue: what an interrupted run did
-    loc = Local(drafter, link, stop, endpoint=cfg.connect, log=RoundLog(out / "rounds.jsonl", append=cfg.keep_done))
+    lanes = [open_lane(c, ids, lambda log: Local(drafter, link, stop, endpoint=cfg.connect, log=log))
+             for c in lane_cfgs]
     ctx, est = zmq.Context(), CSIEstimator(probe_target_ms=cfg.probe_ms, first_probe_bytes=max(cfg.probe_bytes, 1))
     client = Client(ctx, cfg.connect, cfg.ue_id, Limits(vocab_size=drafter.vocab_size),
                     cfg.recv_timeout_s, cfg.auth, Heartbeat(cfg.heartbeat_ivl_ms, cfg.heartbeat_timeout_ms),
                     cfg.retry_s)
-    all_rows, recs, refs, decode = list(kept.rows), list(kept.recs), None, decoder(tok)
+    refs, decode = None, decoder(tok)
     try:
         client.exchange(make(MsgType.PING, cfg.ue_id, None, seq=0, t_send=time.time()))  # connect; not a sample
-        with (out / "outputs.jsonl").open("a" if cfg.keep_done else "w") as f:
-            for i, p in enumerate(prompts):
-                if ids[i] in kept.ids:  # done before the interruption: same index, same seed for the rest
-                    print("PROGRESS " + json.dumps({"done": i + 1, "total": len(prompts), "prompt_id": ids[i]}),
-                          flush=True)
-                    continue
-                rec, rows = _safe_prompt(client, loc, cfg, p, i, est)
-                rec |= {} if rec.get("error") else text_fields(decode, p["prompt_ids"], rec["tokens"])
-                all_rows += rows
-                recs.append(rec)
-                f.write(json.dumps(rec) + "\n")
-                f.flush()
-                print("PROGRESS " + json.dumps({"done": i + 1, "total": len(prompts), "prompt_id": rec["prompt_id"],
-                                                "error": rec.get("error")}), flush=True)
-                print(progress_line(i + 1, len(prompts), rec), flush=True)
-        if cfg.keep_done:  # the kept prompts first, then the rest: in prompt order again, atomically
-            recs = in_prompt_order(recs, ids)
-            write_text_atomic(out / "outputs.jsonl", "".join(json.dumps(r) + "\n" for r in recs))
-        write_text_atomic(out / "edge.json", json.dumps(loc.edge, indent=1))
+        for i, p in enumerate(prompts):
+            for lane in lanes:
+                _lane_prompt(client, lane, p, i, len(prompts), est, decode, interleaved=len(lanes) > 1)
+        for lane in lanes:
+            if cfg.keep_done:  # the kept prompts first, then the rest: in prompt order again, atomically
+                lane.recs = in_prompt_order(lane.recs, ids)
+                write_text_atomic(lane.out / "outputs.jsonl", "".join(json.dumps(r) + "\n" for r in lane.recs))
+            write_text_atomic(lane.out / "edge.json", json.dumps(lane.local.edge, indent=1))
         if cfg.reference:
             refs = fetch_references(client, prompts, cfg.max_new_tokens, f"{cfg.ue_id}-ref", drafter.vocab)
     finally:
-        write_csv_atomic(out / "rounds.csv", to_frame(all_rows))
-        loc.log.close()
+        for lane in lanes:
+            lane.outputs.close()
+            write_csv_atomic(lane.out / "rounds.csv", to_frame(lane.rows))
+            lane.local.log.close()
         client.close()
         ctx.term()
-    return _summary(cfg, out, to_frame(all_rows), recs, prompts, tok, refs)
+    return [_summary(lane.cfg, lane.out, to_frame(lane.rows), lane.recs, prompts, tok, refs) for lane in lanes]
+
+
+def _lane_prompt(client: Client, lane: Lane, p: dict, i: int, n: int, est: CSIEstimator, decode,
+                 interleaved: bool) -> None:
+    """Prompt ``i`` of ``n`` under one lane's protocol (skipped when an interrupted run completed it), with its
+    PROGRESS line (testbed.run counts them) and a line with the start of its text."""
+    pid = str(p["prompt_id"])
+    progress = {"done": i + 1, "total": n, "prompt_id": pid} | ({"protocol": lane.cfg.protocol} if interleaved else {})
+    if pid in lane.kept.ids:  # done before the interruption: same index, same seed for the rest
+        print("PROGRESS " + json.dumps(progress), flush=True)
+        return
+    rec, rows = _safe_prompt(client, lane.local, lane.cfg, p, i, est, session_id(lane.cfg, i, interleaved))
+    rec |= {} if rec.get("error") else text_fields(decode, p["prompt_ids"], rec["tokens"])
+    record(lane, rec, rows)
+    print("PROGRESS " + json.dumps(progress | {"prompt_id": rec["prompt_id"], "error": rec.get("error")}), flush=True)
+    print(progress_line(i + 1, n, rec), flush=True)
 
 
 def _summary(cfg: UEConfig, out: Path, rounds: pd.DataFrame, recs: list[dict], prompts: list[dict], tok,
@@ -257,14 +238,14 @@ def _summary(cfg: UEConfig, out: Path, rounds: pd.DataFrame, recs: list[dict], p
     return s
 
 
-def _safe_prompt(client: Client, loc: Local, cfg: UEConfig, p: dict, i: int,
-                 est: CSIEstimator) -> tuple[dict, list[RoundRow]]:
+def _safe_prompt(client: Client, loc: Local, cfg: UEConfig, p: dict, i: int, est: CSIEstimator,
+                 sid: str) -> tuple[dict, list[RoundRow]]:
     """Run one prompt; an edge error or timeout is recorded for that prompt and the run goes on."""
     try:
-        return run_prompt(client, loc, cfg, str(p["prompt_id"]), list(p["prompt_ids"]), i, est)
+        return run_prompt(client, loc, cfg, str(p["prompt_id"]), list(p["prompt_ids"]), i, est, sid)
     except (EdgeError, TimeoutError, WireError) as e:
         if client.keepalive is not None:
-            client.keepalive.release(f"{cfg.ue_id}-{i}")  # the failed prompt's session: no longer kept alive
+            client.keepalive.release(sid)  # the failed prompt's session: no longer kept alive
         if isinstance(e, TimeoutError):
             client.reconnect()
         return {"prompt_id": str(p["prompt_id"]), "ue_id": cfg.ue_id, "tokens": [], "error": str(e)}, []
@@ -279,14 +260,17 @@ def main(argv: list[str] | None = None) -> None:
     print("CONFIG " + json.dumps(asdict(cfg)), flush=True)
     try:
         with capturing(cfg.capture, iface_for(cfg.capture, cfg.capture_iface, cfg.connect)):
-            s = run(cfg)
+            summaries = run(cfg)
     except (ValueError, FileNotFoundError, EdgeError, HandshakeError, TimeoutError, WireError,
             RetryExhausted) as e:  # a bad input path, a refusal, no edge
         print(f"{PROG}: error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
-    print(table([s]), flush=True)
+    print(table(summaries), flush=True)
     print(f"results in {cfg.out}", flush=True)
-    if s["errors"] and not s["prompts"]:
-        first = next(r["error"] for r in map(json.loads, (Path(cfg.out) / "outputs.jsonl").open()) if r.get("error"))
-        print(f"{PROG}: error: every prompt failed ({s['errors']}); the first: {first}", file=sys.stderr, flush=True)
-        sys.exit(1)
+    for c, s in zip(lane_configs(cfg), summaries):
+        if s["errors"] and not s["prompts"]:
+            first = next(r["error"] for r in map(json.loads, (Path(c.out) / "outputs.jsonl").open()) if r.get("error"))
+            of = f" of {c.protocol}" if cfg.interleave else ""
+            print(f"{PROG}: error: every prompt{of} failed ({s['errors']}); the first: {first}",
+                  file=sys.stderr, flush=True)
+            sys.exit(1)

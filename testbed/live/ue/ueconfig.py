@@ -64,6 +64,9 @@ class UEConfig:
     dtype: str = field(default="auto", metadata={
         "choices": DTYPE_CHOICES})  # the drafter's weights (auto: fp32 on CPU, bf16/fp16 on CUDA)
     protocol: str = field(default="auto", metadata={"choices": tuple(PROTOCOLS)})  # protocol of every session
+    interleave: list[str] = field(default_factory=list, metadata={  # run each prompt under each of these protocols
+        "choices": tuple(PROTOCOLS), "example": ["server", "greedy"]})  # in turn, into --out's {protocol} (--protocol
+    #   unused); empty: --protocol alone
     auto_rule: str = field(default="cost", metadata={"choices": AUTO_RULES})  # auto's FH/SH rule
     draft_len: int = field(default=8, metadata={  # K, draft tokens per round (the largest, with pipeline_depth);
         **DRAFT_LEN_TEXT, "example": 12})  # auto: per round

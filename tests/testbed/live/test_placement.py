@@ -45,5 +45,5 @@ def test_rejection_threshold_needs_a_predictor_and_reaches_the_ues():
     assert parse_args(["--rejection-predictor", "p.safetensors"]).ue.rejection_threshold is None  # the predictor's own
     from testbed.live.orchestrate.placement import Site
     site = Site(connect="tcp://127.0.0.1:5601", t0_epoch_s=0.0)
-    args = _ue_args(cfg, "greedy", site, Path("prompts.jsonl"), Path("out"), 0, 2)
+    args = _ue_args(cfg, ["greedy"], site, Path("prompts.jsonl"), Path("out"), 0, 2)
     assert args[args.index("--rejection-threshold") + 1] == "0.9"

@@ -110,7 +110,7 @@ def test_a_round_survives_a_lost_reply_or_a_restarted_edge(pair_dirs, target, ed
                                                            column) -> None:
     edge = edge_with(fault)
     cfg = ue_config(pair_dirs, tmp_path, edge.endpoint, protocol, recv_timeout_s=0.5, retry_s=20.0)
-    s = ue.run(cfg)
+    [s] = ue.run(cfg)
     assert edge.drafts > FAULT_AT  # the fault met a round in the middle of the prompt
     out = pd.read_json(tmp_path / "o" / "outputs.jsonl", lines=True)
     assert out["tokens"][0] == greedy_reference(target, PROMPT, MAX_NEW) and s["errors"] == 0
@@ -193,7 +193,7 @@ def test_a_stream_survives_a_lost_chunk_or_a_restarted_edge(pair_dirs, target, t
                         "none")
     edge = StreamEdge(server, fault)
     try:
-        s = ue.run(ue_config(pair_dirs, tmp_path, edge.endpoint, "server", recv_timeout_s=0.5, retry_s=20.0))
+        [s] = ue.run(ue_config(pair_dirs, tmp_path, edge.endpoint, "server", recv_timeout_s=0.5, retry_s=20.0))
     finally:
         edge.close()
     out = pd.read_json(tmp_path / "o" / "outputs.jsonl", lines=True)
