@@ -11,9 +11,11 @@ fits the per-phase and per-call overheads and the FLOP rate over all of them (th
 ``fit_ends`` once per end on its own model's timings (``ends``: what the simulator reads for the UE and the edge).
 The raw timings are written next to the record (``<out>.timings.csv``).
 
-Per-exchange overhead: a short ``testbed.run`` (or ``--link-run DIR``, an existing run) gives, per
-prompt, the time left after its measured compute and the ideal link model; the median per exchange is
-the fixed cost of the process hops (``wisv.timing.calibrate.fit_exchange_overhead``).
+Per-exchange overhead: a short ``testbed.run`` of greedy and server-only (or ``--link-run DIR``, an existing run)
+gives, per greedy prompt, the time left after its measured compute and the ideal link model; the median per exchange
+is the fixed cost of the process hops (``wisv.timing.calibrate.fit_exchange_overhead``).  Per-chunk overhead: from
+its server-only streams, the gap between two chunks' arrivals less the later one's passes and downlink time; the
+median is the edge's host work per chunk (``fit_chunk_overhead``; 0 when the run streamed nothing).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -41,6 +44,7 @@ from wisv.timing.calibrate import (
     Calibration,
     CallTiming,
     ComputeFit,
+    fit_chunk_overhead,
     fit_compute,
     fit_ends,
     fit_exchange_overhead,
@@ -49,6 +53,7 @@ from wisv.timing.calibrate import (
 )
 from wisv.timing.compute import ModelDims, draft_flops, verify_flops
 from wisv.timing.hardware import LOCAL_PROFILE_PATH
+from wisv.timing.protodesc import describe
 from wisv.timing.roundtime import n_weights
 
 
@@ -160,26 +165,40 @@ def medians_by_k(timings: list[CallTiming], fit: ComputeFit, end_fits: dict[str,
 
 def exchange_overhead(run_dir: Path, cal: Calibration, dims: tuple[ModelDims, ModelDims],
                       vocab: int) -> tuple[float, dict]:
-    """Median per-exchange residual over the prompts of every protocol of a testbed run."""
+    """Median per-exchange residual over the prompts of every speculative protocol of a testbed run."""
     from testbed.sim.validate import load_run, prompt_residuals, wire_deployment
     dep = wire_deployment(dims[0], dims[1], cal.for_end("ue"), cal.for_end("edge"), vocab=vocab)
     run = load_run(run_dir)
-    res = pd.concat([prompt_residuals(p, run, dep) for p in run.rounds], ignore_index=True)
+    res = pd.concat([prompt_residuals(p, run, dep) for p in run.rounds if describe(p).speculative], ignore_index=True)
     ex = fit_exchange_overhead(res["residual_s"].tolist(), res["exchanges"].tolist())
     return ex, {"run": str(run_dir), "prompts": len(res), "protocols": sorted(run.rounds),
                 "per_exchange_ms_quartiles": [float(x) * 1e3 for x in
                                               (res["residual_s"] / res["exchanges"]).quantile([0.25, 0.5, 0.75])]}
 
 
+def chunk_overhead(run_dir: Path) -> tuple[float, dict]:
+    """Median host time per streamed chunk over the server-only streams of a testbed run (0 without one)."""
+    from testbed.sim.validate import chunk_residuals, load_run
+    run = load_run(run_dir)
+    streams = [p for p in run.rounds if describe(p).edge_rounds and not describe(p).speculative]
+    res = [r for p in streams for r in chunk_residuals(p, run)]
+    if not res:
+        return 0.0, {"run": str(run_dir), "chunks": 0, "note": "no server-only stream in the run: not measured"}
+    quartiles = [float(x) * 1e3 for x in np.quantile(res, [0.25, 0.5, 0.75])]
+    return fit_chunk_overhead(res), {"run": str(run_dir), "chunks": len(res), "protocols": streams,
+                                     "per_chunk_ms_quartiles": quartiles}
+
+
 def short_link_run(cfg: CalibrateConfig) -> Path:
-    """A small greedy testbed.run on an emulated 20 Mbps / 20 ms link; returns its directory."""
+    """A small testbed.run of greedy and server-only, interleaved, on an emulated 20 Mbps / 20 ms link; returns its
+    directory."""
     from testbed.common.link import LinkSpec
     from testbed.live.edge.serveconfig import ServeConfig
     from testbed.live.orchestrate.run import RunConfig, run
     from testbed.live.ue.ueconfig import UEConfig
     out = Path("runs") / f"calibrate-link-{time.strftime('%Y%m%d-%H%M%S')}"
-    run(RunConfig(protocol="greedy", prompts=cfg.link_prompts, prompts_file=cfg.prompts_file, out=str(out),
-                  reference=False,
+    run(RunConfig(protocol="greedy,server", interleave=True, prompts=cfg.link_prompts, prompts_file=cfg.prompts_file,
+                  out=str(out), reference=False,
                   ue=UEConfig(draft_len=8, drafter=cfg.drafter), edge=ServeConfig(head="none", target=cfg.target),
                   link=LinkSpec(20.0, 20.0, 20.0)))
     return out
@@ -209,6 +228,7 @@ def calibrate(cfg: CalibrateConfig) -> Calibration:
     if not cfg.no_link:
         run_dir = Path(cfg.link_run) if cfg.link_run else short_link_run(cfg)
         cal.exchange_overhead_s, cal.notes["exchange"] = exchange_overhead(run_dir, cal, dims, dims[0].vocab)
+        cal.chunk_overhead_s, cal.notes["chunk"] = chunk_overhead(run_dir)
     save_calibration(cal, cfg.out)
     timings_csv = Path(cfg.out).with_suffix(".timings.csv")
     pd.DataFrame([asdict(t) for t in timings]).to_csv(timings_csv, index=False)
@@ -223,7 +243,8 @@ def _print(cal: Calibration, fit: ComputeFit) -> None:
           f"{p.pass_overhead_s * 1e3:.3f} ms/call + "
           f"{p.weight_read_s * 1e9:.3f} ns/weight/call + FLOPs / {fit.flops_per_s / 1e9:.1f} GFLOP/s "
           f"(|rel err| median {fit.rel_err_median:.1%}, p90 {fit.rel_err_p90:.1%}); eta = {p.eta:.3f} of "
-          f"{p.peak_tflops * 1e3:.1f} GFLOP/s; exchange overhead {cal.exchange_overhead_s * 1e3:.2f} ms")
+          f"{p.peak_tflops * 1e3:.1f} GFLOP/s; exchange overhead {cal.exchange_overhead_s * 1e3:.2f} ms, "
+          f"{cal.chunk_overhead_s * 1e3:.2f} ms a streamed chunk")
     for e, f in cal.end_fits.items():
         print(f"the {e}'s own fit on {f['n_used']}/{f['n_total']}: {f['phase_overhead_s'] * 1e3:.3f} ms/phase + "
               f"{f['pass_overhead_s'] * 1e3:.3f} ms/call + {f['weight_read_s'] * 1e9:.3f} ns/weight/call + FLOPs / "

@@ -117,10 +117,11 @@ def deployment(cfg, pair: PairCache, head: Head) -> tuple[Deployment, dict]:
         tf = wire_payload_bits(d.d_model, d.vocab, target_features=rows, d_t=t.d_model).tf_bits \
             if cfg.payload == "wire" else rows * t.d_model * 16
         pb = replace(pb, tf_bits=tf)
-    ex = exchange_overhead_s(cfg)
-    dep = Deployment(d, t, ue, edge, pb, head_hidden=head.hidden, csi_dim=head.csi_dim, exchange_overhead_s=ex)
+    ex, chunk = exchange_overhead_s(cfg), chunk_overhead_s(cfg)
+    dep = Deployment(d, t, ue, edge, pb, head_hidden=head.hidden, csi_dim=head.csi_dim, exchange_overhead_s=ex,
+                     chunk_overhead_s=chunk)
     resolved = {"dims": dims_desc, "drafter_dims": asdict(d), "target_dims": asdict(t), "ue": ue.to_dict(),
-                "edge": edge.to_dict(), "payload": asdict(pb), "exchange_overhead_s": ex}
+                "edge": edge.to_dict(), "payload": asdict(pb), "exchange_overhead_s": ex, "chunk_overhead_s": chunk}
     return dep, resolved
 
 
@@ -130,6 +131,13 @@ def exchange_overhead_s(cfg) -> float:
         return cfg.exchange_overhead_ms / 1e3
     if cfg.ue_profile == LOCAL and cfg.edge_profile == LOCAL:
         return load_calibration(cfg.local_profile or LOCAL_PROFILE_PATH).exchange_overhead_s
+    return 0.0
+
+
+def chunk_overhead_s(cfg) -> float:
+    """The calibrated host time per streamed chunk when the edge is ``local`` (its host sends them), else 0."""
+    if cfg.edge_profile == LOCAL:
+        return load_calibration(cfg.local_profile or LOCAL_PROFILE_PATH).chunk_overhead_s
     return 0.0
 
 

@@ -3,7 +3,9 @@
 ``generates == "target"`` (server-only, protocols/stream.py): the OPEN exchange (prompt ids up, an OK down, one RTT,
 the edge's prefill of prompt[:-1], one fixed exchange overhead), then the GENERATE (its request up, half an RTT),
 then the edge's target decodes one token per 1-row pass (the KV cache kept; the passes run back to back, one compute
-phase: the profile's phase cost once, its per-call cost each) and sends each chunk when it is full;
+phase: the profile's phase cost once, its per-call cost each) and sends each chunk when it is full, which costs the
+edge ``Deployment.chunk_overhead_s`` of host time before its next pass (calibrated: the gap between two chunks' arrivals
+beyond the later one's passes);
 the downlink serializes chunks in order (a chunk waits while the previous one is still on the wire) and the UE sees
 the last chunk half an RTT after its serialization ends.  ``generates == "drafter"`` (on-device): the UE's drafter
 prefills prompt[:-1] and decodes one token per 1-row pass; nothing goes over the link.  Speculative descriptions are
@@ -50,7 +52,7 @@ def stream_s(d: ProtocolDesc, prompt_len: int, n_tokens: int, csi_at: Callable[[
     steps = decode_steps_s(dep.target, prompt_len - 1, n_tokens, dep.edge, dep)  # the first reads the prompt's last
     while done < n_tokens:
         k = min(chunk_tokens, n_tokens - done)
-        t += sum(steps[done:done + k])
+        t += sum(steps[done:done + k]) + dep.chunk_overhead_s
         done += k
         c = csi_at(t)
         wire_free = max(t, wire_free) + down_s(downlink_bits(d, k, dep.payload), c)

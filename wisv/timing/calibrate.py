@@ -15,8 +15,8 @@ timings).  Timings whose relative residual is an outlier (another process took t
 the fit is repeated once.  ``profile_from_fit`` turns the fit into a ``HardwareProfile``:
 ``eta = R / peak`` against a measured dense-matmul peak, with the overheads as its per-call terms.
 
-A calibration record (``save_calibration``) is the profile plus the per-exchange overhead of the testbed
-and how both were measured; ``wisv.timing.hardware.load_profile`` reads its ``"profile"``.
+A calibration record (``save_calibration``) is the profile plus the per-exchange and per-chunk overheads of the
+testbed and how they were measured; ``wisv.timing.hardware.load_profile`` reads its ``"profile"``.
 
 A fit per end (``fit_ends``): the UE's profile from its own model's timings (the drafter's phases), the edge's from
 the target's (its verification passes and its back-to-back decode streams, server-only's phase).  One fit over both
@@ -166,6 +166,14 @@ def profile_from_fit(fit: ComputeFit, peak_tflops: float, name: str = "local", s
                            phase_overhead_s=fit.phase_overhead_s)
 
 
+def fit_chunk_overhead(residual_s: Sequence[float]) -> float:
+    """Host time per streamed chunk: the median over chunks of what the gap between two chunks' arrivals at the UE
+    leaves after the later one's passes and its downlink time, s (a negative median is clipped to 0)."""
+    if not len(residual_s):
+        raise ValueError("need at least one chunk after a stream's first to measure its overhead")
+    return max(0.0, float(np.median(np.asarray(residual_s, float))))
+
+
 def fit_exchange_overhead(residual_s: Sequence[float], exchanges: Sequence[int]) -> float:
     """Fixed time per request/reply exchange: the median over units (e.g. prompts) of residual / exchanges, s.
 
@@ -190,6 +198,7 @@ class Calibration:
     ends: dict[str, HardwareProfile] = field(default_factory=dict)  # {"ue": ..., "edge": ...}: a fit per end (empty:
     #   an older record, whose one profile serves both ends)
     end_fits: dict = field(default_factory=dict)  # {end: asdict(ComputeFit)}
+    chunk_overhead_s: float = 0.0  # host time per streamed chunk beyond its passes, s (0: not measured)
 
     def for_end(self, end: str) -> HardwareProfile:
         """The profile of one end ("ue" or "edge"): its own fit where the record has one, else the shared one."""
@@ -201,7 +210,8 @@ def save_calibration(cal: Calibration, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"profile": cal.profile.to_dict(), "exchange_overhead_s": cal.exchange_overhead_s, "fit": cal.fit,
-           "ends": {e: p.to_dict() for e, p in cal.ends.items()}, "end_fits": cal.end_fits, "notes": cal.notes}
+           "ends": {e: p.to_dict() for e, p in cal.ends.items()}, "end_fits": cal.end_fits,
+           "chunk_overhead_s": cal.chunk_overhead_s, "notes": cal.notes}
     path.write_text(json.dumps(doc, indent=1, default=_json_default) + "\n")
     return path
 
@@ -213,12 +223,13 @@ def load_calibration(path: str | Path) -> Calibration:
     doc = json.loads(Path(path).read_text())
     if "profile" not in doc:
         return Calibration(profile)
-    ex = float(doc.get("exchange_overhead_s", 0.0))
-    if not 0 <= ex < math.inf:
-        raise ValueError(f"{path}: exchange_overhead_s must be finite and >= 0, got {ex}")
+    ex, chunk = float(doc.get("exchange_overhead_s", 0.0)), float(doc.get("chunk_overhead_s", 0.0))
+    for name, v in (("exchange_overhead_s", ex), ("chunk_overhead_s", chunk)):
+        if not 0 <= v < math.inf:
+            raise ValueError(f"{path}: {name} must be finite and >= 0, got {v}")
     ends = {e: load_profile(path, e) for e in doc.get("ends", {})}
     return Calibration(profile, ex, dict(doc.get("fit", {})), dict(doc.get("notes", {})), ends,
-                       dict(doc.get("end_fits", {})))
+                       dict(doc.get("end_fits", {})), chunk)
 
 
 def _json_default(o: object) -> object:

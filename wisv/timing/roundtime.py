@@ -63,6 +63,8 @@ class Deployment:
     csi_dim: int = FEATURE_DIM  # d_c, length of the CSI feature vector fed to the head
     consts: FlopConstants = DEFAULT_CONSTANTS  # c1..c4 of eq. 13
     exchange_overhead_s: float = 0.0  # fixed host time per request/reply exchange (encode, process hops), s
+    chunk_overhead_s: float = 0.0  # host time per streamed chunk beyond its passes (the edge's send between two
+    #   passes, the hops to the UE), s: server-only's stream (wisv.timing.alone)
 
     @property
     def head_d_in(self) -> int:

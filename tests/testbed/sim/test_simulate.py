@@ -194,6 +194,30 @@ def _run_dir(tmp_path, t_e2e_s: float = 0.060):
     return run
 
 
+def test_chunk_residuals_are_the_gaps_between_chunks_beyond_their_passes(tmp_path):
+    """A server-only stream of three 1-token chunks: gaps of 5 and 6 ms, passes of 4 and 5 ms -> 1 ms each."""
+    from testbed.sim.calibrate import chunk_overhead
+    from testbed.sim.validate import chunk_residuals
+    run = _run_dir(tmp_path)
+    (run / "server").mkdir()
+    base = {"prompt_id": "p0", "protocol": "server", "draft_len": 0, "queried": 0, "exchanges": 0, "accepted": 0,
+            "mismatches": 0, "committed": 1, "uplink_bytes": 0, "downlink_bytes": 40, "t_draft_s": None,
+            "t_comm_s": None, "t_head_s": 0.0, "rtt_ms": 10.0, "rate_up_mbps": math.inf,
+            "rate_down_mbps": math.inf, "per": 0.0, "per_down": 0.0}
+    rounds = [base | {"round": i, "t_verify_s": v, "t_round_s": v, "t_arrival_s": a}
+              for i, (v, a) in enumerate([(0.003, 0.100), (0.004, 0.105), (0.005, 0.111)])]
+    pd.DataFrame(rounds).to_csv(run / "server" / "rounds.csv", index=False)
+    (run / "server" / "outputs.jsonl").write_text(json.dumps({"prompt_id": "p0", "tokens": [7] * 3,
+                                                              "t_e2e_s": 0.111}) + "\n")
+    assert chunk_residuals("server", load_run(run)) == pytest.approx([0.001, 0.001])
+    ms, notes = chunk_overhead(run)
+    assert ms == pytest.approx(0.001) and (notes["chunks"], notes["protocols"]) == (2, ["server"])
+    (run / "server" / "rounds.csv").unlink()
+    (run / "server" / "outputs.jsonl").unlink()
+    (run / "server").rmdir()
+    assert chunk_overhead(run)[0] == 0.0  # greedy alone streams nothing: not measured
+
+
 def test_with_prefix_and_residuals(tmp_path):
     run = load_run(_run_dir(tmp_path))
     r = with_prefix(run.rounds["greedy"], run.prompt_len)

@@ -32,6 +32,17 @@ def test_stream_is_open_generate_decode_and_the_last_chunk_on_the_link():
     assert alone_s(SERVER, p, n, lambda _t: FIXED, DEP) == pytest.approx(want)
 
 
+def test_each_chunk_costs_the_edge_its_host_time():
+    """The calibrated host time per chunk delays every later pass: n chunks of 1 token, n times it; 4 of 10, 4 times."""
+    n, p, host = 40, 30, 0.0003
+    base = stream_s(SERVER, p, n, lambda _t: FIXED, DEP)
+    dep = replace(DEP, chunk_overhead_s=host)
+    assert stream_s(SERVER, p, n, lambda _t: FIXED, dep) == pytest.approx(base + n * host)
+    four = stream_s(SERVER, p, n, lambda _t: FIXED, DEP, chunk_tokens=10)
+    assert stream_s(SERVER, p, n, lambda _t: FIXED, dep, chunk_tokens=10) == pytest.approx(four + 4 * host)
+    assert device_s(p, n, dep) == device_s(p, n, DEP)  # nothing streams on the device
+
+
 def test_a_slow_downlink_queues_the_chunks():
     """When a chunk takes longer on the wire than a decode step, the link is the bottleneck: n chunks' serialization."""
     slow = CSI.symmetric(0.002, 20.0)

@@ -8,6 +8,7 @@ from wisv.timing.calibrate import (
     CallTiming,
     ComputeFit,
     design_matrix,
+    fit_chunk_overhead,
     fit_compute,
     fit_ends,
     fit_exchange_overhead,
@@ -132,6 +133,13 @@ def test_fit_exchange_overhead_is_the_median_ratio():
         fit_exchange_overhead([0.1], [0])
 
 
+def test_fit_chunk_overhead_is_the_median_residual():
+    assert fit_chunk_overhead([0.0002, 0.0003, 0.0009]) == pytest.approx(0.0003)
+    assert fit_chunk_overhead([-0.001, -0.0001, 0.0002]) == 0.0  # a negative median is clipped
+    with pytest.raises(ValueError, match="at least one chunk"):
+        fit_chunk_overhead([])
+
+
 def test_calibration_record_round_trip(tmp_path):
     prof = HardwareProfile("local", 0.1, 0.5, "test", pass_overhead_s=A_PASS, weight_read_s=A_WEIGHT)
     cal = Calibration(prof, exchange_overhead_s=0.0015, fit={"n_used": 3}, notes={"idle_gap_ms": 20.0})
@@ -152,6 +160,9 @@ def test_calibration_record_keeps_a_profile_per_end(tmp_path):
     path = save_calibration(Calibration(shared, ends=ends), tmp_path / "local_profile.json")
     back = load_calibration(path)
     assert back.ends == ends and back.for_end("ue") == ends["ue"] and back.profile == shared
+    assert back.chunk_overhead_s == 0.0  # not measured
+    chunked = save_calibration(Calibration(shared, chunk_overhead_s=3e-4), tmp_path / "chunk.json")
+    assert load_calibration(chunked).chunk_overhead_s == 3e-4
     assert get_profile("local", path, end="edge") == ends["edge"] != get_profile("local", path)
     assert load_profile(path, "ue").role == "ue"
     with pytest.raises(ValueError, match="end must be one of"):
