@@ -106,7 +106,7 @@ def time_rounds(pair, cfg: CalibrateConfig) -> list[CallTiming]:
                 if r:
                     n = len(dr.tokens)
                     out.append(CallTiming("draft", n, w_d, draft_flops(dims_d, L, n), t_draft, k, L))
-                    out.append(CallTiming("verify", 1, w_t, verify_flops(dims_t, L, n), t_verify, k, L))
+                    out.append(CallTiming("verify", 1, w_t, verify_flops(dims_t, L, n), t_verify, k, L, multirow=1))
     return out
 
 
@@ -154,9 +154,10 @@ def medians_by_k(timings: list[CallTiming], fit: ComputeFit, end_fits: dict[str,
                  ) -> list[dict]:
     """Measured and predicted median seconds per (role, K): the fit at a glance (and each end's own fit's)."""
     df = pd.DataFrame([asdict(t) for t in timings])
-    df["pred"] = [fit.predict_s(t.passes, t.n_weights, t.flops) for t in timings]
+    df["pred"] = [fit.predict_s(t.passes, t.n_weights, t.flops, t.multirow) for t in timings]
     by_role = {r: f for e, f in (end_fits or {}).items() for r in END_ROLES[e]}
-    df["pred_end"] = [by_role[t.role].predict_s(t.passes, t.n_weights, t.flops) if t.role in by_role else math.nan
+    df["pred_end"] = [by_role[t.role].predict_s(t.passes, t.n_weights, t.flops, t.multirow) if t.role in by_role
+                      else math.nan
                       for t in timings]
     g = df.groupby(["role", "k"])[["seconds", "pred", "pred_end"]].median().reset_index()
     return [{"role": r.role, "k": int(r.k), "measured_ms": r.seconds * 1e3, "predicted_ms": r.pred * 1e3}
@@ -247,7 +248,8 @@ def _print(cal: Calibration, fit: ComputeFit) -> None:
           f"{cal.chunk_overhead_s * 1e3:.2f} ms a streamed chunk")
     for e, f in cal.end_fits.items():
         print(f"the {e}'s own fit on {f['n_used']}/{f['n_total']}: {f['phase_overhead_s'] * 1e3:.3f} ms/phase + "
-              f"{f['pass_overhead_s'] * 1e3:.3f} ms/call + {f['weight_read_s'] * 1e9:.3f} ns/weight/call + FLOPs / "
+              f"{f['pass_overhead_s'] * 1e3:.3f} ms/call + {f['weight_read_s'] * 1e9:.3f} ns/weight/call + "
+              f"{f['multirow_overhead_s'] * 1e3:.3f} ms/multi-row call + FLOPs / "
               f"{f['flops_per_s'] / 1e9:.1f} GFLOP/s (|rel err| median {f['rel_err_median']:.1%}, "
               f"p90 {f['rel_err_p90']:.1%})")
     for r in cal.notes["by_k"]:

@@ -3,11 +3,14 @@
 Model of one timed compute phase (a drafting run of K tokens = K calls, or a verification = one call) of
 ``passes`` forward calls of a model of ``n_weights`` weights doing ``flops`` FLOPs (eq. 13 counts)::
 
-    t = a_phase + passes * (a_pass + a_weight * n_weights) + flops / R
+    t = a_phase + passes * (a_pass + a_weight * n_weights) + multirow * a_multi + flops / R
 
 ``a_phase`` (s per phase: starting work after an idle wait), ``a_pass`` (s per call: dispatch),
 ``a_weight`` (s per weight per call: streaming the weights, which is what makes a 1-token pass of a
-bigger model slower even when its FLOPs are negligible) and ``R`` (FLOP/s) are fitted by non-negative
+bigger model slower even when its FLOPs are negligible), ``a_multi`` (s per call over more than one new position,
+``multirow`` of them: a verification's causal-mask path, which on a CPU costs a small target far more than a 1-row
+decode step: SmolLM2-135M, 91 ms for 2 rows after an idle wait against 55 ms for 1) and ``R`` (FLOP/s) are fitted by
+non-negative
 least squares on residuals relative to the median time of the timing's (role, K) group, ``(pred - t) /
 median_group``, so short drafting calls weigh as much as long ones while, within a group, the fit tends
 to the *mean* time (what sums of rounds need; dividing by each ``t`` itself would favour the fast
@@ -53,6 +56,7 @@ class CallTiming:
     seconds: float  # measured wall time, s
     k: int = 0  # draft window of the round (bookkeeping)
     l: int = 0  # committed prefix length at the start of the round, tokens (bookkeeping)
+    multirow: int = 0  # of the calls, those over more than one new position (a verification's K + 1 rows)
 
     @staticmethod
     def make_dummy(role: str = "draft") -> CallTiming:
@@ -71,16 +75,18 @@ class ComputeFit:
     n_total: int  # timings given
     rel_err_median: float  # median |pred - t| / t over the kept timings
     rel_err_p90: float  # 90th percentile of the same
+    multirow_overhead_s: float = 0.0  # a_multi, s per forward call over more than one new position
 
-    def predict_s(self, passes: float, n_weights: float, flops: float) -> float:
+    def predict_s(self, passes: float, n_weights: float, flops: float, multirow: float = 0) -> float:
         """Predicted seconds of a phase (the module docstring's model)."""
         fixed = self.phase_overhead_s + passes * (self.pass_overhead_s + self.weight_read_s * n_weights)
-        return fixed + flops / self.flops_per_s
+        return fixed + multirow * self.multirow_overhead_s + flops / self.flops_per_s
 
 
 def design_matrix(timings: Sequence[CallTiming]) -> np.ndarray:
-    """[N, 4]: 1 (the phase), passes, passes * n_weights, flops."""
-    return np.array([[1.0, t.passes, t.passes * t.n_weights, t.flops] for t in timings], dtype=np.float64)
+    """[N, 5]: 1 (the phase), passes, passes * n_weights, multirow calls, flops."""
+    return np.array([[1.0, t.passes, t.passes * t.n_weights, t.multirow, t.flops] for t in timings],
+                    dtype=np.float64)
 
 
 def fit_compute(timings: Sequence[CallTiming], outlier_mads: float = OUTLIER_MADS,
@@ -89,7 +95,7 @@ def fit_compute(timings: Sequence[CallTiming], outlier_mads: float = OUTLIER_MAD
     FLOP rate given, not fitted: only the overheads are)."""
     if len(timings) < 4:
         raise ValueError(f"need at least 4 timings to fit 4 coefficients, got {len(timings)}")
-    x, t = design_matrix(timings), np.array([s.seconds for s in timings], dtype=np.float64)  # [N, 4], [N]
+    x, t = design_matrix(timings), np.array([s.seconds for s in timings], dtype=np.float64)  # [N, 5], [N]
     if not (t > 0).all():
         raise ValueError("every timing must have seconds > 0")
     if flops_per_s is not None and not 0 < flops_per_s < math.inf:
@@ -103,11 +109,11 @@ def fit_compute(timings: Sequence[CallTiming], outlier_mads: float = OUTLIER_MAD
     if mad > 0:
         keep = rel - med >= -outlier_mads * mad  # slow outliers have pred << t, i.e. rel very negative
         coef = _nnls_relative(x[keep], t[keep], scale[keep], flops_per_s)
-    if not coef[3] > 0:
+    if not coef[-1] > 0:
         raise ValueError("the timings do not determine a FLOP rate; time calls of different sizes (several K)")
     err = np.abs(x[keep] @ coef / t[keep] - 1.0)
-    return ComputeFit(float(coef[0]), float(coef[1]), float(coef[2]), float(1.0 / coef[3]), int(keep.sum()), len(t),
-                      float(np.median(err)), float(np.quantile(err, 0.9)))
+    return ComputeFit(float(coef[0]), float(coef[1]), float(coef[2]), float(1.0 / coef[-1]), int(keep.sum()), len(t),
+                      float(np.median(err)), float(np.quantile(err, 0.9)), float(coef[3]))
 
 
 def fit_ends(timings: Sequence[CallTiming], outlier_mads: float = OUTLIER_MADS) -> dict[str, ComputeFit]:
@@ -135,10 +141,10 @@ def group_medians(timings: Sequence[CallTiming]) -> np.ndarray:
 
 
 def _nnls_relative(x: np.ndarray, t: np.ndarray, w: np.ndarray, flops_per_s: float | None = None) -> np.ndarray:
-    """Coefficients c >= 0 minimising sum(((x c - t) / w)^2); x [N, 4], t [N], w [N] -> c [4] (c[3] = 1/R; given
-    ``flops_per_s``, c[3] is fixed at its inverse and the other three are fitted)."""
+    """Coefficients c >= 0 minimising sum(((x c - t) / w)^2); x [N, M], t [N], w [N] -> c [M] (the last, 1/R; given
+    ``flops_per_s``, it is fixed at its inverse and the others are fitted)."""
     if flops_per_s is not None:
-        c = _nnls_relative_free(x[:, :3], t - x[:, 3] / flops_per_s, w)
+        c = _nnls_relative_free(x[:, :-1], t - x[:, -1] / flops_per_s, w)
         return np.append(c, 1.0 / flops_per_s)
     return _nnls_relative_free(x, t, w)
 
@@ -163,7 +169,7 @@ def profile_from_fit(fit: ComputeFit, peak_tflops: float, name: str = "local", s
     note = f"fit: R = {r_tflops * 1e3:.3g} GFLOP/s against a measured peak of {peak_tflops * 1e3:.3g} GFLOP/s"
     return HardwareProfile(name, peak_tflops=peak, eta=min(1.0, r_tflops / peak), source=f"{source} [{note}]".strip(),
                            role=role, pass_overhead_s=fit.pass_overhead_s, weight_read_s=fit.weight_read_s,
-                           phase_overhead_s=fit.phase_overhead_s)
+                           phase_overhead_s=fit.phase_overhead_s, multirow_overhead_s=fit.multirow_overhead_s)
 
 
 def fit_chunk_overhead(residual_s: Sequence[float]) -> float:

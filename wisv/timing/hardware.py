@@ -50,6 +50,8 @@ class HardwareProfile:
     pass_overhead_s: float = 0.0  # fixed time per forward call (dispatch, launches), s; 0 = pure eq. 11
     weight_read_s: float = 0.0  # time per model weight per forward call (weight streaming), s; 0 = pure eq. 11
     phase_overhead_s: float = 0.0  # fixed time per compute phase (drafting run or verification), s; 0 = pure eq. 11
+    multirow_overhead_s: float = 0.0  # fixed time per forward call over more than one new position (a verification
+    #   or a prefill: the causal-mask path) beyond a 1-row call's, s; 0 = pure eq. 11
 
     def __post_init__(self) -> None:
         if not self.peak_tflops > 0:
@@ -60,7 +62,7 @@ class HardwareProfile:
             raise ValueError(f"HardwareProfile.role must be one of {ROLES}, got {self.role!r}")
         if self.mem_bw_gbps is not None and not self.mem_bw_gbps > 0:
             raise ValueError(f"HardwareProfile.mem_bw_gbps must be > 0 or None, got {self.mem_bw_gbps}")
-        for name in ("pass_overhead_s", "weight_read_s", "phase_overhead_s"):
+        for name in ("pass_overhead_s", "weight_read_s", "phase_overhead_s", "multirow_overhead_s"):
             if not 0 <= getattr(self, name) < float("inf"):
                 raise ValueError(f"HardwareProfile.{name} must be finite and >= 0, got {getattr(self, name)}")
 
@@ -69,12 +71,14 @@ class HardwareProfile:
         """eta * F_peak, FLOP/s."""
         return self.eta * self.peak_tflops * 1e12
 
-    def call_overhead_s(self, n_weights: float, passes: float = 1) -> float:
-        """Fixed cost of one compute phase of ``passes`` forward calls of an ``n_weights``-weight model, s
-        (on top of eq. 11): one phase overhead plus the per-call costs; 0 for no calls."""
+    def call_overhead_s(self, n_weights: float, passes: float = 1, multirow: float = 0) -> float:
+        """Fixed cost of one compute phase of ``passes`` forward calls of an ``n_weights``-weight model, ``multirow``
+        of them over more than one new position, s (on top of eq. 11): one phase overhead plus the per-call costs; 0
+        for no calls."""
         if passes <= 0:
             return 0.0
-        return self.phase_overhead_s + passes * (self.pass_overhead_s + self.weight_read_s * n_weights)
+        return (self.phase_overhead_s + passes * (self.pass_overhead_s + self.weight_read_s * n_weights)
+                + multirow * self.multirow_overhead_s)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -128,8 +128,9 @@ def t_draft_s(dims_d: ModelDims, L: int, K: int, ue: HardwareProfile, c: FlopCon
 
 def t_verify_s(dims_t: ModelDims, L: int, K: int, edge: HardwareProfile,
                c: FlopConstants = DEFAULT_CONSTANTS) -> float:
-    """Eq. 16: T_verify = F_verify / (eta_ES * F_ES), plus the edge's fixed cost of one phase of one call."""
-    return compute_s(verify_flops(dims_t, L, K, c), edge) + edge.call_overhead_s(n_weights(dims_t, c), 1)
+    """Eq. 16: T_verify = F_verify / (eta_ES * F_ES), plus the edge's fixed cost of one phase of one call (over K + 1
+    positions: a multi-row call)."""
+    return compute_s(verify_flops(dims_t, L, K, c), edge) + edge.call_overhead_s(n_weights(dims_t, c), 1, 1)
 
 
 def t_prefill_s(dims: ModelDims, n_tokens: int, profile: HardwareProfile,
@@ -137,7 +138,8 @@ def t_prefill_s(dims: ModelDims, n_tokens: int, profile: HardwareProfile,
     """One forward call over ``n_tokens`` new tokens with an empty cache (a prompt prefill), s."""
     if n_tokens <= 0:
         return 0.0
-    return compute_s(verify_flops(dims, 0, n_tokens, c), profile) + profile.call_overhead_s(n_weights(dims, c), 1)
+    return (compute_s(verify_flops(dims, 0, n_tokens, c), profile)
+            + profile.call_overhead_s(n_weights(dims, c), 1, int(n_tokens > 1)))
 
 
 def n_exchanges(protocol: str, m: float) -> int:

@@ -1,5 +1,7 @@
 """Local-profile calibration: the per-call time model, its least-squares fit, the record, the `local` lookup."""
 
+from dataclasses import replace
+
 import pytest
 
 from channel.csi import CSI
@@ -51,7 +53,9 @@ def test_predict_by_hand():
     fit = ComputeFit(A_PHASE, A_PASS, A_WEIGHT, RATE, 1, 1, 0.0, 0.0)
     # 2 ms + 8 calls * (1 ms + 2 ns * 4e5 = 0.8 ms) + 8e6 / 5e10 (0.16 ms) = 16.56 ms
     assert fit.predict_s(8, 4e5, 8e6) == pytest.approx(16.56e-3)
-    assert design_matrix([CallTiming.make_dummy()]).tolist() == [[1.0, 8.0, 8 * 4e5, 8e6]]
+    assert design_matrix([CallTiming.make_dummy()]).tolist() == [[1.0, 8.0, 8 * 4e5, 0.0, 8e6]]
+    multi = ComputeFit(A_PHASE, A_PASS, A_WEIGHT, RATE, 1, 1, 0.0, 0.0, multirow_overhead_s=3e-3)
+    assert multi.predict_s(1, 4e5, 8e6, multirow=1) == pytest.approx(fit.predict_s(1, 4e5, 8e6) + 3e-3)
 
 
 def test_fit_recovers_exact_coefficients():
@@ -88,7 +92,8 @@ def _two_ends() -> list[CallTiming]:
     """The UE's drafting phases (its own overheads) and the edge's verifications and decode streams (others), one
     FLOP rate: what a calibration on one machine times."""
     ue = [CallTiming("draft", k, 4e5, k * 1e6, 3e-3 + k * 0.5e-3 + k * 1e6 / RATE) for k in (1, 2, 4, 8, 16, 32)]
-    edge = [CallTiming("verify", 1, 3e6, k * 6e6, 6e-3 + 2e-3 + k * 6e6 / RATE) for k in (1, 2, 4, 8, 16, 32)]
+    edge = [CallTiming("verify", 1, 3e6, k * 6e6, 6e-3 + 2e-3 + 3e-3 + k * 6e6 / RATE, multirow=1)
+            for k in (1, 2, 4, 8, 16, 32)]  # a verification's K + 1 rows: 3 ms more than a 1-row call
     edge += [CallTiming("decode", n, 3e6, n * 6e6, 6e-3 + n * 2e-3 + n * 6e6 / RATE) for n in (1, 4, 16, 48)]
     return ue + edge
 
@@ -100,8 +105,11 @@ def test_fit_ends_gives_each_end_its_own_overheads():
     assert fits["edge"].flops_per_s == pytest.approx(RATE, rel=1e-6) == fits["ue"].flops_per_s
     for end, roles in (("ue", ("draft",)), ("edge", ("verify", "decode"))):
         for t in (t for t in data if t.role in roles):
-            assert fits[end].predict_s(t.passes, t.n_weights, t.flops) == pytest.approx(t.seconds, rel=1e-6)
+            assert fits[end].predict_s(t.passes, t.n_weights, t.flops, t.multirow) == pytest.approx(t.seconds,
+                                                                                                   rel=1e-6)
     assert fits["edge"].phase_overhead_s == pytest.approx(6e-3, rel=1e-6)  # the idle wait's cost, once a stream
+    assert fits["edge"].multirow_overhead_s == pytest.approx(3e-3, rel=1e-6)  # what a multi-row call costs more
+    assert profile_from_fit(fits["edge"], 0.1).multirow_overhead_s == fits["edge"].multirow_overhead_s
     joint = fit_compute(data)
     assert joint.rel_err_p90 > 0.05  # one set of overheads for both models misprices some phases
 
@@ -189,6 +197,18 @@ def test_profile_overheads_default_to_zero_and_are_validated():
         HardwareProfile("x", 1.0, 0.5, "t", weight_read_s=float("inf"))
     with pytest.raises(ValueError, match="phase_overhead_s"):
         HardwareProfile("x", 1.0, 0.5, "t", phase_overhead_s=-1e-3)
+    with pytest.raises(ValueError, match="multirow_overhead_s"):
+        HardwareProfile("x", 1.0, 0.5, "t", multirow_overhead_s=-1e-3)
+
+
+def test_a_multi_row_call_pays_its_extra_cost_where_it_runs():
+    """A verification (K + 1 rows) and a prefill of more than one token pay it; drafting and 1-row calls do not."""
+    m = replace(PROF, multirow_overhead_s=2e-3)
+    assert m.call_overhead_s(1e6, 1, 1) == pytest.approx(PROF.call_overhead_s(1e6, 1) + 2e-3)
+    assert t_verify_s(DRAFTER, 3, 2, m) == pytest.approx(t_verify_s(DRAFTER, 3, 2, PROF) + 2e-3)
+    assert t_prefill_s(DRAFTER, 2, m) == pytest.approx(t_prefill_s(DRAFTER, 2, PROF) + 2e-3)
+    assert t_prefill_s(DRAFTER, 1, m) == t_prefill_s(DRAFTER, 1, PROF)
+    assert t_draft_s(DRAFTER, 3, 4, m) == t_draft_s(DRAFTER, 3, 4, PROF)
 
 
 # f(l) = 32 l + 720 for this drafter (tests/wisv/timing/test_roundtime.py), so n_weights = 360
