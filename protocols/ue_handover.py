@@ -7,11 +7,14 @@ speculative round with the auto window's measured terms and the edge generating 
 the edge's target decodes that many tokens greedily and answers one CHUNK, which the UE commits (greedy output stays
 the target's: they are its tokens).  The drafter's pass over the chunk says where it would have agreed, which keeps
 the acceptance estimate alive while nothing is drafted, and the CHUNK's decode time is the edge's measured time per
-token.  Nothing is handed over before the first verdict (nothing is measured yet); until a CHUNK measured the edge
-alone, one round is handed over as a probe when the guess is near enough (``should_probe``), so that a guess that
-errs high does not keep the edge from ever being measured.  A chunk is never larger than the edge is predicted to
-generate within a quarter of the UE's reply timeout (``max_chunk_tokens``): a longer one would never arrive, the UE
-would reconnect and ask for it again, and the edge, busy with it, would keep every other session waiting.
+token.  That pass waits until the next round (``follow_chunk``): after the next GENERATE is sent, while the edge
+generates, or before the next draft; so the choice before a round reads the agreement up to the chunk before the
+last (a drafter that agrees again brings speculation back one chunk later), and a prompt's last chunk costs no pass.
+Nothing is handed over before the first verdict (nothing is measured yet); until a CHUNK measured the edge alone,
+one round is handed over as a probe when the guess is near enough (``should_probe``), so that a guess that errs high
+does not keep the edge from ever being measured. A chunk is never larger than the edge is predicted to generate
+within a quarter of the UE's reply timeout (``max_chunk_tokens``): a longer one would never arrive, the UE would
+reconnect and ask for it again, and the edge, busy with it, would keep every other session waiting.
 """
 from __future__ import annotations
 
@@ -44,7 +47,6 @@ class EdgeRound:
     index: int  # the session's round index
     protocol: str  # the session's protocol
     tokens: list[int]  # the committed tokens
-    agreed: int  # how many of them the drafter's greedy choice matched
     t_decode_s: float  # the edge's passes, s
     t_edge_s: float  # edge time from GENERATE to CHUNK, s
     choice: HandOver  # what decided it
@@ -90,23 +92,30 @@ def generate_message(sess, choice: HandOver) -> Message:
     return make(MsgType.GENERATE, sess.sid, None, round=sess.n_rounds, tokens=choice.tokens, **sess.token)
 
 
+def follow_chunk(sess) -> None:
+    """The drafter's pass over the last CHUNK's tokens (committed; its next draft needs them), and the agreement it
+    shows: where its greedy choice was the target's token."""
+    if sess.unfollowed:
+        agree = sess.d.agreement(sess.unfollowed)
+        sess.window.history = agreement_history(sess.window.history, agree)
+        sess.unfollowed = []
+
+
 def commit_chunk(sess, choice: HandOver, msg: Message) -> EdgeRound:
-    """Commit the edge's CHUNK for the handed-over round; learn the drafter's agreement over its tokens and the
-    edge's decode time per token."""
+    """Commit the edge's CHUNK for the handed-over round and learn the edge's decode time per token; the drafter
+    follows the chunk later (``follow_chunk``)."""
     if msg.type != MsgType.CHUNK or msg.header["round"] != sess.n_rounds:
         raise EdgeError(f"unexpected {msg.type.name} while waiting for the edge's round {sess.n_rounds}")
     c = Chunk.of(msg.header, msg.tensors)
     tokens = truncate_output([int(t) for t in c.tokens], sess.p.max_new_tokens - len(sess.tokens), sess.eos)
-    agree = sess.d.agreement(tokens)
     w = sess.window
-    w.history = agreement_history(w.history, agree)
     per = c.t_decode_s / len(tokens)
     w.edge_decode_s = per if w.edge_decode_s is None else w.edge_decode_s + DECODE_SMOOTH * (per - w.edge_decode_s)
     w.since_edge_rounds = 0
-    r = EdgeRound(sess.n_rounds, sess.proto.name, tokens, sum(agree), c.t_decode_s, c.t_edge_s, choice, c.drafted,
-                  c.accepted)
+    r = EdgeRound(sess.n_rounds, sess.proto.name, tokens, c.t_decode_s, c.t_edge_s, choice, c.drafted, c.accepted)
     sess.edge_chunk = choice.tokens
     sess.tokens.extend(tokens)
+    sess.unfollowed = tokens
     sess.n_rounds += 1
     sess.done = c.done or len(sess.tokens) >= sess.p.max_new_tokens or tokens[-1] == sess.eos
     return r

@@ -22,7 +22,7 @@ from protocols.handshake import Vocab, vocab_refusal
 from protocols.registry import HIDDEN_PROTOCOLS, Protocol, get_protocol, servable
 from protocols.rounds import AutoWindow, RoundState, UEParams
 from protocols.typed import OpenOk, Verdict
-from protocols.ue_handover import commit_chunk, generate_message, hand_over
+from protocols.ue_handover import commit_chunk, follow_chunk, generate_message, hand_over
 from protocols.wire import Message, MsgType, make
 from wisv.decoding.sessions import DraftSession
 from wisv.decoding.speculative import truncate_output
@@ -77,6 +77,7 @@ class UESession:
         self.proto: Protocol = get_protocol(params.protocol)
         self.shape = self.proto.rounds()  # the round, where a chain and a tree differ
         self.edge_chunk = 0  # tokens of the last round handed to the edge, when the rounds since were the edge's
+        self.unfollowed: list[int] = []  # the last CHUNK's tokens, committed, that the drafter has not passed over yet
         self.window = window or self.shape.tracker(params)  # --draft-len/--tree-budget auto (a UE's prompts share it)
         self.gen = torch.Generator().manual_seed(params.seed)
         self.stats = MismatchStats()
@@ -91,7 +92,7 @@ class UESession:
     def open_message(self) -> Message:
         """OPEN with the committed prefix (the prompt, plus the tokens committed so far when the session is resumed
         after the edge lost it), the budget left, and the round in flight (or next) as the first round."""
-        prompt = np.asarray(self.d.seq, dtype=np.int32)
+        prompt = np.asarray([*self.d.seq, *self.unfollowed], dtype=np.int32)
         vocab = {} if self.p.vocab is None else self.p.vocab.header()
         asks = {"features": self.p.target_features} if self.p.target_features else {}
         asks |= {"drafter_hidden": self.d.hidden_size} if self.d.hidden_size else {}  # none: a drafter of ids only
@@ -130,10 +131,12 @@ class UESession:
         choice = hand_over(self, csi_est)
         if choice is not None and choice.edge_alone:
             link.send(generate_message(self, choice))
+            follow_chunk(self)  # the drafter's pass over the last chunk while the edge generates the next
             for reply in link.replies():
                 if reply.type == MsgType.ERROR:
                     raise edge_error(reply)
                 return commit_chunk(self, choice, reply)
+        follow_chunk(self)  # drafting goes on from the last chunk
         self.edge_chunk = 0
         link.send(self.next_draft(csi_est))
         t0 = time.perf_counter()

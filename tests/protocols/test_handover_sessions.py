@@ -50,7 +50,8 @@ def test_auto_hands_rounds_to_the_edge_on_a_poor_link_and_stays_lossless(pair) -
     assert ue.tokens == reference(pair, PROMPTS[1]).tokens  # the target's greedy output
     assert edge.done and edge.generated == len(ue.tokens)
     assert ue.window.edge_decode_s is not None and ue.window.edge_decode_s > 0  # learnt from the CHUNKs
-    assert ue.d.seq[len(PROMPTS[1]):] == ue.tokens  # the drafter followed every chunk
+    assert ue.d.seq[len(PROMPTS[1]):] + ue.unfollowed == ue.tokens  # the drafter followed every chunk but the last
+    assert ue.unfollowed and ue.unfollowed == rounds[-1].tokens  # which costs it no pass: the prompt is done
 
 
 def test_a_protocol_that_does_not_choose_never_hands_over(pair) -> None:
@@ -85,3 +86,22 @@ def test_a_run_of_the_edges_rounds_doubles_its_chunks(pair) -> None:
     assert sizes[0] >= 16 and len(sizes) <= 2  # over the poor link's RTT: chunks of 16 or more, doubling or
     #   larger at once (CHUNK_REACH), never the three or more round trips 16-token chunks would take
     assert ue.tokens == reference(pair, PROMPTS[1]).tokens
+
+
+def test_the_drafter_follows_a_chunk_while_the_edge_generates_the_next(pair) -> None:
+    """After a CHUNK the drafter lags by its tokens (a resumed OPEN still names them); the next round's GENERATE goes
+    out first, then the drafter's pass over them, which updates the agreement history."""
+    from protocols.ue_handover import follow_chunk
+    edge, ue = open_pair(pair, PROMPTS[1], protocol="auto", draft_len=4, max_new_tokens=40)
+    link = Loopback(edge)
+    rounds = [ue.play_round(POOR, link)]
+    while not isinstance(rounds[-1], EdgeRound):
+        rounds.append(ue.play_round(POOR, link))
+    chunk = rounds[-1].tokens
+    assert ue.unfollowed == chunk and ue.d.seq == PROMPTS[1] + ue.tokens[:-len(chunk)]
+    assert ue.open_message().tensors["prompt"].tolist() == PROMPTS[1] + ue.tokens  # the whole committed prefix
+    seen = ue.window.history
+    follow_chunk(ue)
+    assert ue.unfollowed == [] and ue.d.seq == PROMPTS[1] + ue.tokens and ue.window.history != seen
+    follow_chunk(ue)  # nothing left: no pass
+    assert ue.d.seq == PROMPTS[1] + ue.tokens
