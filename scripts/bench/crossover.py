@@ -140,16 +140,21 @@ def auto_vs_best(times: pd.DataFrame, protocols: list[str]) -> dict:
 
 def predicted(cfg: CrossoverConfig, profile: str) -> pd.DataFrame:
     """The latency model's table on the same prompts and grid (every protocol but the choosers)."""
-    methods = [p for p in cfg.protocols if not describe(p).chooses]
     out = Path(cfg.out) / "simulate"
+    cmd = simulate_argv(cfg, profile, out)
+    print("$", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return pd.read_csv(out / "table.csv")
+
+
+def simulate_argv(cfg: CrossoverConfig, profile: str, out: Path) -> list[str]:
+    """testbed.simulate's command for the map's grid: the protocols that do not choose, each end's local profile."""
+    methods = [p for p in cfg.protocols if not describe(p).chooses]
     cmd = [sys.executable, "-m", "testbed.simulate", "--methods", *methods, "--draft-lens", str(cfg.draft_len),
            "--rates-mbps", *map(str, cfg.rates_mbps), "--rtts-ms", *map(str, cfg.rtts_ms), "--prompts",
            str(cfg.prompts), "--max-new-tokens", str(cfg.max_new_tokens), "--head", "none", "--ue-profile", "local",
            "--edge-profile", "local", "--payload", "wire", "--local-profile", profile, "--out", str(out)]
-    cmd += (["--pair", cfg.pair] if cfg.pair else []) + (["--interleave"] if cfg.interleave else [])
-    print("$", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    return pd.read_csv(out / "table.csv")
+    return cmd + (["--pair", cfg.pair] if cfg.pair else [])
 
 
 def cell_rows(cfg: CrossoverConfig, sim: pd.DataFrame) -> pd.DataFrame:

@@ -1,7 +1,7 @@
 """The crossover map's pure parts: the winners of a cell read from the descriptions, and bad input refused."""
 from __future__ import annotations
 
-from scripts.bench.crossover import main, winners
+from scripts.bench.crossover import CrossoverConfig, main, simulate_argv, winners
 
 
 def test_winners_lossless_leaves_out_on_device():
@@ -71,3 +71,13 @@ def test_a_missing_profile_is_one_line_exit_2_before_any_cell(tmp_path, capsys):
     assert main(["--local-profile", str(tmp_path / "none.json"), "--out", str(out)]) == 2
     assert "--local-profile: no such file" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_the_prediction_is_a_simulate_command_testbed_simulate_parses(tmp_path):
+    """Only the flags testbed.simulate takes: --pair, not the cells' --interleave (a run's flag)."""
+    from testbed.sim.cli import parse_args
+    cfg = CrossoverConfig(pair="smollm2", protocols=["server", "greedy", "auto"], interleave=True)
+    argv = simulate_argv(cfg, str(tmp_path / "p.json"), tmp_path / "sim")
+    assert argv[1:3] == ["-m", "testbed.simulate"] and "--interleave" not in argv
+    sim = parse_args(argv[3:])
+    assert (sim.methods, sim.pair, sim.local_profile) == (["server", "greedy"], "smollm2", str(tmp_path / "p.json"))
