@@ -23,10 +23,10 @@ from testbed.common.link import LinkSpec
 from testbed.common.machine import machine_info
 from wisv.records.rows import read_records
 from wisv.tasks.jsonl import read_jsonl
-from wisv.timing.alone import alone_s, open_exchange_s
+from wisv.timing.alone import alone_s, decode_steps_s, open_exchange_s
 from wisv.timing.compute import compute_s, verify_flops
 from wisv.timing.protodesc import describe
-from wisv.timing.roundtime import Deployment, RoundInputs, round_time_s
+from wisv.timing.roundtime import Deployment, RoundInputs, round_time_s, round_times
 
 CSI_COLUMNS = ("rate_up_mbps", "rate_down_mbps", "rtt_ms", "per", "per_down")
 
@@ -134,6 +134,24 @@ def predict_prompt(protocol: str, recs: list[dict], prompt_len: int, fallback: C
     return open_s(prompt_len, row_csi(recs[0], fallback), dep) + pred_rounds, pred_rounds
 
 
+def compute_ratio(protocol: str, recs: list[dict], dep: Deployment) -> float:
+    """The prompt's measured compute over the profile's for the same work: its rounds' drafting and verification
+    (a stream's passes, on-device's drafter steps), s/s.  Not a prediction: it separates the machine's speed on the
+    day (a shared VM drifts by tens of percent between minutes) from the rest of the model's error."""
+    d = describe(protocol)
+    measured = sum(float(r.get(c) or 0.0) for r in recs for c in ("t_draft_s", "t_verify_s")
+                   if not (isinstance(r.get(c), float) and math.isnan(r[c])))
+    if d.speculative:
+        times = [round_times(RoundInputs(r["protocol"], k=max(1, int(r["drafted"])), l=int(r["prefix_len"])),
+                             CSI.ideal(), dep) for r in recs]
+        predicted = sum(t.draft_s + t.verify_s for t in times)
+    else:
+        dims, profile = (dep.target, dep.edge) if d.edge_rounds else (dep.drafter, dep.ue)
+        n = int(sum(int(r["committed"]) for r in recs))
+        predicted = sum(decode_steps_s(dims, int(recs[0]["prefix_len"]) - 1, n, profile, dep))
+    return measured / predicted if predicted > 0 else math.nan
+
+
 def predict_prompts(protocol: str, run: RunData, dep: Deployment) -> pd.DataFrame:
     """One row per successful prompt: prompt_id, protocol, predicted_s, measured_s, rounds, rounds-only parts."""
     fallback = LinkSpec(**run.link).fixed_csi()
@@ -143,20 +161,23 @@ def predict_prompts(protocol: str, run: RunData, dep: Deployment) -> pd.DataFram
         recs = g.to_dict("records")
         total, pred_rounds = predict_prompt(protocol, recs, run.prompt_len[pid], fallback, dep)
         rows.append({"prompt_id": pid, "protocol": protocol, "rounds": len(recs), "predicted_s": total,
-                     "predicted_rounds_s": pred_rounds, "measured_rounds_s": float(g["t_round_s"].sum())})
+                     "predicted_rounds_s": pred_rounds, "measured_rounds_s": float(g["t_round_s"].sum()),
+                     "compute_ratio": compute_ratio(protocol, recs, dep)})
     df = pd.DataFrame(rows)
     meas = run.outputs[protocol].set_index("prompt_id")["t_e2e_s"]
     df["measured_s"] = df["prompt_id"].map(meas)
     return df.dropna(subset=["measured_s"])[["prompt_id", "protocol", "predicted_s", "measured_s", "rounds",
-                                             "predicted_rounds_s", "measured_rounds_s"]]
+                                             "predicted_rounds_s", "measured_rounds_s", "compute_ratio"]]
 
 
 def error_stats(df: pd.DataFrame) -> dict:
-    """Mean predicted/measured ratio and mean/median/p90 of |pred - meas| / meas."""
+    """Mean predicted/measured ratio and mean/median/p90 of |pred - meas| / meas; and the median measured/profiled
+    compute ratio (``compute_ratio``; where the table has it)."""
     rel = (df["predicted_s"] - df["measured_s"]).abs() / df["measured_s"]
+    drift = {"median_compute_ratio": float(df["compute_ratio"].median())} if "compute_ratio" in df else {}
     return {"prompts": int(len(df)), "mean_ratio": float((df["predicted_s"] / df["measured_s"]).mean()),
             "mean_abs_rel_err": float(rel.mean()), "median_abs_rel_err": float(rel.median()),
-            "p90_abs_rel_err": float(np.quantile(rel, 0.9)) if len(rel) else math.nan}
+            "p90_abs_rel_err": float(np.quantile(rel, 0.9)) if len(rel) else math.nan} | drift
 
 
 def prompt_residuals(protocol: str, run: RunData, dep: Deployment) -> pd.DataFrame:

@@ -29,7 +29,8 @@ def test_simulate_argvs_rebuild_their_configs():
 def test_a_trace_setting_replays_the_trace():
     cfg = validate_sim.parse_args(["--protocols", "server", "device", "--csi-trace",
                                    "scripts/link/traces/lte_tmobile_short.csv"])
-    assert cfg.protocols == ["server", "device"]
+    assert cfg.protocols == ["server", "device"] and not cfg.calibrate_each
+    assert validate_sim.parse_args(["--calibrate-each"]).calibrate_each  # a fresh profile before each setting
     argv = validate_sim.run_argv(cfg, "server", 0.0, 0.0, Path("o/runs/lte"), cfg.csi_trace)
     rc = run.parse_args(argv[3:])
     assert rc.protocol == "server" and rc.link.csi_trace == "scripts/link/traces/lte_tmobile_short.csv"

@@ -209,7 +209,14 @@ def test_chunk_residuals_are_the_gaps_between_chunks_beyond_their_passes(tmp_pat
     pd.DataFrame(rounds).to_csv(run / "server" / "rounds.csv", index=False)
     (run / "server" / "outputs.jsonl").write_text(json.dumps({"prompt_id": "p0", "tokens": [7] * 3,
                                                               "t_e2e_s": 0.111}) + "\n")
-    assert chunk_residuals("server", load_run(run)) == pytest.approx([0.001, 0.001])
+    loaded = load_run(run)
+    assert chunk_residuals("server", loaded) == pytest.approx([0.001, 0.001])
+    from testbed.sim.validate import compute_ratio, with_prefix
+    from wisv.timing.alone import decode_steps_s
+    dep = Deployment(DIMS, DIMS, FAST, FAST, PB0)
+    recs = with_prefix(loaded.rounds["server"], loaded.prompt_len).to_dict("records")
+    profiled = sum(decode_steps_s(DIMS, 4, 3, FAST, dep))  # 3 tokens after the 5-token prompt
+    assert compute_ratio("server", recs, dep) == pytest.approx(0.012 / profiled)  # its passes: 3 + 4 + 5 ms
     ms, notes = chunk_overhead(run)
     assert ms == pytest.approx(0.001) and (notes["chunks"], notes["protocols"]) == (2, ["server"])
     (run / "server" / "rounds.csv").unlink()
@@ -238,6 +245,8 @@ def test_validate_synthetic_run(tmp_path, capsys):
     assert val["predicted_s"].iloc[0] == pytest.approx(0.047, abs=1e-5)
     stats = json.loads((out / "validation.json").read_text())["stats"]["greedy"]
     assert stats["mean_abs_rel_err"] == pytest.approx(0.003 / 0.050, abs=1e-3)
+    assert stats["median_compute_ratio"] == pytest.approx(val["compute_ratio"].iloc[0]) and 0 < stats[
+        "median_compute_ratio"] < math.inf  # measured drafting and verification over the profile's
     assert (out / "validation.png").is_file() and (out / "validation.csv").is_file()
     assert "mean_abs_rel_err" in capsys.readouterr().out
 
