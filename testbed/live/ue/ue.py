@@ -34,7 +34,7 @@ from protocols.wire import Limits, MsgType, WireError, make
 from testbed.common.files import write_csv_atomic, write_text_atomic
 from testbed.common.link import LinkSpec
 from testbed.common.summary import summarize, table, write_summary
-from testbed.common.text import decoder, progress_line, text_fields
+from testbed.common.text import Decode, decoder, progress_line, text_fields
 from testbed.live.common.liveness import Heartbeat
 from testbed.live.ue.client import Client, close_session, fetch_references, handshake, open_session
 from testbed.live.ue.drafting import check, load_drafter
@@ -213,7 +213,7 @@ def run(cfg: UEConfig) -> list[dict]:
     return [_summary(lane.cfg, lane.out, to_frame(lane.rows), lane.recs, prompts, tok, refs) for lane in lanes]
 
 
-def _lane_prompt(client: Client, lane: Lane, p: dict, i: int, n: int, est: CSIEstimator, decode,
+def _lane_prompt(client: Client, lane: Lane, p: dict, i: int, n: int, est: CSIEstimator, decode: Decode | None,
                  interleaved: bool) -> None:
     """Prompt ``i`` of ``n`` under one lane's protocol (skipped when an interrupted run completed it), with its
     PROGRESS line (testbed.run counts them) and a line with the start of its text."""
