@@ -71,13 +71,20 @@ def run_cell(cfg: CrossoverConfig, rate: float, rtt: float) -> Path:
     d = cell_dir(cfg, rate, rtt)
     if (d / "complete").exists() and (d / "summary.csv").is_file():
         return d
-    cmd = [sys.executable, "-m", "testbed.run", "--protocol", ",".join(cfg.protocols), "--prompts", str(cfg.prompts),
-           "--max-new-tokens", str(cfg.max_new_tokens), "--draft-len", str(cfg.draft_len), "--head", "none",
-           "--rate-mbps", str(rate), "--rtt-ms", str(rtt), "--out", str(d), "--overwrite", "--no-reference"]
-    cmd += (["--pair", cfg.pair] if cfg.pair else []) + (["--interleave"] if cfg.interleave else [])
+    cmd = cell_argv(cfg, rate, rtt, d)
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return d
+
+
+def cell_argv(cfg: CrossoverConfig, rate: float, rtt: float, out: Path) -> list[str]:
+    """testbed.run's command for one cell: a tree of K nodes, as the simulator prices it (its tree traces draft K
+    tokens a round; the run's default tree budget is 16 whatever K is)."""
+    cmd = [sys.executable, "-m", "testbed.run", "--protocol", ",".join(cfg.protocols), "--prompts", str(cfg.prompts),
+           "--max-new-tokens", str(cfg.max_new_tokens), "--draft-len", str(cfg.draft_len), "--tree-budget",
+           str(cfg.draft_len), "--head", "none", "--rate-mbps", str(rate), "--rtt-ms", str(rtt), "--out", str(out),
+           "--overwrite", "--no-reference"]
+    return cmd + (["--pair", cfg.pair] if cfg.pair else []) + (["--interleave"] if cfg.interleave else [])
 
 
 def calibrate(cfg: CrossoverConfig) -> str:

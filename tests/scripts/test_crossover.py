@@ -1,7 +1,7 @@
 """The crossover map's pure parts: the winners of a cell read from the descriptions, and bad input refused."""
 from __future__ import annotations
 
-from scripts.bench.crossover import CrossoverConfig, main, simulate_argv, winners
+from scripts.bench.crossover import CrossoverConfig, cell_argv, main, simulate_argv, winners
 
 
 def test_winners_lossless_leaves_out_on_device():
@@ -81,3 +81,15 @@ def test_the_prediction_is_a_simulate_command_testbed_simulate_parses(tmp_path):
     assert argv[1:3] == ["-m", "testbed.simulate"] and "--interleave" not in argv
     sim = parse_args(argv[3:])
     assert (sim.methods, sim.pair, sim.local_profile) == (["server", "greedy"], "smollm2", str(tmp_path / "p.json"))
+
+
+def test_a_cell_runs_the_tree_the_simulator_prices(tmp_path):
+    """The run's tree drafts K nodes, as the simulator's tree traces do (not the run's default budget of 16)."""
+    from pathlib import Path
+
+    from testbed.live.orchestrate.run import parse_args
+    cfg = CrossoverConfig(protocols=["server", "greedy", "auto", "tree"], draft_len=8)
+    argv = cell_argv(cfg, 20.0, 50.0, Path("o/cell"))
+    rc = parse_args(argv[3:])
+    assert (rc.ue.draft_len, rc.ue.tree_budget, rc.interleave, rc.edge.head) == (8, 8, True, "none")
+    assert (rc.link.rate_up_mbps, rc.link.rtt_ms, rc.protocols()) == (20.0, 50.0, ["server", "greedy", "auto", "tree"])
