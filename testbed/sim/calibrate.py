@@ -62,14 +62,19 @@ class CalibrateConfig:
     """One calibration (collected into the record's notes)."""
 
     out: str = str(LOCAL_PROFILE_PATH)  # calibration record to write (get_profile("local") reads it)
-    draft_lens: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])  # K values timed, tokens
-    prompts: int = 3  # test prompts whose rounds are timed
-    rounds_per_k: int = 10  # timed rounds per (prompt, K), after one untimed round
-    stream_lens: list[int] = field(default_factory=lambda: [1, 4, 16, 48])  # target streams timed, tokens each
-    streams_per_len: int = 3  # timed streams per (prompt, length)
-    idle_gap_ms: float = 20.0  # sleep before each timed call, ms (see the module docstring)
+    draft_lens: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64], metadata={
+        "min": 1, "min_len": 1})  # K values timed, tokens
+    prompts: int = field(default=3, metadata={"min": 1})  # test prompts whose rounds are timed
+    rounds_per_k: int = field(default=10, metadata={
+        "min": 1})  # timed rounds per (prompt, K), after one untimed round
+    stream_lens: list[int] = field(default_factory=lambda: [1, 4, 16, 48], metadata={
+        "min": 1, "min_len": 1})  # target streams timed, tokens each
+    streams_per_len: int = field(default=3, metadata={"min": 1})  # timed streams per (prompt, length)
+    idle_gap_ms: float = field(default=20.0, metadata={
+        "min": 0})  # sleep before each timed call, ms (see the module docstring)
     link_run: str | None = None  # testbed.run directory for the exchange overhead (None: run a short one)
-    link_prompts: int = 3  # prompts of the short testbed run (20 Mbps / 20 ms, greedy, K = 8)
+    link_prompts: int = field(default=3, metadata={
+        "min": 1})  # prompts of the short testbed run (20 Mbps / 20 ms, greedy and server-only, K = 8)
     no_link: bool = False  # skip the exchange-overhead measurement (writes 0)
     prompts_file: str | None = None  # JSONL prompts to time (None: the pair's default set, the built-in test split)
     pair: str | None = field(default=None, metadata={
