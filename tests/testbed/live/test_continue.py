@@ -41,14 +41,14 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _kill_midway(cmd: list[str], out: Path, err: Path) -> int:
-    """Start the run, SIGSTOP its edge (so that it outlives the run) and kill -9 the run once fh has done 2 prompts;
-    returns the edge's PID."""
+def _kill_midway(cmd: list[str], out: Path, err: Path, watch: str = "fh") -> int:
+    """Start the run, SIGSTOP its edge (so that it outlives the run) and kill -9 the run once ``watch`` has done 2
+    prompts; returns the edge's PID."""
     with err.open("w") as f:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=f)
     try:
         deadline = time.monotonic() + 600
-        while len(complete_lines(out / "fh" / "ue0" / "outputs.jsonl")) < 2:
+        while len(complete_lines(out / watch / "ue0" / "outputs.jsonl")) < 2:
             assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-2000:]
             time.sleep(0.05)
         edge = next(r["pid"] for r in recorded(out) if r["name"] == "edge")
@@ -83,6 +83,27 @@ def test_a_run_killed_midway_and_continued_equals_an_uninterrupted_one(pair_dirs
     assert all(_gone(r["pid"]) for r in recorded(cut)), "a process of the run is left"
     summary = pd.read_csv(cut / "summary.csv").set_index("protocol")
     assert (summary["prompts"] == 6).all() and (summary["errors"] == 0).all()
+
+
+@pytest.mark.slow
+def test_an_interleaved_run_killed_midway_and_continued_keeps_each_lanes_prompts(pair_dirs, tmp_path: Path) -> None:
+    """--interleave: one UE runs every protocol; killed after 2 prompts of greedy, each lane keeps what it completed
+    and runs the rest: 6 prompts a protocol, each once, every round once, the same (target's) output in each."""
+    cut, protos = tmp_path / "cut", ("server", "greedy", "auto")
+    cmd = run_cmd(pair_dirs, cut, "--interleave")
+    cmd[cmd.index("all")] = ",".join(protos)
+    edge = _kill_midway(cmd, cut, tmp_path / "err.txt", watch="greedy")
+    done = subprocess.run([sys.executable, "-m", "testbed.run", "--continue", str(cut)], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _gone(edge) and (cut / COMPLETE_FILE).exists()
+    outputs = [tokens_by_prompt(cut, p) for p in protos]
+    assert len(outputs[0]) == 6 and outputs[1] == outputs[0] == outputs[2]
+    for proto in protos:
+        rounds = read_records(cut / proto / "rounds.csv")
+        assert not rounds.duplicated(["ue_id", "prompt_id", "round"]).any(), proto
+        assert rounds.groupby("prompt_id")["committed"].sum().to_dict() == {
+            p: len(t) for p, t in tokens_by_prompt(cut, proto).items()}, proto
 
 
 def test_a_continue_that_changes_the_config_or_of_a_complete_run_is_refused(tmp_path: Path) -> None:
