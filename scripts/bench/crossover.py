@@ -35,6 +35,11 @@ import pandas as pd
 
 import config
 from scripts.bench.validate_sim import calibrate_argv
+from testbed.common.link import LinkSpec
+from testbed.live.edge.serveconfig import ServeConfig
+from testbed.live.orchestrate.run import RunConfig
+from testbed.live.ue.ueconfig import UEConfig
+from testbed.sim.cli import SimConfig
 from wisv.records.paired import paired_time_change
 from wisv.timing.protodesc import describe
 
@@ -80,11 +85,11 @@ def run_cell(cfg: CrossoverConfig, rate: float, rtt: float) -> Path:
 def cell_argv(cfg: CrossoverConfig, rate: float, rtt: float, out: Path) -> list[str]:
     """testbed.run's command for one cell: a tree of K nodes, as the simulator prices it (its tree traces draft K
     tokens a round; the run's default tree budget is 16 whatever K is)."""
-    cmd = [sys.executable, "-m", "testbed.run", "--protocol", ",".join(cfg.protocols), "--prompts", str(cfg.prompts),
-           "--max-new-tokens", str(cfg.max_new_tokens), "--draft-len", str(cfg.draft_len), "--tree-budget",
-           str(cfg.draft_len), "--head", "none", "--rate-mbps", str(rate), "--rtt-ms", str(rtt), "--out", str(out),
-           "--overwrite", "--no-reference"]
-    return cmd + (["--pair", cfg.pair] if cfg.pair else []) + (["--interleave"] if cfg.interleave else [])
+    rc = RunConfig(protocol=",".join(cfg.protocols), prompts=cfg.prompts, out=str(out), overwrite=True,
+                   reference=False, pair=cfg.pair, interleave=cfg.interleave, edge=ServeConfig(head="none"),
+                   ue=UEConfig(max_new_tokens=cfg.max_new_tokens, draft_len=cfg.draft_len, tree_budget=cfg.draft_len),
+                   link=LinkSpec(rate_up_mbps=rate, rate_down_mbps=rate, rtt_ms=rtt))
+    return [sys.executable, "-m", "testbed.run", *config.to_argv(rc)]
 
 
 def calibrate(cfg: CrossoverConfig) -> str:
@@ -156,12 +161,11 @@ def predicted(cfg: CrossoverConfig, profile: str) -> pd.DataFrame:
 
 def simulate_argv(cfg: CrossoverConfig, profile: str, out: Path) -> list[str]:
     """testbed.simulate's command for the map's grid: the protocols that do not choose, each end's local profile."""
-    methods = [p for p in cfg.protocols if not describe(p).chooses]
-    cmd = [sys.executable, "-m", "testbed.simulate", "--methods", *methods, "--draft-lens", str(cfg.draft_len),
-           "--rates-mbps", *map(str, cfg.rates_mbps), "--rtts-ms", *map(str, cfg.rtts_ms), "--prompts",
-           str(cfg.prompts), "--max-new-tokens", str(cfg.max_new_tokens), "--head", "none", "--ue-profile", "local",
-           "--edge-profile", "local", "--payload", "wire", "--local-profile", profile, "--out", str(out)]
-    return cmd + (["--pair", cfg.pair] if cfg.pair else [])
+    sim = SimConfig(out=str(out), methods=[p for p in cfg.protocols if not describe(p).chooses],
+                    draft_lens=[cfg.draft_len], rates_mbps=list(cfg.rates_mbps), rtts_ms=list(cfg.rtts_ms),
+                    prompts=cfg.prompts, max_new_tokens=cfg.max_new_tokens, head="none", ue_profile="local",
+                    edge_profile="local", payload="wire", local_profile=profile, pair=cfg.pair)
+    return [sys.executable, "-m", "testbed.simulate", *config.to_argv(sim)]
 
 
 def cell_rows(cfg: CrossoverConfig, sim: pd.DataFrame) -> pd.DataFrame:

@@ -238,29 +238,29 @@ def calibrate(cfg: CalibrateConfig) -> Calibration:
     save_calibration(cal, cfg.out)
     timings_csv = Path(cfg.out).with_suffix(".timings.csv")
     pd.DataFrame([asdict(t) for t in timings]).to_csv(timings_csv, index=False)
-    _print(cal, fit)
+    _print(cal, fit, ends)
     print(f"wrote {cfg.out} and {timings_csv} (the raw timings)")
     return cal
 
 
-def _print(cal: Calibration, fit: ComputeFit) -> None:
+def _print(cal: Calibration, fit: ComputeFit, ends: dict[str, ComputeFit]) -> None:
     p = cal.profile
-    print(f"fit on {fit.n_used}/{fit.n_total} phases: {p.phase_overhead_s * 1e3:.3f} ms/phase + "
-          f"{p.pass_overhead_s * 1e3:.3f} ms/call + "
-          f"{p.weight_read_s * 1e9:.3f} ns/weight/call + FLOPs / {fit.flops_per_s / 1e9:.1f} GFLOP/s "
-          f"(|rel err| median {fit.rel_err_median:.1%}, p90 {fit.rel_err_p90:.1%}); eta = {p.eta:.3f} of "
-          f"{p.peak_tflops * 1e3:.1f} GFLOP/s; exchange overhead {cal.exchange_overhead_s * 1e3:.2f} ms, "
-          f"{cal.chunk_overhead_s * 1e3:.2f} ms a streamed chunk")
-    for e, f in cal.end_fits.items():
-        print(f"the {e}'s own fit on {f['n_used']}/{f['n_total']}: {f['phase_overhead_s'] * 1e3:.3f} ms/phase + "
-              f"{f['pass_overhead_s'] * 1e3:.3f} ms/call + {f['weight_read_s'] * 1e9:.3f} ns/weight/call + "
-              f"{f['multirow_overhead_s'] * 1e3:.3f} ms/multi-row call + FLOPs / "
-              f"{f['flops_per_s'] / 1e9:.1f} GFLOP/s (|rel err| median {f['rel_err_median']:.1%}, "
-              f"p90 {f['rel_err_p90']:.1%})")
+    print(f"fit {_fit_line(fit)}; eta = {p.eta:.3f} of {p.peak_tflops * 1e3:.1f} GFLOP/s; exchange overhead "
+          f"{cal.exchange_overhead_s * 1e3:.2f} ms, {cal.chunk_overhead_s * 1e3:.2f} ms a streamed chunk")
+    for e, f in ends.items():
+        print(f"the {e}'s own fit {_fit_line(f)}")
     for r in cal.notes["by_k"]:
         end = f"  its end's fit {r['end_fit_ms']:7.2f} ms" if "end_fit_ms" in r else ""
         print(f"  {r['role']:6s} K={r['k']:3d}  measured {r['measured_ms']:7.2f} ms  "
               f"predicted {r['predicted_ms']:7.2f} ms{end}")
+
+
+def _fit_line(f: ComputeFit) -> str:
+    """A fit's coefficients and errors, one line."""
+    return (f"on {f.n_used}/{f.n_total} phases: {f.phase_overhead_s * 1e3:.3f} ms/phase + "
+            f"{f.pass_overhead_s * 1e3:.3f} ms/call + {f.weight_read_s * 1e9:.3f} ns/weight/call + "
+            f"{f.multirow_overhead_s * 1e3:.3f} ms/multi-row call + FLOPs / {f.flops_per_s / 1e9:.1f} GFLOP/s "
+            f"(|rel err| median {f.rel_err_median:.1%}, p90 {f.rel_err_p90:.1%})")
 
 
 def parse_args(argv: list[str] | None = None) -> CalibrateConfig:

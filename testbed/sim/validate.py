@@ -139,8 +139,7 @@ def compute_ratio(protocol: str, recs: list[dict], dep: Deployment) -> float:
     (a stream's passes, on-device's drafter steps), s/s.  Not a prediction: it separates the machine's speed on the
     day (a shared VM drifts by tens of percent between minutes) from the rest of the model's error."""
     d = describe(protocol)
-    measured = sum(float(r.get(c) or 0.0) for r in recs for c in ("t_draft_s", "t_verify_s")
-                   if not (isinstance(r.get(c), float) and math.isnan(r[c])))
+    measured = float(pd.DataFrame(recs, columns=["t_draft_s", "t_verify_s"]).sum().sum())  # NaN: not this end's
     if d.speculative:
         times = [round_times(RoundInputs(r["protocol"], k=max(1, int(r["drafted"])), l=int(r["prefix_len"])),
                              CSI.ideal(), dep) for r in recs]

@@ -37,10 +37,10 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import nnls
 
-from wisv.timing.hardware import HardwareProfile
+from wisv.timing.hardware import ENDS, HardwareProfile
 
-END_ROLES: dict[str, tuple[str, ...]] = {"ue": ("draft",), "edge": ("verify", "decode")}  # the timings each
-#   end's own fit reads (CallTiming.role)
+END_ROLES: dict[str, tuple[str, ...]] = dict(zip(ENDS, (("draft",), ("verify", "decode"))))  # the timings (by
+#   CallTiming.role) each end's own fit reads: the UE's drafter, the edge's target
 OUTLIER_MADS = 4.0  # a timing is an outlier when its relative residual is this many MADs above the median
 
 
