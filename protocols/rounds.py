@@ -26,6 +26,7 @@ from wisv.decoding.specedge import proactive_reuse
 from wisv.decoding.treedraft import TreeState
 from wisv.serving.engine import VerifyRequest
 from wisv.serving.wdt import confidence_summary
+from wisv.timing.handover import HandOver
 from wisv.timing.kpolicy import KFacts, block_k
 from wisv.timing.latency import PayloadBits
 from wisv.timing.protodesc import describe
@@ -85,6 +86,7 @@ class RoundState:
     columns: dict | None = None  # the protocol's own record fields, once committed (RoundRow fields)
     t_start_s: float | None = None  # perf_counter when drafting the block began
     t_round_s: float | None = None  # draft start to the VERDICT's arrival, s (set when it commits)
+    choice: HandOver | None = None  # auto: the hand-over choice that let the round speculate (its two predictions)
 
 
 @dataclass(frozen=True, kw_only=True)

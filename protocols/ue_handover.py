@@ -25,6 +25,7 @@ from protocols.errors import EdgeError
 from protocols.typed import Chunk
 from protocols.wire import Message, MsgType, make
 from wisv.decoding.speculative import truncate_output
+from wisv.timing.check import check_round
 from wisv.timing.handover import (
     HANDOVER_TOKENS,
     HandOver,
@@ -72,7 +73,8 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
     pb = auto.pb
     link = lambda n: t_single_exchange(pb.o_up, n * pb.b_tok + pb.o_dn, csi)  # noqa: E731  GENERATE up, CHUNK down
     choice = choose_round(spec, decode, link, limit, chunk_tokens=min(chunk_size(sess.edge_chunk), limit),
-                          overhead_s=lambda n: w.overhead_s(link(n)))
+                          overhead_s=lambda n: w.overhead_s(link(n)), spec_factor=w.spec_check.factor,
+                          edge_factor=w.edge_check.factor)
     if should_probe(choice, w.since_edge_rounds):
         return probe(choice)
     if not choice.edge_alone and w.since_edge_rounds is not None:
@@ -101,9 +103,18 @@ def follow_chunk(sess) -> None:
         sess.unfollowed = []
 
 
-def commit_chunk(sess, choice: HandOver, msg: Message) -> EdgeRound:
-    """Commit the edge's CHUNK for the handed-over round and learn the edge's decode time per token; the drafter
-    follows the chunk later (``follow_chunk``)."""
+def check_spec(window, choice: HandOver | None, t_round_s: float | None, tokens: int) -> None:
+    """A speculative round of auto's, request to verdict in ``t_round_s``, committed ``tokens``: check speculation's
+    prediction (uncorrected) against it."""
+    if choice is not None and t_round_s is not None:
+        raw = choice.spec_s_per_token / choice.spec_factor
+        window.spec_check = check_round(window.spec_check, raw, t_round_s, tokens)
+
+
+def commit_chunk(sess, choice: HandOver, msg: Message, t_round_s: float) -> EdgeRound:
+    """Commit the edge's CHUNK for the handed-over round (GENERATE to CHUNK in ``t_round_s``), learn the edge's
+    decode time per token and check the edge's predicted cost; the drafter follows the chunk later
+    (``follow_chunk``)."""
     if msg.type != MsgType.CHUNK or msg.header["round"] != sess.n_rounds:
         raise EdgeError(f"unexpected {msg.type.name} while waiting for the edge's round {sess.n_rounds}")
     c = Chunk.of(msg.header, msg.tensors)
@@ -112,6 +123,7 @@ def commit_chunk(sess, choice: HandOver, msg: Message) -> EdgeRound:
     per = c.t_decode_s / len(tokens)
     w.edge_decode_s = per if w.edge_decode_s is None else w.edge_decode_s + DECODE_SMOOTH * (per - w.edge_decode_s)
     w.since_edge_rounds = 0
+    w.edge_check = check_round(w.edge_check, choice.edge_s_per_token / choice.edge_factor, t_round_s, len(tokens))
     r = EdgeRound(sess.n_rounds, sess.proto.name, tokens, c.t_decode_s, c.t_edge_s, choice, c.drafted, c.accepted)
     sess.edge_chunk = choice.tokens
     sess.tokens.extend(tokens)

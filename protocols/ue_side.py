@@ -22,7 +22,7 @@ from protocols.handshake import Vocab, vocab_refusal
 from protocols.registry import HIDDEN_PROTOCOLS, Protocol, get_protocol, servable
 from protocols.rounds import AutoWindow, RoundState, UEParams
 from protocols.typed import OpenOk, Verdict
-from protocols.ue_handover import commit_chunk, follow_chunk, generate_message, hand_over
+from protocols.ue_handover import check_spec, commit_chunk, follow_chunk, generate_message, hand_over
 from protocols.wire import Message, MsgType, make
 from wisv.decoding.sessions import DraftSession
 from wisv.decoding.speculative import truncate_output
@@ -130,15 +130,17 @@ class UESession:
         the round to the edge instead (protocols/ue_handover.py): the edge's round, committed."""
         choice = hand_over(self, csi_est)
         if choice is not None and choice.edge_alone:
+            t0 = time.perf_counter()
             link.send(generate_message(self, choice))
             follow_chunk(self)  # the drafter's pass over the last chunk while the edge generates the next
             for reply in link.replies():
                 if reply.type == MsgType.ERROR:
                     raise edge_error(reply)
-                return commit_chunk(self, choice, reply)
+                return commit_chunk(self, choice, reply, time.perf_counter() - t0)
         follow_chunk(self)  # drafting goes on from the last chunk
         self.edge_chunk = 0
         link.send(self.next_draft(csi_est))
+        self.round.choice = choice
         t0 = time.perf_counter()
         self.draft_proactively(link.reply_waiting)
         self.round.t_proactive_s = time.perf_counter() - t0
@@ -236,6 +238,7 @@ class UESession:
             r.columns["feature_bytes"] = 0 if v.features is None else int(v.features.nbytes)
         committed = truncate_output(committed, self.p.max_new_tokens - len(self.tokens), self.eos)
         self.tokens.extend(committed)
+        check_spec(self.window, r.choice, r.t_round_s, len(committed))
         self.stats.update(v.mismatches)
         self.n_rounds += 1
         self.done = v.done or len(self.tokens) >= self.p.max_new_tokens or committed[-1] == self.eos

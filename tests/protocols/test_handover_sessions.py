@@ -7,10 +7,13 @@ import pytest
 from channel.csi import CSI
 from protocols.edge_side import EdgeSession
 from protocols.errors import ProtocolError
-from protocols.ue_handover import EdgeRound
+from protocols.ue_handover import EdgeRound, check_spec
 from protocols.ue_side import UESession
 from protocols.wire import Message, MsgType, make
 from tests.protocols.test_sessions import PROMPTS, open_pair, pair, reference, wire  # noqa: F401 (fixture)
+from wisv.timing.check import Ratio
+from wisv.timing.handover import HandOver
+from wisv.timing.window import WindowTracker
 
 POOR = CSI(3.0, 3.0, rtt_ms=60.0)  # a round trip costs ~60 ms: the edge's 16-token chunks amortise it best
 
@@ -105,3 +108,25 @@ def test_the_drafter_follows_a_chunk_while_the_edge_generates_the_next(pair) -> 
     assert ue.unfollowed == [] and ue.d.seq == PROMPTS[1] + ue.tokens and ue.window.history != seen
     follow_chunk(ue)  # nothing left: no pass
     assert ue.d.seq == PROMPTS[1] + ue.tokens
+
+
+def test_each_side_checks_its_prediction_against_its_own_rounds(pair) -> None:
+    """auto's rounds by the edge check the edge's predicted cost, its speculative rounds speculation's; a protocol
+    that never chooses checks neither."""
+    edge, ue = open_pair(pair, PROMPTS[1], protocol="auto", draft_len=4, max_new_tokens=40)
+    alone = [r for r in play(edge, ue, POOR) if isinstance(r, EdgeRound)]
+    assert alone and ue.window.spec_check.predicted_s == 0  # the first round had no choice to check
+    assert ue.window.edge_check.predicted_s == pytest.approx(sum(
+        _decayed([r.choice.edge_s_per_token / r.choice.edge_factor * len(r.tokens) for r in alone])))
+    w = WindowTracker()  # a speculative round: its uncorrected prediction against its request-to-verdict time
+    check_spec(w, HandOver(False, 16, 0.8 * 0.004, 0.005, spec_factor=0.8), t_round_s=0.03, tokens=9)
+    assert w.spec_check == Ratio(0.03, pytest.approx(0.036)) and w.edge_check == Ratio()
+    check_spec(w, None, t_round_s=0.03, tokens=9)  # a round no choice preceded (the first) checks nothing
+    assert w.spec_check == Ratio(0.03, pytest.approx(0.036))
+    _, greedy = open_pair(pair, PROMPTS[1], protocol="greedy", draft_len=4, max_new_tokens=40)
+    assert greedy.window.spec_check.predicted_s == 0 and greedy.window.edge_check.predicted_s == 0
+
+
+def _decayed(xs: list[float], decay: float = 0.8) -> list[float]:
+    """Each term's weight after the later ones' decay (wisv/timing/check.py CHECK_DECAY)."""
+    return [x * decay ** (len(xs) - 1 - i) for i, x in enumerate(xs)]

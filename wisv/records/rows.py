@@ -84,6 +84,10 @@ class RoundRow:
     edge_accepted: int | None = None  # of them, tokens committed: in a speculative round also counted in
     #   ``accepted`` (every committed draft token of the pass, either source); a round handed to the edge is no
     #   speculative step of ours (``drafted`` and ``accepted`` 0), its edge_accepted is counted there alone
+    pred_spec_s_per_token: float | None = None  # auto, before the round: its best speculative round's predicted
+    #   seconds per committed token (wisv/timing/handover.py ``choose_round``); None: a protocol that never chooses
+    pred_edge_s_per_token: float | None = None  # auto, before the round: the edge generating the chunk alone, its
+    #   predicted seconds per token (the chunk it took, or the smallest it priced when it speculated)
 
 
 RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RoundRow))

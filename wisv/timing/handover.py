@@ -16,6 +16,13 @@ on a CPU).  A guess that stays above is never corrected, since only a chunk meas
 chunk over while nothing is measured and the guess is within ``PROBE_FACTOR`` of speculation, which bounds what a
 wrong probe costs to one chunk per tracker (a UE's prompts share it).
 
+Each side's prediction is then checked against what its rounds measured (wisv/timing/check.py): the seconds a
+side's rounds took, request to reply, over the seconds its predictions gave for the tokens they committed, decayed.
+The ratio corrects that side's next prediction.  It catches what the terms leave out or a stale term gets wrong: an
+acceptance model that undercounts a head's accepted mismatches (a chunk's agreement is greedy), a processor whose
+speed drifts between the measured rounds, the edge's host time around a chunk.  Each side learns only from its own
+rounds (a probe refreshes the edge's).
+
 While the edge generates, no verdict says how often the drafter agrees.  The UE learns it anyway: the chunk's tokens
 are the target's greedy output, and the drafter's own greedy choice at each of them (its pass over the chunk, which
 it needs to continue) says where it would have been accepted (``agreement_history``).  So a drafter that agrees
@@ -46,6 +53,8 @@ class HandOver:
     spec_s_per_token: float  # predicted seconds per committed token of the best speculative round
     edge_s_per_token: float  # predicted seconds per token of the edge generating ``tokens`` alone
     probe: bool = False  # handed over to measure the edge alone, not because it was predicted cheaper
+    spec_factor: float = 1.0  # the correction applied to speculation's predicted cost (wisv/timing/check.py)
+    edge_factor: float = 1.0  # the correction applied to the edge's predicted cost
 
 
 def edge_alone_s_per_token(decode_s_per_token: float, tokens: int, link_s: float, overhead_s: float = 0.0) -> float:
@@ -84,25 +93,28 @@ def chunk_sizes(chunk_tokens: int, budget_tokens: int) -> list[int]:
 
 def choose_round(spec_s_per_token: float, decode_s_per_token: float, chunk_link_s: Callable[[int], float],
                  budget_tokens: int, chunk_tokens: int = HANDOVER_TOKENS, overhead_s: float | Callable[[int], float]
-                 = 0.0, margin: float = HANDOVER_MARGIN) -> HandOver:
+                 = 0.0, margin: float = HANDOVER_MARGIN, spec_factor: float = 1.0,
+                 edge_factor: float = 1.0) -> HandOver:
     """Speculate or hand over: the edge takes the round when a chunk of one of ``chunk_sizes(chunk_tokens,
     budget_tokens)`` costs less per token than ``spec_s_per_token`` by more than ``margin``; of those, the smallest
     whose cost is within ``CHUNK_REACH`` of the cheapest (a small chunk keeps speculation's return near, a large one
     pays the round trip over more tokens: over a long RTT it asks for more).  When none does, the round speculates
-    (and the choice names the smallest chunk and its cost).  ``overhead_s``: seconds, or
-    a chunk's tokens -> seconds."""
-    if not 0 <= margin < 1 or spec_s_per_token <= 0:
-        raise ValueError(f"need margin in [0, 1) and spec_s_per_token > 0, got {margin}, {spec_s_per_token}")
+    (and the choice names the smallest chunk and its cost).  ``overhead_s``: seconds, or a chunk's tokens ->
+    seconds.  ``spec_factor`` and ``edge_factor`` correct each side's predicted cost by what its rounds measured
+    (``Ratio.factor``); the choice holds the corrected costs."""
+    if not 0 <= margin < 1 or spec_s_per_token <= 0 or spec_factor <= 0 or edge_factor <= 0:
+        raise ValueError(f"need margin in [0, 1) and spec_s_per_token and factors > 0, got {margin}, "
+                         f"{spec_s_per_token}, {spec_factor}, {edge_factor}")
     over = overhead_s if callable(overhead_s) else (lambda n: overhead_s)
     sizes = chunk_sizes(chunk_tokens, budget_tokens)
-    cost = {n: edge_alone_s_per_token(decode_s_per_token, n, chunk_link_s(n), over(n)) for n in sizes}
-    wins = [n for n in sizes if cost[n] < (1 - margin) * spec_s_per_token]
+    cost = {n: edge_factor * edge_alone_s_per_token(decode_s_per_token, n, chunk_link_s(n), over(n)) for n in sizes}
+    spec = spec_factor * spec_s_per_token
+    wins = [n for n in sizes if cost[n] < (1 - margin) * spec]
+    n = sizes[0]
     if wins:  # the smallest chunk within CHUNK_REACH of the cheapest: a long RTT asks for more tokens a round trip
         best = min(cost[n] for n in wins)
         n = next(n for n in wins if cost[n] <= (1 + CHUNK_REACH) * best)
-        return HandOver(True, n, spec_s_per_token, cost[n])
-    n = sizes[0]
-    return HandOver(False, n, spec_s_per_token, edge_alone_s_per_token(decode_s_per_token, n, chunk_link_s(n), over(n)))
+    return HandOver(bool(wins), n, spec, cost[n], spec_factor=spec_factor, edge_factor=edge_factor)
 
 
 def should_probe(choice: HandOver, since_rounds: int | None, factor: float = PROBE_FACTOR,

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from channel.csi import CSI
+from wisv.timing.check import Ratio
 from wisv.timing.latency import PayloadBits
 from wisv.timing.roundtime import comm_s
 
@@ -227,6 +228,8 @@ class WindowTracker:
         self.link_s: Callable[[int], float] | None = None  # the link model of the round in flight (set by its sizer)
         self.edge_decode_s: float | None = None  # the edge's measured decode time per token alone (its CHUNKs), s
         self.since_edge_rounds: int | None = None  # speculative rounds since a CHUNK last measured it (None: never)
+        self.spec_check = Ratio()  # auto: its speculative rounds' measured over predicted cost (wisv/timing/check.py)
+        self.edge_check = Ratio()  # auto: the edge's rounds alone, the same
         self.last: WindowChoice | None = None
 
     def draft_s(self, k: int) -> float:

@@ -15,6 +15,7 @@ from protocols.ue_handover import EdgeRound
 from protocols.ue_side import UESession
 from testbed.live.ue.client import Client, RoundIO, RoundLink
 from wisv.decoding.rejection import wasted_drafting
+from wisv.timing.handover import HandOver
 
 
 def run_round(client: Client, sess: UESession, csi: CSI | None, t0: float) -> dict:
@@ -42,7 +43,7 @@ def run_round(client: Client, sess: UESession, csi: CSI | None, t0: float) -> di
             "proactive_reused": r.reused, "t_proactive_s": r.t_proactive_s, "t_wdt_s": t_wdt,
             "committed": len(sess.tokens) - n_before, "t_edge_s": t_edge, "retries": io.retries,
             "resumed": io.resumed, "window_k": r.window, "t_arrival_s": io.t_last - t0,
-            "edge_alone": False if sess.proto.desc.chooses else None, **edge, **r.columns}
+            "edge_alone": False if sess.proto.desc.chooses else None, **edge, **predictions(r.choice), **r.columns}
 
 
 def _edge_round_row(r: EdgeRound, io: RoundIO, t_start: float, t0: float) -> dict:
@@ -54,7 +55,14 @@ def _edge_round_row(r: EdgeRound, io: RoundIO, t_start: float, t0: float) -> dic
             "t_comm_s": (io.t_last - io.t_first) - r.t_edge_s, "t_edge_s": r.t_edge_s,
             "t_round_s": time.perf_counter() - t_start, "committed": len(r.tokens), "retries": io.retries,
             "resumed": io.resumed, "t_arrival_s": io.t_last - t0, "edge_alone": True, "edge_drafted": r.drafted,
-            "edge_accepted": r.accepted}
+            "edge_accepted": r.accepted, **predictions(r.choice)}
+
+
+def predictions(choice: HandOver | None) -> dict:
+    """The RoundRow fields of auto's hand-over choice before the round: its two predicted costs per token."""
+    if choice is None:
+        return {}
+    return {"pred_spec_s_per_token": choice.spec_s_per_token, "pred_edge_s_per_token": choice.edge_s_per_token}
 
 
 def run_chunk(client: Client, sess: UESession, csi: CSI | None, t0: float) -> dict:
