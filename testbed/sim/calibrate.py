@@ -20,6 +20,7 @@ median is the edge's host work per chunk (``fit_chunk_overhead``; 0 when the run
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import platform
 import sys
@@ -56,6 +57,8 @@ from wisv.timing.hardware import LOCAL_PROFILE_PATH
 from wisv.timing.protodesc import describe
 from wisv.timing.roundtime import n_weights
 
+CALIB_SPLIT = "calib"  # the pool calibration times: never the test prompts the runs it prices are measured on
+
 
 @dataclass
 class CalibrateConfig:
@@ -64,7 +67,7 @@ class CalibrateConfig:
     out: str = str(LOCAL_PROFILE_PATH)  # calibration record to write (get_profile("local") reads it)
     draft_lens: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64], metadata={
         "min": 1, "min_len": 1})  # K values timed, tokens
-    prompts: int = field(default=3, metadata={"min": 1})  # test prompts whose rounds are timed
+    prompts: int = field(default=3, metadata={"min": 1})  # calibration prompts whose rounds are timed
     rounds_per_k: int = field(default=10, metadata={
         "min": 1})  # timed rounds per (prompt, K), after one untimed round
     stream_lens: list[int] = field(default_factory=lambda: [1, 4, 16, 48], metadata={
@@ -76,11 +79,29 @@ class CalibrateConfig:
     link_prompts: int = field(default=3, metadata={
         "min": 1})  # prompts of the short testbed run (20 Mbps / 20 ms, greedy and server-only, K = 8)
     no_link: bool = False  # skip the exchange-overhead measurement (writes 0)
-    prompts_file: str | None = None  # JSONL prompts to time (None: the pair's default set, the built-in test split)
+    prompts_file: str | None = None  # JSONL prompts to time, not the ones the runs it prices measure (None: the
+    #   pair's calibration pool, the built-in calib split: never the test prompts)
     pair: str | None = field(default=None, metadata={
         "choices": PAIR_NAMES})  # named pair (python -m wisv.pairs build NAME; a plugin's); --drafter/--target win
     drafter: str | None = None  # local HF drafter directory (None: built-in)
     target: str | None = None  # local HF target directory (None: built-in)
+
+
+def calib_rows(tok, cfg: CalibrateConfig, n: int) -> list[dict]:
+    """The first ``n`` prompts of the calibration pool (``--prompts-file``, or the pair's ``calib`` pool, or the
+    built-in calib split): a profile is never fitted on the test prompts the runs it prices are measured on."""
+    return prompt_rows(tok, CALIB_SPLIT, n, cfg.prompts_file)
+
+
+def write_link_prompts(tok, cfg: CalibrateConfig) -> str:
+    """The short link run's prompts from the calibration pool, as a JSONL of token ids next to the record (a
+    testbed run reads the test split unless given a file); its path."""
+    path = Path(cfg.out).with_suffix(".link_prompts.jsonl")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = calib_rows(tok, cfg, cfg.link_prompts)
+    path.write_text("".join(json.dumps({"prompt_id": r["prompt_id"], "prompt_ids": r["prompt_ids"]}) + "\n"
+                            for r in rows))
+    return str(path)
 
 
 def time_rounds(pair, cfg: CalibrateConfig) -> list[CallTiming]:
@@ -90,7 +111,7 @@ def time_rounds(pair, cfg: CalibrateConfig) -> list[CallTiming]:
     max_pos = int(getattr(pair.target.config, "max_position_embeddings", 2048))
     gap, out = cfg.idle_gap_ms / 1e3, []
     for k in cfg.draft_lens:
-        for row in prompt_rows(pair.tokenizer, "test", cfg.prompts, cfg.prompts_file):
+        for row in calib_rows(pair.tokenizer, cfg, cfg.prompts):
             ids = row["prompt_ids"]
             d, v = DraftSession(pair.drafter, ids), VerifySession(pair.target, ids)
             for r in range(cfg.rounds_per_k + 1):
@@ -121,7 +142,7 @@ def time_streams(pair, cfg: CalibrateConfig) -> list[CallTiming]:
     dims_t = ModelDims.from_hf_config(pair.target.config)
     w_t, gap, out = n_weights(dims_t), cfg.idle_gap_ms / 1e3, []
     max_pos = int(getattr(pair.target.config, "max_position_embeddings", 2048))
-    for row in prompt_rows(pair.tokenizer, "test", cfg.prompts, cfg.prompts_file):
+    for row in calib_rows(pair.tokenizer, cfg, cfg.prompts):
         v = VerifySession(pair.target, row["prompt_ids"])
         _decode(v, 1)  # untimed: the prefill's pass
         for n in [n for n in cfg.stream_lens for _ in range(cfg.streams_per_len)]:
@@ -195,25 +216,30 @@ def chunk_overhead(run_dir: Path) -> tuple[float, dict]:
                                      "per_chunk_ms_quartiles": quartiles}
 
 
-def short_link_run(cfg: CalibrateConfig) -> Path:
-    """A small testbed.run of greedy and server-only, interleaved, on an emulated 20 Mbps / 20 ms link; returns its
-    directory."""
+def short_link_run(cfg: CalibrateConfig, prompts_file: str) -> Path:
+    """A small testbed.run of greedy and server-only, interleaved, on an emulated 20 Mbps / 20 ms link, over
+    ``prompts_file`` (the calibration pool's); returns its directory."""
     from testbed.common.link import LinkSpec
     from testbed.live.edge.serveconfig import ServeConfig
     from testbed.live.orchestrate.run import RunConfig, run
     from testbed.live.ue.ueconfig import UEConfig
     out = Path("runs") / f"calibrate-link-{time.strftime('%Y%m%d-%H%M%S')}"
-    run(RunConfig(protocol="greedy,server", interleave=True, prompts=cfg.link_prompts, prompts_file=cfg.prompts_file,
+    run(RunConfig(protocol="greedy,server", interleave=True, prompts=cfg.link_prompts, prompts_file=prompts_file,
                   out=str(out), reference=False,
                   ue=UEConfig(draft_len=8, drafter=cfg.drafter), edge=ServeConfig(head="none", target=cfg.target),
                   link=LinkSpec(20.0, 20.0, 20.0)))
     return out
 
 
+def calib_source(cfg: CalibrateConfig) -> str:
+    """Where the timed prompts came from, for the record's notes."""
+    return cfg.prompts_file or f"the built-in {CALIB_SPLIT} split"
+
+
 def calibrate(cfg: CalibrateConfig) -> Calibration:
     """Time, fit, measure the exchange overhead, write the record and print a summary."""
     torch.set_num_threads(1)
-    cfg = apply_pair(cfg)
+    cfg = apply_pair(cfg, split=CALIB_SPLIT)
     pair = load_pair(cfg.drafter, cfg.target)
     peak = measure_peak_tflops()
     print(f"calibrate: timing K in {cfg.draft_lens} on {cfg.prompts} prompts, {cfg.idle_gap_ms:g} ms idle gaps ...")
@@ -223,16 +249,18 @@ def calibrate(cfg: CalibrateConfig) -> Calibration:
     fit, ends = fit_compute(timings), fit_ends(timings)
     source = (f"measured on {platform.node()} ({platform.processor() or platform.machine()}, 1 torch thread) by "
               f"testbed.simulate calibrate, {time.strftime('%Y-%m-%d %H:%M')}; peak = float32 matmul")
-    notes = {"config": asdict(cfg), "by_k": medians_by_k(timings, fit, ends), "peak_tflops_measured": peak,
+    notes = {"config": asdict(cfg), "prompts": calib_source(cfg), "by_k": medians_by_k(timings, fit, ends),
+             "peak_tflops_measured": peak,
              "machine": machine_info(), "measured_at": now_utc()}  # testbed.sim.staleness compares these
     cal = Calibration(profile_from_fit(fit, peak, source=source), fit=asdict(fit), notes=notes,
                       ends={e: profile_from_fit(f, peak, source=f"{source}; the {e}'s own fit", role=e)
                             for e, f in ends.items()},
                       end_fits={e: asdict(f) for e, f in ends.items()})
     dims = (ModelDims.from_hf_config(pair.drafter.config), ModelDims.from_hf_config(pair.target.config))
+    link_prompts = None if cfg.no_link or cfg.link_run else write_link_prompts(pair.tokenizer, cfg)
     del pair
     if not cfg.no_link:
-        run_dir = Path(cfg.link_run) if cfg.link_run else short_link_run(cfg)
+        run_dir = Path(cfg.link_run) if cfg.link_run else short_link_run(cfg, link_prompts)
         cal.exchange_overhead_s, cal.notes["exchange"] = exchange_overhead(run_dir, cal, dims, dims[0].vocab)
         cal.chunk_overhead_s, cal.notes["chunk"] = chunk_overhead(run_dir)
     save_calibration(cal, cfg.out)

@@ -2,6 +2,8 @@
 long-form test pool, wisv.tasks.qa's checker), and the trace cache never hands one prompt set's traces to another."""
 from __future__ import annotations
 
+import json
+
 import pytest
 from transformers import AutoTokenizer
 
@@ -65,3 +67,21 @@ def test_simulate_names_a_missing_prompts_file(argv, tmp_path, capsys):
         main(argv + ["--prompts-file", str(tmp_path / "nope.jsonl"), "--prompts", "1", "--out", str(tmp_path / "o")])
     assert e.value.code == 2
     assert f"error: prompts file {tmp_path / 'nope.jsonl'}: no such file" in capsys.readouterr().err
+
+
+def test_calibration_times_its_own_pool_never_the_test_prompts(built, tmp_path):
+    """The profile a simulation or a crossover map prices with is fitted on the calibration pool: the built-in calib
+    split, or a named pair's calib pool; neither shares a prompt with the test prompts the runs measure."""
+    from testbed.sim.calibrate import CALIB_SPLIT, calib_rows, write_link_prompts
+    tok = AutoTokenizer.from_pretrained(TOKENIZER_DIR)
+    cfg = CalibrateConfig(out=str(tmp_path / "local_profile.json"))
+    calib = calib_rows(tok, cfg, 20)
+    test = {tuple(p) for p in (r["prompt_ids"] for r in trace_prompts(tok, TraceKey("p", "greedy", 4, 500, 16)))}
+    assert [r["prompt_id"] for r in calib] == [p.pid for p in toydata.load_split(CALIB_SPLIT, 20)]
+    assert not {tuple(r["prompt_ids"]) for r in calib} & test
+    named = apply_pair(CalibrateConfig(pair="smollm2"), split=CALIB_SPLIT)
+    assert named.prompts_file == str(pool_path("calib")) != default_prompts_file("smollm2")
+    assert not {q["prompt_id"] for q in load_pool("calib")} & {q["prompt_id"] for q in load_pool("test")}
+    path = write_link_prompts(tok, cfg)  # the short link run's prompts: the same pool, as token ids
+    lines = [json.loads(line) for line in open(path)]
+    assert [r["prompt_ids"] for r in lines] == [r["prompt_ids"] for r in calib[:cfg.link_prompts]]
