@@ -134,20 +134,25 @@ def predict_prompt(protocol: str, recs: list[dict], prompt_len: int, fallback: C
     return open_s(prompt_len, row_csi(recs[0], fallback), dep) + pred_rounds, pred_rounds
 
 
-def compute_ratio(protocol: str, recs: list[dict], dep: Deployment) -> float:
-    """The prompt's measured compute over the profile's for the same work: its rounds' drafting and verification
-    (a stream's passes, on-device's drafter steps), s/s.  Not a prediction: it separates the machine's speed on the
-    day (a shared VM drifts by tens of percent between minutes) from the rest of the model's error."""
+def compute_pair(protocol: str, recs: list[dict], dep: Deployment) -> tuple[float, float]:
+    """The prompt's (measured, profiled) compute for the same work: its rounds' drafting and verification (a stream's
+    passes, on-device's drafter steps), s."""
     d = describe(protocol)
     measured = float(pd.DataFrame(recs, columns=["t_draft_s", "t_verify_s"]).sum().sum())  # NaN: not this end's
     if d.speculative:
         times = [round_times(RoundInputs(r["protocol"], k=max(1, int(r["drafted"])), l=int(r["prefix_len"])),
                              CSI.ideal(), dep) for r in recs]
-        predicted = sum(t.draft_s + t.verify_s for t in times)
-    else:
-        dims, profile = (dep.target, dep.edge) if d.edge_rounds else (dep.drafter, dep.ue)
-        n = int(sum(int(r["committed"]) for r in recs))
-        predicted = sum(decode_steps_s(dims, int(recs[0]["prefix_len"]) - 1, n, profile, dep))
+        return measured, sum(t.draft_s + t.verify_s for t in times)
+    dims, profile = (dep.target, dep.edge) if d.edge_rounds else (dep.drafter, dep.ue)
+    n = int(sum(int(r["committed"]) for r in recs))
+    return measured, sum(decode_steps_s(dims, int(recs[0]["prefix_len"]) - 1, n, profile, dep))
+
+
+def compute_ratio(protocol: str, recs: list[dict], dep: Deployment) -> float:
+    """The prompt's measured compute over the profile's for the same work (``compute_pair``), s/s.  Not a
+    prediction: it separates the machine's speed on the day (a shared VM drifts by tens of percent between minutes)
+    from the rest of the model's error."""
+    measured, predicted = compute_pair(protocol, recs, dep)
     return measured / predicted if predicted > 0 else math.nan
 
 
@@ -159,21 +164,29 @@ def predict_prompts(protocol: str, run: RunData, dep: Deployment) -> pd.DataFram
     for pid, g in rounds.groupby("prompt_id", sort=False):
         recs = g.to_dict("records")
         total, pred_rounds = predict_prompt(protocol, recs, run.prompt_len[pid], fallback, dep)
+        measured, profiled = compute_pair(protocol, recs, dep)
         rows.append({"prompt_id": pid, "protocol": protocol, "rounds": len(recs), "predicted_s": total,
                      "predicted_rounds_s": pred_rounds, "measured_rounds_s": float(g["t_round_s"].sum()),
-                     "compute_ratio": compute_ratio(protocol, recs, dep)})
+                     "compute_ratio": measured / profiled if profiled > 0 else math.nan,
+                     "given_compute_s": total - profiled + measured})
     df = pd.DataFrame(rows)
     meas = run.outputs[protocol].set_index("prompt_id")["t_e2e_s"]
     df["measured_s"] = df["prompt_id"].map(meas)
     return df.dropna(subset=["measured_s"])[["prompt_id", "protocol", "predicted_s", "measured_s", "rounds",
-                                             "predicted_rounds_s", "measured_rounds_s", "compute_ratio"]]
+                                             "predicted_rounds_s", "measured_rounds_s", "compute_ratio",
+                                             "given_compute_s"]]
 
 
 def error_stats(df: pd.DataFrame) -> dict:
-    """Mean predicted/measured ratio and mean/median/p90 of |pred - meas| / meas; and the median measured/profiled
-    compute ratio (``compute_ratio``; where the table has it)."""
+    """Mean predicted/measured ratio and mean/median/p90 of |pred - meas| / meas; where the table has them, the median
+    measured/profiled compute ratio (``compute_ratio``) and the mean error of the prediction given the prompt's
+    measured compute (``given_compute_s``: the profile's compute replaced by the run's; what is left is the model's
+    link, exchange and stream terms, apart from the machine's speed on the day)."""
     rel = (df["predicted_s"] - df["measured_s"]).abs() / df["measured_s"]
     drift = {"median_compute_ratio": float(df["compute_ratio"].median())} if "compute_ratio" in df else {}
+    if "given_compute_s" in df:
+        given = (df["given_compute_s"] - df["measured_s"]).abs() / df["measured_s"]
+        drift["mean_abs_rel_err_given_compute"] = float(given.mean())
     return {"prompts": int(len(df)), "mean_ratio": float((df["predicted_s"] / df["measured_s"]).mean()),
             "mean_abs_rel_err": float(rel.mean()), "median_abs_rel_err": float(rel.median()),
             "p90_abs_rel_err": float(np.quantile(rel, 0.9)) if len(rel) else math.nan} | drift

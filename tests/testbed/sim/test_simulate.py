@@ -247,6 +247,10 @@ def test_validate_synthetic_run(tmp_path, capsys):
     assert stats["mean_abs_rel_err"] == pytest.approx(0.003 / 0.050, abs=1e-3)
     assert stats["median_compute_ratio"] == pytest.approx(val["compute_ratio"].iloc[0]) and 0 < stats[
         "median_compute_ratio"] < math.inf  # measured drafting and verification over the profile's
+    measured = float(pd.read_csv(run / "greedy" / "rounds.csv")[["t_draft_s", "t_verify_s"]].sum().sum())
+    given = val["given_compute_s"].iloc[0]  # the profile's compute replaced by the run's own
+    assert given == pytest.approx(0.047 - measured / val["compute_ratio"].iloc[0] + measured)
+    assert stats["mean_abs_rel_err_given_compute"] == pytest.approx(abs(given - 0.050) / 0.050)
     assert (out / "validation.png").is_file() and (out / "validation.csv").is_file()
     assert "mean_abs_rel_err" in capsys.readouterr().out
 
