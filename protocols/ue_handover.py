@@ -10,11 +10,14 @@ the acceptance estimate alive while nothing is drafted, and the CHUNK's decode t
 token.  That pass waits until the next round (``follow_chunk``): after the next GENERATE is sent, while the edge
 generates, or before the next draft; so the choice before a round reads the agreement up to the chunk before the
 last (a drafter that agrees again brings speculation back one chunk later), and a prompt's last chunk costs no pass.
-Nothing is handed over before the first verdict (nothing is measured yet); until a CHUNK measured the edge alone,
-one round is handed over as a probe when the guess is near enough (``should_probe``), so that a guess that errs high
-does not keep the edge from ever being measured. A chunk is never larger than the edge is predicted to generate
-within a quarter of the UE's reply timeout (``max_chunk_tokens``): a longer one would never arrive, the UE would
-reconnect and ask for it again, and the edge, busy with it, would keep every other session waiting.
+Nothing is handed over before a verdict measured drafting without the drafter's prefill of the prompt (a prompt's
+first block pays it); until a CHUNK measured the edge alone, one round is handed over as a probe when the guess is
+near enough (``should_probe``), so that a guess that errs high does not keep the edge from ever being measured; and
+after the edge generated ``SPEC_REPROBE_TOKENS`` alone, one round speculates when speculation's cost is near enough
+(``should_speculate``), so that a speculative cost measured high once does not keep speculation out for good.  A
+chunk is never larger than the edge is predicted to generate within a quarter of the UE's reply timeout
+(``max_chunk_tokens``): a longer one would never arrive, the UE would reconnect and ask for it again, and the edge,
+busy with it, would keep every other session waiting.
 """
 from __future__ import annotations
 
@@ -34,6 +37,8 @@ from wisv.timing.handover import (
     max_chunk_tokens,
     probe,
     should_probe,
+    should_speculate,
+    spec_probe,
 )
 from wisv.timing.latency import t_single_exchange
 from wisv.timing.window import choose_k
@@ -58,8 +63,8 @@ class EdgeRound:
 def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
     """The round's choice when the session's protocol may hand rounds over and something was measured; else None."""
     w = sess.window
-    if not sess.proto.desc.chooses or w.tau_d_s is None:
-        return None
+    if not sess.proto.desc.chooses or w.tau_d_s is None or w.tau_from_prefill:
+        return None  # nothing measured yet, or only a drafting time with the drafter's prefill in it
     csi = csi_est or CSI.ideal()
     auto = sess._auto_window(csi_est)
     round_s = w.round_s(auto.protocol, csi, auto.pb, auto.mismatch_rate)
@@ -77,6 +82,8 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
                           edge_factor=w.edge_check.factor)
     if should_probe(choice, w.since_edge_rounds):
         return probe(choice)
+    if should_speculate(choice, w.edge_tokens_since_spec):
+        return spec_probe(choice)
     if not choice.edge_alone and w.since_edge_rounds is not None:
         w.since_edge_rounds += 1
     return choice
@@ -104,8 +111,9 @@ def follow_chunk(sess) -> None:
 
 
 def check_spec(window, choice: HandOver | None, t_round_s: float | None, tokens: int) -> None:
-    """A speculative round of auto's, request to verdict in ``t_round_s``, committed ``tokens``: check speculation's
-    prediction (uncorrected) against it."""
+    """A speculative round, request to verdict in ``t_round_s``, committed ``tokens``: check speculation's prediction
+    (uncorrected) against it, where a choice made one (auto's); the edge's run of tokens alone ends."""
+    window.edge_tokens_since_spec = 0
     if choice is not None and t_round_s is not None:
         raw = choice.spec_s_per_token / choice.spec_factor
         window.spec_check = check_round(window.spec_check, raw, t_round_s, tokens)
@@ -123,6 +131,7 @@ def commit_chunk(sess, choice: HandOver, msg: Message, t_round_s: float) -> Edge
     per = c.t_decode_s / len(tokens)
     w.edge_decode_s = per if w.edge_decode_s is None else w.edge_decode_s + DECODE_SMOOTH * (per - w.edge_decode_s)
     w.since_edge_rounds = 0
+    w.edge_tokens_since_spec += len(tokens)
     w.edge_check = check_round(w.edge_check, choice.edge_s_per_token / choice.edge_factor, t_round_s, len(tokens))
     r = EdgeRound(sess.n_rounds, sess.proto.name, tokens, c.t_decode_s, c.t_edge_s, choice, c.drafted, c.accepted)
     sess.edge_chunk = choice.tokens

@@ -11,11 +11,12 @@ fits the per-phase and per-call overheads and the FLOP rate over all of them (th
 ``fit_ends`` once per end on its own model's timings (``ends``: what the simulator reads for the UE and the edge).
 The raw timings are written next to the record (``<out>.timings.csv``).
 
-Per-exchange overhead: a short ``testbed.run`` of greedy and server-only (or ``--link-run DIR``, an existing run)
-gives, per greedy prompt, the time left after its measured compute and the ideal link model; the median per exchange
-is the fixed cost of the process hops (``wisv.timing.calibrate.fit_exchange_overhead``).  Per-chunk overhead: from
-its server-only streams, the gap between two chunks' arrivals less the later one's passes and downlink time; the
-median is the edge's host work per chunk (``fit_chunk_overhead``; 0 when the run streamed nothing).
+Per-exchange overhead: a short ``testbed.run`` of greedy, server-only and on-device (or ``--link-run DIR``, an
+existing run) gives, per greedy prompt, the time left after its measured compute and the ideal link model; the median
+per exchange is the fixed cost of the process hops (``wisv.timing.calibrate.fit_exchange_overhead``).  Per-chunk
+overhead: from its server-only streams, the gap between two chunks' arrivals less the later one's passes and
+downlink time; the median is the edge's host work per chunk (``fit_chunk_overhead``; 0 when the run streamed
+nothing).  From its on-device streams, the same gap less the drafter's passes: the UE's host work per chunk.
 """
 from __future__ import annotations
 
@@ -203,28 +204,30 @@ def exchange_overhead(run_dir: Path, cal: Calibration, dims: tuple[ModelDims, Mo
                                               (res["residual_s"] / res["exchanges"]).quantile([0.25, 0.5, 0.75])]}
 
 
-def chunk_overhead(run_dir: Path) -> tuple[float, dict]:
-    """Median host time per streamed chunk over the server-only streams of a testbed run (0 without one)."""
+def chunk_overhead(run_dir: Path, end: str = "edge") -> tuple[float, dict]:
+    """Median host time per chunk over the streams of a testbed run generated on ``end`` ("edge": server-only's,
+    "ue": on-device's; 0 without one)."""
     from testbed.sim.validate import chunk_residuals, load_run
     run = load_run(run_dir)
-    streams = [p for p in run.rounds if describe(p).edge_rounds and not describe(p).speculative]
+    streams = [p for p in run.rounds if not describe(p).speculative and describe(p).edge_rounds == (end == "edge")]
     res = [r for p in streams for r in chunk_residuals(p, run)]
     if not res:
-        return 0.0, {"run": str(run_dir), "chunks": 0, "note": "no server-only stream in the run: not measured"}
+        return 0.0, {"run": str(run_dir), "chunks": 0, "note": f"no stream generated on the {end} in the run: not "
+                                                               "measured"}
     quartiles = [float(x) * 1e3 for x in np.quantile(res, [0.25, 0.5, 0.75])]
     return fit_chunk_overhead(res), {"run": str(run_dir), "chunks": len(res), "protocols": streams,
                                      "per_chunk_ms_quartiles": quartiles}
 
 
 def short_link_run(cfg: CalibrateConfig, prompts_file: str) -> Path:
-    """A small testbed.run of greedy and server-only, interleaved, on an emulated 20 Mbps / 20 ms link, over
-    ``prompts_file`` (the calibration pool's); returns its directory."""
+    """A small testbed.run of greedy, server-only and on-device, interleaved, on an emulated 20 Mbps / 20 ms link,
+    over ``prompts_file`` (the calibration pool's); returns its directory."""
     from testbed.common.link import LinkSpec
     from testbed.live.edge.serveconfig import ServeConfig
     from testbed.live.orchestrate.run import RunConfig, run
     from testbed.live.ue.ueconfig import UEConfig
     out = Path("runs") / f"calibrate-link-{time.strftime('%Y%m%d-%H%M%S')}"
-    run(RunConfig(protocol="greedy,server", interleave=True, prompts=cfg.link_prompts, prompts_file=prompts_file,
+    run(RunConfig(protocol="greedy,server,device", interleave=True, prompts=cfg.link_prompts, prompts_file=prompts_file,
                   out=str(out), reference=False,
                   ue=UEConfig(draft_len=8, drafter=cfg.drafter), edge=ServeConfig(head="none", target=cfg.target),
                   link=LinkSpec(20.0, 20.0, 20.0)))
@@ -263,6 +266,7 @@ def calibrate(cfg: CalibrateConfig) -> Calibration:
         run_dir = Path(cfg.link_run) if cfg.link_run else short_link_run(cfg, link_prompts)
         cal.exchange_overhead_s, cal.notes["exchange"] = exchange_overhead(run_dir, cal, dims, dims[0].vocab)
         cal.chunk_overhead_s, cal.notes["chunk"] = chunk_overhead(run_dir)
+        cal.ue_chunk_overhead_s, cal.notes["ue_chunk"] = chunk_overhead(run_dir, "ue")
     save_calibration(cal, cfg.out)
     timings_csv = Path(cfg.out).with_suffix(".timings.csv")
     pd.DataFrame([asdict(t) for t in timings]).to_csv(timings_csv, index=False)
@@ -274,7 +278,8 @@ def calibrate(cfg: CalibrateConfig) -> Calibration:
 def _print(cal: Calibration, fit: ComputeFit, ends: dict[str, ComputeFit]) -> None:
     p = cal.profile
     print(f"fit {_fit_line(fit)}; eta = {p.eta:.3f} of {p.peak_tflops * 1e3:.1f} GFLOP/s; exchange overhead "
-          f"{cal.exchange_overhead_s * 1e3:.2f} ms, {cal.chunk_overhead_s * 1e3:.2f} ms a streamed chunk")
+          f"{cal.exchange_overhead_s * 1e3:.2f} ms, {cal.chunk_overhead_s * 1e3:.2f} ms a streamed chunk, "
+          f"{cal.ue_chunk_overhead_s * 1e3:.2f} ms a chunk on the device")
     for e, f in ends.items():
         print(f"the {e}'s own fit {_fit_line(f)}")
     for r in cal.notes["by_k"]:

@@ -117,11 +117,12 @@ def deployment(cfg, pair: PairCache, head: Head) -> tuple[Deployment, dict]:
         tf = wire_payload_bits(d.d_model, d.vocab, target_features=rows, d_t=t.d_model).tf_bits \
             if cfg.payload == "wire" else rows * t.d_model * 16
         pb = replace(pb, tf_bits=tf)
-    ex, chunk = exchange_overhead_s(cfg), chunk_overhead_s(cfg)
+    ex, chunk, ue_chunk = exchange_overhead_s(cfg), chunk_overhead_s(cfg), chunk_overhead_s(cfg, "ue")
     dep = Deployment(d, t, ue, edge, pb, head_hidden=head.hidden, csi_dim=head.csi_dim, exchange_overhead_s=ex,
-                     chunk_overhead_s=chunk)
+                     chunk_overhead_s=chunk, ue_chunk_overhead_s=ue_chunk)
     resolved = {"dims": dims_desc, "drafter_dims": asdict(d), "target_dims": asdict(t), "ue": ue.to_dict(),
-                "edge": edge.to_dict(), "payload": asdict(pb), "exchange_overhead_s": ex, "chunk_overhead_s": chunk}
+                "edge": edge.to_dict(), "payload": asdict(pb), "exchange_overhead_s": ex, "chunk_overhead_s": chunk,
+                "ue_chunk_overhead_s": ue_chunk}
     return dep, resolved
 
 
@@ -134,10 +135,12 @@ def exchange_overhead_s(cfg) -> float:
     return 0.0
 
 
-def chunk_overhead_s(cfg) -> float:
-    """The calibrated host time per streamed chunk when the edge is ``local`` (its host sends them), else 0."""
-    if cfg.edge_profile == LOCAL:
-        return load_calibration(cfg.local_profile or LOCAL_PROFILE_PATH).chunk_overhead_s
+def chunk_overhead_s(cfg, end: str = "edge") -> float:
+    """The calibrated host time per chunk of a stream generated on ``end`` ("edge": server-only's, "ue":
+    on-device's) when that end is ``local`` (its host runs the stream), else 0."""
+    if (cfg.edge_profile if end == "edge" else cfg.ue_profile) == LOCAL:
+        cal = load_calibration(cfg.local_profile or LOCAL_PROFILE_PATH)
+        return cal.chunk_overhead_s if end == "edge" else cal.ue_chunk_overhead_s
     return 0.0
 
 

@@ -66,11 +66,12 @@ def load_run(run_dir: str | Path) -> RunData:
 
 
 def wire_deployment(d, t, ue, edge, exchange_overhead_s: float = 0.0, vocab: int | None = None,
-                    chunk_overhead_s: float = 0.0) -> Deployment:
+                    chunk_overhead_s: float = 0.0, ue_chunk_overhead_s: float = 0.0) -> Deployment:
     """The testbed as it runs: the (local) profiles of the UE and the edge, the wire format's payload sizes."""
     from protocols.accounting import wire_payload_bits
     return Deployment(d, t, ue, edge, wire_payload_bits(d.d_model, d.vocab if vocab is None else vocab),
-                      exchange_overhead_s=exchange_overhead_s, chunk_overhead_s=chunk_overhead_s)
+                      exchange_overhead_s=exchange_overhead_s, chunk_overhead_s=chunk_overhead_s,
+                      ue_chunk_overhead_s=ue_chunk_overhead_s)
 
 
 def row_csi(row: dict, fallback: CSI) -> CSI:
@@ -216,15 +217,19 @@ def prompt_residuals(protocol: str, run: RunData, dep: Deployment) -> pd.DataFra
 
 
 def chunk_residuals(protocol: str, run: RunData) -> list[float]:
-    """Per streamed chunk after a prompt's first: the gap since the previous chunk's arrival at the UE less the
-    chunk's passes (``t_verify_s``) and its downlink time, s (``fit_chunk_overhead`` takes their median)."""
+    """Per chunk after a prompt's first, of a protocol that generates alone: the gap since the previous chunk's
+    arrival at the UE less the chunk's passes and its downlink time (server-only: the target's ``t_verify_s`` and
+    the chunk's bytes; on-device: the drafter's ``t_draft_s``, no link), s (``fit_chunk_overhead`` takes their
+    median)."""
     fallback = LinkSpec(**run.link).fixed_csi()
+    edge = describe(protocol).edge_rounds
     out = []
     for _, g in run.rounds[protocol].groupby("prompt_id", sort=False):
         recs = g.sort_values("round").to_dict("records")
         for prev, r in zip(recs, recs[1:]):
-            down = row_csi(r, fallback).downlink_s(int(r["downlink_bytes"]))
-            out.append(float(r["t_arrival_s"]) - float(prev["t_arrival_s"]) - float(r["t_verify_s"]) - down)
+            spent = float(r["t_verify_s"]) + row_csi(r, fallback).downlink_s(int(r["downlink_bytes"])) if edge \
+                else float(r["t_draft_s"])
+            out.append(float(r["t_arrival_s"]) - float(prev["t_arrival_s"]) - spent)
     return out
 
 
@@ -243,7 +248,8 @@ def run_validate(cfg) -> pd.DataFrame:
     check = check_profile(path, run_at=run_time(cfg.validate))
     ex = cfg.exchange_overhead_ms / 1e3 if cfg.exchange_overhead_ms is not None else cal.exchange_overhead_s
     d, t = PairCache(run.drafter, run.target).dims()
-    dep = wire_deployment(d, t, cal.for_end("ue"), cal.for_end("edge"), ex, chunk_overhead_s=cal.chunk_overhead_s)
+    dep = wire_deployment(d, t, cal.for_end("ue"), cal.for_end("edge"), ex, chunk_overhead_s=cal.chunk_overhead_s,
+                          ue_chunk_overhead_s=cal.ue_chunk_overhead_s)
     val = pd.concat([predict_prompts(p, run, dep) for p in run.rounds], ignore_index=True)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -253,7 +259,7 @@ def run_validate(cfg) -> pd.DataFrame:
     simplot.scatter(val, out / "validation.png", title)
     doc = {"run_dir": str(cfg.validate), "local_profile": str(path), "profile": profile.to_dict(),
            "ends": {e: p.to_dict() for e, p in cal.ends.items()}, "exchange_overhead_s": ex,
-           "chunk_overhead_s": cal.chunk_overhead_s, "link": run.link,
+           "chunk_overhead_s": cal.chunk_overhead_s, "ue_chunk_overhead_s": cal.ue_chunk_overhead_s, "link": run.link,
            "stats": stats, "profile_check": check.to_dict()}
     (out / "validation.json").write_text(json.dumps(doc, indent=1))
     config.write_config(out, cfg, machine_info())

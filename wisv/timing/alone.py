@@ -8,8 +8,9 @@ edge ``Deployment.chunk_overhead_s`` of host time before its next pass (calibrat
 beyond the later one's passes);
 the downlink serializes chunks in order (a chunk waits while the previous one is still on the wire) and the UE sees
 the last chunk half an RTT after its serialization ends.  ``generates == "drafter"`` (on-device): the UE's drafter
-prefills prompt[:-1] and decodes one token per 1-row pass; nothing goes over the link.  Speculative descriptions are
-priced per round by wisv.timing.roundtime instead.
+prefills prompt[:-1] and decodes one token per 1-row pass; nothing goes over the link, and each chunk costs the UE
+``Deployment.ue_chunk_overhead_s`` of host time (its chunk loop and record; calibrated as the edge's).  Speculative
+descriptions are priced per round by wisv.timing.roundtime instead.
 
     alone_s(describe("server"), prompt_len, n_tokens, csi_at, dep)            # seconds, OPEN to the last chunk
 """
@@ -60,10 +61,13 @@ def stream_s(d: ProtocolDesc, prompt_len: int, n_tokens: int, csi_at: Callable[[
     return arrive
 
 
-def device_s(prompt_len: int, n_tokens: int, dep: Deployment) -> float:
-    """On-device: the drafter's prefill of prompt[:-1] and one decode pass per token on the UE."""
+def device_s(prompt_len: int, n_tokens: int, dep: Deployment, chunk_tokens: int = 1) -> float:
+    """On-device: the drafter's prefill of prompt[:-1], one decode pass per token on the UE, and the UE's host time
+    per chunk of ``chunk_tokens``."""
     t = t_prefill_s(dep.drafter, prompt_len - 1, dep.ue, dep.consts)
-    return t + sum(decode_steps_s(dep.drafter, prompt_len - 1, n_tokens, dep.ue, dep))
+    chunks = -(-n_tokens // max(1, chunk_tokens))
+    steps = decode_steps_s(dep.drafter, prompt_len - 1, n_tokens, dep.ue, dep)
+    return t + sum(steps) + chunks * dep.ue_chunk_overhead_s
 
 
 def alone_s(d: ProtocolDesc, prompt_len: int, n_tokens: int, csi_at: Callable[[float], CSI], dep: Deployment,
@@ -73,5 +77,5 @@ def alone_s(d: ProtocolDesc, prompt_len: int, n_tokens: int, csi_at: Callable[[f
         raise ValueError(f"protocol {d.name!r} drafts: its rounds are priced by wisv.timing.roundtime")
     if d.edge_rounds:
         return stream_s(d, prompt_len, n_tokens, csi_at, dep, chunk_tokens)
-    return device_s(prompt_len, n_tokens, dep)
+    return device_s(prompt_len, n_tokens, dep, chunk_tokens)
 

@@ -174,7 +174,8 @@ def profile_from_fit(fit: ComputeFit, peak_tflops: float, name: str = "local", s
 
 def fit_chunk_overhead(residual_s: Sequence[float]) -> float:
     """Host time per streamed chunk: the median over chunks of what the gap between two chunks' arrivals at the UE
-    leaves after the later one's passes and its downlink time, s (a negative median is clipped to 0)."""
+    leaves after the later one's passes and its downlink time (on-device: its drafter passes), s (a negative median
+    is clipped to 0)."""
     if not len(residual_s):
         raise ValueError("need at least one chunk after a stream's first to measure its overhead")
     return max(0.0, float(np.median(np.asarray(residual_s, float))))
@@ -205,6 +206,8 @@ class Calibration:
     #   an older record, whose one profile serves both ends)
     end_fits: dict = field(default_factory=dict)  # {end: asdict(ComputeFit)}
     chunk_overhead_s: float = 0.0  # host time per streamed chunk beyond its passes, s (0: not measured)
+    ue_chunk_overhead_s: float = 0.0  # the UE's host time per chunk it generates itself (on-device), s (0: not
+    #   measured)
 
     def for_end(self, end: str) -> HardwareProfile:
         """The profile of one end ("ue" or "edge"): its own fit where the record has one, else the shared one."""
@@ -217,7 +220,8 @@ def save_calibration(cal: Calibration, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"profile": cal.profile.to_dict(), "exchange_overhead_s": cal.exchange_overhead_s, "fit": cal.fit,
            "ends": {e: p.to_dict() for e, p in cal.ends.items()}, "end_fits": cal.end_fits,
-           "chunk_overhead_s": cal.chunk_overhead_s, "notes": cal.notes}
+           "chunk_overhead_s": cal.chunk_overhead_s, "ue_chunk_overhead_s": cal.ue_chunk_overhead_s,
+           "notes": cal.notes}
     path.write_text(json.dumps(doc, indent=1, default=_json_default) + "\n")
     return path
 
@@ -230,12 +234,13 @@ def load_calibration(path: str | Path) -> Calibration:
     if "profile" not in doc:
         return Calibration(profile)
     ex, chunk = float(doc.get("exchange_overhead_s", 0.0)), float(doc.get("chunk_overhead_s", 0.0))
-    for name, v in (("exchange_overhead_s", ex), ("chunk_overhead_s", chunk)):
+    ue_chunk = float(doc.get("ue_chunk_overhead_s", 0.0))
+    for name, v in (("exchange_overhead_s", ex), ("chunk_overhead_s", chunk), ("ue_chunk_overhead_s", ue_chunk)):
         if not 0 <= v < math.inf:
             raise ValueError(f"{path}: {name} must be finite and >= 0, got {v}")
     ends = {e: load_profile(path, e) for e in doc.get("ends", {})}
     return Calibration(profile, ex, dict(doc.get("fit", {})), dict(doc.get("notes", {})), ends,
-                       dict(doc.get("end_fits", {})), chunk)
+                       dict(doc.get("end_fits", {})), chunk, ue_chunk)
 
 
 def _json_default(o: object) -> object:

@@ -41,6 +41,8 @@ CHUNK_REACH = 0.10  # a hand-over asks for the smallest chunk whose cost per tok
 PROBE_FACTOR = 3.0  # before any chunk, probe the edge alone while its guessed cost is within this factor of speculation
 REPROBE_ROUNDS = 32  # after this many speculative rounds with no chunk, measure the edge alone again ...
 REPROBE_FACTOR = 1.5  # ... if its cost, as last measured, is within this factor of speculation
+SPEC_REPROBE_TOKENS = 96  # after the edge generated this many tokens alone with no speculative round, speculate once
+SPEC_REPROBE_FACTOR = 1.5  # ... if speculation's cost is within this factor of the edge's
 REPLY_SHARE = 0.25  # a hand-over's chunk is predicted to take the edge at most this share of the UE's reply timeout
 
 
@@ -52,7 +54,7 @@ class HandOver:
     tokens: int  # the chunk's size when handed over, tokens
     spec_s_per_token: float  # predicted seconds per committed token of the best speculative round
     edge_s_per_token: float  # predicted seconds per token of the edge generating ``tokens`` alone
-    probe: bool = False  # handed over to measure the edge alone, not because it was predicted cheaper
+    probe: bool = False  # chosen to measure a side again (``probe``, ``spec_probe``), not because it was cheaper
     spec_factor: float = 1.0  # the correction applied to speculation's predicted cost (wisv/timing/check.py)
     edge_factor: float = 1.0  # the correction applied to the edge's predicted cost
 
@@ -137,6 +139,23 @@ def should_probe(choice: HandOver, since_rounds: int | None, factor: float = PRO
 def probe(choice: HandOver) -> HandOver:
     """The choice, handed over to measure the edge alone."""
     return replace(choice, edge_alone=True, probe=True)
+
+
+def should_speculate(choice: HandOver, edge_tokens: int, tokens: int = SPEC_REPROBE_TOKENS,
+                     factor: float = SPEC_REPROBE_FACTOR) -> bool:
+    """Speculate anyway, to measure speculation again: the choice hands the round over, the edge generated
+    ``edge_tokens`` alone since the last speculative round, at least ``tokens``, and speculation's predicted cost is
+    within ``factor`` of the edge's.  (Its terms are measured only while it runs: a cost that came out high once, a
+    cold drafter or a slow minute, would otherwise keep it out for good; its check, wisv/timing/check.py, learns
+    from the probe.)"""
+    if tokens < 1 or factor < 1:
+        raise ValueError(f"need tokens >= 1 and factor >= 1, got {tokens}, {factor}")
+    return choice.edge_alone and edge_tokens >= tokens and choice.spec_s_per_token < factor * choice.edge_s_per_token
+
+
+def spec_probe(choice: HandOver) -> HandOver:
+    """The choice, speculating to measure speculation again."""
+    return replace(choice, edge_alone=False, probe=True)
 
 
 def agreement_history(h: AcceptanceHistory, agree: Sequence[bool]) -> AcceptanceHistory:

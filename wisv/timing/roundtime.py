@@ -65,6 +65,8 @@ class Deployment:
     exchange_overhead_s: float = 0.0  # fixed host time per request/reply exchange (encode, process hops), s
     chunk_overhead_s: float = 0.0  # host time per streamed chunk beyond its passes (the edge's send between two
     #   passes, the hops to the UE), s: server-only's stream (wisv.timing.alone)
+    ue_chunk_overhead_s: float = 0.0  # the UE's host time per chunk of a stream it generates itself, beyond the
+    #   drafter's passes (its chunk loop and record), s: on-device (wisv.timing.alone)
 
     @property
     def head_d_in(self) -> int:

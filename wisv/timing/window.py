@@ -223,11 +223,13 @@ class WindowTracker:
         self.verify = VerifyFit()  # the edge's measured time per round (VERDICT t_edge_s) as a line in K
         self.drafting = VerifyFit()  # the UE's drafting time per block as a line in K (its fixed cost: the catch-up)
         self.tau_d_s: float | None = None  # EWMA of the drafting time per token, s
+        self.tau_from_prefill = False  # tau_d_s is a block's that included the drafter's prompt prefill (no other yet)
         self.overhead = VerifyFit(decay=0.9)  # the round's measured time the terms leave out, as a line in the
         #   link model's time (host hops and the emulator's framing grow with the link), s
         self.link_s: Callable[[int], float] | None = None  # the link model of the round in flight (set by its sizer)
         self.edge_decode_s: float | None = None  # the edge's measured decode time per token alone (its CHUNKs), s
         self.since_edge_rounds: int | None = None  # speculative rounds since a CHUNK last measured it (None: never)
+        self.edge_tokens_since_spec = 0  # tokens the edge generated alone since the last speculative round
         self.spec_check = Ratio()  # auto: its speculative rounds' measured over predicted cost (wisv/timing/check.py)
         self.edge_check = Ratio()  # auto: the edge's rounds alone, the same
         self.last: WindowChoice | None = None
@@ -272,14 +274,20 @@ class WindowTracker:
 
     def update(self, drafted: int, accepted: int, confidences: Sequence[float] | None = None,
                t_draft_s: float | None = None, t_verify_s: float | None = None, smooth: float = 0.3,
-               t_round_s: float | None = None) -> None:
+               t_round_s: float | None = None, prefilled: bool = False) -> None:
         """Learn from one verdict: acceptance (and confidence calibration), drafting time (per token and as a line),
-        the edge's time, and with ``t_round_s`` (the round's measured time, draft to verdict) the overhead."""
+        the edge's time, and with ``t_round_s`` (the round's measured time, draft to verdict) the overhead.  A block
+        whose drafting began with the drafter's prefill of the prompt (``prefilled``, a prompt's first) sets the
+        drafting time only while nothing else has (``tau_from_prefill``), and the first block without one replaces
+        it: a prefill is no cost per drafted token."""
         self.history = update_history(self.history, drafted, accepted, confidences)
-        if drafted > 0 and t_draft_s is not None and t_draft_s > 0:
+        if drafted > 0 and t_draft_s is not None and t_draft_s > 0 and not (prefilled and self.tau_d_s is not None):
             tau = t_draft_s / drafted
-            self.tau_d_s = tau if self.tau_d_s is None else self.tau_d_s + smooth * (tau - self.tau_d_s)
-            self.drafting = update_line(self.drafting, float(drafted), t_draft_s)
+            fresh = self.tau_d_s is None or self.tau_from_prefill
+            self.tau_d_s = tau if fresh else self.tau_d_s + smooth * (tau - self.tau_d_s)
+            self.tau_from_prefill = prefilled
+            if not prefilled:
+                self.drafting = update_line(self.drafting, float(drafted), t_draft_s)
         if drafted > 0 and t_verify_s is not None:
             self.verify = update_verify(self.verify, drafted, t_verify_s)
         if drafted > 0 and None not in (t_round_s, t_draft_s, t_verify_s, self.link_s):

@@ -219,10 +219,33 @@ def test_chunk_residuals_are_the_gaps_between_chunks_beyond_their_passes(tmp_pat
     assert compute_ratio("server", recs, dep) == pytest.approx(0.012 / profiled)  # its passes: 3 + 4 + 5 ms
     ms, notes = chunk_overhead(run)
     assert ms == pytest.approx(0.001) and (notes["chunks"], notes["protocols"]) == (2, ["server"])
+    assert chunk_overhead(run, "ue")[0] == 0.0  # nothing generated on the device: not measured
     (run / "server" / "rounds.csv").unlink()
     (run / "server" / "outputs.jsonl").unlink()
     (run / "server").rmdir()
     assert chunk_overhead(run)[0] == 0.0  # greedy alone streams nothing: not measured
+
+
+def test_a_device_streams_residuals_are_the_gaps_beyond_its_drafter_passes(tmp_path):
+    """On-device, three 1-token chunks: gaps of 1.2 and 1.3 ms, drafter passes of 1.0 and 1.1 ms -> 0.2 ms each; the
+    link's bytes and the target's time do not enter (there are none)."""
+    from testbed.sim.calibrate import chunk_overhead
+    from testbed.sim.validate import chunk_residuals
+    run = _run_dir(tmp_path)
+    (run / "device").mkdir()
+    base = {"prompt_id": "p0", "protocol": "device", "draft_len": 0, "queried": 0, "exchanges": 0, "accepted": 0,
+            "mismatches": 0, "committed": 1, "uplink_bytes": 0, "downlink_bytes": 0, "t_verify_s": None,
+            "t_comm_s": None, "t_head_s": 0.0, "rtt_ms": 10.0, "rate_up_mbps": math.inf,
+            "rate_down_mbps": math.inf, "per": 0.0, "per_down": 0.0}
+    rounds = [base | {"round": i, "t_draft_s": d, "t_round_s": d, "t_arrival_s": a}
+              for i, (d, a) in enumerate([(0.003, 0.0030), (0.0010, 0.0042), (0.0011, 0.0055)])]
+    pd.DataFrame(rounds).to_csv(run / "device" / "rounds.csv", index=False)
+    (run / "device" / "outputs.jsonl").write_text(json.dumps({"prompt_id": "p0", "tokens": [7] * 3,
+                                                              "t_e2e_s": 0.0055}) + "\n")
+    assert chunk_residuals("device", load_run(run)) == pytest.approx([0.0002, 0.0002])
+    ms, notes = chunk_overhead(run, "ue")
+    assert ms == pytest.approx(0.0002) and (notes["chunks"], notes["protocols"]) == (2, ["device"])
+    assert chunk_overhead(run)[0] == 0.0  # no server-only stream: the edge's is not measured
 
 
 def test_with_prefix_and_residuals(tmp_path):

@@ -75,6 +75,16 @@ def test_device_is_prefill_and_decode_on_the_ue_with_no_link():
     assert alone_s(DEVICE, p, n, lambda _t: CSI.symmetric(0.01, 900.0), DEP) == pytest.approx(want)
 
 
+def test_device_pays_the_ues_host_time_per_chunk():
+    """On-device: each chunk the UE generates costs its host ``ue_chunk_overhead_s`` (its loop and record)."""
+    n, p = 25, 12
+    dep = replace(DEP, ue_chunk_overhead_s=0.001)
+    assert device_s(p, n, dep) == pytest.approx(device_s(p, n, DEP) + 25 * 0.001)  # a chunk per token
+    assert device_s(p, n, dep, chunk_tokens=4) == pytest.approx(device_s(p, n, DEP) + 7 * 0.001)  # ceil(25 / 4)
+    assert stream_s(SERVER, p, n, lambda _t: CSI.symmetric(20.0, 10.0), dep) == stream_s(
+        SERVER, p, n, lambda _t: CSI.symmetric(20.0, 10.0), DEP)  # the edge's stream pays its own
+
+
 def test_decode_steps_pay_the_phase_cost_once():
     prof = replace(DEP.edge, phase_overhead_s=0.5, pass_overhead_s=0.01)
     steps = decode_steps_s(DEP.target, 10, 3, prof, DEP)

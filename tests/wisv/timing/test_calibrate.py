@@ -1,5 +1,6 @@
 """Local-profile calibration: the per-call time model, its least-squares fit, the record, the `local` lookup."""
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -169,8 +170,17 @@ def test_calibration_record_keeps_a_profile_per_end(tmp_path):
     back = load_calibration(path)
     assert back.ends == ends and back.for_end("ue") == ends["ue"] and back.profile == shared
     assert back.chunk_overhead_s == 0.0  # not measured
-    chunked = save_calibration(Calibration(shared, chunk_overhead_s=3e-4), tmp_path / "chunk.json")
-    assert load_calibration(chunked).chunk_overhead_s == 3e-4
+    chunked = save_calibration(Calibration(shared, chunk_overhead_s=3e-4, ue_chunk_overhead_s=1.2e-4),
+                               tmp_path / "chunk.json")
+    both = load_calibration(chunked)
+    assert (both.chunk_overhead_s, both.ue_chunk_overhead_s) == (3e-4, 1.2e-4)
+    old = {k: v for k, v in json.loads(chunked.read_text()).items() if k != "ue_chunk_overhead_s"}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert load_calibration(tmp_path / "old.json").ue_chunk_overhead_s == 0.0  # a record from before: not measured
+    bad = json.loads(chunked.read_text()) | {"ue_chunk_overhead_s": -1.0}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="ue_chunk_overhead_s must be finite"):
+        load_calibration(tmp_path / "bad.json")
     assert get_profile("local", path, end="edge") == ends["edge"] != get_profile("local", path)
     assert load_profile(path, "ue").role == "ue"
     with pytest.raises(ValueError, match="end must be one of"):

@@ -3,12 +3,16 @@ import pytest
 
 from wisv.timing.handover import (
     REPROBE_ROUNDS,
+    SPEC_REPROBE_TOKENS,
+    HandOver,
     agreement_history,
     choose_round,
     chunk_sizes,
     edge_alone_s_per_token,
     probe,
     should_probe,
+    should_speculate,
+    spec_probe,
 )
 from wisv.timing.window import AcceptanceHistory
 
@@ -128,3 +132,18 @@ def test_a_chunk_arrives_well_within_the_reply_timeout():
     assert max_chunk_tokens(0.0, 10.0) is None  # nothing measured to bound by
     with pytest.raises(ValueError):
         max_chunk_tokens(0.05, 0.0)
+
+
+def test_speculation_is_measured_again_after_a_run_of_the_edges_tokens():
+    """After SPEC_REPROBE_TOKENS the edge generated alone, a hand-over whose speculation is within 1.5x speculates
+    once (a probe); not before, not when speculation is far dearer, and never when the choice speculates anyway."""
+    near = HandOver(True, 32, spec_s_per_token=0.0050, edge_s_per_token=0.0045)
+    far = HandOver(True, 32, spec_s_per_token=0.0100, edge_s_per_token=0.0045)
+    assert not should_speculate(near, SPEC_REPROBE_TOKENS - 1)
+    assert should_speculate(near, SPEC_REPROBE_TOKENS)
+    assert not should_speculate(far, 10 * SPEC_REPROBE_TOKENS)  # 2.2x: not worth a round
+    assert not should_speculate(HandOver(False, 16, 0.004, 0.005), 10 * SPEC_REPROBE_TOKENS)
+    p = spec_probe(near)
+    assert not p.edge_alone and p.probe and (p.spec_s_per_token, p.edge_s_per_token) == (0.0050, 0.0045)
+    with pytest.raises(ValueError):
+        should_speculate(near, 100, tokens=0)

@@ -147,3 +147,19 @@ def test_the_overhead_follows_the_link_state_at_once():
     for csi in (fast, slow):
         w.round_s("greedy", csi, PB)
         assert w.overhead_s(w.link_s(8)) == pytest.approx(0.002 + 0.1 * w.link_s(8), rel=0.03)
+
+
+def test_a_prefilled_block_sets_the_drafting_time_only_until_a_clean_one_replaces_it():
+    """A prompt's first block pays the drafter's prefill of the prompt: no cost per drafted token.  It sets tau_d
+    while nothing else has; the first block without a prefill replaces it (no blend); later prefilled blocks teach
+    drafting nothing, and the drafting line never sees them."""
+    w = WindowTracker()
+    w.update(8, 1, t_draft_s=0.016, prefilled=True)  # 2 ms a token, the prefill in it
+    assert w.tau_d_s == pytest.approx(0.002) and w.tau_from_prefill
+    w.update(8, 7, t_draft_s=0.008)  # 1 ms a token: replaces, does not blend
+    assert w.tau_d_s == pytest.approx(0.001) and not w.tau_from_prefill
+    w.update(8, 1, t_draft_s=0.040, prefilled=True)  # the next prompt's first block: ignored
+    assert w.tau_d_s == pytest.approx(0.001) and not w.tau_from_prefill
+    w.update(4, 3, t_draft_s=0.006)
+    assert w.tau_d_s == pytest.approx(0.001 + 0.3 * (0.0015 - 0.001))  # blended as before
+    assert w.drafting.has_slope and w.drafting.at(8.0) == pytest.approx(0.008)  # the line: the two clean blocks
