@@ -67,7 +67,9 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
         return None  # nothing measured yet, or only a drafting time with the drafter's prefill in it
     csi = csi_est or CSI.ideal()
     auto = sess._auto_window(csi_est)
-    round_s = w.round_s(auto.protocol, csi, auto.pb, auto.mismatch_rate)
+    priced = w.round_s(auto.protocol, csi, auto.pb, auto.mismatch_rate)
+    prefill = w.prefill_s if sess.d.cached_len == 0 else 0.0  # a prompt's first block pays the drafter's prefill
+    round_s = lambda k: priced(k) + prefill  # noqa: E731  (the edge's chunks hide it: the drafter follows them)
     budget = sess.p.max_new_tokens - len(sess.tokens)
     hi = max(1, min(sess.shape.k_max(sess.p), budget - 1))
     lo = 1 if sess.p.auto_window else hi
@@ -110,11 +112,12 @@ def follow_chunk(sess) -> None:
         sess.unfollowed = []
 
 
-def check_spec(window, choice: HandOver | None, t_round_s: float | None, tokens: int) -> None:
+def check_spec(window, choice: HandOver | None, t_round_s: float | None, tokens: int, prefilled: bool = False) -> None:
     """A speculative round, request to verdict in ``t_round_s``, committed ``tokens``: check speculation's prediction
-    (uncorrected) against it, where a choice made one (auto's); the edge's run of tokens alone ends."""
+    (uncorrected) against it, where a choice made one (auto's) and the round was no prompt's first (``prefilled``:
+    the drafter's prefill is priced apart, ``WindowTracker.prefill_s``); the edge's run of tokens alone ends."""
     window.edge_tokens_since_spec = 0
-    if choice is not None and t_round_s is not None:
+    if choice is not None and t_round_s is not None and not prefilled:
         raw = choice.spec_s_per_token / choice.spec_factor
         window.spec_check = check_round(window.spec_check, raw, t_round_s, tokens)
 

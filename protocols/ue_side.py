@@ -240,7 +240,7 @@ class UESession:
             r.columns["feature_bytes"] = 0 if v.features is None else int(v.features.nbytes)
         committed = truncate_output(committed, self.p.max_new_tokens - len(self.tokens), self.eos)
         self.tokens.extend(committed)
-        check_spec(self.window, r.choice, r.t_round_s, len(committed))
+        check_spec(self.window, r.choice, r.t_round_s, len(committed), r.prefilled)
         self.stats.update(v.mismatches)
         self.n_rounds += 1
         self.done = v.done or len(self.tokens) >= self.p.max_new_tokens or committed[-1] == self.eos

@@ -123,6 +123,10 @@ def test_each_side_checks_its_prediction_against_its_own_rounds(pair) -> None:
     assert w.spec_check == Ratio(0.03, pytest.approx(0.036)) and w.edge_check == Ratio()
     check_spec(w, None, t_round_s=0.03, tokens=9)  # a round no choice preceded (the first) checks nothing
     assert w.spec_check == Ratio(0.03, pytest.approx(0.036))
+    w.edge_tokens_since_spec = 40
+    check_spec(w, HandOver(False, 16, 0.004, 0.005), t_round_s=0.05, tokens=2, prefilled=True)
+    assert w.spec_check == Ratio(0.03, pytest.approx(0.036))  # a prompt's first block: its prefill priced apart
+    assert w.edge_tokens_since_spec == 0  # but it was speculation
     _, greedy = open_pair(pair, PROMPTS[1], protocol="greedy", draft_len=4, max_new_tokens=40)
     assert greedy.window.spec_check.predicted_s == 0 and greedy.window.edge_check.predicted_s == 0
 

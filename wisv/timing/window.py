@@ -224,6 +224,7 @@ class WindowTracker:
         self.drafting = VerifyFit()  # the UE's drafting time per block as a line in K (its fixed cost: the catch-up)
         self.tau_d_s: float | None = None  # EWMA of the drafting time per token, s
         self.tau_from_prefill = False  # tau_d_s is a block's that included the drafter's prompt prefill (no other yet)
+        self.prefill_s = 0.0  # EWMA of the drafter's prefill of a prompt: a first block's drafting beyond K tau_d, s
         self.overhead = VerifyFit(decay=0.9)  # the round's measured time the terms leave out, as a line in the
         #   link model's time (host hops and the emulator's framing grow with the link), s
         self.link_s: Callable[[int], float] | None = None  # the link model of the round in flight (set by its sizer)
@@ -279,8 +280,13 @@ class WindowTracker:
         the edge's time, and with ``t_round_s`` (the round's measured time, draft to verdict) the overhead.  A block
         whose drafting began with the drafter's prefill of the prompt (``prefilled``, a prompt's first) sets the
         drafting time only while nothing else has (``tau_from_prefill``), and the first block without one replaces
-        it: a prefill is no cost per drafted token."""
+        it: a prefill is no cost per drafted token.  Once drafting is known, such a block teaches ``prefill_s``,
+        what it took beyond its K tokens' drafting."""
         self.history = update_history(self.history, drafted, accepted, confidences)
+        if prefilled and drafted > 0 and t_draft_s is not None and self.tau_d_s is not None \
+                and not self.tau_from_prefill:  # what the prefill added to the block, once drafting is known
+            extra = max(0.0, t_draft_s - self.draft_s(drafted))
+            self.prefill_s = extra if self.prefill_s == 0 else self.prefill_s + smooth * (extra - self.prefill_s)
         if drafted > 0 and t_draft_s is not None and t_draft_s > 0 and not (prefilled and self.tau_d_s is not None):
             tau = t_draft_s / drafted
             fresh = self.tau_d_s is None or self.tau_from_prefill

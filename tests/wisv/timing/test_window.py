@@ -158,8 +158,10 @@ def test_a_prefilled_block_sets_the_drafting_time_only_until_a_clean_one_replace
     assert w.tau_d_s == pytest.approx(0.002) and w.tau_from_prefill
     w.update(8, 7, t_draft_s=0.008)  # 1 ms a token: replaces, does not blend
     assert w.tau_d_s == pytest.approx(0.001) and not w.tau_from_prefill
-    w.update(8, 1, t_draft_s=0.040, prefilled=True)  # the next prompt's first block: ignored
+    assert w.prefill_s == 0.0  # the first prefill came before drafting was known: not priced
+    w.update(8, 1, t_draft_s=0.040, prefilled=True)  # the next prompt's first block: no drafting time ...
     assert w.tau_d_s == pytest.approx(0.001) and not w.tau_from_prefill
+    assert w.prefill_s == pytest.approx(0.032)  # ... but the prefill: 40 ms less 8 tokens at 1 ms
     w.update(4, 3, t_draft_s=0.006)
     assert w.tau_d_s == pytest.approx(0.001 + 0.3 * (0.0015 - 0.001))  # blended as before
     assert w.drafting.has_slope and w.drafting.at(8.0) == pytest.approx(0.008)  # the line: the two clean blocks
