@@ -81,7 +81,7 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
     link = lambda n: t_single_exchange(pb.o_up, n * pb.b_tok + pb.o_dn, csi)  # noqa: E731  GENERATE up, CHUNK down
     choice = choose_round(spec, decode, link, limit, chunk_tokens=min(chunk_size(sess.edge_chunk), limit),
                           overhead_s=lambda n: w.overhead_s(link(n)), spec_factor=w.spec_check.factor,
-                          edge_factor=w.edge_check.factor)
+                          edge_factor=w.edge_check.factor, edge_running=w.edge_running)
     if should_probe(choice, w.since_edge_rounds):
         return probe(choice)
     if should_speculate(choice, w.edge_tokens_since_spec):
@@ -116,7 +116,7 @@ def check_spec(window, choice: HandOver | None, t_round_s: float | None, tokens:
     """A speculative round, request to verdict in ``t_round_s``, committed ``tokens``: check speculation's prediction
     (uncorrected) against it, where a choice made one (auto's) and the round was no prompt's first (``prefilled``:
     the drafter's prefill is priced apart, ``WindowTracker.prefill_s``); the edge's run of tokens alone ends."""
-    window.edge_tokens_since_spec = 0
+    window.edge_tokens_since_spec, window.edge_running = 0, False
     if choice is not None and t_round_s is not None and not prefilled:
         raw = choice.spec_s_per_token / choice.spec_factor
         window.spec_check = check_round(window.spec_check, raw, t_round_s, tokens)
@@ -135,6 +135,7 @@ def commit_chunk(sess, choice: HandOver, msg: Message, t_round_s: float) -> Edge
     w.edge_decode_s = per if w.edge_decode_s is None else w.edge_decode_s + DECODE_SMOOTH * (per - w.edge_decode_s)
     w.since_edge_rounds = 0
     w.edge_tokens_since_spec += len(tokens)
+    w.edge_running = True
     w.edge_check = check_round(w.edge_check, choice.edge_s_per_token / choice.edge_factor, t_round_s, len(tokens))
     r = EdgeRound(sess.n_rounds, sess.proto.name, tokens, c.t_decode_s, c.t_edge_s, choice, c.drafted, c.accepted)
     sess.edge_chunk = choice.tokens

@@ -149,3 +149,4 @@ def test_auto_chooses_only_once_drafting_was_measured_without_the_prefill(pair) 
     assert any(isinstance(r, EdgeRound) for r in rounds[2:])
     last_spec = max(i for i, r in enumerate(rounds) if not isinstance(r, EdgeRound))
     assert ue.window.edge_tokens_since_spec == sum(len(r.tokens) for r in rounds[last_spec + 1:])
+    assert ue.window.edge_running == isinstance(rounds[-1], EdgeRound)  # the next prompt's choice starts from it

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from wisv.timing.window import AcceptanceHistory
 
 HANDOVER_TOKENS = 16  # tokens the edge generates in a handed-over round, unless the budget is smaller
-HANDOVER_MARGIN = 0.05  # the edge must be this much cheaper per token (a fraction) to take the round
+HANDOVER_MARGIN = 0.05  # the side not running must be this much cheaper per token (a fraction) to take the round
 CHUNK_REACH = 0.10  # a hand-over asks for the smallest chunk whose cost per token is within this of the cheapest
 PROBE_FACTOR = 3.0  # before any chunk, probe the edge alone while its guessed cost is within this factor of speculation
 REPROBE_ROUNDS = 32  # after this many speculative rounds with no chunk, measure the edge alone again ...
@@ -96,9 +96,11 @@ def chunk_sizes(chunk_tokens: int, budget_tokens: int) -> list[int]:
 def choose_round(spec_s_per_token: float, decode_s_per_token: float, chunk_link_s: Callable[[int], float],
                  budget_tokens: int, chunk_tokens: int = HANDOVER_TOKENS, overhead_s: float | Callable[[int], float]
                  = 0.0, margin: float = HANDOVER_MARGIN, spec_factor: float = 1.0,
-                 edge_factor: float = 1.0) -> HandOver:
+                 edge_factor: float = 1.0, edge_running: bool = False) -> HandOver:
     """Speculate or hand over: the edge takes the round when a chunk of one of ``chunk_sizes(chunk_tokens,
-    budget_tokens)`` costs less per token than ``spec_s_per_token`` by more than ``margin``; of those, the smallest
+    budget_tokens)`` costs less per token than ``spec_s_per_token`` by more than ``margin``; while the edge runs
+    (``edge_running``: the UE's last round was the edge's), it keeps the round unless speculation costs less than
+    every chunk by more than ``margin`` (hysteresis: a near tie stays with the side running); of those, the smallest
     whose cost is within ``CHUNK_REACH`` of the cheapest (a small chunk keeps speculation's return near, a large one
     pays the round trip over more tokens: over a long RTT it asks for more).  When none does, the round speculates
     (and the choice names the smallest chunk and its cost).  ``overhead_s``: seconds, or a chunk's tokens ->
@@ -111,7 +113,8 @@ def choose_round(spec_s_per_token: float, decode_s_per_token: float, chunk_link_
     sizes = chunk_sizes(chunk_tokens, budget_tokens)
     cost = {n: edge_factor * edge_alone_s_per_token(decode_s_per_token, n, chunk_link_s(n), over(n)) for n in sizes}
     spec = spec_factor * spec_s_per_token
-    wins = [n for n in sizes if cost[n] < (1 - margin) * spec]
+    bar = spec / (1 - margin) if edge_running else (1 - margin) * spec
+    wins = [n for n in sizes if cost[n] < bar]
     n = sizes[0]
     if wins:  # the smallest chunk within CHUNK_REACH of the cheapest: a long RTT asks for more tokens a round trip
         best = min(cost[n] for n in wins)

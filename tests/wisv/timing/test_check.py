@@ -43,3 +43,14 @@ def test_a_check_reverses_a_choice_its_raw_costs_would_make():
     assert fixed.edge_s_per_token / fixed.edge_factor == pytest.approx(0.0040 + LINK(16) / 16)
     with pytest.raises(ValueError):
         choose_round(0.0046, 0.0040, LINK, budget_tokens=64, edge_factor=0.0)
+
+
+def test_a_near_tie_stays_with_the_side_running():
+    """Speculation at 4.0 ms a token, the edge at 3.9 (2.5% cheaper, within the 5% margin): speculation keeps the
+    round while it runs, and the edge keeps it while the edge runs; a clear win changes sides either way."""
+    edge = lambda n: 0.0  # noqa: E731  no link: the edge's cost is its decode time
+    assert not choose_round(0.0040, 0.0039, edge, budget_tokens=64).edge_alone
+    assert choose_round(0.0040, 0.0039, edge, budget_tokens=64, edge_running=True).edge_alone
+    assert choose_round(0.0040, 0.0041, edge, budget_tokens=64, edge_running=True).edge_alone  # 2.5% dearer: stays
+    assert not choose_round(0.0040, 0.0043, edge, budget_tokens=64, edge_running=True).edge_alone  # 7%: speculate
+    assert choose_round(0.0040, 0.0037, edge, budget_tokens=64).edge_alone  # 7.5% cheaper: the edge takes it
