@@ -68,7 +68,7 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
     csi = csi_est or CSI.ideal()
     auto = sess._auto_window(csi_est)
     priced = w.round_s(auto.protocol, csi, auto.pb, auto.mismatch_rate)
-    prefill = w.prefill_s if sess.d.cached_len == 0 else 0.0  # a prompt's first block pays the drafter's prefill
+    prefill = w.prefill_s if sess.d.prefill_pending else 0.0  # a prompt's first block pays the drafter's prefill
     round_s = lambda k: priced(k) + prefill  # noqa: E731  (the edge's chunks hide it: the drafter follows them)
     budget = sess.p.max_new_tokens - len(sess.tokens)
     hi = max(1, min(sess.shape.k_max(sess.p), budget - 1))

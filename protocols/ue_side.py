@@ -155,7 +155,7 @@ class UESession:
         """Draft the next block and build its DRAFT message (auto picks FH or SH first)."""
         k, window, stop = self._block_size(csi_est, self.p.max_new_tokens - len(self.tokens))
         proto = self._round_protocol(csi_est, k)
-        prefilled = self.d.cached_len == 0  # the drafter reads the prompt first: a prefill in this block's time
+        prefilled = self.d.prefill_pending  # the drafter reads the prompt first: a prefill in this block's time
         t0 = time.perf_counter()
         draft, tree = self.shape.draft(self.d, k, sample=proto.samples, temperature=self.p.temperature,
                                        generator=self.gen, eos=self.eos, stop=stop)

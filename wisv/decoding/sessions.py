@@ -89,6 +89,11 @@ class DraftSession(_CachedModel):
         """Width of the hidden states its drafts carry (``Draft.hidden``): what OPEN declares as drafter_hidden."""
         return int(self.model.config.hidden_size)
 
+    @property
+    def prefill_pending(self) -> bool:
+        """The drafter has not read its prompt yet: its next draft begins with the prompt's prefill."""
+        return self.cached_len == 0
+
     def draft(self, k: int, *, sample: bool = False, temperature: float = 1.0,
               generator: torch.Generator | None = None, eos_token_id: int | None = None,
               stop: Callable[[torch.Tensor], bool] | None = None, features: bool = True) -> Draft:

@@ -1,6 +1,7 @@
 """testbed.simulate: traces, the latency model over traces, a tiny end-to-end run, calibration timing and validation."""
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -194,21 +195,26 @@ def _run_dir(tmp_path, t_e2e_s: float = 0.060):
     return run
 
 
+def _stream(run: Path, protocol: str, passes: str, chunks: list[tuple[float, float]], downlink_bytes: int) -> None:
+    """A generate-alone protocol's run of one prompt in 1-token chunks: (its passes' seconds in column ``passes``,
+    arrival at the UE) each; the prompt's end-to-end time the last arrival."""
+    (run / protocol).mkdir()
+    base = {"prompt_id": "p0", "protocol": protocol, "draft_len": 0, "queried": 0, "exchanges": 0, "accepted": 0,
+            "mismatches": 0, "committed": 1, "uplink_bytes": 0, "downlink_bytes": downlink_bytes, "t_draft_s": None,
+            "t_verify_s": None, "t_comm_s": None, "t_head_s": 0.0, "rtt_ms": 10.0, "rate_up_mbps": math.inf,
+            "rate_down_mbps": math.inf, "per": 0.0, "per_down": 0.0}
+    rounds = [base | {"round": i, passes: t, "t_round_s": t, "t_arrival_s": a} for i, (t, a) in enumerate(chunks)]
+    pd.DataFrame(rounds).to_csv(run / protocol / "rounds.csv", index=False)
+    (run / protocol / "outputs.jsonl").write_text(json.dumps({"prompt_id": "p0", "tokens": [7] * len(chunks),
+                                                             "t_e2e_s": chunks[-1][1]}) + "\n")
+
+
 def test_chunk_residuals_are_the_gaps_between_chunks_beyond_their_passes(tmp_path):
     """A server-only stream of three 1-token chunks: gaps of 5 and 6 ms, passes of 4 and 5 ms -> 1 ms each."""
     from testbed.sim.calibrate import chunk_overhead
     from testbed.sim.validate import chunk_residuals
     run = _run_dir(tmp_path)
-    (run / "server").mkdir()
-    base = {"prompt_id": "p0", "protocol": "server", "draft_len": 0, "queried": 0, "exchanges": 0, "accepted": 0,
-            "mismatches": 0, "committed": 1, "uplink_bytes": 0, "downlink_bytes": 40, "t_draft_s": None,
-            "t_comm_s": None, "t_head_s": 0.0, "rtt_ms": 10.0, "rate_up_mbps": math.inf,
-            "rate_down_mbps": math.inf, "per": 0.0, "per_down": 0.0}
-    rounds = [base | {"round": i, "t_verify_s": v, "t_round_s": v, "t_arrival_s": a}
-              for i, (v, a) in enumerate([(0.003, 0.100), (0.004, 0.105), (0.005, 0.111)])]
-    pd.DataFrame(rounds).to_csv(run / "server" / "rounds.csv", index=False)
-    (run / "server" / "outputs.jsonl").write_text(json.dumps({"prompt_id": "p0", "tokens": [7] * 3,
-                                                              "t_e2e_s": 0.111}) + "\n")
+    _stream(run, "server", "t_verify_s", [(0.003, 0.100), (0.004, 0.105), (0.005, 0.111)], downlink_bytes=40)
     loaded = load_run(run)
     assert chunk_residuals("server", loaded) == pytest.approx([0.001, 0.001])
     from testbed.sim.validate import compute_ratio, with_prefix
@@ -232,16 +238,7 @@ def test_a_device_streams_residuals_are_the_gaps_beyond_its_drafter_passes(tmp_p
     from testbed.sim.calibrate import chunk_overhead
     from testbed.sim.validate import chunk_residuals
     run = _run_dir(tmp_path)
-    (run / "device").mkdir()
-    base = {"prompt_id": "p0", "protocol": "device", "draft_len": 0, "queried": 0, "exchanges": 0, "accepted": 0,
-            "mismatches": 0, "committed": 1, "uplink_bytes": 0, "downlink_bytes": 0, "t_verify_s": None,
-            "t_comm_s": None, "t_head_s": 0.0, "rtt_ms": 10.0, "rate_up_mbps": math.inf,
-            "rate_down_mbps": math.inf, "per": 0.0, "per_down": 0.0}
-    rounds = [base | {"round": i, "t_draft_s": d, "t_round_s": d, "t_arrival_s": a}
-              for i, (d, a) in enumerate([(0.003, 0.0030), (0.0010, 0.0042), (0.0011, 0.0055)])]
-    pd.DataFrame(rounds).to_csv(run / "device" / "rounds.csv", index=False)
-    (run / "device" / "outputs.jsonl").write_text(json.dumps({"prompt_id": "p0", "tokens": [7] * 3,
-                                                              "t_e2e_s": 0.0055}) + "\n")
+    _stream(run, "device", "t_draft_s", [(0.003, 0.0030), (0.0010, 0.0042), (0.0011, 0.0055)], downlink_bytes=0)
     assert chunk_residuals("device", load_run(run)) == pytest.approx([0.0002, 0.0002])
     ms, notes = chunk_overhead(run, "ue")
     assert ms == pytest.approx(0.0002) and (notes["chunks"], notes["protocols"]) == (2, ["device"])

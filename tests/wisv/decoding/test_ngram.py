@@ -113,3 +113,15 @@ def test_costs_at_takes_the_table_measured_nearest_below_the_context():
 def test_a_costly_pass_table_keeps_a_weak_proposal_from_being_sent():
     s = NgramDraftSession([1, 2, 3, 1, 2], NgramConfig(1, 2, 5), {0: {1: 57.0, 2: 1000.0, 3: 1000.0, 4: 1000.0}})
     assert s.draft(5).tokens == []  # p = 0.6 cannot pay for a pass 17x a step: a plain decode step instead
+
+
+def test_only_a_model_drafter_has_a_prefill_pending():
+    """``prefill_pending`` (the drafting-time rules of auto and --draft-len auto read it): a model's session reads its
+    prompt in its first draft; a lookup never reads ahead."""
+    from wisv.decoding.sessions import DraftSession
+    drafter, _ = make_pair("llama", 32, 2, 4, 2, vocab=64, eos=1)
+    d = DraftSession(drafter, [3, 4, 5])
+    assert d.prefill_pending
+    d.draft(2)
+    assert not d.prefill_pending
+    assert not NgramDraftSession([3, 4, 5]).prefill_pending
