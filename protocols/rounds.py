@@ -88,6 +88,7 @@ class RoundState:
     t_round_s: float | None = None  # draft start to the VERDICT's arrival, s (set when it commits)
     choice: HandOver | None = None  # auto: the hand-over choice that let the round speculate (its two predictions)
     prefilled: bool = False  # the block's drafting began with the drafter's prefill of the prompt (its first)
+    t_prefill_s: float | None = None  # of its drafting, the drafter's timed read of the prompt, s (None: untimed)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -201,7 +202,7 @@ class ChainRounds:
         if p.auto_window or describe(p.protocol).chooses:  # auto prices its hand-over with the same terms
             conf = r.draft.features[:, 0].tolist() if r.draft.features is not None else None
             window.update(len(r.draft.tokens), v.n_accepted, conf, r.t_draft_s, v.t_edge_s, t_round_s=r.t_round_s,
-                          prefilled=r.prefilled)
+                          prefilled=r.prefilled, t_prefill_s=r.t_prefill_s)
 
     def columns(self, r: RoundState) -> dict:
         """The block's draft-confidence summary (RoundRow draft_* fields: the WDT predictor's training data)."""

@@ -11,7 +11,8 @@ token.  That pass waits until the next round (``follow_chunk``): after the next 
 generates, or before the next draft; so the choice before a round reads the agreement up to the chunk before the
 last (a drafter that agrees again brings speculation back one chunk later), and a prompt's last chunk costs no pass.
 Nothing is handed over before a verdict measured drafting without the drafter's prefill of the prompt (a prompt's
-first block pays it); until a CHUNK measured the edge alone, one round is handed over as a probe when the guess is
+first block pays it; a drafter that times its read of the prompt, ``last_prefill_s``, leaves the rest of that block
+clean drafting); until a CHUNK measured the edge alone, one round is handed over as a probe when the guess is
 near enough (``should_probe``), so that a guess that errs high does not keep the edge from ever being measured; and
 after the edge generated ``SPEC_REPROBE_TOKENS`` alone, one round speculates when speculation's cost is near enough
 (``should_speculate``), so that a speculative cost measured high once does not keep speculation out for good.  A

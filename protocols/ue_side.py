@@ -161,7 +161,7 @@ class UESession:
                                        generator=self.gen, eos=self.eos, stop=stop)
         t_draft = time.perf_counter() - t0
         self.round = RoundState(self.n_rounds, proto.name, draft, t_draft, tree=tree, window=window, t_start_s=t0,
-                                prefilled=prefilled)
+                                prefilled=prefilled, t_prefill_s=self.d.last_prefill_s if prefilled else None)
         header = {"round": self.n_rounds, "t_draft_s": t_draft, "protocol": proto.name}
         if csi_est is not None:
             header["csi"] = csi_est.to_dict()

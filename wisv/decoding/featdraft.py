@@ -235,6 +235,7 @@ class FeatureDraftSession(DraftSession):
     saw when it was fed, as in training's later positions."""
 
     reads_features = 1  # target-feature rows it asks for per VERDICT (feature_rows sets it per session)
+    prefill_pending = False  # its head reads a window of bounded length, never the whole prompt, ahead of a draft
 
     def __init__(self, model: PreTrainedModel, prompt_ids: list[int], head: FeatureHead, hidden_layer: int = -1,
                  cache_rounds: bool = True, feature_rows: int = 1):

@@ -117,6 +117,7 @@ class NgramDraftSession:
     reads_features = 0  # target-feature rows it reads per round: none
     hidden_size = 0  # width of the hidden states its drafts carry: none (OPEN declares 0)
     prefill_pending = False  # no model: a lookup reads nothing ahead of a draft
+    last_prefill_s = 0.0  # and so spends nothing reading the prompt, s
 
     def __init__(self, prompt_ids: list[int], cfg: NgramConfig | None = None,
                  ms_by_rows: Mapping[int, Mapping[int, float]] | None = None):

@@ -8,6 +8,7 @@ cache covers ``seq[:-1]`` after its prefill and after every commit, so a verific
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -83,6 +84,8 @@ class DraftSession(_CachedModel):
         super().__init__(model, prompt_ids, hidden_layer)
         self.drafted: list[int] = []  # last block; all but its last token are in the cache after seq
         self.carry: Draft | None = None  # proactive tokens kept as the start of the next block (SpecEdge)
+        self.last_prefill_s = 0.0  # the last draft's forward that read the prompt (and gave its first token), s; 0.0:
+        #   it read none (auto prices a prompt's first block with it: wisv.timing.window.WindowTracker.update)
 
     @property
     def hidden_size(self) -> int:
@@ -107,8 +110,12 @@ class DraftSession(_CachedModel):
             c, self.carry = self.carry, None
             toks, hids, feats = list(c.tokens[:k]), list(c.hidden[:k]), list(c.features[:k])
         feed = (self.seq + toks)[self.cached_len:]
+        self.last_prefill_s, prefill = 0.0, self.prefill_pending
         for _ in range(k - len(toks)):
+            t0 = time.perf_counter()
             logits, hidden = self.forward(feed, keep=1)  # only the last position's logits are read
+            if prefill:  # the prompt's read, timed apart: no cost per drafted token
+                self.last_prefill_s, prefill = time.perf_counter() - t0, False
             last = logits[-1]  # [V]
             feat = draft_features(last[None])[0].cpu() if features else None  # [4]; on the host (see Draft)
             if sample:

@@ -246,6 +246,37 @@ class WindowTracker:
         """Predicted time a round of link time ``link_s`` (the model's) spends outside the measured terms, s."""
         return self.overhead.at(link_s)
 
+    def learn_drafting(self, drafted: int, t_draft_s: float | None, prefilled: bool = False,
+                       t_prefill_s: float | None = None, smooth: float = 0.3) -> None:
+        """Learn the drafting time from a block of ``drafted`` tokens drafted in ``t_draft_s``.  A block whose
+        drafting began with the drafter's prefill of the prompt (``prefilled``, a prompt's first) pays it, which is no
+        cost per drafted token.  Where the drafter timed that read (``t_prefill_s``: the forward that read the prompt
+        and gave the first token), the block's other tokens are clean drafting and the read beyond one token's
+        drafting is ``prefill_s``.  Without it, such a block sets the drafting time only while nothing else has
+        (``tau_from_prefill``), the first block without one replaces it, and once drafting is known such a block
+        teaches ``prefill_s`` as what it took beyond its K tokens' drafting."""
+        if drafted <= 0 or t_draft_s is None or not t_draft_s > 0:
+            return
+        if prefilled and t_prefill_s is not None and drafted >= 2 and 0 <= t_prefill_s < t_draft_s:
+            self._learn_tau((t_draft_s - t_prefill_s) / (drafted - 1), smooth, from_prefill=False)
+            self._learn_prefill(t_prefill_s - self.tau_d_s, smooth)
+            return
+        if prefilled and self.tau_d_s is not None and not self.tau_from_prefill:
+            self._learn_prefill(t_draft_s - self.draft_s(drafted), smooth)
+        if not (prefilled and self.tau_d_s is not None):
+            self._learn_tau(t_draft_s / drafted, smooth, from_prefill=prefilled)
+            if not prefilled:
+                self.drafting = update_line(self.drafting, float(drafted), t_draft_s)
+
+    def _learn_tau(self, tau: float, smooth: float, from_prefill: bool) -> None:
+        fresh = self.tau_d_s is None or self.tau_from_prefill
+        self.tau_d_s = tau if fresh else self.tau_d_s + smooth * (tau - self.tau_d_s)
+        self.tau_from_prefill = from_prefill
+
+    def _learn_prefill(self, extra_s: float, smooth: float) -> None:
+        extra = max(0.0, extra_s)
+        self.prefill_s = extra if self.prefill_s == 0 else self.prefill_s + smooth * (extra - self.prefill_s)
+
     def round_s(self, protocol: str, csi: CSI, pb: PayloadBits, mismatch_rate: float = 0.0) -> Callable[[int], float]:
         """K -> predicted seconds of a round from what was measured: drafting, the link under ``csi``, the edge's
         time and the overhead; keeps the link model to learn the overhead from the round's measured time."""
@@ -276,25 +307,12 @@ class WindowTracker:
 
     def update(self, drafted: int, accepted: int, confidences: Sequence[float] | None = None,
                t_draft_s: float | None = None, t_verify_s: float | None = None, smooth: float = 0.3,
-               t_round_s: float | None = None, prefilled: bool = False) -> None:
-        """Learn from one verdict: acceptance (and confidence calibration), drafting time (per token and as a line),
-        the edge's time, and with ``t_round_s`` (the round's measured time, draft to verdict) the overhead.  A block
-        whose drafting began with the drafter's prefill of the prompt (``prefilled``, a prompt's first) sets the
-        drafting time only while nothing else has (``tau_from_prefill``), and the first block without one replaces
-        it: a prefill is no cost per drafted token.  Once drafting is known, such a block teaches ``prefill_s``,
-        what it took beyond its K tokens' drafting."""
+               t_round_s: float | None = None, prefilled: bool = False, t_prefill_s: float | None = None) -> None:
+        """Learn from one verdict: acceptance (and confidence calibration), drafting time (per token and as a line,
+        ``learn_drafting``), the edge's time, and with ``t_round_s`` (the round's measured time, draft to verdict)
+        the overhead."""
         self.history = update_history(self.history, drafted, accepted, confidences)
-        if prefilled and drafted > 0 and t_draft_s is not None and self.tau_d_s is not None \
-                and not self.tau_from_prefill:  # what the prefill added to the block, once drafting is known
-            extra = max(0.0, t_draft_s - self.draft_s(drafted))
-            self.prefill_s = extra if self.prefill_s == 0 else self.prefill_s + smooth * (extra - self.prefill_s)
-        if drafted > 0 and t_draft_s is not None and t_draft_s > 0 and not (prefilled and self.tau_d_s is not None):
-            tau = t_draft_s / drafted
-            fresh = self.tau_d_s is None or self.tau_from_prefill
-            self.tau_d_s = tau if fresh else self.tau_d_s + smooth * (tau - self.tau_d_s)
-            self.tau_from_prefill = prefilled
-            if not prefilled:
-                self.drafting = update_line(self.drafting, float(drafted), t_draft_s)
+        self.learn_drafting(drafted, t_draft_s, prefilled, t_prefill_s, smooth)
         if drafted > 0 and t_verify_s is not None:
             self.verify = update_verify(self.verify, drafted, t_verify_s)
         if drafted > 0 and None not in (t_round_s, t_draft_s, t_verify_s, self.link_s):

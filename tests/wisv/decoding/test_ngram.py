@@ -123,5 +123,8 @@ def test_only_a_model_drafter_has_a_prefill_pending():
     d = DraftSession(drafter, [3, 4, 5])
     assert d.prefill_pending
     d.draft(2)
-    assert not d.prefill_pending
-    assert not NgramDraftSession([3, 4, 5]).prefill_pending
+    assert not d.prefill_pending and d.last_prefill_s > 0  # the first forward's read of the prompt, timed
+    d.commit(d.drafted[:1])
+    d.draft(2)
+    assert d.last_prefill_s == 0.0  # no read of the prompt in a later block
+    assert not NgramDraftSession([3, 4, 5]).prefill_pending and NgramDraftSession([3]).last_prefill_s == 0.0

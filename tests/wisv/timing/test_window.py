@@ -165,3 +165,21 @@ def test_a_prefilled_block_sets_the_drafting_time_only_until_a_clean_one_replace
     w.update(4, 3, t_draft_s=0.006)
     assert w.tau_d_s == pytest.approx(0.001 + 0.3 * (0.0015 - 0.001))  # blended as before
     assert w.drafting.has_slope and w.drafting.at(8.0) == pytest.approx(0.008)  # the line: the two clean blocks
+
+
+def test_a_timed_prefill_leaves_the_first_block_clean_drafting():
+    """Where the drafter timed its read of the prompt (the forward that also gave the first token), the block's
+    other tokens are clean drafting at once (auto may choose after a prompt's first block), and the read beyond
+    one token's drafting is the prefill; a read too short to split, or a one-token block, falls back to the rule
+    above."""
+    w = WindowTracker()
+    w.update(8, 1, t_draft_s=0.030, prefilled=True, t_prefill_s=0.016)  # 7 tokens in 14 ms after a 16 ms read
+    assert w.tau_d_s == pytest.approx(0.002) and not w.tau_from_prefill
+    assert w.prefill_s == pytest.approx(0.014)  # the read less the first token's drafting
+    assert not w.drafting.n  # the line sees only blocks with no prefill in them
+    w.update(8, 1, t_draft_s=0.030, prefilled=True, t_prefill_s=0.020)  # 7 tokens in 10 ms
+    assert w.tau_d_s == pytest.approx(0.002 + 0.3 * (0.010 / 7 - 0.002))
+    assert w.prefill_s == pytest.approx(0.014 + 0.3 * (0.020 - w.tau_d_s - 0.014))
+    v = WindowTracker()
+    v.update(1, 1, t_draft_s=0.016, prefilled=True, t_prefill_s=0.016)  # nothing drafted after the read
+    assert v.tau_d_s == pytest.approx(0.016) and v.tau_from_prefill
