@@ -15,7 +15,8 @@ first block pays it; a drafter that times its read of the prompt, ``last_prefill
 clean drafting); until a CHUNK measured the edge alone, one round is handed over as a probe when the guess is
 near enough (``should_probe``), so that a guess that errs high does not keep the edge from ever being measured; and
 after the edge generated ``SPEC_REPROBE_TOKENS`` alone, one round speculates when speculation's cost is near enough
-(``should_speculate``), so that a speculative cost measured high once does not keep speculation out for good.  A
+(``should_speculate``), so that a speculative cost measured high once does not keep speculation out for good; each
+such probe since speculation last won a round doubles the wait before the next (``spec_reprobe_tokens``).  A
 chunk is never larger than the edge is predicted to generate within a quarter of the UE's reply timeout
 (``max_chunk_tokens``): a longer one would never arrive, the UE would reconnect and ask for it again, and the edge,
 busy with it, would keep every other session waiting.
@@ -36,10 +37,12 @@ from wisv.timing.handover import (
     agreement_history,
     choose_round,
     max_chunk_tokens,
+    next_backoff,
     probe,
     should_probe,
     should_speculate,
     spec_probe,
+    spec_reprobe_tokens,
 )
 from wisv.timing.latency import t_single_exchange
 from wisv.timing.window import choose_k
@@ -84,11 +87,12 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
                           overhead_s=lambda n: w.overhead_s(link(n)), spec_factor=w.spec_check.factor,
                           edge_factor=w.edge_check.factor, edge_running=w.edge_running)
     if should_probe(choice, w.since_edge_rounds):
-        return probe(choice)
-    if should_speculate(choice, w.edge_tokens_since_spec):
-        return spec_probe(choice)
-    if not choice.edge_alone and w.since_edge_rounds is not None:
+        choice = probe(choice)
+    elif should_speculate(choice, w.edge_tokens_since_spec, tokens=spec_reprobe_tokens(w.spec_backoff)):
+        choice = spec_probe(choice)
+    elif not choice.edge_alone and w.since_edge_rounds is not None:
         w.since_edge_rounds += 1
+    w.spec_backoff = next_backoff(w.spec_backoff, choice)
     return choice
 
 

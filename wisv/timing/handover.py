@@ -43,6 +43,7 @@ REPROBE_ROUNDS = 32  # after this many speculative rounds with no chunk, measure
 REPROBE_FACTOR = 1.5  # ... if its cost, as last measured, is within this factor of speculation
 SPEC_REPROBE_TOKENS = 96  # after the edge generated this many tokens alone with no speculative round, speculate once
 SPEC_REPROBE_FACTOR = 1.5  # ... if speculation's cost is within this factor of the edge's
+SPEC_REPROBE_BACKOFF_MAX = 3  # each probe since speculation last won a round doubles that wait, at most this often
 REPLY_SHARE = 0.25  # a hand-over's chunk is predicted to take the edge at most this share of the UE's reply timeout
 
 
@@ -159,6 +160,22 @@ def should_speculate(choice: HandOver, edge_tokens: int, tokens: int = SPEC_REPR
 def spec_probe(choice: HandOver) -> HandOver:
     """The choice, speculating to measure speculation again."""
     return replace(choice, edge_alone=False, probe=True)
+
+
+def spec_reprobe_tokens(backoff: int) -> int:
+    """The edge's tokens alone before speculation is probed again, after ``backoff`` probes since it last won a
+    round: ``SPEC_REPROBE_TOKENS`` doubled per probe, up to ``SPEC_REPROBE_BACKOFF_MAX`` times (pure).  Where
+    speculation stays dearer (a CPU edge, on which its verify pass costs more than the tokens it brings), each probe
+    is a round lost; the doubling keeps their share of the output falling."""
+    return SPEC_REPROBE_TOKENS << min(max(0, backoff), SPEC_REPROBE_BACKOFF_MAX)
+
+
+def next_backoff(backoff: int, choice: HandOver) -> int:
+    """The probes since speculation last won a round, after the round ``choice`` made: one more after a speculation
+    probe, none after a round speculation won, unchanged after the edge's (pure)."""
+    if choice.edge_alone:
+        return backoff
+    return backoff + 1 if choice.probe else 0
 
 
 def agreement_history(h: AcceptanceHistory, agree: Sequence[bool]) -> AcceptanceHistory:

@@ -232,6 +232,7 @@ class WindowTracker:
         self.since_edge_rounds: int | None = None  # speculative rounds since a CHUNK last measured it (None: never)
         self.edge_tokens_since_spec = 0  # tokens the edge generated alone since the last speculative round
         self.edge_running = False  # the UE's last round (any prompt's) was the edge's alone
+        self.spec_backoff = 0  # auto: speculation probes since it last won a round (wisv.timing.handover.next_backoff)
         self.spec_check = Ratio()  # auto: its speculative rounds' measured over predicted cost (wisv/timing/check.py)
         self.edge_check = Ratio()  # auto: the edge's rounds alone, the same
         self.last: WindowChoice | None = None

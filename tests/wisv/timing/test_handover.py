@@ -9,10 +9,12 @@ from wisv.timing.handover import (
     choose_round,
     chunk_sizes,
     edge_alone_s_per_token,
+    next_backoff,
     probe,
     should_probe,
     should_speculate,
     spec_probe,
+    spec_reprobe_tokens,
 )
 from wisv.timing.window import AcceptanceHistory
 
@@ -147,3 +149,15 @@ def test_speculation_is_measured_again_after_a_run_of_the_edges_tokens():
     assert not p.edge_alone and p.probe and (p.spec_s_per_token, p.edge_s_per_token) == (0.0050, 0.0045)
     with pytest.raises(ValueError):
         should_speculate(near, 100, tokens=0)
+
+
+def test_each_probe_that_speculation_does_not_follow_doubles_the_wait():
+    """A speculation probe doubles the edge's tokens before the next (up to 8x); a round speculation wins resets the
+    wait; the edge's rounds, its probes too, leave it."""
+    edge, won = HandOver(True, 32, 0.0050, 0.0045), HandOver(False, 16, 0.004, 0.005)
+    b = 0
+    for want in (2, 4, 8, 8):
+        b = next_backoff(b, spec_probe(edge))
+        assert spec_reprobe_tokens(b) == min(want, 8) * SPEC_REPROBE_TOKENS
+    assert next_backoff(b, edge) == b and next_backoff(b, probe(won)) == b
+    assert next_backoff(b, won) == 0 and spec_reprobe_tokens(0) == SPEC_REPROBE_TOKENS
