@@ -38,6 +38,7 @@ from wisv.timing.window import AcceptanceHistory
 HANDOVER_TOKENS = 16  # tokens the edge generates in a handed-over round, unless the budget is smaller
 HANDOVER_MARGIN = 0.05  # the side not running must be this much cheaper per token (a fraction) to take the round
 CHUNK_REACH = 0.10  # a hand-over asks for the smallest chunk whose cost per token is within this of the cheapest
+REACH_NEAR = 1.25  # ... while speculation costs at most this factor of the cheapest chunk; beyond it, the cheapest
 PROBE_FACTOR = 3.0  # before any chunk, probe the edge alone while its guessed cost is within this factor of speculation
 REPROBE_ROUNDS = 32  # after this many speculative rounds with no chunk, measure the edge alone again ...
 REPROBE_FACTOR = 1.5  # ... if its cost, as last measured, is within this factor of speculation
@@ -103,7 +104,9 @@ def choose_round(spec_s_per_token: float, decode_s_per_token: float, chunk_link_
     (``edge_running``: the UE's last round was the edge's), it keeps the round unless speculation costs less than
     every chunk by more than ``margin`` (hysteresis: a near tie stays with the side running); of those, the smallest
     whose cost is within ``CHUNK_REACH`` of the cheapest (a small chunk keeps speculation's return near, a large one
-    pays the round trip over more tokens: over a long RTT it asks for more).  When none does, the round speculates
+    pays the round trip over more tokens: over a long RTT it asks for more), while speculation is near (at most
+    ``REACH_NEAR`` times the cheapest chunk's cost); beyond, the cheapest (a return that far off is worth no round
+    trip: server-only streams a prompt's tokens over one).  When none does, the round speculates
     (and the choice names the smallest chunk and its cost).  ``overhead_s``: seconds, or a chunk's tokens ->
     seconds.  ``spec_factor`` and ``edge_factor`` correct each side's predicted cost by what its rounds measured
     (``Ratio.factor``); the choice holds the corrected costs."""
@@ -119,7 +122,8 @@ def choose_round(spec_s_per_token: float, decode_s_per_token: float, chunk_link_
     n = sizes[0]
     if wins:  # the smallest chunk within CHUNK_REACH of the cheapest: a long RTT asks for more tokens a round trip
         best = min(cost[n] for n in wins)
-        n = next(n for n in wins if cost[n] <= (1 + CHUNK_REACH) * best)
+        reach = CHUNK_REACH if spec <= REACH_NEAR * best else 0.0
+        n = next(n for n in wins if cost[n] <= (1 + reach) * best)
     return HandOver(bool(wins), n, spec, cost[n], spec_factor=spec_factor, edge_factor=edge_factor)
 
 
