@@ -9,7 +9,8 @@ the target's: they are its tokens).  The drafter's pass over the chunk says wher
 the acceptance estimate alive while nothing is drafted, and the CHUNK's decode time is the edge's measured time per
 token.  That pass waits until the next round (``follow_chunk``): after the next GENERATE is sent, while the edge
 generates, or before the next draft; so the choice before a round reads the agreement up to the chunk before the
-last (a drafter that agrees again brings speculation back one chunk later), and a prompt's last chunk costs no pass.
+last (a drafter that agrees again brings speculation back one chunk later); a prompt's last chunk is followed after
+its last token arrived (``UESession.follow_last``, off the prompt's latency), for the next prompt's choice.
 Nothing is handed over before a verdict measured drafting without the drafter's prefill of the prompt (a prompt's
 first block pays it; a drafter that times its read of the prompt, ``last_prefill_s``, leaves the rest of that block
 clean drafting); until a CHUNK measured the edge alone, one round is handed over as a probe when the guess is

@@ -225,6 +225,12 @@ class UESession:
     def close_message(self) -> Message:
         return make(MsgType.CLOSE, self.sid, **self.token)
 
+    def follow_last(self) -> None:
+        """After the prompt's last token arrived (off its latency, in the device's idle time before the next): the
+        drafter's pass over the last CHUNK, whose agreement the UE's next prompt chooses with (auto: a prompt the edge
+        generated in one chunk would otherwise teach speculation's price nothing); nothing when none is pending."""
+        follow_chunk(self)
+
     def _commit(self, v: Verdict) -> None:
         """Commit what the VERDICT accepted (carrying reusable proactive tokens), learn, record; the session may be
         done (at the budget or EOS)."""

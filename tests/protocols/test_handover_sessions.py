@@ -54,7 +54,12 @@ def test_auto_hands_rounds_to_the_edge_on_a_poor_link_and_stays_lossless(pair) -
     assert edge.done and edge.generated == len(ue.tokens)
     assert ue.window.edge_decode_s is not None and ue.window.edge_decode_s > 0  # learnt from the CHUNKs
     assert ue.d.seq[len(PROMPTS[1]):] + ue.unfollowed == ue.tokens  # the drafter followed every chunk but the last
-    assert ue.unfollowed and ue.unfollowed == rounds[-1].tokens  # which costs it no pass: the prompt is done
+    assert ue.unfollowed and ue.unfollowed == rounds[-1].tokens  # which waits: the prompt is done
+    before = ue.window.history
+    ue.follow_last()  # after the last token arrived: the pass over it, for the next prompt's choice
+    assert not ue.unfollowed and ue.d.seq[len(PROMPTS[1]):] == ue.tokens and ue.window.history != before
+    ue.follow_last()  # nothing pending: nothing to do
+    assert ue.d.seq[len(PROMPTS[1]):] == ue.tokens
 
 
 def test_a_protocol_that_does_not_choose_never_hands_over(pair) -> None:

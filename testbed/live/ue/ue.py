@@ -120,6 +120,7 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
     t_e2e = time.perf_counter() - t1  # OPEN to the last VERDICT (eq. 22 plus session set-up)
     if edge:
         close_session(client, sess)
+    sess.follow_last()  # the agreement over the last chunk, for the next prompt's choice (the edge closed first)
     if tcp_before is not None:  # the uplink's loss estimate over this prompt: TCP retransmissions per segment sent
         per = retransmission_rate(tcp_before, loc.tcp())
         rows = [dataclasses.replace(r, per=per) for r in rows]
