@@ -85,7 +85,7 @@ class DraftSession(_CachedModel):
         self.drafted: list[int] = []  # last block; all but its last token are in the cache after seq
         self.carry: Draft | None = None  # proactive tokens kept as the start of the next block (SpecEdge)
         self.last_prefill_s = 0.0  # the last draft's forward that read the prompt (and gave its first token), s; 0.0:
-        #   it read none (auto prices a prompt's first block with it: wisv.timing.window.WindowTracker.update)
+        #   it read none (auto prices a prompt's first block with it: wisv.timing.window.WindowTracker.learn_drafting)
 
     @property
     def hidden_size(self) -> int:
