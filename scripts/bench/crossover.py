@@ -40,7 +40,10 @@ from testbed.live.edge.serveconfig import ServeConfig
 from testbed.live.orchestrate.run import RunConfig
 from testbed.live.ue.ueconfig import UEConfig
 from testbed.sim.cli import SimConfig
+from wisv.pairs import default_prompts_file
 from wisv.records.paired import paired_time_change
+from wisv.tasks.jsonl import write_jsonl
+from wisv.tasks.toydata import load_split
 from wisv.timing.protodesc import describe
 
 AUTO_GOAL = 1.05  # issue 58: a chooser's latency at most this times the better baseline's in every cell ...
@@ -65,10 +68,34 @@ class CrossoverConfig:
     interleave: bool = True  # run a cell's protocols prompt by prompt (testbed.run --interleave); else in turn
     local_profile: str | None = None  # the calibrated `local` profile the prediction uses (None: calibrate it now,
     #   on the pair, into OUT/local_profile.json, kept there for a resumed run)
+    prompt_offset: int = field(default=0, metadata={"min": 0})  # skip this many prompts of the pair's test set first
+    #   (a map on prompts no earlier diagnosis read); > 0: the cells and the prediction read OUT/prompts.jsonl
+    stream_every_tokens: int | None = field(default=None, metadata={"min": 1})  # server-only and on-device: a chunk
+    #   of the stream ends at this many tokens, in the cells and the prediction (None: every token a chunk)
 
 
 def cell_dir(cfg: CrossoverConfig, rate: float, rtt: float) -> Path:
     return Path(cfg.out) / "cells" / f"{rate:g}mbps_{rtt:g}ms"
+
+
+def prompts_path(cfg: CrossoverConfig) -> Path | None:
+    """The prompts file the cells and the prediction read (None: the pair's own set, its first ``prompts``)."""
+    return Path(cfg.out) / "prompts.jsonl" if cfg.prompt_offset else None
+
+
+def offset_rows(pair: str | None, offset: int, n: int) -> list[dict]:
+    """Prompts ``[offset, offset + n)`` of the pair's test set, as JSONL rows ``testbed.run`` and ``testbed.simulate``
+    read as they would the set's own: a file's rows as they are; the toy split's text, already formatted (``raw``)."""
+    src = default_prompts_file(pair)
+    if src is None:
+        rows = [{"prompt_id": p.pid, "prompt": p.prompt, "raw": True, "answer": p.answer}
+                for p in load_split("test")]
+    else:
+        rows = [json.loads(line) for line in Path(src).read_text().splitlines() if line.strip()]
+    if len(rows) < offset + n:
+        raise ValueError(f"--prompt-offset {offset} with --prompts {n}: the {pair or 'toy'} pair's test set holds "
+                         f"{len(rows)} prompts")
+    return rows[offset:offset + n]
 
 
 def run_cell(cfg: CrossoverConfig, rate: float, rtt: float) -> Path:
@@ -85,9 +112,12 @@ def run_cell(cfg: CrossoverConfig, rate: float, rtt: float) -> Path:
 def cell_argv(cfg: CrossoverConfig, rate: float, rtt: float, out: Path) -> list[str]:
     """testbed.run's command for one cell: a tree of K nodes, as the simulator prices it (its tree traces draft K
     tokens a round; the run's default tree budget is 16 whatever K is)."""
+    pf = prompts_path(cfg)
     rc = RunConfig(protocol=",".join(cfg.protocols), prompts=cfg.prompts, out=str(out), overwrite=True,
                    reference=False, pair=cfg.pair, interleave=cfg.interleave, edge=ServeConfig(head="none"),
-                   ue=UEConfig(max_new_tokens=cfg.max_new_tokens, draft_len=cfg.draft_len, tree_budget=cfg.draft_len),
+                   prompts_file=str(pf) if pf else None,
+                   ue=UEConfig(max_new_tokens=cfg.max_new_tokens, draft_len=cfg.draft_len, tree_budget=cfg.draft_len,
+                               stream_every_tokens=cfg.stream_every_tokens),
                    link=LinkSpec(rate_up_mbps=rate, rate_down_mbps=rate, rtt_ms=rtt))
     return [sys.executable, "-m", "testbed.run", *config.to_argv(rc)]
 
@@ -161,10 +191,12 @@ def predicted(cfg: CrossoverConfig, profile: str) -> pd.DataFrame:
 
 def simulate_argv(cfg: CrossoverConfig, profile: str, out: Path) -> list[str]:
     """testbed.simulate's command for the map's grid: the protocols that do not choose, each end's local profile."""
+    pf = prompts_path(cfg)
     sim = SimConfig(out=str(out), methods=[p for p in cfg.protocols if not describe(p).chooses],
                     draft_lens=[cfg.draft_len], rates_mbps=list(cfg.rates_mbps), rtts_ms=list(cfg.rtts_ms),
                     prompts=cfg.prompts, max_new_tokens=cfg.max_new_tokens, head="none", ue_profile="local",
-                    edge_profile="local", payload="wire", local_profile=profile, pair=cfg.pair)
+                    edge_profile="local", payload="wire", local_profile=profile, pair=cfg.pair,
+                    prompts_file=str(pf) if pf else None, stream_every_tokens=cfg.stream_every_tokens)
     return [sys.executable, "-m", "testbed.simulate", *config.to_argv(sim)]
 
 
@@ -247,8 +279,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -m scripts.bench.crossover: error: --local-profile: no such file {cfg.local_profile}",
               file=sys.stderr)
         return 2
+    pf = prompts_path(cfg)  # before anything is written: an offset past the set's end is one line, exit 2
+    rows = offset_rows(cfg.pair, cfg.prompt_offset, cfg.prompts) if pf else []
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
+    if pf:
+        write_jsonl(pf, rows)
     config.write_config(out, cfg, config.provenance())
     t0, load0 = time.time(), os.getloadavg()
     profile = calibrate(cfg)

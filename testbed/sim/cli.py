@@ -88,6 +88,8 @@ class SimConfig:
     chat_template: str = field(default="auto", metadata={
         "choices": CHAT_TEMPLATE_MODES})  # prompt text through the tokenizer's chat template (auto: if it has one)
     max_new_tokens: int = 160  # generation budget per prompt, tokens
+    stream_every_tokens: int | None = field(default=None, metadata={"min": 1})  # server-only and on-device: a chunk
+    #   of the stream ends at this many tokens (testbed.run's flag; None: every token a chunk)
     ue_profile: str = "jetson-agx-orin"  # drafting device: hardware profile name (wisv.timing.hardware) or local
     edge_profile: str = "a40"  # verifying device: hardware profile name (wisv.timing.hardware) or local
     local_profile: str | None = None  # calibration record for "local" (None: results/local_profile.json)
@@ -146,7 +148,8 @@ def run(cfg: SimConfig) -> pd.DataFrame:
                 trace, rule = _trace(cfg, pair, head, method, k, link)
                 d = describe(method)
                 per_prompt = (prompt_latencies(trace, method, link.csi_at, dep, outages=link.outages)
-                              if d.speculative else alone_latencies(trace, d, link.csi_at, dep, outages=link.outages))
+                              if d.speculative else alone_latencies(trace, d, link.csi_at, dep, outages=link.outages,
+                                                                 chunk_tokens=cfg.stream_every_tokens or 1))
                 rows.append({"method": _label(method, rule), "protocol": method, "acceptance": rule, "draft_len": k,
                              "link": link.name, "rate_mbps": link.rate_mbps, "rtt_ms": link.rtt_ms, "per": link.per,
                              **summarize(trace, per_prompt), **_alone_fields(d, per_prompt),

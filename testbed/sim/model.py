@@ -33,15 +33,16 @@ def prompt_latencies(trace: pd.DataFrame, protocol: str, csi_at: Callable[[float
 
 
 def alone_latencies(trace: pd.DataFrame, d: ProtocolDesc, csi_at: Callable[[float], CSI], dep: Deployment,
-                    t0_s: float = 0.0, outages: Outages | None = None) -> pd.DataFrame:
-    """Per prompt of a protocol generating alone (wisv.timing.alone): its output length from a greedy ``trace`` (the
-    target's; on-device too, the drafter's own being untraced); latency_s paused by the outages as one block."""
+                    t0_s: float = 0.0, outages: Outages | None = None, chunk_tokens: int = 1) -> pd.DataFrame:
+    """Per prompt of a protocol generating alone (wisv.timing.alone), streamed in chunks of ``chunk_tokens``: its
+    output length from a greedy ``trace`` (the target's; on-device too, the drafter's own being untraced); latency_s
+    paused by the outages as one block."""
     t, out = t0_s, []
     for pid, g in trace.groupby("prompt_id", sort=False):
         n = int(g["committed"].sum())
         t_start = t
         prompt_len = int(g["prefix_len"].iloc[0])  # round 0's prefix: the prompt
-        latency = alone_s(d, prompt_len, n, lambda s, t0=t_start: csi_at(t0 + s), dep)
+        latency = alone_s(d, prompt_len, n, lambda s, t0=t_start: csi_at(t0 + s), dep, chunk_tokens)
         t = outages.stretch(t, latency) if outages else t + latency
         out.append({"prompt_id": pid, "latency_s": t - t_start, "n_tokens": int(g["n_tokens"].iloc[0]),
                     "correct": bool(g["correct"].iloc[0]) if d.edge_rounds else math.nan})

@@ -1,7 +1,7 @@
 """The crossover map's pure parts: the winners of a cell read from the descriptions, and bad input refused."""
 from __future__ import annotations
 
-from scripts.bench.crossover import CrossoverConfig, cell_argv, main, simulate_argv, winners
+from scripts.bench.crossover import CrossoverConfig, cell_argv, main, offset_rows, simulate_argv, winners
 
 
 def test_winners_lossless_leaves_out_on_device():
@@ -93,3 +93,34 @@ def test_a_cell_runs_the_tree_the_simulator_prices(tmp_path):
     rc = parse_args(argv[3:])
     assert (rc.ue.draft_len, rc.ue.tree_budget, rc.interleave, rc.edge.head) == (8, 8, True, "none")
     assert (rc.link.rate_up_mbps, rc.link.rtt_ms, rc.protocols()) == (20.0, 50.0, ["server", "greedy", "auto", "tree"])
+
+
+def test_an_offset_map_reads_the_prompts_after_the_first(tmp_path):
+    """--prompt-offset 10: the cells and the prediction read OUT/prompts.jsonl, prompts 10-12 of the toy split, as
+    testbed.run would build them from the split itself."""
+    from testbed.live.orchestrate.run import parse_args as run_args
+    from testbed.sim.cli import parse_args as sim_args
+    from wisv.models.loader import builtin_paths, load_tokenizer
+    from wisv.tasks.jsonl import write_jsonl
+    from wisv.tasks.prompts import prompt_rows
+    cfg = CrossoverConfig(out=str(tmp_path), prompts=3, prompt_offset=10, stream_every_tokens=64,
+                          protocols=["server", "greedy", "auto"])
+    rows = offset_rows(None, 10, 3)
+    write_jsonl(tmp_path / "prompts.jsonl", rows)
+    rc = run_args(cell_argv(cfg, 20.0, 5.0, tmp_path / "cell")[3:])
+    sim = sim_args(simulate_argv(cfg, str(tmp_path / "p.json"), tmp_path / "sim")[3:])
+    assert rc.prompts_file == sim.prompts_file == str(tmp_path / "prompts.jsonl")
+    assert rc.ue.stream_every_tokens == sim.stream_every_tokens == 64
+    tok = load_tokenizer(builtin_paths()[1], "tokenizer")
+    split = prompt_rows(tok, "test", 13)[10:]
+    got = prompt_rows(tok, "test", 3, rc.prompts_file)
+    assert [(r["prompt_id"], r["prompt_ids"], r["answer"]) for r in got] == [
+        (r["prompt_id"], r["prompt_ids"], r["answer"]) for r in split]
+
+
+def test_an_offset_past_the_set_is_one_line_exit_2_before_anything(tmp_path, capsys):
+    import pytest
+    out = tmp_path / "x"
+    with pytest.raises(ValueError, match="holds"):
+        main(["--prompt-offset", "100000", "--prompts", "3", "--out", str(out)])
+    assert not out.exists()

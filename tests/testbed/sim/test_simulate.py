@@ -78,6 +78,17 @@ def test_alone_latencies_by_hand():
     assert dev["correct"].isna().all()  # the drafter's own output is not traced
 
 
+def test_alone_latencies_stream_in_chunks():
+    """A stream of chunks of 8 tokens (testbed.run --stream-every-tokens 8) pays the edge's host time per chunk once
+    for prompt a's 8 tokens, not 8 times; on a link with no rate the rest is the same."""
+    dep = Deployment(DIMS, DIMS, FAST, FAST, PB0, chunk_overhead_s=2e-3)
+    link = constant(CSI.symmetric(math.inf, 10.0))
+    each = alone_latencies(_trace(), describe("server"), link, dep).set_index("prompt_id")
+    eight = alone_latencies(_trace(), describe("server"), link, dep, chunk_tokens=8).set_index("prompt_id")
+    assert each.loc["a", "latency_s"] - eight.loc["a", "latency_s"] == pytest.approx(7 * 2e-3, rel=1e-6)
+    assert each.loc["b", "latency_s"] == pytest.approx(eight.loc["b", "latency_s"], rel=1e-9)  # one token either way
+
+
 def test_trace_cache_builds_once(tmp_path):
     key = TraceKey("pair", "greedy", 4, 2, 16)
     calls = []
