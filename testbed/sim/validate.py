@@ -125,11 +125,13 @@ def recorded_csi_at(recs: list[dict], fallback: CSI):
 def predict_prompt(protocol: str, recs: list[dict], prompt_len: int, fallback: CSI, dep: Deployment) -> tuple[float,
                                                                                                                float]:
     """(predicted OPEN-to-end time, its rounds-only part) of one prompt's recorded rounds: a speculative protocol's
-    OPEN plus each round, or a model generating alone over the tokens it committed (wisv.timing.alone)."""
+    OPEN plus each round, or a model generating alone over the tokens it committed (wisv.timing.alone), in chunks
+    of the largest it recorded (a round a chunk: every token, or --stream-every-tokens N's N)."""
     d = describe(protocol)
     if not d.speculative:
         n = int(sum(int(r["committed"]) for r in recs))
-        total = alone_s(d, prompt_len, n, recorded_csi_at(recs, fallback), dep)
+        chunk = max(1, max(int(r["committed"]) for r in recs))
+        total = alone_s(d, prompt_len, n, recorded_csi_at(recs, fallback), dep, chunk)
         return total, total - (open_s(prompt_len, row_csi(recs[0], fallback), dep) if d.edge_rounds else 0.0)
     pred_rounds = sum(predict_round_s(r, row_csi(r, fallback), dep) for r in recs)
     return open_s(prompt_len, row_csi(recs[0], fallback), dep) + pred_rounds, pred_rounds

@@ -338,3 +338,16 @@ def test_wisv_traces_are_cached_per_link(tmp_path, pair_dirs):
     table = run(cfg)
     assert set(table["method"]) == {"WISV-FH", "WISV-SH"} and set(table["acceptance"]) == {"wisv"}
     assert len(list((tmp_path / "cache").glob("wisv-*.csv"))) == 2  # fh and sh share a link's trace
+
+
+def test_validation_prices_a_stream_in_the_chunks_it_recorded():
+    """A server-only prompt recorded as one chunk of 8 tokens (--stream-every-tokens 8) is priced as one chunk: the
+    edge's host time per chunk once, not once per token."""
+    from testbed.sim.validate import predict_prompt
+    dep = Deployment(DIMS, DIMS, FAST, FAST, PB0, chunk_overhead_s=2e-3)
+    csi = CSI.symmetric(math.inf, 10.0)
+    one = [{"committed": 8}]
+    each = [{"committed": 1}] * 8
+    t_one, _ = predict_prompt("server", one, 4, csi, dep)
+    t_each, _ = predict_prompt("server", each, 4, csi, dep)
+    assert t_each - t_one == pytest.approx(7 * 2e-3, rel=1e-6)
