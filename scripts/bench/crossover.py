@@ -68,8 +68,10 @@ class CrossoverConfig:
     interleave: bool = True  # run a cell's protocols prompt by prompt (testbed.run --interleave); else in turn
     local_profile: str | None = None  # the calibrated `local` profile the prediction uses (None: calibrate it now,
     #   on the pair, into OUT/local_profile.json, kept there for a resumed run)
-    prompt_offset: int = field(default=0, metadata={"min": 0})  # skip this many prompts of the pair's test set first
-    #   (a map on prompts no earlier diagnosis read); > 0: the cells and the prediction read OUT/prompts.jsonl
+    prompts_file: str | None = None  # JSONL prompt set instead of the pair's test set (testbed.run's --prompts-file:
+    #   a kind no training saw, results/suite-live/prompts-unseen.jsonl)
+    prompt_offset: int = field(default=0, metadata={"min": 0})  # skip this many prompts of the set first (a map on
+    #   prompts no earlier diagnosis read)
     stream_every_tokens: int | None = field(default=None, metadata={"min": 1})  # server-only and on-device: a chunk
     #   of the stream ends at this many tokens, in the cells and the prediction (None: every token a chunk)
 
@@ -79,22 +81,26 @@ def cell_dir(cfg: CrossoverConfig, rate: float, rtt: float) -> Path:
 
 
 def prompts_path(cfg: CrossoverConfig) -> Path | None:
-    """The prompts file the cells and the prediction read (None: the pair's own set, its first ``prompts``)."""
-    return Path(cfg.out) / "prompts.jsonl" if cfg.prompt_offset else None
+    """The prompts file the cells and the prediction read: OUT/prompts.jsonl, the chosen rows of ``--prompts-file``
+    or the pair's test set (None: no file, no offset: the pair's own set, its first ``prompts``)."""
+    return Path(cfg.out) / "prompts.jsonl" if cfg.prompt_offset or cfg.prompts_file else None
 
 
-def offset_rows(pair: str | None, offset: int, n: int) -> list[dict]:
-    """Prompts ``[offset, offset + n)`` of the pair's test set, as JSONL rows ``testbed.run`` and ``testbed.simulate``
-    read as they would the set's own: a file's rows as they are; the toy split's text, already formatted (``raw``)."""
-    src = default_prompts_file(pair)
+def offset_rows(pair: str | None, offset: int, n: int, prompts_file: str | None = None) -> list[dict]:
+    """Prompts ``[offset, offset + n)`` of ``prompts_file`` or the pair's test set, as JSONL rows ``testbed.run`` and
+    ``testbed.simulate`` read as they would the set's own: a file's rows as they are; the toy split's text, already
+    formatted (``raw``)."""
+    src = prompts_file or default_prompts_file(pair)
+    if prompts_file and not Path(prompts_file).is_file():
+        raise ValueError(f"--prompts-file: no such file {prompts_file}")
     if src is None:
         rows = [{"prompt_id": p.pid, "prompt": p.prompt, "raw": True, "answer": p.answer}
                 for p in load_split("test")]
     else:
         rows = [json.loads(line) for line in Path(src).read_text().splitlines() if line.strip()]
     if len(rows) < offset + n:
-        raise ValueError(f"--prompt-offset {offset} with --prompts {n}: the {pair or 'toy'} pair's test set holds "
-                         f"{len(rows)} prompts")
+        where = prompts_file or f"the {pair or 'toy'} pair's test set"
+        raise ValueError(f"--prompt-offset {offset} with --prompts {n}: {where} holds {len(rows)} prompts")
     return rows[offset:offset + n]
 
 
@@ -280,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     pf = prompts_path(cfg)  # before anything is written: an offset past the set's end is one line, exit 2
-    rows = offset_rows(cfg.pair, cfg.prompt_offset, cfg.prompts) if pf else []
+    rows = offset_rows(cfg.pair, cfg.prompt_offset, cfg.prompts, cfg.prompts_file) if pf else []
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     if pf:

@@ -124,3 +124,22 @@ def test_an_offset_past_the_set_is_one_line_exit_2_before_anything(tmp_path, cap
     with pytest.raises(ValueError, match="holds"):
         main(["--prompt-offset", "100000", "--prompts", "3", "--out", str(out)])
     assert not out.exists()
+
+
+def test_a_prompts_file_is_read_from_its_offset(tmp_path):
+    """--prompts-file FILE --prompt-offset 1 --prompts 2: FILE's 2nd and 3rd rows, as they are; a missing file or
+    one too short is refused before anything is written."""
+    import json
+
+    import pytest
+    src = tmp_path / "set.jsonl"
+    src.write_text("".join(json.dumps({"prompt_id": f"q{i}", "prompt": f"Q{i}?", "answers": ["a"], "raw": True})
+                           + "\n" for i in range(3)))
+    assert [r["prompt_id"] for r in offset_rows("smollm2", 1, 2, str(src))] == ["q1", "q2"]
+    cfg = CrossoverConfig(out=str(tmp_path / "o"), prompts_file=str(src))
+    assert str(cell_argv(cfg, 1.0, 5.0, tmp_path / "c")).count(str(tmp_path / "o" / "prompts.jsonl")) == 1
+    with pytest.raises(ValueError, match="no such file"):
+        main(["--prompts-file", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "x")])
+    with pytest.raises(ValueError, match="holds 3 prompts"):
+        main(["--prompts-file", str(src), "--prompt-offset", "2", "--prompts", "2", "--out", str(tmp_path / "x")])
+    assert not (tmp_path / "x").exists()
