@@ -16,8 +16,10 @@ A cell's winners are compared prompt by prompt as well as by their means: where 
 winner differ, the cell is a *tie* when the paired bootstrap 95% interval of their latency ratio holds 1 (the run
 cannot tell them apart).  ``auto`` (a chooser) is set against the better baseline in each cell: the fastest of the
 lossless protocols that do not choose (server-only and every fixed SD protocol), its latency ratio with the paired
-interval.  Resumable: a cell whose run directory is complete is not run again.  Writes ``cells.csv``,
-``crossover.json`` (config, load, agreement) and ``crossover.png`` in ``--out``.
+interval.  ``--prompt-offset`` and ``--prompts-file`` run the map on other prompts (prompts no diagnosis read, kinds
+no training saw; the chosen rows in ``OUT/prompts.jsonl``); ``--stream-every-tokens`` sets against it a server-only
+that streams in chunks (in the cells and the prediction alike).  Resumable: a cell whose run directory is complete is
+not run again.  Writes ``cells.csv``, ``crossover.json`` (config, load, agreement) and ``crossover.png`` in ``--out``.
 
     python -m scripts.bench.crossover --out runs/crossover/toy
 """
