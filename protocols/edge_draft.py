@@ -1,6 +1,6 @@
 """The edge's own drafts (``--edge-draft``): the target verifies them in the pass that decodes the next token, so one
 pass may commit several tokens, and the output stays the target's greedy one.  Used by server-only streams
-(protocols/stream.py) and by the rounds `auto` hands to the edge (``generate_drafted``, protocols/edge_side.py); the
+(protocols/stream.py) and by the rounds `auto` hands to the edge (protocols/edge_run.py); the
 suffix index also learns from the speculative sessions' prompts and committed outputs.
 
 - ``ngram``: prompt lookup over the session's prompt and output so far (wisv/decoding/ngram.py, vLLM's rule).
@@ -15,7 +15,6 @@ greedy step (verify a draft, commit its accepted prefix and the target's token a
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -102,34 +101,6 @@ def greedy_step(verify: VerifySession, draft: list[int], block: Block, room: int
     v = greedy_accept_ids(torch.as_tensor(draft, dtype=torch.long), block.argmax.cpu())
     committed = truncate_output(verify.commit(draft, v.n_accepted, v.next_token), room, eos_token_id)
     return committed, min(v.n_accepted, len(committed))
-
-
-@dataclass(frozen=True)
-class Generated:
-    """What the target generated alone for a handed-over round."""
-
-    tokens: list[int]  # the committed tokens
-    t_decode_s: float  # its passes, s
-    drafted: int = 0  # tokens the edge drafted for those passes
-    accepted: int = 0  # of them, tokens committed
-
-
-def generate_drafted(verify: VerifySession, n: int, eos_token_id: int | None, drafter: EdgeDrafter | None = None,
-                     key: str = "", context: Sequence[int] = ()) -> Generated:
-    """Up to ``n`` (at least 1) tokens of the target, greedy, on its session (the KV cache kept), ending at EOS: each
-    pass verifies the ``drafter``'s proposal after ``context`` (the session's prompt and output so far) and the tokens
-    committed since, and commits its accepted prefix and the target's token after it (without a drafter: one token a
-    pass).  Each pass's tokens join the drafter's index under ``key``."""
-    tokens, drafted, accepted, t0 = [], 0, 0, time.perf_counter()
-    n = max(1, n)
-    while len(tokens) < n and (not tokens or tokens[-1] != eos_token_id):
-        room = n - len(tokens)
-        draft = drafter.propose(key, [*context, *tokens], room - 1) if drafter is not None else []
-        committed, acc = greedy_step(verify, draft, verify.verify(draft), room, eos_token_id)
-        if drafter is not None:
-            drafter.commit(key, committed)
-        tokens, drafted, accepted = tokens + committed, drafted + len(draft), accepted + acc
-    return Generated(tokens, time.perf_counter() - t0, drafted, accepted)
 
 
 def extend_verdict(draft: Sequence[int], extension: Sequence[int], argmax: torch.Tensor,

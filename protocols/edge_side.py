@@ -8,7 +8,8 @@ or committing again; any other round is refused with ERROR ``bad_round`` and cha
 tree differ (the DRAFT's tensors, the verification pass, the acceptance, the commit), the protocol's round class
 decides (protocols/rounds.py, protocols/tree.py).  With the edge's drafter (``--edge-draft``, protocols/edge_draft.py)
 the session's prompt and committed output join its suffix index as they grow, and a round `auto` hands over
-(GENERATE) verifies the edge's own drafts, several tokens a pass.
+(GENERATE) verifies the edge's own drafts, several tokens a pass.  A handed-over round runs as a stream, a decode step
+per turn of the edge's streams, sent in parts (protocols/edge_run.py).
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ import numpy as np
 import torch
 
 from channel.csi import CSI
-from protocols.edge_draft import EdgeDrafter, extend_verdict, generate_drafted
+from protocols.edge_draft import EdgeDrafter, extend_verdict
+from protocols.edge_run import RunsAlone
 from protocols.errors import ProtocolError
 from protocols.registry import ROUND_PROTOCOLS, WISV_PROTOCOLS, Protocol, get_protocol
 from protocols.wire import Message, MsgType, make
@@ -57,7 +59,7 @@ def round_action(got: int, expected: int, answered: int | None) -> str:
     raise ProtocolError("bad_round", f"DRAFT for round {got}: expected round {expected}{again}")
 
 
-class EdgeSession:
+class EdgeSession(RunsAlone):
     """One UE session on the edge: target KV state, protocol, token budget."""
 
     def __init__(self, sid: str, verify: VerifySession, open_msg: Message, policy: MismatchPolicy, tau: float,
@@ -135,6 +137,9 @@ class EdgeSession:
             raise ProtocolError("bad_state", f"DRAFT while round {self.pending.round} waits for HIDDEN")
         if self.incoming is not None:
             raise ProtocolError("bad_state", "DRAFT while the session's previous DRAFT waits for verification")
+        if self.streaming:
+            raise ProtocolError("bad_state", f"DRAFT while the edge generates the round handed to it "
+                                             f"(round {self.run.first_round} on)")
         proto = self._round_protocol(msg.header.get("protocol"))
         tokens = [int(t) for t in msg.tensors["tokens"]]
         self._check_draft(proto, msg, len(tokens))
@@ -179,30 +184,6 @@ class EdgeSession:
             return self._answer(pend.round, make(MsgType.HIDDEN_REQ, self.sid, positions, round=pend.round))
         h_d = msg.tensors.get("hidden")
         return self._finish(pend, None if h_d is None else h_d[mism], msg.tensors.get("probs"))
-
-    def on_generate(self, msg: Message) -> Message:
-        """A round handed to the edge (GENERATE with ``tokens``, the UE's auto when speculation does not pay): the
-        target alone decodes up to that many tokens greedily (with the edge's drafter, verifying its drafts: several
-        tokens a pass, the CHUNK then counts them) and one CHUNK carries them (a retransmission: the same CHUNK).
-        A GENERATE asking for a stream (no ``tokens``) is refused: this session's UE drafts."""
-        n, got = msg.header.get("tokens"), msg.header["round"]
-        if n is None:
-            raise ProtocolError("bad_type", f"GENERATE without tokens in a {self.protocol_name} session: its UE "
-                                            "drafts (DRAFT), or hands one round over with a token budget")
-        if round_action(got, self.next_round, None if self.answered is None else self.answered[0]) == "replay":
-            return self.answered[1]
-        if self.done:
-            raise ProtocolError("session_done", "GENERATE after the session finished")
-        if self.pending is not None or self.incoming is not None:
-            raise ProtocolError("bad_state", "GENERATE while a drafted round is in flight")
-        g = generate_drafted(self.verify, min(n, self.max_new - self.generated), self.eos, self.drafter, self.key,
-                             self.context)  # its tokens joined the drafter's index pass by pass
-        self._count(g.tokens, indexed=True)
-        drafts = {"drafted": g.drafted, "accepted": g.accepted} if self.drafter is not None else {}
-        chunk = make(MsgType.CHUNK, self.sid, {"tokens": np.asarray(self.last_committed, np.int32)}, round=got,
-                     t_decode_s=g.t_decode_s, t_edge_s=time.perf_counter() - self.msg_t0, done=self.done, **drafts)
-        self.answered, self.next_round = (got, chunk), got + 1
-        return chunk
 
     def on_hidden(self, msg: Message) -> Message:
         """Finish the pending SH round with the uploaded hidden states."""

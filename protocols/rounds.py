@@ -56,8 +56,8 @@ class UEParams:
     target_features: int = 0  # target-feature rows asked for at OPEN, carried by each VERDICT (0: none; EAGLE head)
     stream_every_tokens: int | None = None  # server-only and on-device: a chunk ends at this many tokens
     stream_every_ms: float | None = None  # or this long after the previous chunk, ms (neither: every token a chunk)
-    reply_timeout_s: float | None = None  # how long the UE waits for a reply (auto's hand-over sizes its chunk to
-    #   arrive well within it: wisv.timing.handover.max_chunk_tokens); None: no bound
+    reply_timeout_s: float | None = None  # how long the UE waits for a reply (auto's hand-over asks for its run in
+    #   parts that arrive well within it: wisv.timing.handover.max_chunk_tokens); None: no bound
 
     @property
     def auto_window(self) -> bool:

@@ -287,7 +287,8 @@ SCHEMAS: dict[MsgType, Schema] = {
                 "every_tokens": Field(INT, required=False, rng=POSITIVE),  # a chunk ends at this many tokens
                 "every_ms": Field(FLOAT, required=False),  # or this long after the previous one, ms (none: 1 token)
                 "tokens": Field(INT, required=False, rng=POSITIVE),  # a speculative session's round handed to the
-                #   edge: it generates this many tokens alone (fewer at the budget or EOS), one CHUNK
+                #   edge: it generates this many tokens alone (fewer at the budget or EOS), in CHUNKs of every_tokens
+                #   (none: one CHUNK), each a round of its own
                 "token": Field((str,), required=False, pattern=TOKEN_HEX)},  # OPEN_OK's token
         check=check_generate,
     ),

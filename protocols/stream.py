@@ -15,12 +15,13 @@ re-OPENs with its committed prefix and asks from its next chunk, as every protoc
 """
 from __future__ import annotations
 
-import math
 import time
+import typing
 from dataclasses import dataclass
 
 import numpy as np
 
+from protocols.chunks import ChunkRule, chunk_due
 from protocols.edge_draft import EdgeDrafter, greedy_step
 from protocols.edge_side import EdgeSession
 from protocols.errors import ProtocolError
@@ -29,40 +30,6 @@ from protocols.wire import Message, MsgType, make
 from wisv.decoding.sessions import Block, VerifySession
 from wisv.decoding.speculative import MismatchPolicy
 from wisv.serving.engine import VerifyEngine, VerifyRequest
-
-
-@dataclass(frozen=True)
-class ChunkRule:
-    """When a chunk of a stream ends: at ``every_tokens`` tokens, or once ``every_ms`` passed since the previous chunk
-    (with at least one token), whichever comes first; with neither, every token is a chunk."""
-
-    every_tokens: int | None = None  # a chunk ends at this many tokens (None: no token bound)
-    every_ms: float | None = None  # or this long after the previous chunk, ms (None: no time bound)
-
-    def __post_init__(self) -> None:
-        if self.every_tokens is not None and self.every_tokens < 1:
-            raise ValueError(f"a chunk holds at least 1 token, got every_tokens={self.every_tokens}")
-        if self.every_ms is not None and not 0 < self.every_ms < math.inf:
-            raise ValueError(f"a chunk period must be finite and > 0 ms, got every_ms={self.every_ms}")
-
-    def header(self) -> dict:
-        """GENERATE's fields for this rule (only those given)."""
-        given = {"every_tokens": self.every_tokens, "every_ms": self.every_ms}
-        return {k: v for k, v in given.items() if v is not None}
-
-    @classmethod
-    def of(cls, header: dict) -> ChunkRule:
-        return cls(header.get("every_tokens"), header.get("every_ms"))
-
-
-def chunk_due(rule: ChunkRule, tokens: int, elapsed_s: float) -> bool:
-    """Whether a chunk holding ``tokens`` tokens, ``elapsed_s`` after the previous chunk, ends now (pure)."""
-    if tokens < 1:
-        return False
-    if rule.every_tokens is None and rule.every_ms is None:
-        return True
-    by_count = rule.every_tokens is not None and tokens >= rule.every_tokens
-    return by_count or (rule.every_ms is not None and elapsed_s * 1e3 >= rule.every_ms)
 
 
 @dataclass
@@ -187,9 +154,30 @@ class EdgeStream:
     on_draft = accept_draft = on_hidden = _refuse
 
 
-def decode_turn(streams: list[EdgeStream], engine: VerifyEngine | None,
-                max_batch: int) -> list[tuple[EdgeStream, Message | Exception]]:
-    """One turn of the edge's streams: the chunks asked for again, then one decode step of every streaming session,
+class Streaming(typing.Protocol):
+    """What a stream turn steps: a server-only ``EdgeStream``, or a speculative session's handed-over round
+    (``EdgeSession``, protocols/edge_run.py)."""
+
+    verify: VerifySession  # the target's session (``verify.sid`` names it to a batching engine)
+    token: str  # the edge's token for the session
+
+    @property
+    def streaming(self) -> bool: ...  # tokens to decode
+
+    @property
+    def active(self) -> bool: ...  # chunks to send: resent ones, or new ones to decode
+
+    def take_resends(self) -> list[Message]: ...  # the chunks asked for again
+    def next_draft(self) -> list[int]: ...  # the next step's draft (kept for take)
+    def request(self) -> VerifyRequest: ...  # the next step as a batching engine's request
+    def take(self, block: Block, t_pass_s: float, batch: int = 1) -> Message | None: ...  # the step's chunk, if due
+    def stop(self) -> None: ...  # end after a failed step
+
+
+def decode_turn(streams: list[Streaming], engine: VerifyEngine | None,
+                max_batch: int) -> list[tuple[Streaming, Message | Exception]]:
+    """One turn of the edge's streams (server-only's, and auto's handed-over rounds): the chunks asked for again, then
+    one decode step of every streaming session,
     in passes of up to ``max_batch`` sessions on a batching ``engine`` (else each session's pass alone); the chunks
     due, or a session's error (its stream stops)."""
     out: list[tuple[EdgeStream, Message | Exception]] = [(s, m) for s in streams for m in s.take_resends()]
@@ -209,7 +197,7 @@ def decode_turn(streams: list[EdgeStream], engine: VerifyEngine | None,
     return out
 
 
-def _take(s: EdgeStream, block: Block | Exception, dt: float, batch: int) -> Message | Exception | None:
+def _take(s: Streaming, block: Block | Exception, dt: float, batch: int) -> Message | Exception | None:
     """A session's step from its block, or its error (the stream stops)."""
     try:
         if isinstance(block, Exception):

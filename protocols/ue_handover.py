@@ -1,29 +1,31 @@
 """`auto` hands a round to the edge when speculation does not pay (the UE's side; the edge's is
-``EdgeSession.on_generate``).
+protocols/edge_run.py).
 
 Before each round of a protocol that chooses (its description's ``chooses``: `auto`), the UE prices its best
 speculative round with the auto window's measured terms and the edge generating a chunk alone
 (wisv/timing/handover.py ``choose_round``).  A handed-over round sends GENERATE naming the round and a token budget;
-the edge's target decodes that many tokens greedily and answers one CHUNK, which the UE commits (greedy output stays
-the target's: they are its tokens).  The drafter's pass over the chunk says where it would have agreed, which keeps
-the acceptance estimate alive while nothing is drafted, and the CHUNK's decode time is the edge's measured time per
-token.  That pass waits until the next round (``follow_chunk``): after the next GENERATE is sent, while the edge
-generates, or before the next draft; so the choice before a round reads the agreement up to the chunk before the
-last (a drafter that agrees again brings speculation back one chunk later); a prompt's last chunk is followed after
-its last token arrived (``UESession.follow_last``, off the prompt's latency), for the next prompt's choice.
-Nothing is handed over before a verdict measured drafting without the drafter's prefill of the prompt (a prompt's
-first block pays it; a drafter that times its read of the prompt, ``last_prefill_s``, leaves the rest of that block
-clean drafting); until a CHUNK measured the edge alone, one round is handed over as a probe when the guess is
-near enough (``should_probe``), so that a guess that errs high does not keep the edge from ever being measured; and
-after the edge generated ``SPEC_REPROBE_TOKENS`` alone, one round speculates when speculation's cost is near enough
-(``should_speculate``), so that a speculative cost measured high once does not keep speculation out for good; each
-such probe since speculation last won a round doubles the wait before the next (``spec_reprobe_tokens``).  A
-chunk is never larger than the edge is predicted to generate within a quarter of the UE's reply timeout
-(``max_chunk_tokens``): a longer one would never arrive, the UE would reconnect and ask for it again, and the edge,
-busy with it, would keep every other session waiting.
+the edge's target decodes that many tokens greedily (a run) and sends them in parts, each a CHUNK and a round of its
+own, which the UE commits as they come (greedy output stays the target's: they are its tokens); the UE chooses again
+after the run's last part.  A part is never larger than the edge is predicted to generate within a quarter of the
+UE's reply timeout (``max_chunk_tokens``): each part arrives within it, so a run needs no timeout of its length and
+no second round trip (a longer CHUNK would never arrive: the UE would ask for it again).  The drafter's pass over a
+part says where it would have agreed, which keeps the acceptance estimate alive while nothing is drafted, and each
+CHUNK's decode time is the edge's measured time per token.  That pass waits until the next round (``follow_chunk``):
+after the next GENERATE is sent (or while the next part comes), while the edge generates, or before the next draft;
+so the choice before a round reads the agreement up to the part before the last (a drafter that agrees again brings
+speculation back one run later); a prompt's last part is followed after its last token arrived
+(``UESession.follow_last``, off the prompt's latency), for the next prompt's choice.  Nothing is handed over before a
+verdict measured drafting without the drafter's prefill of the prompt (a prompt's first block pays it; a drafter that
+times its read of the prompt, ``last_prefill_s``, leaves the rest of that block clean drafting); until a CHUNK
+measured the edge alone, one round is handed over as a probe when the guess is near enough (``should_probe``), so
+that a guess that errs high does not keep the edge from ever being measured; and after the edge generated
+``SPEC_REPROBE_TOKENS`` alone, one round speculates when speculation's cost is near enough (``should_speculate``), so
+that a speculative cost measured high once does not keep speculation out for good; each such probe since speculation
+last won a round doubles the wait before the next (``spec_reprobe_tokens``).
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from channel.csi import CSI
@@ -53,16 +55,28 @@ DECODE_SMOOTH = 0.3  # weight of the newest chunk in the edge's decode time per 
 
 @dataclass
 class EdgeRound:
-    """A round the edge generated alone, as the UE got it."""
+    """A round the edge generated alone (a part of a handed-over run), as the UE got it."""
 
     index: int  # the session's round index
     protocol: str  # the session's protocol
     tokens: list[int]  # the committed tokens
     t_decode_s: float  # the edge's passes, s
-    t_edge_s: float  # edge time from GENERATE to CHUNK, s
-    choice: HandOver  # what decided it
+    t_edge_s: float  # edge time from GENERATE (or the run's previous part) to CHUNK, s
+    choice: HandOver  # what decided the run it is a part of
     drafted: int = 0  # tokens the edge drafted itself for its passes (--edge-draft; the CHUNK's count)
     accepted: int = 0  # of them, tokens committed
+
+
+
+@dataclass
+class UERun:
+    """A handed-over round as the UE receives it, part by part."""
+
+    choice: HandOver  # what decided it
+    left: int  # tokens still to come
+    part_tokens: int | None  # the largest part asked for (None: one part, the whole run)
+    t0: float  # perf_counter when its GENERATE went out, s
+    taken: int = 0  # tokens received so far
 
 
 def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
@@ -80,11 +94,9 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
     lo = 1 if sess.p.auto_window else hi
     spec = choose_k(round_s, w.history.alpha, lo, hi).s_per_token
     decode = w.edge_decode_s if w.edge_decode_s is not None else w.verify.predict_s(0)
-    cap = max_chunk_tokens(decode, sess.p.reply_timeout_s)  # a chunk must arrive before the UE gives up on it
-    limit = budget if cap is None else min(budget, cap)
     pb = auto.pb
     link = lambda n: t_single_exchange(pb.o_up, n * pb.b_tok + pb.o_dn, csi)  # noqa: E731  GENERATE up, CHUNK down
-    choice = choose_round(spec, decode, link, limit, chunk_tokens=min(chunk_size(sess.edge_chunk), limit),
+    choice = choose_round(spec, decode, link, budget, chunk_tokens=min(chunk_size(sess.edge_chunk), budget),
                           overhead_s=lambda n: w.overhead_s(link(n)), spec_factor=w.spec_check.factor,
                           edge_factor=w.edge_check.factor, edge_running=w.edge_running)
     if should_probe(choice, w.since_edge_rounds):
@@ -104,9 +116,22 @@ def chunk_size(last_tokens: int) -> int:
     return HANDOVER_TOKENS if last_tokens <= 0 else 2 * last_tokens
 
 
-def generate_message(sess, choice: HandOver) -> Message:
-    """The GENERATE that hands the session's next round to the edge, with its token budget."""
-    return make(MsgType.GENERATE, sess.sid, None, round=sess.n_rounds, tokens=choice.tokens, **sess.token)
+def start_run(sess, choice: HandOver) -> None:
+    """Hand the session's next round to the edge: a run of ``choice.tokens``, in parts that each arrive within the
+    UE's reply timeout at the edge's measured decode time (``max_chunk_tokens``)."""
+    w = sess.window
+    decode = w.edge_decode_s if w.edge_decode_s is not None else w.verify.predict_s(0)
+    part = max_chunk_tokens(decode, sess.p.reply_timeout_s)
+    sess.run = UERun(choice, choice.tokens, None if part is None or part >= choice.tokens else part,
+                     time.perf_counter())
+
+
+def generate_message(sess) -> Message:
+    """The GENERATE of the session's handed-over run from its next part on: the tokens still to come, in parts of at
+    most the run's part size (sent first, and again after a timeout or a resume)."""
+    run = sess.run
+    parts = {} if run.part_tokens is None else {"every_tokens": run.part_tokens}
+    return make(MsgType.GENERATE, sess.sid, None, round=sess.n_rounds, tokens=run.left, **parts, **sess.token)
 
 
 def follow_chunk(sess) -> None:
@@ -128,25 +153,32 @@ def check_spec(window, choice: HandOver | None, t_round_s: float | None, tokens:
         window.spec_check = check_round(window.spec_check, raw, t_round_s, tokens)
 
 
-def commit_chunk(sess, choice: HandOver, msg: Message, t_round_s: float) -> EdgeRound:
-    """Commit the edge's CHUNK for the handed-over round (GENERATE to CHUNK in ``t_round_s``), learn the edge's
-    decode time per token and check the edge's predicted cost; the drafter follows the chunk later
-    (``follow_chunk``)."""
+def commit_chunk(sess, msg: Message) -> EdgeRound:
+    """Commit a part of the handed-over run (its CHUNK) and learn the edge's decode time per token; at the run's end
+    (its tokens all came, or the session ended), check the edge's predicted cost against the run's time, GENERATE to
+    the last part, and choose again at the next round.  The drafter follows the part later (``follow_chunk``)."""
+    run = sess.run
     if msg.type != MsgType.CHUNK or msg.header["round"] != sess.n_rounds:
         raise EdgeError(f"unexpected {msg.type.name} while waiting for the edge's round {sess.n_rounds}")
     c = Chunk.of(msg.header, msg.tensors)
-    tokens = truncate_output([int(t) for t in c.tokens], sess.p.max_new_tokens - len(sess.tokens), sess.eos)
+    tokens = truncate_output([int(t) for t in c.tokens], min(run.left, sess.p.max_new_tokens - len(sess.tokens)),
+                             sess.eos)
     w = sess.window
     per = c.t_decode_s / len(tokens)
     w.edge_decode_s = per if w.edge_decode_s is None else w.edge_decode_s + DECODE_SMOOTH * (per - w.edge_decode_s)
     w.since_edge_rounds = 0
     w.edge_tokens_since_spec += len(tokens)
     w.edge_running = True
-    w.edge_check = check_round(w.edge_check, choice.edge_s_per_token / choice.edge_factor, t_round_s, len(tokens))
-    r = EdgeRound(sess.n_rounds, sess.proto.name, tokens, c.t_decode_s, c.t_edge_s, choice, c.drafted, c.accepted)
-    sess.edge_chunk = choice.tokens
+    r = EdgeRound(sess.n_rounds, sess.proto.name, tokens, c.t_decode_s, c.t_edge_s, run.choice, c.drafted,
+                  c.accepted)
     sess.tokens.extend(tokens)
-    sess.unfollowed = tokens
+    sess.unfollowed = sess.unfollowed + tokens
     sess.n_rounds += 1
     sess.done = c.done or len(sess.tokens) >= sess.p.max_new_tokens or tokens[-1] == sess.eos
+    run.left, run.taken = run.left - len(tokens), run.taken + len(tokens)
+    if sess.done or run.left <= 0:
+        choice = run.choice
+        t_run_s = time.perf_counter() - run.t0
+        w.edge_check = check_round(w.edge_check, choice.edge_s_per_token / choice.edge_factor, t_run_s, run.taken)
+        sess.edge_chunk, sess.run = choice.tokens, None
     return r

@@ -22,7 +22,16 @@ from protocols.handshake import Vocab, vocab_refusal
 from protocols.registry import HIDDEN_PROTOCOLS, Protocol, get_protocol, servable
 from protocols.rounds import AutoWindow, RoundState, UEParams
 from protocols.typed import OpenOk, Verdict
-from protocols.ue_handover import check_spec, commit_chunk, follow_chunk, generate_message, hand_over
+from protocols.ue_handover import (
+    EdgeRound,
+    UERun,
+    check_spec,
+    commit_chunk,
+    follow_chunk,
+    generate_message,
+    hand_over,
+    start_run,
+)
 from protocols.wire import Message, MsgType, make
 from wisv.decoding.sessions import DraftSession
 from wisv.decoding.speculative import truncate_output
@@ -78,6 +87,7 @@ class UESession:
         self.shape = self.proto.rounds()  # the round, where a chain and a tree differ
         self.edge_chunk = 0  # tokens of the last round handed to the edge, when the rounds since were the edge's
         self.unfollowed: list[int] = []  # the last CHUNK's tokens, committed, that the drafter has not passed over yet
+        self.run: UERun | None = None  # a round handed to the edge whose parts are still coming
         self.window = window or self.shape.tracker(params)  # --draft-len/--tree-budget auto (a UE's prompts share it)
         self.gen = torch.Generator().manual_seed(params.seed)
         self.stats = MismatchStats()
@@ -128,15 +138,14 @@ class UESession:
         """One round from draft to commit: send the DRAFT, draft proactively while the edge verifies (SpecEdge),
         answer the replies until the VERDICT commits; the finished round.  A protocol that chooses (auto) may hand
         the round to the edge instead (protocols/ue_handover.py): the edge's round, committed."""
+        if self.run is not None:  # a handed-over run's next part: asked for already (again after a timeout)
+            link.expect(generate_message(self))
+            return self._take_part(link)
         choice = hand_over(self, csi_est)
         if choice is not None and choice.edge_alone:
-            t0 = time.perf_counter()
-            link.send(generate_message(self, choice))
-            follow_chunk(self)  # the drafter's pass over the last chunk while the edge generates the next
-            for reply in link.replies():
-                if reply.type == MsgType.ERROR:
-                    raise edge_error(reply)
-                return commit_chunk(self, choice, reply, time.perf_counter() - t0)
+            start_run(self, choice)
+            link.send(generate_message(self))
+            return self._take_part(link)
         follow_chunk(self)  # drafting goes on from the last chunk
         self.edge_chunk = 0
         link.send(self.next_draft(csi_est))
@@ -150,6 +159,15 @@ class UESession:
                 break
             link.send(answer)
         return self.round
+
+    def _take_part(self, link: Link) -> EdgeRound:
+        """The drafter's pass over the last part while the edge generates the next; that part, committed."""
+        follow_chunk(self)
+        for reply in link.replies():
+            if reply.type == MsgType.ERROR:
+                raise edge_error(reply)
+            return commit_chunk(self, reply)
+        raise EdgeError(f"no reply for the edge's round {self.n_rounds}")
 
     def next_draft(self, csi_est: CSI | None) -> Message:
         """Draft the next block and build its DRAFT message (auto picks FH or SH first)."""

@@ -14,10 +14,11 @@ from collections.abc import Callable
 import torch
 
 from channel.csi import CSI
+from protocols.chunks import ChunkRule, chunk_due
 from protocols.errors import EdgeError
 from protocols.registry import get_protocol
 from protocols.rounds import UEParams
-from protocols.stream import ChunkRule, ChunkState, chunk_due
+from protocols.stream import ChunkState
 from protocols.typed import Chunk
 from protocols.ue_side import Link, UESession, edge_error
 from protocols.wire import Message, MsgType, make

@@ -8,13 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocols.edge_draft import EdgeDraftConfig, EdgeDrafter, generate_drafted
+from protocols.edge_draft import EdgeDraftConfig, EdgeDrafter
 from protocols.edge_side import EdgeSession
 from protocols.typed import Verdict
 from protocols.ue_handover import EdgeRound
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import MsgType, WireError, decode, encode, make
-from tests.protocols.test_handover_sessions import POOR, play
+from tests.protocols.test_handover_sessions import POOR, drain, play
 from tests.protocols.test_sessions import EOS, LIMITS, MAX_NEW, PROMPTS, pair, wire  # noqa: F401 (fixture)
 from wisv.decoding.sessions import DraftSession, VerifySession
 from wisv.decoding.speculative import RejectAll, target_greedy
@@ -61,17 +61,23 @@ def test_a_speculative_sessions_output_feeds_the_index(pair) -> None:
     assert [k for k, _ in drafter.cache.seqs] == ["done"]
 
 
-def test_generating_with_the_edges_drafts_is_the_targets_greedy_output(pair) -> None:
+def test_a_run_with_the_edges_drafts_is_the_targets_greedy_output(pair) -> None:
+    """A handed-over run of 25 tokens (protocols/edge_run.py), without the edge's drafts and with an index that holds
+    the answer: the target's greedy output either way, most drafts accepted in the second."""
     prompt, n = [5, 6, 7, 5, 6, 7, 5, 6], 25
     ref = target_greedy(pair[1], prompt, max_new_tokens=n, eos_token_id=EOS)
-    plain = generate_drafted(VerifySession(pair[1], prompt), n, EOS)
-    assert plain.tokens == ref and plain.drafted == plain.accepted == 0
     drafter = EdgeDrafter(EdgeDraftConfig("suffix", max_tokens=6))
     drafter.open("a", prompt)
     drafter.commit("a", ref)  # the index holds the answer: most drafts are accepted
-    drafter.open("b", prompt)
-    g = generate_drafted(VerifySession(pair[1], prompt), n, EOS, drafter, "b", prompt)
-    assert g.tokens == ref and g.accepted > n // 2 and g.accepted <= g.drafted
+    got = []
+    for edge_drafter in (None, drafter):
+        edge, ue = _open(pair, prompt, edge_drafter, protocol="auto", max_new_tokens=n)
+        edge.on_generate(wire(make(MsgType.GENERATE, ue.sid, None, round=0, tokens=n)))
+        [chunk] = drain(edge)
+        got.append(chunk.header)
+        assert chunk.tensors["tokens"].tolist()[:len(ref)] == ref and chunk.header["done"]
+    assert "drafted" not in got[0]
+    assert n // 2 < got[1]["accepted"] <= got[1]["drafted"]
 
 
 def _drive(edge: EdgeSession, ue: UESession) -> list:

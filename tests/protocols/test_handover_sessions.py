@@ -7,6 +7,7 @@ import pytest
 from channel.csi import CSI
 from protocols.edge_side import EdgeSession
 from protocols.errors import ProtocolError
+from protocols.stream import decode_turn
 from protocols.ue_handover import EdgeRound, check_spec
 from protocols.ue_side import UESession
 from protocols.wire import Message, MsgType, make
@@ -26,9 +27,15 @@ class Loopback:
 
     def send(self, msg: Message) -> None:
         msg = wire(msg)
-        handler = {MsgType.DRAFT: self.edge.on_draft, MsgType.GENERATE: self.edge.on_generate,
-                   MsgType.HIDDEN: self.edge.on_hidden}[msg.type]
+        if msg.type == MsgType.GENERATE:  # a handed-over run: its parts, from the edge's stream turns
+            self.edge.on_generate(msg)
+            self.out += drain(self.edge)
+            return
+        handler = {MsgType.DRAFT: self.edge.on_draft, MsgType.HIDDEN: self.edge.on_hidden}[msg.type]
         self.out.append(wire(handler(msg)))
+
+    def expect(self, msg: Message) -> None:
+        """A run's next part: asked for by the run's GENERATE, and queued already."""
 
     def reply_waiting(self) -> bool:
         return bool(self.out)
@@ -36,6 +43,17 @@ class Loopback:
     def replies(self):
         while self.out:
             yield self.out.pop(0)
+
+
+def drain(edge: EdgeSession) -> list[Message]:
+    """The edge's stream turns until its run has nothing more to send: the CHUNKs, through the wire format."""
+    out = []
+    while edge.active:
+        for _, m in decode_turn([edge], None, 1):
+            if isinstance(m, Exception):
+                raise m
+            out.append(wire(m))
+    return out
 
 
 def play(edge: EdgeSession, ue: UESession, csi: CSI) -> list:
@@ -71,11 +89,38 @@ def test_a_protocol_that_does_not_choose_never_hands_over(pair) -> None:
 def test_the_edge_replays_a_resent_generate_and_refuses_a_stream_request(pair) -> None:
     edge, ue = open_pair(pair, PROMPTS[1], protocol="auto", draft_len=4, max_new_tokens=40)
     ask = wire(make(MsgType.GENERATE, ue.sid, None, round=0, tokens=5, **ue.token))
-    first = edge.on_generate(ask)
-    assert edge.on_generate(ask) is first and edge.next_round == 1  # a resend: the same CHUNK, nothing decoded
+    assert edge.on_generate(ask) is None and edge.streaming  # the run starts; its parts follow from the turns
+    edge.on_generate(ask)  # a resend naming the part being decoded: nothing changes
+    [first] = drain(edge)
+    assert edge.next_round == 1 and not edge.streaming
+    edge.on_generate(ask)  # a resend naming the part sent: the same CHUNK again, nothing decoded
+    [again] = drain(edge)
+    assert again.header == first.header and again.tensors["tokens"].tolist() == first.tensors["tokens"].tolist()
+    assert edge.generated == 5
     assert first.tensors["tokens"].tolist() == reference(pair, PROMPTS[1]).tokens[:5]
     with pytest.raises(ProtocolError, match="without tokens"):
         edge.on_generate(wire(make(MsgType.GENERATE, ue.sid, None, round=1, **ue.token)))
+    with pytest.raises(ProtocolError, match="expected round 1"):
+        edge.on_generate(wire(make(MsgType.GENERATE, ue.sid, None, round=3, tokens=5, **ue.token)))
+
+
+def test_the_edge_sends_a_run_in_parts_each_a_round_and_resends_from_a_part(pair) -> None:
+    """A GENERATE of 11 tokens in parts of 4: CHUNKs of rounds 0, 1, 2 holding 4, 4 and 3 of the target's tokens;
+    a GENERATE naming part 1 resends parts 1 and 2; a DRAFT while the run decodes is refused, and one after it is
+    the next round."""
+    edge, ue = open_pair(pair, PROMPTS[1], protocol="auto", draft_len=4, max_new_tokens=40)
+    edge.on_generate(wire(make(MsgType.GENERATE, ue.sid, None, round=0, tokens=11, every_tokens=4, **ue.token)))
+    assert decode_turn([edge], None, 1) == []  # one step: the first part is not due yet
+    with pytest.raises(ProtocolError, match="edge generates the round"):
+        edge.on_draft(wire(ue.next_draft(None)))
+    parts = drain(edge)
+    assert [p.header["round"] for p in parts] == [0, 1, 2]
+    assert [len(p.tensors["tokens"]) for p in parts] == [4, 4, 3]
+    ref = reference(pair, PROMPTS[1]).tokens
+    assert [t for p in parts for t in p.tensors["tokens"].tolist()] == ref[:11]
+    assert not any(p.header["done"] for p in parts) and edge.next_round == 3 and edge.rounds == 3
+    edge.on_generate(wire(make(MsgType.GENERATE, ue.sid, None, round=1, tokens=7, every_tokens=4, **ue.token)))
+    assert [p.header["round"] for p in drain(edge)] == [1, 2] and edge.generated == 11  # resent, not decoded
 
 
 def test_generate_tokens_must_be_positive() -> None:
@@ -156,3 +201,29 @@ def test_auto_chooses_after_a_first_block_whose_prefill_the_drafter_timed(pair) 
     last_spec = max(i for i, r in enumerate(rounds) if not isinstance(r, EdgeRound))
     assert ue.window.edge_tokens_since_spec == sum(len(r.tokens) for r in rounds[last_spec + 1:])
     assert ue.window.edge_running == isinstance(rounds[-1], EdgeRound)  # the next prompt's choice starts from it
+
+
+def test_a_run_comes_in_parts_that_each_arrive_within_the_reply_timeout(pair) -> None:
+    """With a reply timeout of 40 ms the UE asks for parts the edge is predicted to decode within a quarter of it;
+    each part is a round of its own, the run's tokens are the target's, and the edge's cost is checked once a run
+    (its time, GENERATE to the last part), not once a part."""
+    from wisv.timing.handover import max_chunk_tokens
+    edge, ue = open_pair(pair, PROMPTS[1], protocol="auto", draft_len=4, max_new_tokens=40, reply_timeout_s=0.04)
+    link, rounds, asked = Loopback(edge), [], []
+    while not ue.done:
+        if ue.run is not None:
+            asked.append(ue.run.part_tokens)
+        rounds.append(ue.play_round(POOR, link))
+    assert ue.tokens == reference(pair, PROMPTS[1]).tokens
+    runs: dict[int, list[EdgeRound]] = {}
+    for r in rounds:
+        if isinstance(r, EdgeRound):
+            runs.setdefault(id(r.choice), []).append(r)
+    assert any(len(parts) > 1 for parts in runs.values())  # a run came in parts, each a round
+    assert [r.index for r in rounds] == list(range(len(rounds)))
+    assert all(a is not None and a <= max_chunk_tokens(ue.window.edge_decode_s, 0.04) * 2 for a in asked)
+    assert all(len(p.tokens) <= max(asked) for parts in runs.values() for p in parts)
+    runs_tokens = [(parts[0].choice, sum(len(p.tokens) for p in parts)) for parts in runs.values()]
+    assert ue.window.edge_check.predicted_s == pytest.approx(sum(
+        _decayed([c.edge_s_per_token / c.edge_factor * n for c, n in runs_tokens])))
+    assert edge.generated == len(ue.tokens) and edge.rounds == len(rounds)

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from protocols.chunks import ChunkRule, chunk_due
 from protocols.schema import OpenOk
-from protocols.stream import ChunkRule, EdgeStream, chunk_due
+from protocols.stream import EdgeStream
 from protocols.ue_side import UEParams, UESession
 from protocols.ue_stream import DeviceStream, ServerStream, ue_session
 from protocols.wire import Limits, MsgType, WireError, decode, encode, make

@@ -45,7 +45,7 @@ REPROBE_FACTOR = 1.5  # ... if its cost, as last measured, is within this factor
 SPEC_REPROBE_TOKENS = 96  # after the edge generated this many tokens alone with no speculative round, speculate once
 SPEC_REPROBE_FACTOR = 1.5  # ... if speculation's cost is within this factor of the edge's
 SPEC_REPROBE_BACKOFF_MAX = 3  # each probe since speculation last won a round doubles that wait, at most this often
-REPLY_SHARE = 0.25  # a hand-over's chunk is predicted to take the edge at most this share of the UE's reply timeout
+REPLY_SHARE = 0.25  # a part of a hand-over's run is predicted to take the edge at most this share of the reply timeout
 
 
 @dataclass(frozen=True)
@@ -71,9 +71,10 @@ def edge_alone_s_per_token(decode_s_per_token: float, tokens: int, link_s: float
 
 
 def max_chunk_tokens(decode_s_per_token: float, reply_within_s: float | None, share: float = REPLY_SHARE) -> int | None:
-    """The largest chunk the edge is predicted to generate within ``share`` of the UE's reply timeout (at least one
-    token; None: no timeout, no bound).  A chunk longer than the timeout never arrives: the UE gives up on it,
-    reconnects and asks again for the same chunk, while the edge, busy with it, keeps every other session waiting."""
+    """The largest part of a handed-over run the edge is predicted to generate within ``share`` of the UE's reply
+    timeout (at least one token; None: no timeout, no bound).  A CHUNK that takes longer than the timeout never
+    arrives: the UE gives up on it and asks again for the same one; so a run goes in parts of this size, each a CHUNK
+    (protocols/edge_run.py)."""
     if reply_within_s is None:
         return None
     if not (reply_within_s > 0 and 0 < share <= 1 and decode_s_per_token >= 0):

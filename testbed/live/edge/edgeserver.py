@@ -72,7 +72,7 @@ class EdgeServer:
                                       context_tokens=getattr(target.config, "max_position_embeddings", None),
                                       max_context_tokens=cfg.max_context_tokens)
         self.held: list = []  # validated DRAFTs waiting for the batcher (peer, EdgeSession)
-        self.streams: set[str] = set()  # tokens of the server-only sessions with chunks to send (protocols/stream.py)
+        self.streams: set[str] = set()  # tokens of the sessions with chunks to send (server-only; auto's runs)
         self.references = ReferenceCache(cfg.reference_cache)  # prompt -> target-only output (longest budget)
         self.worker: ReferenceWorker | None = None  # computes REFERENCEs off the loop (serve starts one); None: inline
         self.settings = edge_settings(cfg, self.tau, head_desc or cfg.head, self.hidden_layer,
@@ -113,8 +113,8 @@ class EdgeServer:
         return replies + self._stream_turn()
 
     def _stream_turn(self) -> list[tuple[bytes, list[bytes]]]:
-        """One decode step of every server-only stream (on the engine, batched, when batching) and the chunks due,
-        each to its session's UE (protocols/stream.py)."""
+        """One decode step of every stream, server-only's and auto's handed-over rounds (on the engine, batched, when
+        batching), and the chunks due, each to its session's UE (protocols/stream.py, protocols/edge_run.py)."""
         live = [self.sessions[t] for t in self.streams if t in self.sessions and self.sessions[t].active]
         out = []
         for sess, reply in decode_turn(live, self.engine if self.batcher else None, self.cfg.max_batch):
@@ -205,9 +205,7 @@ class EdgeServer:
         if msg.type == MsgType.HIDDEN:
             return sess.on_hidden(msg)
         if msg.type == MsgType.GENERATE:
-            chunk = sess.on_generate(msg)  # a drafting session's round handed over: its CHUNK at once
-            if chunk is not None:
-                return chunk
+            sess.on_generate(msg)  # a stream (server-only), or a drafting session's round handed over
             self.streams.add(sess.token)
             return None  # the chunks follow, one stream turn at a time
         if msg.type == MsgType.CLOSE:

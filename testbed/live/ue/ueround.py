@@ -49,10 +49,11 @@ def run_round(client: Client, sess: UESession, csi: CSI | None, t0: float) -> di
 def _edge_round_row(r: EdgeRound, io: RoundIO, t_start: float, t0: float) -> dict:
     """The RoundRow fields of a round auto handed to the edge: no draft of the UE's; the CHUNK's tokens committed;
     ``accepted`` is 0 (nothing was drafted), the edge's own drafts (--edge-draft) are ``edge_drafted`` and
-    ``edge_accepted``."""
+    ``edge_accepted``.  Link time is known only for a run's part whose request went out (its first, or one asked
+    for again): its round trip less the edge's time."""
     return {"round": r.index, "protocol": r.protocol, "drafted": 0, "accepted": 0, "exchanges": io.exchanges,
             "uplink_bytes": io.up, "downlink_bytes": io.down, "t_draft_s": 0.0, "t_verify_s": r.t_decode_s,
-            "t_comm_s": (io.t_last - io.t_first) - r.t_edge_s, "t_edge_s": r.t_edge_s,
+            "t_comm_s": (io.t_last - io.t_first) - r.t_edge_s if io.exchanges else None, "t_edge_s": r.t_edge_s,
             "t_round_s": time.perf_counter() - t_start, "committed": len(r.tokens), "retries": io.retries,
             "resumed": io.resumed, "t_arrival_s": io.t_last - t0, "edge_alone": True, "edge_drafted": r.drafted,
             "edge_accepted": r.accepted, **predictions(r.choice)}

@@ -1,6 +1,7 @@
 """`auto` hands rounds to the edge end to end: testbed.run's edge and UE processes over the emulated loopback link,
 the built-in toy pair.  On a long round trip the edge's chunks amortise it better than speculation: some rounds are
-the edge's alone (GENERATE with a token budget, one CHUNK), and with no decision head (its speculative rounds then
+the edge's alone (GENERATE with a token budget; its CHUNKs, in parts when the UE's reply timeout is short), and with
+no decision head (its speculative rounds then
 accept as greedy does) the output stays the target's greedy output, on the plain edge and on the batching edge."""
 from __future__ import annotations
 
@@ -19,10 +20,14 @@ from wisv.tasks.jsonl import read_jsonl
 pytestmark = pytest.mark.slow  # one testbed.run of auto per edge: about half a minute each
 
 
-@pytest.mark.parametrize("batch_verify", [False, True])
-def test_auto_hands_rounds_to_the_edge_on_a_long_round_trip_losslessly(tmp_path: Path, batch_verify: bool) -> None:
+@pytest.mark.parametrize(("batch_verify", "recv_timeout_s"), [(False, 10.0), (True, 0.6)])
+def test_auto_hands_rounds_to_the_edge_on_a_long_round_trip_losslessly(tmp_path: Path, batch_verify: bool,
+                                                                      recv_timeout_s: float) -> None:
+    """With a 0.6 s reply timeout a run goes in parts of what the edge decodes in 0.15 s: the parts after a run's
+    first come with no request (no exchange) and no link time of their own."""
     out = tmp_path / "run"
-    run(RunConfig(protocol="auto", prompts=2, out=str(out), ue=UEConfig(max_new_tokens=48, probe_bytes=0),
+    ue = UEConfig(max_new_tokens=48, probe_bytes=0, recv_timeout_s=recv_timeout_s)
+    run(RunConfig(protocol="auto", prompts=2, out=str(out), ue=ue,
                   link=LinkSpec(rtt_ms=200.0, rate_up_mbps=3.0, rate_down_mbps=3.0),
                   edge=ServeConfig(head="none", batch_verify=batch_verify)))  # no head: its rounds greedy's
     refs = {str(r["prompt_id"]): r["tokens"] for r in read_jsonl(out / "reference.jsonl")}
@@ -36,3 +41,5 @@ def test_auto_hands_rounds_to_the_edge_on_a_long_round_trip_losslessly(tmp_path:
     assert (edge["drafted"] == 0).all() and edge["committed"].gt(0).all() and edge["t_verify_s"].gt(0).all()
     for pid, g in rounds.groupby("prompt_id"):
         assert list(g["round"]) == list(range(len(g))) and g["committed"].sum() == len(refs[pid])
+    parts = edge[edge["exchanges"] == 0]  # a run's later parts
+    assert (len(parts) > 0) == (recv_timeout_s < 1) and parts["t_comm_s"].isna().all()
