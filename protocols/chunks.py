@@ -5,6 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
+from protocols.wire import Message, MsgType, make
+
 
 @dataclass(frozen=True)
 class ChunkRule:
@@ -38,3 +42,12 @@ def chunk_due(rule: ChunkRule, tokens: int, elapsed_s: float) -> bool:
         return True
     by_count = rule.every_tokens is not None and tokens >= rule.every_tokens
     return by_count or (rule.every_ms is not None and elapsed_s * 1e3 >= rule.every_ms)
+
+
+def chunk_message(sid: str, tokens: list[int], round_: int, t_decode_s: float, t_edge_s: float, batch: int,
+                  done: bool, drafts: tuple[int, int] | None) -> Message:
+    """A CHUNK of a stream or of a handed-over run: its tokens, index, timing and, with the edge's drafter,
+    ``drafts`` (drafted, accepted) of its passes."""
+    counts = {} if drafts is None else {"drafted": drafts[0], "accepted": drafts[1]}
+    return make(MsgType.CHUNK, sid, {"tokens": np.asarray(tokens, np.int32)}, round=round_, t_decode_s=t_decode_s,
+                t_edge_s=t_edge_s, batch=batch, done=done, **counts)

@@ -16,12 +16,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from protocols.chunks import ChunkRule, chunk_due
+from protocols.chunks import ChunkRule, chunk_due, chunk_message
 from protocols.edge_draft import EdgeDrafter, greedy_step
 from protocols.errors import ProtocolError
-from protocols.wire import Message, MsgType, make
+from protocols.wire import Message
 from wisv.decoding.sessions import Block, VerifySession
 from wisv.serving.engine import VerifyRequest
 
@@ -142,10 +140,9 @@ class RunsAlone:
         if not part_due(r.rule, len(r.part), now - r.t_mark, r.left, ended):
             return None
         self._count(r.part, indexed=True)
-        drafts = {"drafted": r.drafted, "accepted": r.accepted} if self.drafter is not None else {}
-        msg = make(MsgType.CHUNK, self.sid, {"tokens": np.asarray(self.last_committed, np.int32)},
-                   round=self.next_round, t_decode_s=r.t_decode_s, t_edge_s=now - r.t_mark, batch=r.batch,
-                   done=self.done, **drafts)
+        drafts = (r.drafted, r.accepted) if self.drafter is not None else None
+        msg = chunk_message(self.sid, self.last_committed, self.next_round, r.t_decode_s, now - r.t_mark, r.batch,
+                            self.done, drafts)
         r.sent.append(msg)
         self.next_round += 1
         r.part, r.t_decode_s, r.batch, r.t_mark, r.drafted, r.accepted = [], 0.0, 1, now, 0, 0

@@ -19,14 +19,12 @@ import time
 import typing
 from dataclasses import dataclass
 
-import numpy as np
-
-from protocols.chunks import ChunkRule, chunk_due
+from protocols.chunks import ChunkRule, chunk_due, chunk_message
 from protocols.edge_draft import EdgeDrafter, greedy_step
 from protocols.edge_side import EdgeSession
 from protocols.errors import ProtocolError
 from protocols.registry import get_protocol
-from protocols.wire import Message, MsgType, make
+from protocols.wire import Message
 from wisv.decoding.sessions import Block, VerifySession
 from wisv.decoding.speculative import MismatchPolicy
 from wisv.serving.engine import VerifyEngine, VerifyRequest
@@ -128,9 +126,9 @@ class EdgeStream:
         self.last_active, now = time.monotonic(), time.perf_counter()
         if not self.done and not chunk_due(self.rule, len(self.chunk), now - self.t_mark):
             return None
-        drafts = {"drafted": self.drafted, "accepted": self.accepted} if self.drafter is not None else {}
-        msg = make(MsgType.CHUNK, self.sid, {"tokens": np.asarray(self.chunk, np.int32)}, round=self.next_round,
-                   t_decode_s=self.t_decode_s, t_edge_s=now - self.t_mark, batch=self.batch, done=self.done, **drafts)
+        drafts = (self.drafted, self.accepted) if self.drafter is not None else None
+        msg = chunk_message(self.sid, self.chunk, self.next_round, self.t_decode_s, now - self.t_mark, self.batch,
+                            self.done, drafts)
         self.sent.append(msg)
         self.next_round, self.rounds, self.last_committed = self.next_round + 1, self.rounds + 1, self.chunk
         self.chunk, self.t_decode_s, self.batch, self.t_mark = [], 0.0, 1, now

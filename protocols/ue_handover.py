@@ -67,7 +67,6 @@ class EdgeRound:
     accepted: int = 0  # of them, tokens committed
 
 
-
 @dataclass
 class UERun:
     """A handed-over round as the UE receives it, part by part."""
@@ -93,7 +92,7 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
     hi = max(1, min(sess.shape.k_max(sess.p), budget - 1))
     lo = 1 if sess.p.auto_window else hi
     spec = choose_k(round_s, w.history.alpha, lo, hi).s_per_token
-    decode = w.edge_decode_s if w.edge_decode_s is not None else w.verify.predict_s(0)
+    decode = edge_decode_s(w)
     pb = auto.pb
     link = lambda n: t_single_exchange(pb.o_up, n * pb.b_tok + pb.o_dn, csi)  # noqa: E731  GENERATE up, CHUNK down
     choice = choose_round(spec, decode, link, budget, chunk_tokens=min(chunk_size(sess.edge_chunk), budget),
@@ -109,6 +108,12 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
     return choice
 
 
+def edge_decode_s(window) -> float:
+    """The edge's decode time per token as the UE knows it: measured by its CHUNKs, else guessed from its time for a
+    one-position pass."""
+    return window.edge_decode_s if window.edge_decode_s is not None else window.verify.predict_s(0)
+
+
 def chunk_size(last_tokens: int) -> int:
     """The smallest chunk the next hand-over considers: ``HANDOVER_TOKENS`` after a speculative round, else twice
     the last chunk, so that a run of the edge's rounds pays a round trip per doubling rather than per 16 tokens (the
@@ -119,9 +124,7 @@ def chunk_size(last_tokens: int) -> int:
 def start_run(sess, choice: HandOver) -> None:
     """Hand the session's next round to the edge: a run of ``choice.tokens``, in parts that each arrive within the
     UE's reply timeout at the edge's measured decode time (``max_chunk_tokens``)."""
-    w = sess.window
-    decode = w.edge_decode_s if w.edge_decode_s is not None else w.verify.predict_s(0)
-    part = max_chunk_tokens(decode, sess.p.reply_timeout_s)
+    part = max_chunk_tokens(edge_decode_s(sess.window), sess.p.reply_timeout_s)
     sess.run = UERun(choice, choice.tokens, None if part is None or part >= choice.tokens else part,
                      time.perf_counter())
 
