@@ -21,7 +21,7 @@ from protocols.handshake import Vocab
 from protocols.typed import Verdict
 from wisv.decoding.acceptance import Verdict as Accepted
 from wisv.decoding.acceptance import mismatch_positions
-from wisv.decoding.sessions import Block, Draft, DraftSession, VerifySession
+from wisv.decoding.sessions import Block, Draft, Drafting, VerifySession
 from wisv.decoding.specedge import proactive_reuse
 from wisv.decoding.treedraft import TreeState
 from wisv.serving.engine import VerifyRequest
@@ -170,17 +170,17 @@ class ChainRounds:
         DRAFT carries features, SH's rate."""
         return describe(protocol).priced_as or protocol, features, mismatch_rate
 
-    def draft(self, d: DraftSession, k: int, *, sample: bool, temperature: float, generator: torch.Generator,
+    def draft(self, d: Drafting, k: int, *, sample: bool, temperature: float, generator: torch.Generator,
               eos: int | None, stop: Callable | None) -> tuple[Draft, TreeState | None]:
         """The block: K tokens from the drafter (sampled for reject), ended early by ``stop``."""
         return d.draft(k, sample=sample, temperature=temperature, generator=generator, eos_token_id=eos,
                        stop=stop), None
 
-    def draft_more(self, d: DraftSession, r: RoundState, n: int, reply_waiting: Callable[[], bool]) -> Draft:
+    def draft_more(self, d: Drafting, r: RoundState, n: int, reply_waiting: Callable[[], bool]) -> Draft:
         """Up to ``n`` tokens past the block while it is verified (SpecEdge)."""
         return d.draft_more(n, reply_waiting)
 
-    def settle(self, d: DraftSession, r: RoundState, v: Verdict) -> list[int]:
+    def settle(self, d: Drafting, r: RoundState, v: Verdict) -> list[int]:
         """Commit the VERDICT's tokens on the drafter, carrying the proactive tokens the next block reuses (all
         accepted and the bonus is p_1); the committed tokens.  The edge's own tokens after a wholly accepted draft
         (``edge_tokens``, --edge-draft) come before the next token: the drafter passes over them in its next

@@ -33,7 +33,7 @@ from protocols.ue_handover import (
     start_run,
 )
 from protocols.wire import Message, MsgType, make
-from wisv.decoding.sessions import DraftSession
+from wisv.decoding.sessions import Drafting
 from wisv.decoding.speculative import truncate_output
 from wisv.timing.kpolicy import KFacts
 from wisv.timing.window import AUTO_DRAFT_LEN, WindowTracker  # noqa: F401 (AUTO_DRAFT_LEN: read from here)
@@ -79,7 +79,7 @@ class Link(typing.Protocol):
 class UESession:
     """Drives one prompt: OPEN, rounds of DRAFT/(HIDDEN_REQ/HIDDEN)/VERDICT, CLOSE."""
 
-    def __init__(self, sid: str, drafter: DraftSession, params: UEParams, eos_token_id: int | None,
+    def __init__(self, sid: str, drafter: Drafting, params: UEParams, eos_token_id: int | None,
                  stop: Callable[[torch.Tensor], bool] | None = None, window: WindowTracker | None = None):
         self.sid, self.d, self.p, self.eos = sid, drafter, params, eos_token_id
         self.stop = stop  # WISP rejection predictor: end the block at the first predicted rejection

@@ -22,7 +22,7 @@ from protocols.stream import ChunkState
 from protocols.typed import Chunk
 from protocols.ue_side import Link, UESession, edge_error
 from protocols.wire import Message, MsgType, make
-from wisv.decoding.sessions import DraftSession
+from wisv.decoding.sessions import Drafting
 from wisv.decoding.speculative import truncate_output
 from wisv.timing.window import WindowTracker
 
@@ -30,7 +30,7 @@ from wisv.timing.window import WindowTracker
 class ServerStream(UESession):
     """Server-only on the UE: ask once for the target's stream, then take one chunk per round."""
 
-    def __init__(self, sid: str, drafter: DraftSession, params: UEParams, eos_token_id: int | None,
+    def __init__(self, sid: str, drafter: Drafting, params: UEParams, eos_token_id: int | None,
                  stop: Callable[[torch.Tensor], bool] | None = None, window: WindowTracker | None = None):
         super().__init__(sid, drafter, params, eos_token_id, stop, window)
         self.rule = ChunkRule(params.stream_every_tokens, params.stream_every_ms)
@@ -92,7 +92,7 @@ SESSIONS: dict[str, type[UESession]] = {"pair": UESession, "target": ServerStrea
                                         "drafter": DeviceStream}  # ProtocolDesc.generates -> the UE's session class
 
 
-def ue_session(sid: str, drafter: DraftSession, params: UEParams, eos_token_id: int | None,
+def ue_session(sid: str, drafter: Drafting, params: UEParams, eos_token_id: int | None,
                stop: Callable[[torch.Tensor], bool] | None = None,
                window: WindowTracker | None = None) -> UESession:
     """The UE session of ``params.protocol``, by what its description says generates."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
@@ -73,6 +74,35 @@ class _CachedModel:
     def free(self) -> None:
         """Drop the KV cache (session end)."""
         self.cache, self.cached_len = DynamicCache(), 0
+
+
+@runtime_checkable
+class Drafting(Protocol):
+    """What the UE's side of a round asks of a drafter's session (protocols/ue_side.py, protocols/rounds.py,
+    protocols/ue_handover.py): a model's ``DraftSession`` (and its feature head's), and prompt lookup's
+    ``NgramDraftSession`` (wisv/decoding/ngram.py), which has no model; a test checks each meets it."""
+
+    seq: list[int]  # the committed sequence, prompt first
+    reads_features: int  # target-feature rows it reads per round (0: none)
+    hidden_size: int  # width of the hidden states its drafts carry (0: none), declared at OPEN
+    prefill_pending: bool  # its next draft begins with reading the prompt
+    last_prefill_s: float  # the last draft's read of the prompt, s (0.0: none)
+
+    def draft(self, k: int, *, sample: bool = False, temperature: float = 1.0, generator: torch.Generator | None = None,
+              eos_token_id: int | None = None, stop: Callable[[torch.Tensor], bool] | None = None,
+              features: bool = True) -> Draft: ...
+
+    def draft_more(self, m: int, should_stop: Callable[[], bool]) -> Draft: ...
+
+    def commit(self, tokens: list[int], carry: Draft | None = None) -> None: ...
+
+    def agreement(self, tokens: list[int]) -> list[bool]: ...  # commit the target's tokens; at each the drafter
+    #   would have proposed a token (a model: every one), whether it was that one
+
+    def next_draft_len(self, k: int) -> int | None: ...  # tokens the next draft(k) holds, where known at no cost
+    #   before drafting (prompt lookup); None: known only by drafting (a model drafts up to k)
+
+    def free(self) -> None: ...
 
 
 class DraftSession(_CachedModel):
@@ -162,6 +192,10 @@ class DraftSession(_CachedModel):
         self.rollback(min(self.cached_len, base + keep))
         self.drafted, self.carry = [], carry if carry and carry.tokens else None
 
+
+    def next_draft_len(self, k: int) -> None:
+        """Unknown before drafting: a model drafts up to ``k`` tokens (EOS or a stop rule may end it sooner)."""
+        return None
 
     def agreement(self, tokens: list[int]) -> list[bool]:
         """Commit ``tokens`` (the target's, generated without a draft) and say at each whether the drafter's greedy

@@ -12,7 +12,7 @@ from protocols.handshake import Vocab
 from testbed.live.ue.ueconfig import UEConfig
 from wisv.decoding.featdraft import FeatureDraftSession, FeatureHead, load_with_head, read_head_config
 from wisv.decoding.ngram import NGRAM, NgramConfig, NgramDraftSession, refusal
-from wisv.decoding.sessions import DraftSession
+from wisv.decoding.sessions import Drafting, DraftSession
 from wisv.models.loader import builtin_paths, load_tokenizer, resolve_dtype, vocab_facts
 from wisv.pairs import resolve_pair
 from wisv.tasks.evaluate import eos_id
@@ -33,7 +33,7 @@ class Drafter:
     feature_rows: int = 1  # --feature-rows
     ngram: NgramConfig | None = None  # --drafter ngram: prompt lookup's settings
 
-    def session(self, ids: list[int]) -> DraftSession | NgramDraftSession:
+    def session(self, ids: list[int]) -> Drafting:
         """The prompt's DraftSession: prompt lookup's, the feature head's, or the drafter's."""
         if self.ngram is not None:
             return NgramDraftSession(ids, self.ngram)

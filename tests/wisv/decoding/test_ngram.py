@@ -128,3 +128,35 @@ def test_only_a_model_drafter_has_a_prefill_pending():
     d.draft(2)
     assert d.last_prefill_s == 0.0  # no read of the prompt in a later block
     assert not NgramDraftSession([3, 4, 5]).prefill_pending and NgramDraftSession([3]).last_prefill_s == 0.0
+
+
+def test_every_drafter_session_meets_the_declared_interface():
+    """The UE's rounds and hand-overs call what ``Drafting`` declares: prompt lookup's session lacked ``agreement``
+    and `auto --drafter ngram` failed at its first hand-over."""
+    from wisv.decoding.featdraft import FeatureDraftSession
+    from wisv.decoding.sessions import Drafting, DraftSession
+    drafter, _ = make_pair("llama", 32, 2, 4, 2, vocab=64, eos=1)
+    assert isinstance(DraftSession(drafter, [3, 4, 5]), Drafting)
+    assert isinstance(NgramDraftSession([3, 4, 5]), Drafting)
+    members = {m for m in Drafting.__dict__ if not m.startswith("_")} | set(Drafting.__annotations__)
+    assert members <= set(dir(FeatureDraftSession)) | {"seq", "last_prefill_s"}  # those two set per instance
+
+
+def test_agreement_says_where_the_lookup_would_have_proposed_the_token_and_commits_them():
+    s = NgramDraftSession([1, 2, 3, 9, 1, 2], NgramConfig(1, 2, 5))
+    # after [.., 1, 2] the lookup proposes 3 (agrees); after [.., 2, 3] it proposes 9, not 7; after [3, 7] nothing
+    # matches: no proposal, left out
+    assert s.agreement([3, 7, 5]) == [True, False]
+    assert s.seq == [1, 2, 3, 9, 1, 2, 3, 7, 5] and s.drafted == []
+    assert s.history.accepted == NgramDraftSession([1]).history.accepted  # its proposals' history is untouched
+
+
+def test_next_draft_len_is_the_next_drafts_length_known_before_drafting():
+    from wisv.decoding.sessions import DraftSession
+    s = NgramDraftSession([1, 2, 3, 9, 1, 2], NgramConfig(1, 2, 5))
+    assert s.next_draft_len(3) == 3 and s.next_draft_len(8) == 4 and s.next_draft_len(0) == 0
+    assert len(s.draft(8).tokens) == 4
+    s.commit([7])
+    assert s.next_draft_len(8) == 0 and s.draft(8).tokens == []  # [.., 2, 7]: nothing matches
+    drafter, _ = make_pair("llama", 32, 2, 4, 2, vocab=64, eos=1)
+    assert DraftSession(drafter, [3, 4, 5]).next_draft_len(4) is None  # a model: known only by drafting
