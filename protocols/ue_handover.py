@@ -36,7 +36,6 @@ from wisv.decoding.speculative import truncate_output
 from wisv.timing.check import check_round
 from wisv.timing.handover import (
     HANDOVER_TOKENS,
-    LOOKUP_HANDOVER_TOKENS,
     HandOver,
     agreement_history,
     choose_round,
@@ -47,9 +46,9 @@ from wisv.timing.handover import (
     should_speculate,
     spec_probe,
     spec_reprobe_tokens,
-    spec_s_per_token,
 )
 from wisv.timing.latency import t_single_exchange
+from wisv.timing.window import choose_k
 
 DECODE_SMOOTH = 0.3  # weight of the newest chunk in the edge's decode time per token
 
@@ -82,27 +81,23 @@ class UERun:
 def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
     """The round's choice when the session's protocol may hand rounds over and something was measured; else None."""
     w = sess.window
-    hi = max(1, min(sess.shape.k_max(sess.p), sess.p.max_new_tokens - len(sess.tokens) - 1))
-    known = sess.d.next_draft_len(hi)  # prompt lookup knows its next draft (none: a plain decode step); a model not
-    if not sess.proto.desc.chooses or (known is None and (w.tau_d_s is None or w.tau_from_prefill)):
-        return None  # nothing measured yet, or only a drafting time with the drafter's prefill in it (a lookup
-        #   drafts at no cost: its rounds are priced from the first)
+    if not sess.proto.desc.chooses or w.tau_d_s is None or w.tau_from_prefill:
+        return None  # nothing measured yet, or only a drafting time with the drafter's prefill in it
     csi = csi_est or CSI.ideal()
     auto = sess._auto_window(csi_est)
     priced = w.round_s(auto.protocol, csi, auto.pb, auto.mismatch_rate)
     prefill = w.prefill_s if sess.d.prefill_pending else 0.0  # a prompt's first block pays the drafter's prefill
     round_s = lambda k: priced(k) + prefill  # noqa: E731  (the edge's chunks hide it: the drafter follows them)
     budget = sess.p.max_new_tokens - len(sess.tokens)
+    hi = max(1, min(sess.shape.k_max(sess.p), budget - 1))
     lo = 1 if sess.p.auto_window else hi
-    spec = spec_s_per_token(round_s, w.history.alpha, lo, hi, known)
+    spec = choose_k(round_s, w.history.alpha, lo, hi).s_per_token
     decode = edge_decode_s(w)
     pb = auto.pb
     link = lambda n: t_single_exchange(pb.o_up, n * pb.b_tok + pb.o_dn, csi)  # noqa: E731  GENERATE up, CHUNK down
-    first = LOOKUP_HANDOVER_TOKENS if known is not None else chunk_size(sess.edge_chunk)
-    choice = choose_round(spec, decode, link, budget, chunk_tokens=min(first, budget),
-                          overhead_s=lambda n: w.overhead_s(link(n)), spec_factor=spec_factor(w, known),
-                          edge_factor=w.edge_check.factor, edge_running=w.edge_running,
-                          return_near=known is not None)
+    choice = choose_round(spec, decode, link, budget, chunk_tokens=min(chunk_size(sess.edge_chunk), budget),
+                          overhead_s=lambda n: w.overhead_s(link(n)), spec_factor=w.spec_check.factor,
+                          edge_factor=w.edge_check.factor, edge_running=w.edge_running)
     if should_probe(choice, w.since_edge_rounds):
         choice = probe(choice)
     elif should_speculate(choice, w.edge_tokens_since_spec, tokens=spec_reprobe_tokens(w.spec_backoff)):
@@ -111,13 +106,6 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
         w.since_edge_rounds += 1
     w.spec_backoff = next_backoff(w.spec_backoff, choice)
     return choice
-
-
-def spec_factor(window, known: int | None) -> float:
-    """The correction of speculation's predicted cost by what its rounds measured (wisv/timing/check.py), for a
-    model's drafts; none where the draft is known before the round (prompt lookup: priced from the draft in hand, a
-    plain decode step without one, each a term the check would blur: its rounds swing between the two)."""
-    return window.spec_check.factor if known is None else 1.0
 
 
 def edge_decode_s(window) -> float:

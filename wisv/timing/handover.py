@@ -33,11 +33,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from wisv.timing.window import AcceptanceHistory, choose_k
+from wisv.timing.window import AcceptanceHistory
 
 HANDOVER_TOKENS = 16  # tokens the edge generates in a handed-over round, unless the budget is smaller
-LOOKUP_HANDOVER_TOKENS = 4  # ... for a drafter that knows each draft before drafting (prompt lookup): the
-#   smallest hand-over, never doubled, since its next match may come at any token
 HANDOVER_MARGIN = 0.05  # the side not running must be this much cheaper per token (a fraction) to take the round
 CHUNK_REACH = 0.10  # a hand-over asks for the smallest chunk whose cost per token is within this of the cheapest
 REACH_NEAR = 1.25  # ... while speculation costs at most this factor of the cheapest chunk; beyond it, the cheapest
@@ -87,18 +85,6 @@ def max_chunk_tokens(decode_s_per_token: float, reply_within_s: float | None, sh
     return max(1, int(share * reply_within_s / decode_s_per_token))
 
 
-def spec_s_per_token(round_s: Callable[[int], float], alpha: float, k_min: int, k_max: int,
-                     known_tokens: int | None = None) -> float:
-    """Predicted seconds per committed token of the best speculative round: the K in [k_min, k_max] with the least
-    ``round_s(K) / E[C(K)]`` at acceptance rate ``alpha``.  ``known_tokens``: the tokens the next draft holds, where
-    the drafter knows it before drafting (prompt lookup, ``Drafting.next_draft_len``): K at most that; 0 (nothing
-    matches) makes the round a plain decode step, one token for ``round_s(0)`` (None: a model, any K)."""
-    if known_tokens is not None and known_tokens <= 0:
-        return round_s(0)
-    hi = k_max if known_tokens is None else min(k_max, known_tokens)
-    return choose_k(round_s, alpha, min(k_min, hi), hi).s_per_token
-
-
 def chunk_sizes(chunk_tokens: int, budget_tokens: int) -> list[int]:
     """The chunk sizes a hand-over may ask for, smallest first: ``chunk_tokens`` doubled while below the budget, then
     the budget (at least one token)."""
@@ -113,7 +99,7 @@ def chunk_sizes(chunk_tokens: int, budget_tokens: int) -> list[int]:
 def choose_round(spec_s_per_token: float, decode_s_per_token: float, chunk_link_s: Callable[[int], float],
                  budget_tokens: int, chunk_tokens: int = HANDOVER_TOKENS, overhead_s: float | Callable[[int], float]
                  = 0.0, margin: float = HANDOVER_MARGIN, spec_factor: float = 1.0,
-                 edge_factor: float = 1.0, edge_running: bool = False, return_near: bool = False) -> HandOver:
+                 edge_factor: float = 1.0, edge_running: bool = False) -> HandOver:
     """Speculate or hand over: the edge takes the round when a chunk of one of ``chunk_sizes(chunk_tokens,
     budget_tokens)`` costs less per token than ``spec_s_per_token`` by more than ``margin``; while the edge runs
     (``edge_running``: the UE's last round was the edge's), it keeps the round unless speculation costs less than
@@ -121,9 +107,7 @@ def choose_round(spec_s_per_token: float, decode_s_per_token: float, chunk_link_
     whose cost is within ``CHUNK_REACH`` of the cheapest (a small chunk keeps speculation's return near, a large one
     pays the round trip over more tokens: over a long RTT it asks for more), while speculation is near (at most
     ``REACH_NEAR`` times the cheapest chunk's cost); beyond, the cheapest (a return that far off is worth no round
-    trip: server-only streams a prompt's tokens over one), unless ``return_near`` (a drafter that knows each draft
-    before drafting, prompt lookup: its next match, and a cheap round, may come at any token).  When none does, the
-    round speculates
+    trip: server-only streams a prompt's tokens over one).  When none does, the round speculates
     (and the choice names the smallest chunk and its cost).  ``overhead_s``: seconds, or a chunk's tokens ->
     seconds.  ``spec_factor`` and ``edge_factor`` correct each side's predicted cost by what its rounds measured
     (``Ratio.factor``); the choice holds the corrected costs."""
@@ -139,7 +123,7 @@ def choose_round(spec_s_per_token: float, decode_s_per_token: float, chunk_link_
     n = sizes[0]
     if wins:  # the smallest chunk within CHUNK_REACH of the cheapest: a long RTT asks for more tokens a round trip
         best = min(cost[n] for n in wins)
-        reach = CHUNK_REACH if return_near or spec <= REACH_NEAR * best else 0.0
+        reach = CHUNK_REACH if spec <= REACH_NEAR * best else 0.0
         n = next(n for n in wins if cost[n] <= (1 + reach) * best)
     return HandOver(bool(wins), n, spec, cost[n], spec_factor=spec_factor, edge_factor=edge_factor)
 
