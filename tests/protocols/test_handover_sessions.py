@@ -227,3 +227,26 @@ def test_a_run_comes_in_parts_that_each_arrive_within_the_reply_timeout(pair) ->
     assert ue.window.edge_check.predicted_s == pytest.approx(sum(
         _decayed([c.edge_s_per_token / c.edge_factor * n for c, n in runs_tokens])))
     assert edge.generated == len(ue.tokens) and edge.rounds == len(rounds)
+
+
+def test_auto_with_prompt_lookup_hands_over_and_stays_lossless(pair) -> None:
+    """Prompt lookup as auto's drafter: on a poor link the edge takes rounds, the UE's lookup follows its runs
+    (``agreement``), and the output is the target's.  (Prompt lookup's session had no ``agreement``: auto failed at
+    its first hand-over.)"""
+    from tests.protocols.test_sessions import EOS
+    from wisv.decoding.ngram import NgramConfig, NgramDraftSession
+    from wisv.decoding.sessions import VerifySession
+    from protocols.registry import servable
+    from wisv.head.policy import RejectAll
+    _, target = pair
+    prompt = PROMPTS[1] * 2  # a prompt that repeats itself: the lookup matches in places
+    edge0, ue0 = open_pair(pair, prompt, protocol="auto", draft_len=4, max_new_tokens=40)
+    ue = UESession("ue-0", NgramDraftSession(prompt, NgramConfig(1, 3, 4)), ue0.p, EOS)
+    edge = EdgeSession("ue-0", VerifySession(target, prompt), wire(ue.open_message()), RejectAll(), 0.5, EOS)
+    ue.servable = servable(False)  # as OPEN_OK from an edge whose head reads no drafter hidden states says
+    rounds = play(edge, ue, POOR)
+    handed = [r for r in rounds if isinstance(r, EdgeRound)]
+    assert handed and ue.tokens == reference(pair, prompt).tokens
+    assert ue.d.seq[len(prompt):] + ue.unfollowed == ue.tokens  # the lookup followed every run but the last
+    ue.follow_last()  # ... which it follows after the prompt's last token, as the live UE does
+    assert not ue.unfollowed and ue.d.seq[len(prompt):] == ue.tokens

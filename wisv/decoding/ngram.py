@@ -152,11 +152,6 @@ class NgramDraftSession:
         costs = costs_at(self.ms_by_rows, len(self.seq)) if self.ms_by_rows else None
         return toks[: choose_len(costs, self.history.alpha, len(toks))]
 
-    def next_draft_len(self, k: int) -> int:
-        """How many tokens the next ``draft(k)`` proposes, known before drafting at no cost (0: nothing matches, the
-        round would be a plain decode step)."""
-        return len(self.proposal(k)) if k > 0 else 0
-
     def draft_more(self, m: int, should_stop: Callable[[], bool]) -> Draft:
         """No proactive drafting: the lookup is free, so the next block is drafted when the verdict comes."""
         return Draft([], None, None)
@@ -173,8 +168,8 @@ class NgramDraftSession:
     def agreement(self, tokens: list[int]) -> list[bool]:
         """Commit ``tokens`` (the target's, generated without a draft: a round ``auto`` handed to the edge) and say
         at each token the lookup had a proposal for whether its first token was that one.  A token after no match is
-        left out: the lookup proposes nothing there, and ``auto`` prices such a round apart (``next_draft_len`` 0),
-        so its acceptance rate stays that of proposals, as verdicts teach it.  The proposals' own history
+        left out: the lookup proposes nothing there, and a round with no proposal teaches a verdict nothing either, so
+        the acceptance rate stays that of proposals.  The proposals' own history
         (``choose_len``) learns nothing from it."""
         out = []
         for t in tokens:

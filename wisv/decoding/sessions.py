@@ -99,9 +99,6 @@ class Drafting(Protocol):
     def agreement(self, tokens: list[int]) -> list[bool]: ...  # commit the target's tokens; at each the drafter
     #   would have proposed a token (a model: every one), whether it was that one
 
-    def next_draft_len(self, k: int) -> int | None: ...  # tokens the next draft(k) holds, where known at no cost
-    #   before drafting (prompt lookup); None: known only by drafting (a model drafts up to k)
-
     def free(self) -> None: ...
 
 
@@ -192,10 +189,6 @@ class DraftSession(_CachedModel):
         self.rollback(min(self.cached_len, base + keep))
         self.drafted, self.carry = [], carry if carry and carry.tokens else None
 
-
-    def next_draft_len(self, k: int) -> None:
-        """Unknown before drafting: a model drafts up to ``k`` tokens (EOS or a stop rule may end it sooner)."""
-        return None
 
     def agreement(self, tokens: list[int]) -> list[bool]:
         """Commit ``tokens`` (the target's, generated without a draft) and say at each whether the drafter's greedy

@@ -150,13 +150,3 @@ def test_agreement_says_where_the_lookup_would_have_proposed_the_token_and_commi
     assert s.seq == [1, 2, 3, 9, 1, 2, 3, 7, 5] and s.drafted == []
     assert s.history.accepted == NgramDraftSession([1]).history.accepted  # its proposals' history is untouched
 
-
-def test_next_draft_len_is_the_next_drafts_length_known_before_drafting():
-    from wisv.decoding.sessions import DraftSession
-    s = NgramDraftSession([1, 2, 3, 9, 1, 2], NgramConfig(1, 2, 5))
-    assert s.next_draft_len(3) == 3 and s.next_draft_len(8) == 4 and s.next_draft_len(0) == 0
-    assert len(s.draft(8).tokens) == 4
-    s.commit([7])
-    assert s.next_draft_len(8) == 0 and s.draft(8).tokens == []  # [.., 2, 7]: nothing matches
-    drafter, _ = make_pair("llama", 32, 2, 4, 2, vocab=64, eos=1)
-    assert DraftSession(drafter, [3, 4, 5]).next_draft_len(4) is None  # a model: known only by drafting
