@@ -233,10 +233,10 @@ def test_auto_with_prompt_lookup_hands_over_and_stays_lossless(pair) -> None:
     """Prompt lookup as auto's drafter: on a poor link the edge takes rounds, the UE's lookup follows its runs
     (``agreement``), and the output is the target's.  (Prompt lookup's session had no ``agreement``: auto failed at
     its first hand-over.)"""
+    from protocols.registry import servable
     from tests.protocols.test_sessions import EOS
     from wisv.decoding.ngram import NgramConfig, NgramDraftSession
     from wisv.decoding.sessions import VerifySession
-    from protocols.registry import servable
     from wisv.head.policy import RejectAll
     _, target = pair
     prompt = PROMPTS[1] * 2  # a prompt that repeats itself: the lookup matches in places
