@@ -30,6 +30,7 @@ DIRS = ["toy-pair/head", "smollm2-head", *(f"smollm2-judges/{n}" for n in
                                            ("autojudge", "edge", "edge-blind", "fly", "judge-decoding", "nll-margin"))]
 LINKS = {"none": None, "poor": (3.0, 45.0), "mid": (20.0, 20.0), "good": (200.0, 5.0)}  # rate Mbps, RTT ms
 M = 6  # mismatches scored
+PROB_TOL = 1e-5  # float32 kernels differ by CPU: the autojudge scored 1.2e-6 off the fixture on round 22's VM
 
 
 def wave(m: int, d: int, phase: float) -> torch.Tensor:
@@ -83,7 +84,7 @@ def test_shipped_directory_scores_as_recorded(rel, sibling):
     want, got = json.loads(FIXTURE.read_text())[rel], scores(rel, sibling)
     assert got["tau"] == want["tau"]
     for name in LINKS:
-        assert got[name]["probs"] == pytest.approx(want[name]["probs"], abs=1e-6), name
+        assert got[name]["probs"] == pytest.approx(want[name]["probs"], abs=PROB_TOL), name
         assert math.isclose(got[name]["threshold"], want[name]["threshold"], rel_tol=1e-12, abs_tol=1e-15), name
 
 
