@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 import config
-from scripts.bench.crossover import auto_vs_best, measured, paired_ratio, prompt_times
+from scripts.bench.crossover import auto_vs_best, finished, measured, paired_ratio, prompt_times
 from wisv.timing.protodesc import describe
 
 
@@ -31,8 +31,14 @@ class ChooserTableConfig:
 def run_row(d: Path) -> dict:
     """One run's row (pure on its files): the link, the mean latency by protocol, each chooser against the better
     baseline and against each baseline."""
-    meas = measured(d)
+    try:
+        meas = measured(d)
+    except (KeyError, ValueError):
+        raise ValueError(f"run {d}: summary.csv holds no protocol and latency_s columns") from None
     protocols = list(meas)
+    lost = [p for p in protocols if not (d / p / "outputs.jsonl").is_file()]
+    if lost:
+        raise ValueError(f"run {d}: no {lost[0]}/outputs.jsonl (its summary names {lost[0]})")
     times = prompt_times(d, protocols)
     cfg = d / "config.toml"
     link = tomllib.loads(cfg.read_text()).get("link", {}) if cfg.is_file() else {}
@@ -47,9 +53,10 @@ def run_row(d: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     cfg = config.parse(ChooserTableConfig, argv, prog="python -m scripts.bench.chooser_table", description=__doc__)
-    missing = [r for r in cfg.runs if not (Path(r) / "summary.csv").is_file()]
+    missing = [r for r in cfg.runs if not finished(Path(r))]
     if not cfg.runs or missing:
-        why = f"not a finished testbed.run directory (no summary.csv): {missing[0]}" if missing else "none given"
+        why = f"not a finished testbed.run directory (no summary.csv, or no complete mark): {missing[0]}" if missing \
+            else "none given"
         print(f"python -m scripts.bench.chooser_table: error: runs: {why}", file=sys.stderr)
         return 2
     table = pd.DataFrame([run_row(Path(r)) for r in cfg.runs])
@@ -62,5 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # a run's files that do not read (a protocol's outputs missing): one line, exit 2
+    rc: list[int] = []
+    sys.exit(config.run_reporting("python -m scripts.bench.chooser_table", lambda: rc.append(main()),
+                                  (ValueError, OSError)) or rc[0])

@@ -109,12 +109,17 @@ def offset_rows(pair: str | None, offset: int, n: int, prompts_file: str | None 
 def run_cell(cfg: CrossoverConfig, rate: float, rtt: float) -> Path:
     """One testbed.run of every protocol at this link (skipped when its directory is complete)."""
     d = cell_dir(cfg, rate, rtt)
-    if (d / "complete").exists() and (d / "summary.csv").is_file():
+    if finished(d):
         return d
     cmd = cell_argv(cfg, rate, rtt, d)
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return d
+
+
+def finished(d: Path) -> bool:
+    """A testbed.run directory that ran to its end: its ``complete`` mark and its summary."""
+    return (d / "complete").exists() and (d / "summary.csv").is_file()
 
 
 def cell_argv(cfg: CrossoverConfig, rate: float, rtt: float, out: Path) -> list[str]:

@@ -17,6 +17,7 @@ def fake_run(d, times: dict[str, list[float]], rtt_ms: float = 20.0):
         lines = [json.dumps({"prompt_id": f"q{i}", "t_e2e_s": x}) for i, x in enumerate(t)]
         (d / p / "outputs.jsonl").write_text("\n".join(lines) + "\n")
     (d / "config.toml").write_text(f"[link]\nrate_up_mbps = 100.0\nrtt_ms = {rtt_ms}\n")
+    (d / "complete").touch()
     return d
 
 
@@ -43,3 +44,13 @@ def test_the_table_is_written_with_its_config(tmp_path):
     assert main(["--runs", str(a), str(b), "--out", str(tmp_path / "out")]) == 0
     t = pd.read_csv(tmp_path / "out" / "table.csv")
     assert list(t["auto_best_baseline"]) == ["greedy", "server"] and (tmp_path / "out" / "config.toml").is_file()
+
+
+def test_a_run_missing_a_protocols_outputs_or_a_readable_summary_is_refused(tmp_path):
+    d = fake_run(tmp_path / "r", {"server": [1.0], "auto": [1.0]})
+    (d / "auto" / "outputs.jsonl").unlink()
+    with pytest.raises(ValueError, match="no auto/outputs.jsonl"):
+        run_row(d)
+    (d / "summary.csv").write_text("x\n")
+    with pytest.raises(ValueError, match="no protocol and latency_s"):
+        run_row(d)
