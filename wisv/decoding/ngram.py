@@ -139,18 +139,13 @@ class NgramDraftSession:
         is then a plain decode step of the target).  Prompt lookup drafts greedily only."""
         if sample:
             raise ValueError("prompt lookup drafts token ids only: it cannot sample (use a greedy rule)")
-        toks = self.proposal(k)
+        toks = propose(self.seq, self.cfg, k)
+        costs = costs_at(self.ms_by_rows, len(self.seq)) if self.ms_by_rows else None
+        toks = toks[: choose_len(costs, self.history.alpha, len(toks))]
         if eos_token_id is not None and eos_token_id in toks:
             toks = toks[: toks.index(eos_token_id) + 1]
         self.drafted = toks
         return Draft(toks, None, None)
-
-    def proposal(self, k: int) -> list[int]:
-        """The block the next ``draft(k)`` holds (before EOS): the lookup's proposal, cut to the length with the most
-        expected tokens per millisecond where pass costs were given (pure on the session's state)."""
-        toks = propose(self.seq, self.cfg, k)
-        costs = costs_at(self.ms_by_rows, len(self.seq)) if self.ms_by_rows else None
-        return toks[: choose_len(costs, self.history.alpha, len(toks))]
 
     def draft_more(self, m: int, should_stop: Callable[[], bool]) -> Draft:
         """No proactive drafting: the lookup is free, so the next block is drafted when the verdict comes."""
@@ -169,8 +164,8 @@ class NgramDraftSession:
         """Commit ``tokens`` (the target's, generated without a draft: a round ``auto`` handed to the edge) and say
         at each token the lookup had a proposal for whether its first token was that one.  A token after no match is
         left out: the lookup proposes nothing there, and a round with no proposal teaches a verdict nothing either, so
-        the acceptance rate stays that of proposals.  The proposals' own history
-        (``choose_len``) learns nothing from it."""
+        the acceptance rate stays that of proposals.  The proposals' own history (``choose_len``) learns nothing
+        from it."""
         out = []
         for t in tokens:
             first = propose(self.seq, self.cfg, 1)
