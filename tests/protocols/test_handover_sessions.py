@@ -234,14 +234,15 @@ def test_auto_with_prompt_lookup_hands_over_and_stays_lossless(pair) -> None:
     (``agreement``), and the output is the target's.  (Prompt lookup's session had no ``agreement``: auto failed at
     its first hand-over.)"""
     from protocols.registry import servable
+    from protocols.ue_side import UEParams
     from tests.protocols.test_sessions import EOS
     from wisv.decoding.ngram import NgramConfig, NgramDraftSession
     from wisv.decoding.sessions import VerifySession
     from wisv.head.policy import RejectAll
     _, target = pair
     prompt = PROMPTS[1] * 2  # a prompt that repeats itself: the lookup matches in places
-    edge0, ue0 = open_pair(pair, prompt, protocol="auto", draft_len=4, max_new_tokens=40)
-    ue = UESession("ue-0", NgramDraftSession(prompt, NgramConfig(1, 3, 4)), ue0.p, EOS)
+    params = UEParams(protocol="auto", draft_len=4, max_new_tokens=40)
+    ue = UESession("ue-0", NgramDraftSession(prompt, NgramConfig(1, 3, 4)), params, EOS)
     edge = EdgeSession("ue-0", VerifySession(target, prompt), wire(ue.open_message()), RejectAll(), 0.5, EOS)
     ue.servable = servable(False)  # as OPEN_OK from an edge whose head reads no drafter hidden states says
     rounds = play(edge, ue, POOR)
