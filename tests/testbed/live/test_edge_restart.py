@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from testbed.common.files import complete_lines
 from testbed.live.orchestrate.procs import Child
 from wisv.models.loader import load_model
 from wisv.tasks.evaluate import greedy_reference
@@ -25,17 +26,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_edge(pair_dirs, port: int, log: Path) -> Child:
+def start_edge(pair_dirs, port: int, log: Path, *extra: str) -> Child:
     edge = Child("edge", ["testbed.serve", "--bind", f"tcp://127.0.0.1:{port}", "--target", str(pair_dirs.target),
-                          "--head", "none"], log)
+                          "--head", "none", *extra], log)
     edge.wait_for("READY", 120)
     return edge
 
 
-def wait_for_text(path: Path, text: str, timeout_s: float) -> None:
+def wait_for_commit(journal: Path, sid: str, timeout_s: float) -> None:
+    """Until the edge's journal holds a commit of session ``sid`` that did not end it: the session's rounds have
+    begun (its OPEN_OK is behind it) and more are to come."""
     deadline = time.monotonic() + timeout_s
-    while text not in path.read_text():
-        assert time.monotonic() < deadline, f"no {text!r} in {path}"
+    while not any(e["ev"] == "commit" and e["sid"] == sid and not e["done"] for e in complete_lines(journal)):
+        assert time.monotonic() < deadline, f"no commit of {sid} in {journal}"
         time.sleep(0.005)
 
 
@@ -43,7 +46,7 @@ def test_edge_killed_mid_prompt_and_restarted_gives_the_uninterrupted_outputs(pa
     port, out = free_port(), tmp_path / "ue"
     f = tmp_path / "prompts.jsonl"
     f.write_text("".join(json.dumps({"prompt_ids": p, "prompt_id": f"p{i}"}) + "\n" for i, p in enumerate(PROMPTS)))
-    edge = start_edge(pair_dirs, port, tmp_path / "edge1.log")
+    edge = start_edge(pair_dirs, port, tmp_path / "edge1.log", "--journal", str(tmp_path / "journal.jsonl"))
     ue = Child("ue", ["testbed.ue", "--connect", f"tcp://127.0.0.1:{port}", "--drafter", str(pair_dirs.drafter),
                       "--prompts-file", str(f), "--protocol", "greedy", "--draft-len", str(K), "--max-new-tokens",
                       str(MAX_NEW), "--probe-bytes", "0", "--recv-timeout-s", "1", "--retry-s", "90",
@@ -51,7 +54,8 @@ def test_edge_killed_mid_prompt_and_restarted_gives_the_uninterrupted_outputs(pa
                tmp_path / "ue.log")
     edge2 = None
     try:
-        wait_for_text(tmp_path / "edge1.log", "open session ue0-1 ", 120)  # the second prompt's rounds begin
+        # inside the second prompt's rounds: a kill between its OPEN and OPEN_OK would be a retried OPEN, not a resume
+        wait_for_commit(tmp_path / "journal.jsonl", "ue0-1", 120)
         edge.proc.kill()  # SIGKILL to the edge's own PID
         edge.stop()
         edge2 = start_edge(pair_dirs, port, tmp_path / "edge2.log")
