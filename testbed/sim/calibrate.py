@@ -17,6 +17,9 @@ per exchange is the fixed cost of the process hops (``wisv.timing.calibrate.fit_
 overhead: from its server-only streams, the gap between two chunks' arrivals less the later one's passes and
 downlink time; the median is the edge's host work per chunk (``fit_chunk_overhead``; 0 when the run streamed
 nothing).  From its on-device streams, the same gap less the drafter's passes: the UE's host work per chunk.
+Stream start: from its server-only prompts, the first chunk's arrival less the model's (OPEN, GENERATE, one pass,
+priced warm); the median is what a stream's start costs beyond that (``fit_start_overhead``): the edge's prefill and
+first pass run after it idled through the round trips, on this VM markedly slower than back to back.
 """
 from __future__ import annotations
 
@@ -50,6 +53,7 @@ from wisv.timing.calibrate import (
     fit_compute,
     fit_ends,
     fit_exchange_overhead,
+    fit_start_overhead,
     profile_from_fit,
     save_calibration,
 )
@@ -219,6 +223,23 @@ def chunk_overhead(run_dir: Path, end: str = "edge") -> tuple[float, dict]:
                                      "per_chunk_ms_quartiles": quartiles}
 
 
+def start_overhead(run_dir: Path, cal: Calibration, dims: tuple[ModelDims, ModelDims], vocab: int) -> tuple[float,
+                                                                                                          dict]:
+    """Median start of a server-only stream beyond its warm model over the run's server-only prompts (0 without
+    one), priced with ``cal``'s profiles, exchange and chunk overheads."""
+    from testbed.sim.validate import load_run, start_residuals, wire_deployment
+    run = load_run(run_dir)
+    streams = [p for p in run.rounds if not describe(p).speculative and describe(p).edge_rounds]
+    if not streams:
+        return 0.0, {"run": str(run_dir), "prompts": 0, "note": "no server-only stream in the run: not measured"}
+    dep = wire_deployment(dims[0], dims[1], cal.for_end("ue"), cal.for_end("edge"), cal.exchange_overhead_s, vocab,
+                          cal.chunk_overhead_s)
+    res = [r for p in streams for r in start_residuals(p, run, dep)]
+    quartiles = [float(x) * 1e3 for x in np.quantile(res, [0.25, 0.5, 0.75])]
+    return fit_start_overhead(res), {"run": str(run_dir), "prompts": len(res), "protocols": streams,
+                                     "per_prompt_ms_quartiles": quartiles}
+
+
 def short_link_run(cfg: CalibrateConfig, prompts_file: str) -> Path:
     """A small testbed.run of greedy, server-only and on-device, interleaved, on an emulated 20 Mbps / 20 ms link,
     over ``prompts_file`` (the calibration pool's); returns its directory."""
@@ -267,6 +288,7 @@ def calibrate(cfg: CalibrateConfig) -> Calibration:
         cal.exchange_overhead_s, cal.notes["exchange"] = exchange_overhead(run_dir, cal, dims, dims[0].vocab)
         cal.chunk_overhead_s, cal.notes["chunk"] = chunk_overhead(run_dir)
         cal.ue_chunk_overhead_s, cal.notes["ue_chunk"] = chunk_overhead(run_dir, "ue")
+        cal.stream_start_overhead_s, cal.notes["stream_start"] = start_overhead(run_dir, cal, dims, dims[0].vocab)
     save_calibration(cal, cfg.out)
     timings_csv = Path(cfg.out).with_suffix(".timings.csv")
     pd.DataFrame([asdict(t) for t in timings]).to_csv(timings_csv, index=False)
@@ -279,7 +301,8 @@ def _print(cal: Calibration, fit: ComputeFit, ends: dict[str, ComputeFit]) -> No
     p = cal.profile
     print(f"fit {_fit_line(fit)}; eta = {p.eta:.3f} of {p.peak_tflops * 1e3:.1f} GFLOP/s; exchange overhead "
           f"{cal.exchange_overhead_s * 1e3:.2f} ms, {cal.chunk_overhead_s * 1e3:.2f} ms a streamed chunk, "
-          f"{cal.ue_chunk_overhead_s * 1e3:.2f} ms a chunk on the device")
+          f"{cal.ue_chunk_overhead_s * 1e3:.2f} ms a chunk on the device, {cal.stream_start_overhead_s * 1e3:.2f} ms "
+          "a server-only stream's start")
     for e, f in ends.items():
         print(f"the {e}'s own fit {_fit_line(f)}")
     for r in cal.notes["by_k"]:

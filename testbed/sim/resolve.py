@@ -118,11 +118,12 @@ def deployment(cfg, pair: PairCache, head: Head) -> tuple[Deployment, dict]:
             if cfg.payload == "wire" else rows * t.d_model * 16
         pb = replace(pb, tf_bits=tf)
     ex, chunk, ue_chunk = exchange_overhead_s(cfg), chunk_overhead_s(cfg), chunk_overhead_s(cfg, "ue")
+    start = stream_start_overhead_s(cfg)
     dep = Deployment(d, t, ue, edge, pb, head_hidden=head.hidden, csi_dim=head.csi_dim, exchange_overhead_s=ex,
-                     chunk_overhead_s=chunk, ue_chunk_overhead_s=ue_chunk)
+                     chunk_overhead_s=chunk, ue_chunk_overhead_s=ue_chunk, stream_start_overhead_s=start)
     resolved = {"dims": dims_desc, "drafter_dims": asdict(d), "target_dims": asdict(t), "ue": ue.to_dict(),
                 "edge": edge.to_dict(), "payload": asdict(pb), "exchange_overhead_s": ex, "chunk_overhead_s": chunk,
-                "ue_chunk_overhead_s": ue_chunk}
+                "ue_chunk_overhead_s": ue_chunk, "stream_start_overhead_s": start}
     return dep, resolved
 
 
@@ -141,6 +142,14 @@ def chunk_overhead_s(cfg, end: str = "edge") -> float:
     if (cfg.edge_profile if end == "edge" else cfg.ue_profile) == LOCAL:
         cal = load_calibration(cfg.local_profile or LOCAL_PROFILE_PATH)
         return cal.chunk_overhead_s if end == "edge" else cal.ue_chunk_overhead_s
+    return 0.0
+
+
+def stream_start_overhead_s(cfg) -> float:
+    """The calibrated start of a server-only stream beyond its warm model when the edge is ``local`` (its host
+    idles between the round trips), else 0."""
+    if cfg.edge_profile == LOCAL:
+        return load_calibration(cfg.local_profile or LOCAL_PROFILE_PATH).stream_start_overhead_s
     return 0.0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -66,12 +66,13 @@ def load_run(run_dir: str | Path) -> RunData:
 
 
 def wire_deployment(d, t, ue, edge, exchange_overhead_s: float = 0.0, vocab: int | None = None,
-                    chunk_overhead_s: float = 0.0, ue_chunk_overhead_s: float = 0.0) -> Deployment:
+                    chunk_overhead_s: float = 0.0, ue_chunk_overhead_s: float = 0.0,
+                    stream_start_overhead_s: float = 0.0) -> Deployment:
     """The testbed as it runs: the (local) profiles of the UE and the edge, the wire format's payload sizes."""
     from protocols.accounting import wire_payload_bits
     return Deployment(d, t, ue, edge, wire_payload_bits(d.d_model, d.vocab if vocab is None else vocab),
                       exchange_overhead_s=exchange_overhead_s, chunk_overhead_s=chunk_overhead_s,
-                      ue_chunk_overhead_s=ue_chunk_overhead_s)
+                      ue_chunk_overhead_s=ue_chunk_overhead_s, stream_start_overhead_s=stream_start_overhead_s)
 
 
 def row_csi(row: dict, fallback: CSI) -> CSI:
@@ -170,26 +171,50 @@ def predict_prompts(protocol: str, run: RunData, dep: Deployment) -> pd.DataFram
         measured, profiled = compute_pair(protocol, recs, dep)
         rows.append({"prompt_id": pid, "protocol": protocol, "rounds": len(recs), "predicted_s": total,
                      "predicted_rounds_s": pred_rounds, "measured_rounds_s": float(g["t_round_s"].sum()),
+                     "profiled_compute_s": profiled,
                      "compute_ratio": measured / profiled if profiled > 0 else math.nan,
                      "given_compute_s": total - profiled + measured})
     df = pd.DataFrame(rows)
     meas = run.outputs[protocol].set_index("prompt_id")["t_e2e_s"]
     df["measured_s"] = df["prompt_id"].map(meas)
-    return df.dropna(subset=["measured_s"])[["prompt_id", "protocol", "predicted_s", "measured_s", "rounds",
-                                             "predicted_rounds_s", "measured_rounds_s", "compute_ratio",
-                                             "given_compute_s"]]
+    df = with_run_speed(df.dropna(subset=["measured_s"]), list(run.prompt_len))
+    return df[["prompt_id", "protocol", "predicted_s", "measured_s", "rounds", "predicted_rounds_s",
+               "measured_rounds_s", "profiled_compute_s", "compute_ratio", "given_compute_s", "dev", "run_speed",
+               "run_speed_s"]]
+
+
+def with_run_speed(df: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    """One protocol's predictions, with the machine's speed taken from the run itself, held out: the prompts at even
+    positions of the run's order (``dev``) give the speed (the median of their measured over profiled compute,
+    ``run_speed``), and ``run_speed_s`` is each prompt's prediction with its profiled compute scaled by it.  Only
+    the other prompts' errors count (``error_stats``): none of them enters its own prediction.  The dev prompts
+    alternate with them through the run, so both see the same drift of a shared machine."""
+    pos = df["prompt_id"].map({pid: i for i, pid in enumerate(order)})
+    out = df.assign(dev=(pos % 2 == 0).to_numpy())
+    speed = float(out.loc[out["dev"], "compute_ratio"].median()) if out["dev"].any() else math.nan
+    return out.assign(run_speed=speed, run_speed_s=out["predicted_s"] + out["profiled_compute_s"] * (speed - 1.0))
 
 
 def error_stats(df: pd.DataFrame) -> dict:
     """Mean predicted/measured ratio and mean/median/p90 of |pred - meas| / meas; where the table has them, the median
     measured/profiled compute ratio (``compute_ratio``) and the mean error of the prediction given the prompt's
     measured compute (``given_compute_s``: the profile's compute replaced by the run's; what is left is the model's
-    link, exchange and stream terms, apart from the machine's speed on the day)."""
+    link, exchange and stream terms, apart from the machine's speed on the day); and on the prompts held out of
+    ``with_run_speed``'s dev half, the error with the run's own speed (``mean_abs_rel_err_run_speed``) beside the
+    profile's on the same prompts (``mean_abs_rel_err_held_out``)."""
     rel = (df["predicted_s"] - df["measured_s"]).abs() / df["measured_s"]
     drift = {"median_compute_ratio": float(df["compute_ratio"].median())} if "compute_ratio" in df else {}
     if "given_compute_s" in df:
         given = (df["given_compute_s"] - df["measured_s"]).abs() / df["measured_s"]
         drift["mean_abs_rel_err_given_compute"] = float(given.mean())
+    if "run_speed_s" in df:
+        held = df[~df["dev"].astype(bool)]
+        rel_held = (held["run_speed_s"] - held["measured_s"]).abs() / held["measured_s"]
+        if df["protocol"].nunique() == 1:  # one protocol's speed (the ends differ: no "all")
+            drift["run_speed"] = float(df["run_speed"].iloc[0])
+        drift |= {"held_out_prompts": int(len(held)),
+                  "mean_abs_rel_err_run_speed": float(rel_held.mean()) if len(held) else math.nan,
+                  "mean_abs_rel_err_held_out": float(rel[held.index].mean()) if len(held) else math.nan}
     return {"prompts": int(len(df)), "mean_ratio": float((df["predicted_s"] / df["measured_s"]).mean()),
             "mean_abs_rel_err": float(rel.mean()), "median_abs_rel_err": float(rel.median()),
             "p90_abs_rel_err": float(np.quantile(rel, 0.9)) if len(rel) else math.nan} | drift
@@ -235,6 +260,21 @@ def chunk_residuals(protocol: str, run: RunData) -> list[float]:
     return out
 
 
+def start_residuals(protocol: str, run: RunData, dep: Deployment) -> list[float]:
+    """Per prompt of a server-only stream: its first chunk's arrival at the UE (from the OPEN) less the model's
+    (``stream_s`` of that chunk, the CSI as the chunk recorded it, ``dep``'s start overhead taken out), s
+    (``fit_start_overhead`` takes their median)."""
+    fallback, d = LinkSpec(**run.link).fixed_csi(), describe(protocol)
+    warm = replace(dep, stream_start_overhead_s=0.0)
+    out = []
+    for pid, g in with_prefix(run.rounds[protocol], run.prompt_len).groupby("prompt_id", sort=False):
+        first = g.sort_values("round").iloc[0].to_dict()
+        k = max(1, int(first["committed"]))  # the first chunk's tokens
+        model = alone_s(d, run.prompt_len[pid], k, recorded_csi_at([first], fallback), warm, k)
+        out.append(float(first["t_arrival_s"]) - model)
+    return out
+
+
 def run_validate(cfg) -> pd.DataFrame:
     """``--validate RUN_DIR``: validation.csv, validation.png, validation.json in cfg.out; prints the error summary."""
     from testbed.sim import plot as simplot
@@ -251,7 +291,8 @@ def run_validate(cfg) -> pd.DataFrame:
     ex = cfg.exchange_overhead_ms / 1e3 if cfg.exchange_overhead_ms is not None else cal.exchange_overhead_s
     d, t = PairCache(run.drafter, run.target).dims()
     dep = wire_deployment(d, t, cal.for_end("ue"), cal.for_end("edge"), ex, chunk_overhead_s=cal.chunk_overhead_s,
-                          ue_chunk_overhead_s=cal.ue_chunk_overhead_s)
+                          ue_chunk_overhead_s=cal.ue_chunk_overhead_s,
+                          stream_start_overhead_s=cal.stream_start_overhead_s)
     val = pd.concat([predict_prompts(p, run, dep) for p in run.rounds], ignore_index=True)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -261,7 +302,8 @@ def run_validate(cfg) -> pd.DataFrame:
     simplot.scatter(val, out / "validation.png", title)
     doc = {"run_dir": str(cfg.validate), "local_profile": str(path), "profile": profile.to_dict(),
            "ends": {e: p.to_dict() for e, p in cal.ends.items()}, "exchange_overhead_s": ex,
-           "chunk_overhead_s": cal.chunk_overhead_s, "ue_chunk_overhead_s": cal.ue_chunk_overhead_s, "link": run.link,
+           "chunk_overhead_s": cal.chunk_overhead_s, "ue_chunk_overhead_s": cal.ue_chunk_overhead_s,
+           "stream_start_overhead_s": cal.stream_start_overhead_s, "link": run.link,
            "stats": stats, "profile_check": check.to_dict()}
     (out / "validation.json").write_text(json.dumps(doc, indent=1))
     config.write_config(out, cfg, machine_info())

@@ -7,10 +7,13 @@ phase: the profile's phase cost once, its per-call cost each) and sends each chu
 edge ``Deployment.chunk_overhead_s`` of host time before its next pass (calibrated: the gap between two chunks' arrivals
 beyond the later one's passes);
 the downlink serializes chunks in order (a chunk waits while the previous one is still on the wire) and the UE sees
-the last chunk half an RTT after its serialization ends.  ``generates == "drafter"`` (on-device): the UE's drafter
-prefills prompt[:-1] and decodes one token per 1-row pass; nothing goes over the link, and each chunk costs the UE
-``Deployment.ue_chunk_overhead_s`` of host time (its chunk loop and record; calibrated as the edge's).  Speculative
-descriptions are priced per round by wisv.timing.roundtime instead.
+the last chunk half an RTT after its serialization ends.  Once a stream, ``Deployment.stream_start_overhead_s``
+(calibrated: the first chunk's arrival beyond this model of it) adds what the warm passes leave out: the edge's
+prefill and first decode pass run after it idled through a round trip, on a colder core.
+``generates == "drafter"`` (on-device): the UE's drafter prefills prompt[:-1] and decodes one token per 1-row pass;
+nothing goes over the link, and each chunk costs the UE ``Deployment.ue_chunk_overhead_s`` of host time (its chunk
+loop and record; calibrated as the edge's).  Speculative descriptions are priced per round by wisv.timing.roundtime
+instead.
 
     alone_s(describe("server"), prompt_len, n_tokens, csi_at, dep)            # seconds, OPEN to the last chunk
 """
@@ -49,6 +52,7 @@ def stream_s(d: ProtocolDesc, prompt_len: int, n_tokens: int, csi_at: Callable[[
     t = open_exchange_s(prompt_len, csi_at(0.0), dep)
     c = csi_at(t)
     t += up_s(uplink_bits(d, 0, dep.payload), c) + c.rtt_ms / 2e3  # the GENERATE reaches the edge
+    t += dep.stream_start_overhead_s  # once a stream: its start on an idled core, beyond the warm passes
     wire_free, done, arrive = t, 0, t
     steps = decode_steps_s(dep.target, prompt_len - 1, n_tokens, dep.edge, dep)  # the first reads the prompt's last
     while done < n_tokens:

@@ -176,8 +176,19 @@ def fit_chunk_overhead(residual_s: Sequence[float]) -> float:
     """Host time per streamed chunk: the median over chunks of what the gap between two chunks' arrivals at the UE
     leaves after the later one's passes and its downlink time (on-device: its drafter passes), s (a negative median
     is clipped to 0)."""
+    return _median_clipped(residual_s, "chunk after a stream's first")
+
+
+def fit_start_overhead(residual_s: Sequence[float]) -> float:
+    """Server-only's start beyond its warm model: the median over prompts of the first chunk's measured arrival less
+    the model's (the OPEN, the GENERATE, one decode pass, the chunk's downlink), s (a negative median is clipped
+    to 0)."""
+    return _median_clipped(residual_s, "server-only prompt")
+
+
+def _median_clipped(residual_s: Sequence[float], unit: str) -> float:
     if not len(residual_s):
-        raise ValueError("need at least one chunk after a stream's first to measure its overhead")
+        raise ValueError(f"need at least one {unit} to measure its overhead")
     return max(0.0, float(np.median(np.asarray(residual_s, float))))
 
 
@@ -208,6 +219,8 @@ class Calibration:
     chunk_overhead_s: float = 0.0  # host time per streamed chunk beyond its passes, s (0: not measured)
     ue_chunk_overhead_s: float = 0.0  # the UE's host time per chunk it generates itself (on-device), s (0: not
     #   measured)
+    stream_start_overhead_s: float = 0.0  # server-only's first chunk's arrival beyond its warm model, s (0: not
+    #   measured; Deployment.stream_start_overhead_s)
 
     def for_end(self, end: str) -> HardwareProfile:
         """The profile of one end ("ue" or "edge"): its own fit where the record has one, else the shared one."""
@@ -221,7 +234,7 @@ def save_calibration(cal: Calibration, path: str | Path) -> Path:
     doc = {"profile": cal.profile.to_dict(), "exchange_overhead_s": cal.exchange_overhead_s, "fit": cal.fit,
            "ends": {e: p.to_dict() for e, p in cal.ends.items()}, "end_fits": cal.end_fits,
            "chunk_overhead_s": cal.chunk_overhead_s, "ue_chunk_overhead_s": cal.ue_chunk_overhead_s,
-           "notes": cal.notes}
+           "stream_start_overhead_s": cal.stream_start_overhead_s, "notes": cal.notes}
     path.write_text(json.dumps(doc, indent=1, default=_json_default) + "\n")
     return path
 
@@ -234,13 +247,14 @@ def load_calibration(path: str | Path) -> Calibration:
     if "profile" not in doc:
         return Calibration(profile)
     ex, chunk = float(doc.get("exchange_overhead_s", 0.0)), float(doc.get("chunk_overhead_s", 0.0))
-    ue_chunk = float(doc.get("ue_chunk_overhead_s", 0.0))
-    for name, v in (("exchange_overhead_s", ex), ("chunk_overhead_s", chunk), ("ue_chunk_overhead_s", ue_chunk)):
+    ue_chunk, start = float(doc.get("ue_chunk_overhead_s", 0.0)), float(doc.get("stream_start_overhead_s", 0.0))
+    for name, v in (("exchange_overhead_s", ex), ("chunk_overhead_s", chunk), ("ue_chunk_overhead_s", ue_chunk),
+                    ("stream_start_overhead_s", start)):
         if not 0 <= v < math.inf:
             raise ValueError(f"{path}: {name} must be finite and >= 0, got {v}")
     ends = {e: load_profile(path, e) for e in doc.get("ends", {})}
     return Calibration(profile, ex, dict(doc.get("fit", {})), dict(doc.get("notes", {})), ends,
-                       dict(doc.get("end_fits", {})), chunk, ue_chunk)
+                       dict(doc.get("end_fits", {})), chunk, ue_chunk, start)
 
 
 def _json_default(o: object) -> object:

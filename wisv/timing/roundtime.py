@@ -67,6 +67,9 @@ class Deployment:
     #   passes, the hops to the UE), s: server-only's stream (wisv.timing.alone)
     ue_chunk_overhead_s: float = 0.0  # the UE's host time per chunk of a stream it generates itself, beyond the
     #   drafter's passes (its chunk loop and record), s: on-device (wisv.timing.alone)
+    stream_start_overhead_s: float = 0.0  # server-only's start beyond its warm model: the first chunk's arrival past
+    #   the OPEN, the GENERATE and one decode pass priced back to back (the edge's prefill and first pass run on a
+    #   core that idled through the round trips; the UE's hops between OPEN_OK and GENERATE), s (wisv.timing.alone)
 
     @property
     def head_d_in(self) -> int:

@@ -1,6 +1,7 @@
 """testbed.simulate: traces, the latency model over traces, a tiny end-to-end run, calibration timing and validation."""
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -14,7 +15,7 @@ from testbed.sim.cli import SimConfig, parse_args, run
 from testbed.sim.model import alone_latencies, constant, prompt_latencies, summarize
 from testbed.sim.resolve import PairCache, links_of, resolve_head
 from testbed.sim.traces import TraceKey, cached_trace, trace_rows
-from testbed.sim.validate import load_run, prompt_residuals, with_prefix
+from testbed.sim.validate import load_run, prompt_residuals, wire_deployment, with_prefix
 from wisv.decoding.speculative import RoundRecord, SpecOutput
 from wisv.models.loader import load_pair
 from wisv.timing.calibrate import Calibration, save_calibration
@@ -351,3 +352,47 @@ def test_validation_prices_a_stream_in_the_chunks_it_recorded():
     t_one, _ = predict_prompt("server", one, 4, csi, dep)
     t_each, _ = predict_prompt("server", each, 4, csi, dep)
     assert t_each - t_one == pytest.approx(7 * 2e-3, rel=1e-6)
+
+
+def test_the_runs_own_speed_comes_from_its_dev_prompts_and_is_scored_on_the_others():
+    """Four prompts in run order p0..p3: the dev ones (p0, p2) ran at 1.2x and 1.4x their profiled compute, so the
+    run's speed is 1.3; p1 and p3 are predicted with their profiled compute scaled by it, and only their errors
+    count.  A held-out prompt's own measured compute never enters its prediction."""
+    from testbed.sim.validate import error_stats, with_run_speed
+    df = pd.DataFrame({"prompt_id": ["p3", "p2", "p1", "p0"], "protocol": "server",
+                       "predicted_s": [1.0, 1.0, 1.0, 1.0], "measured_s": [1.3, 1.4, 1.25, 1.2],
+                       "profiled_compute_s": [0.5, 0.5, 0.5, 0.5], "compute_ratio": [1.6, 1.4, 1.5, 1.2]})
+    out = with_run_speed(df, ["p0", "p1", "p2", "p3"])
+    assert out["dev"].tolist() == [False, True, False, True] and out["run_speed"].iloc[0] == pytest.approx(1.3)
+    assert out["run_speed_s"].tolist() == pytest.approx([1.15] * 4)  # 1.0 + 0.5 x 0.3
+    again = with_run_speed(df.assign(compute_ratio=[9.0, 1.4, 9.0, 1.2]), ["p0", "p1", "p2", "p3"])
+    assert again["run_speed_s"].tolist() == pytest.approx(out["run_speed_s"].tolist())  # held-out ratios unused
+    stats = error_stats(out)
+    assert stats["held_out_prompts"] == 2 and stats["run_speed"] == pytest.approx(1.3)
+    assert stats["mean_abs_rel_err_run_speed"] == pytest.approx((0.15 / 1.3 + 0.10 / 1.25) / 2)  # p3, p1
+    assert stats["mean_abs_rel_err_held_out"] == pytest.approx((0.3 / 1.3 + 0.25 / 1.25) / 2)
+    assert stats["prompts"] == 4  # the profile's own figures still cover every prompt
+
+
+def test_a_streams_start_residual_is_its_first_arrival_beyond_the_warm_model(tmp_path):
+    """Server-only, first chunk at 100 ms after the OPEN: the residual is 100 ms less the model's first chunk (its
+    OPEN, GENERATE, one pass, the chunk's downlink), whatever start overhead the deployment already carries; the
+    calibration's median of them, 0 without a server-only stream."""
+    from testbed.sim.calibrate import start_overhead
+    from testbed.sim.validate import start_residuals
+    from wisv.timing.alone import alone_s
+    run_dir = _run_dir(tmp_path)
+    _stream(run_dir, "server", "t_verify_s", [(0.003, 0.100), (0.004, 0.105), (0.005, 0.111)], downlink_bytes=40)
+    run = load_run(run_dir)
+    dep = Deployment(DIMS, DIMS, FAST, FAST, PB0)
+    csi = CSI(math.inf, math.inf, 10.0, 0.0, 0.0)
+    want = 0.100 - alone_s(describe("server"), 5, 1, lambda _t: csi, dep)
+    assert start_residuals("server", run, dep) == pytest.approx([want])
+    assert start_residuals("server", run, replace(dep, stream_start_overhead_s=0.05)) == pytest.approx([want])
+    cal = Calibration(FAST)
+    ms, notes = start_overhead(run_dir, cal, (DIMS, DIMS), DIMS.vocab)
+    assert notes["prompts"] == 1 and ms == pytest.approx(max(0.0, start_residuals(
+        "server", run, wire_deployment(DIMS, DIMS, FAST, FAST, vocab=DIMS.vocab))[0]))
+    for f in ("rounds.csv", "outputs.jsonl"):
+        (run_dir / "server" / f).unlink()
+    assert start_overhead(run_dir, cal, (DIMS, DIMS), DIMS.vocab)[0] == 0.0  # greedy streams nothing

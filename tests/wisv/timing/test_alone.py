@@ -43,6 +43,19 @@ def test_each_chunk_costs_the_edge_its_host_time():
     assert device_s(p, n, dep) == device_s(p, n, DEP)  # nothing streams on the device
 
 
+def test_a_streams_start_costs_once_and_only_on_the_edge():
+    """The calibrated start overhead delays the whole stream once (its first chunk and so every later one), however
+    many chunks it sends; on-device does not pay it."""
+    n, p, start = 40, 30, 0.030
+    dep = replace(DEP, stream_start_overhead_s=start)
+    for chunk in (1, 10):
+        assert stream_s(SERVER, p, n, lambda _t: FIXED, dep, chunk) == pytest.approx(
+            stream_s(SERVER, p, n, lambda _t: FIXED, DEP, chunk) + start)
+    assert stream_s(SERVER, p, 1, lambda _t: FIXED, dep) == pytest.approx(stream_s(SERVER, p, 1, lambda _t: FIXED,
+                                                                                   DEP) + start)
+    assert device_s(p, n, dep) == device_s(p, n, DEP)
+
+
 def test_a_slow_downlink_queues_the_chunks():
     """When a chunk takes longer on the wire than a decode step, the link is the bottleneck: n chunks' serialization."""
     slow = CSI.symmetric(0.002, 20.0)

@@ -15,6 +15,7 @@ from wisv.timing.calibrate import (
     fit_compute,
     fit_ends,
     fit_exchange_overhead,
+    fit_start_overhead,
     load_calibration,
     profile_from_fit,
     save_calibration,
@@ -149,6 +150,13 @@ def test_fit_chunk_overhead_is_the_median_residual():
         fit_chunk_overhead([])
 
 
+def test_fit_start_overhead_is_the_median_residual():
+    assert fit_start_overhead([0.020, 0.031, 0.045]) == pytest.approx(0.031)
+    assert fit_start_overhead([-0.002, -0.001, 0.004]) == 0.0  # a negative median is clipped
+    with pytest.raises(ValueError, match="at least one server-only prompt"):
+        fit_start_overhead([])
+
+
 def test_calibration_record_round_trip(tmp_path):
     prof = HardwareProfile("local", 0.1, 0.5, "test", pass_overhead_s=A_PASS, weight_read_s=A_WEIGHT)
     cal = Calibration(prof, exchange_overhead_s=0.0015, fit={"n_used": 3}, notes={"idle_gap_ms": 20.0})
@@ -170,17 +178,18 @@ def test_calibration_record_keeps_a_profile_per_end(tmp_path):
     back = load_calibration(path)
     assert back.ends == ends and back.for_end("ue") == ends["ue"] and back.profile == shared
     assert back.chunk_overhead_s == 0.0  # not measured
-    chunked = save_calibration(Calibration(shared, chunk_overhead_s=3e-4, ue_chunk_overhead_s=1.2e-4),
-                               tmp_path / "chunk.json")
+    chunked = save_calibration(Calibration(shared, chunk_overhead_s=3e-4, ue_chunk_overhead_s=1.2e-4,
+                                           stream_start_overhead_s=0.03), tmp_path / "chunk.json")
     both = load_calibration(chunked)
-    assert (both.chunk_overhead_s, both.ue_chunk_overhead_s) == (3e-4, 1.2e-4)
-    old = {k: v for k, v in json.loads(chunked.read_text()).items() if k != "ue_chunk_overhead_s"}
-    (tmp_path / "old.json").write_text(json.dumps(old))
-    assert load_calibration(tmp_path / "old.json").ue_chunk_overhead_s == 0.0  # a record from before: not measured
-    bad = json.loads(chunked.read_text()) | {"ue_chunk_overhead_s": -1.0}
-    (tmp_path / "bad.json").write_text(json.dumps(bad))
-    with pytest.raises(ValueError, match="ue_chunk_overhead_s must be finite"):
-        load_calibration(tmp_path / "bad.json")
+    assert (both.chunk_overhead_s, both.ue_chunk_overhead_s, both.stream_start_overhead_s) == (3e-4, 1.2e-4, 0.03)
+    for key in ("ue_chunk_overhead_s", "stream_start_overhead_s"):
+        old = {k: v for k, v in json.loads(chunked.read_text()).items() if k != key}
+        (tmp_path / "old.json").write_text(json.dumps(old))
+        assert getattr(load_calibration(tmp_path / "old.json"), key) == 0.0  # a record from before: not measured
+        bad = json.loads(chunked.read_text()) | {key: -1.0}
+        (tmp_path / "bad.json").write_text(json.dumps(bad))
+        with pytest.raises(ValueError, match=f"{key} must be finite"):
+            load_calibration(tmp_path / "bad.json")
     assert get_profile("local", path, end="edge") == ends["edge"] != get_profile("local", path)
     assert load_profile(path, "ue").role == "ue"
     with pytest.raises(ValueError, match="end must be one of"):
