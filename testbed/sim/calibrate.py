@@ -208,12 +208,17 @@ def exchange_overhead(run_dir: Path, cal: Calibration, dims: tuple[ModelDims, Mo
                                               (res["residual_s"] / res["exchanges"]).quantile([0.25, 0.5, 0.75])]}
 
 
+def streams_on(protocols, end: str) -> list[str]:
+    """The protocols that generate alone on ``end`` ("edge": server-only, "ue": on-device), by their descriptions."""
+    return [p for p in protocols if not describe(p).speculative and describe(p).edge_rounds == (end == "edge")]
+
+
 def chunk_overhead(run_dir: Path, end: str = "edge") -> tuple[float, dict]:
     """Median host time per chunk over the streams of a testbed run generated on ``end`` ("edge": server-only's,
     "ue": on-device's; 0 without one)."""
     from testbed.sim.validate import chunk_residuals, load_run
     run = load_run(run_dir)
-    streams = [p for p in run.rounds if not describe(p).speculative and describe(p).edge_rounds == (end == "edge")]
+    streams = streams_on(run.rounds, end)
     res = [r for p in streams for r in chunk_residuals(p, run)]
     if not res:
         return 0.0, {"run": str(run_dir), "chunks": 0, "note": f"no stream generated on the {end} in the run: not "
@@ -229,7 +234,7 @@ def start_overhead(run_dir: Path, cal: Calibration, dims: tuple[ModelDims, Model
     one), priced with ``cal``'s profiles, exchange and chunk overheads."""
     from testbed.sim.validate import load_run, start_residuals, wire_deployment
     run = load_run(run_dir)
-    streams = [p for p in run.rounds if not describe(p).speculative and describe(p).edge_rounds]
+    streams = streams_on(run.rounds, "edge")
     if not streams:
         return 0.0, {"run": str(run_dir), "prompts": 0, "note": "no server-only stream in the run: not measured"}
     dep = wire_deployment(dims[0], dims[1], cal.for_end("ue"), cal.for_end("edge"), cal.exchange_overhead_s, vocab,

@@ -268,7 +268,7 @@ def start_residuals(protocol: str, run: RunData, dep: Deployment) -> list[float]
     warm = replace(dep, stream_start_overhead_s=0.0)
     out = []
     for pid, g in with_prefix(run.rounds[protocol], run.prompt_len).groupby("prompt_id", sort=False):
-        first = g.sort_values("round").iloc[0].to_dict()
+        first = g.iloc[0].to_dict()  # with_prefix sorts each prompt's rounds
         k = max(1, int(first["committed"]))  # the first chunk's tokens
         model = alone_s(d, run.prompt_len[pid], k, recorded_csi_at([first], fallback), warm, k)
         out.append(float(first["t_arrival_s"]) - model)
