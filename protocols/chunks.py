@@ -45,9 +45,11 @@ def chunk_due(rule: ChunkRule, tokens: int, elapsed_s: float) -> bool:
 
 
 def chunk_message(sid: str, tokens: list[int], round_: int, t_decode_s: float, t_edge_s: float, batch: int,
-                  done: bool, drafts: tuple[int, int] | None) -> Message:
+                  done: bool, drafts: tuple[int, int] | None, stopped: bool = False) -> Message:
     """A CHUNK of a stream or of a handed-over run: its tokens, index, timing and, with the edge's drafter,
-    ``drafts`` (drafted, accepted) of its passes."""
+    ``drafts`` (drafted, accepted) of its passes; ``stopped``: a run ended here, before its tokens (its lookup
+    stop)."""
     counts = {} if drafts is None else {"drafted": drafts[0], "accepted": drafts[1]}
+    counts |= {"stopped": True} if stopped else {}
     return make(MsgType.CHUNK, sid, {"tokens": np.asarray(tokens, np.int32)}, round=round_, t_decode_s=t_decode_s,
                 t_edge_s=t_edge_s, batch=batch, done=done, **counts)

@@ -5,7 +5,11 @@ A speculative session's GENERATE with ``tokens`` n (the UE's auto, when speculat
 edge's target decodes greedily, one step per turn of the edge's streams (protocols/stream.py ``decode_turn``: batched
 with the server-only streams and the other runs on a batching edge, so that no session waits for a long run), up to
 n tokens (fewer at the budget or EOS); with the edge's drafter, each step verifies its draft (several tokens a pass).
-The tokens go in parts by GENERATE's chunk rule (no rule: one part, the whole run).  Each part is a CHUNK and a round
+The tokens go in parts by GENERATE's chunk rule (no rule: one part, the whole run).  A UE that drafts by prompt lookup
+may name its rule and a streak (``lookup_stop``): the run then ends early, its part going out flagged ``stopped``,
+after that many tokens in a row that the lookup named first (wisv/decoding/ngram.py ``agree_streak``, the same rule on
+the same tokens as the UE's): the output copies again, where the UE's lookup drafts whole spans a pass, so the UE
+speculates again without waiting for the run's end.  Each part is a CHUNK and a round
 of its own (rounds r, r + 1, ...), so that no reply timeout bounds a run, only a part: each arrives within it.  The
 UE knows the run's end from n (its parts' tokens add up to n, or one says ``done``).  Exactly once: a GENERATE
 naming a part already sent resends the run's parts from it (the run goes on); one naming the part being decoded
@@ -20,6 +24,7 @@ from protocols.chunks import ChunkRule, chunk_due, chunk_message
 from protocols.edge_draft import EdgeDrafter, greedy_step
 from protocols.errors import ProtocolError
 from protocols.wire import Message
+from wisv.decoding.ngram import NgramConfig, agree_streak
 from wisv.decoding.sessions import Block, VerifySession
 from wisv.serving.engine import VerifyRequest
 
@@ -40,12 +45,24 @@ class Run:
     batch: int = 1  # most sessions decoded in one of those passes
     drafted: int = 0  # the part's tokens drafted by the edge
     accepted: int = 0  # of them, committed
+    lookup: NgramConfig | None = None  # the UE's prompt-lookup rule the run stops on (None: it runs to its end)
+    stop_streak: int = 0  # it stops after this many tokens in a row the lookup named first
+    streak: int = 0  # such tokens in a row so far
+    stopped: bool = False  # it stopped so, before its tokens
 
 
 def run_rule(header: dict, tokens: int) -> ChunkRule:
     """A run's part rule from its GENERATE: every ``every_tokens`` (none: the run's ``tokens``, one part) or
     ``every_ms``."""
     return ChunkRule(header.get("every_tokens") or tokens, header.get("every_ms"))
+
+
+def lookup_stop(header: dict) -> tuple[NgramConfig | None, int]:
+    """A run's lookup stop from its GENERATE (protocols/msgchecks.py checked it comes whole): the UE's rule and the
+    streak that stops the run; (None, 0) without one."""
+    if "stop_streak" not in header:
+        return None, 0
+    return NgramConfig(header["prompt_lookup_min"], header["prompt_lookup_max"]), header["stop_streak"]
 
 
 def part_due(rule: ChunkRule, tokens: int, elapsed_s: float, left: int, ended: bool) -> bool:
@@ -98,6 +115,7 @@ class RunsAlone:
             raise ProtocolError("bad_state", "GENERATE while a drafted round is in flight")
         left = min(n, self.max_new - self.generated)
         self.run = Run(got, left, run_rule(msg.header, left), self.msg_t0)
+        self.run.lookup, self.run.stop_streak = lookup_stop(msg.header)
 
     @property
     def streaming(self) -> bool:
@@ -132,7 +150,11 @@ class RunsAlone:
         committed, accepted = greedy_step(self.verify, r.draft, block, r.left, self.eos)
         if self.drafter is not None:
             self.drafter.commit(self.key, committed)
+        if r.lookup is not None:
+            r.streak = agree_streak(self.context + r.part, committed, r.lookup, r.streak)
         r.part, r.left = r.part + committed, r.left - len(committed)
+        if r.lookup is not None and r.left > 0 and r.streak >= r.stop_streak:
+            r.stopped, r.left = True, 0
         r.drafted, r.accepted = r.drafted + len(r.draft), r.accepted + accepted
         r.t_decode_s, r.batch = r.t_decode_s + t_pass_s, max(r.batch, batch)
         self.last_active, now = time.monotonic(), time.perf_counter()
@@ -142,7 +164,7 @@ class RunsAlone:
         self._count(r.part, indexed=True)
         drafts = (r.drafted, r.accepted) if self.drafter is not None else None
         msg = chunk_message(self.sid, self.last_committed, self.next_round, r.t_decode_s, now - r.t_mark, r.batch,
-                            self.done, drafts)
+                            self.done, drafts, r.stopped)
         r.sent.append(msg)
         self.next_round += 1
         r.part, r.t_decode_s, r.batch, r.t_mark, r.drafted, r.accepted = [], 0.0, 1, now, 0, 0

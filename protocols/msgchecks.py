@@ -88,10 +88,21 @@ def check_verdict(header: dict[str, Any], tensors: dict[str, np.ndarray], limits
     check_target_features(header, tensors, limits)
 
 
+LOOKUP_STOP = ("prompt_lookup_min", "prompt_lookup_max", "stop_streak")  # GENERATE's lookup stop: all or none
+
+
 def check_generate(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:
-    """A GENERATE's chunk period, when given, is a positive number of milliseconds."""
+    """A GENERATE's chunk period, when given, is a positive number of milliseconds; its lookup stop comes whole, on
+    a handed-over round (``tokens``), with prompt_lookup_min <= prompt_lookup_max."""
     if header.get("every_ms", 1.0) <= 0:
         raise WireError("bad_field", f"GENERATE every_ms = {header['every_ms']} must be > 0")
+    given = [k for k in LOOKUP_STOP if k in header]
+    if not given:
+        return
+    lo, hi = header.get("prompt_lookup_min"), header.get("prompt_lookup_max")
+    if len(given) < len(LOOKUP_STOP) or "tokens" not in header or lo > hi:
+        raise WireError("bad_field", f"GENERATE lookup stop {', '.join(f'{k} = {header.get(k)}' for k in LOOKUP_STOP)}"
+                                     ": all three or none, on a handed-over round (tokens), min <= max")
 
 
 def check_chunk(header: dict[str, Any], tensors: dict[str, np.ndarray], limits: Limits) -> None:

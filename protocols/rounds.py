@@ -58,6 +58,8 @@ class UEParams:
     stream_every_ms: float | None = None  # or this long after the previous chunk, ms (neither: every token a chunk)
     reply_timeout_s: float | None = None  # how long the UE waits for a reply (auto's hand-over asks for its run in
     #   parts that arrive well within it: wisv.timing.handover.max_chunk_tokens); None: no bound
+    lookup_stop_streak: int = 0  # auto with a prompt-lookup drafter: the edge ends a handed-over run after this many
+    #   tokens in a row the lookup named first, and the UE speculates (0: runs go to their end)
 
     @property
     def auto_window(self) -> bool:

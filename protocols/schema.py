@@ -17,13 +17,13 @@ from protocols.msgchecks import check_chunk, check_draft, check_generate, check_
 from protocols.registry import ALL_PROTOCOLS
 from protocols.typed import OpenOk, Verdict  # noqa: F401 (the decoded messages' typed fields, read from here too)
 
-WIRE_VERSION = 9  # bump on any incompatible change to SCHEMAS or to the framing (2: OPEN's vocabulary facts,
+WIRE_VERSION = 10  # bump on any incompatible change to SCHEMAS or to the framing (2: OPEN's vocabulary facts,
 #                  REFERENCE; 3: OPEN's first round, for a session resumed with its committed prefix; 4: the edge's
 #                  session token, which DRAFT, HIDDEN and CLOSE carry; 5: target features, asked for in OPEN,
 #                  granted in OPEN_OK, carried by the VERDICT; 6: GENERATE and CHUNK, server-only's stream; 7:
 #                  GENERATE's tokens, a speculative session's round handed to the edge; 8: CHUNK's drafted and
 #                  accepted, the edge's own drafts for server-only; 9: VERDICT's edge_drafted and edge_tokens,
-#                  the edge's extension of a greedy draft)
+#                  the edge's extension of a greedy draft; 10: GENERATE's lookup stop, CHUNK's stopped)
 UNBOUNDED = 2**63  # upper bound for ints that have no protocol limit
 
 
@@ -75,6 +75,8 @@ LAYER = Range("bad_field", lambda lim: (-1024, 1025))  # hidden-state layer inde
 REPLY_BYTES = Range("too_large", lambda lim: (0, lim.max_probe_bytes + 1))
 PROTOCOL_NAME = "|".join(map(re.escape, ALL_PROTOCOLS))  # a protocol field names one in protocols/registry.py
 FEATURE_ROWS = Range("bad_field", lambda lim: (0, lim.max_feature_rows + 1))  # OPEN/OPEN_OK "features": 0 = none
+MAX_LOOKUP_N = 16  # longest n-gram a GENERATE's lookup stop may match: bounds the edge's work per token it generates
+LOOKUP_N = Range("bad_field", lambda lim: (1, MAX_LOOKUP_N + 1))
 PARENT = Range("bad_tree", lambda lim: (-1, lim.max_draft_len))  # a tree node's parent index; -1: the root
 
 
@@ -289,6 +291,10 @@ SCHEMAS: dict[MsgType, Schema] = {
                 "tokens": Field(INT, required=False, rng=POSITIVE),  # a speculative session's round handed to the
                 #   edge: it generates this many tokens alone (fewer at the budget or EOS), in CHUNKs of every_tokens
                 #   (none: one CHUNK), each a round of its own
+                "prompt_lookup_min": Field(INT, required=False, rng=LOOKUP_N),  # with tokens, from a UE that drafts by
+                "prompt_lookup_max": Field(INT, required=False, rng=LOOKUP_N),  # prompt lookup (these n-grams): the
+                "stop_streak": Field(INT, required=False, rng=POSITIVE),  # run ends after this many tokens in a row
+                #   the lookup named first (its output copies again: the UE speculates); all three or none
                 "token": Field((str,), required=False, pattern=TOKEN_HEX)},  # OPEN_OK's token
         check=check_generate,
     ),
@@ -299,7 +305,9 @@ SCHEMAS: dict[MsgType, Schema] = {
                 "batch": Field(INT, required=False, rng=POSITIVE),  # most sessions decoded in one of those passes
                 "drafted": Field(INT, required=False, rng=NONNEG),  # tokens the edge drafted for those passes
                 "accepted": Field(INT, required=False, rng=NONNEG),  # of them, tokens committed (<= drafted)
-                "done": Field((bool,))},  # the stream ended (budget or EOS)
+                "done": Field((bool,)),  # the stream ended (budget or EOS)
+                "stopped": Field((bool,), required=False)},  # a handed-over run ended here, before its tokens: the
+        #   UE's prompt lookup named the last stop_streak tokens (none: false)
         tensors={"tokens": Tensor(INT_IDS, ((1, "max_prompt_len"),), rng=TOKEN)},  # [n] the chunk's tokens
         check=check_chunk,
     ),

@@ -72,10 +72,11 @@ class Chunk:
     batch: int = 1  # most sessions decoded in one of those passes
     drafted: int = 0  # tokens the edge drafted for those passes (--edge-draft; 0: none)
     accepted: int = 0  # of them, tokens committed
+    stopped: bool = False  # a handed-over run ended here, before its tokens: the UE's prompt lookup agrees again
 
     @classmethod
     def of(cls, header: dict[str, Any], tensors: dict[str, np.ndarray]) -> Chunk:
         h = header
         return cls(round=h["round"], tokens=tuple(int(t) for t in tensors["tokens"]), t_decode_s=h["t_decode_s"],
                    t_edge_s=h["t_edge_s"], done=h["done"], batch=h.get("batch", 1),
-                   drafted=h.get("drafted", 0), accepted=h.get("accepted", 0))
+                   drafted=h.get("drafted", 0), accepted=h.get("accepted", 0), stopped=h.get("stopped", False))

@@ -21,7 +21,11 @@ measured the edge alone, one round is handed over as a probe when the guess is n
 that a guess that errs high does not keep the edge from ever being measured; and after the edge generated
 ``SPEC_REPROBE_TOKENS`` alone, one round speculates when speculation's cost is near enough (``should_speculate``), so
 that a speculative cost measured high once does not keep speculation out for good; each such probe since speculation
-last won a round doubles the wait before the next (``spec_reprobe_tokens``).
+last won a round doubles the wait before the next (``spec_reprobe_tokens``).  A UE that drafts by prompt lookup may
+ask the edge to end a run where the lookup named the last tokens in a row (``lookup_stop_streak``,
+protocols/edge_run.py); the lookup then leads (``lookup_led``, in place of the probes): while it proposes nothing the
+edge takes the rest of the budget (a stop ends that run early), after a run so stopped the UE speculates, and with a
+proposal in hand the costs choose.
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ from channel.csi import CSI
 from protocols.errors import EdgeError
 from protocols.typed import Chunk
 from protocols.wire import Message, MsgType, make
+from wisv.decoding.ngram import NgramConfig, propose
 from wisv.decoding.speculative import truncate_output
 from wisv.timing.check import check_round
 from wisv.timing.handover import (
@@ -39,6 +44,7 @@ from wisv.timing.handover import (
     HandOver,
     agreement_history,
     choose_round,
+    lookup_led,
     max_chunk_tokens,
     next_backoff,
     probe,
@@ -65,6 +71,7 @@ class EdgeRound:
     choice: HandOver  # what decided the run it is a part of
     drafted: int = 0  # tokens the edge drafted itself for its passes (--edge-draft; the CHUNK's count)
     accepted: int = 0  # of them, tokens committed
+    stopped: bool = False  # the run ended with this part, before its tokens: the UE's prompt lookup agrees again
 
 
 @dataclass
@@ -95,16 +102,21 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
     decode = edge_decode_s(w)
     pb = auto.pb
     link = lambda n: t_single_exchange(pb.o_up, n * pb.b_tok + pb.o_dn, csi)  # noqa: E731  GENERATE up, CHUNK down
-    choice = choose_round(spec, decode, link, budget, chunk_tokens=min(chunk_size(sess.edge_chunk), budget),
+    lookup = sess.d.lookup if sess.p.lookup_stop_streak > 0 else None  # the edge stops its runs on it
+    chunk = budget if lookup is not None else min(chunk_size(sess.edge_chunk), budget)  # a stop ends it early
+    choice = choose_round(spec, decode, link, budget, chunk_tokens=chunk,
                           overhead_s=lambda n: w.overhead_s(link(n)), spec_factor=w.spec_check.factor,
                           edge_factor=w.edge_check.factor, edge_running=w.edge_running)
-    if should_probe(choice, w.since_edge_rounds):
+    if lookup is not None:
+        choice = lookup_led(choice, sess.lookup_agrees, bool(propose(sess.d.seq + sess.unfollowed, lookup, 1)))
+    elif should_probe(choice, w.since_edge_rounds):
         choice = probe(choice)
     elif should_speculate(choice, w.edge_tokens_since_spec, tokens=spec_reprobe_tokens(w.spec_backoff)):
         choice = spec_probe(choice)
-    elif not choice.edge_alone and w.since_edge_rounds is not None:
+    if not choice.edge_alone and not choice.probe and w.since_edge_rounds is not None:
         w.since_edge_rounds += 1
     w.spec_backoff = next_backoff(w.spec_backoff, choice)
+    sess.lookup_agrees = False
     return choice
 
 
@@ -134,7 +146,17 @@ def generate_message(sess) -> Message:
     most the run's part size (sent first, and again after a timeout or a resume)."""
     run = sess.run
     parts = {} if run.part_tokens is None else {"every_tokens": run.part_tokens}
-    return make(MsgType.GENERATE, sess.sid, None, round=sess.n_rounds, tokens=run.left, **parts, **sess.token)
+    return make(MsgType.GENERATE, sess.sid, None, round=sess.n_rounds, tokens=run.left, **parts,
+                **lookup_fields(sess.d.lookup, sess.p.lookup_stop_streak), **sess.token)
+
+
+def lookup_fields(lookup: NgramConfig | None, streak: int) -> dict:
+    """GENERATE's lookup stop: the drafter's prompt-lookup rule and the streak that ends the run; none for a model's
+    drafts or with the stop off (``streak`` 0)."""
+    if lookup is None or streak <= 0:
+        return {}
+    return {"prompt_lookup_min": lookup.prompt_lookup_min, "prompt_lookup_max": lookup.prompt_lookup_max,
+            "stop_streak": streak}
 
 
 def follow_chunk(sess) -> None:
@@ -173,13 +195,14 @@ def commit_chunk(sess, msg: Message) -> EdgeRound:
     w.edge_tokens_since_spec += len(tokens)
     w.edge_running = True
     r = EdgeRound(sess.n_rounds, sess.proto.name, tokens, c.t_decode_s, c.t_edge_s, run.choice, c.drafted,
-                  c.accepted)
+                  c.accepted, c.stopped)
     sess.tokens.extend(tokens)
     sess.unfollowed = sess.unfollowed + tokens
     sess.n_rounds += 1
     sess.done = c.done or len(sess.tokens) >= sess.p.max_new_tokens or tokens[-1] == sess.eos
     run.left, run.taken = run.left - len(tokens), run.taken + len(tokens)
-    if sess.done or run.left <= 0:
+    sess.lookup_agrees = c.stopped and not sess.done
+    if sess.done or run.left <= 0 or c.stopped:
         choice = run.choice
         t_run_s = time.perf_counter() - run.t0
         w.edge_check = check_round(w.edge_check, choice.edge_s_per_token / choice.edge_factor, t_run_s, run.taken)

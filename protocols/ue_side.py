@@ -88,6 +88,7 @@ class UESession:
         self.edge_chunk = 0  # tokens of the last round handed to the edge, when the rounds since were the edge's
         self.unfollowed: list[int] = []  # the last CHUNK's tokens, committed, that the drafter has not passed over yet
         self.run: UERun | None = None  # a round handed to the edge whose parts are still coming
+        self.lookup_agrees = False  # the edge ended its last run where the drafter's prompt lookup agrees again
         self.window = window or self.shape.tracker(params)  # --draft-len/--tree-budget auto (a UE's prompts share it)
         self.gen = torch.Generator().manual_seed(params.seed)
         self.stats = MismatchStats()

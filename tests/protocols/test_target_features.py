@@ -53,7 +53,7 @@ def test_a_ue_that_does_not_ask_gets_the_messages_it_always_got():
     old = make(MsgType.VERDICT, "ue-0", None, **{k: h[k] for k in ("round", "n_accepted", "next_token", "mismatches",
                                                                   "queried", "t_verify_s", "t_head_s", "t_edge_s",
                                                                   "batch", "done")})
-    assert encode(reply) == encode(old) and WIRE_VERSION == 9
+    assert encode(reply) == encode(old) and WIRE_VERSION == 10
 
 
 @pytest.mark.parametrize("protocol", ["greedy", "ef", "tree"])

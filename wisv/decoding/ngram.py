@@ -79,6 +79,19 @@ def propose(context: Sequence[int], cfg: NgramConfig, k: int | None = None) -> l
     return [int(t) for t in context[start:start + k]]
 
 
+def agree_streak(context: Sequence[int], tokens: Sequence[int], cfg: NgramConfig, streak: int = 0) -> int:
+    """The run of consecutive tokens ending the sequence ``context + tokens`` whose token prompt lookup named first
+    after the tokens before it, given ``streak`` such tokens ending ``context``: each of ``tokens`` the lookup
+    proposed extends it, one it proposed nothing for or another token for ends it (0) (pure).  The edge reads it
+    during a run it generates alone for a UE that drafts by lookup: a streak says the output is copying again."""
+    seq = [int(t) for t in context]
+    for t in tokens:
+        first = propose(seq, cfg, 1)
+        streak = streak + 1 if first and first[0] == int(t) else 0
+        seq.append(int(t))
+    return streak
+
+
 def padded_ms(ms_by_rows: Mapping[int, float], rows: int) -> float:
     """What a pass of ``rows`` rows costs when it may be padded to any measured count at least as large (the cheapest
     of those; wisv.decoding.passrows); a count past the measured ones costs what the largest measured one does, per
@@ -128,6 +141,7 @@ class NgramDraftSession:
         if not prompt_ids:
             raise ValueError("prompt_ids is empty")
         self.cfg, self.ms_by_rows = cfg or NgramConfig(), ms_by_rows
+        self.lookup: NgramConfig | None = self.cfg  # the rule an edge can run on the same tokens (Drafting)
         self.seq = [int(t) for t in prompt_ids]
         self.drafted: list[int] = []
         self.carry: Draft | None = None  # never set: prompt lookup has no proactive tokens

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
@@ -23,6 +23,9 @@ from wisv.decoding.rejection import draft_features
 from wisv.decoding.siblings import sibling_inputs
 from wisv.decoding.tree import node_mask, tree_positions, with_root
 from wisv.head.features import SiblingRows
+
+if TYPE_CHECKING:
+    from wisv.decoding.ngram import NgramConfig
 
 
 @dataclass
@@ -87,6 +90,8 @@ class Drafting(Protocol):
     hidden_size: int  # width of the hidden states its drafts carry (0: none), declared at OPEN
     prefill_pending: bool  # its next draft begins with reading the prompt
     last_prefill_s: float  # the last draft's read of the prompt, s (0.0: none)
+    lookup: NgramConfig | None  # prompt lookup's rule, which the edge can run on the same tokens (None: a model's
+    #   drafts, which only the drafter knows)
 
     def draft(self, k: int, *, sample: bool = False, temperature: float = 1.0, generator: torch.Generator | None = None,
               eos_token_id: int | None = None, stop: Callable[[torch.Tensor], bool] | None = None,
@@ -106,6 +111,7 @@ class DraftSession(_CachedModel):
     """The drafter's view of one sequence (UE side)."""
 
     reads_features = 0  # target-feature rows it reads per round (take_features; wisv.decoding.featdraft: 1)
+    lookup = None  # a model's drafts: no rule the edge could run (Drafting)
 
     def __init__(self, model: PreTrainedModel, prompt_ids: list[int], hidden_layer: int = -1):
         super().__init__(model, prompt_ids, hidden_layer)

@@ -88,6 +88,8 @@ class RoundRow:
     #   seconds per committed token (wisv/timing/handover.py ``choose_round``); None: a protocol that never chooses
     pred_edge_s_per_token: float | None = None  # auto, before the round: the edge generating the chunk alone, its
     #   predicted seconds per token (the chunk it took, or the smallest it priced when it speculated)
+    lookup_stopped: bool | None = None  # auto with --lookup-stop-streak, a round the edge generated: its run ended
+    #   here, before its tokens, where the UE's prompt lookup agreed again (the next round speculates); else empty
 
 
 RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RoundRow))

@@ -59,6 +59,7 @@ class HandOver:
     probe: bool = False  # chosen to measure a side again (``probe``, ``spec_probe``), not because it was cheaper
     spec_factor: float = 1.0  # the correction applied to speculation's predicted cost (wisv/timing/check.py)
     edge_factor: float = 1.0  # the correction applied to the edge's predicted cost
+    lookup: bool = False  # the UE's prompt lookup chose, not the costs (``lookup_led``)
 
 
 def edge_alone_s_per_token(decode_s_per_token: float, tokens: int, link_s: float, overhead_s: float = 0.0) -> float:
@@ -167,6 +168,19 @@ def spec_probe(choice: HandOver) -> HandOver:
     return replace(choice, edge_alone=False, probe=True)
 
 
+def lookup_led(choice: HandOver, stopped: bool, proposes: bool) -> HandOver:
+    """The choice of a UE that drafts by prompt lookup, where the edge ends its runs when the lookup names the tokens
+    again (protocols/edge_run.py).  While the lookup ``proposes`` nothing, hand over: a round with no draft is one
+    decode step that pays a round trip, which the edge's run does with none (until the lookup agrees again).  After
+    a run the edge so ``stopped``, speculate whatever the costs said: they price the lookup at its rate over all the
+    output, and where the output copies it drafts whole spans.  Else the costs' choice (pure)."""
+    if not proposes:
+        return replace(choice, edge_alone=True, probe=False, lookup=True)
+    if stopped:
+        return replace(choice, edge_alone=False, probe=False, lookup=True)
+    return choice
+
+
 def spec_reprobe_tokens(backoff: int) -> int:
     """The edge's tokens alone before speculation is probed again, after ``backoff`` probes since it last won a
     round: ``SPEC_REPROBE_TOKENS`` doubled per probe, up to ``SPEC_REPROBE_BACKOFF_MAX`` times (pure).  Where
@@ -177,8 +191,8 @@ def spec_reprobe_tokens(backoff: int) -> int:
 
 def next_backoff(backoff: int, choice: HandOver) -> int:
     """The probes since speculation last won a round, after the round ``choice`` made: one more after a speculation
-    probe, none after a round speculation won, unchanged after the edge's (pure)."""
-    if choice.edge_alone:
+    probe, none after a round speculation won, unchanged after the edge's or one the lookup led (pure)."""
+    if choice.edge_alone or choice.lookup:
         return backoff
     return backoff + 1 if choice.probe else 0
 

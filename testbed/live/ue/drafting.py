@@ -9,6 +9,7 @@ from pathlib import Path
 from transformers import AutoConfig, GenerationConfig, PreTrainedModel
 
 from protocols.handshake import Vocab
+from protocols.schema import MAX_LOOKUP_N
 from testbed.live.ue.ueconfig import UEConfig
 from wisv.decoding.featdraft import FeatureDraftSession, FeatureHead, load_with_head, read_head_config
 from wisv.decoding.ngram import NGRAM, NgramConfig, NgramDraftSession, refusal
@@ -50,8 +51,15 @@ def ngram_config(cfg: UEConfig) -> NgramConfig:
 
 
 def check(cfg: UEConfig, head_reads_drafter: bool = False) -> None:
-    """Refuse, before anything is loaded or written, a bad --drafter-head, and --drafter ngram with a protocol that
-    needs more than token ids (wisv.decoding.ngram.refusal) or with --drafter-head; a ValueError."""
+    """Refuse, before anything is loaded or written, a bad --drafter-head, --drafter ngram with a protocol that
+    needs more than token ids (wisv.decoding.ngram.refusal) or with --drafter-head, and a lookup stop the edge cannot
+    run; a ValueError."""
+    if cfg.lookup_stop_streak and cfg.drafter != NGRAM:
+        raise ValueError("--lookup-stop-streak needs --drafter ngram: the edge runs the UE's prompt lookup on its "
+                         "tokens, and a model's drafts only the drafter knows")
+    if cfg.lookup_stop_streak and cfg.prompt_lookup_max > MAX_LOOKUP_N:
+        raise ValueError(f"--lookup-stop-streak: the edge matches n-grams of at most {MAX_LOOKUP_N} tokens, and "
+                         f"--prompt-lookup-max is {cfg.prompt_lookup_max}")
     if cfg.drafter != NGRAM:
         if cfg.drafter_head:
             read_head_config(cfg.drafter_head)
