@@ -24,8 +24,8 @@ that a speculative cost measured high once does not keep speculation out for goo
 last won a round doubles the wait before the next (``spec_reprobe_tokens``).  A UE that drafts by prompt lookup may
 ask the edge to end a run where the lookup named the last tokens in a row (``lookup_stop_streak``,
 protocols/edge_run.py); the lookup then leads (``lookup_led``, in place of the probes): while it proposes nothing the
-edge takes the rest of the budget (a stop ends that run early), after a run so stopped the UE speculates, and with a
-proposal in hand the costs choose.
+edge takes the rest of the budget, after a run so stopped the UE speculates, and with a proposal in hand the costs
+choose; a run asks for the stop while the rounds after the stops so far paid for their hand-back (``stop_pays``).
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from protocols.typed import Chunk
 from protocols.wire import Message, MsgType, make
 from wisv.decoding.ngram import NgramConfig, propose
 from wisv.decoding.speculative import truncate_output
-from wisv.timing.check import check_round
+from wisv.timing.check import check_round, learn_stop_gain
 from wisv.timing.handover import (
     HANDOVER_TOKENS,
     HandOver,
@@ -52,6 +52,7 @@ from wisv.timing.handover import (
     should_speculate,
     spec_probe,
     spec_reprobe_tokens,
+    stop_pays,
 )
 from wisv.timing.latency import t_single_exchange
 from wisv.timing.window import choose_k
@@ -108,7 +109,9 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
                           overhead_s=lambda n: w.overhead_s(link(n)), spec_factor=w.spec_check.factor,
                           edge_factor=w.edge_check.factor, edge_running=w.edge_running)
     if lookup is not None:
-        choice = lookup_led(choice, sess.lookup_agrees, bool(propose(sess.d.seq + sess.unfollowed, lookup, 1)))
+        back = link(1) + w.overhead_s(link(1))  # the GENERATE's round trip before a run's first part
+        pays = stop_pays(w.stop_gain, round_s(hi) * w.spec_check.factor, back, decode * w.edge_check.factor)
+        choice = lookup_led(choice, sess.lookup_agrees, bool(propose(sess.d.seq + sess.unfollowed, lookup, 1)), pays)
     elif should_probe(choice, w.since_edge_rounds):
         choice = probe(choice)
     elif should_speculate(choice, w.edge_tokens_since_spec, tokens=spec_reprobe_tokens(w.spec_backoff)):
@@ -147,7 +150,8 @@ def generate_message(sess) -> Message:
     run = sess.run
     parts = {} if run.part_tokens is None else {"every_tokens": run.part_tokens}
     return make(MsgType.GENERATE, sess.sid, None, round=sess.n_rounds, tokens=run.left, **parts,
-                **lookup_fields(sess.d.lookup, sess.p.lookup_stop_streak), **sess.token)
+                **lookup_fields(sess.d.lookup if run.choice.stop else None, sess.p.lookup_stop_streak),
+                **sess.token)
 
 
 def lookup_fields(lookup: NgramConfig | None, streak: int) -> dict:
@@ -173,6 +177,8 @@ def check_spec(window, choice: HandOver | None, t_round_s: float | None, tokens:
     (uncorrected) against it, where a choice made one (auto's) and the round was no prompt's first (``prefilled``:
     the drafter's prefill is priced apart, ``WindowTracker.prefill_s``); the edge's run of tokens alone ends."""
     window.edge_tokens_since_spec, window.edge_running = 0, False
+    if choice is not None and choice.lookup:  # the round right after a lookup stop: what the stop bought
+        window.stop_gain = learn_stop_gain(window.stop_gain, tokens)
     if choice is not None and t_round_s is not None and not prefilled:
         raw = choice.spec_s_per_token / choice.spec_factor
         window.spec_check = check_round(window.spec_check, raw, t_round_s, tokens)

@@ -3,6 +3,8 @@ where the UE's prompt lookup named the last tokens, flags its part ``stopped``, 
 checks GENERATE's stop fields, and the output stays the target's."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from protocols.edge_side import EdgeSession
@@ -17,7 +19,8 @@ from tests.protocols.test_sessions import EOS, LIMITS, PROMPTS, pair, reference,
 from wisv.decoding.ngram import NgramConfig, NgramDraftSession, agree_streak, propose
 from wisv.decoding.sessions import VerifySession
 from wisv.head.policy import RejectAll
-from wisv.timing.handover import HandOver, lookup_led, next_backoff
+from wisv.timing.check import StopGain, learn_stop_gain
+from wisv.timing.handover import HandOver, lookup_led, next_backoff, stop_pays
 
 STOP = {"prompt_lookup_min": 1, "prompt_lookup_max": 3, "stop_streak": 2}
 
@@ -103,14 +106,28 @@ def test_auto_speculates_after_a_stopped_run_and_stays_lossless(pair):
     assert after and all(r.choice.lookup for r in after)  # the lookup chose: speculate, or (nothing to propose
     assert any(not isinstance(r, EdgeRound) for r in after)  # after all) the edge again
     assert edge.generated == len(ue.tokens)
+    assert ue.window.stop_gain.rounds > 0  # what the rounds after a stop committed, for the next run's stop
 
 
 def test_the_lookup_leads_the_choice_where_it_knows_better_than_the_costs():
     edge, spec = HandOver(True, 32, 0.0050, 0.0045), HandOver(False, 32, 0.0040, 0.0045, probe=True)
     for c in (edge, spec):
-        resumed, idle = lookup_led(c, stopped=True, proposes=True), lookup_led(c, stopped=False, proposes=False)
+        resumed, idle = lookup_led(c, True, True, True), lookup_led(c, False, False, True)
         assert not resumed.edge_alone and resumed.lookup and not resumed.probe and resumed.tokens == 32
-        assert idle.edge_alone and idle.lookup and not idle.probe  # no proposal: a round would be one decode step
-        assert lookup_led(c, stopped=True, proposes=False).edge_alone  # stopped, but nothing to draft: the edge
-        assert lookup_led(c, stopped=False, proposes=True) == c  # a proposal in hand: the costs choose
-    assert next_backoff(3, lookup_led(edge, True, True)) == 3  # not a round speculation won on its costs
+        assert idle.edge_alone and idle.lookup and not idle.probe and idle.stop  # no proposal: a decode step a round
+        assert lookup_led(c, True, False, True).edge_alone  # stopped, but nothing to draft: the edge
+        assert lookup_led(c, False, True, True) == replace(c, stop=c.edge_alone)  # a proposal: the costs choose
+        assert not lookup_led(c, False, False, False).stop  # a stop that does not pay is not asked for
+    assert next_backoff(3, lookup_led(edge, True, True, True)) == 3  # not a round speculation won on its costs
+
+
+def test_a_stop_is_asked_for_while_the_rounds_after_it_pay_for_their_hand_back():
+    """Unmeasured: try it.  Then the round after a stop (0.2 s) and the hand-back (a round trip) against the edge's
+    time for the tokens such a round commits (4 at 0.075 s = 0.3 s): paid over 20 ms, not over 150 ms."""
+    assert stop_pays(StopGain(), 1.0, 1.0, 0.001)
+    gain = learn_stop_gain(learn_stop_gain(StopGain(), 3), 5)
+    assert gain.mean_tokens == pytest.approx((0.8 * 3 + 5) / 1.8)
+    four = StopGain(4.0, 1.0)
+    assert stop_pays(four, 0.2, 0.02, 0.075) and not stop_pays(four, 0.2, 0.15, 0.075)
+    with pytest.raises(ValueError):
+        learn_stop_gain(four, -1)

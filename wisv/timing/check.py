@@ -3,7 +3,9 @@
 ``auto`` predicts two costs per token before each round (wisv/timing/handover.py): speculation's and the edge's
 alone.  Each side's rounds then measure what the prediction was for: ``check_round`` keeps a side's decayed measured
 seconds and the seconds its uncorrected predictions gave for the same tokens, and ``Ratio.factor`` corrects the
-side's next prediction by their ratio.
+side's next prediction by their ratio.  ``StopGain`` keeps what the speculative rounds right after a lookup stop
+committed (protocols/edge_run.py), which decides whether the next run is given the stop
+(wisv/timing/handover.py ``stop_pays``).
 """
 from __future__ import annotations
 
@@ -38,3 +40,23 @@ def check_round(r: Ratio, predicted_s_per_token: float, measured_s: float, token
     if tokens < 1 or measured_s <= 0 or predicted_s_per_token <= 0:
         return r
     return Ratio(decay * r.measured_s + measured_s, decay * r.predicted_s + predicted_s_per_token * tokens)
+
+
+@dataclass(frozen=True)
+class StopGain:
+    """Decayed tokens committed by the speculative rounds that followed a lookup stop, and their count."""
+
+    tokens: float = 0.0  # decayed tokens those rounds committed
+    rounds: float = 0.0  # decayed count of those rounds
+
+    @property
+    def mean_tokens(self) -> float | None:
+        """Tokens such a round commits, decayed mean; None before any."""
+        return self.tokens / self.rounds if self.rounds > 0 else None
+
+
+def learn_stop_gain(g: StopGain, tokens: int, decay: float = CHECK_DECAY) -> StopGain:
+    """The gain after one more speculative round that followed a lookup stop and committed ``tokens``."""
+    if not 0 <= decay < 1 or tokens < 0:
+        raise ValueError(f"need decay in [0, 1) and tokens >= 0, got {decay}, {tokens}")
+    return StopGain(decay * g.tokens + tokens, decay * g.rounds + 1.0)

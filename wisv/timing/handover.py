@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from wisv.timing.check import StopGain
 from wisv.timing.window import AcceptanceHistory
 
 HANDOVER_TOKENS = 16  # tokens the edge generates in a handed-over round, unless the budget is smaller
@@ -60,6 +61,7 @@ class HandOver:
     spec_factor: float = 1.0  # the correction applied to speculation's predicted cost (wisv/timing/check.py)
     edge_factor: float = 1.0  # the correction applied to the edge's predicted cost
     lookup: bool = False  # the UE's prompt lookup chose, not the costs (``lookup_led``)
+    stop: bool = False  # handed over: the edge ends the run where the UE's lookup agrees again (``stop_pays``)
 
 
 def edge_alone_s_per_token(decode_s_per_token: float, tokens: int, link_s: float, overhead_s: float = 0.0) -> float:
@@ -168,17 +170,28 @@ def spec_probe(choice: HandOver) -> HandOver:
     return replace(choice, edge_alone=False, probe=True)
 
 
-def lookup_led(choice: HandOver, stopped: bool, proposes: bool) -> HandOver:
-    """The choice of a UE that drafts by prompt lookup, where the edge ends its runs when the lookup names the tokens
+def lookup_led(choice: HandOver, stopped: bool, proposes: bool, pays: bool) -> HandOver:
+    """The choice of a UE that drafts by prompt lookup, where the edge may end a run when the lookup names the tokens
     again (protocols/edge_run.py).  While the lookup ``proposes`` nothing, hand over: a round with no draft is one
-    decode step that pays a round trip, which the edge's run does with none (until the lookup agrees again).  After
-    a run the edge so ``stopped``, speculate whatever the costs said: they price the lookup at its rate over all the
-    output, and where the output copies it drafts whole spans.  Else the costs' choice (pure)."""
+    decode step that pays a round trip, which the edge's run does with none.  After a run the edge so ``stopped``,
+    speculate whatever the costs said: they price the lookup at its rate over all the output, and where the output
+    copies it drafts whole spans.  Else the costs' choice.  A hand-over asks for the stop when it ``pays``
+    (``stop_pays``) (pure)."""
     if not proposes:
-        return replace(choice, edge_alone=True, probe=False, lookup=True)
+        return replace(choice, edge_alone=True, probe=False, lookup=True, stop=pays)
     if stopped:
         return replace(choice, edge_alone=False, probe=False, lookup=True)
-    return choice
+    return replace(choice, stop=pays and choice.edge_alone)
+
+
+def stop_pays(gain: StopGain, round_s: float, handback_s: float, edge_s_per_token: float) -> bool:
+    """Whether a run should end where the UE's lookup agrees again: the speculative round after a stop, ``round_s``,
+    and handing the tokens after it back to the edge, ``handback_s`` (a GENERATE's round trip before its run's tokens
+    flow again), cost less than the edge takes for the tokens such a round commits (``gain``, measured; none
+    measured: try the stop) (pure).  Over a long round trip the hand-back eats what the lookup's spans gain."""
+    if gain.mean_tokens is None:
+        return True
+    return round_s + handback_s < gain.mean_tokens * edge_s_per_token
 
 
 def spec_reprobe_tokens(backoff: int) -> int:

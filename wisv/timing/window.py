@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from channel.csi import CSI
-from wisv.timing.check import Ratio
+from wisv.timing.check import Ratio, StopGain
 from wisv.timing.latency import PayloadBits
 from wisv.timing.roundtime import comm_s
 
@@ -235,6 +235,7 @@ class WindowTracker:
         self.spec_backoff = 0  # auto: speculation probes since it last won a round (wisv.timing.handover.next_backoff)
         self.spec_check = Ratio()  # auto: its speculative rounds' measured over predicted cost (wisv/timing/check.py)
         self.edge_check = Ratio()  # auto: the edge's rounds alone, the same
+        self.stop_gain = StopGain()  # auto with a lookup stop: what the rounds right after a stop committed
         self.last: WindowChoice | None = None
 
     def draft_s(self, k: int) -> float:
