@@ -110,7 +110,7 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
                           edge_factor=w.edge_check.factor, edge_running=w.edge_running)
     if lookup is not None:
         back = link(1) + w.overhead_s(link(1))  # the GENERATE's round trip before a run's first part
-        pays = stop_pays(w.stop_gain, round_s(hi) * w.spec_check.factor, back, decode * w.edge_check.factor)
+        pays = stop_pays(w.stop_gain, back, decode * w.edge_check.factor)
         choice = lookup_led(choice, sess.lookup_agrees, bool(propose(sess.d.seq + sess.unfollowed, lookup, 1)), pays)
     elif should_probe(choice, w.since_edge_rounds):
         choice = probe(choice)
@@ -177,8 +177,8 @@ def check_spec(window, choice: HandOver | None, t_round_s: float | None, tokens:
     (uncorrected) against it, where a choice made one (auto's) and the round was no prompt's first (``prefilled``:
     the drafter's prefill is priced apart, ``WindowTracker.prefill_s``); the edge's run of tokens alone ends."""
     window.edge_tokens_since_spec, window.edge_running = 0, False
-    if choice is not None and choice.lookup:  # the round right after a lookup stop: what the stop bought
-        window.stop_gain = learn_stop_gain(window.stop_gain, tokens)
+    if choice is not None and choice.lookup and t_round_s is not None:  # the round right after a lookup stop: what
+        window.stop_gain = learn_stop_gain(window.stop_gain, tokens, t_round_s)  # the stop bought
     if choice is not None and t_round_s is not None and not prefilled:
         raw = choice.spec_s_per_token / choice.spec_factor
         window.spec_check = check_round(window.spec_check, raw, t_round_s, tokens)

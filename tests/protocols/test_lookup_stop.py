@@ -122,12 +122,14 @@ def test_the_lookup_leads_the_choice_where_it_knows_better_than_the_costs():
 
 
 def test_a_stop_is_asked_for_while_the_rounds_after_it_pay_for_their_hand_back():
-    """Unmeasured: try it.  Then the round after a stop (0.2 s) and the hand-back (a round trip) against the edge's
-    time for the tokens such a round commits (4 at 0.075 s = 0.3 s): paid over 20 ms, not over 150 ms."""
-    assert stop_pays(StopGain(), 1.0, 1.0, 0.001)
-    gain = learn_stop_gain(learn_stop_gain(StopGain(), 3), 5)
-    assert gain.mean_tokens == pytest.approx((0.8 * 3 + 5) / 1.8)
-    four = StopGain(4.0, 1.0)
-    assert stop_pays(four, 0.2, 0.02, 0.075) and not stop_pays(four, 0.2, 0.15, 0.075)
+    """Unmeasured: try it.  Then the round after a stop (0.2 s, measured) and the hand-back (a round trip) against
+    the edge's time for the tokens such a round commits (4 at 0.075 s = 0.3 s): paid over 20 ms, not over 150 ms."""
+    assert stop_pays(StopGain(), 1.0, 0.001)
+    gain = learn_stop_gain(learn_stop_gain(StopGain(), 3, 0.1), 5, 0.3)
+    assert gain.mean_tokens == pytest.approx((0.8 * 3 + 5) / 1.8) and gain.mean_s == pytest.approx(0.38 / 1.8)
+    four = StopGain(4.0, 0.2, 1.0)
+    assert stop_pays(four, 0.02, 0.075) and not stop_pays(four, 0.15, 0.075)
     with pytest.raises(ValueError):
-        learn_stop_gain(four, -1)
+        learn_stop_gain(four, -1, 0.1)
+    with pytest.raises(ValueError):
+        learn_stop_gain(four, 1, float("nan"))

@@ -44,9 +44,11 @@ def check_round(r: Ratio, predicted_s_per_token: float, measured_s: float, token
 
 @dataclass(frozen=True)
 class StopGain:
-    """Decayed tokens committed by the speculative rounds that followed a lookup stop, and their count."""
+    """Decayed tokens committed and seconds taken (request to verdict) by the speculative rounds that followed a
+    lookup stop, and their count."""
 
     tokens: float = 0.0  # decayed tokens those rounds committed
+    seconds: float = 0.0  # decayed seconds they took, request to verdict
     rounds: float = 0.0  # decayed count of those rounds
 
     @property
@@ -54,9 +56,14 @@ class StopGain:
         """Tokens such a round commits, decayed mean; None before any."""
         return self.tokens / self.rounds if self.rounds > 0 else None
 
+    @property
+    def mean_s(self) -> float | None:
+        """Seconds such a round takes, decayed mean; None before any."""
+        return self.seconds / self.rounds if self.rounds > 0 else None
 
-def learn_stop_gain(g: StopGain, tokens: int, decay: float = CHECK_DECAY) -> StopGain:
-    """The gain after one more speculative round that followed a lookup stop and committed ``tokens``."""
-    if not 0 <= decay < 1 or tokens < 0:
-        raise ValueError(f"need decay in [0, 1) and tokens >= 0, got {decay}, {tokens}")
-    return StopGain(decay * g.tokens + tokens, decay * g.rounds + 1.0)
+
+def learn_stop_gain(g: StopGain, tokens: int, seconds: float, decay: float = CHECK_DECAY) -> StopGain:
+    """The gain after one more speculative round that followed a lookup stop: ``tokens`` committed in ``seconds``."""
+    if not 0 <= decay < 1 or tokens < 0 or not seconds >= 0:
+        raise ValueError(f"need decay in [0, 1), tokens >= 0 and seconds >= 0, got {decay}, {tokens}, {seconds}")
+    return StopGain(decay * g.tokens + tokens, decay * g.seconds + seconds, decay * g.rounds + 1.0)

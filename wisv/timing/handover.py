@@ -184,14 +184,15 @@ def lookup_led(choice: HandOver, stopped: bool, proposes: bool, pays: bool) -> H
     return replace(choice, stop=pays and choice.edge_alone)
 
 
-def stop_pays(gain: StopGain, round_s: float, handback_s: float, edge_s_per_token: float) -> bool:
-    """Whether a run should end where the UE's lookup agrees again: the speculative round after a stop, ``round_s``,
-    and handing the tokens after it back to the edge, ``handback_s`` (a GENERATE's round trip before its run's tokens
-    flow again), cost less than the edge takes for the tokens such a round commits (``gain``, measured; none
-    measured: try the stop) (pure).  Over a long round trip the hand-back eats what the lookup's spans gain."""
+def stop_pays(gain: StopGain, handback_s: float, edge_s_per_token: float) -> bool:
+    """Whether a run should end where the UE's lookup agrees again: the speculative round after a stop (``gain``'s
+    measured seconds) and handing the tokens after it back to the edge (``handback_s``: a GENERATE's round trip
+    before its run's tokens flow again) cost less than the edge takes for the tokens such a round commits (``gain``'s
+    measured tokens); none measured: try the stop (pure).  Over a long round trip the hand-back eats what the lookup's
+    spans gain.  The rounds' seconds hold the link of their time: a changed link is followed at the gain's decay."""
     if gain.mean_tokens is None:
         return True
-    return round_s + handback_s < gain.mean_tokens * edge_s_per_token
+    return gain.mean_s + handback_s < gain.mean_tokens * edge_s_per_token
 
 
 def spec_reprobe_tokens(backoff: int) -> int:
