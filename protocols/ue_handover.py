@@ -110,8 +110,9 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
                           edge_factor=w.edge_check.factor, edge_running=w.edge_running)
     if lookup is not None:
         back = link(1) + w.overhead_s(link(1))  # the GENERATE's round trip before a run's first part
-        pays = stop_pays(w.stop_gain, back, decode * w.edge_check.factor)
+        pays = stop_pays(w.stop_gain, back, decode * w.edge_check.factor, w.unstopped_tokens)
         choice = lookup_led(choice, sess.lookup_agrees, bool(propose(sess.d.seq + sess.unfollowed, lookup, 1)), pays)
+        w.unstopped_tokens = 0 if choice.stop else w.unstopped_tokens
     elif should_probe(choice, w.since_edge_rounds):
         choice = probe(choice)
     elif should_speculate(choice, w.edge_tokens_since_spec, tokens=spec_reprobe_tokens(w.spec_backoff)):
@@ -199,6 +200,7 @@ def commit_chunk(sess, msg: Message) -> EdgeRound:
     w.edge_decode_s = per if w.edge_decode_s is None else w.edge_decode_s + DECODE_SMOOTH * (per - w.edge_decode_s)
     w.since_edge_rounds = 0
     w.edge_tokens_since_spec += len(tokens)
+    w.unstopped_tokens += 0 if run.choice.stop else len(tokens)
     w.edge_running = True
     r = EdgeRound(sess.n_rounds, sess.proto.name, tokens, c.t_decode_s, c.t_edge_s, run.choice, c.drafted,
                   c.accepted, c.stopped)

@@ -20,7 +20,7 @@ from wisv.decoding.ngram import NgramConfig, NgramDraftSession, agree_streak, pr
 from wisv.decoding.sessions import VerifySession
 from wisv.head.policy import RejectAll
 from wisv.timing.check import StopGain, learn_stop_gain
-from wisv.timing.handover import HandOver, lookup_led, next_backoff, stop_pays
+from wisv.timing.handover import STOP_REPROBE_TOKENS, HandOver, lookup_led, next_backoff, stop_pays
 
 STOP = {"prompt_lookup_min": 1, "prompt_lookup_max": 3, "stop_streak": 2}
 
@@ -129,6 +129,8 @@ def test_a_stop_is_asked_for_while_the_rounds_after_it_pay_for_their_hand_back()
     assert gain.mean_tokens == pytest.approx((0.8 * 3 + 5) / 1.8) and gain.mean_s == pytest.approx(0.38 / 1.8)
     four = StopGain(4.0, 0.2, 1.0)
     assert stop_pays(four, 0.02, 0.075) and not stop_pays(four, 0.15, 0.075)
+    assert not stop_pays(four, 0.15, 0.075, STOP_REPROBE_TOKENS - 1)  # the edge's tokens since it was last asked
+    assert stop_pays(four, 0.15, 0.075, STOP_REPROBE_TOKENS)  # ... enough: measured again
     with pytest.raises(ValueError):
         learn_stop_gain(four, -1, 0.1)
     with pytest.raises(ValueError):

@@ -46,6 +46,7 @@ REPROBE_FACTOR = 1.5  # ... if its cost, as last measured, is within this factor
 SPEC_REPROBE_TOKENS = 96  # after the edge generated this many tokens alone with no speculative round, speculate once
 SPEC_REPROBE_FACTOR = 1.5  # ... if speculation's cost is within this factor of the edge's
 SPEC_REPROBE_BACKOFF_MAX = 3  # each probe since speculation last won a round doubles that wait, at most this often
+STOP_REPROBE_TOKENS = 64  # a lookup stop that did not pay is asked for again after the edge generated this many alone
 REPLY_SHARE = 0.25  # a part of a hand-over's run is predicted to take the edge at most this share of the reply timeout
 
 
@@ -184,13 +185,18 @@ def lookup_led(choice: HandOver, stopped: bool, proposes: bool, pays: bool) -> H
     return replace(choice, stop=pays and choice.edge_alone)
 
 
-def stop_pays(gain: StopGain, handback_s: float, edge_s_per_token: float) -> bool:
+def stop_pays(gain: StopGain, handback_s: float, edge_s_per_token: float, unstopped_tokens: int = 0,
+              reprobe_tokens: int = STOP_REPROBE_TOKENS) -> bool:
     """Whether a run should end where the UE's lookup agrees again: the speculative round after a stop (``gain``'s
     measured seconds) and handing the tokens after it back to the edge (``handback_s``: a GENERATE's round trip
     before its run's tokens flow again) cost less than the edge takes for the tokens such a round commits (``gain``'s
-    measured tokens); none measured: try the stop (pure).  Over a long round trip the hand-back eats what the lookup's
-    spans gain.  The rounds' seconds hold the link of their time: a changed link is followed at the gain's decay."""
-    if gain.mean_tokens is None:
+    measured tokens) (pure).  Over a long round trip the hand-back eats what the lookup's spans gain.  Tried anyway
+    before any was measured, and once the edge generated ``reprobe_tokens`` in runs that did not ask for it
+    (``unstopped_tokens``): a stop is measured only where it is asked for, and one poor span must not keep it off for
+    good.  The rounds' seconds hold the link of their time: a changed link is followed at the gain's decay."""
+    if reprobe_tokens < 1:
+        raise ValueError(f"need reprobe_tokens >= 1, got {reprobe_tokens}")
+    if gain.mean_tokens is None or unstopped_tokens >= reprobe_tokens:
         return True
     return gain.mean_s + handback_s < gain.mean_tokens * edge_s_per_token
 

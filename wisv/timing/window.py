@@ -236,6 +236,7 @@ class WindowTracker:
         self.spec_check = Ratio()  # auto: its speculative rounds' measured over predicted cost (wisv/timing/check.py)
         self.edge_check = Ratio()  # auto: the edge's rounds alone, the same
         self.stop_gain = StopGain()  # auto with a lookup stop: what the rounds right after a stop committed
+        self.unstopped_tokens = 0  # ... and the edge's tokens in runs that did not ask for it since one last did
         self.last: WindowChoice | None = None
 
     def draft_s(self, k: int) -> float:
