@@ -176,7 +176,8 @@ def follow_chunk(sess) -> None:
 def check_spec(window, choice: HandOver | None, t_round_s: float | None, tokens: int, prefilled: bool = False) -> None:
     """A speculative round, request to verdict in ``t_round_s``, committed ``tokens``: check speculation's prediction
     (uncorrected) against it, where a choice made one (auto's) and the round was no prompt's first (``prefilled``:
-    the drafter's prefill is priced apart, ``WindowTracker.prefill_s``); the edge's run of tokens alone ends."""
+    the drafter's prefill is priced apart, ``WindowTracker.prefill_s``); the edge's run of tokens alone ends.  A
+    round the lookup led after a stop (``lookup_led``) also teaches what a stop buys (``StopGain``)."""
     window.edge_tokens_since_spec, window.edge_running = 0, False
     if choice is not None and choice.lookup and t_round_s is not None:  # the round right after a lookup stop: what
         window.stop_gain = learn_stop_gain(window.stop_gain, tokens, t_round_s)  # the stop bought

@@ -11,29 +11,13 @@ features: a DRAFT of ids, and no head that reads the drafter's states can judge 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
+from wisv.decoding.lookuprule import NgramConfig
 from wisv.decoding.sessions import Draft, common_len
 from wisv.timing.protodesc import ProtocolDesc
 from wisv.timing.window import AcceptanceHistory, expected_committed, update_history
-
-
-@dataclass(frozen=True)
-class NgramConfig:
-    """Prompt lookup's settings, by vLLM's names."""
-
-    prompt_lookup_min: int = 2  # shortest n-gram matched, tokens
-    prompt_lookup_max: int = 4  # longest n-gram matched, tokens (the longest that matches wins)
-    num_speculative_tokens: int = 10  # most tokens a proposal carries
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.prompt_lookup_min <= self.prompt_lookup_max or self.num_speculative_tokens < 1:
-            raise ValueError(f"prompt lookup needs 1 <= prompt_lookup_min <= prompt_lookup_max and "
-                             f"num_speculative_tokens >= 1; got {self.prompt_lookup_min}, {self.prompt_lookup_max}, "
-                             f"{self.num_speculative_tokens}")
-
 
 NGRAM = "ngram"  # --drafter ngram: prompt lookup on the device instead of a drafter model directory
 

@@ -11,21 +11,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from wisv.decoding.kvcache import crop_to, keep_positions
 from wisv.decoding.leanstep import lean_forward, lean_ok
+from wisv.decoding.lookuprule import NgramConfig
 from wisv.decoding.passrows import pad_count
 from wisv.decoding.rejection import draft_features
 from wisv.decoding.siblings import sibling_inputs
 from wisv.decoding.tree import node_mask, tree_positions, with_root
 from wisv.head.features import SiblingRows
-
-if TYPE_CHECKING:
-    from wisv.decoding.ngram import NgramConfig
 
 
 @dataclass
