@@ -63,16 +63,24 @@ def propose(context: Sequence[int], cfg: NgramConfig, k: int | None = None) -> l
     return [int(t) for t in context[start:start + k]]
 
 
-def agree_streak(context: Sequence[int], tokens: Sequence[int], cfg: NgramConfig, streak: int = 0) -> int:
-    """The run of consecutive tokens ending the sequence ``context + tokens`` whose token prompt lookup named first
-    after the tokens before it, given ``streak`` such tokens ending ``context``: each of ``tokens`` the lookup
-    proposed extends it, one it proposed nothing for or another token for ends it (0) (pure).  The edge reads it
-    during a run it generates alone for a UE that drafts by lookup: a streak says the output is copying again."""
-    seq = [int(t) for t in context]
+def named(context: Sequence[int], tokens: Sequence[int], cfg: NgramConfig) -> list[bool | None]:
+    """At each of ``tokens`` after ``context``: whether prompt lookup's proposal after the tokens before it opened
+    with that token; None where it proposed nothing (pure)."""
+    seq, out = [int(t) for t in context], []
     for t in tokens:
         first = propose(seq, cfg, 1)
-        streak = streak + 1 if first and first[0] == int(t) else 0
+        out.append(first[0] == int(t) if first else None)
         seq.append(int(t))
+    return out
+
+
+def agree_streak(context: Sequence[int], tokens: Sequence[int], cfg: NgramConfig, streak: int = 0) -> int:
+    """The run of consecutive tokens ending the sequence ``context + tokens`` whose token prompt lookup named first
+    after the tokens before it (``named``), given ``streak`` such tokens ending ``context``: each of ``tokens`` the
+    lookup proposed extends it, one it proposed nothing for or another token for ends it (0) (pure).  The edge reads
+    it during a run it generates alone for a UE that drafts by lookup: a streak says the output is copying again."""
+    for hit in named(context, tokens, cfg):
+        streak = streak + 1 if hit else 0
     return streak
 
 
@@ -164,12 +172,8 @@ class NgramDraftSession:
         left out: the lookup proposes nothing there, and a round with no proposal teaches a verdict nothing either, so
         the acceptance rate stays that of proposals.  The proposals' own history (``choose_len``) learns nothing
         from it."""
-        out = []
-        for t in tokens:
-            first = propose(self.seq, self.cfg, 1)
-            if first:
-                out.append(first[0] == int(t))
-            self.seq.append(int(t))
+        out = [hit for hit in named(self.seq, tokens, self.cfg) if hit is not None]
+        self.seq.extend(int(t) for t in tokens)
         self.drafted = []
         return out
 
