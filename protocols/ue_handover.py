@@ -30,17 +30,18 @@ choose; a run asks for the stop while the rounds after the stops so far paid for
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from channel.csi import CSI
 from protocols.errors import EdgeError
 from protocols.typed import Chunk
 from protocols.wire import Message, MsgType, make
-from wisv.decoding.ngram import NgramConfig, propose
+from wisv.decoding.ngram import NgramConfig, agree_streak, propose, streak_yields
 from wisv.decoding.speculative import truncate_output
 from wisv.timing.check import check_round, learn_stop_gain
 from wisv.timing.handover import (
     HANDOVER_TOKENS,
+    STOP_REPROBE_TOKENS,
     HandOver,
     agreement_history,
     choose_round,
@@ -55,6 +56,7 @@ from wisv.timing.handover import (
     stop_pays,
 )
 from wisv.timing.latency import t_single_exchange
+from wisv.timing.stopstreak import learn_streak_yield, stop_streak, yield_pays
 from wisv.timing.window import choose_k
 
 DECODE_SMOOTH = 0.3  # weight of the newest chunk in the edge's decode time per token
@@ -109,10 +111,7 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
                           overhead_s=lambda n: w.overhead_s(link(n)), spec_factor=w.spec_check.factor,
                           edge_factor=w.edge_check.factor, edge_running=w.edge_running)
     if lookup is not None:
-        back = link(1) + w.overhead_s(link(1))  # the GENERATE's round trip before a run's first part
-        pays = stop_pays(w.stop_gain, back, decode * w.edge_check.factor, w.unstopped_tokens)
-        choice = lookup_led(choice, sess.lookup_agrees, bool(propose(sess.d.seq + sess.unfollowed, lookup, 1)), pays)
-        w.unstopped_tokens = 0 if choice.stop else w.unstopped_tokens
+        choice = lookup_choice(sess, choice, lookup, link(1) + w.overhead_s(link(1)), decode * w.edge_check.factor)
     elif should_probe(choice, w.since_edge_rounds):
         choice = probe(choice)
     elif should_speculate(choice, w.edge_tokens_since_spec, tokens=spec_reprobe_tokens(w.spec_backoff)):
@@ -122,6 +121,41 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
     w.spec_backoff = next_backoff(w.spec_backoff, choice)
     sess.lookup_agrees = False
     return choice
+
+
+def lookup_choice(sess, choice: HandOver, lookup: NgramConfig, back_s: float, edge_s: float) -> HandOver:
+    """The choice of a UE that drafts by prompt lookup with the edge's stop (``lookup_led``), ``back_s`` a GENERATE's
+    round trip before a run's first part, ``edge_s`` the edge's corrected time per token.  The stop's streak is
+    ``lookup_stop_streak``, or with ``lookup_stop_adapt`` the shortest that pays (``stop_streak``), which also says
+    whether a proposal in hand after the UE's own streak pays (``yield_pays``) where the costs would have priced
+    it at the lookup's rate over all the output."""
+    w, cap = sess.window, sess.p.lookup_stop_streak
+    seq = sess.d.seq + sess.unfollowed
+    proposes = bool(propose(seq, lookup, 1))
+    reprobe = w.unstopped_tokens >= STOP_REPROBE_TOKENS
+    if sess.p.lookup_stop_adapt:
+        streak = stop_streak(w.streak_yield, w.stop_gain.mean_s, back_s, edge_s, cap, reprobe=reprobe)
+        pays = streak > 0
+        own = yield_pays(w.streak_yield, agree_streak(seq[:-cap], seq[-cap:], lookup), w.stop_gain.mean_s, back_s,
+                         edge_s) if proposes and not sess.lookup_agrees and len(seq) > cap else None
+        if own is not None:
+            choice = replace(choice, edge_alone=not own)
+    else:
+        streak, pays = cap, stop_pays(w.stop_gain, back_s, edge_s, w.unstopped_tokens)
+    choice = lookup_led(choice, sess.lookup_agrees, proposes, pays)
+    w.unstopped_tokens = 0 if choice.stop else w.unstopped_tokens
+    return replace(choice, stop_streak=streak) if choice.stop else choice
+
+
+def learn_lookup_yield(sess) -> None:
+    """After a prompt's last token (off its latency): what the lookup's proposals matched after each streak over
+    its output, for the next prompts' stop streak (``lookup_stop_adapt``); nothing without it."""
+    lookup = sess.d.lookup if sess.p.lookup_stop_adapt and sess.p.lookup_stop_streak > 0 else None
+    if lookup is None or not sess.tokens:
+        return
+    context = sess.d.seq[:len(sess.d.seq) - len(sess.tokens)]
+    pairs = streak_yields(context, sess.tokens, lookup, sess.p.lookup_stop_streak)
+    sess.window.streak_yield = learn_streak_yield(sess.window.streak_yield, pairs, sess.p.lookup_stop_streak)
 
 
 def edge_decode_s(window) -> float:
@@ -151,7 +185,7 @@ def generate_message(sess) -> Message:
     run = sess.run
     parts = {} if run.part_tokens is None else {"every_tokens": run.part_tokens}
     return make(MsgType.GENERATE, sess.sid, None, round=sess.n_rounds, tokens=run.left, **parts,
-                **lookup_fields(sess.d.lookup if run.choice.stop else None, sess.p.lookup_stop_streak),
+                **lookup_fields(sess.d.lookup if run.choice.stop else None, run.choice.stop_streak),
                 **sess.token)
 
 

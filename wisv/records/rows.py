@@ -90,6 +90,8 @@ class RoundRow:
     #   predicted seconds per token (the chunk it took, or the smallest it priced when it speculated)
     lookup_stopped: bool | None = None  # auto with --lookup-stop-streak, a round the edge generated: its run ended
     #   here, before its tokens, where the UE's prompt lookup agreed again (the next round speculates); else empty
+    lookup_stop_streak: int | None = None  # ... a round the edge generated in a run that asked for the stop: the
+    #   tokens in a row the lookup had to name (--lookup-stop-adapt chooses it per run); else empty
 
 
 RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RoundRow))

@@ -63,6 +63,7 @@ class HandOver:
     edge_factor: float = 1.0  # the correction applied to the edge's predicted cost
     lookup: bool = False  # the UE's prompt lookup chose, not the costs (``lookup_led``)
     stop: bool = False  # handed over: the edge ends the run where the UE's lookup agrees again (``stop_pays``)
+    stop_streak: int = 0  # ... after this many tokens in a row the lookup named first
 
 
 def edge_alone_s_per_token(decode_s_per_token: float, tokens: int, link_s: float, overhead_s: float = 0.0) -> float:

@@ -56,7 +56,8 @@ def _edge_round_row(r: EdgeRound, io: RoundIO, t_start: float, t0: float) -> dic
             "t_comm_s": (io.t_last - io.t_first) - r.t_edge_s if io.exchanges else None, "t_edge_s": r.t_edge_s,
             "t_round_s": time.perf_counter() - t_start, "committed": len(r.tokens), "retries": io.retries,
             "resumed": io.resumed, "t_arrival_s": io.t_last - t0, "edge_alone": True, "edge_drafted": r.drafted,
-            "edge_accepted": r.accepted, **predictions(r.choice), **({"lookup_stopped": True} if r.stopped else {})}
+            "edge_accepted": r.accepted, **predictions(r.choice), **({"lookup_stopped": True} if r.stopped else {}),
+            **({"lookup_stop_streak": r.choice.stop_streak} if r.choice.stop else {})}
 
 
 def predictions(choice: HandOver | None) -> dict:
