@@ -60,8 +60,6 @@ class UEParams:
     #   parts that arrive well within it: wisv.timing.handover.max_chunk_tokens); None: no bound
     lookup_stop_streak: int = 0  # auto with a prompt-lookup drafter: the edge ends a handed-over run after this many
     #   tokens in a row the lookup named first, and the UE speculates (0: runs go to their end)
-    lookup_stop_adapt: bool = False  # ... the shortest streak up to lookup_stop_streak whose stop pays by what the
-    #   lookup matched after each streak so far (wisv/timing/stopstreak.py), in place of that one streak
 
     @property
     def auto_window(self) -> bool:

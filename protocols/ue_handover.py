@@ -36,12 +36,11 @@ from channel.csi import CSI
 from protocols.errors import EdgeError
 from protocols.typed import Chunk
 from protocols.wire import Message, MsgType, make
-from wisv.decoding.ngram import NgramConfig, agree_streak, propose, streak_yields
+from wisv.decoding.ngram import NgramConfig, propose
 from wisv.decoding.speculative import truncate_output
 from wisv.timing.check import check_round, learn_stop_gain
 from wisv.timing.handover import (
     HANDOVER_TOKENS,
-    STOP_REPROBE_TOKENS,
     HandOver,
     agreement_history,
     choose_round,
@@ -56,7 +55,6 @@ from wisv.timing.handover import (
     stop_pays,
 )
 from wisv.timing.latency import t_single_exchange
-from wisv.timing.stopstreak import learn_streak_yield, stop_streak, yield_pays
 from wisv.timing.window import choose_k
 
 DECODE_SMOOTH = 0.3  # weight of the newest chunk in the edge's decode time per token
@@ -125,37 +123,13 @@ def hand_over(sess, csi_est: CSI | None) -> HandOver | None:
 
 def lookup_choice(sess, choice: HandOver, lookup: NgramConfig, back_s: float, edge_s: float) -> HandOver:
     """The choice of a UE that drafts by prompt lookup with the edge's stop (``lookup_led``), ``back_s`` a GENERATE's
-    round trip before a run's first part, ``edge_s`` the edge's corrected time per token.  The stop's streak is
-    ``lookup_stop_streak``, or with ``lookup_stop_adapt`` the shortest that pays (``stop_streak``), which also says
-    whether a proposal in hand after the UE's own streak pays (``yield_pays``) where the costs would have priced
-    it at the lookup's rate over all the output."""
-    w, cap = sess.window, sess.p.lookup_stop_streak
-    seq = sess.d.seq + sess.unfollowed
-    proposes = bool(propose(seq, lookup, 1))
-    reprobe = w.unstopped_tokens >= STOP_REPROBE_TOKENS
-    if sess.p.lookup_stop_adapt:
-        streak = stop_streak(w.streak_yield, w.stop_gain.mean_s, back_s, edge_s, cap, reprobe=reprobe)
-        pays = streak > 0
-        own = yield_pays(w.streak_yield, agree_streak(seq[:-cap], seq[-cap:], lookup), w.stop_gain.mean_s, back_s,
-                         edge_s) if proposes and not sess.lookup_agrees and len(seq) > cap else None
-        if own is not None:
-            choice = replace(choice, edge_alone=not own)
-    else:
-        streak, pays = cap, stop_pays(w.stop_gain, back_s, edge_s, w.unstopped_tokens)
-    choice = lookup_led(choice, sess.lookup_agrees, proposes, pays)
+    round trip before a run's first part, ``edge_s`` the edge's corrected time per token; a run that asks for the
+    stop names its streak (``lookup_stop_streak``)."""
+    w = sess.window
+    pays = stop_pays(w.stop_gain, back_s, edge_s, w.unstopped_tokens)
+    choice = lookup_led(choice, sess.lookup_agrees, bool(propose(sess.d.seq + sess.unfollowed, lookup, 1)), pays)
     w.unstopped_tokens = 0 if choice.stop else w.unstopped_tokens
-    return replace(choice, stop_streak=streak) if choice.stop else choice
-
-
-def learn_lookup_yield(sess) -> None:
-    """After a prompt's last token (off its latency): what the lookup's proposals matched after each streak over
-    its output, for the next prompts' stop streak (``lookup_stop_adapt``); nothing without it."""
-    lookup = sess.d.lookup if sess.p.lookup_stop_adapt and sess.p.lookup_stop_streak > 0 else None
-    if lookup is None or not sess.tokens:
-        return
-    context = sess.d.seq[:len(sess.d.seq) - len(sess.tokens)]
-    pairs = streak_yields(context, sess.tokens, lookup, sess.p.lookup_stop_streak)
-    sess.window.streak_yield = learn_streak_yield(sess.window.streak_yield, pairs, sess.p.lookup_stop_streak)
+    return replace(choice, stop_streak=sess.p.lookup_stop_streak) if choice.stop else choice
 
 
 def edge_decode_s(window) -> float:

@@ -30,7 +30,6 @@ from protocols.ue_handover import (
     follow_chunk,
     generate_message,
     hand_over,
-    learn_lookup_yield,
     start_run,
 )
 from protocols.wire import Message, MsgType, make
@@ -248,10 +247,8 @@ class UESession:
     def follow_last(self) -> None:
         """After the prompt's last token arrived (off its latency, in the device's idle time before the next): the
         drafter's pass over the last CHUNK, whose agreement the UE's next prompt chooses with (auto: a prompt the edge
-        generated in one chunk would otherwise teach speculation's price nothing); nothing when none is pending.  With
-        the stop's streak adapted (``lookup_stop_adapt``), what the lookup matched after each streak over the output."""
+        generated in one chunk would otherwise teach speculation's price nothing); nothing when none is pending."""
         follow_chunk(self)
-        learn_lookup_yield(self)
 
     def _commit(self, v: Verdict) -> None:
         """Commit what the VERDICT accepted (carrying reusable proactive tokens), learn, record; the session may be

@@ -11,7 +11,7 @@ from protocols.edge_side import EdgeSession
 from protocols.errors import WireError
 from protocols.msgchecks import LOOKUP_STOP
 from protocols.registry import servable
-from protocols.ue_handover import EdgeRound, lookup_fields
+from protocols.ue_handover import EdgeRound, UERun, generate_message, lookup_fields
 from protocols.ue_side import UEParams, UESession
 from protocols.wire import MsgType, decode, encode, make
 from tests.protocols.test_handover_sessions import POOR, drain, play
@@ -107,6 +107,16 @@ def test_auto_speculates_after_a_stopped_run_and_stays_lossless(pair):
     assert any(not isinstance(r, EdgeRound) for r in after)  # after all) the edge again
     assert edge.generated == len(ue.tokens)
     assert ue.window.stop_gain.rounds > 0  # what the rounds after a stop committed, for the next run's stop
+    assert all(r.choice.stop_streak == 1 for r in rounds if isinstance(r, EdgeRound) and r.choice.stop)
+
+
+def test_the_generate_carries_the_streak_its_run_was_asked_with(pair):
+    """The run's own streak goes out (and is recorded, ``lookup_stop_streak``); a run that did not ask, none."""
+    edge, ue = lookup_pair(pair, PROMPTS[1] * 2, 3)
+    ue.run = UERun(HandOver(True, 8, 0.1, 0.1, stop=True, stop_streak=2), 8, None, 0.0)
+    assert generate_message(ue).header["stop_streak"] == 2
+    ue.run = UERun(HandOver(True, 8, 0.1, 0.1), 8, None, 0.0)
+    assert "stop_streak" not in generate_message(ue).header
 
 
 def test_the_lookup_leads_the_choice_where_it_knows_better_than_the_costs():

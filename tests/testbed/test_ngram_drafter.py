@@ -42,10 +42,8 @@ def test_draft_features_need_a_model() -> None:
      "prompt_lookup_min <= prompt_lookup_max"),
     (run.main, ["--protocol", "greedy", "--drafter-head", "wisv/assets/smollm2-feature-head"],
      "--drafter-head needs the drafter model"),
-    (run.main, ["--protocol", "auto", "--lookup-stop-adapt"], "--lookup-stop-adapt needs --lookup-stop-streak N"),
     (run.main, ["--protocol", "auto", "--lookup-stop-streak", "3", "--prompt-lookup-max", "17"],
      "the edge matches n-grams of at most 16 tokens"),
-    (ue.main, ["--protocol", "auto", "--lookup-stop-adapt"], "--lookup-stop-adapt needs --lookup-stop-streak N"),
     (ue.main, ["--protocol", "fh"], "--protocol fh cannot use it"),
     (ue.main, ["--protocol", "device"], "--protocol device cannot use it"),
 ])

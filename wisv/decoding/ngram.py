@@ -84,23 +84,6 @@ def agree_streak(context: Sequence[int], tokens: Sequence[int], cfg: NgramConfig
     return streak
 
 
-def streak_yields(context: Sequence[int], tokens: Sequence[int], cfg: NgramConfig, cap: int) -> list[tuple[int, int]]:
-    """At each of ``tokens`` after ``context`` where prompt lookup proposes: (the streak before it, capped at ``cap``:
-    tokens in a row the lookup named first, ``agree_streak``; how many of its proposal there, up to
-    ``num_speculative_tokens``, ``tokens`` go on to match).  What a speculative round after a lookup stop at each
-    streak would have committed, less the verdict's own token, read off an output afterwards (pure).  A proposal
-    near the end is counted as far as ``tokens`` reach."""
-    seq, out, streak = [int(t) for t in context], [], 0
-    toks = [int(t) for t in tokens]
-    for p, t in enumerate(toks):
-        prop = propose(seq, cfg)
-        if prop:
-            out.append((min(streak, cap), common_len(prop, toks[p:p + len(prop)])))
-        streak = streak + 1 if prop and prop[0] == t else 0
-        seq.append(t)
-    return out
-
-
 def padded_ms(ms_by_rows: Mapping[int, float], rows: int) -> float:
     """What a pass of ``rows`` rows costs when it may be padded to any measured count at least as large (the cheapest
     of those; wisv.decoding.passrows); a count past the measured ones costs what the largest measured one does, per

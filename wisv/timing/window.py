@@ -28,7 +28,6 @@ from channel.csi import CSI
 from wisv.timing.check import Ratio, StopGain
 from wisv.timing.latency import PayloadBits
 from wisv.timing.roundtime import comm_s
-from wisv.timing.stopstreak import StreakYield
 
 CONF_EDGES = (0.3, 0.5, 0.7, 0.9)  # bin edges of the drafter's max probability for the calibration table
 AUTO_K_MAX = 32  # largest K auto considers unless told otherwise
@@ -238,7 +237,6 @@ class WindowTracker:
         self.edge_check = Ratio()  # auto: the edge's rounds alone, the same
         self.stop_gain = StopGain()  # auto with a lookup stop: what the rounds right after a stop committed
         self.unstopped_tokens = 0  # ... and the edge's tokens in runs that did not ask for it since one last did
-        self.streak_yield = StreakYield()  # ... what the lookup's proposals matched after each streak (stopstreak.py)
         self.last: WindowChoice | None = None
 
     def draft_s(self, k: int) -> float:

@@ -57,8 +57,6 @@ def check(cfg: UEConfig, head_reads_drafter: bool = False) -> None:
     if cfg.lookup_stop_streak and cfg.drafter != NGRAM:
         raise ValueError("--lookup-stop-streak needs --drafter ngram: the edge runs the UE's prompt lookup on its "
                          "tokens, and a model's drafts only the drafter knows")
-    if cfg.lookup_stop_adapt and not cfg.lookup_stop_streak:
-        raise ValueError("--lookup-stop-adapt needs --lookup-stop-streak N: the longest streak the stop may wait for")
     if cfg.lookup_stop_streak and cfg.prompt_lookup_max > MAX_LOOKUP_N:
         raise ValueError(f"--lookup-stop-streak: the edge matches n-grams of at most {MAX_LOOKUP_N} tokens, and "
                          f"--prompt-lookup-max is {cfg.prompt_lookup_max}")

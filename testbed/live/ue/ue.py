@@ -91,7 +91,7 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
                       draft_len_max=cfg.draft_len_max, features=cfg.draft_features,
                       follow_stop_depth=cfg.follow_stop_depth, stream_every_tokens=cfg.stream_every_tokens,
                       stream_every_ms=cfg.stream_every_ms, reply_timeout_s=cfg.recv_timeout_s,
-                      lookup_stop_streak=cfg.lookup_stop_streak, lookup_stop_adapt=cfg.lookup_stop_adapt)
+                      lookup_stop_streak=cfg.lookup_stop_streak)
     d = loc.drafter.session(ids)
     params.target_features = d.reads_features
     sess = ue_session(sid, d, params, loc.drafter.eos, loc.stop, loc.window)  # by the protocol's description

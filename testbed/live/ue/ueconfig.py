@@ -58,8 +58,6 @@ class UEConfig:
         "min": 1})  # proposes (None: the round's K, --draft-len; with auto the K it chooses, <= --draft-len-max)
     lookup_stop_streak: int = field(default=0, metadata={  # --drafter ngram with auto: the edge ends a run handed
         "min": 0})  # to it after this many tokens in a row the lookup named first, and the UE speculates (0: never)
-    lookup_stop_adapt: bool = False  # --lookup-stop-streak N: wait for the shortest streak up to N whose stop pays by
-    #   what the lookup's proposals matched after each streak so far, at the link's measured costs (not always N)
     vocab_dir: str | None = None  # --drafter ngram: the model directory whose tokenizer, vocab size and EOS the UE
     #   declares, no weights loaded (None: the pair's target, else the built-in target)
     pair: str | None = field(default=None, metadata={  # named pair: toy | smollm2 (python -m wisv.pairs build
