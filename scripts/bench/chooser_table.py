@@ -5,6 +5,10 @@ prompt with the bootstrap 95% interval (``scripts.bench.crossover``'s rule, for 
 the simulator cannot trace, a dataset).  Writes ``table.csv`` in ``--out``, with the command's config beside it.
 
     python -m scripts.bench.chooser_table --runs runs/lookup_5 runs/lookup_20 --out results/lookup-auto/kept
+
+With ``--pool``, one row over all the runs' prompts together: one link's cell measured in several runs on disjoint
+prompts (each ratio still paired prompt by prompt; the runs' own speeds differ, and the better baseline is the faster
+over the whole pool).
 """
 from __future__ import annotations
 
@@ -25,30 +29,66 @@ class ChooserTableConfig:
     """The runs to read and where the table goes."""
 
     runs: list[str] = field(default_factory=list)  # testbed.run output directories, one row each
+    pool: bool = False  # one row over every run's prompts together instead (the same link and protocols in each,
+    #   no prompt in two: one cell measured on more prompts, in several sittings; each ratio stays paired per prompt)
     out: str = "runs/chooser_table"  # output directory (table.csv, config.toml)
 
 
-def run_row(d: Path) -> dict:
-    """One run's row (pure on its files): the link, the mean latency by protocol, each chooser against the better
-    baseline and against each baseline."""
+def link_of(d: Path) -> dict:
+    """The run's emulated link as its config.toml records it (empty without one)."""
+    cfg = d / "config.toml"
+    return tomllib.loads(cfg.read_text()).get("link", {}) if cfg.is_file() else {}
+
+
+def run_times(d: Path) -> tuple[list[str], pd.DataFrame]:
+    """The run's protocols and its [prompt, protocol] seconds; a ValueError naming what is missing."""
     try:
-        meas = measured(d)
+        protocols = list(measured(d))
     except (KeyError, ValueError):
         raise ValueError(f"run {d}: summary.csv holds no protocol and latency_s columns") from None
-    protocols = list(meas)
     lost = [p for p in protocols if not (d / p / "outputs.jsonl").is_file()]
     if lost:
         raise ValueError(f"run {d}: no {lost[0]}/outputs.jsonl (its summary names {lost[0]})")
-    times = prompt_times(d, protocols)
-    cfg = d / "config.toml"
-    link = tomllib.loads(cfg.read_text()).get("link", {}) if cfg.is_file() else {}
-    row = {"run": d.name, "rate_mbps": link.get("rate_up_mbps"), "rtt_ms": link.get("rtt_ms"), "prompts": len(times),
-           **{f"latency_s_{p}": v for p, v in meas.items()}, **auto_vs_best(times, protocols)}
+    return protocols, prompt_times(d, protocols)
+
+
+def comparisons(times: pd.DataFrame, protocols: list[str]) -> dict:
+    """Each chooser against the better baseline and against each baseline, paired per prompt (pure)."""
+    row = auto_vs_best(times, protocols)
     for c in (p for p in protocols if describe(p).chooses):
         for b in (p for p in protocols if describe(p).lossless and not describe(p).chooses):
             r, lo, hi = paired_ratio(times, c, b)
             row |= {f"{c}_vs_{b}": r, f"{c}_vs_{b}_ci_low": lo, f"{c}_vs_{b}_ci_high": hi}
     return row
+
+
+def run_row(d: Path) -> dict:
+    """One run's row (pure on its files): the link, the mean latency by protocol, each chooser against the better
+    baseline and against each baseline."""
+    protocols, times = run_times(d)
+    link = link_of(d)
+    return {"run": d.name, "rate_mbps": link.get("rate_up_mbps"), "rtt_ms": link.get("rtt_ms"), "prompts": len(times),
+            **{f"latency_s_{p}": v for p, v in measured(d).items()}, **comparisons(times, protocols)}
+
+
+def pooled_row(dirs: list[Path]) -> dict:
+    """One row over the runs' prompts together (pure on their files): each protocol's mean latency on them, and the
+    comparisons, still paired per prompt.  A ValueError where a run's link or protocols differ from the first's, or a
+    prompt is in two runs."""
+    first, link = run_times(dirs[0]), link_of(dirs[0])
+    parts = [first[1]]
+    for d in dirs[1:]:
+        protocols, times = run_times(d)
+        if protocols != first[0] or link_of(d) != link:
+            raise ValueError(f"--pool: run {d} has other protocols or another link than {dirs[0]}")
+        parts.append(times)
+    times = pd.concat(parts)
+    twice = times.index[times.index.duplicated()]
+    if len(twice):
+        raise ValueError(f"--pool: prompt {twice[0]} is in two runs")
+    return {"run": "+".join(d.name for d in dirs), "rate_mbps": link.get("rate_up_mbps"), "rtt_ms": link.get("rtt_ms"),
+            "prompts": len(times), **{f"latency_s_{p}": float(times[p].mean()) for p in first[0]},
+            **comparisons(times, first[0])}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
             else "none given"
         print(f"python -m scripts.bench.chooser_table: error: runs: {why}", file=sys.stderr)
         return 2
-    table = pd.DataFrame([run_row(Path(r)) for r in cfg.runs])
+    dirs = [Path(r) for r in cfg.runs]
+    table = pd.DataFrame([pooled_row(dirs)] if cfg.pool else [run_row(d) for d in dirs])
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "table.csv", index=False)

@@ -54,3 +54,31 @@ def test_a_run_missing_a_protocols_outputs_or_a_readable_summary_is_refused(tmp_
     (d / "summary.csv").write_text("x\n")
     with pytest.raises(ValueError, match="no protocol and latency_s"):
         run_row(d)
+
+
+def renamed(d, prefix: str):
+    """The run's prompts given other ids (another slice's)."""
+    for f in d.glob("*/outputs.jsonl"):
+        f.write_text(f.read_text().replace('"q', f'"{prefix}'))
+    return d
+
+
+def test_pooled_runs_are_one_row_paired_over_all_their_prompts(tmp_path, capsys):
+    """Two slices: server faster on one, greedy on the other; pooled, the better baseline is the faster in total,
+    and each ratio is over the eight prompts together."""
+    a = fake_run(tmp_path / "a", {"server": [2.0, 2.0, 2.0, 2.0], "greedy": [3.0, 3.0, 3.0, 3.0],
+                                  "auto": [1.8, 1.8, 1.8, 1.8]})
+    b = renamed(fake_run(tmp_path / "b", {"server": [3.0, 3.0, 3.0, 3.0], "greedy": [2.5, 2.5, 2.5, 2.5],
+                                          "auto": [2.4, 2.4, 2.4, 2.4]}), "p")
+    assert main(["--runs", str(a), str(b), "--pool", "--out", str(tmp_path / "out")]) == 0
+    row = pd.read_csv(tmp_path / "out" / "table.csv").iloc[0]
+    assert row["prompts"] == 8 and row["auto_best_baseline"] == "server" and row["latency_s_server"] == 2.5
+    assert row["auto_vs_server"] == pytest.approx(16.8 / 20) and row["auto_vs_greedy"] == pytest.approx(16.8 / 22)
+    with pytest.raises(ValueError, match="prompt q0 is in two runs"):  # one line, exit 2, from the command line
+        main(["--runs", str(a), str(a), "--pool", "--out", str(tmp_path / "o2")])
+    c = renamed(fake_run(tmp_path / "c", {"server": [1.0], "auto": [1.0]}), "c")
+    with pytest.raises(ValueError, match="other protocols or another link"):
+        main(["--runs", str(a), str(c), "--pool", "--out", str(tmp_path / "o3")])
+    d = renamed(fake_run(tmp_path / "d", {"server": [1.0], "greedy": [1.0], "auto": [1.0]}, rtt_ms=50.0), "d")
+    with pytest.raises(ValueError, match="other protocols or another link"):
+        main(["--runs", str(a), str(d), "--pool", "--out", str(tmp_path / "o4")])
