@@ -56,6 +56,8 @@ class UEParams:
     target_features: int = 0  # target-feature rows asked for at OPEN, carried by each VERDICT (0: none; EAGLE head)
     stream_every_tokens: int | None = None  # server-only and on-device: a chunk ends at this many tokens
     stream_every_ms: float | None = None  # or this long after the previous chunk, ms (neither: every token a chunk)
+    run_part_tokens: int | None = None  # auto: a handed-over run's parts hold at most this many tokens (None: the
+    #   largest that arrives well within the reply timeout)
     reply_timeout_s: float | None = None  # how long the UE waits for a reply (auto's hand-over asks for its run in
     #   parts that arrive well within it: wisv.timing.handover.max_chunk_tokens); None: no bound
     lookup_stop_streak: int = 0  # auto with a prompt-lookup drafter: the edge ends a handed-over run after this many

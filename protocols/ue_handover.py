@@ -148,9 +148,16 @@ def chunk_size(last_tokens: int) -> int:
 def start_run(sess, choice: HandOver) -> None:
     """Hand the session's next round to the edge: a run of ``choice.tokens``, in parts that each arrive within the
     UE's reply timeout at the edge's measured decode time (``max_chunk_tokens``)."""
-    part = max_chunk_tokens(edge_decode_s(sess.window), sess.p.reply_timeout_s)
+    part = run_part(max_chunk_tokens(edge_decode_s(sess.window), sess.p.reply_timeout_s), sess.p.run_part_tokens)
     sess.run = UERun(choice, choice.tokens, None if part is None or part >= choice.tokens else part,
                      time.perf_counter())
+
+
+def run_part(within_timeout: int | None, asked: int | None) -> int | None:
+    """A handed-over run's largest part: what arrives well within the reply timeout, at most ``asked`` (a user's
+    first token comes with the run's first part) (pure; None: no bound)."""
+    sizes = [n for n in (within_timeout, asked) if n is not None]
+    return min(sizes) if sizes else None
 
 
 def generate_message(sess) -> Message:

@@ -8,7 +8,7 @@ from channel.csi import CSI
 from protocols.edge_side import EdgeSession
 from protocols.errors import ProtocolError
 from protocols.stream import decode_turn
-from protocols.ue_handover import EdgeRound, check_spec
+from protocols.ue_handover import EdgeRound, check_spec, run_part
 from protocols.ue_side import UESession
 from protocols.wire import Message, MsgType, make
 from tests.protocols.test_sessions import PROMPTS, open_pair, pair, reference, wire  # noqa: F401 (fixture)
@@ -61,6 +61,19 @@ def play(edge: EdgeSession, ue: UESession, csi: CSI) -> list:
     while not ue.done:
         rounds.append(ue.play_round(csi, link))
     return rounds
+
+
+def test_a_run_comes_in_parts_no_larger_than_asked_and_stays_lossless(pair) -> None:
+    """--run-part-tokens 2: every part of every handed-over run holds at most 2 tokens (the user's first token comes
+    with the first of them); without it a run's parts are larger; the output is the target's either way."""
+    assert run_part(31, 1) == 1 and run_part(31, None) == 31 and run_part(None, 4) == 4 and run_part(None, None) is None
+    sizes = {}
+    for asked in (2, None):
+        edge, ue = open_pair(pair, PROMPTS[1], protocol="auto", draft_len=4, max_new_tokens=40, run_part_tokens=asked)
+        rounds = play(edge, ue, POOR)
+        assert ue.tokens == reference(pair, PROMPTS[1]).tokens
+        sizes[asked] = [len(r.tokens) for r in rounds if isinstance(r, EdgeRound)]
+    assert sizes[2] and max(sizes[2]) <= 2 and max(sizes[None]) > 2
 
 
 def test_auto_hands_rounds_to_the_edge_on_a_poor_link_and_stays_lossless(pair) -> None:

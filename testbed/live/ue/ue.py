@@ -91,6 +91,7 @@ def run_prompt(client: Client, loc: Local, cfg: UEConfig, pid: str, ids: list[in
                       draft_len_max=cfg.draft_len_max, features=cfg.draft_features,
                       follow_stop_depth=cfg.follow_stop_depth, stream_every_tokens=cfg.stream_every_tokens,
                       stream_every_ms=cfg.stream_every_ms, reply_timeout_s=cfg.recv_timeout_s,
+                      run_part_tokens=cfg.run_part_tokens,
                       lookup_stop_streak=cfg.lookup_stop_streak)
     d = loc.drafter.session(ids)
     params.target_features = d.reads_features

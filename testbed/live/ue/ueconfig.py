@@ -107,6 +107,9 @@ class UEConfig:
         "min": 1})  # the stream ends at this many tokens (neither this nor --stream-every-ms: every token a chunk)
     stream_every_ms: float | None = field(default=None, metadata={  # server-only and on-device: a chunk ends this
         "above": 0, "below": 3.6e6})  # long after the previous one, ms (with --stream-every-tokens: whichever first)
+    run_part_tokens: int | None = field(default=None, metadata={  # auto: a run handed to the edge comes in parts of
+        "min": 1})  # at most this many tokens (1: every token, as server-only streams; None: as large as arrives
+    #   well within the reply timeout, fewer CHUNKs but the run's first token comes with its first part)
     tree_budget: int = field(default=16, metadata={
         **TREE_BUDGET_TEXT, "example": 8})  # tree protocol: draft tokens per tree, N (--proactive adds a chain); auto
     reference: bool = True  # ask the edge for target-only greedy outputs, for matches_target (--no-reference: skip)
