@@ -40,16 +40,18 @@ def link_of(d: Path) -> dict:
     return tomllib.loads(cfg.read_text()).get("link", {}) if cfg.is_file() else {}
 
 
-def run_times(d: Path) -> tuple[list[str], pd.DataFrame]:
-    """The run's protocols and its [prompt, protocol] seconds; a ValueError naming what is missing."""
+def run_times(d: Path) -> tuple[dict[str, float], pd.DataFrame]:
+    """The run's mean latency by protocol (its summary) and its [prompt, protocol] seconds; a ValueError naming what
+    is missing."""
     try:
-        protocols = list(measured(d))
+        meas = measured(d)
     except (KeyError, ValueError):
         raise ValueError(f"run {d}: summary.csv holds no protocol and latency_s columns") from None
+    protocols = list(meas)
     lost = [p for p in protocols if not (d / p / "outputs.jsonl").is_file()]
     if lost:
         raise ValueError(f"run {d}: no {lost[0]}/outputs.jsonl (its summary names {lost[0]})")
-    return protocols, prompt_times(d, protocols)
+    return meas, prompt_times(d, protocols)
 
 
 def comparisons(times: pd.DataFrame, protocols: list[str]) -> dict:
@@ -65,21 +67,21 @@ def comparisons(times: pd.DataFrame, protocols: list[str]) -> dict:
 def run_row(d: Path) -> dict:
     """One run's row (pure on its files): the link, the mean latency by protocol, each chooser against the better
     baseline and against each baseline."""
-    protocols, times = run_times(d)
+    meas, times = run_times(d)
     link = link_of(d)
     return {"run": d.name, "rate_mbps": link.get("rate_up_mbps"), "rtt_ms": link.get("rtt_ms"), "prompts": len(times),
-            **{f"latency_s_{p}": v for p, v in measured(d).items()}, **comparisons(times, protocols)}
+            **{f"latency_s_{p}": v for p, v in meas.items()}, **comparisons(times, list(meas))}
 
 
 def pooled_row(dirs: list[Path]) -> dict:
     """One row over the runs' prompts together (pure on their files): each protocol's mean latency on them, and the
     comparisons, still paired per prompt.  A ValueError where a run's link or protocols differ from the first's, or a
     prompt is in two runs."""
-    first, link = run_times(dirs[0]), link_of(dirs[0])
-    parts = [first[1]]
+    (meas, first), link = run_times(dirs[0]), link_of(dirs[0])
+    protocols, parts = list(meas), [first]
     for d in dirs[1:]:
-        protocols, times = run_times(d)
-        if protocols != first[0] or link_of(d) != link:
+        other, times = run_times(d)
+        if list(other) != protocols or link_of(d) != link:
             raise ValueError(f"--pool: run {d} has other protocols or another link than {dirs[0]}")
         parts.append(times)
     times = pd.concat(parts)
@@ -87,8 +89,8 @@ def pooled_row(dirs: list[Path]) -> dict:
     if len(twice):
         raise ValueError(f"--pool: prompt {twice[0]} is in two runs")
     return {"run": "+".join(d.name for d in dirs), "rate_mbps": link.get("rate_up_mbps"), "rtt_ms": link.get("rtt_ms"),
-            "prompts": len(times), **{f"latency_s_{p}": float(times[p].mean()) for p in first[0]},
-            **comparisons(times, first[0])}
+            "prompts": len(times), **{f"latency_s_{p}": float(times[p].mean()) for p in protocols},
+            **comparisons(times, protocols)}
 
 
 def main(argv: list[str] | None = None) -> int:
