@@ -18,8 +18,10 @@ cannot tell them apart).  ``auto`` (a chooser) is set against the better baselin
 lossless protocols that do not choose (server-only and every fixed SD protocol), its latency ratio with the paired
 interval.  ``--prompt-offset`` and ``--prompts-file`` run the map on other prompts (prompts no diagnosis read, kinds
 no training saw; the chosen rows in ``OUT/prompts.jsonl``); ``--stream-every-tokens`` sets against it a server-only
-that streams in chunks (in the cells and the prediction alike).  Resumable: a cell whose run directory is complete is
-not run again.  Writes ``cells.csv``, ``crossover.json`` (config, load, agreement) and ``crossover.png`` in ``--out``.
+that streams in chunks (in the cells and the prediction alike), ``--run-part-tokens`` the parts auto's handed-over
+runs come in (1: every token, as server-only's default stream, so that the two send alike).  Resumable: a cell whose
+run directory is complete is not run again.  Writes ``cells.csv``, ``crossover.json`` (config, load, agreement) and
+``crossover.png`` in ``--out``.
 
     python -m scripts.bench.crossover --out runs/crossover/toy
 """
@@ -76,6 +78,8 @@ class CrossoverConfig:
     #   prompts no earlier diagnosis read)
     stream_every_tokens: int | None = field(default=None, metadata={"min": 1})  # server-only and on-device: a chunk
     #   of the stream ends at this many tokens, in the cells and the prediction (None: every token a chunk)
+    run_part_tokens: int | None = field(default=None, metadata={"min": 1})  # auto: a run handed to the edge comes in
+    #   parts of at most this many tokens (1: a token a part, as server-only streams by default; None: auto's default)
 
 
 def cell_dir(cfg: CrossoverConfig, rate: float, rtt: float) -> Path:
@@ -130,7 +134,7 @@ def cell_argv(cfg: CrossoverConfig, rate: float, rtt: float, out: Path) -> list[
                    reference=False, pair=cfg.pair, interleave=cfg.interleave, edge=ServeConfig(head="none"),
                    prompts_file=str(pf) if pf else None,
                    ue=UEConfig(max_new_tokens=cfg.max_new_tokens, draft_len=cfg.draft_len, tree_budget=cfg.draft_len,
-                               stream_every_tokens=cfg.stream_every_tokens),
+                               stream_every_tokens=cfg.stream_every_tokens, run_part_tokens=cfg.run_part_tokens),
                    link=LinkSpec(rate_up_mbps=rate, rate_down_mbps=rate, rtt_ms=rtt))
     return [sys.executable, "-m", "testbed.run", *config.to_argv(rc)]
 

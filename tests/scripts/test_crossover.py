@@ -103,7 +103,7 @@ def test_an_offset_map_reads_the_prompts_after_the_first(tmp_path):
     from wisv.models.loader import builtin_paths, load_tokenizer
     from wisv.tasks.jsonl import write_jsonl
     from wisv.tasks.prompts import prompt_rows
-    cfg = CrossoverConfig(out=str(tmp_path), prompts=3, prompt_offset=10, stream_every_tokens=64,
+    cfg = CrossoverConfig(out=str(tmp_path), prompts=3, prompt_offset=10, stream_every_tokens=64, run_part_tokens=1,
                           protocols=["server", "greedy", "auto"])
     rows = offset_rows(None, 10, 3)
     write_jsonl(tmp_path / "prompts.jsonl", rows)
@@ -111,6 +111,7 @@ def test_an_offset_map_reads_the_prompts_after_the_first(tmp_path):
     sim = sim_args(simulate_argv(cfg, str(tmp_path / "p.json"), tmp_path / "sim")[3:])
     assert rc.prompts_file == sim.prompts_file == str(tmp_path / "prompts.jsonl")
     assert rc.ue.stream_every_tokens == sim.stream_every_tokens == 64
+    assert rc.ue.run_part_tokens == 1
     tok = load_tokenizer(builtin_paths()[1], "tokenizer")
     split = prompt_rows(tok, "test", 13)[10:]
     got = prompt_rows(tok, "test", 3, rc.prompts_file)
