@@ -293,7 +293,8 @@ def run_validate(cfg) -> pd.DataFrame:
     dep = wire_deployment(d, t, cal.for_end("ue"), cal.for_end("edge"), ex, chunk_overhead_s=cal.chunk_overhead_s,
                           ue_chunk_overhead_s=cal.ue_chunk_overhead_s,
                           stream_start_overhead_s=cal.stream_start_overhead_s)
-    val = pd.concat([predict_prompts(p, run, dep) for p in run.rounds], ignore_index=True)
+    priced, choosers = predictable(list(run.rounds))
+    val = pd.concat([predict_prompts(p, run, dep) for p in priced], ignore_index=True)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     val.to_csv(out / "validation.csv", index=False)
@@ -304,14 +305,28 @@ def run_validate(cfg) -> pd.DataFrame:
            "ends": {e: p.to_dict() for e, p in cal.ends.items()}, "exchange_overhead_s": ex,
            "chunk_overhead_s": cal.chunk_overhead_s, "ue_chunk_overhead_s": cal.ue_chunk_overhead_s,
            "stream_start_overhead_s": cal.stream_start_overhead_s, "link": run.link,
-           "stats": stats, "profile_check": check.to_dict()}
+           "stats": stats, "not_predicted": choosers, "profile_check": check.to_dict()}
     (out / "validation.json").write_text(json.dumps(doc, indent=1))
     config.write_config(out, cfg, machine_info())
     print(title)
     print(pd.DataFrame(stats).T.to_string(float_format=lambda v: f"{v:.3f}"))
+    if choosers:
+        print(f"not predicted: {', '.join(choosers)} (a chooser: the model prices each protocol it chooses among, not "
+              "its choices)")
     print(f"wrote {out / 'validation.csv'}, {out / 'validation.png'}, {out / 'validation.json'}")
     print_warnings(check)
     return val
+
+
+def predictable(protocols: list[str]) -> tuple[list[str], list[str]]:
+    """(the run's protocols the model prices, the choosers it does not: ``auto``'s rounds are the edge's alone or a
+    speculative round, chosen one by one, as ``testbed.simulate`` leaves it out of its tables) (pure; a run of
+    choosers only is refused)."""
+    priced = [p for p in protocols if not describe(p).chooses]
+    if not priced:
+        raise ValueError(f"--validate: the run holds only choosers ({', '.join(protocols)}), which the model does not "
+                         "price: run them beside a protocol it does (server, greedy, ...)")
+    return priced, [p for p in protocols if describe(p).chooses]
 
 
 def _link_desc(link: dict) -> str:

@@ -287,6 +287,30 @@ def test_validate_synthetic_run(tmp_path, capsys):
     assert "mean_abs_rel_err" in capsys.readouterr().out
 
 
+def test_validate_leaves_a_chooser_out_and_says_so(tmp_path, capsys):
+    """A cell of the crossover map holds auto beside greedy: auto's rounds (the edge's alone have no mismatches)
+    are not priced, greedy's are as without it, and a run of auto alone is refused in one line."""
+    run = _run_dir(tmp_path, t_e2e_s=0.050)
+    (run / "auto").mkdir()
+    edge = {"prompt_id": "p0", "protocol": "auto", "round": 0, "draft_len": 0, "accepted": 0, "mismatches": None,
+            "queried": None, "committed": 7, "exchanges": 1, "uplink_bytes": 40, "downlink_bytes": 60,
+            "t_draft_s": 0.0, "t_verify_s": 0.020, "t_comm_s": 0.010, "t_head_s": None, "t_round_s": 0.031,
+            "edge_alone": True, "rtt_ms": 10.0, "rate_up_mbps": math.inf, "rate_down_mbps": math.inf, "per": 0.0,
+            "per_down": 0.0}
+    pd.DataFrame([edge]).to_csv(run / "auto" / "rounds.csv", index=False)
+    (run / "auto" / "outputs.jsonl").write_text(json.dumps({"prompt_id": "p0", "tokens": [7] * 7, "t_e2e_s": 0.045})
+                                                + "\n")
+    save_calibration(Calibration(FAST, exchange_overhead_s=0.002), tmp_path / "local.json")
+    out = tmp_path / "val"
+    val = _validate(["--validate", str(run), "--out", str(out), "--local-profile", str(tmp_path / "local.json")])
+    assert val["protocol"].tolist() == ["greedy"] and val["predicted_s"].iloc[0] == pytest.approx(0.047, abs=1e-5)
+    assert json.loads((out / "validation.json").read_text())["not_predicted"] == ["auto"]
+    assert "not predicted: auto" in capsys.readouterr().out
+    from testbed.sim.validate import predictable
+    with pytest.raises(ValueError, match="only choosers"):
+        predictable(["auto"])
+
+
 def test_exchange_overhead_from_a_run(tmp_path):
     run = _run_dir(tmp_path)
     cal = Calibration(FAST)
