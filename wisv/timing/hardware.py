@@ -26,8 +26,11 @@ hold the machine and the time it was measured on; the simulator warns when they 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+
+import numpy as np
 
 ROLES = ("ue", "edge", "any")
 ENDS = ("ue", "edge")  # the two ends of a deployment: a calibration record may hold a fit of each
@@ -52,6 +55,9 @@ class HardwareProfile:
     phase_overhead_s: float = 0.0  # fixed time per compute phase (drafting run or verification), s; 0 = pure eq. 11
     multirow_overhead_s: float = 0.0  # fixed time per forward call over more than one new position (a verification
     #   or a prefill: the causal-mask path) beyond a 1-row call's, s; 0 = pure eq. 11
+    verify_scale: tuple[tuple[int, float], ...] = ()  # (K, measured over modelled time) of a verification pass of K
+    #   drafted tokens, as a calibration measured it (``verify_scale``); between two K interpolated in log K, past
+    #   either end the nearest; empty: 1 for every K (the model alone)
 
     def __post_init__(self) -> None:
         if not self.peak_tflops > 0:
@@ -65,6 +71,17 @@ class HardwareProfile:
         for name in ("pass_overhead_s", "weight_read_s", "phase_overhead_s", "multirow_overhead_s"):
             if not 0 <= getattr(self, name) < float("inf"):
                 raise ValueError(f"HardwareProfile.{name} must be finite and >= 0, got {getattr(self, name)}")
+        ks = [k for k, _ in self.verify_scale]
+        if ks != sorted(set(ks)) or any(k < 1 for k in ks) or not all(0 < f < math.inf for _, f in self.verify_scale):
+            raise ValueError(f"HardwareProfile.verify_scale must be (K >= 1, factor > 0) pairs by increasing K, got "
+                             f"{self.verify_scale}")
+
+    def verify_factor(self, k: int) -> float:
+        """The measured over modelled time of a verification pass of ``k`` drafted tokens (1 without a scale)."""
+        if not self.verify_scale:
+            return 1.0
+        ks, fs = zip(*self.verify_scale)
+        return float(np.interp(math.log2(max(k, 1)), np.log2(ks), fs))
 
     @property
     def effective_flops(self) -> float:
@@ -91,7 +108,12 @@ class HardwareProfile:
         missing, unknown = sorted(required - set(d)), sorted(set(d) - names)
         if missing or unknown:
             raise ValueError(f"HardwareProfile dict: missing keys {missing}, unknown keys {unknown}")
-        return cls(**d)
+        try:
+            scale = tuple((int(k), float(f)) for k, f in d.get("verify_scale", ()))
+        except (TypeError, ValueError):
+            raise ValueError(f"HardwareProfile dict: verify_scale must be [K, factor] pairs, got "
+                             f"{d['verify_scale']!r}") from None
+        return cls(**{**d, "verify_scale": scale})
 
 
 def roofline_eta(peak_tflops: float, mem_bw_gbps: float, tokens_per_pass: int, bytes_per_param: float = 2.0) -> float:
@@ -165,6 +187,16 @@ def with_roofline_eta(profile: HardwareProfile, tokens_per_pass: int) -> Hardwar
     return HardwareProfile(**{**profile.to_dict(), "eta": eta, "source": source})
 
 
+def verify_scale(by_k: list[dict]) -> tuple[tuple[int, float], ...]:
+    """(K, measured over the edge fit's median time) of a calibration's verification passes (its notes' ``by_k``
+    rows of role ``verify`` with ``end_fit_ms``) (pure; empty without them).  One fit of a fixed and a per-FLOP
+    cost cannot follow a CPU whose pass time steps with the rows (the SmolLM2 target here: 57 ms for 2 rows, 117 ms
+    for 9 and 17, where the fit said 84 and 103); the measured medians, from the calibration pool, can."""
+    rows = sorted((int(r["k"]), r["measured_ms"] / r["end_fit_ms"]) for r in by_k
+                  if r.get("role") == "verify" and r.get("end_fit_ms", 0) > 0 and r.get("measured_ms", 0) > 0)
+    return tuple(rows)
+
+
 def save_profile(profile: HardwareProfile, path: str | Path) -> None:
     """Write ``profile`` as JSON."""
     Path(path).write_text(json.dumps(profile.to_dict(), indent=2) + "\n")
@@ -182,7 +214,10 @@ def load_profile(path: str | Path, end: str | None = None) -> HardwareProfile:
     if end is not None and end not in ENDS:
         raise ValueError(f"end must be one of {ENDS}, got {end!r}")
     if isinstance(d.get("ends"), dict) and isinstance(d["ends"].get(end), dict):  # a calibration record's own fit
+        by_k = (d.get("notes") or {}).get("by_k") or []
         d = d["ends"][end]
+        if end == "edge" and not d.get("verify_scale"):  # the record's measured passes against its edge fit
+            d = {**d, "verify_scale": verify_scale(by_k)}
     elif isinstance(d.get("profile"), dict):  # a calibration record (wisv.timing.calibrate.save_calibration)
         d = d["profile"]
     return HardwareProfile.from_dict(d)

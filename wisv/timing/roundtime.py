@@ -134,8 +134,10 @@ def t_draft_s(dims_d: ModelDims, L: int, K: int, ue: HardwareProfile, c: FlopCon
 def t_verify_s(dims_t: ModelDims, L: int, K: int, edge: HardwareProfile,
                c: FlopConstants = DEFAULT_CONSTANTS) -> float:
     """Eq. 16: T_verify = F_verify / (eta_ES * F_ES), plus the edge's fixed cost of one phase of one call (over K + 1
-    positions: a multi-row call)."""
-    return compute_s(verify_flops(dims_t, L, K, c), edge) + edge.call_overhead_s(n_weights(dims_t, c), 1, 1)
+    positions: a multi-row call), times what the edge's calibration measured against that for K (``verify_factor``:
+    1 for a profile without one)."""
+    model = compute_s(verify_flops(dims_t, L, K, c), edge) + edge.call_overhead_s(n_weights(dims_t, c), 1, 1)
+    return model * edge.verify_factor(K)
 
 
 def t_prefill_s(dims: ModelDims, n_tokens: int, profile: HardwareProfile,

@@ -230,6 +230,42 @@ def test_a_multi_row_call_pays_its_extra_cost_where_it_runs():
     assert t_draft_s(DRAFTER, 3, 4, m) == t_draft_s(DRAFTER, 3, 4, PROF)
 
 
+def test_a_verification_pass_is_scaled_by_what_the_calibration_measured_for_its_k():
+    """The edge's verify_scale, read from a record's medians by K: a pass of K drafted tokens costs the model's time
+    times its factor, interpolated in log K between the measured K and the nearest past them; the UE, a 1-row
+    drafting phase and a profile without the scale are unchanged."""
+    from wisv.timing.hardware import verify_scale
+    by_k = [{"role": "verify", "k": 1, "measured_ms": 50.0, "end_fit_ms": 62.5},
+            {"role": "verify", "k": 4, "measured_ms": 120.0, "end_fit_ms": 80.0},
+            {"role": "draft", "k": 4, "measured_ms": 40.0, "end_fit_ms": 20.0},
+            {"role": "verify", "k": 16, "measured_ms": 100.0}]  # no end fit: left out
+    assert verify_scale(by_k) == ((1, 0.8), (4, 1.5))
+    m = replace(PROF, verify_scale=((1, 0.8), (4, 1.5)))
+    assert [m.verify_factor(k) for k in (1, 2, 4, 64)] == pytest.approx([0.8, 1.15, 1.5, 1.5])
+    assert t_verify_s(DRAFTER, 3, 2, m) == pytest.approx(1.15 * t_verify_s(DRAFTER, 3, 2, PROF))
+    assert t_draft_s(DRAFTER, 3, 2, m) == t_draft_s(DRAFTER, 3, 2, PROF) and PROF.verify_factor(8) == 1.0
+    assert HardwareProfile.from_dict(json.loads(json.dumps(m.to_dict()))) == m
+    for bad in (((4, 1.0), (1, 1.0)), ((0, 1.0),), ((2, 0.0),), ((2, float("nan")),)):
+        with pytest.raises(ValueError, match="verify_scale"):
+            replace(PROF, verify_scale=bad)
+    with pytest.raises(ValueError, match="verify_scale"):
+        HardwareProfile.from_dict(PROF.to_dict() | {"verify_scale": [[1]]})
+
+
+def test_a_records_edge_profile_carries_its_verify_scale(tmp_path):
+    """load_profile(path, "edge") derives the scale from the record's notes; the UE's and the shared profile do not,
+    and an edge end that states its own keeps it."""
+    doc = {"profile": PROF.to_dict(), "ends": {"ue": PROF.to_dict(), "edge": PROF.to_dict()},
+           "notes": {"by_k": [{"role": "verify", "k": 2, "measured_ms": 30.0, "end_fit_ms": 20.0}]}}
+    (tmp_path / "rec.json").write_text(json.dumps(doc))
+    assert load_profile(tmp_path / "rec.json", "edge").verify_scale == ((2, 1.5),)
+    assert load_profile(tmp_path / "rec.json", "ue").verify_scale == () == load_profile(tmp_path / "rec.json"
+                                                                                        ).verify_scale
+    doc["ends"]["edge"]["verify_scale"] = [[8, 1.25]]
+    (tmp_path / "rec.json").write_text(json.dumps(doc))
+    assert load_profile(tmp_path / "rec.json", "edge").verify_scale == ((8, 1.25),)
+
+
 # f(l) = 32 l + 720 for this drafter (tests/wisv/timing/test_roundtime.py), so n_weights = 360
 DRAFTER = ModelDims(n_layers=2, d_model=4, d_ff=8, vocab=10, n_heads=2, n_kv_heads=1)
 PROF = HardwareProfile("p", peak_tflops=1e-6, eta=1.0, source="t", pass_overhead_s=1e-3, weight_read_s=1e-6,
