@@ -189,12 +189,16 @@ def with_roofline_eta(profile: HardwareProfile, tokens_per_pass: int) -> Hardwar
 
 def verify_scale(by_k: list[dict]) -> tuple[tuple[int, float], ...]:
     """(K, measured over the edge fit's median time) of a calibration's verification passes (its notes' ``by_k``
-    rows of role ``verify`` with ``end_fit_ms``) (pure; empty without them).  One fit of a fixed and a per-FLOP
-    cost cannot follow a CPU whose pass time steps with the rows (the SmolLM2 target here: 57 ms for 2 rows, 117 ms
-    for 9 and 17, where the fit said 84 and 103); the measured medians, from the calibration pool, can."""
-    rows = sorted((int(r["k"]), r["measured_ms"] / r["end_fit_ms"]) for r in by_k
-                  if r.get("role") == "verify" and r.get("end_fit_ms", 0) > 0 and r.get("measured_ms", 0) > 0)
-    return tuple(rows)
+    rows of role ``verify`` with ``end_fit_ms``) (pure; empty without them; a ValueError on a malformed row).  One fit
+    of a fixed and a per-FLOP cost cannot follow a CPU whose pass time steps with the rows; the measured medians, from
+    the calibration pool, can (docs/simulator.md)."""
+    try:
+        rows = [(int(r["k"]), float(r["measured_ms"]), float(r.get("end_fit_ms", 0))) for r in by_k
+                if r.get("role") == "verify"]
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise ValueError(f"notes.by_k: each row must be an object with role, k and measured_ms, got {by_k!r:.200}"
+                         ) from None
+    return tuple(sorted((k, ms / fit) for k, ms, fit in rows if fit > 0 and ms > 0))
 
 
 def save_profile(profile: HardwareProfile, path: str | Path) -> None:
@@ -214,7 +218,8 @@ def load_profile(path: str | Path, end: str | None = None) -> HardwareProfile:
     if end is not None and end not in ENDS:
         raise ValueError(f"end must be one of {ENDS}, got {end!r}")
     if isinstance(d.get("ends"), dict) and isinstance(d["ends"].get(end), dict):  # a calibration record's own fit
-        by_k = (d.get("notes") or {}).get("by_k") or []
+        notes = d.get("notes")
+        by_k = (notes.get("by_k") if isinstance(notes, dict) else None) or []
         d = d["ends"][end]
         if end == "edge" and not d.get("verify_scale"):  # the record's measured passes against its edge fit
             d = {**d, "verify_scale": verify_scale(by_k)}
